@@ -1,0 +1,801 @@
+#!/usr/bin/env bash
+# meshdns end-to-end suite (issue 7): meshdns against software nobody here wrote.
+#
+#   tests/e2e/run.sh                 build (cargo build --release --locked) and run everything
+#   MESHDNS_BIN=path tests/e2e/run.sh  use that binary, no build
+#   E2E_MODE=standin tests/e2e/run.sh  only the harness: stand-ins, fault servers and the real
+#                                      clients pointed at a stand-in directly (no meshdns)
+#   E2E_KEEP=1                         keep the temp dir (configs, zone files, logs)
+#
+# Runs as root (port 53, mount namespaces). Traffic goes only to 127.0.0.0/8: dig always gets an
+# explicit @127.x server, and getaddrinfo/pymongo run only in a private mount namespace whose
+# /etc/resolv.conf is a bind mount naming a 127.x server. Prints one line per case and ends with
+# "N passed, M failed"; exits 1 on any failure.
+set -u -o pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+E2E=$ROOT/tests/e2e
+MODE=${E2E_MODE:-full}
+PY=${PYTHON:-python3}
+START_NS=$(date +%s%N)
+
+PASS=0
+FAIL=0
+FAILED=()
+REASON=
+
+ok() { PASS=$((PASS + 1)); printf 'ok    %s\n' "$1"; }
+bad() { FAIL=$((FAIL + 1)); FAILED+=("$1"); printf 'FAIL  %s -- %s\n' "$1" "$2"; }
+# case NAME FUNC [ARGS...]: FUNC returns 0 (pass) or sets REASON and returns 1.
+case_() {
+	local name=$1
+	shift
+	REASON=
+	if "$@"; then ok "$name"; else bad "$name" "${REASON:-check failed}"; fi
+}
+note() { printf '#     %s\n' "$*"; }
+
+if [[ $(id -u) != 0 ]]; then
+	echo "tests/e2e/run.sh must run as root (port 53, unshare -m)" >&2
+	exit 2
+fi
+
+# ---------------------------------------------------------------------------------------------
+# Prerequisites (skipped when already there, so reruns are fast)
+# ---------------------------------------------------------------------------------------------
+install_prereqs() {
+	local pkgs=()
+	command -v nsd >/dev/null || pkgs+=(nsd)
+	command -v dig >/dev/null || pkgs+=(dnsutils)
+	command -v musl-gcc >/dev/null || pkgs+=(musl-tools)
+	command -v curl >/dev/null || pkgs+=(curl)
+	command -v ss >/dev/null || pkgs+=(iproute2)
+	command -v unshare >/dev/null || pkgs+=(util-linux)
+	command -v timeout >/dev/null || pkgs+=(coreutils)
+	if ((${#pkgs[@]})); then
+		note "installing ${pkgs[*]}"
+		if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends "${pkgs[@]}"; } >"$WORK/apt.log" 2>&1; then
+			tail -20 "$WORK/apt.log" >&2
+			return 1
+		fi
+	fi
+	if ! "$PY" -c 'import pymongo, dns.resolver' 2>/dev/null; then
+		note "installing pymongo dnspython (pip)"
+		"$PY" -m pip install -q pymongo dnspython >"$WORK/pip.log" 2>&1 ||
+			"$PY" -m pip install -q --break-system-packages pymongo dnspython >>"$WORK/pip.log" 2>&1 ||
+			{ tail -20 "$WORK/pip.log" >&2; return 1; }
+	fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# Processes: every one we start is recorded and ended on exit
+# ---------------------------------------------------------------------------------------------
+WORK=$(mktemp -d /tmp/meshdns-e2e.XXXXXX)
+PIDS=()
+cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
+		local alive=0
+		for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+		((alive)) || break
+		sleep 0.2
+	done
+	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	if [[ -n ${E2E_KEEP:-} ]]; then echo "# kept $WORK" >&2; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+listening() { # ADDR PORT PROTO(u|t)
+	ss -Hln"$3" 2>/dev/null | awk '{print $4}' | grep -qxF "$1:$2"
+}
+wait_listen() { # PID ADDR PORT SECONDS -> waits for UDP and TCP
+	local pid=$1 addr=$2 port=$3 n=$(($4 * 10))
+	while ((n-- > 0)); do
+		kill -0 "$pid" 2>/dev/null || return 1
+		listening "$addr" "$port" u && listening "$addr" "$port" t && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# ---------------------------------------------------------------------------------------------
+# Stand-in clusters: NSD serving cluster.local the way CoreDNS's kubernetes plugin answers
+# ---------------------------------------------------------------------------------------------
+# Cluster i has pod IPs 10.i.0.x (mongo) and 10.i.1.x (big); IPv6 fd00:i::x. Record data only.
+gen_cluster_zone() { # INDEX
+	local i=$1 p
+	cat <<EOF
+\$ORIGIN cluster.local.
+\$TTL 30
+@ IN SOA ns.dns.cluster.local. hostmaster.cluster.local. 1 7200 1800 86400 30
+@ IN NS ns.dns.cluster.local.
+ns.dns IN A 10.$i.255.10
+kube-dns.kube-system.svc IN A 10.$i.255.10
+kubernetes.default.svc IN A 10.$i.255.1
+mongo.db.svc IN TXT "replicaSet=rs0&authSource=admin"
+EOF
+	for p in 0 1 2; do
+		cat <<EOF
+mongo-$p.mongo.db.svc IN A 10.$i.0.$((10 + p))
+mongo-$p.mongo.db.svc IN AAAA fd00:$i::$((10 + p))
+mongo.db.svc IN A 10.$i.0.$((10 + p))
+mongo.db.svc IN AAAA fd00:$i::$((10 + p))
+_mongodb._tcp.mongo.db.svc IN SRV 0 33 27017 mongo-$p.mongo.db.svc.cluster.local.
+EOF
+	done
+	for ((p = 0; p < 60; p++)); do
+		cat <<EOF
+big-$p.big.db.svc IN A 10.$i.1.$((10 + p))
+big.db.svc IN A 10.$i.1.$((10 + p))
+_http._tcp.big.db.svc IN SRV 0 1 8080 big-$p.big.db.svc.cluster.local.
+EOF
+	done
+}
+
+gen_external_zone() {
+	cat <<'EOF'
+$ORIGIN example.test.
+$TTL 300
+@ IN SOA ns1.example.test. hostmaster.example.test. 1 7200 1800 86400 60
+@ IN NS ns1.example.test.
+@ IN TXT "v=e2e"
+ns1 IN A 127.0.1.1
+www IN A 192.0.2.80
+www IN AAAA 2001:db8::80
+alias IN CNAME www.example.test.
+EOF
+}
+
+declare -A NSD_PID
+start_nsd() { # NAME INDEX ADDR [external]
+	local name=$1 i=$2 addr=$3 ext=${4:-} d=$WORK/nsd-$1
+	mkdir -p "$d"
+	gen_cluster_zone "$i" >"$d/cluster.local.zone"
+	cat >"$d/nsd.conf" <<EOF
+server:
+	ip-address: $addr
+	port: 53
+	do-ip6: no
+	server-count: 1
+	reuseport: no
+	username: ""
+	chroot: ""
+	zonesdir: "$d"
+	database: ""
+	zonelistfile: "$d/zone.list"
+	xfrdfile: "$d/xfrd.state"
+	xfrdir: "$d"
+	pidfile: "$d/nsd.pid"
+	logfile: "$d/nsd.log"
+	hide-version: yes
+	verbosity: 1
+remote-control:
+	control-enable: no
+zone:
+	name: cluster.local
+	zonefile: "$d/cluster.local.zone"
+EOF
+	if [[ -n $ext ]]; then
+		gen_external_zone >"$d/example.test.zone"
+		printf 'zone:\n\tname: example.test\n\tzonefile: "%s/example.test.zone"\n' "$d" >>"$d/nsd.conf"
+	fi
+	if ! nsd-checkconf "$d/nsd.conf" >"$d/check.log" 2>&1; then
+		cat "$d/check.log" >&2
+		return 1
+	fi
+	nsd -d -c "$d/nsd.conf" >>"$d/nsd.log" 2>&1 &
+	NSD_PID[$name]=$!
+	PIDS+=($!)
+	wait_listen $! "$addr" 53 10 || { tail -5 "$d/nsd.log" >&2; return 1; }
+}
+
+declare -A FAULT_PID
+start_fault() { # NAME MODE ADDR [UPSTREAM MS]
+	local name=$1
+	shift
+	"$PY" "$E2E/faultdns.py" "$@" >"$WORK/fault-$name.log" 2>&1 &
+	FAULT_PID[$name]=$!
+	PIDS+=($!)
+	wait_listen $! "${2}" 53 10 || { tail -5 "$WORK/fault-$name.log" >&2; return 1; }
+}
+
+# ---------------------------------------------------------------------------------------------
+# meshdns instances: environment variables only, as in a pod
+# ---------------------------------------------------------------------------------------------
+declare -A MD_PID
+start_meshdns() { # NAME ADDR CLUSTERS
+	local name=$1 addr=$2 clusters=$3
+	env MESHDNS_LISTEN="$addr:53" MESHDNS_ADMIN_LISTEN="$addr:9153" \
+		MESHDNS_UPSTREAMS=127.0.1.1:53 MESHDNS_LOCAL_CLUSTER=a \
+		MESHDNS_CLUSTERS="$clusters" MESHDNS_LOG=info \
+		"$MESHDNS_BIN" >"$WORK/meshdns-$name.log" 2>&1 &
+	MD_PID[$addr]=$!
+	PIDS+=($!)
+	if wait_listen $! "$addr" 53 15; then
+		return 0
+	fi
+	REASON="meshdns ($name) did not bind $addr:53 (UDP+TCP); log: $(tail -3 "$WORK/meshdns-$name.log" | tr '\n' ' ')"
+	return 1
+}
+
+# ---------------------------------------------------------------------------------------------
+# dig and its output
+# ---------------------------------------------------------------------------------------------
+OUT=
+DIGRC=0
+ELAPSED_MS=0
+# dq SERVER NAME TYPE [dig options...]: UDP unless +tcp; sets OUT, DIGRC, ELAPSED_MS.
+dq() {
+	local s=$1 t0
+	shift
+	local pid=${MD_PID[$s]:-}
+	if [[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null; then
+		OUT=";; meshdns at $s is not running"
+		DIGRC=99
+		ELAPSED_MS=0
+		return
+	fi
+	t0=$(date +%s%N)
+	OUT=$(dig @"$s" -p 53 +time=3 +tries=1 "$@" 2>&1)
+	DIGRC=$?
+	ELAPSED_MS=$((($(date +%s%N) - t0) / 1000000))
+}
+sec() { printf '%s\n' "$OUT" | awk -v s=";; $1 SECTION:" '$0 == s { f = 1; next } f && /^$/ { f = 0 } f'; }
+# rr SECTION TYPE: "owner rdata..." per record of TYPE
+rr() { sec "$1" | awk -v t="$2" '$4 == t { o = $1; $1 = $2 = $3 = $4 = ""; sub(/^ +/, ""); print o, $0 }'; }
+rcode() { printf '%s\n' "$OUT" | sed -n 's/.*status: \([A-Z]*\),.*/\1/p' | head -1; }
+flags() { printf '%s\n' "$OUT" | sed -n 's/^;; flags: \([^;]*\);.*/\1/p' | head -1; }
+has_flag() { [[ " $(flags) " == *" $1 "* ]]; }
+ttls() { sec "$1" | awk '{print $2}'; }
+fail_with() { REASON="$*"; return 1; }
+why() { # short context for a failure
+	local s
+	s=$(rcode)
+	if [[ -z $s ]]; then
+		printf 'no reply (dig rc %s: %s)' "$DIGRC" "$(printf '%s\n' "$OUT" | grep -m1 -E '^;;|error' | cut -c1-120)"
+	else
+		printf 'status %s, %sms, answer: %s' "$s" "$ELAPSED_MS" "$(sec ANSWER | head -4 | tr -s '\t ' ' ' | tr '\n' '|' | cut -c1-300)"
+	fi
+}
+want_rcode() { [[ $(rcode) == "$1" ]] || fail_with "want $1; $(why)"; }
+# want_set WHAT EXPECTED GOT: compare newline lists (order-insensitive)
+want_set() {
+	local e g
+	e=$(printf '%s\n' "$2" | sed '/^$/d' | sort)
+	g=$(printf '%s\n' "$3" | sed '/^$/d' | sort)
+	[[ $e == "$g" ]] || fail_with "$1: want [$(echo $e)], got [$(echo $g)]; $(why)"
+}
+want_ttl_max() { # SECTION MAX
+	local t
+	for t in $(ttls "$1"); do ((t <= $2)) || fail_with "$1 TTL $t > $2" || return 1; done
+}
+no_text() { # STRING: must not appear in answer/authority/additional
+	local all
+	all=$(sec ANSWER; sec AUTHORITY; sec ADDITIONAL)
+	! grep -qiF -- "$1" <<<"$all" || fail_with "'$1' leaks into the reply: $(grep -iF -- "$1" <<<"$all" | head -2 | tr -s '\t ' ' ' | tr '\n' '|')"
+}
+seq_names() { # PREFIXES SUFFIX -> e.g. a-mongo-0.SUFFIX ...
+	local p n prefixes=${1:-none}
+	for p in $prefixes; do
+		[[ $p == none ]] && p=
+		for n in 0 1 2; do echo "${p}mongo-$n.$2"; done
+	done
+}
+
+# ---------------------------------------------------------------------------------------------
+# Real clients inside a private mount namespace ("a pod")
+# ---------------------------------------------------------------------------------------------
+make_pod_files() { # NAME NAMESERVER
+	cat >"$WORK/resolv-$1.conf" <<EOF
+search db.svc.cluster.local svc.cluster.local cluster.local
+nameserver $2
+options ndots:5
+EOF
+}
+# in_pod RESOLVNAME CMD...: the command sees only our resolv.conf and "hosts: files dns".
+in_pod() {
+	local rc=$WORK/resolv-$1.conf
+	shift
+	timeout 30 unshare -m --propagation private sh -c '
+		mount --bind "$1" /etc/resolv.conf || exit 97
+		mount --bind "$2" /etc/nsswitch.conf || exit 97
+		grep -q "^nameserver 127\." /etc/resolv.conf || exit 98
+		if [ -d /var/run/nscd ]; then mount -t tmpfs none /var/run/nscd || exit 97; fi
+		shift 2
+		exec "$@"' sh "$rc" "$WORK/nsswitch.conf" "$@"
+}
+POD_OUT=
+POD_RC=0
+pod_run() { POD_OUT=$(in_pod "$@" 2>&1); POD_RC=$?; }
+# want_addrs WHAT EXPECTED_IPV4S: the IPv4 addresses printed equal the expected set
+want_addrs() {
+	local got
+	got=$(printf '%s\n' "$POD_OUT" | awk '{print $1}' | grep -E '^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$' | sort -u)
+	[[ $POD_RC == 0 ]] || fail_with "$1: exit $POD_RC: $(echo $POD_OUT | cut -c1-200)" || return 1
+	[[ $(sort -u <<<"$2") == "$got" ]] || fail_with "$1: want $(echo $2), got $(echo $got)"
+}
+
+c_getent() { # RESOLV NAME EXPECTED
+	pod_run "$1" getent ahosts "$2"
+	want_addrs "getent ahosts $2" "$3"
+}
+c_musl() { # RESOLV NAME EXPECTED
+	pod_run "$1" "$WORK/musl-resolve" "$2"
+	want_addrs "musl getaddrinfo $2" "$3"
+}
+PYMONGO_SNIPPET='
+import sys
+from pymongo.uri_parser import parse_uri
+r = parse_uri(sys.argv[1])
+for h, p in r["nodelist"]:
+    print("host %s:%d" % (h, p))
+for k, v in sorted(dict(r["options"]).items()):
+    print("option %s=%s" % (k, v))
+'
+c_pymongo() { # RESOLV HOST EXPECTED_HOSTS
+	pod_run "$1" "$PY" -c "$PYMONGO_SNIPPET" "mongodb+srv://$2/"
+	[[ $POD_RC == 0 ]] || fail_with "parse_uri: exit $POD_RC: $(echo $POD_OUT | tail -c 300)" || return 1
+	want_set "nodelist" "$(printf '%s\n' "$3" | sed 's/$/:27017/')" \
+		"$(sed -n 's/^host //p' <<<"$POD_OUT" | tr 'A-Z' 'a-z')" || return 1
+	grep -qix 'option replicaset=rs0' <<<"$POD_OUT" || fail_with "no replicaSet=rs0 in options: $(grep option <<<"$POD_OUT" | tr '\n' ' ')" || return 1
+	grep -qix 'option authsource=admin' <<<"$POD_OUT" || fail_with "no authSource=admin in options: $(grep option <<<"$POD_OUT" | tr '\n' ' ')"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Checks
+# ---------------------------------------------------------------------------------------------
+mongo_ip() { echo "10.$1.0.$((10 + $2))"; } # CLUSTER_INDEX POD
+
+# Stand-ins, queried directly: proves the harness before meshdns is involved.
+h_standin_a() { # ADDR INDEX
+	dq "$1" mongo-1.mongo.db.svc.cluster.local A
+	want_rcode NOERROR && has_flag aa || fail_with "not authoritative; $(why)" || return 1
+	want_set "A" "mongo-1.mongo.db.svc.cluster.local. $(mongo_ip "$2" 1)" "$(rr ANSWER A)"
+}
+h_standin_srv() { # ADDR INDEX
+	dq "$1" _mongodb._tcp.mongo.db.svc.cluster.local SRV
+	want_rcode NOERROR || return 1
+	want_set "SRV targets" "$(seq_names "" mongo.db.svc.cluster.local.)" "$(rr ANSWER SRV | awk '{print $5}')" || return 1
+	want_set "additional A" "$(for n in 0 1 2; do echo "mongo-$n.mongo.db.svc.cluster.local. $(mongo_ip "$2" $n)"; done)" "$(rr ADDITIONAL A | grep '^mongo-')"
+}
+h_standin_big_tcp() {
+	dq "$1" _http._tcp.big.db.svc.cluster.local SRV +tcp
+	want_rcode NOERROR || return 1
+	[[ $(rr ANSWER SRV | wc -l) == 60 ]] || fail_with "want 60 SRV, got $(rr ANSWER SRV | wc -l)"
+}
+h_standin_big_udp_tc() {
+	dq "$1" _http._tcp.big.db.svc.cluster.local SRV +ignore +notcp
+	has_flag tc || fail_with "no TC over UDP (flags: $(flags)); the big service no longer exercises truncation"
+}
+h_standin_nx() {
+	dq "$1" mongo-9.mongo.db.svc.cluster.local A
+	want_rcode NXDOMAIN || return 1
+	[[ $(rr AUTHORITY SOA | awk '{print $1, $2}') == "cluster.local. ns.dns.cluster.local." ]] ||
+		fail_with "SOA: $(rr AUTHORITY SOA)"
+}
+h_standin_external() {
+	dq 127.0.1.1 www.example.test A
+	want_rcode NOERROR || return 1
+	want_set "A" "www.example.test. 192.0.2.80" "$(rr ANSWER A)"
+}
+h_servfail_server() {
+	dq 127.0.7.1 mongo-0.mongo.db.svc.cluster.local A
+	want_rcode SERVFAIL
+}
+h_drop_server() {
+	dq 127.0.8.1 mongo-0.mongo.db.svc.cluster.local A +time=1
+	[[ -z $(rcode) ]] || fail_with "the drop server answered: $(why)"
+}
+h_delay_proxy() { # UDP and TCP through the delaying proxy reach cluster e, >= 300 ms
+	local proto
+	for proto in +notcp +tcp; do
+		dq 127.0.6.1 mongo-0.mongo.db.svc.cluster.local A $proto
+		want_set "A via proxy ($proto)" "mongo-0.mongo.db.svc.cluster.local. $(mongo_ip 5 0)" "$(rr ANSWER A)" || return 1
+		((ELAPSED_MS >= 290)) || fail_with "answered in ${ELAPSED_MS}ms, not delayed" || return 1
+	done
+}
+
+# --- meshdns: pass-through -------------------------------------------------------------------
+MD=127.0.10.1
+m_pass_external() { # PROTO
+	dq $MD www.example.test A "$1"
+	want_rcode NOERROR || return 1
+	has_flag aa || fail_with "AA flag of the kube-dns stand-in lost (flags: $(flags)); pass-through must be verbatim" || return 1
+	want_set "A" "www.example.test. 192.0.2.80" "$(rr ANSWER A)"
+}
+m_pass_cname() {
+	dq $MD alias.example.test A
+	want_rcode NOERROR || return 1
+	want_set "answer" "alias.example.test. www.example.test.
+www.example.test. 192.0.2.80" "$( (rr ANSWER CNAME; rr ANSWER A))"
+}
+m_pass_nx() {
+	dq $MD nosuch.example.test A
+	want_rcode NXDOMAIN || return 1
+	[[ $(rr AUTHORITY SOA | awk '{print $1}') == example.test. ]] || fail_with "authority SOA: $(rr AUTHORITY SOA)"
+}
+m_pass_local_svc() {
+	dq $MD mongo-0.mongo.db.svc.cluster.local A
+	want_rcode NOERROR || return 1
+	want_set "A" "mongo-0.mongo.db.svc.cluster.local. $(mongo_ip 1 0)" "$(rr ANSWER A)"
+}
+m_pass_label_boundary() { # notcluster.b is not cluster b's zone: goes to kube-dns, which refuses it
+	dq $MD mongo-0.mongo.db.notcluster.b A
+	[[ -z $(rr ANSWER A) ]] || fail_with "routed to a cluster: $(why)" || return 1
+	want_rcode REFUSED
+}
+
+# --- meshdns: cluster zones ------------------------------------------------------------------
+m_cluster_a() { # PROTO
+	dq $MD mongo-1.mongo.db.cluster.b A "$1"
+	want_rcode NOERROR || return 1
+	want_set "A" "mongo-1.mongo.db.cluster.b. $(mongo_ip 2 1)" "$(rr ANSWER A)" || return 1
+	want_ttl_max ANSWER 30 && no_text cluster.local
+}
+m_cluster_aaaa() {
+	dq $MD mongo-1.mongo.db.cluster.b AAAA
+	want_rcode NOERROR || return 1
+	want_set "AAAA" "mongo-1.mongo.db.cluster.b. fd00:2::11" "$(rr ANSWER AAAA)"
+}
+m_cluster_local() {
+	dq $MD mongo-2.mongo.db.cluster.a A
+	want_rcode NOERROR || return 1
+	want_set "A" "mongo-2.mongo.db.cluster.a. $(mongo_ip 1 2)" "$(rr ANSWER A)"
+}
+m_cluster_mixed_case() {
+	local q=MoNgO-1.Mongo.DB.Cluster.B.
+	dq $MD "$q" A
+	want_rcode NOERROR || return 1
+	local qs
+	qs=$(sec QUESTION | awk '{print $1}')
+	[[ $qs == ";$q" ]] || fail_with "question not echoed as asked: '$qs'" || return 1
+	want_set "A" "$q $(mongo_ip 2 1)" "$(rr ANSWER A)"
+}
+m_cluster_srv() { # PROTO
+	dq $MD _mongodb._tcp.mongo.db.cluster.b SRV "$1"
+	want_rcode NOERROR || return 1
+	want_set "SRV owners+targets" "$(seq_names "" mongo.db.cluster.b. | sed 's/^/_mongodb._tcp.mongo.db.cluster.b. /')" \
+		"$(rr ANSWER SRV | awk '{print $1, $5}')" || return 1
+	[[ -z $(rr ANSWER SRV | awk '$4 != 27017') ]] || fail_with "port not 27017: $(rr ANSWER SRV)" || return 1
+	want_set "additional A" "$(for n in 0 1 2; do echo "mongo-$n.mongo.db.cluster.b. $(mongo_ip 2 $n)"; done)" \
+		"$(rr ADDITIONAL A | grep -i '^mongo-')" || return 1
+	no_text cluster.local
+}
+m_cluster_service_set() {
+	dq $MD mongo.db.cluster.c A
+	want_rcode NOERROR || return 1
+	want_set "A set" "$(for n in 0 1 2; do echo "mongo.db.cluster.c. $(mongo_ip 3 $n)"; done)" "$(rr ANSWER A)"
+}
+m_cluster_nx() {
+	dq $MD mongo-9.mongo.db.cluster.b A
+	want_rcode NXDOMAIN || return 1
+	[[ -z $(sec ANSWER) ]] || fail_with "answer in NXDOMAIN: $(sec ANSWER)" || return 1
+	[[ $(rr AUTHORITY SOA | awk '{print $1}') == cluster.b. ]] ||
+		fail_with "want SOA owned by cluster.b., authority: $(sec AUTHORITY | tr -s '\t ' ' ' | tr '\n' '|')" || return 1
+	no_text cluster.local
+}
+m_cluster_nodata() {
+	dq $MD mongo-0.mongo.db.cluster.b TXT
+	want_rcode NOERROR || return 1
+	[[ -z $(sec ANSWER) ]] || fail_with "answer in NODATA: $(sec ANSWER)" || return 1
+	[[ $(rr AUTHORITY SOA | awk '{print $1}') == cluster.b. ]] ||
+		fail_with "want SOA owned by cluster.b., authority: $(sec AUTHORITY | tr -s '\t ' ' ' | tr '\n' '|')"
+}
+m_cluster_big_tcp() {
+	dq $MD _http._tcp.big.db.cluster.c SRV +tcp
+	want_rcode NOERROR || return 1
+	local n bad_t
+	n=$(rr ANSWER SRV | wc -l)
+	[[ $n == 60 ]] || fail_with "want 60 SRV, got $n; $(why)" || return 1
+	bad_t=$(rr ANSWER SRV | awk '$5 !~ /^big-[0-9]+\.big\.db\.cluster\.c\.$/' | head -2)
+	[[ -z $bad_t ]] || fail_with "targets not under cluster.c: $bad_t"
+}
+
+# --- meshdns: distributed zone ---------------------------------------------------------------
+DZ=mongo.db.svc.distributed.local
+DSRV=_mongodb._tcp.$DZ
+m_dist_srv() { # PROTO
+	dq $MD $DSRV SRV "$1"
+	want_rcode NOERROR || return 1
+	want_set "SRV targets" "$(seq_names "a- b- c-" $DZ.)" "$(rr ANSWER SRV | awk '{print $5}')" || return 1
+	[[ -z $(rr ANSWER SRV | awk -v q="$DSRV." '$1 != q') ]] || fail_with "SRV not owned by the question: $(rr ANSWER SRV | head -2)" || return 1
+	[[ -z $(rr ANSWER SRV | awk '$4 != 27017') ]] || fail_with "port not 27017" || return 1
+	no_text cluster.local
+}
+m_dist_srv_additional() {
+	dq $MD $DSRV SRV +tcp
+	want_rcode NOERROR || return 1
+	local x=
+	for c in 1:a 2:b 3:c; do for n in 0 1 2; do x+="${c#*:}-mongo-$n.$DZ. $(mongo_ip "${c%%:*}" $n)"$'\n'; done; done
+	want_set "additional A" "$x" "$(rr ADDITIONAL A)"
+}
+m_dist_srv_order() { # local cluster first, then configuration order; same order every time
+	dq $MD $DSRV SRV
+	local first second prefixes
+	first=$(rr ANSWER SRV | awk '{print $5}')
+	prefixes=$(printf '%s\n' "$first" | cut -c1 | uniq | tr -d '\n')
+	[[ $prefixes == abc ]] || fail_with "cluster order $prefixes, want a then b then c: $(echo $first)" || return 1
+	dq $MD $DSRV SRV +tcp
+	second=$(rr ANSWER SRV | awk '{print $5}')
+	[[ $first == "$second" ]] || fail_with "order differs between two answers"
+}
+m_dist_srv_case() {
+	local q=_MongoDB._TCP.Mongo.DB.Svc.Distributed.LOCAL.
+	dq $MD "$q" SRV
+	want_rcode NOERROR || return 1
+	[[ $(sec QUESTION | awk '{print $1}') == ";$q" ]] || fail_with "question not echoed: $(sec QUESTION)" || return 1
+	want_set "SRV targets (lowercased)" "$(seq_names "a- b- c-" $DZ.)" "$(rr ANSWER SRV | awk '{print tolower($5)}')" || return 1
+	[[ -z $(rr ANSWER SRV | awk -v q="$q" '$1 != q') ]] || fail_with "owners not spelled as asked: $(rr ANSWER SRV | head -1)"
+}
+m_dist_prefixed_a() {
+	dq $MD b-mongo-2.$DZ A
+	want_rcode NOERROR || return 1
+	want_set "A" "b-mongo-2.$DZ. $(mongo_ip 2 2)" "$(rr ANSWER A)"
+}
+m_dist_prefixed_aaaa() {
+	dq $MD c-mongo-0.$DZ AAAA +tcp
+	want_rcode NOERROR || return 1
+	want_set "AAAA" "c-mongo-0.$DZ. fd00:3::10" "$(rr ANSWER AAAA)"
+}
+m_dist_service_a() {
+	dq $MD $DZ A
+	want_rcode NOERROR || return 1
+	local x=
+	for c in 1 2 3; do for n in 0 1 2; do x+="$DZ. $(mongo_ip $c $n)"$'\n'; done; done
+	want_set "A union" "$x" "$(rr ANSWER A)"
+}
+m_dist_txt() {
+	dq $MD $DZ TXT
+	want_rcode NOERROR || return 1
+	want_set "TXT" "$DZ. \"replicaSet=rs0&authSource=admin\"" "$(rr ANSWER TXT)"
+}
+m_dist_nx() {
+	dq $MD _mongodb._tcp.nosuch.db.svc.distributed.local SRV
+	want_rcode NXDOMAIN || return 1
+	[[ $(rr AUTHORITY SOA | awk '{print $1}') == distributed.local. ]] ||
+		fail_with "want SOA owned by distributed.local., authority: $(sec AUTHORITY | tr -s '\t ' ' ' | tr '\n' '|')"
+}
+m_dist_other_type() {
+	dq $MD $DZ MX
+	want_rcode NOERROR || return 1
+	[[ -z $(sec ANSWER) ]] || fail_with "answer to MX: $(sec ANSWER)" || return 1
+	[[ $(rr AUTHORITY SOA | awk '{print $1}') == distributed.local. ]] ||
+		fail_with "want synthesized SOA of distributed.local., authority: $(sec AUTHORITY | tr -s '\t ' ' ' | tr '\n' '|')"
+}
+m_dist_big_udp_tc() {
+	dq $MD _http._tcp.big.db.svc.distributed.local SRV +ignore +notcp
+	[[ -n $(rcode) ]] || fail_with "$(why)" || return 1
+	has_flag tc || fail_with "no TC over UDP for 180 targets (flags: $(flags), $(rr ANSWER SRV | wc -l) SRV)"
+}
+m_dist_big_tcp() {
+	dq $MD _http._tcp.big.db.svc.distributed.local SRV +tcp
+	want_rcode NOERROR || return 1
+	local n p
+	n=$(rr ANSWER SRV | wc -l)
+	[[ $n == 180 ]] || fail_with "want 180 SRV over TCP, got $n" || return 1
+	for p in a b c; do
+		[[ $(rr ANSWER SRV | awk -v p="$p" '$5 ~ "^" p "-big-[0-9]+\\.big\\.db\\.svc\\.distributed\\.local\\.$"' | wc -l) == 60 ]] ||
+			fail_with "not 60 targets prefixed $p-" || return 1
+	done
+}
+
+# --- meshdns: cache and admin ----------------------------------------------------------------
+m_cache_ttl() { # asked twice; the second answer's TTL counts down and stays <= 30
+	dq $MD mongo-0.mongo.db.cluster.c A
+	want_rcode NOERROR || return 1
+	sleep 1.2
+	dq $MD mongo-0.mongo.db.cluster.c A
+	want_rcode NOERROR || return 1
+	local t
+	t=$(ttls ANSWER | head -1)
+	[[ -n $t ]] && ((t < 30)) || fail_with "TTL of a repeated answer is '$t', want < 30 (cached, counting down)"
+}
+HTTP_CODE=
+HTTP_BODY=
+http_get() {
+	HTTP_BODY=$(curl --noproxy '*' -sS -m 3 -o - -w '\n%{http_code}' "http://$MD:9153$1" 2>&1)
+	HTTP_CODE=${HTTP_BODY##*$'\n'}
+	HTTP_BODY=${HTTP_BODY%$'\n'*}
+}
+m_http_200() {
+	http_get "$1"
+	[[ $HTTP_CODE == 200 ]] || fail_with "GET $1: HTTP $HTTP_CODE $(echo $HTTP_BODY | cut -c1-100)"
+}
+m_metrics() {
+	http_get /metrics
+	[[ $HTTP_CODE == 200 ]] || fail_with "GET /metrics: HTTP $HTTP_CODE" || return 1
+	local f
+	for f in meshdns_requests_total meshdns_cache_hits_total meshdns_upstream_requests_total meshdns_build_info; do
+		grep -q "^$f" <<<"$HTTP_BODY" || fail_with "no $f in /metrics" || return 1
+	done
+	grep -q '^meshdns_requests_total{.*route="distributed"' <<<"$HTTP_BODY" ||
+		fail_with "no requests_total with route=\"distributed\"" || return 1
+	! grep -q 'mongo' <<<"$HTTP_BODY" || fail_with "a query name leaks into metric labels"
+}
+
+# --- faults: extra meshdns instances with a faulty cluster each ------------------------------
+F_STOP=127.0.10.2
+F_DELAY=127.0.10.3
+F_SERVFAIL=127.0.10.4
+F_DROP=127.0.10.5
+# f_partial SERVER GOOD_PREFIXES BUDGET_MS
+f_partial() {
+	dq "$1" $DSRV SRV
+	want_rcode NOERROR || return 1
+	want_set "SRV targets" "$(seq_names "$2" $DZ.)" "$(rr ANSWER SRV | awk '{print $5}')" || return 1
+	((ELAPSED_MS <= $3)) || fail_with "took ${ELAPSED_MS}ms, budget $3ms"
+}
+f_cluster_fails() { # SERVER NAME BUDGET_MS: a cluster-zone query to the failed cluster
+	dq "$1" "$2" A
+	want_rcode SERVFAIL || return 1
+	((ELAPSED_MS <= $3)) || fail_with "SERVFAIL after ${ELAPSED_MS}ms, budget $3ms"
+}
+f_nx_hidden() { # others say NXDOMAIN, a leg failed: must be SERVFAIL, never NXDOMAIN
+	dq "$1" _mongodb._tcp.nosuch.db.svc.distributed.local SRV
+	want_rcode SERVFAIL
+}
+
+# ---------------------------------------------------------------------------------------------
+# Run
+# ---------------------------------------------------------------------------------------------
+echo "# meshdns e2e ($MODE) in $WORK"
+setup_ok=1
+install_prereqs || { bad "prerequisites installed" "apt-get/pip failed"; setup_ok=0; }
+# nsswitch for the pods: files then DNS, nothing else (no nscd, no systemd-resolved, no mdns)
+printf 'passwd: files\ngroup: files\nhosts: files dns\n' >"$WORK/nsswitch.conf"
+
+if ((setup_ok)); then
+	if musl-gcc -static -O2 -o "$WORK/musl-resolve" "$E2E/resolve.c" >"$WORK/musl.log" 2>&1; then
+		ok "harness: musl getaddrinfo client built (musl-gcc -static)"
+	else
+		bad "harness: musl getaddrinfo client built (musl-gcc -static)" "$(tail -3 "$WORK/musl.log" | tr '\n' ' ')"
+	fi
+	standins_ok=1
+	start_nsd a 1 127.0.1.1 external || standins_ok=0
+	start_nsd b 2 127.0.2.1 || standins_ok=0
+	start_nsd c 3 127.0.3.1 || standins_ok=0
+	start_nsd d 4 127.0.4.1 || standins_ok=0 # stopped in the faults
+	start_nsd e 5 127.0.5.1 || standins_ok=0 # behind the delaying proxy
+	start_fault delay delay 127.0.6.1 127.0.5.1 300 || standins_ok=0
+	start_fault servfail servfail 127.0.7.1 || standins_ok=0
+	start_fault drop drop 127.0.8.1 || standins_ok=0
+	if ((standins_ok)); then ok "harness: 5 NSD stand-ins and 3 fault servers listening"; else
+		bad "harness: 5 NSD stand-ins and 3 fault servers listening" "see messages above"
+	fi
+
+	case_ "standin a: pod A record, authoritative" h_standin_a 127.0.1.1 1
+	case_ "standin b: pod A record, authoritative" h_standin_a 127.0.2.1 2
+	case_ "standin c: pod A record, authoritative" h_standin_a 127.0.3.1 3
+	case_ "standin b: SRV with additional A" h_standin_srv 127.0.2.1 2
+	case_ "standin b: NXDOMAIN with SOA cluster.local" h_standin_nx 127.0.2.1
+	case_ "standin c: big SRV over TCP has 60 targets" h_standin_big_tcp 127.0.3.1
+	case_ "standin c: big SRV over UDP is truncated" h_standin_big_udp_tc 127.0.3.1
+	case_ "standin a: external zone example.test" h_standin_external
+	case_ "fault server: SERVFAIL at 127.0.7.1" h_servfail_server
+	case_ "fault server: no answer at 127.0.8.1" h_drop_server
+	case_ "fault server: 300 ms proxy 127.0.6.1 -> e (UDP, TCP)" h_delay_proxy
+
+	if [[ $MODE == standin ]]; then
+		make_pod_files standin 127.0.2.1
+		case_ "standin b: getent ahosts mongo-0.mongo via search list" c_getent standin mongo-0.mongo "$(mongo_ip 2 0)"
+		case_ "standin b: musl getaddrinfo mongo-0.mongo via search list" c_musl standin mongo-0.mongo "$(mongo_ip 2 0)"
+		case_ "standin b: getent ahosts service mongo.db.svc.cluster.local" c_getent standin mongo.db.svc.cluster.local "$(for n in 0 1 2; do mongo_ip 2 $n; done)"
+		case_ "standin b: pymongo mongodb+srv://mongo.db.svc.cluster.local" c_pymongo standin mongo.db.svc.cluster.local \
+			"$(seq_names "" mongo.db.svc.cluster.local)"
+	fi
+fi
+
+if [[ $MODE == full ]] && ((setup_ok)); then
+	build_ok=1
+	if [[ -z ${MESHDNS_BIN:-} ]]; then
+		MESHDNS_BIN=$ROOT/target/release/meshdns
+		t0=$(date +%s)
+		if (cd "$ROOT" && cargo build --release --locked) >"$WORK/build.log" 2>&1; then
+			ok "meshdns built (cargo build --release --locked, $(($(date +%s) - t0))s)"
+		else
+			bad "meshdns built (cargo build --release --locked)" "$(grep -m3 -E '^error' "$WORK/build.log" | tr '\n' ' ')"
+			tail -30 "$WORK/build.log" | sed 's/^/#     /'
+			build_ok=0
+		fi
+	fi
+	[[ $MESHDNS_BIN == /* ]] || MESHDNS_BIN=$ROOT/$MESHDNS_BIN
+	if ((build_ok)) && [[ ! -x $MESHDNS_BIN ]]; then
+		bad "meshdns binary present" "$MESHDNS_BIN is not executable"
+		build_ok=0
+	fi
+
+	# Stand-in d is up now; it is stopped before its meshdns instance ever asks it.
+	case_ "meshdns starts from environment variables (127.0.10.1)" start_meshdns main $MD \
+		"a=127.0.1.1:53; b=127.0.2.1:53; c=127.0.3.1:53"
+	make_pod_files meshdns $MD
+
+	case_ "pass-through: www.example.test A over UDP, verbatim (AA kept)" m_pass_external +notcp
+	case_ "pass-through: www.example.test A over TCP" m_pass_external +tcp
+	case_ "pass-through: CNAME chain alias.example.test" m_pass_cname
+	case_ "pass-through: NXDOMAIN nosuch.example.test with its SOA" m_pass_nx
+	case_ "pass-through: mongo-0.mongo.db.svc.cluster.local -> local cluster a" m_pass_local_svc
+	case_ "pass-through: notcluster.b is not cluster b (label boundary)" m_pass_label_boundary
+
+	case_ "cluster b: mongo-1.mongo.db.cluster.b A over UDP" m_cluster_a +notcp
+	case_ "cluster b: mongo-1.mongo.db.cluster.b A over TCP" m_cluster_a +tcp
+	case_ "cluster b: mongo-1.mongo.db.cluster.b AAAA" m_cluster_aaaa
+	case_ "cluster b: mixed-case question echoed, owner spelled as asked" m_cluster_mixed_case
+	case_ "cluster b: SRV targets and additional under cluster.b (UDP)" m_cluster_srv +notcp
+	case_ "cluster b: SRV targets and additional under cluster.b (TCP)" m_cluster_srv +tcp
+	case_ "cluster b: NXDOMAIN for mongo-9 with SOA owned by cluster.b" m_cluster_nx
+	case_ "cluster b: NODATA (TXT of a pod) with SOA owned by cluster.b" m_cluster_nodata
+	case_ "cluster a (local): mongo-2.mongo.db.cluster.a A" m_cluster_local
+	case_ "cluster c: headless service A set mongo.db.cluster.c" m_cluster_service_set
+	case_ "cluster c: big SRV over TCP, 60 targets under cluster.c" m_cluster_big_tcp
+
+	case_ "distributed: SRV -> 9 prefixed targets (UDP)" m_dist_srv +notcp
+	case_ "distributed: SRV -> 9 prefixed targets (TCP)" m_dist_srv +tcp
+	case_ "distributed: SRV additional A prefixed, per-cluster IPs" m_dist_srv_additional
+	case_ "distributed: SRV stable order, local cluster first" m_dist_srv_order
+	case_ "distributed: mixed-case SRV question" m_dist_srv_case
+	case_ "distributed: b-mongo-2 A -> cluster b only" m_dist_prefixed_a
+	case_ "distributed: c-mongo-0 AAAA -> cluster c only" m_dist_prefixed_aaaa
+	case_ "distributed: service A = union of 9, owned by the question" m_dist_service_a
+	case_ "distributed: TXT is exactly one record" m_dist_txt
+	case_ "distributed: NXDOMAIN everywhere -> NXDOMAIN, SOA distributed.local" m_dist_nx
+	case_ "distributed: MX -> NODATA with synthesized SOA" m_dist_other_type
+	case_ "distributed: big SRV (180) over UDP sets TC" m_dist_big_udp_tc
+	case_ "distributed: big SRV over TCP has all 180 targets" m_dist_big_tcp
+
+	case_ "glibc getent ahosts mongo-0.mongo.db.cluster.b (search, ndots:5)" c_getent meshdns mongo-0.mongo.db.cluster.b "$(mongo_ip 2 0)"
+	case_ "glibc getent ahosts mongo-0.mongo (short name -> local cluster)" c_getent meshdns mongo-0.mongo "$(mongo_ip 1 0)"
+	case_ "glibc getent ahosts b-mongo-2.$DZ" c_getent meshdns b-mongo-2.$DZ "$(mongo_ip 2 2)"
+	case_ "musl getaddrinfo mongo-0.mongo.db.cluster.b (search, ndots:5)" c_musl meshdns mongo-0.mongo.db.cluster.b "$(mongo_ip 2 0)"
+	case_ "musl getaddrinfo mongo-0.mongo (short name -> local cluster)" c_musl meshdns mongo-0.mongo "$(mongo_ip 1 0)"
+	case_ "musl getaddrinfo c-mongo-1.$DZ" c_musl meshdns c-mongo-1.$DZ "$(mongo_ip 3 1)"
+	case_ "pymongo parse_uri mongodb+srv://$DZ: 9 hosts, TXT options" c_pymongo meshdns $DZ "$(seq_names "a- b- c-" $DZ)"
+
+	case_ "cache: repeated answer has a counting-down TTL" m_cache_ttl
+	case_ "admin: /readyz 200" m_http_200 /readyz
+	case_ "admin: /livez 200" m_http_200 /livez
+	case_ "admin: /metrics has the meshdns_ families, no query names" m_metrics
+
+	# Faults, each on a fresh meshdns instance (cold cache) with one faulty cluster.
+	kill -TERM "${NSD_PID[d]}" 2>/dev/null
+	wait "${NSD_PID[d]}" 2>/dev/null
+	if listening 127.0.4.1 53 u; then bad "fault: stand-in d stopped" "still listening"; fi
+	case_ "fault: meshdns with stopped cluster d starts" start_meshdns stop $F_STOP \
+		"a=127.0.1.1:53; b=127.0.2.1:53; d=127.0.4.1:53"
+	case_ "fault: meshdns with delayed cluster e starts" start_meshdns delay $F_DELAY \
+		"a=127.0.1.1:53; b=127.0.2.1:53; e=127.0.6.1:53"
+	case_ "fault: meshdns with SERVFAIL cluster f starts" start_meshdns servfail $F_SERVFAIL \
+		"a=127.0.1.1:53; b=127.0.2.1:53; f=127.0.7.1:53"
+	case_ "fault: meshdns with black-hole cluster g starts" start_meshdns drop $F_DROP \
+		"a=127.0.1.1:53; b=127.0.2.1:53; g=127.0.8.1:53"
+	case_ "fault: cluster d stopped -> distributed SRV NOERROR from a, b within 2.5s" f_partial $F_STOP "a- b-" 2500
+	case_ "fault: cluster d stopped -> mongo-0.mongo.db.cluster.d SERVFAIL within 2.5s" f_cluster_fails $F_STOP mongo-0.mongo.db.cluster.d 2500
+	case_ "fault: cluster e behind 300ms proxy -> distributed SRV includes e" f_partial $F_DELAY "a- b- e-" 2500
+	case_ "fault: cluster f SERVFAIL -> left out, NOERROR from a, b" f_partial $F_SERVFAIL "a- b-" 2500
+	case_ "fault: cluster f SERVFAIL -> mongo-0.mongo.db.cluster.f SERVFAIL" f_cluster_fails $F_SERVFAIL mongo-0.mongo.db.cluster.f 2500
+	case_ "fault: cluster f SERVFAIL + NXDOMAIN elsewhere -> SERVFAIL, not NXDOMAIN" f_nx_hidden $F_SERVFAIL
+	case_ "fault: cluster g never answers -> distributed SRV from a, b within 2.5s" f_partial $F_DROP "a- b-" 2500
+	case_ "fault: main instance still serving after the faults" m_cluster_a +notcp
+
+	for addr in "${!MD_PID[@]}"; do
+		pid=${MD_PID[$addr]}
+		if ! kill -0 "$pid" 2>/dev/null; then
+			wait "$pid" 2>/dev/null
+			bad "meshdns at $addr still running at the end" "exited with status $?"
+		fi
+	done
+fi
+
+if ((FAIL)); then
+	for f in "${!MD_PID[@]}"; do :; done
+	for log in "$WORK"/meshdns-*.log; do
+		[[ -s $log ]] || continue
+		note "last lines of $(basename "$log"):"
+		tail -5 "$log" | cut -c1-200 | sed 's/^/#       /'
+	done
+fi
+echo "# took $((($(date +%s%N) - START_NS) / 1000000000))s"
+echo "$PASS passed, $FAIL failed"
+((FAIL == 0))
