@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Checks the Grafana dashboard k8s/grafana/meshdns.json.
+
+Usage: check_dashboard.py DASHBOARD.json
+- every query parses as PromQL (Grafana variables substituted first);
+- every metric it names is one of DESIGN.md "Observability" (histograms only via `_bucket`),
+  and it names no other metric;
+- the panels cover the families the dashboard is for;
+- every panel uses the ${datasource} variable; ids are unique.
+Prints one PASS/FAIL line per check, exits 1 on any failure.
+"""
+import json
+import re
+import sys
+
+import promql_parser
+
+COUNTERS_GAUGES = {
+    "meshdns_requests_total", "meshdns_cache_hits_total", "meshdns_cache_misses_total",
+    "meshdns_cache_stale_served_total", "meshdns_cache_entries", "meshdns_cache_evictions_total",
+    "meshdns_upstream_requests_total", "meshdns_upstream_healthy", "meshdns_gather_partial_total",
+    "meshdns_inflight", "meshdns_dropped_total", "meshdns_build_info",
+}
+HISTOGRAMS = {"meshdns_request_duration_seconds", "meshdns_upstream_duration_seconds"}
+ALLOWED = COUNTERS_GAUGES | {h + "_bucket" for h in HISTOGRAMS}
+MUST_COVER = {
+    "meshdns_requests_total", "meshdns_request_duration_seconds_bucket", "meshdns_cache_hits_total",
+    "meshdns_cache_misses_total", "meshdns_cache_stale_served_total", "meshdns_cache_entries",
+    "meshdns_cache_evictions_total", "meshdns_upstream_requests_total",
+    "meshdns_upstream_duration_seconds_bucket", "meshdns_upstream_healthy",
+    "meshdns_gather_partial_total", "meshdns_inflight", "meshdns_dropped_total", "meshdns_build_info",
+}
+# Selector names: an identifier directly followed by `{` (every query here filters by pod).
+SELECTOR_RE = re.compile(r"(?<![\w:])([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{")
+KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right"}
+
+failures = 0
+
+
+def check(name, ok, why=""):
+    global failures
+    if ok:
+        print(f"PASS dashboard: {name}")
+    else:
+        failures += 1
+        print(f"FAIL dashboard: {name} -- {why}")
+
+
+def substitute(expr):
+    for var, val in (("$__rate_interval", "5m"), ("$__interval", "1m"), ("$__range", "1h")):
+        expr = expr.replace(var, val)
+    return re.sub(r"\$\{?\w+\}?", ".*", expr)
+
+
+def panels(items):
+    for p in items:
+        yield p
+        yield from panels(p.get("panels", []))
+
+
+def main():
+    with open(sys.argv[1]) as f:
+        try:
+            dash = json.load(f)
+        except json.JSONDecodeError as e:
+            check("is valid JSON", False, str(e))
+            return 1
+    check("is valid JSON with title, uid and panels",
+          bool(dash.get("title")) and bool(dash.get("uid")) and bool(dash.get("panels")), "missing keys")
+    all_panels = list(panels(dash["panels"]))
+    ids = [p.get("id") for p in all_panels]
+    check("panel ids are unique", len(ids) == len(set(ids)), f"{ids}")
+    vars_ = {v["name"] for v in dash.get("templating", {}).get("list", [])}
+    check("has the datasource variable", "datasource" in vars_, f"{vars_}")
+
+    exprs, bad_ds, unparsable, foreign, used = [], [], [], [], set()
+    for p in all_panels:
+        if p.get("type") == "row":
+            continue
+        if (p.get("datasource") or {}).get("uid") != "${datasource}":
+            bad_ds.append(p.get("title"))
+        for t in p.get("targets", []):
+            expr = t.get("expr", "")
+            exprs.append(expr)
+            if (t.get("datasource") or {}).get("uid") != "${datasource}":
+                bad_ds.append(f"{p.get('title')}/{t.get('refId')}")
+            try:
+                promql_parser.parse(substitute(expr))
+            except Exception as e:  # the parser raises ValueError with the reason
+                unparsable.append(f"{p.get('title')}: {e}")
+            names = set(re.findall(r"\bmeshdns_[a-z_]+", expr))
+            names |= {n for n in SELECTOR_RE.findall(expr) if n not in KEYWORDS}
+            used |= names
+            foreign += [f"{p.get('title')}: {n}" for n in names if n not in ALLOWED]
+    for v in dash.get("templating", {}).get("list", []):
+        q = v.get("definition") or ""
+        names = set(re.findall(r"\bmeshdns_[a-z_]+", q))
+        used |= names
+        foreign += [f"variable {v['name']}: {n}" for n in names if n not in ALLOWED]
+
+    check(f"{len(exprs)} queries parse as PromQL", exprs and not unparsable, "; ".join(unparsable))
+    check("queries name only DESIGN.md metric families (histograms via _bucket)", not foreign, "; ".join(foreign))
+    missing = MUST_COVER - used
+    check("every metric family is shown", not missing, f"missing {sorted(missing)}")
+    check("histogram quantiles aggregate by le",
+          all("by (le" in e for e in exprs if "histogram_quantile" in e), "histogram_quantile without `by (le, ...)`")
+    check("every panel and query uses the ${datasource} variable", not bad_ds, f"{bad_ds}")
+    check("no query carries a query-name label (cardinality)", not any("qname" in e or "name=" in e for e in exprs), "")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
