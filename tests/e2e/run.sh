@@ -205,7 +205,7 @@ start_fault() { # NAME MODE ADDR [UPSTREAM MS]
 # ---------------------------------------------------------------------------------------------
 # meshdns instances: environment variables only, as in a pod
 # ---------------------------------------------------------------------------------------------
-declare -A MD_PID
+declare -A MD_PID MD_STARTED
 start_meshdns() { # NAME ADDR CLUSTERS
 	local name=$1 addr=$2 clusters=$3
 	env MESHDNS_LISTEN="$addr:53" MESHDNS_ADMIN_LISTEN="$addr:9153" \
@@ -215,6 +215,7 @@ start_meshdns() { # NAME ADDR CLUSTERS
 	MD_PID[$addr]=$!
 	PIDS+=($!)
 	if wait_listen $! "$addr" 53 15; then
+		MD_STARTED[$addr]=1
 		return 0
 	fi
 	REASON="meshdns ($name) did not bind $addr:53 (UDP+TCP); log: $(tail -3 "$WORK/meshdns-$name.log" | tr '\n' ' ')"
@@ -309,7 +310,16 @@ in_pod() {
 }
 POD_OUT=
 POD_RC=0
-pod_run() { POD_OUT=$(in_pod "$@" 2>&1); POD_RC=$?; }
+pod_run() {
+	local pid=${MD_PID[$MD]:-}
+	if [[ $1 == meshdns ]] && ! { [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; }; then
+		POD_OUT="meshdns at $MD is not running"
+		POD_RC=99
+		return
+	fi
+	POD_OUT=$(in_pod "$@" 2>&1)
+	POD_RC=$?
+}
 # want_addrs WHAT EXPECTED_IPV4S: the IPv4 addresses printed equal the expected set
 want_addrs() {
 	local got
@@ -514,6 +524,7 @@ m_dist_srv_additional() {
 }
 m_dist_srv_order() { # local cluster first, then configuration order; same order every time
 	dq $MD $DSRV SRV
+	want_rcode NOERROR || return 1
 	local first second prefixes
 	first=$(rr ANSWER SRV | awk '{print $5}')
 	prefixes=$(printf '%s\n' "$first" | cut -c1 | uniq | tr -d '\n')
@@ -779,7 +790,7 @@ if [[ $MODE == full ]] && ((setup_ok)); then
 	case_ "fault: cluster g never answers -> distributed SRV from a, b within 2.5s" f_partial $F_DROP "a- b-" 2500
 	case_ "fault: main instance still serving after the faults" m_cluster_a +notcp
 
-	for addr in "${!MD_PID[@]}"; do
+	for addr in "${!MD_STARTED[@]}"; do
 		pid=${MD_PID[$addr]}
 		if ! kill -0 "$pid" 2>/dev/null; then
 			wait "$pid" 2>/dev/null
@@ -789,7 +800,6 @@ if [[ $MODE == full ]] && ((setup_ok)); then
 fi
 
 if ((FAIL)); then
-	for f in "${!MD_PID[@]}"; do :; done
 	for log in "$WORK"/meshdns-*.log; do
 		[[ -s $log ]] || continue
 		note "last lines of $(basename "$log"):"

@@ -1,0 +1,90 @@
+//! meshdns: a DNS stub resolver for workloads stretched over several Kubernetes clusters.
+//!
+//! A query walks one way through the modules:
+//! [`server`] (sockets, framing, limits) → [`request`] (parse, FORMERR/NOTIMP) →
+//! [`query`] (the pipeline) → [`route`] (which zone) → [`rewrite`] (names there and back) →
+//! [`upstream`] (endpoints, one exchange, health) → [`reply`] (errors, fitting to size).
+//! [`config`] reads the environment once; [`wire`] reads raw bytes without a full parse.
+//!
+//! [`run`] takes sockets that are already bound, so tests bind port 0 and the binary can turn
+//! bind failures into their own exit code.
+
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod query;
+pub mod reply;
+pub mod request;
+pub mod rewrite;
+pub mod route;
+pub mod server;
+pub mod upstream;
+pub mod wire;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Semaphore, watch};
+
+use config::Config;
+use query::Resolver;
+use server::{Listeners, MAX_INFLIGHT, Shared};
+
+/// How long in-flight queries may take to finish after shutdown is signalled.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Serves DNS on `listeners` until `shutdown` resolves, then stops accepting, lets in-flight
+/// queries finish (at most [`SHUTDOWN_GRACE`]) and returns. Must run inside a tokio runtime.
+pub async fn run(
+    config: Config,
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let (stop, stopped) = watch::channel(false);
+    let inflight = Arc::new(Semaphore::new(MAX_INFLIGHT));
+    let shared = Shared {
+        resolver: Arc::new(Resolver::new(&config)),
+        allow_from: Arc::new(config.allow_from.clone()),
+        inflight: Arc::clone(&inflight),
+        shutdown: stopped,
+    };
+    let bound = listeners.local_addrs();
+    let mut loops = tokio::task::JoinSet::new();
+    for socket in listeners.udp {
+        let socket = Arc::new(tokio::net::UdpSocket::from_std(socket)?);
+        loops.spawn(server::serve_udp(socket, shared.clone()));
+    }
+    for listener in listeners.tcp {
+        loops.spawn(server::serve_tcp(
+            tokio::net::TcpListener::from_std(listener)?,
+            shared.clone(),
+        ));
+    }
+    tracing::info!(
+        listen = ?bound,
+        upstreams = ?config.upstreams,
+        clusters = ?config.clusters.iter().map(|c| format!("{}={:?}", c.name, c.endpoints)).collect::<Vec<_>>(),
+        "meshdns {} serving DNS over UDP and TCP",
+        env!("CARGO_PKG_VERSION"),
+    );
+
+    tokio::select! {
+        () = shutdown => tracing::info!("shutting down: draining in-flight queries"),
+        Some(Ok(Err(error))) = loops.join_next() => {
+            tracing::error!(%error, "a listener failed");
+            let _ = stop.send(true);
+            return Err(error);
+        }
+    }
+    let _ = stop.send(true);
+    while loops.join_next().await.is_some() {}
+    let limit = u32::try_from(MAX_INFLIGHT).unwrap_or(u32::MAX);
+    if tokio::time::timeout(SHUTDOWN_GRACE, inflight.acquire_many(limit))
+        .await
+        .is_err()
+    {
+        tracing::warn!("shutdown grace time over with queries still in flight");
+    }
+    Ok(())
+}

@@ -1,0 +1,96 @@
+//! The meshdns binary: configuration from the environment, logging, the runtime, and exit codes
+//! (0 after a clean shutdown, 64 for bad configuration, 71 when a socket cannot be bound).
+
+use std::process::ExitCode;
+
+use meshdns::config::{Config, LogFormat, render_check};
+
+const EXIT_CONFIG: u8 = 64;
+const EXIT_BIND: u8 = 71;
+const USAGE: &str =
+    "usage: meshdns [--check | --version]  (configured by MESHDNS_* environment variables)";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let check = match args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        [] => false,
+        ["--check"] => true,
+        ["--version"] => {
+            println!("meshdns {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        _ => {
+            eprintln!("{USAGE}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let config = match Config::from_env() {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("meshdns: bad configuration: {error}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    if check {
+        print!("{}", render_check(&config));
+        return ExitCode::SUCCESS;
+    }
+    init_logging(&config);
+    let listeners = match meshdns::server::bind(&config.listen) {
+        Ok(listeners) => listeners,
+        Err(error) => {
+            eprintln!(
+                "meshdns: {error}. Port 53 needs root, CAP_NET_BIND_SERVICE, or the pod sysctl \
+                 net.ipv4.ip_unprivileged_port_start=53; or set MESHDNS_LISTEN to another address"
+            );
+            return ExitCode::from(EXIT_BIND);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("meshdns: cannot start the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(meshdns::run(config, listeners, shutdown_signal())) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("meshdns: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(config: &Config) {
+    let filter = tracing_subscriber::EnvFilter::new(&config.log);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match config.log_format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// SIGTERM (what Kubernetes sends) or SIGINT (a terminal's ^C).
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        },
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

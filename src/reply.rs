@@ -1,0 +1,238 @@
+//! Replies meshdns writes itself — errors, refusals, synthesized answers — and fitting any reply
+//! into the size a client accepts.
+//!
+//! Every reply echoes the client's ID, opcode, RD and CD bits and its question as spelled. A
+//! client that sent EDNS gets an OPT record back (RFC 6891); one that did not gets none.
+
+use std::time::Duration;
+
+use hickory_proto::op::{Edns, Message, MessageType, Metadata, ResponseCode};
+use hickory_proto::rr::rdata::SOA;
+use hickory_proto::rr::rdata::opt::EdnsOption;
+use hickory_proto::rr::{Name, RData, Record};
+
+use crate::wire;
+
+/// The UDP payload size meshdns advertises (the DNS Flag Day 2020 value).
+pub const ADVERTISED_UDP_SIZE: u16 = 1232;
+
+/// EDNS option code of an Extended DNS Error (RFC 8914).
+const EDE_OPTION: u16 = 15;
+
+/// Extended DNS Error info codes used by meshdns (RFC 8914 §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExtendedError {
+    /// 22: no upstream answered in time.
+    NoReachableAuthority = 22,
+    /// 23: an upstream answered with an error.
+    NetworkError = 23,
+}
+
+/// A reply built from the raw request header, for requests that could not be parsed or are
+/// refused before parsing: ID, opcode and RD echoed, the question copied when it can be found.
+/// `None` when not even a header is there (the datagram is dropped).
+pub fn from_header(request: &[u8], rcode: ResponseCode) -> Option<Vec<u8>> {
+    let header = request.get(..wire::HEADER_LEN)?;
+    let question = match wire::question_count(request) {
+        Some(1) => wire::first_question(request),
+        _ => None,
+    };
+    let mut reply = Vec::with_capacity(wire::HEADER_LEN + question.map_or(0, <[u8]>::len));
+    reply.extend_from_slice(&header[..2]);
+    // QR, the request's opcode and RD; AA, TC, RA cleared.
+    reply.push(0x80 | (header[2] & 0x79));
+    reply.push(rcode.low() & 0x0f);
+    reply.extend_from_slice(&[0, u8::from(question.is_some()), 0, 0, 0, 0, 0, 0]);
+    reply.extend_from_slice(question.unwrap_or_default());
+    Some(reply)
+}
+
+/// An empty reply to a parsed request: question echoed, `rcode` set, EDNS when the client
+/// used it. Callers add records.
+pub fn synthesized(request: &Message, rcode: ResponseCode) -> Message {
+    let mut metadata = Metadata::response_from_request(&request.metadata);
+    metadata.message_type = MessageType::Response;
+    metadata.recursion_available = true;
+    metadata.response_code = rcode;
+    let mut reply = Message::new(request.id, MessageType::Response, request.op_code);
+    reply.metadata = metadata;
+    reply.queries = request.queries.clone();
+    if let Some(client_edns) = &request.edns {
+        let mut edns = Edns::new();
+        edns.set_max_payload(ADVERTISED_UDP_SIZE);
+        edns.set_dnssec_ok(client_edns.flags().dnssec_ok);
+        reply.set_edns(edns);
+    }
+    reply
+}
+
+/// Adds an Extended DNS Error to a reply that carries EDNS (a client without EDNS cannot
+/// receive one, and gets the plain rcode).
+pub fn add_extended_error(reply: &mut Message, code: ExtendedError, text: &str) {
+    if let Some(edns) = reply.edns.as_mut() {
+        let mut data = (code as u16).to_be_bytes().to_vec();
+        data.extend_from_slice(text.as_bytes());
+        edns.options_mut()
+            .insert(EdnsOption::Unknown(EDE_OPTION, data));
+    }
+}
+
+/// SERVFAIL, with an Extended DNS Error saying why when the client speaks EDNS.
+pub fn servfail(request: &Message, code: ExtendedError, why: &str) -> Message {
+    let mut reply = synthesized(request, ResponseCode::ServFail);
+    add_extended_error(&mut reply, code, why);
+    reply
+}
+
+/// A negative answer (NXDOMAIN or NODATA) for a zone meshdns speaks for, with the SOA that
+/// lets clients cache it (RFC 2308): owned by the zone apex, minimum and TTL `negative_ttl`.
+pub fn negative(
+    request: &Message,
+    rcode: ResponseCode,
+    zone: &Name,
+    negative_ttl: Duration,
+) -> Message {
+    let mut reply = synthesized(request, rcode);
+    reply.metadata.authoritative = true;
+    let ttl = u32::try_from(negative_ttl.as_secs()).unwrap_or(u32::MAX);
+    let host = |label: &str| zone.prepend_label(label).unwrap_or_else(|_| zone.clone());
+    let soa = SOA::new(host("ns"), host("hostmaster"), 1, 3600, 600, 86_400, ttl);
+    reply.add_authority(Record::from_rdata(zone.clone(), ttl, RData::SOA(soa)));
+    reply
+}
+
+/// Encodes `msg` in at most `limit` bytes. When the whole message does not fit, the
+/// additional and authority sections go first, then answers from the end, and TC is set so the
+/// client asks again over TCP. The OPT record is always kept.
+pub fn encode_fitted(msg: &Message, limit: usize) -> Vec<u8> {
+    match msg.to_vec() {
+        Ok(full) if full.len() <= limit => return full,
+        Ok(_) => {}
+        Err(error) => {
+            tracing::warn!(%error, "reply could not be encoded; answering SERVFAIL");
+            return encode_servfail_header(msg);
+        }
+    }
+    let mut cut = msg.clone();
+    cut.metadata.truncation = true;
+    cut.additionals.clear();
+    cut.authorities.clear();
+    let answers = std::mem::take(&mut cut.answers);
+    let mut encode_with = |count: usize| {
+        cut.answers = answers[..count].to_vec();
+        cut.to_vec().ok().filter(|bytes| bytes.len() <= limit)
+    };
+    let Some(mut best) = encode_with(0) else {
+        return encode_servfail_header(msg);
+    };
+    // Binary search for the largest answer count that fits: `fits` always fits.
+    let (mut fits, mut upper) = (0, answers.len());
+    while fits < upper {
+        let count = (fits + upper).div_ceil(2);
+        match encode_with(count) {
+            Some(bytes) => (fits, best) = (count, bytes),
+            None => upper = count - 1,
+        }
+    }
+    best
+}
+
+fn encode_servfail_header(msg: &Message) -> Vec<u8> {
+    let mut header = vec![0u8; wire::HEADER_LEN];
+    wire::set_id(&mut header, msg.id);
+    header[2] = 0x80 | (u8::from(msg.op_code) << 3) & 0x78 | u8::from(msg.recursion_desired);
+    header[3] = 0x80 | ResponseCode::ServFail.low();
+    header
+}
+
+#[cfg(test)]
+mod tests {
+    use hickory_proto::op::Query;
+    use hickory_proto::rr::{Name, RData, Record, RecordType, rdata::A};
+
+    use super::*;
+
+    fn request(edns: bool) -> Message {
+        let mut msg = Message::query();
+        msg.metadata.id = 4242;
+        msg.metadata.recursion_desired = true;
+        msg.add_query(Query::query(
+            Name::from_ascii("Big.Example.").unwrap(),
+            RecordType::A,
+        ));
+        if edns {
+            msg.set_edns(Edns::new());
+        }
+        msg
+    }
+
+    #[test]
+    fn header_replies_echo_id_opcode_and_question() {
+        let query = request(false).to_vec().unwrap();
+        let reply = from_header(&query, ResponseCode::Refused).unwrap();
+        let parsed = Message::from_vec(&reply).unwrap();
+        assert_eq!(parsed.id, 4242);
+        assert_eq!(parsed.response_code, ResponseCode::Refused);
+        assert!(parsed.recursion_desired);
+        assert_eq!(parsed.queries[0].name().to_ascii(), "Big.Example.");
+        assert!(from_header(&query[..5], ResponseCode::FormErr).is_none());
+        let header_only = from_header(&query[..13], ResponseCode::FormErr).unwrap();
+        assert_eq!(Message::from_vec(&header_only).unwrap().queries.len(), 0);
+    }
+
+    #[test]
+    fn synthesized_replies_use_edns_only_when_the_client_did() {
+        assert!(
+            synthesized(&request(false), ResponseCode::NXDomain)
+                .edns
+                .is_none()
+        );
+        let with = synthesized(&request(true), ResponseCode::NXDomain);
+        assert_eq!(
+            with.edns.as_ref().unwrap().max_payload(),
+            ADVERTISED_UDP_SIZE
+        );
+    }
+
+    #[test]
+    fn servfail_carries_an_extended_error_for_edns_clients() {
+        let reply = servfail(
+            &request(true),
+            ExtendedError::NoReachableAuthority,
+            "no cluster answered",
+        );
+        let bytes = reply.to_vec().unwrap();
+        let parsed = Message::from_vec(&bytes).unwrap();
+        let options = parsed.edns.unwrap();
+        assert!(
+            options
+                .option(hickory_proto::rr::rdata::opt::EdnsCode::Unknown(15))
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn fitting_keeps_as_many_answers_as_fit_sets_tc_and_keeps_opt() {
+        let mut reply = synthesized(&request(true), ResponseCode::NoError);
+        let name = Name::from_ascii("big.example.").unwrap();
+        for i in 0..100u8 {
+            reply.add_answer(Record::from_rdata(
+                name.clone(),
+                30,
+                RData::A(A::new(10, 0, 0, i)),
+            ));
+        }
+        let full = encode_fitted(&reply, wire::MAX_MESSAGE);
+        assert!(!wire::is_truncated(&full));
+        let cut = encode_fitted(&reply, 512);
+        assert!(cut.len() <= 512);
+        assert!(wire::is_truncated(&cut));
+        let parsed = Message::from_vec(&cut).unwrap();
+        assert!(parsed.edns.is_some());
+        assert!(
+            parsed.answers.len() > 20 && parsed.answers.len() < 100,
+            "{}",
+            parsed.answers.len()
+        );
+    }
+}

@@ -1,0 +1,200 @@
+//! Name mapping between the names clients use and the names a cluster's DNS knows, over whole
+//! messages, in both directions.
+//!
+//! `mongo-1.mongo.db.cluster.b` goes to cluster b as `mongo-1.mongo.db.svc.cluster.local`; in
+//! the reply every name under `svc.cluster.local` — owners and the names inside SRV, CNAME,
+//! PTR, MX and NS records — comes back under `cluster.b`, the question exactly as the client
+//! spelled it. Matching is on label boundaries and ignores case (CoreDNS's `rewrite name
+//! substring` does neither, and leaves answer owners unmapped).
+
+use hickory_proto::op::{Message, Query, ResponseCode};
+use hickory_proto::rr::rdata::{CNAME, MX, NS, PTR, SOA, SRV};
+use hickory_proto::rr::{Name, RData, Record, RecordType};
+
+/// Replaces the `from` suffix of `name` by `to`; `None` when `name` is not under `from` or the
+/// result would be too long for DNS.
+pub fn replace_suffix(name: &Name, from: &Name, to: &Name) -> Option<Name> {
+    if !from.zone_of(name) {
+        return None;
+    }
+    let keep = usize::from(name.num_labels() - from.num_labels());
+    Name::from_labels(name.iter().take(keep).chain(to.iter())).ok()
+}
+
+/// A pair of zones that correspond: the client's (`cluster.b.`) and the upstream's
+/// (`svc.cluster.local.`).
+#[derive(Debug, Clone)]
+pub struct ZoneMap {
+    pub client: Name,
+    pub upstream: Name,
+}
+
+impl ZoneMap {
+    pub fn to_upstream(&self, name: &Name) -> Option<Name> {
+        replace_suffix(name, &self.client, &self.upstream)
+    }
+
+    pub fn to_client(&self, name: &Name) -> Option<Name> {
+        replace_suffix(name, &self.upstream, &self.client)
+    }
+
+    /// The client's query as the upstream must see it: only the question name changes.
+    pub fn request_to_upstream(&self, request: &Message) -> Option<Message> {
+        let mut upstream = request.clone();
+        let query = upstream.queries.first_mut()?;
+        let name = self.to_upstream(query.name())?;
+        query.set_name(name);
+        Some(upstream)
+    }
+
+    /// The upstream's reply as the client must see it (DESIGN.md, "Cluster zones"): question
+    /// echoed as asked, names mapped back, the negative-answer SOA moved to the client zone's
+    /// apex, the peer's NS records and their glue dropped.
+    pub fn reply_to_client(&self, mut reply: Message, asked: &Query) -> Message {
+        let asked_name = asked.name();
+        let spell = |name: &Name| -> Name {
+            match self.to_client(name) {
+                Some(mapped) if mapped.eq_ignore_root(asked_name) => asked_name.clone(),
+                Some(mapped) => mapped,
+                None => name.clone(),
+            }
+        };
+        reply.queries = vec![asked.clone()];
+        let negative = reply.answers.is_empty()
+            && matches!(
+                reply.response_code,
+                ResponseCode::NoError | ResponseCode::NXDomain
+            );
+        let ns_targets: Vec<Name> = reply
+            .authorities
+            .iter()
+            .filter_map(|r| match &r.data {
+                RData::NS(NS(target)) => Some(target.clone()),
+                _ => None,
+            })
+            .collect();
+        reply
+            .authorities
+            .retain(|r| r.record_type() != RecordType::NS);
+        reply
+            .additionals
+            .retain(|r| !ns_targets.iter().any(|t| t == &r.name));
+        for record in reply.answers.iter_mut().chain(reply.additionals.iter_mut()) {
+            map_record(record, &spell);
+        }
+        for record in reply.authorities.iter_mut() {
+            if negative && record.record_type() == RecordType::SOA {
+                record.name = self.client.clone();
+            } else {
+                map_record(record, &spell);
+            }
+        }
+        reply
+    }
+}
+
+/// Maps a record's owner and the names inside its data.
+pub fn map_record(record: &mut Record, spell: &impl Fn(&Name) -> Name) {
+    record.name = spell(&record.name);
+    record.data = match std::mem::replace(&mut record.data, RData::Update0(RecordType::A)) {
+        RData::SRV(srv) => RData::SRV(SRV::new(
+            srv.priority,
+            srv.weight,
+            srv.port,
+            spell(&srv.target),
+        )),
+        RData::CNAME(CNAME(target)) => RData::CNAME(CNAME(spell(&target))),
+        RData::PTR(PTR(target)) => RData::PTR(PTR(spell(&target))),
+        RData::NS(NS(target)) => RData::NS(NS(spell(&target))),
+        RData::MX(mx) => RData::MX(MX::new(mx.preference, spell(&mx.exchange))),
+        RData::SOA(soa) => RData::SOA(SOA::new(
+            spell(&soa.mname),
+            spell(&soa.rname),
+            soa.serial,
+            soa.refresh,
+            soa.retry,
+            soa.expire,
+            soa.minimum,
+        )),
+        other => other,
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use hickory_proto::rr::rdata::A;
+
+    use super::*;
+
+    fn name(text: &str) -> Name {
+        Name::from_ascii(text).unwrap()
+    }
+
+    fn map() -> ZoneMap {
+        ZoneMap {
+            client: name("cluster.b."),
+            upstream: name("svc.cluster.local."),
+        }
+    }
+
+    #[test]
+    fn names_map_there_and_back_on_label_boundaries() {
+        let there = map()
+            .to_upstream(&name("Mongo-1.mongo.db.cluster.b."))
+            .unwrap();
+        assert_eq!(there.to_ascii(), "Mongo-1.mongo.db.svc.cluster.local.");
+        assert_eq!(
+            map().to_client(&there).unwrap().to_ascii(),
+            "Mongo-1.mongo.db.cluster.b."
+        );
+        assert!(map().to_upstream(&name("x.notcluster.b.")).is_none());
+        assert!(map().to_client(&name("x.notsvc.cluster.local.")).is_none());
+    }
+
+    #[test]
+    fn a_mapping_that_would_be_too_long_is_refused() {
+        let long = format!(
+            "{}.cluster.b.",
+            ["a".repeat(63), "b".repeat(63), "c".repeat(63)].join(".")
+        );
+        let to_long = ZoneMap {
+            client: name("cluster.b."),
+            upstream: name(&format!("{}.local.", "d".repeat(60))),
+        };
+        assert!(to_long.to_upstream(&name(&long)).is_none());
+    }
+
+    #[test]
+    fn replies_are_mapped_back_with_the_client_spelling() {
+        let asked = Query::query(name("MONGO-1.Mongo.db.cluster.b."), RecordType::SRV);
+        let mut reply = Message::response(1, hickory_proto::op::OpCode::Query);
+        reply.add_query(Query::query(
+            name("mongo-1.mongo.db.svc.cluster.local."),
+            RecordType::SRV,
+        ));
+        reply.add_answer(Record::from_rdata(
+            name("mongo-1.mongo.db.svc.cluster.local."),
+            30,
+            RData::SRV(SRV::new(
+                0,
+                0,
+                27017,
+                name("mongo-1.mongo.db.svc.cluster.local."),
+            )),
+        ));
+        reply.add_additional(Record::from_rdata(
+            name("mongo-1.mongo.db.svc.cluster.local."),
+            30,
+            RData::A(A::new(10, 2, 0, 1)),
+        ));
+        let mapped = map().reply_to_client(reply, &asked);
+        assert!(mapped.queries[0].name().eq_case(asked.name()));
+        assert!(mapped.answers[0].name.eq_case(asked.name()));
+        let srv = mapped.answers[0].try_borrow::<SRV>().unwrap();
+        assert_eq!(srv.data().target.to_ascii(), "MONGO-1.Mongo.db.cluster.b.");
+        assert_eq!(
+            mapped.additionals[0].name.to_ascii(),
+            "MONGO-1.Mongo.db.cluster.b."
+        );
+    }
+}

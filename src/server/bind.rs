@@ -1,0 +1,96 @@
+//! Binding every `MESHDNS_LISTEN` address over UDP and TCP on the same port, with socket2
+//! options set before bind: SO_REUSEPORT (a restarting sidecar can bind while the old one
+//! drains) and a large receive buffer (bursts of queries are not dropped by the kernel).
+
+use std::net::SocketAddr;
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+/// Receive buffer asked of the kernel for UDP sockets (it may grant less).
+const UDP_RECV_BUFFER: usize = 4 << 20;
+
+/// TCP accept backlog.
+const TCP_BACKLOG: i32 = 1024;
+
+/// Attempts at finding a port free for both UDP and TCP when port 0 is asked for.
+const PORT_ZERO_TRIES: usize = 16;
+
+/// The bound sockets, as std sockets in non-blocking mode; `run` hands them to tokio.
+#[derive(Debug)]
+pub struct Listeners {
+    pub udp: Vec<std::net::UdpSocket>,
+    pub tcp: Vec<std::net::TcpListener>,
+}
+
+impl Listeners {
+    /// The addresses actually bound (with the ports chosen for port 0), for logs and tests.
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.udp
+            .iter()
+            .filter_map(|s| s.local_addr().ok())
+            .collect()
+    }
+}
+
+/// A bind failure, naming the address.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot bind {addr}: {source}")]
+pub struct BindError {
+    pub addr: SocketAddr,
+    pub source: std::io::Error,
+}
+
+/// Binds UDP and TCP on each address. Port 0 picks one port free for both protocols.
+pub fn bind(addrs: &[SocketAddr]) -> Result<Listeners, BindError> {
+    let mut listeners = Listeners {
+        udp: Vec::new(),
+        tcp: Vec::new(),
+    };
+    for &addr in addrs {
+        let (udp, tcp) = bind_pair(addr).map_err(|source| BindError { addr, source })?;
+        listeners.udp.push(udp);
+        listeners.tcp.push(tcp);
+    }
+    Ok(listeners)
+}
+
+fn bind_pair(addr: SocketAddr) -> std::io::Result<(std::net::UdpSocket, std::net::TcpListener)> {
+    let tries = if addr.port() == 0 { PORT_ZERO_TRIES } else { 1 };
+    let mut last = None;
+    for _ in 0..tries {
+        let udp = bind_udp(addr)?;
+        let bound = udp.local_addr()?;
+        match bind_tcp(bound) {
+            Ok(tcp) => return Ok((udp, tcp)),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no port free for both UDP and TCP")))
+}
+
+fn new_socket(addr: SocketAddr, ty: Type, protocol: Protocol) -> std::io::Result<Socket> {
+    let socket = Socket::new(Domain::for_address(addr), ty, Some(protocol))?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.set_nonblocking(true)?;
+    Ok(socket)
+}
+
+fn bind_udp(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
+    let socket = new_socket(addr, Type::DGRAM, Protocol::UDP)?;
+    // Best effort: an unprivileged process may be capped by net.core.rmem_max.
+    let _ = socket.set_recv_buffer_size(UDP_RECV_BUFFER);
+    socket.bind(&addr.into())?;
+    Ok(socket.into())
+}
+
+fn bind_tcp(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    let socket = new_socket(addr, Type::STREAM, Protocol::TCP)?;
+    socket.set_tcp_nodelay(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(TCP_BACKLOG)?;
+    Ok(socket.into())
+}

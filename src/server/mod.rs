@@ -1,0 +1,43 @@
+//! The DNS listeners: binding (before the runtime starts, so bind errors become exit 71),
+//! the UDP and TCP loops, and what they share — the access list, the in-flight bound and the
+//! shutdown signal.
+
+mod bind;
+mod tcp;
+mod udp;
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use tokio::sync::{Semaphore, watch};
+
+use crate::config::IpNet;
+use crate::query::Resolver;
+
+pub use bind::{BindError, Listeners, bind};
+pub use tcp::serve_tcp;
+pub use udp::serve_udp;
+
+/// Queries being answered at once, over all listeners. A query beyond it is dropped (UDP) or
+/// its connection waits (TCP); clients retry, and memory stays bounded.
+pub const MAX_INFLIGHT: usize = 4096;
+
+/// What every listener loop needs.
+#[derive(Clone)]
+pub struct Shared {
+    pub resolver: Arc<Resolver>,
+    pub allow_from: Arc<Vec<IpNet>>,
+    pub inflight: Arc<Semaphore>,
+    pub shutdown: watch::Receiver<bool>,
+}
+
+impl Shared {
+    pub fn allows(&self, ip: IpAddr) -> bool {
+        self.allow_from.iter().any(|net| net.contains(ip))
+    }
+}
+
+/// Resolves when shutdown has been signalled.
+pub async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stop| *stop).await;
+}

@@ -1,0 +1,145 @@
+//! One attempt at one endpoint: UDP with a fresh random ID from a fresh random source port
+//! (a connected socket, so the kernel drops datagrams from other sources), and TCP — either
+//! because the cluster is configured for it or because the UDP reply was truncated.
+//!
+//! A reply is accepted only when it is a response, carries our ID and echoes our question
+//! (names compared ignoring case). Anything else on the socket is ignored, and the attempt
+//! keeps listening until its deadline: a spoofed datagram cannot cut the real answer short.
+
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UdpSocket};
+use tokio::time::{Instant, timeout_at};
+
+use crate::config::Transport;
+use crate::wire;
+
+/// An accepted reply, still carrying the ID we chose.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answered {
+    pub bytes: Vec<u8>,
+    pub endpoint: SocketAddr,
+}
+
+/// Why one attempt failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AttemptError {
+    #[error("timed out")]
+    Timeout,
+    #[error("{0}")]
+    Network(String),
+    #[error("the query has no question")]
+    BadQuery,
+}
+
+impl From<std::io::Error> for AttemptError {
+    fn from(e: std::io::Error) -> Self {
+        AttemptError::Network(e.to_string())
+    }
+}
+
+/// Asks `endpoint` once. Over UDP, a truncated reply is fetched again over TCP from the same
+/// endpoint; if that fails the truncated reply is returned (it is still an answer, and the
+/// caller never caches it).
+pub async fn attempt(
+    endpoint: SocketAddr,
+    query: &[u8],
+    transport: Transport,
+    attempt_timeout: Duration,
+    deadline: Instant,
+) -> Result<Answered, AttemptError> {
+    let step_deadline = || deadline.min(Instant::now() + attempt_timeout);
+    let answered = |bytes| Answered { bytes, endpoint };
+    match transport {
+        Transport::Tcp => tcp(endpoint, query, step_deadline()).await.map(answered),
+        Transport::Udp => {
+            let reply = udp(endpoint, query, step_deadline()).await?;
+            if !wire::is_truncated(&reply) {
+                return Ok(answered(reply));
+            }
+            match tcp(endpoint, query, step_deadline()).await {
+                Ok(full) => Ok(answered(full)),
+                Err(error) => {
+                    tracing::debug!(%endpoint, %error, "TCP retry after truncation failed; keeping the truncated reply");
+                    Ok(answered(reply))
+                }
+            }
+        }
+    }
+}
+
+/// The query with a fresh random ID, and its question bytes for matching the reply.
+fn stamped(query: &[u8]) -> Result<(Vec<u8>, u16), AttemptError> {
+    wire::first_question(query).ok_or(AttemptError::BadQuery)?;
+    let mut msg = query.to_vec();
+    let id = rand::random::<u16>();
+    wire::set_id(&mut msg, id);
+    Ok((msg, id))
+}
+
+fn acceptable(reply: &[u8], id: u16, sent: &[u8]) -> bool {
+    wire::is_response(reply)
+        && wire::id(reply) == Some(id)
+        && match (wire::first_question(reply), wire::first_question(sent)) {
+            (Some(got), Some(asked)) => wire::same_question(got, asked),
+            _ => false,
+        }
+}
+
+async fn udp(
+    endpoint: SocketAddr,
+    query: &[u8],
+    deadline: Instant,
+) -> Result<Vec<u8>, AttemptError> {
+    let (msg, id) = stamped(query)?;
+    let local: SocketAddr = match endpoint {
+        SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+        SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+    };
+    let socket = UdpSocket::bind(local).await?;
+    socket.connect(endpoint).await?;
+    socket.send(&msg).await?;
+    let mut buf = vec![0u8; wire::MAX_MESSAGE];
+    loop {
+        let len = timeout_at(deadline, socket.recv(&mut buf))
+            .await
+            .map_err(|_| AttemptError::Timeout)??;
+        let reply = buf.get(..len).unwrap_or_default();
+        if acceptable(reply, id, &msg) {
+            buf.truncate(len);
+            return Ok(buf);
+        }
+        tracing::debug!(%endpoint, "ignored a datagram with the wrong ID or question");
+    }
+}
+
+async fn tcp(
+    endpoint: SocketAddr,
+    query: &[u8],
+    deadline: Instant,
+) -> Result<Vec<u8>, AttemptError> {
+    let (msg, id) = stamped(query)?;
+    let exchange = async {
+        let mut stream = TcpStream::connect(endpoint).await?;
+        stream.set_nodelay(true)?;
+        let len = u16::try_from(msg.len()).map_err(|_| AttemptError::BadQuery)?;
+        let mut framed = Vec::with_capacity(msg.len() + 2);
+        framed.extend_from_slice(&len.to_be_bytes());
+        framed.extend_from_slice(&msg);
+        stream.write_all(&framed).await?;
+        loop {
+            let len = usize::from(stream.read_u16().await?);
+            let mut reply = vec![0u8; len];
+            stream.read_exact(&mut reply).await?;
+            if acceptable(&reply, id, &msg) {
+                return Ok(reply);
+            }
+            tracing::debug!(%endpoint, "ignored a TCP message with the wrong ID or question");
+        }
+    };
+    timeout_at(deadline, exchange)
+        .await
+        .map_err(|_| AttemptError::Timeout)?
+}

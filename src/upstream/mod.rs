@@ -1,0 +1,145 @@
+//! Upstreams: a named group of DNS endpoints (kube-dns, or one peer cluster's exposed CoreDNS)
+//! and the one operation the rest of meshdns needs from them, [`Upstream::exchange`].
+//!
+//! An exchange sends a query to the group's endpoints one after another — healthy endpoints
+//! first, each attempt bounded by the attempt timeout — until one gives an acceptable reply or
+//! the query's deadline passes. "Acceptable" is decided in [`exchange`]: from the endpoint we
+//! asked, with the fresh random ID we chose, for the question we sent. Endpoints that keep
+//! failing are skipped until a background probe sees them answer again ([`health`]).
+
+mod exchange;
+mod health;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::config::Transport;
+use exchange::{AttemptError, attempt};
+use health::Health;
+
+pub use exchange::Answered;
+
+/// Why no acceptable reply came.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("no endpoint answered before the deadline (last: {0})")]
+    Exhausted(AttemptError),
+    #[error("the deadline had already passed")]
+    NoTime,
+}
+
+/// One endpoint and what we know of its health.
+#[derive(Debug)]
+struct Endpoint {
+    addr: SocketAddr,
+    health: Health,
+}
+
+/// A group of interchangeable endpoints.
+#[derive(Debug)]
+pub struct Upstream {
+    /// The cluster name, or `local` for kube-dns without a local cluster name: a metric label.
+    name: String,
+    endpoints: Vec<Arc<Endpoint>>,
+    transport: Transport,
+    attempt_timeout: Duration,
+}
+
+impl Upstream {
+    pub fn new(
+        name: &str,
+        addrs: &[SocketAddr],
+        transport: Transport,
+        attempt_timeout: Duration,
+    ) -> Self {
+        Self {
+            name: name.to_string(),
+            endpoints: addrs
+                .iter()
+                .map(|&addr| {
+                    Arc::new(Endpoint {
+                        addr,
+                        health: Health::default(),
+                    })
+                })
+                .collect(),
+            transport,
+            attempt_timeout,
+        }
+    }
+
+    /// The name used in logs and metric labels.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Endpoint addresses with their current health, for `/metrics` and `--check`.
+    pub fn endpoint_health(&self) -> impl Iterator<Item = (SocketAddr, bool)> + '_ {
+        self.endpoints.iter().map(|e| (e.addr, e.health.is_up()))
+    }
+
+    /// Sends `query` (a complete message; its ID is replaced per attempt) until an endpoint
+    /// answers it or `deadline` passes. The reply keeps the upstream's ID: the caller restores
+    /// its client's.
+    pub async fn exchange(
+        &self,
+        query: &[u8],
+        deadline: Instant,
+    ) -> Result<Answered, UpstreamError> {
+        let mut order: Vec<&Arc<Endpoint>> = self.endpoints.iter().collect();
+        // Healthy endpoints first, in configuration order; down ones stay as a last resort
+        // so that a group whose every endpoint is marked down is still tried.
+        order.sort_by_key(|e| !e.health.is_up());
+        let mut last_error = None;
+        for endpoint in order.iter().cycle().take(self.max_attempts(deadline)) {
+            if Instant::now() >= deadline {
+                break;
+            }
+            match attempt(
+                endpoint.addr,
+                query,
+                self.transport,
+                self.attempt_timeout,
+                deadline,
+            )
+            .await
+            {
+                Ok(answered) => {
+                    if endpoint.health.record_success() {
+                        tracing::info!(upstream = %self.name, endpoint = %endpoint.addr, "endpoint answers again");
+                    }
+                    return Ok(answered);
+                }
+                Err(error) => {
+                    tracing::debug!(upstream = %self.name, endpoint = %endpoint.addr, %error, "attempt failed");
+                    if endpoint.health.record_failure() {
+                        tracing::warn!(upstream = %self.name, endpoint = %endpoint.addr, %error, "endpoint marked down; probing it in the background");
+                        health::spawn_probe(
+                            Arc::clone(endpoint),
+                            self.name.clone(),
+                            self.attempt_timeout,
+                        );
+                    }
+                    last_error = Some(error);
+                }
+            }
+        }
+        Err(last_error.map_or(UpstreamError::NoTime, UpstreamError::Exhausted))
+    }
+
+    /// Enough attempts to fill the time left, going round the endpoints; failures that come
+    /// back at once (connection refused) must not spin, so the count is bounded.
+    fn max_attempts(&self, deadline: Instant) -> usize {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let per_attempt = self.attempt_timeout.max(Duration::from_millis(1));
+        let rounds = usize::try_from(left.as_millis() / per_attempt.as_millis())
+            .unwrap_or(usize::MAX)
+            .max(1);
+        rounds
+            .max(self.endpoints.len())
+            .min(self.endpoints.len() * 4)
+    }
+}
