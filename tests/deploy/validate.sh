@@ -19,7 +19,6 @@ TOOLS=${MESHDNS_DEPLOY_TOOLS:-/opt/meshdns-deploy-tools}
 K8S_VERSION=1.33.0
 # Custom resources have no schema in kubernetes-validate; these kinds, and only these, are skipped.
 SKIP_KINDS=("monitoring.coreos.com/v1/PodMonitor")
-NAMESPACE_DEFAULT=db
 CLUSTERS=(a b)
 
 PASSED=0
@@ -98,7 +97,7 @@ for f in "${YAML_FILES[@]}"; do
 done
 
 # ---------------------------------------------------------------- Dockerfile
-check "hadolint Dockerfile" hadolint --failure-threshold info Dockerfile
+check "hadolint Dockerfile" hadolint --no-color --failure-threshold info Dockerfile
 dockerfile_contract() {
     local miss=() pattern
     for pattern in \
@@ -121,13 +120,27 @@ check ".dockerignore keeps target/ and .git out of the context" grep -qx -e targ
 
 # ---------------------------------------------------------------- kustomize
 render() { kubectl kustomize "$1" >"$2"; }
+# The namespace each cluster kustomization sets; it must be the same in every cluster (the
+# per-cluster and distributed names contain it).
+declare -A NS
+for c in "${CLUSTERS[@]}"; do
+    NS[$c]=$(sed -n 's/^namespace: *//p' "k8s/clusters/$c/kustomization.yaml")
+done
+same_namespace() {
+    local c
+    for c in "${CLUSTERS[@]}"; do
+        echo "k8s/clusters/$c: namespace '${NS[$c]}'"
+        [ -n "${NS[$c]}" ] && [ "${NS[$c]}" = "${NS[${CLUSTERS[0]}]}" ] || return 1
+    done
+}
+check "every cluster kustomization sets the same namespace" same_namespace
 for c in "${CLUSTERS[@]}"; do
     check "kustomize renders k8s/clusters/$c" render "k8s/clusters/$c" "$WORK/cluster-$c.yaml"
 done
 # The namespace must reach the DNS search list too: render a copy with another namespace.
 ns_copy() {
     cp -r k8s "$WORK/k8s-ns"
-    sed -i "s/^namespace: $NAMESPACE_DEFAULT\$/namespace: meshdns-ci-other/" "$WORK/k8s-ns/clusters/a/kustomization.yaml"
+    sed -i "s/^namespace: .*/namespace: meshdns-ci-other/" "$WORK/k8s-ns/clusters/a/kustomization.yaml"
     grep -qx 'namespace: meshdns-ci-other' "$WORK/k8s-ns/clusters/a/kustomization.yaml"
     render "$WORK/k8s-ns/clusters/a" "$WORK/cluster-a-other-ns.yaml"
 }
@@ -199,7 +212,7 @@ check "coredns-nodeport.yaml: NodePort UDP+TCP 53 to k8s-app=kube-dns in kube-sy
 # ---------------------------------------------------------------- the rendered pod spec
 for c in "${CLUSTERS[@]}"; do
     if [ -s "$WORK/cluster-$c.yaml" ]; then
-        absorb "pod spec k8s/clusters/$c" "$PY" "$HERE/check_pod.py" "$WORK/cluster-$c.yaml" "$NAMESPACE_DEFAULT" "clusters/$c"
+        absorb "pod spec k8s/clusters/$c" "$PY" "$HERE/check_pod.py" "$WORK/cluster-$c.yaml" "${NS[$c]}" "clusters/$c"
     else
         fail "pod spec k8s/clusters/$c: not rendered"
     fi
