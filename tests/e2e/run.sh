@@ -186,6 +186,10 @@ EOF
 		cat "$d/check.log" >&2
 		return 1
 	fi
+	if listening "$addr" 53 u || listening "$addr" 53 t; then
+		echo "$addr:53 is already taken by another process (a system nsd/named?)" >&2
+		return 1
+	fi
 	nsd -d -c "$d/nsd.conf" >>"$d/nsd.log" 2>&1 &
 	NSD_PID[$name]=$!
 	PIDS+=($!)
@@ -196,6 +200,7 @@ declare -A FAULT_PID
 start_fault() { # NAME MODE ADDR [UPSTREAM MS]
 	local name=$1
 	shift
+	if listening "$2" 53 u; then echo "$2:53 is already taken by another process" >&2; return 1; fi
 	"$PY" "$E2E/faultdns.py" "$@" >"$WORK/fault-$name.log" 2>&1 &
 	FAULT_PID[$name]=$!
 	PIDS+=($!)
@@ -605,6 +610,34 @@ m_dist_big_tcp() {
 	done
 }
 
+m_tcp_keepopen() { # two queries on one TCP connection
+	dq $MD +tcp +keepopen mongo-0.mongo.db.cluster.b A www.example.test A
+	local n
+	n=$(printf '%s\n' "$OUT" | grep -c 'status: NOERROR')
+	[[ $n == 2 ]] || fail_with "want 2 NOERROR replies on one connection, got $n; $(why)" || return 1
+	want_set "answers" "mongo-0.mongo.db.cluster.b. $(mongo_ip 2 0)
+www.example.test. 192.0.2.80" "$(printf '%s\n' "$OUT" | awk '$4 == "A" && $1 !~ /^(;|ns1\.)/ {print $1, $5}')"
+}
+m_check_cmd() { # meshdns --check with the pod's variables: exit 0, names the clusters
+	local out rc
+	out=$(env -u MESHDNS_BIN MESHDNS_LISTEN="$MD:53" MESHDNS_UPSTREAMS=127.0.1.1:53 MESHDNS_LOCAL_CLUSTER=a \
+		MESHDNS_CLUSTERS="a=127.0.1.1:53; b=127.0.2.1:53; c=127.0.3.1:53" timeout 10 "$MESHDNS_BIN" --check 2>&1)
+	rc=$?
+	[[ $rc == 0 ]] || fail_with "exit $rc: $(echo $out | cut -c1-200)" || return 1
+	grep -q 'cluster\.b' <<<"$out" && grep -q '127\.0\.2\.1' <<<"$out" ||
+		fail_with "routing table does not show cluster.b -> 127.0.2.1: $(echo $out | cut -c1-200)"
+}
+m_bad_config() { # exit 64 before binding, one line naming the variable and the token
+	local out rc
+	out=$(env -u MESHDNS_BIN MESHDNS_LISTEN="127.0.10.9:53" MESHDNS_UPSTREAMS=127.0.1.1:53 \
+		MESHDNS_CLUSTERS="b=127.0.2.1:53; B@D=127.0.3.1:53" timeout 10 "$MESHDNS_BIN" 2>&1)
+	rc=$?
+	[[ $rc == 64 ]] || fail_with "exit $rc, want 64: $(echo $out | cut -c1-200)" || return 1
+	grep -q MESHDNS_CLUSTERS <<<"$out" && grep -q 'B@D' <<<"$out" ||
+		fail_with "message does not name MESHDNS_CLUSTERS and 'B@D': $(echo $out | cut -c1-200)" || return 1
+	! listening 127.0.10.9 53 u || fail_with "bound 127.0.10.9:53 despite the bad configuration"
+}
+
 # --- meshdns: cache and admin ----------------------------------------------------------------
 m_cache_ttl() { # asked twice; the second answer's TTL counts down and stays <= 30
 	dq $MD mongo-0.mongo.db.cluster.c A
@@ -776,6 +809,9 @@ if [[ $MODE == full ]] && ((setup_ok)); then
 	case_ "musl getaddrinfo c-mongo-1.$DZ" c_musl meshdns c-mongo-1.$DZ "$(mongo_ip 3 1)"
 	case_ "pymongo parse_uri mongodb+srv://$DZ: 9 hosts, TXT options" c_pymongo meshdns $DZ "$(seq_names "a- b- c-" $DZ)"
 
+	case_ "tcp: two queries on one connection (dig +keepopen)" m_tcp_keepopen
+	case_ "cli: meshdns --check shows the routing table, exit 0" m_check_cmd
+	case_ "cli: bad MESHDNS_CLUSTERS -> exit 64 naming variable and token" m_bad_config
 	case_ "cache: repeated answer has a counting-down TTL" m_cache_ttl
 	case_ "admin: /readyz 200" m_http_200 /readyz
 	case_ "admin: /livez 200" m_http_200 /livez
