@@ -46,8 +46,9 @@ COPY --from=planner /build/recipe.json recipe.json
 RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,target=/usr/local/cargo/git,sharing=locked \
     cargo chef cook --release --locked --target "${TARGET}" --recipe-path recipe.json
-COPY Cargo.toml Cargo.lock ./
-COPY src ./src
+# The whole (trimmed, see .dockerignore) context: Cargo.toml may name bench/test/example
+# targets whose files must exist for the manifest to load.
+COPY . .
 # The crate. The binary is copied out of the cache-mounted target dir within the same step.
 RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,target=/usr/local/cargo/git,sharing=locked \
