@@ -27,9 +27,14 @@ REASON=
 ok() { PASS=$((PASS + 1)); printf 'ok    %s\n' "$1"; }
 bad() { FAIL=$((FAIL + 1)); FAILED+=("$1"); printf 'FAIL  %s -- %s\n' "$1" "$2"; }
 # case NAME FUNC [ARGS...]: FUNC returns 0 (pass) or sets REASON and returns 1.
+DEADLINE_S=${E2E_DEADLINE:-240}
 case_() {
 	local name=$1
 	shift
+	if (($(date +%s%N) - START_NS > DEADLINE_S * 1000000000)); then
+		bad "$name" "not run: the suite passed its ${DEADLINE_S}s deadline (E2E_DEADLINE)"
+		return
+	fi
 	REASON=
 	if "$@"; then ok "$name"; else bad "$name" "${REASON:-check failed}"; fi
 }
@@ -213,15 +218,13 @@ start_fault() { # NAME MODE ADDR [UPSTREAM MS]
 declare -A MD_PID MD_STARTED
 start_meshdns() { # NAME ADDR CLUSTERS
 	local name=$1 addr=$2 clusters=$3
-	# Only the variables a pod would set: meshdns rejects unknown MESHDNS_* names, and the
-	# caller's environment may carry some (MESHDNS_BIN itself).
-	(
-		for v in $(compgen -e); do [[ $v == MESHDNS_* && $v != MESHDNS_BIN ]] && unset "$v"; done
-		exec env -u MESHDNS_BIN MESHDNS_LISTEN="$addr:53" MESHDNS_ADMIN_LISTEN="$addr:9153" \
-			MESHDNS_UPSTREAMS=127.0.1.1:53 MESHDNS_LOCAL_CLUSTER=a \
-			MESHDNS_CLUSTERS="$clusters" MESHDNS_LOG=info \
-			"$MESHDNS_BIN"
-	) >"$WORK/meshdns-$name.log" 2>&1 &
+	# Only the variables a pod would set (env -i): meshdns rejects unknown MESHDNS_* names, and
+	# the caller's environment may carry some (MESHDNS_BIN itself).
+	env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOSTNAME=mongo-0 \
+		MESHDNS_LISTEN="$addr:53" MESHDNS_ADMIN_LISTEN="$addr:9153" \
+		MESHDNS_UPSTREAMS=127.0.1.1:53 MESHDNS_LOCAL_CLUSTER=a \
+		MESHDNS_CLUSTERS="$clusters" MESHDNS_LOG=info \
+		"$MESHDNS_BIN" >"$WORK/meshdns-$name.log" 2>&1 &
 	MD_PID[$addr]=$!
 	PIDS+=($!)
 	if wait_listen $! "$addr" 53 15; then
@@ -620,7 +623,7 @@ www.example.test. 192.0.2.80" "$(printf '%s\n' "$OUT" | awk '$4 == "A" && $1 !~ 
 }
 m_check_cmd() { # meshdns --check with the pod's variables: exit 0, names the clusters
 	local out rc
-	out=$(env -u MESHDNS_BIN MESHDNS_LISTEN="$MD:53" MESHDNS_UPSTREAMS=127.0.1.1:53 MESHDNS_LOCAL_CLUSTER=a \
+	out=$(env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin MESHDNS_LISTEN="$MD:53" MESHDNS_UPSTREAMS=127.0.1.1:53 MESHDNS_LOCAL_CLUSTER=a \
 		MESHDNS_CLUSTERS="a=127.0.1.1:53; b=127.0.2.1:53; c=127.0.3.1:53" timeout 10 "$MESHDNS_BIN" --check 2>&1)
 	rc=$?
 	[[ $rc == 0 ]] || fail_with "exit $rc: $(echo $out | cut -c1-200)" || return 1
@@ -629,7 +632,7 @@ m_check_cmd() { # meshdns --check with the pod's variables: exit 0, names the cl
 }
 m_bad_config() { # exit 64 before binding, one line naming the variable and the token
 	local out rc
-	out=$(env -u MESHDNS_BIN MESHDNS_LISTEN="127.0.10.9:53" MESHDNS_UPSTREAMS=127.0.1.1:53 \
+	out=$(env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin MESHDNS_LISTEN="127.0.10.9:53" MESHDNS_UPSTREAMS=127.0.1.1:53 \
 		MESHDNS_CLUSTERS="b=127.0.2.1:53; B@D=127.0.3.1:53" timeout 10 "$MESHDNS_BIN" 2>&1)
 	rc=$?
 	[[ $rc == 64 ]] || fail_with "exit $rc, want 64: $(echo $out | cut -c1-200)" || return 1
@@ -755,6 +758,7 @@ if [[ $MODE == full ]] && ((setup_ok)); then
 			bad "meshdns built (cargo build --release --locked)" "$(grep -m3 -E '^error' "$WORK/build.log" | tr '\n' ' ')"
 			tail -30 "$WORK/build.log" | sed 's/^/#     /'
 			build_ok=0
+			MESHDNS_BIN=$WORK/no-binary-the-build-failed # never a stale target/release/meshdns
 		fi
 	fi
 	[[ $MESHDNS_BIN == /* ]] || MESHDNS_BIN=$ROOT/$MESHDNS_BIN
