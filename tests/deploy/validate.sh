@@ -84,6 +84,7 @@ install_tools() {
 install_tools
 export PATH="$TOOLS/venv/bin:$PATH"
 PY="$TOOLS/venv/bin/python"
+echo "tools: $(yamllint --version), kubernetes-validate $("$PY" -c 'import importlib.metadata as m; print(m.version("kubernetes-validate"))'), $(hadolint --version | head -1), kubectl $(kubectl version --client -o json | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["clientVersion"]["gitVersion"])'), $(shellcheck --version | sed -n 's/^version: /shellcheck /p')"
 
 cd "$ROOT"
 
