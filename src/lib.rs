@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod gather;
 pub mod query;
 pub mod reply;
 pub mod request;

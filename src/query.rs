@@ -8,6 +8,7 @@ use hickory_proto::op::{Message, ResponseCode};
 use tokio::time::Instant;
 
 use crate::config::{Config, Transport};
+use crate::gather::{Gatherer, Naming};
 use crate::reply::{self, ExtendedError};
 use crate::request::{Inspected, inspect};
 use crate::rewrite::ZoneMap;
@@ -44,6 +45,7 @@ pub struct Resolver {
     router: Router,
     local: Arc<Upstream>,
     clusters: Vec<ClusterRoute>,
+    gatherer: Gatherer,
     timeout: Duration,
     negative_ttl: Duration,
 }
@@ -64,7 +66,7 @@ impl Resolver {
             Transport::Udp,
             config.attempt_timeout,
         ));
-        let clusters = config
+        let clusters: Vec<ClusterRoute> = config
             .clusters
             .iter()
             .map(|cluster| ClusterRoute {
@@ -87,10 +89,15 @@ impl Resolver {
                 },
             })
             .collect();
+        let gatherer = Gatherer::new(
+            config,
+            clusters.iter().map(|c| Arc::clone(&c.upstream)).collect(),
+        );
         Self {
             router: Router::new(config),
             local,
             clusters,
+            gatherer,
             timeout: config.timeout,
             negative_ttl: config.cache.negative_ttl,
         }
@@ -113,8 +120,13 @@ impl Resolver {
         Some(match route {
             Route::Passthrough => self.passthrough(bytes, &request, limit, deadline).await,
             Route::Cluster(index) => self.cluster(index, &request, limit, deadline).await,
-            Route::Distributed(_) | Route::Clusterset => {
-                reply::encode_fitted(&reply::synthesized(&request, ResponseCode::NotImp), limit)
+            Route::Distributed(index) => {
+                self.gather(self.gatherer.distributed(index), &request, limit, deadline)
+                    .await
+            }
+            Route::Clusterset => {
+                self.gather(self.gatherer.clusterset(), &request, limit, deadline)
+                    .await
             }
         })
     }
@@ -213,6 +225,26 @@ impl Resolver {
         let mut client_reply = route.map.reply_to_client(upstream_reply, asked);
         client_reply.metadata.id = request.id;
         reply::encode_fitted(&client_reply, limit)
+    }
+
+    /// Gathers from every cluster (or the one a prefixed host names) and merges.
+    async fn gather(
+        &self,
+        naming: Option<&Naming>,
+        request: &Message,
+        limit: usize,
+        deadline: Instant,
+    ) -> Vec<u8> {
+        let Some(naming) = naming else {
+            return self.failed(
+                request,
+                ExtendedError::NetworkError,
+                "no such gathered zone",
+                limit,
+            );
+        };
+        let merged = self.gatherer.answer(request, naming, deadline).await;
+        reply::encode_fitted(&merged.reply, limit)
     }
 
     fn failed(&self, request: &Message, code: ExtendedError, why: &str, limit: usize) -> Vec<u8> {

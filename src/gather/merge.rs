@@ -1,0 +1,469 @@
+//! The merge of gathered legs into one reply (DESIGN.md, "Distributed zones"): the union of
+//! all legs' records, de-duplicated, in cluster order (local first, then configuration order),
+//! every answer owned by the question, hosts renamed by the zone's naming scheme, and the
+//! outcome table:
+//!
+//! | legs                                          | reply                               |
+//! |-----------------------------------------------|-------------------------------------|
+//! | records from any leg                          | NOERROR with the union              |
+//! | no records, some leg NOERROR                  | NODATA (NOERROR + SOA of the zone)  |
+//! | every leg NXDOMAIN                            | NXDOMAIN + SOA of the zone          |
+//! | no leg answered                               | SERVFAIL (+ Extended DNS Error)     |
+//! | no records, others NXDOMAIN, some leg failed  | SERVFAIL: the failed leg could hold the name |
+//!
+//! A reply built while some leg failed is *partial*: its TTLs are capped at [`PARTIAL_TTL`] so
+//! clients ask again soon.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use hickory_proto::op::{Message, Query, ResponseCode};
+use hickory_proto::rr::rdata::SRV;
+use hickory_proto::rr::{Name, RData, Record, RecordType};
+
+use super::naming::Naming;
+use crate::config::Cluster;
+use crate::reply::{self, ExtendedError};
+
+/// TTL cap of a partial answer: short, so the missing cluster is asked again soon.
+pub const PARTIAL_TTL: u32 = 5;
+
+/// What one leg brought.
+#[derive(Debug, Clone)]
+pub enum Leg {
+    /// NOERROR or NXDOMAIN; `truncated` when even TCP could not fetch the whole set.
+    Answered { reply: Message, truncated: bool },
+    /// Timeout, network error, SERVFAIL, REFUSED, or any other rcode: left out.
+    Failed,
+}
+
+/// The merged reply, before the client's ID and size are applied.
+#[derive(Debug)]
+pub struct Merged {
+    pub reply: Message,
+    /// Some leg failed or was cut short, yet the reply is an answer (NOERROR/NODATA).
+    pub partial: bool,
+}
+
+/// Merges legs given in cluster order: `(index into clusters, leg)`.
+pub fn merge(
+    request: &Message,
+    naming: &Naming,
+    clusters: &[Cluster],
+    legs: &[(usize, Leg)],
+    negative_ttl: Duration,
+) -> Merged {
+    let Some(asked) = request.queries.first() else {
+        return Merged {
+            reply: reply::synthesized(request, ResponseCode::FormErr),
+            partial: false,
+        };
+    };
+    let mut records = Records::default();
+    let (mut noerror, mut nxdomain, mut failed, mut truncated) = (false, 0usize, 0usize, false);
+    for (index, leg) in legs {
+        match leg {
+            Leg::Answered {
+                reply,
+                truncated: cut,
+            } => {
+                truncated |= *cut;
+                match reply.response_code {
+                    ResponseCode::NXDomain => nxdomain += 1,
+                    _ => noerror = true,
+                }
+                records.add_leg(asked, reply, naming, &clusters[*index]);
+            }
+            Leg::Failed => failed += 1,
+        }
+    }
+    let partial = failed > 0 || truncated;
+    let mut merged = if !records.answers.is_empty() {
+        let mut reply = reply::synthesized(request, ResponseCode::NoError);
+        reply.answers = records.answers;
+        reply.additionals = records.additionals;
+        reply
+    } else if noerror {
+        reply::negative(request, ResponseCode::NoError, &naming.zone, negative_ttl)
+    } else if failed == 0 {
+        // Every leg said NXDOMAIN (or there are no clusters at all).
+        return Merged {
+            reply: reply::negative(request, ResponseCode::NXDomain, &naming.zone, negative_ttl),
+            partial: false,
+        };
+    } else if nxdomain == 0 {
+        return Merged {
+            reply: reply::servfail(
+                request,
+                ExtendedError::NoReachableAuthority,
+                "no cluster answered",
+            ),
+            partial: false,
+        };
+    } else {
+        let why = "a cluster that did not answer could hold the name the others do not have";
+        return Merged {
+            reply: reply::servfail(request, ExtendedError::NoReachableAuthority, why),
+            partial: false,
+        };
+    };
+    if partial {
+        for record in merged
+            .answers
+            .iter_mut()
+            .chain(&mut merged.authorities)
+            .chain(&mut merged.additionals)
+        {
+            record.ttl = record.ttl.min(PARTIAL_TTL);
+        }
+    }
+    Merged {
+        reply: merged,
+        partial,
+    }
+}
+
+/// The union being built, with the keys that make it a set.
+#[derive(Default)]
+struct Records {
+    answers: Vec<Record>,
+    additionals: Vec<Record>,
+    seen: HashSet<(Name, RData)>,
+}
+
+impl Records {
+    fn add_leg(&mut self, asked: &Query, reply: &Message, naming: &Naming, cluster: &Cluster) {
+        let qtype = asked.query_type();
+        let mut targets: Vec<&Name> = Vec::new();
+        for record in reply.answers.iter().filter(|r| r.record_type() == qtype) {
+            let data = match &record.data {
+                RData::SRV(srv) => {
+                    targets.push(&srv.target);
+                    let target = naming
+                        .client_host(&srv.target, cluster)
+                        .unwrap_or_else(|| srv.target.clone());
+                    RData::SRV(SRV::new(srv.priority, srv.weight, srv.port, target))
+                }
+                other => other.clone(),
+            };
+            self.push(
+                true,
+                Record::from_rdata(asked.name().clone(), record.ttl, data),
+            );
+        }
+        let glue = reply.additionals.iter().filter(|r| {
+            matches!(r.record_type(), RecordType::A | RecordType::AAAA)
+                && targets.iter().any(|t| **t == r.name)
+        });
+        for record in glue {
+            let owner = naming
+                .client_host(&record.name, cluster)
+                .unwrap_or_else(|| record.name.clone());
+            self.push(
+                false,
+                Record::from_rdata(owner, record.ttl, record.data.clone()),
+            );
+        }
+    }
+
+    /// Adds a record unless an equal one (owner ignoring case, same data) is there; a
+    /// duplicate lowers the kept record's TTL to the smaller of the two.
+    fn push(&mut self, answer: bool, record: Record) {
+        let section = if answer {
+            &mut self.answers
+        } else {
+            &mut self.additionals
+        };
+        if self.seen.insert((record.name.clone(), record.data.clone())) {
+            section.push(record);
+        } else if let Some(kept) = section
+            .iter_mut()
+            .find(|r| r.name == record.name && r.data == record.data)
+        {
+            kept.ttl = kept.ttl.min(record.ttl);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hickory_proto::op::{Edns, OpCode};
+    use hickory_proto::rr::rdata::{A, SOA, TXT};
+
+    use super::*;
+    use crate::config::tests::config_from;
+    use crate::gather::naming::Scheme;
+
+    fn name(text: &str) -> Name {
+        Name::from_ascii(text).unwrap()
+    }
+
+    fn clusters() -> Vec<Cluster> {
+        config_from(&[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1; c=10.9.0.2"),
+        ])
+        .unwrap()
+        .clusters
+    }
+
+    fn naming() -> Naming {
+        Naming {
+            zone: name("distributed.local."),
+            scheme: Scheme::Prefix,
+        }
+    }
+
+    fn request(qname: &str, qtype: RecordType) -> Message {
+        let mut msg = Message::query();
+        msg.add_query(Query::query(name(qname), qtype));
+        msg.set_edns(Edns::new());
+        msg
+    }
+
+    fn leg(rcode: ResponseCode, answers: Vec<Record>, additionals: Vec<Record>) -> Leg {
+        let mut reply = Message::response(1, OpCode::Query);
+        reply.metadata.response_code = rcode;
+        reply.answers = answers;
+        reply.additionals = additionals;
+        if rcode != ResponseCode::NoError || reply.answers.is_empty() {
+            let soa = SOA::new(
+                name("ns.dns.cluster.local."),
+                name("hostmaster.cluster.local."),
+                1,
+                1,
+                1,
+                1,
+                30,
+            );
+            reply.authorities = vec![Record::from_rdata(
+                name("cluster.local."),
+                30,
+                RData::SOA(soa),
+            )];
+        }
+        Leg::Answered {
+            reply,
+            truncated: false,
+        }
+    }
+
+    fn srv_leg(hosts: &[&str]) -> Leg {
+        let owner = name("_mongodb._tcp.mongo.db.svc.cluster.local.");
+        let answers = hosts
+            .iter()
+            .map(|h| {
+                Record::from_rdata(
+                    owner.clone(),
+                    30,
+                    RData::SRV(SRV::new(
+                        0,
+                        0,
+                        27017,
+                        name(&format!("{h}.mongo.db.svc.cluster.local.")),
+                    )),
+                )
+            })
+            .collect();
+        let additionals = hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                Record::from_rdata(
+                    name(&format!("{h}.mongo.db.svc.cluster.local.")),
+                    30,
+                    RData::A(A::new(10, 0, 0, i as u8)),
+                )
+            })
+            .collect();
+        leg(ResponseCode::NoError, answers, additionals)
+    }
+
+    fn a_leg(octet: u8) -> Leg {
+        let owner = name("mongo.db.svc.cluster.local.");
+        leg(
+            ResponseCode::NoError,
+            vec![Record::from_rdata(
+                owner,
+                30,
+                RData::A(A::new(10, octet, 0, 1)),
+            )],
+            vec![],
+        )
+    }
+
+    fn run(req: &Message, legs: Vec<Leg>) -> Merged {
+        let legs: Vec<(usize, Leg)> = legs.into_iter().enumerate().collect();
+        merge(req, &naming(), &clusters(), &legs, Duration::from_secs(5))
+    }
+
+    const SRV_NAME: &str = "_mongodb._tcp.mongo.db.svc.distributed.local.";
+
+    #[test]
+    fn srv_targets_get_their_cluster_prefix_in_cluster_order_owned_by_the_question() {
+        let merged = run(
+            &request(SRV_NAME, RecordType::SRV),
+            vec![
+                srv_leg(&["mongo-0"]),
+                srv_leg(&["mongo-0", "mongo-1"]),
+                srv_leg(&["mongo-0"]),
+            ],
+        );
+        let targets: Vec<String> = merged
+            .reply
+            .answers
+            .iter()
+            .map(|r| r.try_borrow::<SRV>().unwrap().data().target.to_ascii())
+            .collect();
+        assert_eq!(
+            targets,
+            [
+                "a-mongo-0.mongo.db.svc.distributed.local.",
+                "b-mongo-0.mongo.db.svc.distributed.local.",
+                "b-mongo-1.mongo.db.svc.distributed.local.",
+                "c-mongo-0.mongo.db.svc.distributed.local."
+            ]
+        );
+        assert!(
+            merged
+                .reply
+                .answers
+                .iter()
+                .all(|r| r.name == name(SRV_NAME))
+        );
+        assert_eq!(
+            merged.reply.additionals[1].name.to_ascii(),
+            "b-mongo-0.mongo.db.svc.distributed.local."
+        );
+        assert!(!merged.partial);
+    }
+
+    #[test]
+    fn every_srv_target_shares_the_parent_domain_of_the_service() {
+        let merged = run(
+            &request(SRV_NAME, RecordType::SRV),
+            vec![
+                srv_leg(&["mongo-0"]),
+                srv_leg(&["mongo-1"]),
+                srv_leg(&["mongo-2"]),
+            ],
+        );
+        let parent = name("db.svc.distributed.local.");
+        for record in &merged.reply.answers {
+            assert!(parent.zone_of(&record.try_borrow::<SRV>().unwrap().data().target));
+        }
+    }
+
+    #[test]
+    fn headless_service_addresses_are_a_union_owned_by_the_question() {
+        let asked = "Mongo.db.svc.distributed.local.";
+        let merged = run(
+            &request(asked, RecordType::A),
+            vec![a_leg(1), a_leg(2), a_leg(1)],
+        );
+        assert_eq!(merged.reply.answers.len(), 2);
+        assert!(
+            merged
+                .reply
+                .answers
+                .iter()
+                .all(|r| r.name.eq_case(&name(asked)))
+        );
+    }
+
+    #[test]
+    fn identical_txt_records_from_several_clusters_collapse_to_one() {
+        let txt = || {
+            let owner = name("mongo.db.svc.cluster.local.");
+            let data = RData::TXT(TXT::new(vec!["replicaSet=rs0&authSource=admin".into()]));
+            leg(
+                ResponseCode::NoError,
+                vec![Record::from_rdata(owner, 30, data)],
+                vec![],
+            )
+        };
+        let merged = run(
+            &request("mongo.db.svc.distributed.local.", RecordType::TXT),
+            vec![txt(), txt(), txt()],
+        );
+        assert_eq!(merged.reply.answers.len(), 1);
+    }
+
+    #[test]
+    fn records_from_any_leg_make_noerror() {
+        let nx = || leg(ResponseCode::NXDomain, vec![], vec![]);
+        let merged = run(
+            &request("mongo.db.svc.distributed.local.", RecordType::A),
+            vec![nx(), a_leg(2), nx()],
+        );
+        assert_eq!(merged.reply.response_code, ResponseCode::NoError);
+        assert_eq!(merged.reply.answers.len(), 1);
+    }
+
+    #[test]
+    fn no_records_and_some_leg_noerror_is_nodata_with_soa() {
+        let nodata = leg(ResponseCode::NoError, vec![], vec![]);
+        let merged = run(
+            &request("mongo.db.svc.distributed.local.", RecordType::AAAA),
+            vec![
+                nodata,
+                leg(ResponseCode::NXDomain, vec![], vec![]),
+                Leg::Failed,
+            ],
+        );
+        assert_eq!(merged.reply.response_code, ResponseCode::NoError);
+        assert!(merged.reply.answers.is_empty());
+        assert_eq!(merged.reply.authorities[0].name, name("distributed.local."));
+    }
+
+    #[test]
+    fn nxdomain_from_every_cluster_is_nxdomain_with_soa() {
+        let nx = || leg(ResponseCode::NXDomain, vec![], vec![]);
+        let merged = run(
+            &request("nope.db.svc.distributed.local.", RecordType::A),
+            vec![nx(), nx(), nx()],
+        );
+        assert_eq!(merged.reply.response_code, ResponseCode::NXDomain);
+        assert_eq!(merged.reply.authorities[0].record_type(), RecordType::SOA);
+        assert_eq!(merged.reply.authorities[0].name, name("distributed.local."));
+    }
+
+    #[test]
+    fn no_leg_answering_is_servfail_with_an_extended_error() {
+        let merged = run(
+            &request("x.distributed.local.", RecordType::A),
+            vec![Leg::Failed, Leg::Failed, Leg::Failed],
+        );
+        assert_eq!(merged.reply.response_code, ResponseCode::ServFail);
+        assert!(
+            merged
+                .reply
+                .edns
+                .as_ref()
+                .unwrap()
+                .option(hickory_proto::rr::rdata::opt::EdnsCode::Unknown(15))
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn a_failed_leg_never_lets_nxdomain_through() {
+        let nx = || leg(ResponseCode::NXDomain, vec![], vec![]);
+        let merged = run(
+            &request("x.distributed.local.", RecordType::A),
+            vec![nx(), Leg::Failed, nx()],
+        );
+        assert_eq!(merged.reply.response_code, ResponseCode::ServFail);
+    }
+
+    #[test]
+    fn a_partial_answer_has_short_ttls() {
+        let merged = run(
+            &request("mongo.db.svc.distributed.local.", RecordType::A),
+            vec![a_leg(1), Leg::Failed, a_leg(3)],
+        );
+        assert!(merged.partial);
+        assert!(merged.reply.answers.iter().all(|r| r.ttl <= PARTIAL_TTL));
+        assert_eq!(merged.reply.answers.len(), 2);
+    }
+}

@@ -1,0 +1,281 @@
+//! How names of a gathered zone relate to the names each cluster knows, for the two naming
+//! schemes: gathersrv's host prefixes (`a-mongo-0.mongo.db.svc.distributed.local`) and
+//! Kubernetes MCS (`mongo-0.a.mongo.db.svc.clusterset.local`).
+//!
+//! Both directions live here: which cluster(s) a question goes to and as what name
+//! ([`Naming::plan`]), and how a host name in a cluster's answer is shown to the client
+//! ([`Naming::client_host`]). Prefix matching is label-aware and ignores case; the longest
+//! prefix wins.
+
+use hickory_proto::rr::{Name, RecordType};
+
+use crate::config::Cluster;
+use crate::rewrite::replace_suffix;
+
+/// The label every Kubernetes service name carries before the cluster domain.
+const SVC_LABEL: &[u8] = b"svc";
+
+/// The MCS schema version record (KEP-1645): `dns-version.<zone> TXT "1.0.0"`.
+pub const MCS_VERSION_LABEL: &[u8] = b"dns-version";
+pub const MCS_SCHEMA_VERSION: &str = "1.0.0";
+
+/// A gathered zone and its naming scheme.
+#[derive(Debug, Clone)]
+pub struct Naming {
+    pub zone: Name,
+    pub scheme: Scheme,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    /// gathersrv: targets get their cluster's prefix on the first label.
+    Prefix,
+    /// Kubernetes multi-cluster services: the cluster name is the second label of a host.
+    Clusterset,
+}
+
+/// Where a question goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    /// Ask these clusters (indexes into the cluster list) with the name in each one's domain.
+    Ask(Vec<(usize, Name)>),
+    /// The MCS schema version: answered locally.
+    SchemaVersion,
+    /// A type the zone does not serve, or a name no cluster can hold: NODATA.
+    NoData,
+}
+
+impl Naming {
+    /// The plan for `name` (under this zone) and `qtype`.
+    pub fn plan(&self, name: &Name, qtype: RecordType, clusters: &[Cluster]) -> Plan {
+        if !matches!(
+            qtype,
+            RecordType::SRV | RecordType::A | RecordType::AAAA | RecordType::TXT
+        ) {
+            return Plan::NoData;
+        }
+        let keep = usize::from(name.num_labels().saturating_sub(self.zone.num_labels()));
+        let labels: Vec<&[u8]> = name.iter().take(keep).collect();
+        let one_host = matches!(qtype, RecordType::A | RecordType::AAAA | RecordType::TXT);
+        let single = match self.scheme {
+            Scheme::Prefix if one_host => prefixed_cluster(&labels, clusters),
+            Scheme::Clusterset if qtype == RecordType::TXT && labels == [MCS_VERSION_LABEL] => {
+                return Plan::SchemaVersion;
+            }
+            Scheme::Clusterset if one_host => clusterset_cluster(&labels, clusters),
+            _ => None,
+        };
+        let legs = match single {
+            Some((index, labels)) => {
+                upstream_name(&labels, &clusters[index].domain).map(|n| vec![(index, n)])
+            }
+            None => (0..clusters.len())
+                .map(|index| upstream_name(&labels, &clusters[index].domain).map(|n| (index, n)))
+                .collect(),
+        };
+        legs.map_or(Plan::NoData, Plan::Ask)
+    }
+
+    /// A host name from cluster `cluster`'s answer as the client sees it, or `None` when it is
+    /// not under that cluster's domain (it is then left as it is).
+    pub fn client_host(&self, host: &Name, cluster: &Cluster) -> Option<Name> {
+        let relative = replace_suffix(host, &cluster.domain, &Name::root())?;
+        let mut labels: Vec<Vec<u8>> = relative.iter().map(<[u8]>::to_vec).collect();
+        let first = labels.first_mut()?;
+        match self.scheme {
+            Scheme::Prefix => first.splice(0..0, cluster.prefix.bytes()).for_each(drop),
+            Scheme::Clusterset => labels.insert(1, cluster.name.as_bytes().to_vec()),
+        }
+        Name::from_labels(labels.iter().map(Vec::as_slice).chain(self.zone.iter())).ok()
+    }
+}
+
+/// `b-mongo-2.mongo…` → cluster b with `mongo-2.mongo…`; the longest matching prefix wins.
+fn prefixed_cluster(
+    labels: &[&[u8]],
+    clusters: &[Cluster],
+) -> Option<(usize, Vec<Vec<u8>>)> {
+    let first = labels.first()?;
+    let (index, cluster) = clusters
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| {
+            first.len() > c.prefix.len()
+                && first[..c.prefix.len()].eq_ignore_ascii_case(c.prefix.as_bytes())
+        })
+        .max_by_key(|(_, c)| c.prefix.len())?;
+    let mut stripped: Vec<Vec<u8>> = labels.iter().map(|l| l.to_vec()).collect();
+    stripped[0].drain(..cluster.prefix.len());
+    Some((index, stripped))
+}
+
+/// `host.X.service.ns.svc` → cluster X with `host.service.ns.svc`.
+fn clusterset_cluster(labels: &[&[u8]], clusters: &[Cluster]) -> Option<(usize, Vec<Vec<u8>>)> {
+    let [host, cluster, service, namespace, svc] = labels else {
+        return None;
+    };
+    if !svc.eq_ignore_ascii_case(SVC_LABEL) {
+        return None;
+    }
+    let index = clusters
+        .iter()
+        .position(|c| c.name.as_bytes().eq_ignore_ascii_case(cluster))?;
+    Some((
+        index,
+        [host, service, namespace, svc]
+            .iter()
+            .map(|l| l.to_vec())
+            .collect(),
+    ))
+}
+
+fn upstream_name<L: AsRef<[u8]>>(labels: &[L], domain: &Name) -> Option<Name> {
+    Name::from_labels(labels.iter().map(AsRef::as_ref).chain(domain.iter())).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::tests::config_from;
+
+    fn clusters() -> Vec<Cluster> {
+        config_from(&[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            (
+                "MESHDNS_CLUSTERS",
+                "a=; b=10.9.0.1; bb=10.9.0.2 domain=bb.example",
+            ),
+        ])
+        .unwrap()
+        .clusters
+    }
+
+    fn name(text: &str) -> Name {
+        Name::from_ascii(text).unwrap()
+    }
+
+    fn prefix() -> Naming {
+        Naming {
+            zone: name("distributed.local."),
+            scheme: Scheme::Prefix,
+        }
+    }
+
+    fn mcs() -> Naming {
+        Naming {
+            zone: name("clusterset.local."),
+            scheme: Scheme::Clusterset,
+        }
+    }
+
+    fn asked(plan: Plan) -> Vec<(usize, String)> {
+        match plan {
+            Plan::Ask(legs) => legs.into_iter().map(|(i, n)| (i, n.to_ascii())).collect(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn srv_fans_out_to_every_cluster_in_its_domain() {
+        let legs = asked(prefix().plan(
+            &name("_mongodb._tcp.mongo.db.svc.distributed.local."),
+            RecordType::SRV,
+            &clusters(),
+        ));
+        assert_eq!(
+            legs,
+            [
+                (0, "_mongodb._tcp.mongo.db.svc.cluster.local.".to_string()),
+                (1, "_mongodb._tcp.mongo.db.svc.cluster.local.".to_string()),
+                (2, "_mongodb._tcp.mongo.db.svc.bb.example.".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_prefixed_host_goes_to_its_cluster_only_longest_prefix_first_ignoring_case() {
+        let legs = asked(prefix().plan(
+            &name("B-mongo-2.mongo.db.svc.distributed.local."),
+            RecordType::A,
+            &clusters(),
+        ));
+        assert_eq!(
+            legs,
+            [(1, "mongo-2.mongo.db.svc.cluster.local.".to_string())]
+        );
+        let legs = asked(prefix().plan(
+            &name("bb-mongo-2.mongo.db.svc.distributed.local."),
+            RecordType::AAAA,
+            &clusters(),
+        ));
+        assert_eq!(legs, [(2, "mongo-2.mongo.db.svc.bb.example.".to_string())]);
+    }
+
+    #[test]
+    fn an_unprefixed_service_fans_out() {
+        let legs = asked(prefix().plan(
+            &name("mongo.db.svc.distributed.local."),
+            RecordType::A,
+            &clusters(),
+        ));
+        assert_eq!(legs.len(), 3);
+    }
+
+    #[test]
+    fn other_types_are_nodata() {
+        assert_eq!(
+            prefix().plan(
+                &name("mongo.db.svc.distributed.local."),
+                RecordType::MX,
+                &clusters()
+            ),
+            Plan::NoData
+        );
+    }
+
+    #[test]
+    fn targets_get_their_cluster_prefix_or_label() {
+        let b = &clusters()[1];
+        let target = name("mongo-0.mongo.db.svc.cluster.local.");
+        assert_eq!(
+            prefix().client_host(&target, b).unwrap().to_ascii(),
+            "b-mongo-0.mongo.db.svc.distributed.local."
+        );
+        assert_eq!(
+            mcs().client_host(&target, b).unwrap().to_ascii(),
+            "mongo-0.b.mongo.db.svc.clusterset.local."
+        );
+        assert!(
+            prefix()
+                .client_host(&name("elsewhere.example."), b)
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn mcs_hosts_go_to_their_cluster_and_services_fan_out() {
+        let legs = asked(mcs().plan(
+            &name("mongo-0.b.mongo.db.svc.clusterset.local."),
+            RecordType::A,
+            &clusters(),
+        ));
+        assert_eq!(
+            legs,
+            [(1, "mongo-0.mongo.db.svc.cluster.local.".to_string())]
+        );
+        let legs = asked(mcs().plan(
+            &name("mongo.db.svc.clusterset.local."),
+            RecordType::A,
+            &clusters(),
+        ));
+        assert_eq!(legs.len(), 3);
+        assert_eq!(
+            mcs().plan(
+                &name("dns-version.clusterset.local."),
+                RecordType::TXT,
+                &clusters()
+            ),
+            Plan::SchemaVersion
+        );
+    }
+}
