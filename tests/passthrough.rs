@@ -1,0 +1,275 @@
+//! Pass-through (DESIGN.md, "Pass-through"): names outside meshdns' zones go to the local
+//! cluster DNS, and the client gets that server's reply verbatim but for its own ID.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::RecordType;
+use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption, NSIDPayload};
+use support::{Answer, Behaviour, FakeDns, Meshdns, Via, query, rr, tcp, udp, with_edns};
+
+const NAME: &str = "www.example.com.";
+
+async fn meshdns_before(upstreams: &[&FakeDns], vars: &[(&str, &str)]) -> Meshdns {
+    let list: Vec<String> = upstreams.iter().map(|f| f.addr.to_string()).collect();
+    let list = list.join(",");
+    let mut all = vec![("MESHDNS_UPSTREAMS", list.as_str())];
+    all.extend_from_slice(vars);
+    Meshdns::start(&all).await
+}
+
+fn www() -> Answer {
+    Answer::records([rr::a(NAME, [192, 0, 2, 1]), rr::a(NAME, [192, 0, 2, 2])])
+}
+
+#[tokio::test]
+async fn udp_passthrough_is_the_upstream_reply_byte_for_byte_but_the_id() {
+    let upstream = FakeDns::builder()
+        .answer(NAME, RecordType::A, www())
+        .start()
+        .await;
+    let meshdns = meshdns_before(&[&upstream], &[]).await;
+    let reply = udp(meshdns.addr, &with_edns(query(NAME, RecordType::A), 1232)).await;
+    assert_eq!(
+        support::without_id(&reply.bytes),
+        support::without_id(&upstream.last_reply())
+    );
+    assert_eq!(reply.answer_lines().len(), 2);
+}
+
+#[tokio::test]
+async fn tcp_passthrough_is_the_upstream_reply_byte_for_byte_but_the_id() {
+    let upstream = FakeDns::builder()
+        .answer(NAME, RecordType::A, www())
+        .start()
+        .await;
+    let meshdns = meshdns_before(&[&upstream], &[]).await;
+    let reply = tcp(meshdns.addr, &query(NAME, RecordType::A)).await;
+    assert_eq!(
+        support::without_id(&reply.bytes),
+        support::without_id(&upstream.last_reply())
+    );
+    assert_eq!(reply.answer_lines().len(), 2);
+}
+
+#[tokio::test]
+async fn nxdomain_keeps_its_soa() {
+    let upstream = FakeDns::builder()
+        .answer(
+            "gone.example.com.",
+            RecordType::A,
+            Answer::nxdomain("example.com."),
+        )
+        .start()
+        .await;
+    let meshdns = meshdns_before(&[&upstream], &[]).await;
+    let reply = udp(meshdns.addr, &query("gone.example.com.", RecordType::A)).await;
+    assert_eq!(reply.msg.response_code, ResponseCode::NXDomain);
+    assert_eq!(
+        reply.authority_lines(),
+        [support::record_line(&rr::soa("example.com."))]
+    );
+}
+
+#[tokio::test]
+async fn edns_options_of_the_upstream_reply_survive() {
+    let nsid = EdnsOption::NSID(NSIDPayload::new(b"kube-dns-7f9c".to_vec()).unwrap());
+    let unknown = EdnsOption::Unknown(65001, b"private".to_vec());
+    let mut answer = www();
+    answer.options = vec![nsid.clone(), unknown.clone()];
+    let upstream = FakeDns::builder()
+        .answer(NAME, RecordType::A, answer)
+        .start()
+        .await;
+    let meshdns = meshdns_before(&[&upstream], &[]).await;
+    let reply = udp(meshdns.addr, &with_edns(query(NAME, RecordType::A), 1232)).await;
+    let edns = reply.msg.edns.expect("an OPT record");
+    assert_eq!(edns.option(EdnsCode::NSID), Some(&nsid));
+    assert_eq!(edns.option(EdnsCode::Unknown(65001)), Some(&unknown));
+}
+
+#[tokio::test]
+async fn the_aa_ad_and_cd_bits_survive() {
+    let mut answer = www();
+    answer.authoritative = true;
+    answer.authentic_data = true;
+    let upstream = FakeDns::builder()
+        .answer(NAME, RecordType::A, answer)
+        .start()
+        .await;
+    let meshdns = meshdns_before(&[&upstream], &[]).await;
+    let mut asked = with_edns(query(NAME, RecordType::A), 1232);
+    asked.metadata.checking_disabled = true;
+    let reply = udp(meshdns.addr, &asked).await;
+    assert!(reply.msg.authoritative, "AA");
+    assert!(reply.msg.authentic_data, "AD");
+    assert!(reply.msg.checking_disabled, "CD");
+}
+
+#[tokio::test]
+async fn a_client_without_edns_gets_no_opt() {
+    let mut answer = www();
+    answer.options = vec![EdnsOption::Unknown(65001, b"private".to_vec())];
+    let upstream = FakeDns::builder()
+        .answer(NAME, RecordType::A, answer)
+        .start()
+        .await;
+    let meshdns = meshdns_before(&[&upstream], &[]).await;
+    let reply = udp(meshdns.addr, &query(NAME, RecordType::A)).await;
+    assert!(reply.msg.edns.is_none());
+    assert_eq!(reply.answer_lines().len(), 2);
+}
+
+#[tokio::test]
+async fn a_reply_with_the_wrong_id_is_ignored_and_the_right_one_used() {
+    let upstream = FakeDns::builder()
+        .on(NAME, RecordType::A, Behaviour::WrongIdFirst(www()))
+        .start()
+        .await;
+    let meshdns = meshdns_before(&[&upstream], &[]).await;
+    let reply = udp(meshdns.addr, &query(NAME, RecordType::A)).await;
+    assert_eq!(reply.msg.response_code, ResponseCode::NoError);
+    assert_eq!(reply.answer_lines().len(), 2);
+    assert_eq!(
+        upstream.count(Via::Udp),
+        1,
+        "answered from the first attempt"
+    );
+}
+
+#[tokio::test]
+async fn a_reply_to_another_question_is_ignored_and_the_right_one_used() {
+    let upstream = FakeDns::builder()
+        .on(NAME, RecordType::A, Behaviour::WrongQuestionFirst(www()))
+        .start()
+        .await;
+    let meshdns = meshdns_before(&[&upstream], &[]).await;
+    let reply = udp(meshdns.addr, &query(NAME, RecordType::A)).await;
+    assert_eq!(reply.msg.queries[0].name().to_ascii(), NAME);
+    assert_eq!(reply.answer_lines().len(), 2);
+    assert_eq!(
+        upstream.count(Via::Udp),
+        1,
+        "answered from the first attempt"
+    );
+}
+
+#[tokio::test]
+async fn a_dead_upstream_gives_servfail_within_the_deadline() {
+    let upstream = FakeDns::silent().await;
+    let meshdns = meshdns_before(
+        &[&upstream],
+        &[
+            ("MESHDNS_TIMEOUT", "1s"),
+            ("MESHDNS_ATTEMPT_TIMEOUT", "300ms"),
+        ],
+    )
+    .await;
+    let started = Instant::now();
+    let reply = udp(meshdns.addr, &query(NAME, RecordType::A)).await;
+    let took = started.elapsed();
+    assert_eq!(reply.msg.response_code, ResponseCode::ServFail);
+    assert!(
+        took >= Duration::from_millis(800),
+        "gave up early: {took:?}"
+    );
+    assert!(
+        took < Duration::from_secs(2),
+        "missed the deadline: {took:?}"
+    );
+}
+
+#[tokio::test]
+async fn garbage_from_the_upstream_is_ignored_until_the_deadline() {
+    let upstream = FakeDns::builder()
+        .otherwise(Behaviour::Garbage)
+        .start()
+        .await;
+    let meshdns = meshdns_before(
+        &[&upstream],
+        &[
+            ("MESHDNS_TIMEOUT", "500ms"),
+            ("MESHDNS_ATTEMPT_TIMEOUT", "200ms"),
+        ],
+    )
+    .await;
+    let reply = udp(meshdns.addr, &query(NAME, RecordType::A)).await;
+    assert_eq!(reply.msg.response_code, ResponseCode::ServFail);
+}
+
+#[tokio::test]
+async fn a_silent_first_upstream_fails_over_to_the_second() {
+    let silent = FakeDns::silent().await;
+    let second = FakeDns::builder()
+        .answer(NAME, RecordType::A, www())
+        .start()
+        .await;
+    let meshdns = meshdns_before(
+        &[&silent, &second],
+        &[
+            ("MESHDNS_TIMEOUT", "2s"),
+            ("MESHDNS_ATTEMPT_TIMEOUT", "200ms"),
+        ],
+    )
+    .await;
+    let started = Instant::now();
+    let reply = udp(meshdns.addr, &query(NAME, RecordType::A)).await;
+    assert_eq!(reply.answer_lines().len(), 2);
+    assert_eq!(silent.count(Via::Udp), 1);
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "one attempt timeout, not the deadline"
+    );
+}
+
+#[tokio::test]
+async fn a_truncated_upstream_reply_is_fetched_again_over_tcp() {
+    let many: Vec<_> = (0..100).map(|i| rr::a(NAME, [10, 0, 0, i])).collect();
+    let upstream = FakeDns::builder()
+        .on(
+            NAME,
+            RecordType::A,
+            Behaviour::TruncateUdp(Answer::records(many)),
+        )
+        .start()
+        .await;
+    let meshdns = meshdns_before(&[&upstream], &[]).await;
+    let reply = tcp(meshdns.addr, &query(NAME, RecordType::A)).await;
+    assert!(!reply.msg.truncation);
+    assert_eq!(reply.answer_lines().len(), 100);
+    // The client's TCP query went out over UDP first, was cut, and came again over TCP.
+    assert_eq!((upstream.count(Via::Udp), upstream.count(Via::Tcp)), (1, 1));
+}
+
+#[tokio::test]
+async fn a_small_udp_client_gets_tc_with_what_fits_in_512_bytes() {
+    let many: Vec<_> = (0..100).map(|i| rr::a(NAME, [10, 0, 0, i])).collect();
+    let upstream = FakeDns::builder()
+        .on(
+            NAME,
+            RecordType::A,
+            Behaviour::TruncateUdp(Answer::records(many)),
+        )
+        .start()
+        .await;
+    let meshdns = meshdns_before(&[&upstream], &[]).await;
+    let reply = udp(meshdns.addr, &query(NAME, RecordType::A)).await;
+    assert!(reply.bytes.len() <= 512, "{} bytes", reply.bytes.len());
+    assert!(reply.msg.truncation);
+    let kept = reply.answer_lines().len();
+    assert!(kept > 20 && kept < 100, "{kept} answers kept");
+}
+
+#[tokio::test]
+async fn a_tcp_retry_cut_mid_frame_leaves_the_truncated_reply() {
+    let upstream = FakeDns::builder()
+        .on(NAME, RecordType::A, Behaviour::CloseTcpMidFrame(www()))
+        .start()
+        .await;
+    let meshdns = meshdns_before(&[&upstream], &[]).await;
+    let reply = udp(meshdns.addr, &query(NAME, RecordType::A)).await;
+    assert!(reply.msg.truncation, "the client is told to ask over TCP");
+    assert_eq!(reply.msg.response_code, ResponseCode::NoError);
+}

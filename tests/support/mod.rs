@@ -1,0 +1,633 @@
+//! What the integration tests share: a fake DNS server to stand in for kube-dns and the peer
+//! clusters' CoreDNS ([`FakeDns`]), meshdns itself started on 127.0.0.1:0 ([`Meshdns`]), and a
+//! tiny DNS client ([`udp`], [`tcp`]).
+//!
+//! Everything binds on loopback port 0: tests never race for ports and never send a packet
+//! off the machine.
+
+// Each test file compiles this module on its own and uses only part of it.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hickory_proto::op::{Edns, Message, MessageType, Metadata, Query, ResponseCode};
+use hickory_proto::rr::rdata::opt::EdnsOption;
+use hickory_proto::rr::rdata::{A, AAAA, CNAME, NS, SOA, SRV, TXT};
+use hickory_proto::rr::{Name, RData, Record, RecordType};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// How long the test client waits for a reply before the test fails.
+pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The UDP payload size the fake advertises in its OPT record.
+const FAKE_EDNS_SIZE: u16 = 1232;
+
+/// Records for the fake's tables and the tests' expectations, with TTL 30 unless said.
+pub mod rr {
+    use super::*;
+
+    pub fn name(text: &str) -> Name {
+        Name::from_ascii(text).expect("a valid test name")
+    }
+
+    pub fn a(owner: &str, ip: [u8; 4]) -> Record {
+        Record::from_rdata(
+            name(owner),
+            30,
+            RData::A(A::from(std::net::Ipv4Addr::from(ip))),
+        )
+    }
+
+    pub fn aaaa(owner: &str, ip: &str) -> Record {
+        let ip: std::net::Ipv6Addr = ip.parse().expect("an IPv6 address");
+        Record::from_rdata(name(owner), 30, RData::AAAA(AAAA::from(ip)))
+    }
+
+    pub fn srv(owner: &str, port: u16, target: &str) -> Record {
+        Record::from_rdata(
+            name(owner),
+            30,
+            RData::SRV(SRV::new(0, 50, port, name(target))),
+        )
+    }
+
+    pub fn cname(owner: &str, target: &str) -> Record {
+        Record::from_rdata(name(owner), 30, RData::CNAME(CNAME(name(target))))
+    }
+
+    pub fn ns(owner: &str, target: &str) -> Record {
+        Record::from_rdata(name(owner), 30, RData::NS(NS(name(target))))
+    }
+
+    pub fn txt(owner: &str, text: &str) -> Record {
+        Record::from_rdata(
+            name(owner),
+            30,
+            RData::TXT(TXT::new(vec![text.to_string()])),
+        )
+    }
+
+    /// The SOA a server puts in the authority section of a negative answer for `zone`.
+    pub fn soa(zone: &str) -> Record {
+        let soa = SOA::new(
+            name(&format!("ns.dns.{zone}")),
+            name(&format!("hostmaster.{zone}")),
+            1,
+            7200,
+            1800,
+            86_400,
+            5,
+        );
+        Record::from_rdata(name(zone), 5, RData::SOA(soa))
+    }
+}
+
+/// What the fake puts in a reply: rcode, sections, the AA and AD bits, and EDNS options (sent
+/// only to a query that carried EDNS).
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub rcode: ResponseCode,
+    pub answers: Vec<Record>,
+    pub authorities: Vec<Record>,
+    pub additionals: Vec<Record>,
+    pub authoritative: bool,
+    pub authentic_data: bool,
+    pub options: Vec<EdnsOption>,
+}
+
+impl Answer {
+    pub fn rcode(rcode: ResponseCode) -> Self {
+        Self {
+            rcode,
+            answers: Vec::new(),
+            authorities: Vec::new(),
+            additionals: Vec::new(),
+            authoritative: false,
+            authentic_data: false,
+            options: Vec::new(),
+        }
+    }
+
+    /// NOERROR with these answer records.
+    pub fn records(records: impl IntoIterator<Item = Record>) -> Self {
+        Self {
+            answers: records.into_iter().collect(),
+            ..Self::rcode(ResponseCode::NoError)
+        }
+    }
+
+    /// NXDOMAIN with the SOA of `zone`, as an authoritative server gives it.
+    pub fn nxdomain(zone: &str) -> Self {
+        Self {
+            authorities: vec![rr::soa(zone)],
+            authoritative: true,
+            ..Self::rcode(ResponseCode::NXDomain)
+        }
+    }
+
+    /// NOERROR without answers (the name exists, not the type), with the SOA of `zone`.
+    pub fn nodata(zone: &str) -> Self {
+        Self {
+            authorities: vec![rr::soa(zone)],
+            authoritative: true,
+            ..Self::rcode(ResponseCode::NoError)
+        }
+    }
+
+    pub fn additional(mut self, record: Record) -> Self {
+        self.additionals.push(record);
+        self
+    }
+
+    pub fn authority(mut self, record: Record) -> Self {
+        self.authorities.push(record);
+        self
+    }
+}
+
+/// How the fake treats a query.
+#[derive(Debug, Clone)]
+pub enum Behaviour {
+    Answer(Answer),
+    /// The answer, after a pause.
+    Delay(Duration, Answer),
+    /// Never answer.
+    Drop,
+    /// Over UDP: TC set and no records; over TCP: the whole answer.
+    TruncateUdp(Answer),
+    /// A reply with another ID first, then the right one (both transports).
+    WrongIdFirst(Answer),
+    /// A reply to another question first, then the right one (both transports).
+    WrongQuestionFirst(Answer),
+    /// Bytes that are no DNS message, and nothing else.
+    Garbage,
+    /// Over UDP: TC as [`Behaviour::TruncateUdp`]; over TCP: half a frame, then close.
+    CloseTcpMidFrame(Answer),
+}
+
+/// The transport a query arrived on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    Udp,
+    Tcp,
+}
+
+/// One query the fake received, and the last reply it sent to it.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub via: Via,
+    /// The question name as it arrived (case kept), in ASCII with the trailing dot.
+    pub name: String,
+    pub rtype: RecordType,
+    pub reply: Option<Vec<u8>>,
+}
+
+/// Builds a [`FakeDns`]: a table keyed by (lowercased name, type), and a behaviour for the
+/// rest (REFUSED unless said, so a query sent to the wrong server shows).
+pub struct FakeDnsBuilder {
+    table: HashMap<(String, RecordType), Behaviour>,
+    otherwise: Behaviour,
+}
+
+impl FakeDnsBuilder {
+    pub fn on(mut self, name: &str, rtype: RecordType, behaviour: Behaviour) -> Self {
+        self.table.insert((key(name), rtype), behaviour);
+        self
+    }
+
+    pub fn answer(self, name: &str, rtype: RecordType, answer: Answer) -> Self {
+        self.on(name, rtype, Behaviour::Answer(answer))
+    }
+
+    pub fn otherwise(mut self, behaviour: Behaviour) -> Self {
+        self.otherwise = behaviour;
+        self
+    }
+
+    pub async fn start(self) -> FakeDns {
+        let listeners = meshdns::server::bind(&["127.0.0.1:0".parse().unwrap()]).unwrap();
+        let addr = listeners.local_addrs()[0];
+        let udp = UdpSocket::from_std(listeners.udp.into_iter().next().unwrap()).unwrap();
+        let tcp = TcpListener::from_std(listeners.tcp.into_iter().next().unwrap()).unwrap();
+        let state = Arc::new(FakeState {
+            table: self.table,
+            otherwise: self.otherwise,
+            seen: Mutex::new(Vec::new()),
+        });
+        let tasks = vec![
+            tokio::spawn(serve_fake_udp(Arc::new(udp), Arc::clone(&state))),
+            tokio::spawn(serve_fake_tcp(tcp, Arc::clone(&state))),
+        ];
+        FakeDns { addr, state, tasks }
+    }
+}
+
+fn key(name: &str) -> String {
+    let mut lower = name.to_ascii_lowercase();
+    if !lower.ends_with('.') {
+        lower.push('.');
+    }
+    lower
+}
+
+struct FakeState {
+    table: HashMap<(String, RecordType), Behaviour>,
+    otherwise: Behaviour,
+    seen: Mutex<Vec<Seen>>,
+}
+
+impl FakeState {
+    fn behaviour(&self, query: &Query) -> &Behaviour {
+        self.table
+            .get(&(key(&query.name().to_ascii()), query.query_type()))
+            .unwrap_or(&self.otherwise)
+    }
+
+    /// Notes the query; returns its index for [`FakeState::sent`].
+    fn received(&self, via: Via, query: &Query) -> usize {
+        let mut seen = self.seen.lock().unwrap();
+        seen.push(Seen {
+            via,
+            name: query.name().to_ascii(),
+            rtype: query.query_type(),
+            reply: None,
+        });
+        seen.len() - 1
+    }
+
+    fn sent(&self, index: usize, reply: &[u8]) {
+        if let Some(seen) = self.seen.lock().unwrap().get_mut(index) {
+            seen.reply = Some(reply.to_vec());
+        }
+    }
+}
+
+/// A DNS server on 127.0.0.1 (UDP and TCP, one port) that answers from its table and notes
+/// what it was asked. Stops when dropped.
+pub struct FakeDns {
+    pub addr: SocketAddr,
+    state: Arc<FakeState>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl FakeDns {
+    pub fn builder() -> FakeDnsBuilder {
+        FakeDnsBuilder {
+            table: HashMap::new(),
+            otherwise: Behaviour::Answer(Answer::rcode(ResponseCode::Refused)),
+        }
+    }
+
+    /// A server that never answers anything.
+    pub async fn silent() -> FakeDns {
+        Self::builder().otherwise(Behaviour::Drop).start().await
+    }
+
+    pub fn seen(&self) -> Vec<Seen> {
+        self.state.seen.lock().unwrap().clone()
+    }
+
+    pub fn count(&self, via: Via) -> usize {
+        self.seen().iter().filter(|s| s.via == via).count()
+    }
+
+    /// The question names received, in order.
+    pub fn names(&self) -> Vec<String> {
+        self.seen().into_iter().map(|s| s.name).collect()
+    }
+
+    /// The last reply sent, whatever the transport.
+    pub fn last_reply(&self) -> Vec<u8> {
+        self.seen()
+            .into_iter()
+            .rev()
+            .find_map(|s| s.reply)
+            .expect("the fake sent a reply")
+    }
+}
+
+impl Drop for FakeDns {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// What the fake sends for one query over `via`: after `pause`, `messages` in order (none:
+/// no reply); over TCP, `close_mid_frame` cuts the first one in half and closes.
+struct Plan {
+    pause: Duration,
+    messages: Vec<Vec<u8>>,
+    close_mid_frame: bool,
+}
+
+fn plan(behaviour: &Behaviour, query: &Message, via: Via) -> Plan {
+    let encode = |msg: Message| msg.to_vec().expect("the fake's reply encodes");
+    let right = |answer: &Answer| encode(reply(query, answer));
+    let now = |messages| Plan {
+        pause: Duration::ZERO,
+        messages,
+        close_mid_frame: false,
+    };
+    match behaviour {
+        Behaviour::Answer(answer) => now(vec![right(answer)]),
+        Behaviour::Delay(pause, answer) => Plan {
+            pause: *pause,
+            ..now(vec![right(answer)])
+        },
+        Behaviour::Drop => now(vec![]),
+        Behaviour::TruncateUdp(answer) | Behaviour::CloseTcpMidFrame(answer) if via == Via::Udp => {
+            let mut cut = reply(query, &Answer::rcode(answer.rcode));
+            cut.metadata.truncation = true;
+            now(vec![encode(cut)])
+        }
+        Behaviour::TruncateUdp(answer) => now(vec![right(answer)]),
+        Behaviour::CloseTcpMidFrame(answer) => Plan {
+            close_mid_frame: true,
+            ..now(vec![right(answer)])
+        },
+        Behaviour::WrongIdFirst(answer) => {
+            let mut spoof = reply(query, answer);
+            spoof.metadata.id = query.id.wrapping_add(1);
+            now(vec![encode(spoof), right(answer)])
+        }
+        Behaviour::WrongQuestionFirst(answer) => {
+            let mut spoof = reply(query, answer);
+            if let Some(q) = spoof.queries.first_mut() {
+                let other = q.name().prepend_label("spoofed").unwrap();
+                q.set_name(other);
+            }
+            now(vec![encode(spoof), right(answer)])
+        }
+        Behaviour::Garbage => now(vec![
+            b"\x12\x34 this is no DNS message \xff\xff\xff".to_vec(),
+        ]),
+    }
+}
+
+/// The reply a server gives: ID, opcode, RD, CD and question echoed; EDNS only when asked.
+fn reply(query: &Message, answer: &Answer) -> Message {
+    let mut msg = Message::new(query.id, MessageType::Response, query.op_code);
+    msg.metadata = Metadata::response_from_request(&query.metadata);
+    msg.metadata.recursion_available = true;
+    msg.metadata.response_code = answer.rcode;
+    msg.metadata.authoritative = answer.authoritative;
+    msg.metadata.authentic_data = answer.authentic_data;
+    msg.queries = query.queries.clone();
+    msg.answers = answer.answers.clone();
+    msg.authorities = answer.authorities.clone();
+    msg.additionals = answer.additionals.clone();
+    if let Some(asked) = &query.edns {
+        let mut edns = Edns::new();
+        edns.set_max_payload(FAKE_EDNS_SIZE);
+        edns.set_dnssec_ok(asked.flags().dnssec_ok);
+        for option in &answer.options {
+            edns.options_mut().insert(option.clone());
+        }
+        msg.set_edns(edns);
+    }
+    msg
+}
+
+/// The query's plan, the query noted as received (with the index for [`FakeState::sent`]);
+/// `None` for bytes that do not parse.
+fn take_query(state: &FakeState, bytes: &[u8], via: Via) -> Option<(usize, Plan)> {
+    let query = Message::from_vec(bytes).ok()?;
+    let question = query.queries.first()?;
+    let index = state.received(via, question);
+    Some((index, plan(state.behaviour(question), &query, via)))
+}
+
+async fn serve_fake_udp(socket: Arc<UdpSocket>, state: Arc<FakeState>) {
+    let mut buf = vec![0u8; 65_535];
+    loop {
+        let Ok((len, peer)) = socket.recv_from(&mut buf).await else {
+            continue;
+        };
+        let Some((index, plan)) = take_query(&state, &buf[..len], Via::Udp) else {
+            continue;
+        };
+        let (socket, state) = (Arc::clone(&socket), Arc::clone(&state));
+        tokio::spawn(async move {
+            tokio::time::sleep(plan.pause).await;
+            for message in &plan.messages {
+                let _ = socket.send_to(message, peer).await;
+                state.sent(index, message);
+            }
+        });
+    }
+}
+
+async fn serve_fake_tcp(listener: TcpListener, state: Arc<FakeState>) {
+    while let Ok((stream, _)) = listener.accept().await {
+        tokio::spawn(fake_tcp_connection(stream, Arc::clone(&state)));
+    }
+}
+
+/// Frames are answered concurrently, so a delayed answer does not hold back the next one.
+async fn fake_tcp_connection(stream: TcpStream, state: Arc<FakeState>) {
+    let (mut reader, writer) = stream.into_split();
+    let writer = Arc::new(tokio::sync::Mutex::new(writer));
+    loop {
+        let Ok(len) = reader.read_u16().await else {
+            return;
+        };
+        let mut frame = vec![0u8; usize::from(len)];
+        if reader.read_exact(&mut frame).await.is_err() {
+            return;
+        }
+        let Some((index, plan)) = take_query(&state, &frame, Via::Tcp) else {
+            continue;
+        };
+        let (writer, state) = (Arc::clone(&writer), Arc::clone(&state));
+        tokio::spawn(async move {
+            tokio::time::sleep(plan.pause).await;
+            let mut writer = writer.lock().await;
+            for message in &plan.messages {
+                let mut framed = frame_of(message);
+                if plan.close_mid_frame {
+                    framed.truncate(framed.len() / 2);
+                    let _ = writer.write_all(&framed).await;
+                    let _ = writer.shutdown().await;
+                    return;
+                }
+                let _ = writer.write_all(&framed).await;
+                state.sent(index, message);
+            }
+        });
+    }
+}
+
+/// A message with its 2-byte TCP length prefix.
+pub fn frame_of(message: &[u8]) -> Vec<u8> {
+    let len = u16::try_from(message.len()).expect("a message fits a TCP frame");
+    let mut framed = len.to_be_bytes().to_vec();
+    framed.extend_from_slice(message);
+    framed
+}
+
+/// meshdns serving on 127.0.0.1 (UDP and TCP, one port); stops when dropped.
+pub struct Meshdns {
+    pub addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl Meshdns {
+    /// Starts meshdns with `vars` over test defaults: no cache (each query reaches the
+    /// fakes), no admin listener. It is ready at once: its sockets are bound before `run`.
+    pub async fn start(vars: &[(&str, &str)]) -> Meshdns {
+        Self::start_on("127.0.0.1:0", vars).await
+    }
+
+    pub async fn start_on(listen: &str, vars: &[(&str, &str)]) -> Meshdns {
+        let mut merged: HashMap<String, String> =
+            [("MESHDNS_CACHE_SIZE", "0"), ("MESHDNS_ADMIN_LISTEN", "")]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+        merged.extend(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        assert!(
+            merged.contains_key("MESHDNS_UPSTREAMS"),
+            "tests must name the upstreams: the machine's resolv.conf is not ours to query"
+        );
+        let config = meshdns::config::Config::from_vars(merged).expect("a valid test config");
+        let listeners = meshdns::server::bind(&[listen.parse().unwrap()]).unwrap();
+        let addr = listeners.local_addrs()[0];
+        let (stop, stopped) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let shutdown = async {
+                let _ = stopped.await;
+            };
+            meshdns::run(config, listeners, shutdown)
+                .await
+                .expect("meshdns runs until shut down");
+        });
+        Meshdns {
+            addr,
+            stop: Some(stop),
+        }
+    }
+}
+
+impl Drop for Meshdns {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// A query with RD set and a random ID, without EDNS.
+pub fn query(name: &str, rtype: RecordType) -> Message {
+    let mut msg = Message::query();
+    msg.metadata.id = rand::random();
+    msg.metadata.recursion_desired = true;
+    msg.add_query(Query::query(rr::name(name), rtype));
+    msg
+}
+
+/// The query with an OPT record advertising `size`.
+pub fn with_edns(mut msg: Message, size: u16) -> Message {
+    let mut edns = Edns::new();
+    edns.set_max_payload(size);
+    msg.set_edns(edns);
+    msg
+}
+
+/// A reply as received, and parsed.
+#[derive(Debug)]
+pub struct Reply {
+    pub bytes: Vec<u8>,
+    pub msg: Message,
+}
+
+impl Reply {
+    fn parse(bytes: Vec<u8>, asked: &Message) -> Reply {
+        let msg = Message::from_vec(&bytes).expect("meshdns replies with a DNS message");
+        assert_eq!(msg.id, asked.id, "the reply carries the client's ID");
+        Reply { bytes, msg }
+    }
+
+    /// The answer section as `owner type data` lines, for comparing with the expected text.
+    pub fn answer_lines(&self) -> Vec<String> {
+        self.msg.answers.iter().map(record_line).collect()
+    }
+
+    pub fn additional_lines(&self) -> Vec<String> {
+        self.msg.additionals.iter().map(record_line).collect()
+    }
+
+    pub fn authority_lines(&self) -> Vec<String> {
+        self.msg.authorities.iter().map(record_line).collect()
+    }
+}
+
+/// `owner type data`, owner with its case as sent.
+pub fn record_line(record: &Record) -> String {
+    format!(
+        "{} {} {}",
+        record.name.to_ascii(),
+        record.record_type(),
+        record.data
+    )
+}
+
+/// Asks over UDP from 127.0.0.1; fails the test when no reply comes in [`CLIENT_TIMEOUT`].
+pub async fn udp(server: SocketAddr, msg: &Message) -> Reply {
+    let bytes = udp_raw(server, &msg.to_vec().unwrap())
+        .await
+        .expect("a reply over UDP");
+    Reply::parse(bytes, msg)
+}
+
+/// Asks over TCP, one query on a new connection.
+pub async fn tcp(server: SocketAddr, msg: &Message) -> Reply {
+    let mut stream = TcpStream::connect(server).await.unwrap();
+    stream
+        .write_all(&frame_of(&msg.to_vec().unwrap()))
+        .await
+        .unwrap();
+    let bytes = tokio::time::timeout(CLIENT_TIMEOUT, read_frame(&mut stream))
+        .await
+        .expect("a reply over TCP in time")
+        .expect("a whole frame");
+    Reply::parse(bytes, msg)
+}
+
+/// Sends raw bytes over UDP from 127.0.0.1; the reply, or `None` when none came in `wait`.
+pub async fn udp_raw_within(server: SocketAddr, bytes: &[u8], wait: Duration) -> Option<Vec<u8>> {
+    let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    socket.connect(server).await.unwrap();
+    socket.send(bytes).await.unwrap();
+    let mut buf = vec![0u8; 65_535];
+    let len = tokio::time::timeout(wait, socket.recv(&mut buf))
+        .await
+        .ok()?
+        .ok()?;
+    buf.truncate(len);
+    Some(buf)
+}
+
+pub async fn udp_raw(server: SocketAddr, bytes: &[u8]) -> Option<Vec<u8>> {
+    udp_raw_within(server, bytes, CLIENT_TIMEOUT).await
+}
+
+/// One length-prefixed message from a TCP stream; `None` at EOF.
+pub async fn read_frame(stream: &mut TcpStream) -> Option<Vec<u8>> {
+    let len = stream.read_u16().await.ok()?;
+    let mut frame = vec![0u8; usize::from(len)];
+    stream.read_exact(&mut frame).await.ok()?;
+    Some(frame)
+}
+
+/// The message without its ID: what pass-through must keep byte for byte.
+pub fn without_id(msg: &[u8]) -> &[u8] {
+    &msg[2..]
+}
