@@ -1,0 +1,159 @@
+//! The binary's contract with its operator (DESIGN.md, "Configuration"): exit 64 naming the bad
+//! variable, exit 71 with a hint when the address cannot be bound, `--check` and `--version`.
+//!
+//! Each run starts from an empty environment with `MESHDNS_UPSTREAMS` pointing at a closed
+//! loopback port, so nothing reads the machine's resolv.conf or sends a packet off the host.
+
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Longer than any of these runs should take; a run still going then has hung.
+const RUN_LIMIT: Duration = Duration::from_secs(10);
+
+/// Runs the meshdns binary with `args` and only `vars` (plus a harmless upstream and no admin
+/// listener unless `vars` says otherwise).
+fn meshdns(args: &[&str], vars: &[(&str, &str)]) -> Output {
+    let child = Command::new(env!("CARGO_BIN_EXE_meshdns"))
+        .args(args)
+        .env_clear()
+        .env("MESHDNS_UPSTREAMS", "127.0.0.1:1")
+        .env("MESHDNS_ADMIN_LISTEN", "")
+        .envs(vars.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the meshdns binary starts");
+    let pid = child.id();
+    let (done, finished) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(child.wait_with_output());
+    });
+    match finished.recv_timeout(RUN_LIMIT) {
+        Ok(output) => output.expect("the binary's output"),
+        Err(_) => {
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+            panic!("meshdns {args:?} with {vars:?} still running after {RUN_LIMIT:?}");
+        }
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn a_bad_variable_exits_64_naming_it() {
+    let cases = [
+        ("MESHDNS_TIMEOUT", "2"),
+        ("MESHDNS_LISTEN", "127.0.0.1:99999"),
+        ("MESHDNS_CLUSTERS", "b=10.9.0.1 colour=red"),
+        ("MESHDNS_UPSTREAMS", "kube-dns"),
+    ];
+    for (variable, value) in cases {
+        let output = meshdns(&[], &[(variable, value)]);
+        let stderr = text(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(64),
+            "{variable}={value}: {stderr}"
+        );
+        assert!(stderr.contains(variable), "{variable}={value}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    }
+}
+
+/// A typo in a variable name must not be silent, and the message must name the typo.
+#[test]
+#[ignore = "bug in src/config/mod.rs (Config::from_vars): the unknown variable is looked up in \
+            envy's error text, which lists every known field, so the first variable in \
+            environment order whose name is a known field is blamed instead of the typo"]
+fn an_unknown_variable_exits_64_naming_it() {
+    let output = meshdns(&[], &[("MESHDNS_TYPO", "1")]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("MESHDNS_TYPO"), "{stderr}");
+}
+
+#[test]
+fn a_missing_resolv_conf_exits_64_naming_it() {
+    let output = Command::new(env!("CARGO_BIN_EXE_meshdns"))
+        .env_clear()
+        .env("MESHDNS_RESOLV_CONF", "/nonexistent/resolv.conf")
+        .env("MESHDNS_ADMIN_LISTEN", "")
+        .output()
+        .unwrap();
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("MESHDNS_RESOLV_CONF"), "{stderr}");
+    assert!(
+        stderr.contains("MESHDNS_UPSTREAMS"),
+        "says what to set instead: {stderr}"
+    );
+}
+
+#[test]
+fn check_exits_0_and_prints_the_routing_table() {
+    let output = meshdns(
+        &["--check"],
+        &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", "b=127.0.0.2:30053 transport=tcp"),
+        ],
+    );
+    let stdout = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    for expected in [
+        "routing",
+        "cluster.a.",
+        "cluster.b.",
+        "127.0.0.2:30053 (tcp)",
+        "distributed.local.",
+        "passthrough",
+        "127.0.0.1:1",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "{expected:?} missing from:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn check_with_a_bad_variable_exits_64() {
+    let output = meshdns(&["--check"], &[("MESHDNS_CACHE_SIZE", "many")]);
+    assert_eq!(output.status.code(), Some(64));
+    assert!(text(&output.stderr).contains("MESHDNS_CACHE_SIZE"));
+}
+
+#[test]
+fn version_prints_the_version() {
+    let output = meshdns(&["--version"], &[]);
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(
+        text(&output.stdout).trim(),
+        format!("meshdns {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn an_unknown_argument_exits_64_with_the_usage() {
+    let output = meshdns(&["--frobnicate"], &[]);
+    assert_eq!(output.status.code(), Some(64));
+    assert!(text(&output.stderr).contains("usage"));
+}
+
+#[test]
+fn an_address_in_use_exits_71_with_the_port_53_hint() {
+    let taken = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let output = meshdns(&[], &[("MESHDNS_LISTEN", &addr)]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(71), "{stderr}");
+    assert!(stderr.contains(&addr), "names the address: {stderr}");
+    assert!(
+        stderr.contains("CAP_NET_BIND_SERVICE") && stderr.contains("ip_unprivileged_port_start"),
+        "hints at port 53: {stderr}"
+    );
+}
