@@ -16,7 +16,10 @@ pub const CLASSIC_UDP_SIZE: usize = 512;
 
 const QR_BIT: u8 = 0x80;
 const TC_BIT: u8 = 0x02;
-const TYPE_OPT: u16 = 41;
+const RD_BIT: u8 = 0x01;
+const CD_BIT: u8 = 0x10;
+/// The type of the EDNS pseudo-record.
+pub const TYPE_OPT: u16 = 41;
 
 /// The message ID, or `None` when the header is incomplete.
 pub fn id(msg: &[u8]) -> Option<u16> {
@@ -97,31 +100,118 @@ pub struct TtlField {
 /// The TTL fields of every record in the answer, authority and additional sections (the OPT
 /// pseudo-record excluded: its "TTL" carries EDNS flags). `None` if the message is malformed.
 pub fn ttl_fields(msg: &[u8]) -> Option<Vec<TtlField>> {
+    let mut fields = Vec::new();
+    for_each_record(msg, |record| {
+        if record.rtype != TYPE_OPT {
+            fields.push(record.ttl);
+        }
+    })?;
+    Some(fields)
+}
+
+/// The section a resource record sits in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Section {
+    Answer,
+    Authority,
+    Additional,
+}
+
+/// One resource record as located by [`for_each_record`]: enough to read or patch it in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordAt {
+    pub section: Section,
+    pub rtype: u16,
+    pub class: u16,
+    /// The TTL field (for OPT: extended RCODE, version and flags).
+    pub ttl: TtlField,
+    /// Where the RDATA starts; it is `rdata_len` bytes long and lies inside the message.
+    pub rdata_offset: usize,
+    pub rdata_len: usize,
+}
+
+/// Walks every resource record after the question section without allocating. `None` when
+/// the message is malformed; `visit` may then already have seen the records before the fault,
+/// so a caller that patches must walk once to validate first.
+pub fn for_each_record(msg: &[u8], mut visit: impl FnMut(&RecordAt)) -> Option<()> {
     let questions = question_count(msg)?;
-    let records = (1..4).try_fold(0usize, |sum, i| Some(sum + usize::from(count(msg, i)?)))?;
+    let counts = [count(msg, 1)?, count(msg, 2)?, count(msg, 3)?];
     let mut at = HEADER_LEN;
     for _ in 0..questions {
         at = skip_name(msg, at)?.checked_add(4)?;
     }
-    let mut fields = Vec::with_capacity(records);
-    for _ in 0..records {
-        at = skip_name(msg, at)?;
-        let fixed = msg.get(at..at + 10)?;
-        let rtype = u16::from_be_bytes([fixed[0], fixed[1]]);
-        let ttl = u32::from_be_bytes([fixed[4], fixed[5], fixed[6], fixed[7]]);
-        let rdlen = usize::from(u16::from_be_bytes([fixed[8], fixed[9]]));
-        if rtype != TYPE_OPT {
-            fields.push(TtlField {
-                offset: at + 4,
-                ttl,
-            });
-        }
-        at += 10 + rdlen;
-        if at > msg.len() {
-            return None;
+    let sections = [Section::Answer, Section::Authority, Section::Additional];
+    for (section, records) in sections.into_iter().zip(counts) {
+        for _ in 0..records {
+            at = skip_name(msg, at)?;
+            let fixed = msg.get(at..at.checked_add(10)?)?;
+            let rdata_len = usize::from(u16::from_be_bytes([fixed[8], fixed[9]]));
+            let record = RecordAt {
+                section,
+                rtype: u16::from_be_bytes([fixed[0], fixed[1]]),
+                class: u16::from_be_bytes([fixed[2], fixed[3]]),
+                ttl: TtlField {
+                    offset: at + 4,
+                    ttl: u32::from_be_bytes([fixed[4], fixed[5], fixed[6], fixed[7]]),
+                },
+                rdata_offset: at + 10,
+                rdata_len,
+            };
+            at += 10 + rdata_len;
+            if at > msg.len() {
+                return None;
+            }
+            visit(&record);
         }
     }
-    Some(fields)
+    Some(())
+}
+
+/// What the OPT pseudo-record (RFC 6891) of a message says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OptInfo {
+    /// The sender's UDP payload size (the record's CLASS).
+    pub payload: u16,
+    /// The upper 8 bits of the 12-bit RCODE.
+    pub extended_rcode: u8,
+    pub version: u8,
+    /// The DO bit: the sender wants DNSSEC records.
+    pub dnssec_ok: bool,
+}
+
+/// The OPT record of the additional section: `Some(None)` when there is none, `None` when the
+/// message is malformed.
+pub fn opt(msg: &[u8]) -> Option<Option<OptInfo>> {
+    let mut found = None;
+    for_each_record(msg, |record| {
+        if record.section == Section::Additional && record.rtype == TYPE_OPT && found.is_none() {
+            let [extended_rcode, version, flags, _] = record.ttl.ttl.to_be_bytes();
+            found = Some(OptInfo {
+                payload: record.class,
+                extended_rcode,
+                version,
+                dnssec_ok: flags & 0x80 != 0,
+            });
+        }
+    })?;
+    Some(found)
+}
+
+/// Whether the CD (checking disabled) bit is set.
+pub fn checking_disabled(msg: &[u8]) -> bool {
+    msg.get(3).is_some_and(|b| b & CD_BIT != 0)
+}
+
+/// The OPCODE of the header.
+pub fn opcode(msg: &[u8]) -> Option<u8> {
+    msg.get(2).map(|b| (b >> 3) & 0x0f)
+}
+
+/// Copies the RD bit of `from` into `to` (a reply echoes the request's RD).
+pub fn copy_recursion_desired(to: &mut [u8], from: &[u8]) {
+    if let (Some(byte), Some(source)) = (to.get_mut(2), from.get(2)) {
+        *byte = (*byte & !RD_BIT) | (source & RD_BIT);
+    }
 }
 
 /// Writes `ttl` into a field found by [`ttl_fields`].
@@ -202,5 +292,45 @@ mod tests {
         let mut looping = msg.clone();
         looping[HEADER_LEN] = 0x40; // reserved label type
         assert_eq!(first_question(&looping), None);
+    }
+
+    #[test]
+    fn records_are_walked_by_section_and_opt_is_read() {
+        let msg = sample();
+        let mut seen = Vec::new();
+        for_each_record(&msg, |r| seen.push((r.section, r.rtype))).unwrap();
+        assert_eq!(
+            seen,
+            [
+                (Section::Answer, 1),
+                (Section::Additional, 1),
+                (Section::Additional, TYPE_OPT)
+            ]
+        );
+        let info = opt(&msg).unwrap().unwrap();
+        assert!(!info.dnssec_ok);
+        assert_eq!(info.extended_rcode, 0);
+        let mut plain = Message::query();
+        plain.add_query(Query::query(Name::root(), RecordType::NS));
+        assert_eq!(opt(&plain.to_vec().unwrap()), Some(None));
+    }
+
+    #[test]
+    fn header_bits_read_and_copy() {
+        let mut msg = sample();
+        assert_eq!(opcode(&msg), Some(0));
+        assert!(!checking_disabled(&msg));
+        msg[3] |= CD_BIT;
+        assert!(checking_disabled(&msg));
+        let mut request = [0u8; HEADER_LEN];
+        request[2] = RD_BIT;
+        copy_recursion_desired(&mut msg, &request);
+        assert_eq!(msg[2] & RD_BIT, RD_BIT);
+        copy_recursion_desired(&mut msg, &[0u8; HEADER_LEN]);
+        assert_eq!(msg[2] & RD_BIT, 0);
+        for cut in 0..msg.len() {
+            let _ = opt(&msg[..cut]);
+            let _ = for_each_record(&msg[..cut], |_| {});
+        }
     }
 }

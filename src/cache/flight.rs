@@ -1,0 +1,119 @@
+//! Single-flight: identical misses in flight share one upstream exchange.
+//!
+//! The first miss for a key becomes the [`FlightLeader`] and asks upstream; misses for the same
+//! key that arrive meanwhile get a [`FlightFollower`] and wait for the leader's reply, which
+//! they patch with their own ID, RD bit and question spelling. If the leader goes away without
+//! a reply (its task cancelled, or it panicked), its guard's `Drop` closes the flight and every
+//! follower's [`FlightFollower::wait`] returns `None`: the caller then asks for a flight again,
+//! so one follower becomes the new leader and the others follow it — never a herd, never a
+//! SERVFAIL caused only by someone else's cancellation. Waiting is bounded by the caller's own
+//! deadline (wrap `wait` in `tokio::time::timeout_at`).
+//!
+//! The table holds one entry per key in flight, so it is bounded by the in-flight query cap.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::watch;
+
+use super::key::CacheKey;
+use super::patch_header_and_question;
+
+type Outcome = Option<Arc<[u8]>>;
+
+#[derive(Debug, Default)]
+pub(super) struct Flights {
+    table: Mutex<HashMap<CacheKey, (u64, watch::Receiver<Outcome>)>>,
+    next_id: AtomicU64,
+}
+
+/// What [`Cache::flight`](super::Cache::flight) hands to a miss.
+#[derive(Debug)]
+pub enum Flight {
+    /// Ask upstream, then [`FlightLeader::finish`] with the reply.
+    Leader(FlightLeader),
+    /// Someone else is asking: [`FlightFollower::wait`] for their reply.
+    Follower(FlightFollower),
+}
+
+/// The one miss per key that asks upstream. Dropping it without `finish` releases the
+/// followers (they then elect a new leader).
+#[derive(Debug)]
+pub struct FlightLeader {
+    flights: Arc<Flights>,
+    key: CacheKey,
+    id: u64,
+    sender: watch::Sender<Outcome>,
+}
+
+/// A miss that waits for the leader's reply instead of asking upstream itself.
+#[derive(Debug)]
+pub struct FlightFollower {
+    receiver: watch::Receiver<Outcome>,
+}
+
+impl Flights {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<CacheKey, (u64, watch::Receiver<Outcome>)>> {
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(super) fn join(self: &Arc<Self>, key: &CacheKey) -> Flight {
+        let mut table = self.lock();
+        if let Some((_, receiver)) = table.get(key) {
+            return Flight::Follower(FlightFollower {
+                receiver: receiver.clone(),
+            });
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (sender, receiver) = watch::channel(None);
+        table.insert(key.clone(), (id, receiver));
+        Flight::Leader(FlightLeader {
+            flights: Arc::clone(self),
+            key: key.clone(),
+            id,
+            sender,
+        })
+    }
+
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+impl FlightLeader {
+    /// Hands the reply meant for the leader's own client (complete, before any cut to a UDP
+    /// size) to every follower. Insert it into the cache first, so a miss that comes after
+    /// the flight closed finds it there.
+    pub fn finish(self, reply: &[u8]) {
+        self.sender.send_replace(Some(Arc::from(reply)));
+    }
+}
+
+impl Drop for FlightLeader {
+    fn drop(&mut self) {
+        let mut table = self.flights.lock();
+        if table.get(&self.key).is_some_and(|(id, _)| *id == self.id) {
+            table.remove(&self.key);
+        }
+        // `self.sender` drops after this: followers still waiting see the channel closed.
+    }
+}
+
+impl FlightFollower {
+    /// The leader's reply patched for `request` (ID, RD bit, question spelling), or `None` if
+    /// the leader went away without one: then call `Cache::flight` again.
+    pub async fn wait(mut self, request: &[u8]) -> Option<Vec<u8>> {
+        let shared = self
+            .receiver
+            .wait_for(Option::is_some)
+            .await
+            .ok()?
+            .clone()?;
+        let mut reply = shared.to_vec();
+        patch_header_and_question(&mut reply, request).then_some(reply)
+    }
+}

@@ -1,0 +1,539 @@
+//! The cache's behaviour, one test per rule of DESIGN.md's "Cache" section and issue 5. Every
+//! time-dependent test runs on tokio's paused clock.
+
+use std::sync::atomic::AtomicUsize;
+
+use hickory_proto::op::{Edns, Message, MessageType, Query, ResponseCode};
+use hickory_proto::rr::rdata::{A, SOA};
+use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
+use tokio::time::advance;
+
+use super::*;
+
+const SECOND: Duration = Duration::from_secs(1);
+
+fn config(size: usize) -> CacheConfig {
+    CacheConfig {
+        size,
+        max_ttl: Duration::from_secs(3600),
+        negative_ttl: Duration::from_secs(5),
+        serve_stale: Duration::from_secs(300),
+    }
+}
+
+/// A query's bytes; `edns`: `None` for none, `Some(do_bit)` otherwise.
+pub(super) fn query(name: &str, qtype: RecordType, edns: Option<bool>, cd: bool) -> Vec<u8> {
+    let mut msg = Message::query();
+    msg.metadata.id = 77;
+    msg.metadata.recursion_desired = true;
+    msg.metadata.checking_disabled = cd;
+    msg.add_query(Query::query(Name::from_ascii(name).unwrap(), qtype));
+    if let Some(dnssec_ok) = edns {
+        let mut e = Edns::new();
+        e.set_dnssec_ok(dnssec_ok);
+        msg.set_edns(e);
+    }
+    msg.to_vec().unwrap()
+}
+
+fn reply_to(request: &[u8], rcode: ResponseCode) -> Message {
+    let request = Message::from_vec(request).unwrap();
+    let mut reply = Message::new(request.id, MessageType::Response, request.op_code);
+    reply.metadata.response_code = rcode;
+    reply.metadata.recursion_desired = request.recursion_desired;
+    reply.queries = request.queries.clone();
+    if request.edns.is_some() {
+        reply.set_edns(Edns::new());
+    }
+    reply
+}
+
+/// A reply with one A record per TTL.
+fn answer(request: &[u8], ttls: &[u32]) -> Vec<u8> {
+    let mut reply = reply_to(request, ResponseCode::NoError);
+    let name = reply.queries[0].name().clone();
+    for (i, &ttl) in ttls.iter().enumerate() {
+        let rdata = RData::A(A::new(10, 0, 0, i as u8));
+        reply.add_answer(Record::from_rdata(name.clone(), ttl, rdata));
+    }
+    reply.to_vec().unwrap()
+}
+
+/// NXDOMAIN or NODATA with an SOA of the given TTL and MINIMUM.
+fn negative(request: &[u8], rcode: ResponseCode, soa_ttl: u32, minimum: u32) -> Vec<u8> {
+    let mut reply = reply_to(request, rcode);
+    let zone = Name::from_ascii("example.").unwrap();
+    let soa = SOA::new(zone.clone(), zone.clone(), 1, 2, 3, 4, minimum);
+    reply.add_authority(Record::from_rdata(zone, soa_ttl, RData::SOA(soa)));
+    reply.to_vec().unwrap()
+}
+
+fn ttls(reply: &[u8]) -> Vec<u32> {
+    wire::ttl_fields(reply)
+        .unwrap()
+        .iter()
+        .map(|f| f.ttl)
+        .collect()
+}
+
+fn fresh(lookup: Lookup) -> (Vec<u8>, bool) {
+    match lookup {
+        Lookup::Fresh { reply, refresh } => (reply, refresh),
+        Lookup::Miss => panic!("expected a fresh hit"),
+    }
+}
+
+fn key(request: &[u8]) -> CacheKey {
+    CacheKey::from_request(request).unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn replies_carry_the_ttl_counting_down_and_expire() {
+    let cache = Cache::new(&config(100));
+    let request = query("a.example.", RecordType::A, Some(false), false);
+    let k = key(&request);
+    cache.insert(&k, &answer(&request, &[30, 60]), Instant::now());
+    // Every record is cut to the entry's TTL (the smallest answer TTL).
+    assert_eq!(
+        ttls(&fresh(cache.lookup(&k, &request, Instant::now())).0),
+        [30, 30]
+    );
+    advance(Duration::from_millis(10_500)).await;
+    let (reply, _) = fresh(cache.lookup(&k, &request, Instant::now()));
+    assert_eq!(ttls(&reply), [20, 20]);
+    assert!(
+        Message::from_vec(&reply).unwrap().edns.is_some(),
+        "OPT kept"
+    );
+    advance(Duration::from_millis(19_499)).await;
+    assert_eq!(
+        ttls(&fresh(cache.lookup(&k, &request, Instant::now())).0),
+        [1, 1]
+    );
+    advance(Duration::from_millis(1)).await;
+    assert_eq!(cache.lookup(&k, &request, Instant::now()), Lookup::Miss);
+    let stats = cache.stats();
+    assert_eq!((stats.hits, stats.misses, stats.entries), (3, 1, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn positive_ttls_are_capped_by_max_ttl() {
+    let cache = Cache::new(&CacheConfig {
+        max_ttl: Duration::from_secs(60),
+        ..config(100)
+    });
+    let request = query("a.example.", RecordType::A, None, false);
+    let k = key(&request);
+    cache.insert(&k, &answer(&request, &[86_400]), Instant::now());
+    assert_eq!(
+        ttls(&fresh(cache.lookup(&k, &request, Instant::now())).0),
+        [60]
+    );
+    advance(60 * SECOND).await;
+    assert_eq!(cache.lookup(&k, &request, Instant::now()), Lookup::Miss);
+}
+
+#[tokio::test(start_paused = true)]
+async fn negative_ttl_is_the_soa_minimum_capped_by_negative_ttl() {
+    let cache = Cache::new(&config(100));
+    // NXDOMAIN: min(SOA TTL 3, MINIMUM 60) = 3 s, under the 5 s cap.
+    let nx = query("gone.example.", RecordType::A, None, false);
+    cache.insert(
+        &key(&nx),
+        &negative(&nx, ResponseCode::NXDomain, 3, 60),
+        Instant::now(),
+    );
+    // NODATA: min(600, 300) = 300 s, capped to 5 s.
+    let nodata = query("a.example.", RecordType::AAAA, None, false);
+    let nodata_reply = negative(&nodata, ResponseCode::NoError, 600, 300);
+    cache.insert(&key(&nodata), &nodata_reply, Instant::now());
+    assert_eq!(
+        ttls(&fresh(cache.lookup(&key(&nx), &nx, Instant::now())).0),
+        [3]
+    );
+    assert_eq!(
+        ttls(&fresh(cache.lookup(&key(&nodata), &nodata, Instant::now())).0),
+        [5]
+    );
+    advance(3 * SECOND).await;
+    assert_eq!(cache.lookup(&key(&nx), &nx, Instant::now()), Lookup::Miss);
+    assert!(matches!(
+        cache.lookup(&key(&nodata), &nodata, Instant::now()),
+        Lookup::Fresh { .. }
+    ));
+    advance(2 * SECOND).await;
+    assert_eq!(
+        cache.lookup(&key(&nodata), &nodata, Instant::now()),
+        Lookup::Miss
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn negative_answers_without_soa_truncated_and_refused_are_not_cached() {
+    let cache = Cache::new(&config(100));
+    let request = query("a.example.", RecordType::A, None, false);
+    let k = key(&request);
+    let no_soa = reply_to(&request, ResponseCode::NXDomain).to_vec().unwrap();
+    let refused = reply_to(&request, ResponseCode::Refused).to_vec().unwrap();
+    let mut truncated = answer(&request, &[30]);
+    truncated[2] |= 0x02;
+    let zero_ttl = answer(&request, &[0]);
+    for reply in [no_soa, refused, truncated, zero_ttl, request.clone()] {
+        cache.insert(&k, &reply, Instant::now());
+        assert_eq!(cache.lookup(&k, &request, Instant::now()), Lookup::Miss);
+    }
+    assert!(cache.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn servfail_is_cached_briefly_and_never_replaces_a_good_answer() {
+    let cache = Cache::new(&config(100));
+    let request = query("a.example.", RecordType::A, None, false);
+    let k = key(&request);
+    let servfail = reply_to(&request, ResponseCode::ServFail).to_vec().unwrap();
+    cache.insert(&k, &servfail, Instant::now());
+    let (reply, refresh) = fresh(cache.lookup(&k, &request, Instant::now()));
+    assert_eq!(wire::rcode(&reply), Some(2));
+    assert!(!refresh);
+    advance(SERVFAIL_TTL).await;
+    assert_eq!(cache.lookup(&k, &request, Instant::now()), Lookup::Miss);
+    assert_eq!(
+        cache.stale(&k, &request, Instant::now()),
+        None,
+        "no stale SERVFAIL"
+    );
+
+    cache.insert(&k, &answer(&request, &[10]), Instant::now());
+    advance(11 * SECOND).await;
+    cache.insert(&k, &servfail, Instant::now());
+    assert_eq!(cache.lookup(&k, &request, Instant::now()), Lookup::Miss);
+    let stale = cache.stale(&k, &request, Instant::now()).unwrap();
+    assert_eq!(
+        wire::rcode(&stale),
+        Some(0),
+        "the good answer survived the SERVFAIL"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn stale_is_served_after_expiry_only_when_asked_and_within_serve_stale() {
+    let cache = Cache::new(&config(100));
+    let request = query("a.example.", RecordType::A, None, false);
+    let k = key(&request);
+    cache.insert(&k, &answer(&request, &[120, 20]), Instant::now());
+    advance(50 * SECOND).await;
+    // Expired: a lookup misses (the upstream is asked first) …
+    assert_eq!(cache.lookup(&k, &request, Instant::now()), Lookup::Miss);
+    // … and only when it fails is the stale answer served, with TTLs of at most 30 s.
+    let stale = cache.stale(&k, &request, Instant::now()).unwrap();
+    assert_eq!(ttls(&stale), [20, 20]);
+    assert_eq!(cache.stats().stale_served, 1);
+    advance(Duration::from_secs(20 + 300 - 50) - Duration::from_millis(1)).await;
+    assert!(cache.stale(&k, &request, Instant::now()).is_some());
+    advance(Duration::from_millis(1)).await;
+    assert_eq!(cache.stale(&k, &request, Instant::now()), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn stale_ttls_are_at_most_thirty_seconds() {
+    let cache = Cache::new(&config(100));
+    let request = query("a.example.", RecordType::A, None, false);
+    let k = key(&request);
+    cache.insert(&k, &answer(&request, &[600]), Instant::now());
+    advance(601 * SECOND).await;
+    assert_eq!(
+        ttls(&cache.stale(&k, &request, Instant::now()).unwrap()),
+        [STALE_TTL]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn popular_entries_are_refreshed_once_shortly_before_expiry() {
+    let cache = Cache::new(&config(100));
+    let request = query("a.example.", RecordType::A, None, false);
+    let k = key(&request);
+    cache.insert(&k, &answer(&request, &[100]), Instant::now());
+    for _ in 0..5 {
+        assert!(
+            !fresh(cache.lookup(&k, &request, Instant::now())).1,
+            "not yet due"
+        );
+    }
+    advance(89 * SECOND).await;
+    assert!(
+        !fresh(cache.lookup(&k, &request, Instant::now())).1,
+        "11 s left: not due"
+    );
+    advance(2 * SECOND).await;
+    assert!(
+        fresh(cache.lookup(&k, &request, Instant::now())).1,
+        "9 s left: due"
+    );
+    assert!(
+        !fresh(cache.lookup(&k, &request, Instant::now())).1,
+        "only the first caller"
+    );
+    // The refreshed answer starts a new life.
+    cache.insert(&k, &answer(&request, &[100]), Instant::now());
+    assert_eq!(
+        ttls(&fresh(cache.lookup(&k, &request, Instant::now())).0),
+        [100]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn rarely_asked_entries_are_not_refreshed() {
+    let cache = Cache::new(&config(100));
+    let request = query("a.example.", RecordType::A, None, false);
+    let k = key(&request);
+    cache.insert(&k, &answer(&request, &[100]), Instant::now());
+    advance(95 * SECOND).await;
+    assert!(!fresh(cache.lookup(&k, &request, Instant::now())).1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn do_cd_edns_and_types_are_different_entries() {
+    let cache = Cache::new(&config(100));
+    let base = query("a.example.", RecordType::A, Some(false), false);
+    cache.insert(&key(&base), &answer(&base, &[30]), Instant::now());
+    for other in [
+        query("a.example.", RecordType::AAAA, Some(false), false),
+        query("a.example.", RecordType::A, Some(true), false),
+        query("a.example.", RecordType::A, Some(false), true),
+        query("a.example.", RecordType::A, None, false),
+    ] {
+        assert_eq!(
+            cache.lookup(&key(&other), &other, Instant::now()),
+            Lookup::Miss
+        );
+    }
+    assert!(matches!(
+        cache.lookup(&key(&base), &base, Instant::now()),
+        Lookup::Fresh { .. }
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn keys_ignore_case_but_replies_echo_the_clients_spelling_id_and_rd() {
+    let cache = Cache::new(&config(100));
+    let first = query("mongo-0.mongo.db.cluster.b.", RecordType::A, None, false);
+    cache.insert(&key(&first), &answer(&first, &[30]), Instant::now());
+    let mut second = query("Mongo-0.MONGO.db.Cluster.B.", RecordType::A, None, false);
+    wire::set_id(&mut second, 0xbeef);
+    second[2] &= !0x01; // RD clear
+    let (reply, _) = fresh(cache.lookup(&key(&second), &second, Instant::now()));
+    let parsed = Message::from_vec(&reply).unwrap();
+    assert_eq!(parsed.id, 0xbeef);
+    assert!(!parsed.recursion_desired);
+    assert_eq!(
+        parsed.queries[0].name().to_ascii(),
+        "Mongo-0.MONGO.db.Cluster.B."
+    );
+    assert_eq!(parsed.answers.len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn partial_answers_are_capped_and_legs_keep_their_last_good_answer() {
+    let cache = Cache::new(&config(100));
+    let request = query(
+        "_db._tcp.mongo.db.svc.distributed.local.",
+        RecordType::SRV,
+        None,
+        false,
+    );
+    cache.insert_capped(
+        &key(&request),
+        &answer(&request, &[300]),
+        Instant::now(),
+        5 * SECOND,
+    );
+    assert_eq!(
+        ttls(&fresh(cache.lookup(&key(&request), &request, Instant::now())).0),
+        [5]
+    );
+
+    let leg_name = Name::from_ascii("_db._tcp.mongo.db.svc.cluster.local.").unwrap();
+    let flags = KeyFlags {
+        edns: true,
+        ..KeyFlags::default()
+    };
+    let leg = CacheKey::for_leg(1, &leg_name, RecordType::SRV, DNSClass::IN, flags);
+    let leg_request = query(
+        "_db._tcp.mongo.db.svc.cluster.local.",
+        RecordType::SRV,
+        Some(false),
+        false,
+    );
+    cache.insert(&leg, &answer(&leg_request, &[30]), Instant::now());
+    advance(10 * SECOND).await;
+    assert_eq!(ttls(&cache.last_good(&leg, Instant::now()).unwrap()), [20]);
+    advance(100 * SECOND).await;
+    assert_eq!(ttls(&cache.last_good(&leg, Instant::now()).unwrap()), [30]);
+    advance(300 * SECOND).await;
+    assert_eq!(cache.last_good(&leg, Instant::now()), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn inserting_ten_times_the_size_keeps_the_entry_count_at_the_bound() {
+    let cache = Cache::new(&config(1000));
+    for i in 0..10_000 {
+        let request = query(&format!("r{i}.example."), RecordType::A, None, false);
+        cache.insert(
+            &key(&request),
+            &negative(&request, ResponseCode::NXDomain, 5, 5),
+            Instant::now(),
+        );
+        assert!(cache.len() <= 1000);
+    }
+    assert_eq!(cache.len(), 1000);
+    assert_eq!(cache.stats().evictions, 9000);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_flood_of_random_names_keeps_popular_entries() {
+    let cache = Cache::new(&config(1000));
+    let popular: Vec<Vec<u8>> = (0..500)
+        .map(|i| {
+            query(
+                &format!("member-{i}.db.svc.cluster.local."),
+                RecordType::A,
+                None,
+                false,
+            )
+        })
+        .collect();
+    for request in &popular {
+        cache.insert(&key(request), &answer(request, &[3600]), Instant::now());
+        fresh(cache.lookup(&key(request), request, Instant::now()));
+    }
+    for i in 0..20_000 {
+        let request = query(&format!("x{i}.flood.example."), RecordType::A, None, false);
+        cache.insert(
+            &key(&request),
+            &negative(&request, ResponseCode::NXDomain, 5, 5),
+            Instant::now(),
+        );
+    }
+    let kept = popular
+        .iter()
+        .filter(|r| {
+            matches!(
+                cache.lookup(&key(r), r, Instant::now()),
+                Lookup::Fresh { .. }
+            )
+        })
+        .count();
+    assert_eq!(kept, 500, "plain LRU would keep none");
+    assert_eq!(cache.len(), 1000);
+}
+
+#[tokio::test(start_paused = true)]
+async fn size_zero_disables_the_cache() {
+    let cache = Cache::new(&config(0));
+    let request = query("a.example.", RecordType::A, None, false);
+    cache.insert(&key(&request), &answer(&request, &[30]), Instant::now());
+    assert_eq!(
+        cache.lookup(&key(&request), &request, Instant::now()),
+        Lookup::Miss
+    );
+    assert_eq!(cache.stale(&key(&request), &request, Instant::now()), None);
+    assert!(cache.is_empty());
+}
+
+/// One miss as the query path would handle it; `upstream` counts exchanges.
+async fn resolve(cache: &Cache, request: &[u8], upstream: &AtomicUsize) -> Vec<u8> {
+    let k = key(request);
+    loop {
+        if let Lookup::Fresh { reply, .. } = cache.lookup(&k, request, Instant::now()) {
+            return reply;
+        }
+        match cache.flight(&k) {
+            Flight::Leader(leader) => {
+                upstream.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let reply = answer(request, &[30]);
+                cache.insert(&k, &reply, Instant::now());
+                leader.finish(&reply);
+                return reply;
+            }
+            Flight::Follower(follower) => {
+                if let Some(reply) = follower.wait(request).await {
+                    return reply;
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_herd_of_fifty_identical_misses_makes_one_upstream_query() {
+    let cache = Arc::new(Cache::new(&config(0))); // sharing works even with caching off
+    let upstream = Arc::new(AtomicUsize::new(0));
+    let mut herd = tokio::task::JoinSet::new();
+    for i in 0..50u16 {
+        let (cache, upstream) = (Arc::clone(&cache), Arc::clone(&upstream));
+        herd.spawn(async move {
+            let mut request = query("Herd.Example.", RecordType::A, None, false);
+            wire::set_id(&mut request, i);
+            let reply = resolve(&cache, &request, &upstream).await;
+            assert_eq!(wire::id(&reply), Some(i));
+        });
+    }
+    while let Some(done) = herd.join_next().await {
+        done.unwrap();
+    }
+    assert_eq!(upstream.load(Ordering::SeqCst), 1);
+    assert_eq!(cache.flights.len(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lost_leader_hands_the_flight_to_one_follower() {
+    let cache = Arc::new(Cache::new(&config(100)));
+    let request = query("a.example.", RecordType::A, None, false);
+    let k = key(&request);
+    let Flight::Leader(doomed) = cache.flight(&k) else {
+        panic!("first miss leads")
+    };
+    let upstream = Arc::new(AtomicUsize::new(0));
+    let mut followers = tokio::task::JoinSet::new();
+    for _ in 0..10 {
+        let (cache, upstream, request) =
+            (Arc::clone(&cache), Arc::clone(&upstream), request.clone());
+        followers.spawn(async move { resolve(&cache, &request, &upstream).await });
+    }
+    tokio::task::yield_now().await;
+    drop(doomed); // cancelled task or panic
+    while let Some(done) = followers.join_next().await {
+        assert_eq!(wire::rcode(&done.unwrap()), Some(0));
+    }
+    assert_eq!(upstream.load(Ordering::SeqCst), 1, "one follower took over");
+}
+
+#[test]
+fn memory_per_typical_entry_is_small() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let _guard = runtime.enter();
+    let cache = Cache::new(&config(10_000));
+    let mut reply_bytes = 0;
+    for i in 0..10_000 {
+        let request = query(
+            &format!("mongo-{i}.mongo.db.svc.cluster.local."),
+            RecordType::A,
+            Some(false),
+            false,
+        );
+        let reply = answer(&request, &[30]);
+        reply_bytes += reply.len();
+        cache.insert(&key(&request), &reply, Instant::now());
+    }
+    let total = cache.lock().approximate_memory();
+    let per_entry = total / 10_000;
+    println!(
+        "cache memory: {total} bytes for 10000 entries = {per_entry} bytes/entry (reply {} bytes)",
+        reply_bytes / 10_000
+    );
+    assert!(per_entry < 512, "{per_entry} bytes per entry");
+}
