@@ -30,9 +30,14 @@ pub enum ExtendedError {
 
 /// A reply built from the raw request header, for requests that could not be parsed or are
 /// refused before parsing: ID, opcode and RD echoed, the question copied when it can be found.
-/// `None` when not even a header is there (the datagram is dropped).
+/// `None` when not even a header is there, or when the bytes are a response: answering a
+/// response (even with REFUSED to a source outside `MESHDNS_ALLOW_FROM`) could make meshdns
+/// one half of a packet loop, so it is dropped like any unanswerable input.
 pub fn from_header(request: &[u8], rcode: ResponseCode) -> Option<Vec<u8>> {
     let header = request.get(..wire::HEADER_LEN)?;
+    if wire::is_response(request) {
+        return None;
+    }
     let question = match wire::question_count(request) {
         Some(1) => wire::first_question(request),
         _ => None,
@@ -178,6 +183,9 @@ mod tests {
         assert!(from_header(&query[..5], ResponseCode::FormErr).is_none());
         let header_only = from_header(&query[..13], ResponseCode::FormErr).unwrap();
         assert_eq!(Message::from_vec(&header_only).unwrap().queries.len(), 0);
+        let mut response = query.clone();
+        response[2] |= 0x80;
+        assert!(from_header(&response, ResponseCode::Refused).is_none());
     }
 
     #[test]

@@ -74,14 +74,26 @@ fn skip_name(msg: &[u8], mut at: usize) -> Option<usize> {
     }
 }
 
-/// The bytes of the first question (name, type, class), which is never compressed because
-/// nothing precedes it.
+/// The bytes of the first question (name, type, class). Its name is never compressed because
+/// nothing precedes it, so a compression pointer there makes it malformed: `None`. (Accepting
+/// one would let a reply built from a request's header echo a name pointing at itself.)
 pub fn first_question(msg: &[u8]) -> Option<&[u8]> {
     if question_count(msg)? == 0 {
         return None;
     }
-    let end = skip_name(msg, HEADER_LEN)?.checked_add(4)?;
+    let end = skip_uncompressed_name(msg, HEADER_LEN)?.checked_add(4)?;
     msg.get(HEADER_LEN..end)
+}
+
+/// The offset just past a name of plain labels that starts at `at`; `None` at a pointer.
+fn skip_uncompressed_name(msg: &[u8], mut at: usize) -> Option<usize> {
+    loop {
+        match *msg.get(at)? {
+            0 => return Some(at + 1),
+            len @ 1..=63 => at += 1 + usize::from(len),
+            _ => return None,
+        }
+    }
 }
 
 /// Whether two question sections are the same question: names compared ignoring ASCII case
@@ -292,6 +304,9 @@ mod tests {
         let mut looping = msg.clone();
         looping[HEADER_LEN] = 0x40; // reserved label type
         assert_eq!(first_question(&looping), None);
+        let mut pointing = msg.clone();
+        pointing[HEADER_LEN..HEADER_LEN + 2].copy_from_slice(&[0xc0, 0x0c]); // to itself
+        assert_eq!(first_question(&pointing), None);
     }
 
     #[test]

@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use hickory_proto::op::{Message, OpCode, Query, ResponseCode};
+use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::RecordType;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -162,6 +162,45 @@ async fn a_header_alone_gets_formerr_and_less_than_a_header_is_dropped() {
     let nothing =
         support::udp_raw_within(meshdns.addr, &bytes[..11], Duration::from_millis(300)).await;
     assert_eq!(nothing, None);
+}
+
+#[tokio::test]
+async fn a_question_that_cannot_be_parsed_is_not_echoed_in_formerr() {
+    let (_upstream, meshdns) = serving().await;
+    let mut bytes = query(NAME, RecordType::A).to_vec().unwrap();
+    bytes.truncate(12);
+    // A compression pointer to itself where the question's name should be.
+    bytes.extend_from_slice(&[0xc0, 0x0c, 0, 1, 0, 1]);
+    let reply = udp_raw(meshdns.addr, &bytes).await.expect("a reply");
+    assert_eq!(rcode_of(&reply), ResponseCode::FormErr);
+}
+
+#[tokio::test]
+async fn responses_sent_to_meshdns_are_dropped() {
+    let (upstream, meshdns) = serving().await;
+    let mut response = query(NAME, RecordType::A);
+    response.metadata.message_type = MessageType::Response;
+    let bytes = response.to_vec().unwrap();
+    let wait = Duration::from_millis(300);
+    assert_eq!(
+        support::udp_raw_within(meshdns.addr, &bytes, wait).await,
+        None
+    );
+    assert!(upstream.seen().is_empty(), "nothing forwarded");
+}
+
+#[tokio::test]
+async fn a_response_from_outside_allow_from_is_dropped_not_refused() {
+    let (_upstream, meshdns) = serving_127_0_0_2().await;
+    let mut response = query(NAME, RecordType::A);
+    response.metadata.message_type = MessageType::Response;
+    let bytes = response.to_vec().unwrap();
+    // A REFUSED reply to a response could start a packet loop with another server.
+    let wait = Duration::from_millis(300);
+    assert_eq!(
+        support::udp_raw_within(meshdns.addr, &bytes, wait).await,
+        None
+    );
 }
 
 #[tokio::test]
