@@ -119,6 +119,7 @@ gen_cluster_zone() { # INDEX
 @ IN NS ns.dns.cluster.local.
 ns.dns IN A 10.$i.255.10
 kube-dns.kube-system.svc IN A 10.$i.255.10
+short.db.svc 2 IN A 10.$i.2.1
 kubernetes.default.svc IN A 10.$i.255.1
 mongo.db.svc IN TXT "replicaSet=rs0&authSource=admin"
 EOF
@@ -176,6 +177,7 @@ server:
 	pidfile: "$d/nsd.pid"
 	logfile: "$d/nsd.log"
 	hide-version: yes
+	nsid: "ascii_standin-$name"
 	verbosity: 1
 remote-control:
 	control-enable: no
@@ -216,14 +218,15 @@ start_fault() { # NAME MODE ADDR [UPSTREAM MS]
 # meshdns instances: environment variables only, as in a pod
 # ---------------------------------------------------------------------------------------------
 declare -A MD_PID MD_STARTED
-start_meshdns() { # NAME ADDR CLUSTERS
+start_meshdns() { # NAME ADDR CLUSTERS [VAR=VALUE...] (later assignments override)
 	local name=$1 addr=$2 clusters=$3
+	shift 3
 	# Only the variables a pod would set (env -i): meshdns rejects unknown MESHDNS_* names, and
 	# the caller's environment may carry some (MESHDNS_BIN itself).
 	env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOSTNAME=mongo-0 \
 		MESHDNS_LISTEN="$addr:53" MESHDNS_ADMIN_LISTEN="$addr:9153" \
 		MESHDNS_UPSTREAMS=127.0.1.1:53 MESHDNS_LOCAL_CLUSTER=a \
-		MESHDNS_CLUSTERS="$clusters" MESHDNS_LOG=info \
+		MESHDNS_CLUSTERS="$clusters" MESHDNS_LOG=info "$@" \
 		"$MESHDNS_BIN" >"$WORK/meshdns-$name.log" 2>&1 &
 	MD_PID[$addr]=$!
 	PIDS+=($!)
@@ -650,12 +653,66 @@ m_cache_ttl() { # asked twice; the second answer's TTL counts down and stays <= 
 	want_rcode NOERROR || return 1
 	local t
 	t=$(ttls ANSWER | head -1)
-	[[ -n $t ]] && ((t < 30)) || fail_with "TTL of a repeated answer is '$t', want < 30 (cached, counting down)"
+	[[ -n $t ]] && ((t < 30)) || fail_with "TTL of a repeated answer is '$t', want < 30 (cached, counting down)" || return 1
+	http_get /metrics
+	local hits
+	hits=$(awk '/^meshdns_cache_hits_total/ {s += $NF} END {print s + 0}' <<<"$HTTP_BODY")
+	[[ $hits != 0 ]] || fail_with "meshdns_cache_hits_total is 0 after a repeated query"
+}
+m_negative_ttl() { # negative answers carry at most MESHDNS_CACHE_NEGATIVE_TTL (5s), SOA minimum 30
+	local name
+	for name in mongo-8.mongo.db.cluster.b _mongodb._tcp.nosuch.db.svc.distributed.local nosuch.example.test; do
+		dq $MD $name SRV
+		want_rcode NXDOMAIN || return 1
+		local t
+		t=$(rr AUTHORITY SOA | awk '{print $NF}')
+		[[ -n $t ]] || fail_with "$name: no SOA" || return 1
+		for t in $(ttls AUTHORITY); do
+			((t <= 5)) || fail_with "$name: authority TTL $t > 5 (negative cap)" || return 1
+		done
+	done
+}
+m_nsid_passthrough() { # EDNS options of the kube-dns reply reach the client untouched
+	dq $MD www.example.test A +nsid
+	want_rcode NOERROR || return 1
+	grep -q 'NSID: .*"standin-a"' <<<"$OUT" || fail_with "no NSID \"standin-a\" in the reply: $(grep -m1 NSID <<<"$OUT")"
+}
+m_noedns_512() { # a UDP client without EDNS gets at most 512 bytes, TC when cut
+	dq $MD $DSRV SRV +noedns +ignore
+	[[ -n $(rcode) ]] || fail_with "$(why)" || return 1
+	local size
+	size=$(sed -n 's/^;; MSG SIZE  rcvd: \([0-9]*\).*/\1/p' <<<"$OUT")
+	[[ -n $size ]] && ((size <= 512)) || fail_with "reply of $size bytes to a client without EDNS" || return 1
+	local n
+	n=$(rr ANSWER SRV | wc -l)
+	((n == 9)) || has_flag tc || fail_with "$n of 9 SRV and no TC flag"
+}
+m_opcode_notimp() {
+	dq $MD www.example.test A +opcode=status
+	want_rcode NOTIMP
+}
+m_allow_from() { # ADDR: a client outside MESHDNS_ALLOW_FROM gets REFUSED, one inside an answer
+	dq "$1" www.example.test A -b 127.0.0.5
+	want_rcode REFUSED || return 1
+	dq "$1" www.example.test A -b 127.0.0.1
+	want_rcode NOERROR
+}
+m_stale() { # ADDR: local kube-dns stopped, the expired answer is served (TTL <= 30) quickly
+	dq "$1" short.db.svc.cluster.local A
+	want_rcode NOERROR || return 1
+	want_set "stale A" "short.db.svc.cluster.local. 10.5.2.1" "$(rr ANSWER A | awk '{print $1, $2}')" || return 1
+	want_ttl_max ANSWER 30 || return 1
+	((ELAPSED_MS <= 2500)) || fail_with "stale answer after ${ELAPSED_MS}ms"
+}
+m_fault_metric() { # ADDR REGEX: a line of /metrics matches
+	http_get /metrics "$1"
+	[[ $HTTP_CODE == 200 ]] || fail_with "GET /metrics at $1: HTTP $HTTP_CODE" || return 1
+	grep -Eq "$2" <<<"$HTTP_BODY" || fail_with "no line matching /$2/ in /metrics at $1: $(grep "^$(grep -o 'meshdns_[a-z_]*' <<<"$2" | head -1)" <<<"$HTTP_BODY" | head -3 | tr '\n' '|')"
 }
 HTTP_CODE=
 HTTP_BODY=
-http_get() {
-	HTTP_BODY=$(curl --noproxy '*' -sS -m 3 -o - -w '\n%{http_code}' "http://$MD:9153$1" 2>&1)
+http_get() { # PATH [ADDR]
+	HTTP_BODY=$(curl --noproxy '*' -sS -m 3 -o - -w '\n%{http_code}' "http://${2:-$MD}:9153$1" 2>&1)
 	HTTP_CODE=${HTTP_BODY##*$'\n'}
 	HTTP_BODY=${HTTP_BODY%$'\n'*}
 }
@@ -680,12 +737,15 @@ F_STOP=127.0.10.2
 F_DELAY=127.0.10.3
 F_SERVFAIL=127.0.10.4
 F_DROP=127.0.10.5
-# f_partial SERVER GOOD_PREFIXES BUDGET_MS
+F_ALLOW=127.0.10.6
+F_STALE=127.0.10.7
+# f_partial SERVER GOOD_PREFIXES BUDGET_MS [MAX_TTL]
 f_partial() {
 	dq "$1" $DSRV SRV
 	want_rcode NOERROR || return 1
 	want_set "SRV targets" "$(seq_names "$2" $DZ.)" "$(rr ANSWER SRV | awk '{print $5}')" || return 1
-	((ELAPSED_MS <= $3)) || fail_with "took ${ELAPSED_MS}ms, budget $3ms"
+	((ELAPSED_MS <= $3)) || fail_with "took ${ELAPSED_MS}ms, budget $3ms" || return 1
+	[[ -z ${4:-} ]] || want_ttl_max ANSWER "$4" || { REASON="partial answer: $REASON (DESIGN: capped to a few seconds)"; return 1; }
 }
 f_cluster_fails() { # SERVER NAME BUDGET_MS: a cluster-zone query to the failed cluster
 	dq "$1" "$2" A
@@ -816,7 +876,11 @@ if [[ $MODE == full ]] && ((setup_ok)); then
 	case_ "tcp: two queries on one connection (dig +keepopen)" m_tcp_keepopen
 	case_ "cli: meshdns --check shows the routing table, exit 0" m_check_cmd
 	case_ "cli: bad MESHDNS_CLUSTERS -> exit 64 naming variable and token" m_bad_config
-	case_ "cache: repeated answer has a counting-down TTL" m_cache_ttl
+	case_ "cache: repeated answer has a counting-down TTL, cache_hits_total > 0" m_cache_ttl
+	case_ "cache: negative answers carry TTL <= 5s (cluster, distributed, pass-through)" m_negative_ttl
+	case_ "pass-through: EDNS NSID option of kube-dns kept (dig +nsid)" m_nsid_passthrough
+	case_ "distributed: UDP client without EDNS gets <= 512 bytes, TC when cut" m_noedns_512
+	case_ "opcode STATUS -> NOTIMP" m_opcode_notimp
 	case_ "admin: /readyz 200" m_http_200 /readyz
 	case_ "admin: /livez 200" m_http_200 /livez
 	case_ "admin: /metrics has the meshdns_ families, no query names" m_metrics
@@ -833,13 +897,25 @@ if [[ $MODE == full ]] && ((setup_ok)); then
 		"a=127.0.1.1:53; b=127.0.2.1:53; f=127.0.7.1:53"
 	case_ "fault: meshdns with black-hole cluster g starts" start_meshdns drop $F_DROP \
 		"a=127.0.1.1:53; b=127.0.2.1:53; g=127.0.8.1:53"
-	case_ "fault: cluster d stopped -> distributed SRV NOERROR from a, b within 2.5s" f_partial $F_STOP "a- b-" 2500
+	case_ "fault: meshdns with MESHDNS_ALLOW_FROM=127.0.0.1/32 starts" start_meshdns allow $F_ALLOW \
+		"a=127.0.1.1:53; b=127.0.2.1:53" MESHDNS_ALLOW_FROM=127.0.0.1/32
+	case_ "fault: meshdns whose kube-dns is stand-in e starts" start_meshdns stale $F_STALE \
+		"e=127.0.5.1:53; b=127.0.2.1:53" MESHDNS_UPSTREAMS=127.0.5.1:53 MESHDNS_LOCAL_CLUSTER=e
+	dq $F_STALE short.db.svc.cluster.local A # cached now (TTL 2), e is stopped below
+	case_ "fault: cluster d stopped -> distributed SRV NOERROR from a, b within 2.5s" f_partial $F_STOP "a- b-" 2500 10
 	case_ "fault: cluster d stopped -> mongo-0.mongo.db.cluster.d SERVFAIL within 2.5s" f_cluster_fails $F_STOP mongo-0.mongo.db.cluster.d 2500
 	case_ "fault: cluster e behind 300ms proxy -> distributed SRV includes e" f_partial $F_DELAY "a- b- e-" 2500
-	case_ "fault: cluster f SERVFAIL -> left out, NOERROR from a, b" f_partial $F_SERVFAIL "a- b-" 2500
+	case_ "fault: cluster f SERVFAIL -> left out, NOERROR from a, b" f_partial $F_SERVFAIL "a- b-" 2500 10
 	case_ "fault: cluster f SERVFAIL -> mongo-0.mongo.db.cluster.f SERVFAIL" f_cluster_fails $F_SERVFAIL mongo-0.mongo.db.cluster.f 2500
 	case_ "fault: cluster f SERVFAIL + NXDOMAIN elsewhere -> SERVFAIL, not NXDOMAIN" f_nx_hidden $F_SERVFAIL
-	case_ "fault: cluster g never answers -> distributed SRV from a, b within 2.5s" f_partial $F_DROP "a- b-" 2500
+	case_ "fault: cluster g never answers -> distributed SRV from a, b within 2.5s" f_partial $F_DROP "a- b-" 2500 10
+	case_ "fault: /metrics upstream_healthy 0 for stopped cluster d" m_fault_metric $F_STOP '^meshdns_upstream_healthy\{[^}]*cluster="d"[^}]*\} 0$'
+	case_ "fault: /metrics gather_partial_total > 0 with SERVFAIL cluster f" m_fault_metric $F_SERVFAIL '^meshdns_gather_partial_total(\{[^}]*\})? [1-9]'
+	case_ "fault: client outside MESHDNS_ALLOW_FROM refused, inside answered" m_allow_from $F_ALLOW
+	kill -TERM "${NSD_PID[e]}" 2>/dev/null
+	wait "${NSD_PID[e]}" 2>/dev/null
+	sleep 2.5 # short.db.svc.cluster.local (TTL 2) has expired
+	case_ "fault: kube-dns stopped -> expired answer served stale" m_stale $F_STALE
 	case_ "fault: main instance still serving after the faults" m_cluster_a +notcp
 
 	for addr in "${!MD_STARTED[@]}"; do
