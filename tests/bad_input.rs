@@ -4,6 +4,7 @@
 
 mod support;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
@@ -88,7 +89,8 @@ async fn ten_thousand_random_and_mangled_datagrams_do_not_stop_the_server() {
         .to_vec()
         .unwrap();
     let mut rng = StdRng::seed_from_u64(0x6d65_7368);
-    let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let socket = Arc::new(UdpSocket::bind("127.0.0.1:0").await.unwrap());
+    let replies = tokio::spawn(unparseable_replies(Arc::clone(&socket)));
     for sent in 0..10_000 {
         let datagram = mangled(&mut rng, &valid);
         let _ = socket.send_to(&datagram, meshdns.addr).await;
@@ -98,7 +100,28 @@ async fn ten_thousand_random_and_mangled_datagrams_do_not_stop_the_server() {
             tokio::task::yield_now().await;
         }
     }
+    let (answered, unparseable) = replies.await.unwrap();
+    assert!(answered > 0, "meshdns answered some of them");
+    assert!(
+        unparseable.is_empty(),
+        "replies that do not parse: {unparseable:02x?}"
+    );
     assert_still_answers(&meshdns).await;
+}
+
+/// Reads replies until none comes for a while: how many, and those that do not parse.
+async fn unparseable_replies(socket: Arc<UdpSocket>) -> (usize, Vec<Vec<u8>>) {
+    let (mut answered, mut unparseable) = (0, Vec::new());
+    let mut buf = vec![0u8; 65_535];
+    while let Ok(Ok(len)) =
+        tokio::time::timeout(Duration::from_millis(500), socket.recv(&mut buf)).await
+    {
+        answered += 1;
+        if Message::from_vec(&buf[..len]).is_err() {
+            unparseable.push(buf[..len].to_vec());
+        }
+    }
+    (answered, unparseable)
 }
 
 #[tokio::test]

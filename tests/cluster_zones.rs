@@ -406,6 +406,33 @@ async fn per_cluster_transport_tcp_is_honoured() {
 }
 
 #[tokio::test]
+async fn a_spoofed_reply_over_tcp_is_ignored_and_the_right_one_used() {
+    let owner = "member-4.foo.ns.svc.cluster.local.";
+    let (upstream, peer) = (
+        FakeDns::builder().start().await,
+        FakeDns::builder()
+            .on(
+                owner,
+                RecordType::A,
+                Behaviour::WrongIdFirst(Answer::records([rr::a(owner, [10, 2, 0, 4])])),
+            )
+            .start()
+            .await,
+    );
+    let meshdns = with_cluster_b(&upstream, &format!("{} transport=tcp", peer.addr), &[]).await;
+    let reply = udp(
+        meshdns.addr,
+        &query("member-4.foo.ns.cluster.b.", RecordType::A),
+    )
+    .await;
+    assert_eq!(
+        reply.answer_lines(),
+        ["member-4.foo.ns.cluster.b. A 10.2.0.4"]
+    );
+    assert_eq!(peer.count(Via::Tcp), 1, "answered on the first connection");
+}
+
+#[tokio::test]
 async fn a_truncated_peer_reply_is_fetched_again_over_tcp() {
     let owner = "member-4.foo.ns.svc.cluster.local.";
     let many: Vec<_> = (0..100).map(|i| rr::a(owner, [10, 2, 3, i])).collect();

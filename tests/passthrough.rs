@@ -157,6 +157,28 @@ async fn a_reply_to_another_question_is_ignored_and_the_right_one_used() {
 }
 
 #[tokio::test]
+async fn a_reply_from_another_port_is_ignored_and_the_right_one_used() {
+    let forged = Answer::records([rr::a(NAME, [203, 0, 113, 66])]);
+    let upstream = FakeDns::builder()
+        .on(
+            NAME,
+            RecordType::A,
+            Behaviour::ForgedFromAnotherPortFirst {
+                forged,
+                real: www(),
+            },
+        )
+        .start()
+        .await;
+    let meshdns = meshdns_before(&[&upstream], &[]).await;
+    let reply = udp(meshdns.addr, &query(NAME, RecordType::A)).await;
+    assert_eq!(
+        reply.answer_lines(),
+        [format!("{NAME} A 192.0.2.1"), format!("{NAME} A 192.0.2.2")]
+    );
+}
+
+#[tokio::test]
 async fn a_dead_upstream_gives_servfail_within_the_deadline() {
     let upstream = FakeDns::silent().await;
     let meshdns = meshdns_before(

@@ -18,13 +18,14 @@ fn fast(i: usize) -> String {
     format!("fast-{i}.example.com.")
 }
 
-/// meshdns before an upstream that answers [`SLOW`] after 500 ms and `fast-N` at once.
+/// meshdns before an upstream that answers [`SLOW`] after 200 ms (within
+/// one attempt timeout) and `fast-N` at once.
 async fn serving() -> (FakeDns, Meshdns) {
     let mut upstream = FakeDns::builder().on(
         SLOW,
         RecordType::A,
         Behaviour::Delay(
-            Duration::from_millis(500),
+            Duration::from_millis(200),
             Answer::records([rr::a(SLOW, [192, 0, 2, 99])]),
         ),
     );

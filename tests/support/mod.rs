@@ -165,6 +165,12 @@ pub enum Behaviour {
     WrongIdFirst(Answer),
     /// A reply to another question first, then the right one (both transports).
     WrongQuestionFirst(Answer),
+    /// Over UDP: `forged` (right ID and question) from another port of the fake's host, then
+    /// the real answer from the server's port; over TCP: the real answer.
+    ForgedFromAnotherPortFirst {
+        forged: Answer,
+        real: Answer,
+    },
     /// Bytes that are no DNS message, and nothing else.
     Garbage,
     /// Over UDP: TC as [`Behaviour::TruncateUdp`]; over TCP: half a frame, then close.
@@ -320,9 +326,11 @@ impl Drop for FakeDns {
     }
 }
 
-/// What the fake sends for one query over `via`: after `pause`, `messages` in order (none:
-/// no reply); over TCP, `close_mid_frame` cuts the first one in half and closes.
+/// What the fake sends for one query over `via`: `forged` from another port at once (UDP), then
+/// after `pause`, `messages` in order (none: no reply); over TCP, `close_mid_frame` cuts the
+/// first one in half and closes.
 struct Plan {
+    forged: Option<Vec<u8>>,
     pause: Duration,
     messages: Vec<Vec<u8>>,
     close_mid_frame: bool,
@@ -332,6 +340,7 @@ fn plan(behaviour: &Behaviour, query: &Message, via: Via) -> Plan {
     let encode = |msg: Message| msg.to_vec().expect("the fake's reply encodes");
     let right = |answer: &Answer| encode(reply(query, answer));
     let now = |messages| Plan {
+        forged: None,
         pause: Duration::ZERO,
         messages,
         close_mid_frame: false,
@@ -366,6 +375,12 @@ fn plan(behaviour: &Behaviour, query: &Message, via: Via) -> Plan {
             }
             now(vec![encode(spoof), right(answer)])
         }
+        Behaviour::ForgedFromAnotherPortFirst { forged, real } if via == Via::Udp => Plan {
+            forged: Some(right(forged)),
+            pause: Duration::from_millis(50),
+            ..now(vec![right(real)])
+        },
+        Behaviour::ForgedFromAnotherPortFirst { real, .. } => now(vec![right(real)]),
         Behaviour::Garbage => now(vec![
             b"\x12\x34 this is no DNS message \xff\xff\xff".to_vec(),
         ]),
@@ -416,6 +431,10 @@ async fn serve_fake_udp(socket: Arc<UdpSocket>, state: Arc<FakeState>) {
         };
         let (socket, state) = (Arc::clone(&socket), Arc::clone(&state));
         tokio::spawn(async move {
+            if let Some(forged) = &plan.forged {
+                let elsewhere = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+                let _ = elsewhere.send_to(forged, peer).await;
+            }
             tokio::time::sleep(plan.pause).await;
             for message in &plan.messages {
                 let _ = socket.send_to(message, peer).await;
