@@ -2,11 +2,15 @@
 """Checks a rendered kustomization (multi-document YAML) against DESIGN.md "Deployment".
 
 Usage: check_pod.py RENDERED.yaml NAMESPACE LABEL
+With MESHDNS_BIN set to a built meshdns binary, also runs `meshdns --check` (binds nothing,
+sends nothing) with exactly the environment the sidecar gets, and expects exit 0.
 Prints one `PASS <label>: <check>` or `FAIL <label>: <check> -- <why>` line per check;
 exits 1 if any check failed. validate.sh counts the lines.
 """
 import ipaddress
+import os
 import re
+import subprocess
 import sys
 
 import yaml
@@ -218,6 +222,13 @@ def main():
         admin = env.get("MESHDNS_ADMIN_LISTEN", "0.0.0.0:9153")
         check(wl, "MESHDNS_ADMIN_LISTEN serves the probes on the pod IP, port 9153",
               admin in ("0.0.0.0:9153", "[::]:9153"), f"{admin!r}")
+
+        binary = os.environ.get("MESHDNS_BIN")
+        if binary:
+            run = subprocess.run([binary, "--check"], env={k: v for k, v in env.items() if v is not None},
+                                 capture_output=True, text=True, timeout=30)
+            check(wl, f"meshdns --check accepts the sidecar's environment ({binary})", run.returncode == 0,
+                  f"exit {run.returncode}: {(run.stderr or run.stdout).strip()[:500]}")
 
         svc = services.get(w["spec"].get("serviceName", ""))
         if w["kind"] == "StatefulSet":

@@ -211,6 +211,21 @@ PYEOF
 check "coredns-nodeport.yaml: NodePort UDP+TCP 53 to k8s-app=kube-dns in kube-system" nodeport_contract
 
 # ---------------------------------------------------------------- the rendered pod spec
+# If the crate has been built (as .ci/run's cargo steps do), the example environment is also
+# fed to the real `meshdns --check` (which binds and sends nothing). MESHDNS_BIN overrides.
+if [ -z "${MESHDNS_BIN:-}" ]; then
+    for cand in target/release/meshdns target/debug/meshdns; do
+        if [ -x "$cand" ]; then
+            MESHDNS_BIN="$ROOT/$cand"
+            break
+        fi
+    done
+fi
+if [ -n "${MESHDNS_BIN:-}" ]; then
+    export MESHDNS_BIN
+else
+    echo "    note: no built meshdns binary (target/{release,debug}/meshdns or MESHDNS_BIN): 'meshdns --check' on the example environment not run"
+fi
 for c in "${CLUSTERS[@]}"; do
     if [ -s "$WORK/cluster-$c.yaml" ]; then
         absorb "pod spec k8s/clusters/$c" "$PY" "$HERE/check_pod.py" "$WORK/cluster-$c.yaml" "${NS[$c]}" "clusters/$c"
