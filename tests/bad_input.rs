@@ -240,6 +240,21 @@ async fn notify_and_update_get_notimp() {
 }
 
 #[tokio::test]
+async fn an_unknown_edns_version_gets_badvers_with_an_opt_record() {
+    let (upstream, meshdns) = serving().await;
+    let mut msg = support::with_edns(query(NAME, RecordType::A), 1232);
+    if let Some(edns) = msg.edns.as_mut() {
+        edns.set_version(1);
+    }
+    let reply = udp(meshdns.addr, &msg).await;
+    // RCODE 16 lives partly in the OPT record (RFC 6891 §6.1.3), which must be there.
+    let edns = reply.msg.edns.as_ref().expect("an OPT record");
+    assert_eq!(edns.version(), 0);
+    assert_eq!(u16::from(reply.msg.response_code), 16);
+    assert!(upstream.seen().is_empty(), "nothing forwarded");
+}
+
+#[tokio::test]
 async fn question_counts_of_zero_or_two_get_formerr() {
     let (upstream, meshdns) = serving().await;
     let mut none = query(NAME, RecordType::A);
