@@ -60,11 +60,18 @@ impl ZoneMap {
             }
         };
         reply.queries = vec![asked.clone()];
-        let negative = reply.answers.is_empty()
-            && matches!(
-                reply.response_code,
-                ResponseCode::NoError | ResponseCode::NXDomain
-            );
+        // A negative answer (NXDOMAIN, or NODATA, also after a CNAME chain: answers need not be
+        // empty) carries the SOA of the peer's own zone (`cluster.local.`, above the mapped
+        // `svc.cluster.local.`), which no mapping reaches: it moves to the cluster zone's apex.
+        // An SOA of an unrelated zone (a CNAME leading out of the cluster domain) is kept.
+        let negative = matches!(
+            reply.response_code,
+            ResponseCode::NoError | ResponseCode::NXDomain
+        );
+        let peer_soa = |r: &Record| {
+            r.record_type() == RecordType::SOA
+                && (r.name.zone_of(&self.upstream) || self.upstream.zone_of(&r.name))
+        };
         let ns_targets: Vec<Name> = reply
             .authorities
             .iter()
@@ -83,7 +90,7 @@ impl ZoneMap {
             map_record(record, &spell);
         }
         for record in reply.authorities.iter_mut() {
-            if negative && record.record_type() == RecordType::SOA {
+            if negative && peer_soa(record) {
                 record.name = self.client.clone();
             } else {
                 map_record(record, &spell);

@@ -55,6 +55,11 @@ fn cluster_dns_in(n: u8, domain: &str) -> FakeDnsBuilder {
             RecordType::TXT,
             Answer::records([rr::txt(&name("config.db"), &format!("replicaSet=rs{n}"))]),
         )
+        .answer(
+            &name("alias.db"),
+            RecordType::AAAA,
+            Answer::nodata(domain).record(rr::cname(&name("alias.db"), &mongo(0))),
+        )
         .answer(&name("gone.db"), RecordType::A, Answer::nxdomain(domain))
         .answer(
             &name("with-ns.db"),
@@ -253,6 +258,21 @@ fn assert_soa_at_apex(reply: &support::Reply, apex: &str) {
         .map(|r| r.name.to_ascii())
         .collect();
     assert_eq!(soas, [apex], "{:?}", reply.authority_lines());
+}
+
+#[tokio::test]
+async fn nodata_after_a_cname_keeps_an_soa_owned_by_the_cluster_zone_apex() {
+    let mesh = mesh().await;
+    let reply = udp(
+        mesh.meshdns.addr,
+        &query("alias.db.cluster.b.", RecordType::AAAA),
+    )
+    .await;
+    assert_eq!(
+        reply.answer_lines(),
+        ["alias.db.cluster.b. CNAME mongo-0.mongo.db.cluster.b."]
+    );
+    assert_soa_at_apex(&reply, "cluster.b.");
 }
 
 #[tokio::test]

@@ -140,6 +140,11 @@ impl Answer {
         }
     }
 
+    pub fn record(mut self, record: Record) -> Self {
+        self.answers.push(record);
+        self
+    }
+
     pub fn additional(mut self, record: Record) -> Self {
         self.additionals.push(record);
         self
