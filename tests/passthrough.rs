@@ -247,6 +247,30 @@ async fn a_silent_first_upstream_fails_over_to_the_second() {
 }
 
 #[tokio::test]
+async fn an_endpoint_that_keeps_failing_is_skipped() {
+    let silent = FakeDns::silent().await;
+    let names: Vec<String> = (0..5).map(|i| format!("host-{i}.example.com.")).collect();
+    let mut second = FakeDns::builder();
+    for name in &names {
+        second = second.answer(
+            name,
+            RecordType::A,
+            Answer::records([rr::a(name, [192, 0, 2, 7])]),
+        );
+    }
+    let second = second.start().await;
+    let meshdns =
+        meshdns_before(&[&silent, &second], &[("MESHDNS_ATTEMPT_TIMEOUT", "200ms")]).await;
+    for name in &names {
+        let reply = udp(meshdns.addr, &query(name, RecordType::A)).await;
+        assert_eq!(reply.answer_lines().len(), 1, "{name}");
+    }
+    // Three failures in a row mark it down; background probes ask for ". NS", not our names.
+    let asked: Vec<String> = silent.names().into_iter().filter(|n| n != ".").collect();
+    assert_eq!(asked, names[..3]);
+}
+
+#[tokio::test]
 async fn a_truncated_upstream_reply_is_fetched_again_over_tcp() {
     let many: Vec<_> = (0..100).map(|i| rr::a(NAME, [10, 0, 0, i])).collect();
     let upstream = FakeDns::builder()
