@@ -41,12 +41,18 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     init_logging(&config);
-    let listeners = match meshdns::server::bind(&config.listen) {
+    let bound = meshdns::server::bind(&config.listen).and_then(|mut listeners| {
+        if let Some(addr) = config.admin_listen {
+            listeners.admin = Some(meshdns::server::bind_admin(addr)?);
+        }
+        Ok(listeners)
+    });
+    let listeners = match bound {
         Ok(listeners) => listeners,
         Err(error) => {
             eprintln!(
                 "meshdns: {error}. Port 53 needs root, CAP_NET_BIND_SERVICE, or the pod sysctl \
-                 net.ipv4.ip_unprivileged_port_start=53; or set MESHDNS_LISTEN to another address"
+                 net.ipv4.ip_unprivileged_port_start=53; or set MESHDNS_LISTEN (MESHDNS_ADMIN_LISTEN) to another address"
             );
             return ExitCode::from(EXIT_BIND);
         }

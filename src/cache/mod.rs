@@ -27,7 +27,8 @@
 //! Counters for `/metrics` (monotonic, read with [`Cache::stats`]): hits (fresh replies served,
 //! including fresh ones through `stale`/`last_good`), misses (lookups that found nothing
 //! fresh), stale served (expired entries served), evictions (entries dropped to stay within the
-//! bounds; replacing a key's own entry is not one). [`Cache::len`] is the entry gauge.
+//! bounds; replacing a key's own entry is not one). [`Cache::len`] is the entry gauge. Each is
+//! also recorded in [`metrics`] where it happens (the process-wide `meshdns_cache_*` families).
 
 mod flight;
 mod key;
@@ -40,6 +41,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::config::CacheConfig;
+use crate::metrics;
 use crate::wire::{self, Section};
 
 pub use flight::{Flight, FlightFollower, FlightLeader};
@@ -163,13 +165,16 @@ impl Cache {
         };
         let Some((stored, age, refresh)) = found else {
             self.misses.fetch_add(1, Ordering::Relaxed);
+            metrics::cache_miss();
             return Lookup::Miss;
         };
         let Some(reply) = served(&stored, Some(request), age, true) else {
             self.misses.fetch_add(1, Ordering::Relaxed);
+            metrics::cache_miss();
             return Lookup::Miss;
         };
         self.hits.fetch_add(1, Ordering::Relaxed);
+        metrics::cache_hit();
         Lookup::Fresh { reply, refresh }
     }
 
@@ -205,8 +210,10 @@ impl Cache {
         };
         let reply = served(&stored, request, age, fresh)?;
         let counter = if fresh {
+            metrics::cache_hit();
             &self.hits
         } else {
+            metrics::cache_stale_served();
             &self.stale_served
         };
         counter.fetch_add(1, Ordering::Relaxed);
@@ -262,7 +269,9 @@ impl Cache {
         }
         if let Some(evicted) = store.insert(key, entry, now) {
             self.evictions.fetch_add(evicted, Ordering::Relaxed);
+            metrics::cache_evicted(evicted);
         }
+        metrics::set_cache_entries(store.len());
     }
 
     fn policy(&self, reply: &[u8]) -> Option<Policy> {

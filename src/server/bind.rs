@@ -15,11 +15,16 @@ const TCP_BACKLOG: i32 = 1024;
 /// Attempts at finding a port free for both UDP and TCP when port 0 is asked for.
 const PORT_ZERO_TRIES: usize = 16;
 
+/// Accept backlog of the admin listener (a scraper and the kubelet's probes).
+const ADMIN_BACKLOG: i32 = 64;
+
 /// The bound sockets, as std sockets in non-blocking mode; `run` hands them to tokio.
 #[derive(Debug)]
 pub struct Listeners {
     pub udp: Vec<std::net::UdpSocket>,
     pub tcp: Vec<std::net::TcpListener>,
+    /// The admin HTTP listener (`MESHDNS_ADMIN_LISTEN`), when enabled; see [`bind_admin`].
+    pub admin: Option<std::net::TcpListener>,
 }
 
 impl Listeners {
@@ -45,6 +50,7 @@ pub fn bind(addrs: &[SocketAddr]) -> Result<Listeners, BindError> {
     let mut listeners = Listeners {
         udp: Vec::new(),
         tcp: Vec::new(),
+        admin: None,
     };
     for &addr in addrs {
         let (udp, tcp) = bind_pair(addr).map_err(|source| BindError { addr, source })?;
@@ -52,6 +58,23 @@ pub fn bind(addrs: &[SocketAddr]) -> Result<Listeners, BindError> {
         listeners.tcp.push(tcp);
     }
     Ok(listeners)
+}
+
+/// Binds the admin HTTP listener. No SO_REUSEPORT here: two processes sharing the port would
+/// split scrapes and probes between them.
+pub fn bind_admin(addr: SocketAddr) -> Result<std::net::TcpListener, BindError> {
+    let bind = || -> std::io::Result<std::net::TcpListener> {
+        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+        if addr.is_ipv6() {
+            socket.set_only_v6(true)?;
+        }
+        socket.set_reuse_address(true)?;
+        socket.set_nonblocking(true)?;
+        socket.bind(&addr.into())?;
+        socket.listen(ADMIN_BACKLOG)?;
+        Ok(socket.into())
+    };
+    bind().map_err(|source| BindError { addr, source })
 }
 
 fn bind_pair(addr: SocketAddr) -> std::io::Result<(std::net::UdpSocket, std::net::TcpListener)> {

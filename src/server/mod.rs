@@ -1,7 +1,8 @@
 //! The DNS listeners: binding (before the runtime starts, so bind errors become exit 71),
 //! the UDP and TCP loops, and what they share — the access list, the in-flight bound and the
-//! shutdown signal.
+//! shutdown signal. Beside them, the admin HTTP server (`/metrics`, `/livez`, `/readyz`).
 
+mod admin;
 mod bind;
 mod tcp;
 mod udp;
@@ -14,7 +15,8 @@ use tokio::sync::{Semaphore, watch};
 use crate::config::IpNet;
 use crate::query::Resolver;
 
-pub use bind::{BindError, Listeners, bind};
+pub use admin::{MAX_CONNECTIONS as ADMIN_MAX_CONNECTIONS, Readiness, serve_admin};
+pub use bind::{BindError, Listeners, bind, bind_admin};
 pub use tcp::serve_tcp;
 pub use udp::serve_udp;
 

@@ -14,6 +14,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::time::timeout;
 
 use super::{Shared, stopped};
+use crate::metrics::{self, DropReason};
 use crate::query::Proto;
 use crate::reply;
 
@@ -46,6 +47,7 @@ pub async fn serve_tcp(listener: TcpListener, shared: Shared) -> std::io::Result
         };
         let Ok(slot) = Arc::clone(&connections).try_acquire_owned() else {
             tracing::debug!(%peer, "TCP connection limit reached; connection closed");
+            metrics::dropped(DropReason::TcpConnectionLimit);
             continue;
         };
         let shared = shared.clone();
@@ -84,6 +86,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) {
         };
         let Some(query) = frame else { break };
         if !allowed {
+            metrics::dropped(DropReason::NotAllowed);
             if let Some(refused) = reply::from_header(&query, ResponseCode::Refused) {
                 let _ = replies.send(refused).await;
             }
@@ -98,6 +101,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) {
         let resolver = Arc::clone(&shared.resolver);
         let replies = replies.clone();
         tokio::spawn(async move {
+            let _counted = metrics::inflight();
             if let Some(reply) = resolver.handle(&query, Proto::Tcp).await {
                 let _ = replies.send(reply).await;
             }

@@ -7,6 +7,7 @@ use hickory_proto::op::ResponseCode;
 use tokio::net::UdpSocket;
 
 use super::{Shared, stopped};
+use crate::metrics::{self, DropReason};
 use crate::query::Proto;
 use crate::reply;
 use crate::wire;
@@ -30,6 +31,7 @@ pub async fn serve_udp(socket: Arc<UdpSocket>, shared: Shared) -> std::io::Resul
         };
         let datagram = buf.get(..len).unwrap_or_default();
         if !shared.allows(peer.ip()) {
+            metrics::dropped(DropReason::NotAllowed);
             if let Some(refused) = reply::from_header(datagram, ResponseCode::Refused) {
                 let _ = socket.try_send_to(&refused, peer);
             }
@@ -37,12 +39,14 @@ pub async fn serve_udp(socket: Arc<UdpSocket>, shared: Shared) -> std::io::Resul
         }
         let Ok(permit) = Arc::clone(&shared.inflight).try_acquire_owned() else {
             tracing::debug!(%peer, "in-flight limit reached; datagram dropped");
+            metrics::dropped(DropReason::InflightLimit);
             continue;
         };
         let query = datagram.to_vec();
         let socket = Arc::clone(&socket);
         let resolver = Arc::clone(&shared.resolver);
         tokio::spawn(async move {
+            let _counted = metrics::inflight();
             if let Some(reply) = resolver.handle(&query, Proto::Udp).await
                 && let Err(error) = socket.send_to(&reply, peer).await
             {

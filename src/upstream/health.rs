@@ -65,8 +65,7 @@ pub fn spawn_probe(endpoint: Arc<Endpoint>, upstream: String, attempt_timeout: D
             .await
             .is_ok()
             {
-                endpoint.health.record_success();
-                tracing::info!(%upstream, endpoint = %endpoint.addr, "probe answered; endpoint marked up");
+                endpoint.answered(&upstream);
             }
         }
     });

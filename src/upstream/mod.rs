@@ -6,19 +6,27 @@
 //! the query's deadline passes. "Acceptable" is decided in [`exchange`]: from the endpoint we
 //! asked, with the fresh random ID we chose, for the question we sent. Endpoints that keep
 //! failing are skipped until a background probe sees them answer again ([`health`]).
+//!
+//! Every attempt is counted in `meshdns_upstream_requests_total` and timed in
+//! `meshdns_upstream_duration_seconds`; failures and health changes are logged at most once
+//! per endpoint per [`log_limit::LOG_INTERVAL`] ([`log_limit`]).
 
 mod exchange;
 mod health;
+mod log_limit;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use prometheus::IntGauge;
 use tokio::time::Instant;
 
 use crate::config::Transport;
+use crate::metrics::{self, UpstreamMetrics, UpstreamResult};
 use exchange::{AttemptError, attempt};
 use health::Health;
+use log_limit::LogLimit;
 
 pub use exchange::Answered;
 
@@ -36,6 +44,24 @@ pub enum UpstreamError {
 struct Endpoint {
     addr: SocketAddr,
     health: Health,
+    /// `meshdns_upstream_healthy{cluster,endpoint}`.
+    healthy: IntGauge,
+    /// Warnings about failed attempts.
+    failure_log: LogLimit,
+    /// Lines about the endpoint going down or up (a flapping endpoint must not flood either).
+    health_log: LogLimit,
+}
+
+impl Endpoint {
+    /// Records that the endpoint answered; logs and sets the gauge when it was down.
+    fn answered(&self, upstream: &str) {
+        if self.health.record_success() {
+            self.healthy.set(1);
+            if let Some(suppressed) = self.health_log.check() {
+                tracing::info!(%upstream, endpoint = %self.addr, suppressed, "endpoint answers again; marked up");
+            }
+        }
+    }
 }
 
 /// A group of interchangeable endpoints.
@@ -46,6 +72,7 @@ pub struct Upstream {
     endpoints: Vec<Arc<Endpoint>>,
     transport: Transport,
     attempt_timeout: Duration,
+    metrics: UpstreamMetrics,
 }
 
 impl Upstream {
@@ -63,11 +90,15 @@ impl Upstream {
                     Arc::new(Endpoint {
                         addr,
                         health: Health::default(),
+                        healthy: metrics::endpoint_health(name, &addr.to_string()),
+                        failure_log: LogLimit::default(),
+                        health_log: LogLimit::default(),
                     })
                 })
                 .collect(),
             transport,
             attempt_timeout,
+            metrics: UpstreamMetrics::new(name),
         }
     }
 
@@ -98,30 +129,40 @@ impl Upstream {
             if Instant::now() >= deadline {
                 break;
             }
-            match attempt(
+            let started = Instant::now();
+            let outcome = attempt(
                 endpoint.addr,
                 query,
                 self.transport,
                 self.attempt_timeout,
                 deadline,
             )
-            .await
-            {
+            .await;
+            let result = match &outcome {
+                Ok(answered) => UpstreamResult::of_reply(&answered.bytes),
+                Err(AttemptError::Timeout) => UpstreamResult::Timeout,
+                Err(AttemptError::Network(_) | AttemptError::BadQuery) => UpstreamResult::Error,
+            };
+            self.metrics.record(result, started.elapsed());
+            match outcome {
                 Ok(answered) => {
-                    if endpoint.health.record_success() {
-                        tracing::info!(upstream = %self.name, endpoint = %endpoint.addr, "endpoint answers again");
-                    }
+                    endpoint.answered(&self.name);
                     return Ok(answered);
                 }
                 Err(error) => {
                     tracing::debug!(upstream = %self.name, endpoint = %endpoint.addr, %error, "attempt failed");
                     if endpoint.health.record_failure() {
-                        tracing::warn!(upstream = %self.name, endpoint = %endpoint.addr, %error, "endpoint marked down; probing it in the background");
+                        endpoint.healthy.set(0);
+                        if let Some(suppressed) = endpoint.health_log.check() {
+                            tracing::warn!(upstream = %self.name, endpoint = %endpoint.addr, %error, suppressed, "endpoint marked down; probing it in the background");
+                        }
                         health::spawn_probe(
                             Arc::clone(endpoint),
                             self.name.clone(),
                             self.attempt_timeout,
                         );
+                    } else if let Some(suppressed) = endpoint.failure_log.check() {
+                        tracing::warn!(upstream = %self.name, endpoint = %endpoint.addr, %error, suppressed, "upstream attempt failed");
                     }
                     last_error = Some(error);
                 }

@@ -1,0 +1,117 @@
+//! The admin HTTP server on `MESHDNS_ADMIN_LISTEN`: `GET /metrics` (Prometheus text format),
+//! `/livez` (the runtime answers), `/readyz` (every DNS listener is served). Anything else: 404.
+//!
+//! It runs on the DNS runtime, in its own tasks, and cannot slow the DNS path: connections are
+//! capped (further ones are closed at once), a request's headers must arrive within
+//! [`HEADER_READ_TIMEOUT`], a connection lives at most [`CONNECTION_LIFETIME`], and a scrape
+//! only reads atomics under the registry's short read locks, which the DNS path never holds
+//! for long. Readiness never depends on upstream health: a kube-dns outage must not unready
+//! every pod of the workload.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{CONTENT_TYPE, HeaderValue};
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use crate::metrics;
+
+/// Open admin connections at once. Prometheus and the kubelet need one or two each.
+pub const MAX_CONNECTIONS: usize = 16;
+
+/// How long a client may take to send a request's headers.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long one connection (keep-alive included) may stay open.
+pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
+
+/// Whether every DNS listener is being served: what `/readyz` reports.
+#[derive(Debug, Clone, Default)]
+pub struct Readiness(Arc<AtomicBool>);
+
+impl Readiness {
+    pub fn set(&self, ready: bool) {
+        self.0.store(ready, Ordering::Relaxed);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Serves the admin endpoints until the task is aborted (the end of `run`): it keeps answering
+/// `/livez` and `/metrics` while in-flight queries drain.
+pub async fn serve_admin(listener: TcpListener, readiness: Readiness) {
+    let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                tracing::warn!(%error, "admin accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = Arc::clone(&connections).try_acquire_owned() else {
+            tracing::debug!(%peer, "admin connection limit reached; connection closed");
+            continue;
+        };
+        let readiness = readiness.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request| {
+                let response = respond(&request, &readiness);
+                async move { Ok::<_, Infallible>(response) }
+            });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), service);
+            // A connection past its lifetime is simply closed.
+            if let Ok(Err(error)) = tokio::time::timeout(CONNECTION_LIFETIME, connection).await {
+                tracing::debug!(%peer, %error, "admin connection error");
+            }
+            drop(slot);
+        });
+    }
+}
+
+fn respond(request: &Request<Incoming>, readiness: &Readiness) -> Response<Full<Bytes>> {
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        return text(StatusCode::NOT_FOUND, "not found\n");
+    }
+    match request.uri().path() {
+        "/metrics" => {
+            let mut response = Response::new(Full::new(Bytes::from(metrics::encode())));
+            response.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static(metrics::CONTENT_TYPE),
+            );
+            response
+        }
+        "/livez" => text(StatusCode::OK, "ok\n"),
+        "/readyz" if readiness.is_ready() => text(StatusCode::OK, "ready\n"),
+        "/readyz" => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: DNS listeners not served\n",
+        ),
+        _ => text(StatusCode::NOT_FOUND, "not found\n"),
+    }
+}
+
+fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
