@@ -4,15 +4,19 @@
 //! [`server`] (sockets, framing, limits) → [`request`] (parse, FORMERR/NOTIMP) →
 //! [`query`] (the pipeline) → [`route`] (which zone) → [`rewrite`] (names there and back) →
 //! [`upstream`] (endpoints, one exchange, health) → [`reply`] (errors, fitting to size).
-//! [`config`] reads the environment once; [`wire`] reads raw bytes without a full parse.
+//! [`cache`] keeps answers (keys, TTLs, stale, in-flight sharing) for every route.
+//! [`config`] reads the environment once; [`wire`] reads raw bytes without a full parse;
+//! [`metrics`] defines every metric, served by the admin server in [`server`].
 //!
 //! [`run`] takes sockets that are already bound, so tests bind port 0 and the binary can turn
 //! bind failures into their own exit code.
 
 #![forbid(unsafe_code)]
 
+pub mod cache;
 pub mod config;
 pub mod gather;
+pub mod metrics;
 pub mod query;
 pub mod reply;
 pub mod request;
@@ -30,18 +34,30 @@ use tokio::sync::{Semaphore, watch};
 
 use config::Config;
 use query::Resolver;
-use server::{Listeners, MAX_INFLIGHT, Shared};
+use server::{Listeners, MAX_INFLIGHT, Readiness, Shared};
 
 /// How long in-flight queries may take to finish after shutdown is signalled.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Serves DNS on `listeners` until `shutdown` resolves, then stops accepting, lets in-flight
 /// queries finish (at most [`SHUTDOWN_GRACE`]) and returns. Must run inside a tokio runtime.
+/// The admin listener, when given, is served on its own task from the start; `/readyz` turns
+/// 200 once every DNS listener is served, and 503 again when shutdown begins.
 pub async fn run(
     config: Config,
-    listeners: Listeners,
+    mut listeners: Listeners,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
+    metrics::init();
+    let readiness = Readiness::default();
+    // A JoinSet so that the admin task ends when `run` returns, whichever way.
+    let mut admin = tokio::task::JoinSet::new();
+    let mut admin_addr = None;
+    if let Some(listener) = listeners.admin.take() {
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        admin_addr = listener.local_addr().ok();
+        admin.spawn(server::serve_admin(listener, readiness.clone()));
+    }
     let (stop, stopped) = watch::channel(false);
     let inflight = Arc::new(Semaphore::new(MAX_INFLIGHT));
     let shared = Shared {
@@ -62,8 +78,10 @@ pub async fn run(
             shared.clone(),
         ));
     }
+    readiness.set(true);
     tracing::info!(
         listen = ?bound,
+        admin = ?admin_addr,
         upstreams = ?config.upstreams,
         clusters = ?config.clusters.iter().map(|c| format!("{}={:?}", c.name, c.endpoints)).collect::<Vec<_>>(),
         "meshdns {} serving DNS over UDP and TCP",
@@ -78,6 +96,7 @@ pub async fn run(
             return Err(error);
         }
     }
+    readiness.set(false);
     let _ = stop.send(true);
     while loops.join_next().await.is_some() {}
     let limit = u32::try_from(MAX_INFLIGHT).unwrap_or(u32::MAX);

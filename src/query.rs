@@ -5,10 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hickory_proto::op::{Message, ResponseCode};
-use tokio::time::Instant;
+use tokio::time::{Instant, timeout_at};
 
+use crate::cache::{Cache, CacheKey, Flight, Lookup};
 use crate::config::{Config, Transport};
 use crate::gather::{Gatherer, Naming};
+use crate::metrics::{self, DropReason};
 use crate::reply::{self, ExtendedError};
 use crate::request::{Inspected, inspect};
 use crate::rewrite::ZoneMap;
@@ -46,6 +48,7 @@ pub struct Resolver {
     local: Arc<Upstream>,
     clusters: Vec<ClusterRoute>,
     gatherer: Gatherer,
+    cache: Arc<Cache>,
     timeout: Duration,
     negative_ttl: Duration,
 }
@@ -89,8 +92,10 @@ impl Resolver {
                 },
             })
             .collect();
+        let cache = Arc::new(Cache::new(&config.cache));
         let gatherer = Gatherer::new(
             config,
+            Arc::clone(&cache),
             clusters.iter().map(|c| Arc::clone(&c.upstream)).collect(),
         );
         Self {
@@ -98,64 +103,132 @@ impl Resolver {
             local,
             clusters,
             gatherer,
+            cache,
             timeout: config.timeout,
             negative_ttl: config.cache.negative_ttl,
         }
     }
 
     /// Answers one query; `None` means the input is dropped without a reply.
-    pub async fn handle(&self, bytes: &[u8], proto: Proto) -> Option<Vec<u8>> {
+    pub async fn handle(self: &Arc<Self>, bytes: &[u8], proto: Proto) -> Option<Vec<u8>> {
+        let started = Instant::now();
         let request = match inspect(bytes) {
             Inspected::Query(request) => request,
-            Inspected::Reply(reply) => return Some(reply),
-            Inspected::Drop => return None,
+            Inspected::Reply(reply) => {
+                metrics::dropped(DropReason::Malformed);
+                return Some(reply);
+            }
+            Inspected::Drop => {
+                metrics::dropped(DropReason::Malformed);
+                return None;
+            }
         };
         let limit = match proto {
             Proto::Udp => usize::from(request.max_payload()),
             Proto::Tcp => wire::MAX_MESSAGE,
         };
-        let deadline = Instant::now() + self.timeout;
+        let deadline = started + self.timeout;
         let route = self.router.route(request.queries.first()?.name());
         tracing::debug!(name = %request.queries.first()?.name(), route = route.label(), proto = proto.label(), "query");
-        Some(match route {
-            Route::Passthrough => self.passthrough(bytes, &request, limit, deadline).await,
-            Route::Cluster(index) => self.cluster(index, &request, limit, deadline).await,
+        let complete = match CacheKey::from_request(bytes) {
+            Some(key) => self.cached(&key, bytes, &request, route, deadline).await,
+            None => self.resolve(route, bytes, &request, deadline).await,
+        };
+        let reply = reply::fit_wire(complete, limit);
+        metrics::record_request(proto, route, &reply, started.elapsed());
+        Some(reply)
+    }
+
+    /// The cache in front of [`resolve`](Self::resolve): a fresh entry, or one shared upstream
+    /// exchange for identical misses, or a stale entry when the upstream fails.
+    async fn cached(
+        self: &Arc<Self>,
+        key: &CacheKey,
+        bytes: &[u8],
+        request: &Message,
+        route: Route,
+        deadline: Instant,
+    ) -> Vec<u8> {
+        if let Lookup::Fresh { reply, refresh } = self.cache.lookup(key, bytes, Instant::now()) {
+            if refresh {
+                self.prefetch(key.clone(), bytes.to_vec(), request.clone(), route);
+            }
+            return reply;
+        }
+        loop {
+            match self.cache.flight(key) {
+                Flight::Leader(leader) => {
+                    let reply = self.resolve(route, bytes, request, deadline).await;
+                    let reply = if is_failure(&reply) {
+                        self.cache
+                            .stale(key, bytes, Instant::now())
+                            .unwrap_or(reply)
+                    } else {
+                        self.cache.insert(key, &reply, Instant::now());
+                        reply
+                    };
+                    leader.finish(&reply);
+                    return reply;
+                }
+                Flight::Follower(follower) => {
+                    match timeout_at(deadline, follower.wait(bytes)).await {
+                        Ok(Some(reply)) => return reply,
+                        // The leader went away without an answer: lead or follow anew.
+                        Ok(None) => continue,
+                        Err(_) => {
+                            return self.failed(
+                                request,
+                                ExtendedError::NoReachableAuthority,
+                                "no answer before the deadline",
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Refreshes a popular entry before it expires, off the client's path.
+    fn prefetch(self: &Arc<Self>, key: CacheKey, bytes: Vec<u8>, request: Message, route: Route) {
+        let resolver = Arc::clone(self);
+        tokio::spawn(async move {
+            let deadline = Instant::now() + resolver.timeout;
+            let reply = resolver.resolve(route, &bytes, &request, deadline).await;
+            if !is_failure(&reply) {
+                resolver.cache.insert(&key, &reply, Instant::now());
+            }
+        });
+    }
+
+    /// The complete reply (not yet cut to the client's size) along `route`.
+    async fn resolve(
+        &self,
+        route: Route,
+        bytes: &[u8],
+        request: &Message,
+        deadline: Instant,
+    ) -> Vec<u8> {
+        match route {
+            Route::Passthrough => self.passthrough(bytes, request, deadline).await,
+            Route::Cluster(index) => self.cluster(index, request, deadline).await,
             Route::Distributed(index) => {
-                self.gather(self.gatherer.distributed(index), &request, limit, deadline)
+                self.gather(self.gatherer.distributed(index), request, deadline)
                     .await
             }
             Route::Clusterset => {
-                self.gather(self.gatherer.clusterset(), &request, limit, deadline)
+                self.gather(self.gatherer.clusterset(), request, deadline)
                     .await
             }
-        })
+        }
     }
 
-    /// Forwards the client's bytes as they are; the reply goes back as it is but for the ID
-    /// (and a cut with TC when it is larger than a UDP client accepts).
-    async fn passthrough(
-        &self,
-        bytes: &[u8],
-        request: &Message,
-        limit: usize,
-        deadline: Instant,
-    ) -> Vec<u8> {
+    /// Forwards the client's bytes as they are; the reply goes back as it is but for the ID.
+    async fn passthrough(&self, bytes: &[u8], request: &Message, deadline: Instant) -> Vec<u8> {
         match self.local.exchange(bytes, deadline).await {
             Ok(answered) => {
                 let mut reply = answered.bytes;
                 wire::set_id(&mut reply, request.id);
-                if reply.len() <= limit {
-                    return reply;
-                }
-                match Message::from_vec(&reply) {
-                    Ok(full) => reply::encode_fitted(&full, limit),
-                    Err(_) => self.failed(
-                        request,
-                        ExtendedError::NetworkError,
-                        "upstream reply unreadable",
-                        limit,
-                    ),
-                }
+                reply
             }
             Err(error) => {
                 tracing::debug!(%error, "pass-through failed");
@@ -163,30 +236,15 @@ impl Resolver {
                     request,
                     ExtendedError::NoReachableAuthority,
                     "no upstream answered",
-                    limit,
                 )
             }
         }
     }
 
     /// Asks the cluster with the name rewritten into its domain, and maps the reply back.
-    async fn cluster(
-        &self,
-        index: usize,
-        request: &Message,
-        limit: usize,
-        deadline: Instant,
-    ) -> Vec<u8> {
-        let Some(route) = self.clusters.get(index) else {
-            return self.failed(
-                request,
-                ExtendedError::NetworkError,
-                "no such cluster",
-                limit,
-            );
-        };
-        let Some(asked) = request.queries.first() else {
-            return self.failed(request, ExtendedError::NetworkError, "no question", limit);
+    async fn cluster(&self, index: usize, request: &Message, deadline: Instant) -> Vec<u8> {
+        let (Some(route), Some(asked)) = (self.clusters.get(index), request.queries.first()) else {
+            return self.failed(request, ExtendedError::NetworkError, "no such cluster");
         };
         let Some(upstream_bytes) = route
             .map
@@ -200,7 +258,7 @@ impl Resolver {
                 &route.map.client,
                 self.negative_ttl,
             );
-            return reply::encode_fitted(&reply, limit);
+            return reply::encode_fitted(&reply, wire::MAX_MESSAGE);
         };
         let answered = match route.upstream.exchange(&upstream_bytes, deadline).await {
             Ok(answered) => answered,
@@ -210,7 +268,6 @@ impl Resolver {
                     request,
                     ExtendedError::NoReachableAuthority,
                     "cluster DNS did not answer",
-                    limit,
                 );
             }
         };
@@ -219,12 +276,11 @@ impl Resolver {
                 request,
                 ExtendedError::NetworkError,
                 "cluster DNS reply unreadable",
-                limit,
             );
         };
         let mut client_reply = route.map.reply_to_client(upstream_reply, asked);
         client_reply.metadata.id = request.id;
-        reply::encode_fitted(&client_reply, limit)
+        reply::encode_fitted(&client_reply, wire::MAX_MESSAGE)
     }
 
     /// Gathers from every cluster (or the one a prefixed host names) and merges.
@@ -232,7 +288,6 @@ impl Resolver {
         &self,
         naming: Option<&Naming>,
         request: &Message,
-        limit: usize,
         deadline: Instant,
     ) -> Vec<u8> {
         let Some(naming) = naming else {
@@ -240,14 +295,23 @@ impl Resolver {
                 request,
                 ExtendedError::NetworkError,
                 "no such gathered zone",
-                limit,
             );
         };
         let merged = self.gatherer.answer(request, naming, deadline).await;
-        reply::encode_fitted(&merged.reply, limit)
+        if merged.partial {
+            metrics::gather_partial();
+        }
+        reply::encode_fitted(&merged.reply, wire::MAX_MESSAGE)
     }
 
-    fn failed(&self, request: &Message, code: ExtendedError, why: &str, limit: usize) -> Vec<u8> {
-        reply::encode_fitted(&reply::servfail(request, code, why), limit)
+    fn failed(&self, request: &Message, code: ExtendedError, why: &str) -> Vec<u8> {
+        reply::encode_fitted(&reply::servfail(request, code, why), wire::MAX_MESSAGE)
     }
 }
+
+/// A reply that says the upstream failed rather than answering: the cache then serves stale.
+fn is_failure(reply: &[u8]) -> bool {
+    wire::rcode(reply).is_none_or(|rcode| rcode == RCODE_SERVFAIL)
+}
+
+const RCODE_SERVFAIL: u8 = 2;

@@ -142,6 +142,26 @@ pub fn encode_fitted(msg: &Message, limit: usize) -> Vec<u8> {
     best
 }
 
+/// A complete reply in wire form, cut to `limit` when it is larger (parsed and re-encoded only
+/// then: the common case returns the bytes untouched).
+pub fn fit_wire(reply: Vec<u8>, limit: usize) -> Vec<u8> {
+    if reply.len() <= limit {
+        return reply;
+    }
+    match Message::from_vec(&reply) {
+        Ok(full) => encode_fitted(&full, limit),
+        Err(_) => {
+            let mut header = reply;
+            header.truncate(wire::HEADER_LEN);
+            header.iter_mut().skip(4).for_each(|b| *b = 0);
+            if let Some(flags) = header.get_mut(3) {
+                *flags = (*flags & 0xf0) | ResponseCode::ServFail.low();
+            }
+            header
+        }
+    }
+}
+
 fn encode_servfail_header(msg: &Message) -> Vec<u8> {
     let mut header = vec![0u8; wire::HEADER_LEN];
     wire::set_id(&mut header, msg.id);

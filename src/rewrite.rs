@@ -60,6 +60,12 @@ impl ZoneMap {
             }
         };
         reply.queries = vec![asked.clone()];
+        // To its client meshdns is the recursive resolver, whatever the peer said; its OPT
+        // advertises meshdns's own UDP size, as the reply is encoded by meshdns.
+        reply.metadata.recursion_available = true;
+        if let Some(edns) = reply.edns.as_mut() {
+            edns.set_max_payload(crate::reply::ADVERTISED_UDP_SIZE);
+        }
         // A negative answer (NXDOMAIN, or NODATA, also after a CNAME chain: answers need not be
         // empty) carries the SOA of the peer's own zone (`cluster.local.`, above the mapped
         // `svc.cluster.local.`), which no mapping reaches: it moves to the cluster zone's apex.

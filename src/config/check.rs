@@ -102,7 +102,11 @@ pub fn render_check(config: &Config) -> String {
         out,
         "\nrouting (zones match on label boundaries, case-insensitively; the longest wins)"
     );
-    let _ = writeln!(out, "  {:<28}{:<13}{:<40}sent as", "zone", "route", "asks");
+    let _ = writeln!(
+        out,
+        "  {:<28} {:<13} {:<40} sent as",
+        "zone", "route", "asks"
+    );
     for cluster in &config.clusters {
         let asks = format!(
             "{} {} ({})",
@@ -116,7 +120,7 @@ pub fn render_check(config: &Config) -> String {
         );
         let _ = writeln!(
             out,
-            "  {:<28}{:<13}{:<40}NAME.{} -> NAME.svc.{}",
+            "  {:<28} {:<13} {:<40} NAME.{} -> NAME.svc.{}",
             cluster.zone.to_ascii(),
             format!("cluster {}", cluster.name),
             asks,
@@ -134,7 +138,7 @@ pub fn render_check(config: &Config) -> String {
     for zone in &config.distributed_zones {
         let _ = writeln!(
             out,
-            "  {:<28}{:<13}{:<40}NAME.{} -> NAME.<domain of each>; PREFIX-host -> that cluster only",
+            "  {:<28} {:<13} {:<40} NAME.{} -> NAME.<domain of each>; PREFIX-host -> that cluster only",
             zone.to_ascii(),
             "distributed",
             format!("all clusters: {legs}"),
@@ -144,7 +148,7 @@ pub fn render_check(config: &Config) -> String {
     if let Some(zone) = &config.clusterset_zone {
         let _ = writeln!(
             out,
-            "  {:<28}{:<13}{:<40}NAME.{} -> NAME.<domain>; host.CLUSTER.svc... -> that cluster only",
+            "  {:<28} {:<13} {:<40} NAME.{} -> NAME.<domain>; host.CLUSTER.svc... -> that cluster only",
             zone.to_ascii(),
             "clusterset",
             "all clusters",
@@ -153,7 +157,7 @@ pub fn render_check(config: &Config) -> String {
     }
     let _ = writeln!(
         out,
-        "  {:<28}{:<13}{:<40}verbatim",
+        "  {:<28} {:<13} {:<40} verbatim",
         ". (everything else)",
         "passthrough",
         join(config.upstreams.iter().map(ToString::to_string).collect())

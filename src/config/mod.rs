@@ -41,6 +41,29 @@ pub const DEFAULT_LOG: &str = "info";
 /// The placeholder of `MESHDNS_CLUSTER_ZONE` that stands for the cluster name.
 const NAME_PLACEHOLDER: &str = "{name}";
 
+/// Every variable meshdns reads; any other `MESHDNS_*` name is a typo and an error.
+const KNOWN_VARIABLES: &[&str] = &[
+    "MESHDNS_LISTEN",
+    "MESHDNS_ALLOW_FROM",
+    "MESHDNS_UPSTREAMS",
+    "MESHDNS_RESOLV_CONF",
+    "MESHDNS_CLUSTER_DOMAIN",
+    "MESHDNS_LOCAL_CLUSTER",
+    "MESHDNS_CLUSTERS",
+    "MESHDNS_CLUSTER_ZONE",
+    "MESHDNS_DISTRIBUTED_ZONES",
+    "MESHDNS_CLUSTERSET_ZONE",
+    "MESHDNS_TIMEOUT",
+    "MESHDNS_ATTEMPT_TIMEOUT",
+    "MESHDNS_CACHE_SIZE",
+    "MESHDNS_CACHE_MAX_TTL",
+    "MESHDNS_CACHE_NEGATIVE_TTL",
+    "MESHDNS_SERVE_STALE",
+    "MESHDNS_ADMIN_LISTEN",
+    "MESHDNS_LOG",
+    "MESHDNS_LOG_FORMAT",
+];
+
 /// The raw variables, as envy finds them (names lowercased, `MESHDNS_` stripped).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -159,22 +182,23 @@ impl Config {
             .into_iter()
             .filter(|(k, _)| k.starts_with("MESHDNS_"))
             .collect();
+        // Checked here rather than read from envy's error, whose text lists every known field.
+        if let Some((unknown, _)) = ours
+            .iter()
+            .find(|(k, _)| !KNOWN_VARIABLES.contains(&k.as_str()))
+        {
+            return Err(ConfigError {
+                variable: unknown.clone(),
+                token: unknown.clone(),
+                reason: "is not a meshdns variable".into(),
+            });
+        }
         let raw: RawEnv = envy::prefixed("MESHDNS_")
-            .from_iter(ours.clone())
-            .map_err(|e| {
-                let unknown = ours
-                    .iter()
-                    .map(|(k, _)| k.as_str())
-                    .find(|k| {
-                        e.to_string()
-                            .contains(&k["MESHDNS_".len()..].to_lowercase())
-                    })
-                    .unwrap_or("MESHDNS_*");
-                ConfigError {
-                    variable: unknown.to_string(),
-                    token: unknown.to_string(),
-                    reason: "is not a meshdns variable".into(),
-                }
+            .from_iter(ours)
+            .map_err(|e| ConfigError {
+                variable: "MESHDNS_*".into(),
+                token: String::new(),
+                reason: e.to_string(),
             })?;
         build(raw)
     }
@@ -647,6 +671,20 @@ pub(crate) mod tests {
             let err = Config::from_vars(vars).expect_err(variable);
             assert_eq!(&err.variable, variable, "{value}: {err}");
             assert_eq!(&err.token, token, "{value}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_typo_is_named_whatever_the_order_of_the_variables() {
+        for order in [
+            ["MESHDNS_UPSTREAMS", "MESHDNS_TYPO"],
+            ["MESHDNS_TYPO", "MESHDNS_UPSTREAMS"],
+        ] {
+            let vars = order.map(|k| (k.to_string(), "127.0.0.1".to_string()));
+            assert_eq!(
+                Config::from_vars(vars).unwrap_err().variable,
+                "MESHDNS_TYPO"
+            );
         }
     }
 

@@ -31,8 +31,11 @@ pub const PARTIAL_TTL: u32 = 5;
 /// What one leg brought.
 #[derive(Debug, Clone)]
 pub enum Leg {
-    /// NOERROR or NXDOMAIN; `truncated` when even TCP could not fetch the whole set.
-    Answered { reply: Message, truncated: bool },
+    /// NOERROR or NXDOMAIN, complete (not truncated).
+    Answered(Message),
+    /// The leg failed, and this is its last good answer from the cache: used like an answer,
+    /// but the merged reply is partial.
+    Stale(Message),
     /// Timeout, network error, SERVFAIL, REFUSED, or any other rcode: left out.
     Failed,
 }
@@ -60,14 +63,11 @@ pub fn merge(
         };
     };
     let mut records = Records::default();
-    let (mut noerror, mut nxdomain, mut failed, mut truncated) = (false, 0usize, 0usize, false);
+    let (mut noerror, mut nxdomain, mut failed, mut stale) = (false, 0usize, 0usize, false);
     for (index, leg) in legs {
         match leg {
-            Leg::Answered {
-                reply,
-                truncated: cut,
-            } => {
-                truncated |= *cut;
+            Leg::Answered(reply) | Leg::Stale(reply) => {
+                stale |= matches!(leg, Leg::Stale(_));
                 match reply.response_code {
                     ResponseCode::NXDomain => nxdomain += 1,
                     _ => noerror = true,
@@ -77,7 +77,7 @@ pub fn merge(
             Leg::Failed => failed += 1,
         }
     }
-    let partial = failed > 0 || truncated;
+    let partial = failed > 0 || stale;
     let mut merged = if !records.answers.is_empty() {
         let mut reply = reply::synthesized(request, ResponseCode::NoError);
         reply.answers = records.answers;
@@ -135,7 +135,15 @@ impl Records {
     fn add_leg(&mut self, asked: &Query, reply: &Message, naming: &Naming, cluster: &Cluster) {
         let qtype = asked.query_type();
         let mut targets: Vec<&Name> = Vec::new();
-        for record in reply.answers.iter().filter(|r| r.record_type() == qtype) {
+        // Within a leg, records go in a canonical order: a cluster DNS that shuffles its
+        // answers must not make the merged answer change from one query to the next.
+        let mut answers: Vec<&Record> = reply
+            .answers
+            .iter()
+            .filter(|r| r.record_type() == qtype)
+            .collect();
+        answers.sort_by_cached_key(|r| r.data.to_string().to_ascii_lowercase());
+        for record in answers {
             let data = match &record.data {
                 RData::SRV(srv) => {
                     targets.push(&srv.target);
@@ -242,10 +250,7 @@ mod tests {
                 RData::SOA(soa),
             )];
         }
-        Leg::Answered {
-            reply,
-            truncated: false,
-        }
+        Leg::Answered(reply)
     }
 
     fn srv_leg(hosts: &[&str]) -> Leg {

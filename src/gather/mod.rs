@@ -14,10 +14,11 @@ use std::time::Duration;
 
 use hickory_proto::op::{Edns, Message, Query, ResponseCode};
 use hickory_proto::rr::rdata::TXT;
-use hickory_proto::rr::{Name, RData, Record};
+use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout_at};
 
+use crate::cache::{Cache, CacheKey, KeyFlags};
 use crate::config::{Cluster, Config};
 use crate::reply;
 use crate::upstream::Upstream;
@@ -34,6 +35,7 @@ const SCHEMA_VERSION_TTL: u32 = 300;
 pub struct Gatherer {
     clusters: Vec<Cluster>,
     upstreams: Vec<Arc<Upstream>>,
+    cache: Arc<Cache>,
     distributed: Vec<Naming>,
     clusterset: Option<Naming>,
     attempt_timeout: Duration,
@@ -42,10 +44,11 @@ pub struct Gatherer {
 
 impl Gatherer {
     /// `upstreams[i]` asks `config.clusters[i]`.
-    pub fn new(config: &Config, upstreams: Vec<Arc<Upstream>>) -> Self {
+    pub fn new(config: &Config, cache: Arc<Cache>, upstreams: Vec<Arc<Upstream>>) -> Self {
         Self {
             clusters: config.clusters.clone(),
             upstreams,
+            cache,
             distributed: config
                 .distributed_zones
                 .iter()
@@ -130,19 +133,28 @@ impl Gatherer {
         deadline: Instant,
     ) -> Vec<(usize, Leg)> {
         let (done, mut results) = mpsc::channel::<(usize, Leg)>(legs.len().max(1));
-        let mut gathered: Vec<(usize, Leg)> = legs
-            .iter()
-            .map(|(index, _)| (*index, Leg::Failed))
-            .collect();
+        let mut gathered: Vec<(usize, Leg)> = Vec::with_capacity(legs.len());
+        let mut keys: Vec<CacheKey> = Vec::with_capacity(legs.len());
         for (slot, (index, name)) in legs.into_iter().enumerate() {
-            let Some(upstream) = self.upstreams.get(index).map(Arc::clone) else {
+            let key = leg_key(index, &name, request);
+            gathered.push((index, Leg::Failed));
+            keys.push(key.clone());
+            let (Some(upstream), Some(query)) = (
+                self.upstreams.get(index).map(Arc::clone),
+                leg_query(request, name),
+            ) else {
                 continue;
             };
-            let query = leg_query(request, name);
+            let cache = Arc::clone(&self.cache);
             let done = done.clone();
             tokio::spawn(async move {
-                let leg = ask_leg(&upstream, query, deadline).await;
-                let _ = done.send((slot, leg)).await;
+                let leg = ask_leg(&upstream, &query, deadline).await;
+                if let Some(bytes) = &leg.1 {
+                    // Also when the reply has gone out without this leg: it refreshes the
+                    // answer a later failure of this cluster is filled from.
+                    cache.insert(&key, bytes, Instant::now());
+                }
+                let _ = done.send((slot, leg.0)).await;
             });
         }
         drop(done);
@@ -161,8 +173,40 @@ impl Gatherer {
                 Ok(None) | Err(_) => break,
             }
         }
+        let now = Instant::now();
+        for ((_, leg), key) in gathered.iter_mut().zip(&keys) {
+            if matches!(leg, Leg::Failed)
+                && let Some(last) = self
+                    .cache
+                    .last_good(key, now)
+                    .and_then(|b| Message::from_vec(&b).ok())
+                && matches!(
+                    last.response_code,
+                    ResponseCode::NoError | ResponseCode::NXDomain
+                )
+            {
+                *leg = Leg::Stale(last);
+            }
+        }
         gathered
     }
+}
+
+/// The cache key of a leg: the cluster, the rewritten question, and the flags the leg's own
+/// query carries (EDNS always; DO and CD from the client).
+fn leg_key(cluster: usize, name: &Name, request: &Message) -> CacheKey {
+    let (qtype, qclass) = request
+        .queries
+        .first()
+        .map_or((RecordType::A, DNSClass::IN), |q| {
+            (q.query_type(), q.query_class())
+        });
+    let flags = KeyFlags {
+        edns: true,
+        dnssec_ok: request.edns.as_ref().is_some_and(|e| e.flags().dnssec_ok),
+        checking_disabled: request.checking_disabled,
+    };
+    CacheKey::for_leg(cluster, name, qtype, qclass, flags)
 }
 
 /// The leg's query: the rewritten question, recursion desired, EDNS with our UDP size (so
@@ -182,18 +226,21 @@ fn leg_query(request: &Message, name: Name) -> Option<Vec<u8>> {
     query.to_vec().ok()
 }
 
-async fn ask_leg(upstream: &Upstream, query: Option<Vec<u8>>, deadline: Instant) -> Leg {
-    let Some(query) = query else {
-        return Leg::Failed;
-    };
-    let answered = match upstream.exchange(&query, deadline).await {
+/// One leg's outcome, with the reply bytes worth caching when it answered.
+async fn ask_leg(upstream: &Upstream, query: &[u8], deadline: Instant) -> (Leg, Option<Vec<u8>>) {
+    let answered = match upstream.exchange(query, deadline).await {
         Ok(answered) => answered,
         Err(error) => {
             tracing::debug!(cluster = upstream.name(), %error, "leg failed");
-            return Leg::Failed;
+            return (Leg::Failed, None);
         }
     };
-    let truncated = wire::is_truncated(&answered.bytes);
+    if wire::is_truncated(&answered.bytes) {
+        // Even TCP could not fetch the whole set: an incomplete leg is a failed leg, so the
+        // merge never presents part of a cluster's set as all of it.
+        tracing::debug!(cluster = upstream.name(), "leg truncated and TCP failed");
+        return (Leg::Failed, None);
+    }
     match Message::from_vec(&answered.bytes) {
         Ok(reply)
             if matches!(
@@ -201,13 +248,13 @@ async fn ask_leg(upstream: &Upstream, query: Option<Vec<u8>>, deadline: Instant)
                 ResponseCode::NoError | ResponseCode::NXDomain
             ) =>
         {
-            Leg::Answered { reply, truncated }
+            (Leg::Answered(reply), Some(answered.bytes))
         }
         Ok(reply) => {
             tracing::debug!(cluster = upstream.name(), rcode = %reply.response_code, "leg answered with an error");
-            Leg::Failed
+            (Leg::Failed, None)
         }
-        Err(_) => Leg::Failed,
+        Err(_) => (Leg::Failed, None),
     }
 }
 

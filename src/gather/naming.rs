@@ -91,10 +91,7 @@ impl Naming {
 }
 
 /// `b-mongo-2.mongo…` → cluster b with `mongo-2.mongo…`; the longest matching prefix wins.
-fn prefixed_cluster(
-    labels: &[&[u8]],
-    clusters: &[Cluster],
-) -> Option<(usize, Vec<Vec<u8>>)> {
+fn prefixed_cluster(labels: &[&[u8]], clusters: &[Cluster]) -> Option<(usize, Vec<Vec<u8>>)> {
     let first = labels.first()?;
     let (index, cluster) = clusters
         .iter()
