@@ -334,9 +334,11 @@ in_pod() {
 POD_OUT=
 POD_RC=0
 pod_run() {
-	local pid=${MD_PID[$MD]:-}
-	if [[ $1 == meshdns ]] && ! { [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; }; then
-		POD_OUT="meshdns at $MD is not running"
+	local ns pid
+	ns=$(awk '$1 == "nameserver" {print $2; exit}' "$WORK/resolv-$1.conf")
+	pid=${MD_PID[$ns]:-}
+	if [[ $1 != standin ]] && ! { [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; }; then
+		POD_OUT="meshdns at $ns is not running"
 		POD_RC=99
 		return
 	fi
@@ -644,6 +646,27 @@ m_bad_config() { # exit 64 before binding, one line naming the variable and the 
 	! listening 127.0.10.9 53 u || fail_with "bound 127.0.10.9:53 despite the bad configuration"
 }
 
+# --- meshdns: clusterset zone (MCS naming), on its own instance --------------------------------
+CS=127.0.10.8
+CSZ=mongo.db.svc.clusterset.local
+cs_names() { local c n; for c in a b c; do for n in 0 1 2; do echo "mongo-$n.$c.$CSZ$1"; done; done; }
+m_cs_srv() {
+	dq $CS _mongodb._tcp.$CSZ SRV +tcp
+	want_rcode NOERROR || return 1
+	want_set "SRV targets" "$(cs_names .)" "$(rr ANSWER SRV | awk '{print $5}')" || return 1
+	owners_under clusterset.local. && no_text svc.cluster.local
+}
+m_cs_pod() {
+	dq $CS mongo-1.b.$CSZ A
+	want_rcode NOERROR || return 1
+	want_set "A" "mongo-1.b.$CSZ. $(mongo_ip 2 1)" "$(rr ANSWER A)"
+}
+m_cs_version() {
+	dq $CS dns-version.clusterset.local TXT
+	want_rcode NOERROR || return 1
+	want_set "TXT" 'dns-version.clusterset.local. "1.0.0"' "$(rr ANSWER TXT)"
+}
+
 # --- meshdns: cache and admin ----------------------------------------------------------------
 m_cache_ttl() { # asked twice; the second answer's TTL counts down and stays <= 30
 	dq $MD mongo-0.mongo.db.cluster.c A
@@ -659,9 +682,9 @@ m_cache_ttl() { # asked twice; the second answer's TTL counts down and stays <= 
 	hits=$(awk '/^meshdns_cache_hits_total/ {s += $NF} END {print s + 0}' <<<"$HTTP_BODY")
 	[[ $hits != 0 ]] || fail_with "meshdns_cache_hits_total is 0 after a repeated query"
 }
-m_negative_ttl() { # negative answers carry at most MESHDNS_CACHE_NEGATIVE_TTL (5s), SOA minimum 30
+m_negative_ttl() { # NAME...: negative answers carry at most MESHDNS_CACHE_NEGATIVE_TTL (5s)
 	local name
-	for name in mongo-8.mongo.db.cluster.b _mongodb._tcp.nosuch.db.svc.distributed.local nosuch.example.test; do
+	for name in "$@"; do
 		dq $MD $name SRV
 		want_rcode NXDOMAIN || return 1
 		local t
@@ -877,8 +900,18 @@ if [[ $MODE == full ]] && ((setup_ok)); then
 	case_ "tcp: two queries on one connection (dig +keepopen)" m_tcp_keepopen
 	case_ "cli: meshdns --check shows the routing table, exit 0" m_check_cmd
 	case_ "cli: bad MESHDNS_CLUSTERS -> exit 64 naming variable and token" m_bad_config
+	case_ "clusterset: meshdns with MESHDNS_CLUSTERSET_ZONE=clusterset.local starts" start_meshdns clusterset $CS \
+		"a=127.0.1.1:53; b=127.0.2.1:53; c=127.0.3.1:53" MESHDNS_CLUSTERSET_ZONE=clusterset.local
+	make_pod_files clusterset $CS
+	case_ "clusterset: SRV -> 9 targets <host>.<cluster>.mongo.db.svc.clusterset.local" m_cs_srv
+	case_ "clusterset: mongo-1.b.mongo.db.svc.clusterset.local A -> cluster b" m_cs_pod
+	case_ "clusterset: dns-version.clusterset.local TXT \"1.0.0\"" m_cs_version
+	case_ "clusterset: pymongo parse_uri mongodb+srv://$CSZ" c_pymongo clusterset $CSZ "$(cs_names "")"
 	case_ "cache: repeated answer has a counting-down TTL, cache_hits_total > 0" m_cache_ttl
-	case_ "cache: negative answers carry TTL <= 5s (cluster, distributed, pass-through)" m_negative_ttl
+	# first ask (a miss) and second ask (a hit): both replies carry the capped negative TTL
+	case_ "cache: cluster-zone NXDOMAIN carries TTL <= 5s (SOA minimum 30), miss and hit" m_negative_ttl mongo-8.mongo.db.cluster.b mongo-8.mongo.db.cluster.b
+	case_ "cache: distributed NXDOMAIN carries TTL <= 5s, miss and hit" m_negative_ttl _mongodb._tcp.gone.db.svc.distributed.local _mongodb._tcp.gone.db.svc.distributed.local
+	case_ "cache: pass-through NXDOMAIN carries TTL <= 5s (SOA minimum 60), miss and hit" m_negative_ttl gone.example.test gone.example.test
 	case_ "pass-through: EDNS NSID option of kube-dns kept on a miss (dig +nsid)" m_nsid_passthrough
 	case_ "distributed: UDP client without EDNS gets <= 512 bytes, TC when cut" m_noedns_512
 	case_ "opcode STATUS -> NOTIMP" m_opcode_notimp
