@@ -81,7 +81,7 @@ pub async fn run(
     readiness.set(true);
     tracing::info!(
         listen = ?bound,
-        admin = ?admin_addr,
+        admin = %admin_addr.map_or("disabled".to_string(), |a| a.to_string()),
         upstreams = ?config.upstreams,
         clusters = ?config.clusters.iter().map(|c| format!("{}={:?}", c.name, c.endpoints)).collect::<Vec<_>>(),
         "meshdns {} serving DNS over UDP and TCP",

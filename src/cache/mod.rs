@@ -230,28 +230,45 @@ impl Cache {
         self.store_reply(key, reply, now, None);
     }
 
+    /// [`insert`](Self::insert) for a reply that is also going out to a client now: when it is
+    /// cached, its TTLs are cut in place to the cached ones, so the first client holds the
+    /// answer no longer than a client served from the cache would (DESIGN.md, "Cache").
+    pub fn insert_and_cap(&self, key: &CacheKey, reply: &mut [u8], now: Instant) {
+        if let Some(stored) = self.store_reply(key, reply, now, None)
+            && stored.len() == reply.len()
+        {
+            reply.copy_from_slice(&stored);
+        }
+    }
+
     /// Like [`insert`](Self::insert) with the TTL also capped by `cap`: for partial gathered
     /// answers, so clients come back soon.
     pub fn insert_capped(&self, key: &CacheKey, reply: &[u8], now: Instant, cap: Duration) {
         self.store_reply(key, reply, now, Some(cap));
     }
 
-    fn store_reply(&self, key: &CacheKey, reply: &[u8], now: Instant, cap: Option<Duration>) {
+    /// Stores the reply if the rules allow, and returns the stored bytes (TTLs capped).
+    fn store_reply(
+        &self,
+        key: &CacheKey,
+        reply: &[u8],
+        now: Instant,
+        cap: Option<Duration>,
+    ) -> Option<Arc<[u8]>> {
         if self.config.size == 0 {
-            return;
+            return None;
         }
-        let Some(policy) = self.policy(reply) else {
-            return;
-        };
+        let policy = self.policy(reply)?;
         let ttl = cap.map_or(policy.ttl, |cap| policy.ttl.min(cap));
         if ttl.is_zero() {
-            return;
+            return None;
         }
         let ttl_secs = u32::try_from(ttl.as_secs()).unwrap_or(u32::MAX);
         let mut bytes = reply.to_vec();
         rewrite_ttls(reply, &mut bytes, |stored| stored.min(ttl_secs));
+        let bytes: Arc<[u8]> = Arc::from(bytes);
         let entry = Entry {
-            bytes: Arc::from(bytes),
+            bytes: Arc::clone(&bytes),
             stored: now,
             ttl,
             failure: policy.failure,
@@ -265,13 +282,14 @@ impl Cache {
                 .map(|slot| store.entry(slot))
                 .is_some_and(|old| !old.failure && old.is_servable(now, self.config.serve_stale))
         {
-            return;
+            return None;
         }
         if let Some(evicted) = store.insert(key, entry, now) {
             self.evictions.fetch_add(evicted, Ordering::Relaxed);
             metrics::cache_evicted(evicted);
         }
         metrics::set_cache_entries(store.len());
+        Some(bytes)
     }
 
     fn policy(&self, reply: &[u8]) -> Option<Policy> {

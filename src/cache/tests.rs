@@ -537,3 +537,16 @@ fn memory_per_typical_entry_is_small() {
     );
     assert!(per_entry < 512, "{per_entry} bytes per entry");
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_first_reply_already_carries_the_capped_ttls() {
+    let cache = Cache::new(&config(100));
+    let request = query("gone.example.", RecordType::A, Some(false), false);
+    let mut reply = negative(&request, ResponseCode::NXDomain, 60, 60);
+    cache.insert_and_cap(&key(&request), &mut reply, Instant::now());
+    assert_eq!(ttls(&reply), [5]);
+    let request = query("big.example.", RecordType::A, Some(false), false);
+    let mut reply = answer(&request, &[7200]);
+    cache.insert_and_cap(&key(&request), &mut reply, Instant::now());
+    assert_eq!(ttls(&reply), [3600]);
+}

@@ -64,6 +64,14 @@ const KNOWN_VARIABLES: &[&str] = &[
     "MESHDNS_LOG_FORMAT",
 ];
 
+/// `MESHDNS_SERVICE_HOST`, `MESHDNS_PORT`, `MESHDNS_PORT_53_UDP_PROTO`, …: what Kubernetes
+/// sets for a Service named `meshdns` (enableServiceLinks, on by default).
+fn is_service_link(name: &str) -> bool {
+    name == "MESHDNS_PORT"
+        || name.starts_with("MESHDNS_PORT_")
+        || name.starts_with("MESHDNS_SERVICE_")
+}
+
 /// The raw variables, as envy finds them (names lowercased, `MESHDNS_` stripped).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -181,6 +189,12 @@ impl Config {
         let ours: Vec<(String, String)> = vars
             .into_iter()
             .filter(|(k, _)| k.starts_with("MESHDNS_"))
+            .collect();
+        // Kubernetes injects service-link variables for a Service named `meshdns` into every
+        // container of the namespace; they are not ours and must not stop the sidecar.
+        let ours: Vec<(String, String)> = ours
+            .into_iter()
+            .filter(|(k, _)| !is_service_link(k))
             .collect();
         // Checked here rather than read from envy's error, whose text lists every known field.
         if let Some((unknown, _)) = ours
@@ -672,6 +686,17 @@ pub(crate) mod tests {
             assert_eq!(&err.variable, variable, "{value}: {err}");
             assert_eq!(&err.token, token, "{value}: {err}");
         }
+    }
+
+    #[test]
+    fn kubernetes_service_link_variables_are_ignored() {
+        let config = config_from(&[
+            ("MESHDNS_SERVICE_HOST", "10.96.4.4"),
+            ("MESHDNS_SERVICE_PORT", "53"),
+            ("MESHDNS_PORT", "udp://10.96.4.4:53"),
+            ("MESHDNS_PORT_53_UDP_PROTO", "udp"),
+        ]);
+        assert!(config.is_ok(), "{config:?}");
     }
 
     #[test]
