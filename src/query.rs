@@ -34,6 +34,15 @@ impl Proto {
     }
 }
 
+/// What the cache-hit path made of a query.
+#[derive(Debug)]
+pub enum FastPath {
+    /// Served from the cache.
+    Answered(Vec<u8>),
+    /// Not served: the key to share the miss under, when the query is cacheable.
+    Miss(Option<CacheKey>),
+}
+
 /// A cluster as the query path sees it: how its names map, and whom to ask.
 #[derive(Debug)]
 struct ClusterRoute {
@@ -111,6 +120,52 @@ impl Resolver {
 
     /// Answers one query; `None` means the input is dropped without a reply.
     pub async fn handle(self: &Arc<Self>, bytes: &[u8], proto: Proto) -> Option<Vec<u8>> {
+        match self.answer_from_cache(bytes, proto) {
+            FastPath::Answered(reply) => Some(reply),
+            FastPath::Miss(key) => self.handle_miss(bytes, proto, key).await,
+        }
+    }
+
+    /// The cache-hit path, synchronous and without parsing the message: a listener calls it
+    /// before spending a task on the query. Hits are counted and measured here.
+    pub fn answer_from_cache(self: &Arc<Self>, bytes: &[u8], proto: Proto) -> FastPath {
+        let started = Instant::now();
+        let Some(key) = CacheKey::from_request(bytes) else {
+            return FastPath::Miss(None);
+        };
+        // Only version-0 EDNS is served here; anything else gets its BADVERS on the slow path.
+        let Some(opt) = wire::opt(bytes).filter(|opt| opt.is_none_or(|o| o.version == 0)) else {
+            return FastPath::Miss(None);
+        };
+        let Lookup::Fresh { reply, refresh } = self.cache.lookup(&key, bytes, started) else {
+            return FastPath::Miss(Some(key));
+        };
+        let route = self
+            .router
+            .route(wire::first_question_name(bytes).unwrap_or_default());
+        if refresh && let Ok(request) = Message::from_vec(bytes) {
+            self.prefetch(key, bytes.to_vec(), request, route);
+        }
+        let limit = match proto {
+            Proto::Udp => opt.map_or(wire::CLASSIC_UDP_SIZE, |o| {
+                usize::from(o.payload).max(wire::CLASSIC_UDP_SIZE)
+            }),
+            Proto::Tcp => wire::MAX_MESSAGE,
+        };
+        let reply = reply::fit_wire(reply, limit);
+        metrics::record_request(proto, route, &reply, started.elapsed());
+        FastPath::Answered(reply)
+    }
+
+    /// Everything but a cache hit: parse, route, resolve (sharing the upstream exchange with
+    /// identical misses in flight), cache, and cut to the client's size. `key` is the cache key
+    /// [`answer_from_cache`](Self::answer_from_cache) found no fresh entry for, if any.
+    pub async fn handle_miss(
+        self: &Arc<Self>,
+        bytes: &[u8],
+        proto: Proto,
+        key: Option<CacheKey>,
+    ) -> Option<Vec<u8>> {
         let started = Instant::now();
         let request = match inspect(bytes) {
             Inspected::Query(request) => request,
@@ -128,10 +183,13 @@ impl Resolver {
             Proto::Tcp => wire::MAX_MESSAGE,
         };
         let deadline = started + self.timeout;
-        let route = self.router.route(request.queries.first()?.name());
+        let route = self.router.route(wire::first_question_name(bytes)?);
         tracing::debug!(name = %request.queries.first()?.name(), route = route.label(), proto = proto.label(), "query");
-        let complete = match CacheKey::from_request(bytes) {
-            Some(key) => self.cached(&key, bytes, &request, route, deadline).await,
+        let complete = match key {
+            Some(key) => {
+                self.shared_miss(&key, bytes, &request, route, deadline)
+                    .await
+            }
             None => self.resolve(route, bytes, &request, deadline).await,
         };
         let reply = reply::fit_wire(complete, limit);
@@ -139,9 +197,10 @@ impl Resolver {
         Some(reply)
     }
 
-    /// The cache in front of [`resolve`](Self::resolve): a fresh entry, or one shared upstream
-    /// exchange for identical misses, or a stale entry when the upstream fails.
-    async fn cached(
+    /// A miss in front of [`resolve`](Self::resolve): one upstream exchange shared by
+    /// identical misses in flight; its reply cached (and its TTLs cut to the cached ones), or,
+    /// when the upstream failed, a stale entry.
+    async fn shared_miss(
         self: &Arc<Self>,
         key: &CacheKey,
         bytes: &[u8],
@@ -149,24 +208,17 @@ impl Resolver {
         route: Route,
         deadline: Instant,
     ) -> Vec<u8> {
-        if let Lookup::Fresh { reply, refresh } = self.cache.lookup(key, bytes, Instant::now()) {
-            if refresh {
-                self.prefetch(key.clone(), bytes.to_vec(), request.clone(), route);
-            }
-            return reply;
-        }
         loop {
             match self.cache.flight(key) {
                 Flight::Leader(leader) => {
-                    let reply = self.resolve(route, bytes, request, deadline).await;
-                    let reply = if is_failure(&reply) {
-                        self.cache
-                            .stale(key, bytes, Instant::now())
-                            .unwrap_or(reply)
+                    let mut reply = self.resolve(route, bytes, request, deadline).await;
+                    if is_failure(&reply) {
+                        if let Some(stale) = self.cache.stale(key, bytes, Instant::now()) {
+                            reply = stale;
+                        }
                     } else {
-                        self.cache.insert(key, &reply, Instant::now());
-                        reply
-                    };
+                        self.cache.insert_and_cap(key, &mut reply, Instant::now());
+                    }
                     leader.finish(&reply);
                     return reply;
                 }

@@ -1,7 +1,11 @@
 //! Routing: which way a query name goes. Zones match on label boundaries and ignore case;
 //! the longest matching zone wins; a name under none of them passes through to kube-dns.
+//!
+//! Routing works on the wire form of the question name, so the cache-hit path can route a
+//! query (for its metric label) without parsing the message.
 
 use hickory_proto::rr::Name;
+use hickory_proto::serialize::binary::BinEncodable;
 
 use crate::config::Config;
 
@@ -30,44 +34,62 @@ impl Route {
     }
 }
 
-/// The zone table, longest zone first so the first match is the longest.
+/// The zone table: each zone's lowercase wire form and its route.
 #[derive(Debug, Clone)]
 pub struct Router {
-    zones: Vec<(Name, Route)>,
+    zones: Vec<(Vec<u8>, Route)>,
 }
 
 impl Router {
     pub fn new(config: &Config) -> Self {
-        let mut zones: Vec<(Name, Route)> = config
+        let zones = config
             .clusters
             .iter()
             .enumerate()
-            .map(|(i, c)| (c.zone.clone(), Route::Cluster(i)))
+            .map(|(i, c)| (&c.zone, Route::Cluster(i)))
             .chain(
                 config
                     .distributed_zones
                     .iter()
                     .enumerate()
-                    .map(|(i, z)| (z.clone(), Route::Distributed(i))),
+                    .map(|(i, z)| (z, Route::Distributed(i))),
             )
             .chain(
                 config
                     .clusterset_zone
                     .iter()
-                    .map(|z| (z.clone(), Route::Clusterset)),
+                    .map(|z| (z, Route::Clusterset)),
             )
+            .map(|(zone, route)| (wire_name(zone), route))
             .collect();
-        zones.sort_by_key(|(zone, _)| std::cmp::Reverse(zone.num_labels()));
         Self { zones }
     }
 
-    /// The route of a (fully qualified) query name.
-    pub fn route(&self, name: &Name) -> Route {
-        self.zones
-            .iter()
-            .find(|(zone, _)| zone.zone_of(name))
-            .map_or(Route::Passthrough, |(_, route)| *route)
+    /// The route of a question name in wire form (uncompressed labels ending in the root).
+    /// Label starts are tried left to right, so the first zone found is the longest match.
+    pub fn route(&self, name: &[u8]) -> Route {
+        let mut at = 0;
+        while let Some(&len) = name.get(at) {
+            let suffix = &name[at..];
+            if let Some((_, route)) = self
+                .zones
+                .iter()
+                .find(|(zone, _)| zone.eq_ignore_ascii_case(suffix))
+            {
+                return *route;
+            }
+            if len == 0 || len & 0xc0 != 0 {
+                break;
+            }
+            at += 1 + usize::from(len);
+        }
+        Route::Passthrough
     }
+}
+
+/// A name's lowercase wire form (configuration names are valid, so encoding cannot fail).
+fn wire_name(name: &Name) -> Vec<u8> {
+    name.to_lowercase().to_bytes().unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -90,7 +112,7 @@ mod tests {
     }
 
     fn route(name: &str) -> Route {
-        router().route(&Name::from_ascii(name).unwrap())
+        router().route(&Name::from_ascii(name).unwrap().to_bytes().unwrap())
     }
 
     #[test]
@@ -117,5 +139,15 @@ mod tests {
         );
         assert_eq!(route("x.clusterset.local."), Route::Clusterset);
         assert_eq!(route("example.com."), Route::Passthrough);
+        assert_eq!(route("."), Route::Passthrough);
+    }
+
+    #[test]
+    fn a_label_that_contains_the_zone_bytes_does_not_match() {
+        // The label "\x07cluster\x01b" inside another label must not be taken for the zone.
+        let mut tricky = vec![11u8];
+        tricky.extend_from_slice(b"\x07cluster\x01b\x00");
+        tricky.push(0);
+        assert_eq!(router().route(&tricky), Route::Passthrough);
     }
 }

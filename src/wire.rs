@@ -96,6 +96,12 @@ fn skip_uncompressed_name(msg: &[u8], mut at: usize) -> Option<usize> {
     }
 }
 
+/// The name of the first question in wire form (labels and the root, no type or class).
+pub fn first_question_name(msg: &[u8]) -> Option<&[u8]> {
+    let question = first_question(msg)?;
+    question.get(..question.len().checked_sub(4)?)
+}
+
 /// Whether two question sections are the same question: names compared ignoring ASCII case
 /// (a server may or may not echo 0x20-mixed case), type and class exactly.
 pub fn same_question(a: &[u8], b: &[u8]) -> bool {

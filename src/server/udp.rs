@@ -8,7 +8,7 @@ use tokio::net::UdpSocket;
 
 use super::{Shared, stopped};
 use crate::metrics::{self, DropReason};
-use crate::query::Proto;
+use crate::query::{FastPath, Proto};
 use crate::reply;
 use crate::wire;
 
@@ -37,6 +37,16 @@ pub async fn serve_udp(socket: Arc<UdpSocket>, shared: Shared) -> std::io::Resul
             }
             continue;
         }
+        // A cache hit is answered right here: no task, no parse, no copy of the query.
+        let key = match shared.resolver.answer_from_cache(datagram, Proto::Udp) {
+            FastPath::Answered(reply) => {
+                if let Err(error) = socket.send_to(&reply, peer).await {
+                    tracing::debug!(%peer, %error, "UDP send failed");
+                }
+                continue;
+            }
+            FastPath::Miss(key) => key,
+        };
         let Ok(permit) = Arc::clone(&shared.inflight).try_acquire_owned() else {
             tracing::debug!(%peer, "in-flight limit reached; datagram dropped");
             metrics::dropped(DropReason::InflightLimit);
@@ -47,7 +57,7 @@ pub async fn serve_udp(socket: Arc<UdpSocket>, shared: Shared) -> std::io::Resul
         let resolver = Arc::clone(&shared.resolver);
         tokio::spawn(async move {
             let _counted = metrics::inflight();
-            if let Some(reply) = resolver.handle(&query, Proto::Udp).await
+            if let Some(reply) = resolver.handle_miss(&query, Proto::Udp, key).await
                 && let Err(error) = socket.send_to(&reply, peer).await
             {
                 tracing::debug!(%peer, %error, "UDP send failed");
