@@ -3,10 +3,12 @@
 //! A query walks one way through the modules:
 //! [`server`] (sockets, framing, limits) → [`request`] (parse, FORMERR/NOTIMP) →
 //! [`query`] (the pipeline) → [`route`] (which zone) → [`rewrite`] (names there and back) →
-//! [`upstream`] (endpoints, one exchange, health) → [`reply`] (errors, fitting to size).
+//! [`upstream`] (endpoints, one exchange, health) → [`reply`] (errors, fitting to size);
+//! gathered zones fan out and merge in [`gather`].
 //! [`cache`] keeps answers (keys, TTLs, stale, in-flight sharing) for every route.
 //! [`config`] reads the environment once; [`wire`] reads raw bytes without a full parse;
-//! [`metrics`] defines every metric, served by the admin server in [`server`].
+//! [`metrics`] defines every metric, served by the admin server in [`server`];
+//! [`process`] is what the binary needs around `run` (logging, runtime, signals).
 //!
 //! [`run`] takes sockets that are already bound, so tests bind port 0 and the binary can turn
 //! bind failures into their own exit code.
@@ -17,6 +19,7 @@ pub mod cache;
 pub mod config;
 pub mod gather;
 pub mod metrics;
+pub mod process;
 pub mod query;
 pub mod reply;
 pub mod request;

@@ -3,7 +3,8 @@
 
 use std::process::ExitCode;
 
-use meshdns::config::{Config, LogFormat, render_check};
+use meshdns::config::{Config, render_check};
+use meshdns::process;
 
 const EXIT_CONFIG: u8 = 64;
 const EXIT_BIND: u8 = 71;
@@ -12,12 +13,8 @@ const USAGE: &str =
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let check = match args
-        .iter()
-        .map(String::as_str)
-        .collect::<Vec<_>>()
-        .as_slice()
-    {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let check = match args.as_slice() {
         [] => false,
         ["--check"] => true,
         ["--version"] => {
@@ -40,7 +37,7 @@ fn main() -> ExitCode {
         print!("{}", render_check(&config));
         return ExitCode::SUCCESS;
     }
-    init_logging(&config);
+    process::init_logging(&config);
     let bound = meshdns::server::bind(&config.listen).and_then(|mut listeners| {
         if let Some(addr) = config.admin_listen {
             listeners.admin = Some(meshdns::server::bind_admin(addr)?);
@@ -57,47 +54,18 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_BIND);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match process::runtime() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("meshdns: cannot start the runtime: {error}");
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(meshdns::run(config, listeners, shutdown_signal())) {
+    match runtime.block_on(meshdns::run(config, listeners, process::shutdown_signal())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("meshdns: {error}");
             ExitCode::FAILURE
-        }
-    }
-}
-
-fn init_logging(config: &Config) {
-    let filter = tracing_subscriber::EnvFilter::new(&config.log);
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    match config.log_format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
-}
-
-/// SIGTERM (what Kubernetes sends) or SIGINT (a terminal's ^C).
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
-        },
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
         }
     }
 }
