@@ -7,7 +7,6 @@
 //! keeps listening until its deadline: a spoofed datagram cannot cut the real answer short.
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
@@ -40,26 +39,25 @@ impl From<std::io::Error> for AttemptError {
     }
 }
 
-/// Asks `endpoint` once. Over UDP, a truncated reply is fetched again over TCP from the same
-/// endpoint; if that fails the truncated reply is returned (it is still an answer, and the
-/// caller never caches it).
+/// Asks `endpoint` once, listening for the reply until `deadline` (the caller decides when to
+/// try another endpoint meanwhile). Over UDP, a truncated reply is fetched again over TCP from
+/// the same endpoint; if that fails the truncated reply is returned (it is still an answer,
+/// and the caller never caches it).
 pub async fn attempt(
     endpoint: SocketAddr,
     query: &[u8],
     transport: Transport,
-    attempt_timeout: Duration,
     deadline: Instant,
 ) -> Result<Answered, AttemptError> {
-    let step_deadline = || deadline.min(Instant::now() + attempt_timeout);
     let answered = |bytes| Answered { bytes, endpoint };
     match transport {
-        Transport::Tcp => tcp(endpoint, query, step_deadline()).await.map(answered),
+        Transport::Tcp => tcp(endpoint, query, deadline).await.map(answered),
         Transport::Udp => {
-            let reply = udp(endpoint, query, step_deadline()).await?;
+            let reply = udp(endpoint, query, deadline).await?;
             if !wire::is_truncated(&reply) {
                 return Ok(answered(reply));
             }
-            match tcp(endpoint, query, step_deadline()).await {
+            match tcp(endpoint, query, deadline).await {
                 Ok(full) => Ok(answered(full)),
                 Err(error) => {
                     tracing::debug!(%endpoint, %error, "TCP retry after truncation failed; keeping the truncated reply");

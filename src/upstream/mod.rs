@@ -2,8 +2,10 @@
 //! and the one operation the rest of meshdns needs from them, [`Upstream::exchange`].
 //!
 //! An exchange sends a query to the group's endpoints one after another — healthy endpoints
-//! first, each attempt bounded by the attempt timeout — until one gives an acceptable reply or
-//! the query's deadline passes. "Acceptable" is decided in [`exchange`]: from the endpoint we
+//! first — until one gives an acceptable reply or the query's deadline passes. An attempt that
+//! has not been answered within the attempt timeout does not stop listening: the next endpoint
+//! is asked as well, and whichever answers first wins, so a reply that arrives just late is
+//! still used (a fresh socket per attempt would throw it away). "Acceptable" is decided in [`exchange`]: from the endpoint we
 //! asked, with the fresh random ID we chose, for the question we sent. Endpoints that keep
 //! failing are skipped until a background probe sees them answer again ([`health`]).
 //!
@@ -20,7 +22,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus::IntGauge;
-use tokio::time::Instant;
+use tokio::task::JoinSet;
+use tokio::time::{Instant, sleep_until};
 
 use crate::config::Transport;
 use crate::metrics::{self, UpstreamMetrics, UpstreamResult};
@@ -63,6 +66,14 @@ impl Endpoint {
         }
     }
 }
+
+/// A finished attempt: its number in this exchange, the endpoint, when it began, the outcome.
+type AttemptDone = (
+    usize,
+    Arc<Endpoint>,
+    Instant,
+    Result<Answered, AttemptError>,
+);
 
 /// A group of interchangeable endpoints.
 #[derive(Debug)]
@@ -124,51 +135,91 @@ impl Upstream {
         // Healthy endpoints first, in configuration order; down ones stay as a last resort
         // so that a group whose every endpoint is marked down is still tried.
         order.sort_by_key(|e| !e.health.is_up());
+        let mut next = order
+            .into_iter()
+            .cycle()
+            .take(self.max_attempts(deadline))
+            .enumerate();
+        let query: Arc<[u8]> = Arc::from(query);
+        // Attempts still listening; dropping the set (on return) stops them.
+        let mut running: JoinSet<AttemptDone> = JoinSet::new();
+        // Attempts already counted as timed out when the next endpoint was asked.
+        let mut overdue: Vec<usize> = Vec::new();
         let mut last_error = None;
-        for endpoint in order.iter().cycle().take(self.max_attempts(deadline)) {
-            if Instant::now() >= deadline {
+        while Instant::now() < deadline {
+            let started = Instant::now();
+            let launched = next.next().map(|(number, endpoint)| {
+                let (asked, query, transport) =
+                    (Arc::clone(endpoint), Arc::clone(&query), self.transport);
+                running.spawn(async move {
+                    let outcome = attempt(asked.addr, &query, transport, deadline).await;
+                    (number, asked, started, outcome)
+                });
+                (number, Arc::clone(endpoint))
+            });
+            if launched.is_none() && running.is_empty() {
                 break;
             }
-            let started = Instant::now();
-            let outcome = attempt(
-                endpoint.addr,
-                query,
-                self.transport,
-                self.attempt_timeout,
-                deadline,
-            )
-            .await;
-            let result = match &outcome {
-                Ok(answered) => UpstreamResult::of_reply(&answered.bytes),
-                Err(AttemptError::Timeout) => UpstreamResult::Timeout,
-                Err(AttemptError::Network(_) | AttemptError::BadQuery) => UpstreamResult::Error,
+            let ask_next_at = match launched {
+                Some(_) => deadline.min(started + self.attempt_timeout),
+                None => deadline,
             };
-            self.metrics.record(result, started.elapsed());
-            match outcome {
-                Ok(answered) => {
-                    endpoint.answered(&self.name);
-                    return Ok(answered);
-                }
-                Err(error) => {
-                    tracing::debug!(upstream = %self.name, endpoint = %endpoint.addr, %error, "attempt failed");
-                    if endpoint.health.record_failure() {
-                        endpoint.healthy.set(0);
-                        if let Some(suppressed) = endpoint.health_log.check() {
-                            tracing::warn!(upstream = %self.name, endpoint = %endpoint.addr, %error, suppressed, "endpoint marked down; probing it in the background");
+            loop {
+                tokio::select! {
+                    Some(joined) = running.join_next() => {
+                        let Ok((number, endpoint, began, outcome)) = joined else { continue };
+                        match outcome {
+                            Ok(answered) => {
+                                self.metrics.record(UpstreamResult::of_reply(&answered.bytes), began.elapsed());
+                                endpoint.answered(&self.name);
+                                return Ok(answered);
+                            }
+                            Err(error) => {
+                                if !overdue.contains(&number) {
+                                    self.attempt_failed(&endpoint, &error, began);
+                                }
+                                last_error = Some(error);
+                                // A quick failure (refused, unreachable): ask the next one now.
+                                break;
+                            }
                         }
-                        health::spawn_probe(
-                            Arc::clone(endpoint),
-                            self.name.clone(),
-                            self.attempt_timeout,
-                        );
-                    } else if let Some(suppressed) = endpoint.failure_log.check() {
-                        tracing::warn!(upstream = %self.name, endpoint = %endpoint.addr, %error, suppressed, "upstream attempt failed");
                     }
-                    last_error = Some(error);
+                    () = sleep_until(ask_next_at) => {
+                        if let Some((number, endpoint)) = &launched {
+                            overdue.push(*number);
+                            self.attempt_failed(endpoint, &AttemptError::Timeout, started);
+                            last_error = Some(AttemptError::Timeout);
+                        }
+                        break;
+                    }
                 }
             }
         }
         Err(last_error.map_or(UpstreamError::NoTime, UpstreamError::Exhausted))
+    }
+
+    /// Counts a failed (or overdue) attempt, updates the endpoint's health and logs, rate
+    /// limited.
+    fn attempt_failed(&self, endpoint: &Arc<Endpoint>, error: &AttemptError, began: Instant) {
+        let result = match error {
+            AttemptError::Timeout => UpstreamResult::Timeout,
+            AttemptError::Network(_) | AttemptError::BadQuery => UpstreamResult::Error,
+        };
+        self.metrics.record(result, began.elapsed());
+        tracing::debug!(upstream = %self.name, endpoint = %endpoint.addr, %error, "attempt failed");
+        if endpoint.health.record_failure() {
+            endpoint.healthy.set(0);
+            if let Some(suppressed) = endpoint.health_log.check() {
+                tracing::warn!(upstream = %self.name, endpoint = %endpoint.addr, %error, suppressed, "endpoint marked down; probing it in the background");
+            }
+            health::spawn_probe(
+                Arc::clone(endpoint),
+                self.name.clone(),
+                self.attempt_timeout,
+            );
+        } else if let Some(suppressed) = endpoint.failure_log.check() {
+            tracing::warn!(upstream = %self.name, endpoint = %endpoint.addr, %error, suppressed, "upstream attempt failed");
+        }
     }
 
     /// Enough attempts to fill the time left, going round the endpoints; failures that come
