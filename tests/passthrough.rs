@@ -246,6 +246,37 @@ async fn a_silent_first_upstream_fails_over_to_the_second() {
     );
 }
 
+/// An upstream slower than the attempt timeout still answers the query: the overdue attempt
+/// keeps listening while the next one is sent, and the first reply wins.
+#[tokio::test]
+async fn a_reply_arriving_after_the_attempt_timeout_is_still_used() {
+    let slow = FakeDns::builder()
+        .on(
+            NAME,
+            RecordType::A,
+            Behaviour::Delay(Duration::from_millis(350), www()),
+        )
+        .start()
+        .await;
+    let meshdns = meshdns_before(
+        &[&slow],
+        &[
+            ("MESHDNS_TIMEOUT", "2s"),
+            ("MESHDNS_ATTEMPT_TIMEOUT", "200ms"),
+        ],
+    )
+    .await;
+    let started = Instant::now();
+    let reply = udp(meshdns.addr, &query(NAME, RecordType::A)).await;
+    assert_eq!(reply.msg.response_code, ResponseCode::NoError);
+    assert_eq!(reply.answer_lines().len(), 2);
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "the first attempt's late reply, not a later attempt's: {:?}",
+        started.elapsed()
+    );
+}
+
 #[tokio::test]
 async fn an_endpoint_that_keeps_failing_is_skipped() {
     let silent = FakeDns::silent().await;
