@@ -47,10 +47,7 @@ fn main() -> ExitCode {
     let listeners = match bound {
         Ok(listeners) => listeners,
         Err(error) => {
-            eprintln!(
-                "meshdns: {error}. Port 53 needs root, CAP_NET_BIND_SERVICE, or the pod sysctl \
-                 net.ipv4.ip_unprivileged_port_start=53; or set MESHDNS_LISTEN (MESHDNS_ADMIN_LISTEN) to another address"
-            );
+            eprintln!("meshdns: {error}: {}", error.hint());
             return ExitCode::from(EXIT_BIND);
         }
     };

@@ -142,13 +142,52 @@ fn an_unknown_argument_exits_64_with_the_usage() {
 }
 
 #[test]
-fn an_address_in_use_exits_71_with_the_port_53_hint() {
+fn an_address_in_use_exits_71_naming_the_address_and_what_to_do() {
     let taken = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let output = meshdns(&[], &[("MESHDNS_LISTEN", &addr)]);
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(71), "{stderr}");
     assert!(stderr.contains(&addr), "names the address: {stderr}");
+    assert!(
+        stderr.contains("another process") && stderr.contains("MESHDNS_LISTEN"),
+        "says what to do: {stderr}"
+    );
+}
+
+/// Binding port 53 without the privilege gets the port-53 hint. The tests run as root, so an
+/// unprivileged child is made with setpriv (util-linux) when it is there.
+#[test]
+fn a_privileged_port_without_privilege_exits_71_with_the_port_53_hint() {
+    if std::process::Command::new("setpriv")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("setpriv missing: skipped");
+        return;
+    }
+    let output = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+        ])
+        .arg(env!("CARGO_BIN_EXE_meshdns"))
+        .env_clear()
+        .env("MESHDNS_LISTEN", "127.0.0.1:53")
+        .env("MESHDNS_UPSTREAMS", "127.0.0.1:1")
+        .env("MESHDNS_ADMIN_LISTEN", "")
+        .output()
+        .unwrap();
+    let stderr = text(&output.stderr);
+    if output.status.code() == Some(0) || stderr.contains("Address already in use") {
+        eprintln!("port 53 usable or taken here: skipped ({stderr})");
+        return;
+    }
+    assert_eq!(output.status.code(), Some(71), "{stderr}");
     assert!(
         stderr.contains("CAP_NET_BIND_SERVICE") && stderr.contains("ip_unprivileged_port_start"),
         "hints at port 53: {stderr}"

@@ -45,6 +45,26 @@ pub struct BindError {
     pub source: std::io::Error,
 }
 
+impl BindError {
+    /// What the operator can do about it, by cause.
+    pub fn hint(&self) -> &'static str {
+        match self.source.kind() {
+            std::io::ErrorKind::PermissionDenied => {
+                "ports below 1024 need root, CAP_NET_BIND_SERVICE, or the pod sysctl \
+                 net.ipv4.ip_unprivileged_port_start=53"
+            }
+            std::io::ErrorKind::AddrInUse => {
+                "another process holds it; stop it, or set MESHDNS_LISTEN / MESHDNS_ADMIN_LISTEN \
+                 to another address"
+            }
+            std::io::ErrorKind::AddrNotAvailable => {
+                "no interface has this address; check MESHDNS_LISTEN / MESHDNS_ADMIN_LISTEN"
+            }
+            _ => "check MESHDNS_LISTEN and MESHDNS_ADMIN_LISTEN",
+        }
+    }
+}
+
 /// Binds UDP and TCP on each address. Port 0 picks one port free for both protocols.
 pub fn bind(addrs: &[SocketAddr]) -> Result<Listeners, BindError> {
     let mut listeners = Listeners {
