@@ -180,6 +180,12 @@ pub enum Behaviour {
     Garbage,
     /// Over UDP: TC as [`Behaviour::TruncateUdp`]; over TCP: half a frame, then close.
     CloseTcpMidFrame(Answer),
+    /// The answer to the first `n` queries for this name and type, then silence: an upstream
+    /// that goes down after it has been cached from (serve-stale, stale leg fill).
+    AnswerThenDrop(usize, Answer),
+    /// No reply to the first `n` queries for this name and type, then the behaviour: a lost
+    /// datagram that the retry recovers.
+    DropFirst(usize, Box<Behaviour>),
 }
 
 /// The transport a query arrived on.
@@ -258,6 +264,17 @@ impl FakeState {
         self.table
             .get(&(key(&query.name().to_ascii()), query.query_type()))
             .unwrap_or(&self.otherwise)
+    }
+
+    /// How many queries for this name (any case) and type came before.
+    fn asked_before(&self, query: &Query) -> usize {
+        let name = key(&query.name().to_ascii());
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.rtype == query.query_type() && key(&s.name) == name)
+            .count()
     }
 
     /// Notes the query; returns its index for [`FakeState::sent`].
@@ -351,7 +368,10 @@ fn plan(behaviour: &Behaviour, query: &Message, via: Via) -> Plan {
         close_mid_frame: false,
     };
     match behaviour {
-        Behaviour::Answer(answer) => now(vec![right(answer)]),
+        Behaviour::Answer(answer) | Behaviour::AnswerThenDrop(_, answer) => {
+            now(vec![right(answer)])
+        }
+        Behaviour::DropFirst(_, then) => plan(then, query, via),
         Behaviour::Delay(pause, answer) => Plan {
             pause: *pause,
             ..now(vec![right(answer)])
@@ -421,8 +441,14 @@ fn reply(query: &Message, answer: &Answer) -> Message {
 fn take_query(state: &FakeState, bytes: &[u8], via: Via) -> Option<(usize, Plan)> {
     let query = Message::from_vec(bytes).ok()?;
     let question = query.queries.first()?;
+    let before = state.asked_before(question);
     let index = state.received(via, question);
-    Some((index, plan(state.behaviour(question), &query, via)))
+    let behaviour = match state.behaviour(question) {
+        Behaviour::AnswerThenDrop(n, _) if before >= *n => &Behaviour::Drop,
+        Behaviour::DropFirst(n, _) if before < *n => &Behaviour::Drop,
+        behaviour => behaviour,
+    };
+    Some((index, plan(behaviour, &query, via)))
 }
 
 async fn serve_fake_udp(socket: Arc<UdpSocket>, state: Arc<FakeState>) {
