@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hickory_proto::op::{Message, ResponseCode};
-use tokio::time::{Instant, timeout_at};
+use tokio::time::{Instant, timeout, timeout_at};
 
 use crate::cache::{Cache, CacheKey, Flight, Lookup};
 use crate::config::{Config, Transport};
@@ -59,6 +59,7 @@ pub struct Resolver {
     gatherer: Gatherer,
     cache: Arc<Cache>,
     timeout: Duration,
+    attempt_timeout: Duration,
     negative_ttl: Duration,
 }
 
@@ -114,6 +115,7 @@ impl Resolver {
             gatherer,
             cache,
             timeout: config.timeout,
+            attempt_timeout: config.attempt_timeout,
             negative_ttl: config.cache.negative_ttl,
         }
     }
@@ -211,14 +213,9 @@ impl Resolver {
         loop {
             match self.cache.flight(key) {
                 Flight::Leader(leader) => {
-                    let mut reply = self.resolve(route, bytes, request, deadline).await;
-                    if is_failure(&reply) {
-                        if let Some(stale) = self.cache.stale(key, bytes, Instant::now()) {
-                            reply = stale;
-                        }
-                    } else {
-                        self.cache.insert_and_cap(key, &mut reply, Instant::now());
-                    }
+                    let reply = self
+                        .resolve_or_stale(key, bytes, request, route, deadline)
+                        .await;
                     leader.finish(&reply);
                     return reply;
                 }
@@ -238,6 +235,44 @@ impl Resolver {
                 }
             }
         }
+    }
+
+    /// The leader's part of a miss: resolve, then cache the reply (its TTLs cut to the cached
+    /// ones) or, when the upstream failed, answer from a stale entry. With a stale entry at
+    /// hand the client waits for the upstream at most one attempt timeout (RFC 8767 §5, the
+    /// client response timer); the upstream is then asked again in the background.
+    async fn resolve_or_stale(
+        self: &Arc<Self>,
+        key: &CacheKey,
+        bytes: &[u8],
+        request: &Message,
+        route: Route,
+        deadline: Instant,
+    ) -> Vec<u8> {
+        let resolving = self.resolve(route, bytes, request, deadline);
+        let mut reply = if self.cache.has_stale(key, Instant::now()) {
+            match timeout(self.attempt_timeout, resolving).await {
+                Ok(reply) => reply,
+                Err(_) => {
+                    self.prefetch(key.clone(), bytes.to_vec(), request.clone(), route);
+                    self.failed(
+                        request,
+                        ExtendedError::NoReachableAuthority,
+                        "upstream slow",
+                    )
+                }
+            }
+        } else {
+            resolving.await
+        };
+        if is_failure(&reply) {
+            if let Some(stale) = self.cache.stale(key, bytes, Instant::now()) {
+                reply = stale;
+            }
+        } else {
+            self.cache.insert_and_cap(key, &mut reply, Instant::now());
+        }
+        reply
     }
 
     /// Refreshes a popular entry before it expires, off the client's path.

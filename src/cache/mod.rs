@@ -185,6 +185,20 @@ impl Cache {
         self.servable(key, Some(request), now)
     }
 
+    /// Whether [`stale`](Self::stale) would serve an expired entry for `key` now (counts
+    /// nothing): the query path then gives the upstream less time (RFC 8767 §5).
+    pub fn has_stale(&self, key: &CacheKey, now: Instant) -> bool {
+        let store = self.lock();
+        store
+            .get(key)
+            .map(|slot| store.entry(slot))
+            .is_some_and(|entry| {
+                !entry.failure
+                    && !entry.is_fresh(now)
+                    && entry.is_servable(now, self.config.serve_stale)
+            })
+    }
+
     /// A leg's last good reply (fresh, or stale within `MESHDNS_SERVE_STALE`), as stored but for
     /// its TTLs (counted down, or at most [`STALE_TTL`] when expired). For filling a failed
     /// leg of a gathered answer.
