@@ -51,7 +51,7 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_BIND);
         }
     };
-    let runtime = match process::runtime() {
+    let runtime = match process::runtime(config.threads) {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("meshdns: cannot start the runtime: {error}");

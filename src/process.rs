@@ -19,11 +19,16 @@ pub fn init_logging(config: &Config) {
     }
 }
 
-/// The runtime meshdns runs on.
-pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
+/// The runtime meshdns runs on: one thread (`MESHDNS_THREADS=1`, the default) or a pool.
+pub fn runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = if threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut pool = tokio::runtime::Builder::new_multi_thread();
+        pool.worker_threads(threads);
+        pool
+    };
+    builder.enable_all().build()
 }
 
 /// Resolves on SIGTERM or SIGINT.

@@ -92,6 +92,7 @@ pub fn render_check(config: &Config) -> String {
             "MESHDNS_LOG_FORMAT",
             format!("{:?}", config.log_format).to_lowercase(),
         ),
+        ("MESHDNS_THREADS", config.threads.to_string()),
     ];
     let _ = writeln!(out, "meshdns {} configuration", env!("CARGO_PKG_VERSION"));
     for (name, value) in rows {

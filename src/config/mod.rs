@@ -32,6 +32,11 @@ pub const DEFAULT_DISTRIBUTED_ZONES: &str = "distributed.local";
 pub const DEFAULT_TIMEOUT: &str = "2s";
 pub const DEFAULT_ATTEMPT_TIMEOUT: &str = "500ms";
 pub const DEFAULT_CACHE_SIZE: usize = 10_000;
+/// One thread: a sidecar's CPU limit is usually below one core, and one thread pays no
+/// cross-thread wake-ups (measured with bench/run.sh; see bench/results).
+pub const DEFAULT_THREADS: usize = 1;
+/// More threads than this is never useful for a per-pod resolver.
+const MAX_THREADS: usize = 64;
 pub const DEFAULT_CACHE_MAX_TTL: &str = "3600s";
 pub const DEFAULT_CACHE_NEGATIVE_TTL: &str = "5s";
 pub const DEFAULT_SERVE_STALE: &str = "300s";
@@ -62,6 +67,7 @@ const KNOWN_VARIABLES: &[&str] = &[
     "MESHDNS_ADMIN_LISTEN",
     "MESHDNS_LOG",
     "MESHDNS_LOG_FORMAT",
+    "MESHDNS_THREADS",
 ];
 
 /// `MESHDNS_SERVICE_HOST`, `MESHDNS_PORT`, `MESHDNS_PORT_53_UDP_PROTO`, …: what Kubernetes
@@ -95,6 +101,7 @@ struct RawEnv {
     admin_listen: Option<String>,
     log: Option<String>,
     log_format: Option<String>,
+    threads: Option<String>,
 }
 
 /// One bad variable: what `main` prints before exiting 64.
@@ -173,6 +180,8 @@ pub struct Config {
     pub admin_listen: Option<SocketAddr>,
     pub log: String,
     pub log_format: LogFormat,
+    /// Runtime worker threads: 1 runs everything on one thread.
+    pub threads: usize,
 }
 
 impl Config {
@@ -365,6 +374,20 @@ fn build(raw: RawEnv) -> Result<Config, ConfigError> {
             ));
         }
     };
+    let threads = match raw.threads.as_deref().map(str::trim) {
+        None => DEFAULT_THREADS,
+        Some(value) => value
+            .parse()
+            .ok()
+            .filter(|n| (1..=MAX_THREADS).contains(n))
+            .ok_or_else(|| {
+                ConfigError::new(
+                    "threads",
+                    value,
+                    format!("is not a thread count from 1 to {MAX_THREADS}"),
+                )
+            })?,
+    };
     Ok(Config {
         listen,
         allow_from,
@@ -379,6 +402,7 @@ fn build(raw: RawEnv) -> Result<Config, ConfigError> {
         admin_listen,
         log,
         log_format,
+        threads,
     })
 }
 
@@ -670,6 +694,8 @@ pub(crate) mod tests {
             ("MESHDNS_ADMIN_LISTEN", "localhost:9153", "localhost:9153"),
             ("MESHDNS_LOG", "info,[", "info,["),
             ("MESHDNS_LOG_FORMAT", "xml", "xml"),
+            ("MESHDNS_THREADS", "0", "0"),
+            ("MESHDNS_THREADS", "many", "many"),
             (
                 "MESHDNS_RESOLV_CONF",
                 "/nonexistent/resolv.conf",
