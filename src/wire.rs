@@ -85,11 +85,16 @@ pub fn first_question(msg: &[u8]) -> Option<&[u8]> {
     msg.get(HEADER_LEN..end)
 }
 
-/// The offset just past a name of plain labels that starts at `at`; `None` at a pointer.
-fn skip_uncompressed_name(msg: &[u8], mut at: usize) -> Option<usize> {
+/// The longest name in wire form (RFC 1035 §3.1).
+const MAX_NAME: usize = 255;
+
+/// The offset just past a name of plain labels that starts at `start`; `None` at a pointer, or
+/// when the name is longer than [`MAX_NAME`] (echoing one would make an unparseable reply).
+fn skip_uncompressed_name(msg: &[u8], start: usize) -> Option<usize> {
+    let mut at = start;
     loop {
         match *msg.get(at)? {
-            0 => return Some(at + 1),
+            0 if at + 1 - start <= MAX_NAME => return Some(at + 1),
             len @ 1..=63 => at += 1 + usize::from(len),
             _ => return None,
         }
@@ -310,6 +315,16 @@ mod tests {
         let mut looping = msg.clone();
         looping[HEADER_LEN] = 0x40; // reserved label type
         assert_eq!(first_question(&looping), None);
+        // A first question whose name is longer than 255 bytes (labels of 63) is malformed.
+        let mut long = msg[..HEADER_LEN].to_vec();
+        for _ in 0..4 {
+            long.push(63);
+            long.extend_from_slice(&[b'a'; 63]);
+        }
+        long.extend_from_slice(&[0, 0, 1, 0, 1]);
+        assert_eq!(first_question(&long), None);
+        long.drain(HEADER_LEN..HEADER_LEN + 64);
+        assert!(first_question(&long).is_some());
         let mut pointing = msg.clone();
         pointing[HEADER_LEN..HEADER_LEN + 2].copy_from_slice(&[0xc0, 0x0c]); // to itself
         assert_eq!(first_question(&pointing), None);

@@ -24,7 +24,7 @@ use crate::reply;
 use crate::upstream::Upstream;
 use crate::wire;
 
-pub use merge::{Leg, Merged, PARTIAL_TTL};
+pub use merge::{Leg, Merged, PARTIAL_TTL, merge};
 pub use naming::{Naming, Plan, Scheme};
 
 /// TTL of the MCS `dns-version` record.

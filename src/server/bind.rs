@@ -99,11 +99,15 @@ pub fn bind_admin(addr: SocketAddr) -> Result<std::net::TcpListener, BindError> 
 
 fn bind_pair(addr: SocketAddr) -> std::io::Result<(std::net::UdpSocket, std::net::TcpListener)> {
     let tries = if addr.port() == 0 { PORT_ZERO_TRIES } else { 1 };
+    // SO_REUSEPORT only for a fixed port (a restarting sidecar binds beside the draining one).
+    // With port 0 the kernel may hand out a port another SO_REUSEPORT socket of the same user
+    // already has, and the two would then share its traffic.
+    let reuse_port = addr.port() != 0;
     let mut last = None;
     for _ in 0..tries {
-        let udp = bind_udp(addr)?;
+        let udp = bind_udp(addr, reuse_port)?;
         let bound = udp.local_addr()?;
-        match bind_tcp(bound) {
+        match bind_tcp(bound, reuse_port) {
             Ok(tcp) => return Ok((udp, tcp)),
             Err(e) => last = Some(e),
         }
@@ -111,29 +115,57 @@ fn bind_pair(addr: SocketAddr) -> std::io::Result<(std::net::UdpSocket, std::net
     Err(last.unwrap_or_else(|| std::io::Error::other("no port free for both UDP and TCP")))
 }
 
-fn new_socket(addr: SocketAddr, ty: Type, protocol: Protocol) -> std::io::Result<Socket> {
+fn new_socket(
+    addr: SocketAddr,
+    ty: Type,
+    protocol: Protocol,
+    reuse_port: bool,
+) -> std::io::Result<Socket> {
     let socket = Socket::new(Domain::for_address(addr), ty, Some(protocol))?;
     if addr.is_ipv6() {
         socket.set_only_v6(true)?;
     }
     socket.set_reuse_address(true)?;
-    socket.set_reuse_port(true)?;
+    if reuse_port {
+        socket.set_reuse_port(true)?;
+    }
     socket.set_nonblocking(true)?;
     Ok(socket)
 }
 
-fn bind_udp(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
-    let socket = new_socket(addr, Type::DGRAM, Protocol::UDP)?;
+fn bind_udp(addr: SocketAddr, reuse_port: bool) -> std::io::Result<std::net::UdpSocket> {
+    let socket = new_socket(addr, Type::DGRAM, Protocol::UDP, reuse_port)?;
     // Best effort: an unprivileged process may be capped by net.core.rmem_max.
     let _ = socket.set_recv_buffer_size(UDP_RECV_BUFFER);
     socket.bind(&addr.into())?;
     Ok(socket.into())
 }
 
-fn bind_tcp(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
-    let socket = new_socket(addr, Type::STREAM, Protocol::TCP)?;
+fn bind_tcp(addr: SocketAddr, reuse_port: bool) -> std::io::Result<std::net::TcpListener> {
+    let socket = new_socket(addr, Type::STREAM, Protocol::TCP, reuse_port)?;
     socket.set_tcp_nodelay(true)?;
     socket.bind(&addr.into())?;
     socket.listen(TCP_BACKLOG)?;
     Ok(socket.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_zero_never_shares_a_port() {
+        // With SO_REUSEPORT, port 0 could hand two listeners the same port.
+        let bound: Vec<Listeners> = (0..200)
+            .map(|_| bind(&["127.0.0.1:0".parse().unwrap()]).unwrap())
+            .collect();
+        let mut ports: Vec<u16> = bound
+            .iter()
+            .flat_map(|l| l.local_addrs())
+            .map(|a| a.port())
+            .collect();
+        ports.sort_unstable();
+        ports.dedup();
+        assert_eq!(ports.len(), bound.len());
+    }
 }

@@ -17,7 +17,9 @@ use crate::query::Resolver;
 
 pub use admin::{MAX_CONNECTIONS as ADMIN_MAX_CONNECTIONS, Readiness, serve_admin};
 pub use bind::{BindError, Listeners, bind, bind_admin};
-pub use tcp::serve_tcp;
+pub use tcp::{
+    IDLE_TIMEOUT as TCP_IDLE_TIMEOUT, MAX_CONNECTIONS as TCP_MAX_CONNECTIONS, serve_tcp,
+};
 pub use udp::serve_udp;
 
 /// Queries being answered at once, over all listeners. A query beyond it is dropped (UDP) or

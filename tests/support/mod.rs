@@ -180,6 +180,13 @@ pub enum Behaviour {
     Garbage,
     /// Over UDP: TC as [`Behaviour::TruncateUdp`]; over TCP: half a frame, then close.
     CloseTcpMidFrame(Answer),
+    /// A reply with another ID, and nothing else (both transports).
+    WrongIdOnly(Answer),
+    /// A reply to another question, and nothing else (both transports).
+    WrongQuestionOnly(Answer),
+    /// Over UDP: TC as [`Behaviour::TruncateUdp`]; over TCP: the answer one byte at a time,
+    /// a byte every given pause (a peer that trickles).
+    TrickleTcp(Duration, Answer),
     /// The answer to the first `n` queries for this name and type, then silence: an upstream
     /// that goes down after it has been cached from (serve-stale, stale leg fill).
     AnswerThenDrop(usize, Answer),
@@ -210,6 +217,7 @@ pub struct Seen {
 pub struct FakeDnsBuilder {
     table: HashMap<(String, RecordType), Behaviour>,
     otherwise: Behaviour,
+    tcp: bool,
 }
 
 impl FakeDnsBuilder {
@@ -227,6 +235,13 @@ impl FakeDnsBuilder {
         self
     }
 
+    /// No TCP listener: connections to the fake's port are refused (a server that sets TC
+    /// and cannot be asked over TCP).
+    pub fn udp_only(mut self) -> Self {
+        self.tcp = false;
+        self
+    }
+
     pub async fn start(self) -> FakeDns {
         let listeners = meshdns::server::bind(&["127.0.0.1:0".parse().unwrap()]).unwrap();
         let addr = listeners.local_addrs()[0];
@@ -237,10 +252,13 @@ impl FakeDnsBuilder {
             otherwise: self.otherwise,
             seen: Mutex::new(Vec::new()),
         });
-        let tasks = vec![
-            tokio::spawn(serve_fake_udp(Arc::new(udp), Arc::clone(&state))),
-            tokio::spawn(serve_fake_tcp(tcp, Arc::clone(&state))),
-        ];
+        let mut tasks = vec![tokio::spawn(serve_fake_udp(
+            Arc::new(udp),
+            Arc::clone(&state),
+        ))];
+        if self.tcp {
+            tasks.push(tokio::spawn(serve_fake_tcp(tcp, Arc::clone(&state))));
+        }
         FakeDns { addr, state, tasks }
     }
 }
@@ -309,6 +327,7 @@ impl FakeDns {
         FakeDnsBuilder {
             table: HashMap::new(),
             otherwise: Behaviour::Answer(Answer::rcode(ResponseCode::Refused)),
+            tcp: true,
         }
     }
 
@@ -350,12 +369,13 @@ impl Drop for FakeDns {
 
 /// What the fake sends for one query over `via`: `forged` from another port at once (UDP), then
 /// after `pause`, `messages` in order (none: no reply); over TCP, `close_mid_frame` cuts the
-/// first one in half and closes.
+/// first one in half and closes, and `trickle` sends it a byte at a time with that pause.
 struct Plan {
     forged: Option<Vec<u8>>,
     pause: Duration,
     messages: Vec<Vec<u8>>,
     close_mid_frame: bool,
+    trickle: Option<Duration>,
 }
 
 fn plan(behaviour: &Behaviour, query: &Message, via: Via) -> Plan {
@@ -366,6 +386,7 @@ fn plan(behaviour: &Behaviour, query: &Message, via: Via) -> Plan {
         pause: Duration::ZERO,
         messages,
         close_mid_frame: false,
+        trickle: None,
     };
     match behaviour {
         Behaviour::Answer(answer) | Behaviour::AnswerThenDrop(_, answer) => {
@@ -377,7 +398,11 @@ fn plan(behaviour: &Behaviour, query: &Message, via: Via) -> Plan {
             ..now(vec![right(answer)])
         },
         Behaviour::Drop => now(vec![]),
-        Behaviour::TruncateUdp(answer) | Behaviour::CloseTcpMidFrame(answer) if via == Via::Udp => {
+        Behaviour::TruncateUdp(answer)
+        | Behaviour::CloseTcpMidFrame(answer)
+        | Behaviour::TrickleTcp(_, answer)
+            if via == Via::Udp =>
+        {
             let mut cut = reply(query, &Answer::rcode(answer.rcode));
             cut.metadata.truncation = true;
             now(vec![encode(cut)])
@@ -387,19 +412,16 @@ fn plan(behaviour: &Behaviour, query: &Message, via: Via) -> Plan {
             close_mid_frame: true,
             ..now(vec![right(answer)])
         },
-        Behaviour::WrongIdFirst(answer) => {
-            let mut spoof = reply(query, answer);
-            spoof.metadata.id = query.id.wrapping_add(1);
-            now(vec![encode(spoof), right(answer)])
-        }
+        Behaviour::TrickleTcp(every, answer) => Plan {
+            trickle: Some(*every),
+            ..now(vec![right(answer)])
+        },
+        Behaviour::WrongIdFirst(answer) => now(vec![wrong_id(query, answer), right(answer)]),
+        Behaviour::WrongIdOnly(answer) => now(vec![wrong_id(query, answer)]),
         Behaviour::WrongQuestionFirst(answer) => {
-            let mut spoof = reply(query, answer);
-            if let Some(q) = spoof.queries.first_mut() {
-                let other = q.name().prepend_label("spoofed").unwrap();
-                q.set_name(other);
-            }
-            now(vec![encode(spoof), right(answer)])
+            now(vec![wrong_question(query, answer), right(answer)])
         }
+        Behaviour::WrongQuestionOnly(answer) => now(vec![wrong_question(query, answer)]),
         Behaviour::ForgedFromAnotherPortFirst { forged, real } if via == Via::Udp => Plan {
             forged: Some(right(forged)),
             pause: Duration::from_millis(50),
@@ -410,6 +432,23 @@ fn plan(behaviour: &Behaviour, query: &Message, via: Via) -> Plan {
             b"\x12\x34 this is no DNS message \xff\xff\xff".to_vec(),
         ]),
     }
+}
+
+/// `answer` with an ID the query did not carry.
+fn wrong_id(query: &Message, answer: &Answer) -> Vec<u8> {
+    let mut spoof = reply(query, answer);
+    spoof.metadata.id = query.id.wrapping_add(1);
+    spoof.to_vec().expect("the fake's reply encodes")
+}
+
+/// `answer` to a question the query did not ask.
+fn wrong_question(query: &Message, answer: &Answer) -> Vec<u8> {
+    let mut spoof = reply(query, answer);
+    if let Some(q) = spoof.queries.first_mut() {
+        let other = q.name().prepend_label("spoofed").unwrap();
+        q.set_name(other);
+    }
+    spoof.to_vec().expect("the fake's reply encodes")
 }
 
 /// The reply a server gives: ID, opcode, RD, CD and question echoed; EDNS only when asked.
@@ -507,6 +546,16 @@ async fn fake_tcp_connection(stream: TcpStream, state: Arc<FakeState>) {
                     let _ = writer.write_all(&framed).await;
                     let _ = writer.shutdown().await;
                     return;
+                }
+                if let Some(every) = plan.trickle {
+                    for byte in framed {
+                        if writer.write_all(&[byte]).await.is_err() {
+                            return;
+                        }
+                        tokio::time::sleep(every).await;
+                    }
+                    state.sent(index, message);
+                    continue;
                 }
                 let _ = writer.write_all(&framed).await;
                 state.sent(index, message);

@@ -1,0 +1,262 @@
+//! The fuzz targets of meshdns (issue 9), shared by the cargo-fuzz binaries in
+//! `fuzz/fuzz_targets/` (libFuzzer, for long local runs) and the stable harness in
+//! `tests/fuzz.rs` (a seeded mutator over `fuzz/corpus/`, a few seconds per target in CI).
+//!
+//! Each target feeds arbitrary bytes through one stage of the request path — client bytes,
+//! or an upstream's reply in each route — and panics when an invariant breaks: every reply
+//! parses, carries the client's ID, and fits the client's size.
+
+#![allow(dead_code)]
+
+use std::sync::LazyLock;
+
+use hickory_proto::op::{Message, Query};
+use hickory_proto::rr::{Name, RecordType};
+use meshdns::cache::{Cache, CacheKey, Lookup};
+use meshdns::config::{CacheConfig, Config};
+use meshdns::gather::{Leg, Naming, Scheme, merge};
+use meshdns::reply::{encode_fitted, fit_wire};
+use meshdns::request::{Inspected, inspect};
+use meshdns::rewrite::ZoneMap;
+use meshdns::wire;
+use tokio::time::Instant;
+
+/// Every target, by the name of its corpus directory.
+/// A target: arbitrary bytes in, a panic when an invariant breaks.
+pub type Target = fn(&[u8]);
+
+pub const TARGETS: [(&str, Target); 7] = [
+    ("client_query", client_query),
+    ("upstream_passthrough", upstream_passthrough),
+    ("upstream_cluster", upstream_cluster),
+    ("gather_merge", gather_merge),
+    ("fit_wire", fit_wire_target),
+    ("cache", cache),
+    ("wire", wire_target),
+];
+
+/// A configuration with three clusters and the default distributed zone (never bound).
+static CONFIG: LazyLock<Config> = LazyLock::new(|| {
+    let vars = [
+        ("MESHDNS_UPSTREAMS", "127.0.0.1:9"),
+        ("MESHDNS_LOCAL_CLUSTER", "a"),
+        (
+            "MESHDNS_CLUSTERS",
+            "a=; b=127.0.0.1:9; c=127.0.0.1:9 prefix=west-",
+        ),
+        ("MESHDNS_ADMIN_LISTEN", ""),
+    ];
+    Config::from_vars(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+        .expect("the fuzz configuration is valid")
+});
+
+/// Splits `data` into a length-prefixed first part and the rest: `[len:u16][first][rest]`.
+pub fn split(data: &[u8]) -> (&[u8], &[u8]) {
+    let Some((len, rest)) = data.split_first_chunk::<2>() else {
+        return (&[], data);
+    };
+    let len = usize::from(u16::from_be_bytes(*len)).min(rest.len());
+    rest.split_at(len)
+}
+
+/// A client's size: what the first two bytes say, as `max_payload` would clamp it.
+fn client_limit(data: &[u8]) -> (usize, &[u8]) {
+    match data.split_first_chunk::<2>() {
+        Some((size, rest)) => (usize::from(u16::from_be_bytes(*size).max(512)), rest),
+        None => (512, data),
+    }
+}
+
+/// A reply meshdns built must parse, carry `id`, and fit `limit`.
+fn assert_reply(reply: &[u8], id: u16, limit: usize, what: &str) {
+    assert!(
+        reply.len() <= limit,
+        "{what}: {} > {limit} bytes",
+        reply.len()
+    );
+    let parsed = Message::from_vec(reply).unwrap_or_else(|e| panic!("{what}: unparseable: {e}"));
+    assert_eq!(parsed.id, id, "{what}: the client's ID");
+}
+
+/// Client bytes → inspect: replies meshdns writes at once parse, echo the ID, fit 512; a
+/// served query has one question and a cache key that agrees with its parse.
+pub fn client_query(data: &[u8]) {
+    match inspect(data) {
+        Inspected::Drop => {}
+        Inspected::Reply(reply) => {
+            let id = wire::id(data).expect("a reply needs a header");
+            assert_reply(&reply, id, wire::CLASSIC_UDP_SIZE, "inspect");
+        }
+        Inspected::Query(msg) => {
+            assert_eq!(msg.queries.len(), 1);
+            if let Some(key) = CacheKey::from_request(data) {
+                let q = &msg.queries[0];
+                let from_parse =
+                    CacheKey::for_question(q.name(), q.query_type(), q.query_class(), key.flags());
+                assert_eq!(key, from_parse, "raw and parsed cache keys agree");
+            }
+        }
+    }
+}
+
+/// Pass-through: an upstream reply that passed the acceptance checks gets the client's ID and
+/// is cut to the client's size.
+pub fn upstream_passthrough(data: &[u8]) {
+    let (limit, reply) = client_limit(data);
+    let mut reply = reply.to_vec();
+    if reply.len() < wire::HEADER_LEN || !wire::is_response(&reply) {
+        return;
+    }
+    wire::set_id(&mut reply, 0xbeef);
+    let verbatim = reply.clone();
+    let out = fit_wire(reply, limit);
+    if out != verbatim {
+        assert_reply(&out, 0xbeef, limit, "pass-through cut");
+    }
+    assert!(out.len() <= limit);
+    assert_eq!(wire::id(&out), Some(0xbeef));
+}
+
+/// Cluster zone: any upstream reply is mapped back and encoded for the client.
+pub fn upstream_cluster(data: &[u8]) {
+    let (limit, reply) = client_limit(data);
+    let Ok(reply) = Message::from_vec(reply) else {
+        return;
+    };
+    let map = ZoneMap {
+        client: Name::from_ascii("cluster.b.").unwrap(),
+        upstream: Name::from_ascii("svc.cluster.local.").unwrap(),
+    };
+    let asked = Query::query(
+        Name::from_ascii("Mongo-0.mongo.db.cluster.b.").unwrap(),
+        RecordType::A,
+    );
+    let mut client = map.reply_to_client(reply, &asked);
+    client.metadata.id = 0xbeef;
+    let out = encode_fitted(&client, limit);
+    assert_reply(&out, 0xbeef, limit, "cluster reply");
+    let parsed = Message::from_vec(&out).unwrap();
+    if let Some(q) = parsed.queries.first() {
+        assert!(
+            q.name().eq_case(asked.name()),
+            "the question as the client spelled it"
+        );
+    }
+}
+
+/// Distributed zone: up to three legs of arbitrary bytes (`[len][leg]…`, unparseable legs
+/// count as failed) merged and encoded; every answer is owned by the question.
+pub fn gather_merge(data: &[u8]) {
+    let (limit, mut rest) = client_limit(data);
+    let mut legs = Vec::new();
+    for index in 0..3 {
+        let (leg, after) = split(rest);
+        rest = after;
+        let leg = match Message::from_vec(leg) {
+            Ok(msg) if index == 2 && leg.len() % 2 == 1 => Leg::Stale(msg),
+            Ok(msg) => Leg::Answered(msg),
+            Err(_) => Leg::Failed,
+        };
+        legs.push((index, leg));
+    }
+    let mut request = Message::query();
+    request.metadata.id = 0xbeef;
+    let question = Name::from_ascii("_mongodb._tcp.mongo.db.svc.distributed.local.").unwrap();
+    let qtype = match rest.first().map(|b| b % 4) {
+        Some(0) => RecordType::A,
+        Some(1) => RecordType::AAAA,
+        Some(2) => RecordType::TXT,
+        _ => RecordType::SRV,
+    };
+    request.add_query(Query::query(question.clone(), qtype));
+    let naming = Naming {
+        zone: Name::from_ascii("distributed.local.").unwrap(),
+        scheme: Scheme::Prefix,
+    };
+    let merged = merge(
+        &request,
+        &naming,
+        &CONFIG.clusters,
+        &legs,
+        CONFIG.cache.negative_ttl,
+    );
+    for record in &merged.reply.answers {
+        assert!(
+            record.name.eq_ignore_root(&question),
+            "answers owned by the question"
+        );
+    }
+    let out = encode_fitted(&merged.reply, limit);
+    assert_reply(&out, 0xbeef, limit, "merged reply");
+}
+
+/// Any reply meshdns holds, cut to any client size.
+pub fn fit_wire_target(data: &[u8]) {
+    let (limit, reply) = client_limit(data);
+    let parses = Message::from_vec(reply).is_ok();
+    let out = fit_wire(reply.to_vec(), limit);
+    assert!(out.len() <= limit);
+    if out != reply && reply.len() >= wire::HEADER_LEN {
+        assert_reply(&out, wire::id(reply).unwrap(), limit, "fitted reply");
+    }
+    if parses {
+        Message::from_vec(&out).expect("a reply that parsed still parses once cut");
+    }
+}
+
+/// Cache: `[len][request][reply]`: the reply stored under the request's key, then served to
+/// the same request with its ID and decremented TTLs.
+pub fn cache(data: &[u8]) {
+    let (request, reply) = split(data);
+    let Some(key) = CacheKey::from_request(request) else {
+        return;
+    };
+    // A cache per input, so that what is served comes from this input.
+    let cache = Cache::new(&CacheConfig {
+        size: 4,
+        ..CONFIG.cache.clone()
+    });
+    let now = Instant::now();
+    cache.insert(&key, reply, now);
+    if let Lookup::Fresh { reply: served, .. } = cache.lookup(&key, request, now) {
+        assert_eq!(
+            wire::id(&served),
+            wire::id(request),
+            "cache hit with the client's ID"
+        );
+        if Message::from_vec(reply).is_ok() {
+            Message::from_vec(&served).expect("a stored reply that parsed still parses");
+        }
+    }
+    if let Some(stale) = cache.stale(&key, request, now) {
+        assert_eq!(wire::id(&stale), wire::id(request));
+    }
+}
+
+/// The byte-level readers on anything; where hickory parses a message, they agree with it.
+pub fn wire_target(data: &[u8]) {
+    let _ = (wire::id(data), wire::rcode(data), wire::opcode(data));
+    let _ = wire::first_question(data);
+    let _ = wire::opt(data);
+    let fields = wire::ttl_fields(data);
+    if let Some(fields) = &fields {
+        let mut copy = data.to_vec();
+        for field in fields {
+            wire::set_ttl(&mut copy, *field, 1);
+        }
+    }
+    if let Ok(msg) = Message::from_vec(data) {
+        let mut records = 0usize;
+        if wire::for_each_record(data, |_| records += 1).is_some() {
+            let expected = msg.answers.len()
+                + msg.authorities.len()
+                + msg.additionals.len()
+                + usize::from(msg.edns.is_some())
+                + usize::from(msg.signature.is_some());
+            assert!(
+                records >= expected,
+                "the walk sees every record hickory sees"
+            );
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! SIGTERM during load (DESIGN.md habits: "Shutdown"; issue 9): the built binary, with queries
+//! in flight to a slow upstream, gets SIGTERM; every query in flight — over UDP and over TCP —
+//! is still answered, and the process exits 0 within `SHUTDOWN_GRACE`.
+
+mod support;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hickory_proto::op::{Message, ResponseCode};
+use hickory_proto::rr::RecordType;
+use support::{Answer, Behaviour, FakeDns, frame_of, query, read_frame, rr, udp_raw_within};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpStream, UdpSocket};
+
+const FAST: &str = "fast.example.com.";
+const SLOW_ANSWER: Duration = Duration::from_millis(1000);
+const IN_FLIGHT: usize = 50;
+
+/// A port free for UDP and TCP on 127.0.0.1 a moment ago (the binary must be told its port).
+fn free_port() -> u16 {
+    loop {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = udp.local_addr().unwrap().port();
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_under_load_answers_in_flight_queries_and_exits_0() {
+    let upstream = FakeDns::builder()
+        .answer(
+            FAST,
+            RecordType::A,
+            Answer::records([rr::a(FAST, [192, 0, 2, 1])]),
+        )
+        .otherwise(Behaviour::Delay(
+            SLOW_ANSWER,
+            Answer::rcode(ResponseCode::NoError),
+        ))
+        .start()
+        .await;
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_meshdns"))
+        .env_clear()
+        .env("MESHDNS_LISTEN", addr.to_string())
+        .env("MESHDNS_UPSTREAMS", upstream.addr.to_string())
+        .env("MESHDNS_ADMIN_LISTEN", "")
+        .env("MESHDNS_TIMEOUT", "4s")
+        .env("MESHDNS_ATTEMPT_TIMEOUT", "3s")
+        .env("MESHDNS_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the meshdns binary starts");
+
+    // Ready when it answers.
+    let fast = query(FAST, RecordType::A).to_vec().unwrap();
+    let started = Instant::now();
+    while udp_raw_within(addr, &fast, Duration::from_millis(100))
+        .await
+        .is_none()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "meshdns did not start"
+        );
+    }
+
+    // Queries in flight: over UDP from one socket, and one over TCP.
+    let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    socket.connect(addr).await.unwrap();
+    let mut ids = Vec::new();
+    for i in 0..IN_FLIGHT {
+        let msg = query(&format!("slow{i}.example.com."), RecordType::A);
+        ids.push(msg.id);
+        socket.send(&msg.to_vec().unwrap()).await.unwrap();
+    }
+    let tcp_query = query("slow-tcp.example.com.", RecordType::A);
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(&frame_of(&tcp_query.to_vec().unwrap()))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let signalled = Instant::now();
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+
+    // Every query in flight is answered.
+    let mut buf = vec![0u8; 65_535];
+    let mut answered = Vec::new();
+    while answered.len() < IN_FLIGHT {
+        let len = tokio::time::timeout(Duration::from_secs(3), socket.recv(&mut buf))
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "only {} of {IN_FLIGHT} UDP queries answered",
+                    answered.len()
+                )
+            })
+            .unwrap();
+        let reply = Message::from_vec(&buf[..len]).unwrap();
+        assert_eq!(reply.response_code, ResponseCode::NoError);
+        answered.push(reply.id);
+    }
+    answered.sort_unstable();
+    ids.sort_unstable();
+    assert_eq!(answered, ids, "each in-flight UDP query got its own answer");
+    let frame = tokio::time::timeout(Duration::from_secs(3), read_frame(&mut stream))
+        .await
+        .expect("the TCP query is answered")
+        .expect("a whole frame");
+    assert_eq!(Message::from_vec(&frame).unwrap().id, tcp_query.id);
+
+    // And the process exits 0 within the grace time.
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            signalled.elapsed() < meshdns::SHUTDOWN_GRACE + Duration::from_secs(1),
+            "meshdns still runs after the grace time"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(status.code(), Some(0), "exit code after SIGTERM");
+    assert!(
+        signalled.elapsed() < SLOW_ANSWER + Duration::from_secs(2),
+        "meshdns exits once the in-flight queries are answered, not at the end of the grace"
+    );
+}
