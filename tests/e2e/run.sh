@@ -166,6 +166,10 @@ server:
 	port: 53
 	do-ip6: no
 	server-count: 1
+	# Response rate limiting is on by default in NSD: at load it drops answers to one
+	# client (meshdns), which then looks like a slow upstream.
+	rrl-ratelimit: 0
+	rrl-whitelist-ratelimit: 0
 	reuseport: no
 	username: ""
 	chroot: ""
