@@ -7,6 +7,7 @@
 //! keeps listening until its deadline: a spoofed datagram cannot cut the real answer short.
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
@@ -41,12 +42,13 @@ impl From<std::io::Error> for AttemptError {
 
 /// Asks `endpoint` once, listening for the reply until `deadline` (the caller decides when to
 /// try another endpoint meanwhile). Over UDP, a truncated reply is fetched again over TCP from
-/// the same endpoint; if that fails the truncated reply is returned (it is still an answer,
-/// and the caller never caches it).
+/// the same endpoint, for at most `attempt_timeout`; if that fails the truncated reply is
+/// returned (it is still an answer, and the caller never caches it).
 pub async fn attempt(
     endpoint: SocketAddr,
     query: &[u8],
     transport: Transport,
+    attempt_timeout: Duration,
     deadline: Instant,
 ) -> Result<Answered, AttemptError> {
     let answered = |bytes| Answered { bytes, endpoint };
@@ -57,7 +59,9 @@ pub async fn attempt(
             if !wire::is_truncated(&reply) {
                 return Ok(answered(reply));
             }
-            match tcp(endpoint, query, deadline).await {
+            // A trickling TCP peer must not hold the truncated answer back until the deadline.
+            let retry_deadline = deadline.min(Instant::now() + attempt_timeout);
+            match tcp(endpoint, query, retry_deadline).await {
                 Ok(full) => Ok(answered(full)),
                 Err(error) => {
                     tracing::debug!(%endpoint, %error, "TCP retry after truncation failed; keeping the truncated reply");
@@ -77,6 +81,9 @@ fn stamped(query: &[u8]) -> Result<(Vec<u8>, u16), AttemptError> {
     Ok((msg, id))
 }
 
+/// A response with our ID, our question, and records that can be walked: a reply whose
+/// record framing is broken would reach the client verbatim on the pass-through route, so it
+/// counts as no reply at all.
 fn acceptable(reply: &[u8], id: u16, sent: &[u8]) -> bool {
     wire::is_response(reply)
         && wire::id(reply) == Some(id)
@@ -84,6 +91,7 @@ fn acceptable(reply: &[u8], id: u16, sent: &[u8]) -> bool {
             (Some(got), Some(asked)) => wire::same_question(got, asked),
             _ => false,
         }
+        && wire::for_each_record(reply, |_| {}).is_some()
 }
 
 async fn udp(

@@ -55,9 +55,15 @@ pub fn spawn_probe(endpoint: Arc<Endpoint>, upstream: String, attempt_timeout: D
         while !endpoint.health.is_up() {
             tokio::time::sleep(PROBE_INTERVAL).await;
             let deadline = Instant::now() + attempt_timeout;
-            if attempt(endpoint.addr, &probe, Transport::Udp, deadline)
-                .await
-                .is_ok()
+            if attempt(
+                endpoint.addr,
+                &probe,
+                Transport::Udp,
+                attempt_timeout,
+                deadline,
+            )
+            .await
+            .is_ok()
             {
                 endpoint.answered(&upstream);
             }

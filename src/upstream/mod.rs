@@ -149,10 +149,15 @@ impl Upstream {
         while Instant::now() < deadline {
             let started = Instant::now();
             let launched = next.next().map(|(number, endpoint)| {
-                let (asked, query, transport) =
-                    (Arc::clone(endpoint), Arc::clone(&query), self.transport);
+                let (asked, query, transport, attempt_timeout) = (
+                    Arc::clone(endpoint),
+                    Arc::clone(&query),
+                    self.transport,
+                    self.attempt_timeout,
+                );
                 running.spawn(async move {
-                    let outcome = attempt(asked.addr, &query, transport, deadline).await;
+                    let outcome =
+                        attempt(asked.addr, &query, transport, attempt_timeout, deadline).await;
                     (number, asked, started, outcome)
                 });
                 (number, Arc::clone(endpoint))
