@@ -107,14 +107,15 @@ async fn udp(
     let socket = UdpSocket::bind(local).await?;
     socket.connect(endpoint).await?;
     socket.send(&msg).await?;
-    let mut buf = vec![0u8; wire::MAX_MESSAGE];
+    // Capacity for the largest datagram, left uninitialised: zeroing 64 KiB per attempt was
+    // a measurable share of a cache miss (perf: memset 3% of the miss path).
+    let mut buf: Vec<u8> = Vec::with_capacity(wire::MAX_MESSAGE);
     loop {
-        let len = timeout_at(deadline, socket.recv(&mut buf))
+        buf.clear();
+        timeout_at(deadline, socket.recv_buf(&mut buf))
             .await
             .map_err(|_| AttemptError::Timeout)??;
-        let reply = buf.get(..len).unwrap_or_default();
-        if acceptable(reply, id, &msg) {
-            buf.truncate(len);
+        if acceptable(&buf, id, &msg) {
             return Ok(buf);
         }
         tracing::debug!(%endpoint, "ignored a datagram with the wrong ID or question");
