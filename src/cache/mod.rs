@@ -12,9 +12,9 @@
 //!    [`FlightFollower::wait`]; `None` means the leader vanished: ask for a flight again.
 //! 4. When the upstream failed (timeout, SERVFAIL, network): [`Cache::stale`] (RFC 8767) before
 //!    answering SERVFAIL.
-//! 5. Gathered answers are stored as merged under the client's key; a partial one with
-//!    [`Cache::insert_capped`]. Each leg's reply is stored under [`CacheKey::for_leg`], and a
-//!    failed leg is filled from [`Cache::last_good`].
+//! 5. Gathered answers are stored as merged under the client's key (a partial one carries
+//!    TTLs already capped by the merge, so it expires soon). Each leg's reply is stored under
+//!    [`CacheKey::for_leg`], and a failed leg is filled from [`Cache::last_good`].
 //!
 //! Promises: a hit copies the stored wire bytes once (the only allocation) and patches the ID,
 //! the RD bit, the question (the client's spelling) and every TTL (counting down from when the
@@ -241,39 +241,27 @@ impl Cache {
     /// unless a servable answer is already there; any other rcode, TTL 0, or bytes that do not
     /// walk → no. Every TTL in the stored copy is cut to the entry's TTL.
     pub fn insert(&self, key: &CacheKey, reply: &[u8], now: Instant) {
-        self.store_reply(key, reply, now, None);
+        self.store_reply(key, reply, now);
     }
 
     /// [`insert`](Self::insert) for a reply that is also going out to a client now: when it is
     /// cached, its TTLs are cut in place to the cached ones, so the first client holds the
     /// answer no longer than a client served from the cache would (DESIGN.md, "Cache").
     pub fn insert_and_cap(&self, key: &CacheKey, reply: &mut [u8], now: Instant) {
-        if let Some(stored) = self.store_reply(key, reply, now, None)
+        if let Some(stored) = self.store_reply(key, reply, now)
             && stored.len() == reply.len()
         {
             reply.copy_from_slice(&stored);
         }
     }
 
-    /// Like [`insert`](Self::insert) with the TTL also capped by `cap`: for partial gathered
-    /// answers, so clients come back soon.
-    pub fn insert_capped(&self, key: &CacheKey, reply: &[u8], now: Instant, cap: Duration) {
-        self.store_reply(key, reply, now, Some(cap));
-    }
-
     /// Stores the reply if the rules allow, and returns the stored bytes (TTLs capped).
-    fn store_reply(
-        &self,
-        key: &CacheKey,
-        reply: &[u8],
-        now: Instant,
-        cap: Option<Duration>,
-    ) -> Option<Arc<[u8]>> {
+    fn store_reply(&self, key: &CacheKey, reply: &[u8], now: Instant) -> Option<Arc<[u8]>> {
         if self.config.size == 0 {
             return None;
         }
         let policy = self.policy(reply)?;
-        let ttl = cap.map_or(policy.ttl, |cap| policy.ttl.min(cap));
+        let ttl = policy.ttl;
         if ttl.is_zero() {
             return None;
         }

@@ -118,11 +118,6 @@ impl Upstream {
         &self.name
     }
 
-    /// Endpoint addresses with their current health, for `/metrics` and `--check`.
-    pub fn endpoint_health(&self) -> impl Iterator<Item = (SocketAddr, bool)> + '_ {
-        self.endpoints.iter().map(|e| (e.addr, e.health.is_up()))
-    }
-
     /// Sends `query` (a complete message; its ID is replaced per attempt) until an endpoint
     /// answers it or `deadline` passes. The reply keeps the upstream's ID: the caller restores
     /// its client's.
