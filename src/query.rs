@@ -365,6 +365,15 @@ impl Resolver {
                 "cluster DNS reply unreadable",
             );
         };
+        if matches!(
+            upstream_reply.response_code,
+            ResponseCode::Refused | ResponseCode::FormErr | ResponseCode::NotImp
+        ) {
+            // These describe meshdns's query to the peer, not the client's question: as a
+            // resolver would, the client gets SERVFAIL, and the reason in an Extended DNS Error.
+            let why = format!("cluster DNS answered {}", upstream_reply.response_code);
+            return self.failed(request, ExtendedError::NetworkError, &why);
+        }
         let mut client_reply = route.map.reply_to_client(upstream_reply, asked);
         client_reply.metadata.id = request.id;
         reply::encode_fitted(&client_reply, wire::MAX_MESSAGE)
