@@ -188,7 +188,7 @@ fn proto_index(proto: Proto) -> usize {
     }
 }
 
-/// The `route` label values, in the index order of [`route_index`].
+/// The `route` label values, in the index order of `route_index`.
 pub const ROUTES: [&str; 4] = ["passthrough", "cluster", "distributed", "clusterset"];
 
 fn route_index(route: Route) -> usize {

@@ -331,7 +331,7 @@ impl Cache {
     }
 
     /// Joins the flight for `key`: the first miss leads (asks upstream), the others follow.
-    /// See [`flight`](crate::cache::flight) for what happens when a leader is lost.
+    /// The `flight` module says what happens when a leader is lost.
     pub fn flight(&self, key: &CacheKey) -> Flight {
         self.flights.join(key)
     }

@@ -5,13 +5,14 @@
 //! first — until one gives an acceptable reply or the query's deadline passes. An attempt that
 //! has not been answered within the attempt timeout does not stop listening: the next endpoint
 //! is asked as well, and whichever answers first wins, so a reply that arrives just late is
-//! still used (a fresh socket per attempt would throw it away). "Acceptable" is decided in [`exchange`]: from the endpoint we
-//! asked, with the fresh random ID we chose, for the question we sent. Endpoints that keep
-//! failing are skipped until a background probe sees them answer again ([`health`]).
+//! still used. "Acceptable" is decided in the `exchange` module: from the endpoint we asked,
+//! with the fresh random ID we chose, for the question we sent, with records that can be
+//! walked. Endpoints that keep failing are skipped until a background probe sees them answer
+//! again (the `health` module).
 //!
 //! Every attempt is counted in `meshdns_upstream_requests_total` and timed in
 //! `meshdns_upstream_duration_seconds`; failures and health changes are logged at most once
-//! per endpoint per [`log_limit::LOG_INTERVAL`] ([`log_limit`]).
+//! per endpoint every 10 s (the `log_limit` module).
 
 mod exchange;
 mod health;
