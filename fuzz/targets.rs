@@ -224,7 +224,12 @@ pub fn cache(data: &[u8]) {
             wire::id(request),
             "cache hit with the client's ID"
         );
-        if Message::from_vec(reply).is_ok() {
+        // What the cache serves must parse whenever the reply, given the client's ID as any
+        // forwarder gives it, parses. (A compression pointer into the header makes a name
+        // depend on the ID: patching the ID changes it, cache or not.)
+        let mut with_client_id = reply.to_vec();
+        wire::set_id(&mut with_client_id, wire::id(request).unwrap_or_default());
+        if Message::from_vec(&with_client_id).is_ok() {
             Message::from_vec(&served).expect("a stored reply that parsed still parses");
         }
     }

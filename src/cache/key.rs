@@ -113,6 +113,21 @@ impl CacheKey {
         Self::build(scope, name, qtype, qclass, flags)
     }
 
+    /// Whether `question` (the bytes of a message's first question: name, type, class) asks
+    /// what this key stands for, names compared ignoring case. The cache stores a reply only
+    /// under its own question: serving patches the stored question with the client's, which
+    /// is sound only when the two have the same length.
+    pub fn is_question(&self, question: &[u8]) -> bool {
+        let key = self.as_bytes();
+        let Some((name, fixed)) = question.split_at_checked(question.len().wrapping_sub(4)) else {
+            return false;
+        };
+        key.get(3..PREFIX_LEN) == Some(fixed)
+            && key
+                .get(PREFIX_LEN..)
+                .is_some_and(|k| k.eq_ignore_ascii_case(name))
+    }
+
     fn build(
         scope: u16,
         name: &Name,

@@ -260,6 +260,9 @@ impl Cache {
         if self.config.size == 0 {
             return None;
         }
+        if !wire::first_question(reply).is_some_and(|question| key.is_question(question)) {
+            return None;
+        }
         let policy = self.policy(reply)?;
         let ttl = policy.ttl;
         if ttl.is_zero() {

@@ -551,3 +551,27 @@ async fn the_first_reply_already_carries_the_capped_ttls() {
     cache.insert_and_cap(&key(&request), &mut reply, Instant::now());
     assert_eq!(ttls(&reply), [3600]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_reply_to_another_question_is_not_stored_under_the_key() {
+    let cache = Cache::new(&config(100));
+    let request = query("a.example.", RecordType::A, Some(false), false);
+    let other = query("longer-name.example.", RecordType::A, Some(false), false);
+    cache.insert(&key(&request), &answer(&other, &[30]), Instant::now());
+    assert_eq!(
+        cache.lookup(&key(&request), &request, Instant::now()),
+        Lookup::Miss
+    );
+    let aaaa = query("a.example.", RecordType::AAAA, Some(false), false);
+    cache.insert(&key(&request), &answer(&aaaa, &[30]), Instant::now());
+    assert_eq!(
+        cache.lookup(&key(&request), &request, Instant::now()),
+        Lookup::Miss
+    );
+    let spelled = query("A.Example.", RecordType::A, Some(false), false);
+    cache.insert(&key(&request), &answer(&spelled, &[30]), Instant::now());
+    assert!(matches!(
+        cache.lookup(&key(&request), &request, Instant::now()),
+        Lookup::Fresh { .. }
+    ));
+}

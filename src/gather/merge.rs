@@ -137,10 +137,12 @@ impl Records {
         let mut targets: Vec<&Name> = Vec::new();
         // Within a leg, records go in a canonical order: a cluster DNS that shuffles its
         // answers must not make the merged answer change from one query to the next.
+        // An empty record (hickory's `Update0`, legal only in UPDATE messages) would make the
+        // merged reply unparseable: a leg's malformed record is left out, not passed on.
         let mut answers: Vec<&Record> = reply
             .answers
             .iter()
-            .filter(|r| r.record_type() == qtype)
+            .filter(|r| r.record_type() == qtype && !matches!(r.data, RData::Update0(_)))
             .collect();
         answers.sort_by_cached_key(|r| r.data.to_string().to_ascii_lowercase());
         for record in answers {
@@ -161,6 +163,7 @@ impl Records {
         }
         let glue = reply.additionals.iter().filter(|r| {
             matches!(r.record_type(), RecordType::A | RecordType::AAAA)
+                && !matches!(r.data, RData::Update0(_))
                 && targets.iter().any(|t| **t == r.name)
         });
         for record in glue {

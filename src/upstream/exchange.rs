@@ -81,12 +81,13 @@ fn stamped(query: &[u8]) -> Result<(Vec<u8>, u16), AttemptError> {
     Ok((msg, id))
 }
 
-/// A response with our ID, our question, and records that can be walked: a reply whose
+/// A response with our ID, our opcode, our question, and records that can be walked: a reply whose
 /// record framing is broken would reach the client verbatim on the pass-through route, so it
 /// counts as no reply at all.
 fn acceptable(reply: &[u8], id: u16, sent: &[u8]) -> bool {
     wire::is_response(reply)
         && wire::id(reply) == Some(id)
+        && wire::opcode(reply) == wire::opcode(sent)
         && match (wire::first_question(reply), wire::first_question(sent)) {
             (Some(got), Some(asked)) => wire::same_question(got, asked),
             _ => false,
