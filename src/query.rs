@@ -26,6 +26,15 @@ pub enum Proto {
 }
 
 impl Proto {
+    /// How large a reply may be: over UDP the client's EDNS payload size (512 without EDNS,
+    /// and never less, RFC 6891), over TCP any size.
+    pub fn reply_limit(self, edns_payload: Option<u16>) -> usize {
+        match self {
+            Proto::Udp => usize::from(edns_payload.unwrap_or(0)).max(wire::CLASSIC_UDP_SIZE),
+            Proto::Tcp => wire::MAX_MESSAGE,
+        }
+    }
+
     pub fn label(self) -> &'static str {
         match self {
             Proto::Udp => "udp",
@@ -132,11 +141,11 @@ impl Resolver {
     /// before spending a task on the query. Hits are counted and measured here.
     pub fn answer_from_cache(self: &Arc<Self>, bytes: &[u8], proto: Proto) -> FastPath {
         let started = Instant::now();
-        let Some(key) = CacheKey::from_request(bytes) else {
-            return FastPath::Miss(None);
-        };
         // Only version-0 EDNS is served here; anything else gets its BADVERS on the slow path.
         let Some(opt) = wire::opt(bytes).filter(|opt| opt.is_none_or(|o| o.version == 0)) else {
+            return FastPath::Miss(None);
+        };
+        let Some(key) = CacheKey::from_request_and_opt(bytes, opt) else {
             return FastPath::Miss(None);
         };
         let Lookup::Fresh { reply, refresh } = self.cache.lookup(&key, bytes, started) else {
@@ -148,12 +157,7 @@ impl Resolver {
         if refresh && let Ok(request) = Message::from_vec(bytes) {
             self.prefetch(key, bytes.to_vec(), request, route);
         }
-        let limit = match proto {
-            Proto::Udp => opt.map_or(wire::CLASSIC_UDP_SIZE, |o| {
-                usize::from(o.payload).max(wire::CLASSIC_UDP_SIZE)
-            }),
-            Proto::Tcp => wire::MAX_MESSAGE,
-        };
+        let limit = proto.reply_limit(opt.map(|o| o.payload));
         let reply = reply::fit_wire(reply, limit);
         metrics::record_request(proto, route, &reply, started.elapsed());
         FastPath::Answered(reply)
@@ -180,10 +184,7 @@ impl Resolver {
                 return None;
             }
         };
-        let limit = match proto {
-            Proto::Udp => usize::from(request.max_payload()),
-            Proto::Tcp => wire::MAX_MESSAGE,
-        };
+        let limit = proto.reply_limit(request.edns.as_ref().map(|e| e.max_payload()));
         let deadline = started + self.timeout;
         let route = self.router.route(wire::first_question_name(bytes)?);
         tracing::debug!(name = %request.queries.first()?.name(), route = route.label(), proto = proto.label(), "query");
@@ -407,7 +408,5 @@ impl Resolver {
 
 /// A reply that says the upstream failed rather than answering: the cache then serves stale.
 fn is_failure(reply: &[u8]) -> bool {
-    wire::rcode(reply).is_none_or(|rcode| rcode == RCODE_SERVFAIL)
+    wire::rcode(reply).is_none_or(|rcode| rcode == wire::RCODE_SERVFAIL)
 }
-
-const RCODE_SERVFAIL: u8 = 2;

@@ -42,12 +42,15 @@ pub fn from_header(request: &[u8], rcode: ResponseCode) -> Option<Vec<u8>> {
         Some(1) => wire::first_question(request),
         _ => None,
     };
+    let id = u16::from_be_bytes([header[0], header[1]]);
     let mut reply = Vec::with_capacity(wire::HEADER_LEN + question.map_or(0, <[u8]>::len));
-    reply.extend_from_slice(&header[..2]);
-    // QR, the request's opcode and RD; AA, TC, RA cleared.
-    reply.push(0x80 | (header[2] & 0x79));
-    reply.push(rcode.low() & 0x0f);
-    reply.extend_from_slice(&[0, u8::from(question.is_some()), 0, 0, 0, 0, 0, 0]);
+    reply.extend_from_slice(&reply_header(
+        id,
+        header[2],
+        rcode,
+        false,
+        question.is_some(),
+    ));
     reply.extend_from_slice(question.unwrap_or_default());
     Some(reply)
 }
@@ -151,22 +154,33 @@ pub fn fit_wire(reply: Vec<u8>, limit: usize) -> Vec<u8> {
     match Message::from_vec(&reply) {
         Ok(full) => encode_fitted(&full, limit),
         Err(_) => {
-            let mut header = reply;
-            header.truncate(wire::HEADER_LEN);
-            header.iter_mut().skip(4).for_each(|b| *b = 0);
-            if let Some(flags) = header.get_mut(3) {
-                *flags = (*flags & 0xf0) | ResponseCode::ServFail.low();
-            }
-            header
+            let id = wire::id(&reply).unwrap_or_default();
+            let flags = reply.get(2).copied().unwrap_or_default();
+            reply_header(id, flags, ResponseCode::ServFail, true, false).to_vec()
         }
     }
 }
 
 fn encode_servfail_header(msg: &Message) -> Vec<u8> {
-    let mut header = vec![0u8; wire::HEADER_LEN];
-    wire::set_id(&mut header, msg.id);
-    header[2] = 0x80 | (u8::from(msg.op_code) << 3) & 0x78 | u8::from(msg.recursion_desired);
-    header[3] = 0x80 | ResponseCode::ServFail.low();
+    let flags = (u8::from(msg.op_code) << 3) | u8::from(msg.recursion_desired);
+    reply_header(msg.id, flags, ResponseCode::ServFail, true, false).to_vec()
+}
+
+/// The one place a reply header is built from bytes: QR set, the opcode and RD of
+/// `request_flags` (the request's third header byte), AA and TC clear, RA as given, the rcode,
+/// and a question count of 1 or 0 (no other section).
+fn reply_header(
+    id: u16,
+    request_flags: u8,
+    rcode: ResponseCode,
+    recursion_available: bool,
+    question: bool,
+) -> [u8; wire::HEADER_LEN] {
+    let mut header = [0u8; wire::HEADER_LEN];
+    header[..2].copy_from_slice(&id.to_be_bytes());
+    header[2] = 0x80 | (request_flags & 0x79);
+    header[3] = (u8::from(recursion_available) << 7) | (rcode.low() & 0x0f);
+    header[5] = u8::from(question);
     header
 }
 

@@ -20,6 +20,13 @@ const RD_BIT: u8 = 0x01;
 const CD_BIT: u8 = 0x10;
 /// The type of the EDNS pseudo-record.
 pub const TYPE_OPT: u16 = 41;
+/// Record type SOA.
+pub const TYPE_SOA: u16 = 6;
+
+/// The header RCODEs the byte-level paths tell apart.
+pub const RCODE_NOERROR: u8 = 0;
+pub const RCODE_SERVFAIL: u8 = 2;
+pub const RCODE_NXDOMAIN: u8 = 3;
 
 /// The message ID, or `None` when the header is incomplete.
 pub fn id(msg: &[u8]) -> Option<u16> {

@@ -58,6 +58,12 @@ impl CacheKey {
     /// (QR clear, opcode QUERY) with exactly one well-formed, uncompressed question. Allocates
     /// nothing unless the name is unusually long.
     pub fn from_request(request: &[u8]) -> Option<CacheKey> {
+        Self::from_request_and_opt(request, wire::opt(request)?)
+    }
+
+    /// [`from_request`](Self::from_request) for a caller that has read the request's OPT
+    /// record already (`wire::opt`), so the message is walked once.
+    pub fn from_request_and_opt(request: &[u8], opt: Option<wire::OptInfo>) -> Option<CacheKey> {
         if wire::is_response(request)
             || wire::opcode(request)? != 0
             || wire::question_count(request)? != 1
@@ -70,18 +76,13 @@ impl CacheKey {
         if !is_plain_name(name) {
             return None;
         }
-        let opt = wire::opt(request)?;
         let flags = KeyFlags {
             edns: opt.is_some(),
             dnssec_ok: opt.is_some_and(|o| o.dnssec_ok),
             checking_disabled: wire::checking_disabled(request),
         };
-        let mut key = Self::empty(PREFIX_LEN + name.len());
-        let bytes = key.bytes_mut();
-        bytes[..2].copy_from_slice(&SCOPE_CLIENT.to_be_bytes());
-        bytes[2] = flags.bits();
-        bytes[3..7].copy_from_slice(fixed);
-        for (to, from) in bytes[PREFIX_LEN..].iter_mut().zip(name) {
+        let mut key = Self::with_prefix(SCOPE_CLIENT, flags, fixed, name.len());
+        for (to, from) in key.bytes_mut()[PREFIX_LEN..].iter_mut().zip(name) {
             *to = from.to_ascii_lowercase();
         }
         Some(key)
@@ -128,6 +129,17 @@ impl CacheKey {
                 .is_some_and(|k| k.eq_ignore_ascii_case(name))
     }
 
+    /// A key of `PREFIX_LEN + name_len` bytes with its prefix written: scope, flags, and the
+    /// question's type and class (`fixed`, as on the wire); the name is the caller's to fill.
+    fn with_prefix(scope: u16, flags: KeyFlags, fixed: &[u8], name_len: usize) -> CacheKey {
+        let mut key = Self::empty(PREFIX_LEN + name_len);
+        let bytes = key.bytes_mut();
+        bytes[..2].copy_from_slice(&scope.to_be_bytes());
+        bytes[2] = flags.bits();
+        bytes[3..PREFIX_LEN].copy_from_slice(fixed);
+        key
+    }
+
     fn build(
         scope: u16,
         name: &Name,
@@ -136,12 +148,12 @@ impl CacheKey {
         flags: KeyFlags,
     ) -> CacheKey {
         let name_len = name.iter().map(|label| 1 + label.len()).sum::<usize>() + 1;
-        let mut key = Self::empty(PREFIX_LEN + name_len);
+        let ([t0, t1], [c0, c1]) = (
+            u16::from(qtype).to_be_bytes(),
+            u16::from(qclass).to_be_bytes(),
+        );
+        let mut key = Self::with_prefix(scope, flags, &[t0, t1, c0, c1], name_len);
         let bytes = key.bytes_mut();
-        bytes[..2].copy_from_slice(&scope.to_be_bytes());
-        bytes[2] = flags.bits();
-        bytes[3..5].copy_from_slice(&u16::from(qtype).to_be_bytes());
-        bytes[5..7].copy_from_slice(&u16::from(qclass).to_be_bytes());
         let mut at = PREFIX_LEN;
         for label in name.iter() {
             // A Name's labels are at most 63 bytes, so the length fits.

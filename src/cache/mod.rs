@@ -42,7 +42,7 @@ use tokio::time::Instant;
 
 use crate::config::CacheConfig;
 use crate::metrics;
-use crate::wire::{self, Section};
+use crate::wire::{self, RCODE_NOERROR, RCODE_NXDOMAIN, RCODE_SERVFAIL, Section, TYPE_SOA};
 
 pub use flight::{Flight, FlightFollower, FlightLeader};
 pub use key::{CacheKey, KeyFlags};
@@ -69,10 +69,6 @@ pub const PREFETCH_WINDOW: u32 = 10;
 /// large merged SRV set a few KiB; this keeps `size` huge replies from costing `size × 64 KiB`.
 pub const BYTES_PER_ENTRY: usize = 1024;
 
-const RCODE_NOERROR: u8 = 0;
-const RCODE_SERVFAIL: u8 = 2;
-const RCODE_NXDOMAIN: u8 = 3;
-const TYPE_SOA: u16 = 6;
 /// Two root names and five 32-bit fields.
 const MIN_SOA_RDATA: usize = 22;
 
@@ -163,12 +159,10 @@ impl Cache {
                 Some((bytes, age, refresh))
             })
         };
-        let Some((stored, age, refresh)) = found else {
-            self.misses.fetch_add(1, Ordering::Relaxed);
-            metrics::cache_miss();
-            return Lookup::Miss;
-        };
-        let Some(reply) = served(&stored, Some(request), age, true) else {
+        let fresh = found.and_then(|(stored, age, refresh)| {
+            served(&stored, Some(request), age, true).map(|reply| (reply, refresh))
+        });
+        let Some((reply, refresh)) = fresh else {
             self.misses.fetch_add(1, Ordering::Relaxed);
             metrics::cache_miss();
             return Lookup::Miss;
