@@ -28,6 +28,16 @@ pub const RCODE_NOERROR: u8 = 0;
 pub const RCODE_SERVFAIL: u8 = 2;
 pub const RCODE_NXDOMAIN: u8 = 3;
 
+/// A message with the 2-byte length prefix of DNS over TCP (RFC 1035 §4.2.2), or `None` when
+/// it is longer than a length prefix can say.
+pub fn tcp_framed(msg: &[u8]) -> Option<Vec<u8>> {
+    let len = u16::try_from(msg.len()).ok()?;
+    let mut framed = Vec::with_capacity(msg.len() + 2);
+    framed.extend_from_slice(&len.to_be_bytes());
+    framed.extend_from_slice(msg);
+    Some(framed)
+}
+
 /// The message ID, or `None` when the header is incomplete.
 pub fn id(msg: &[u8]) -> Option<u16> {
     Some(u16::from_be_bytes([*msg.first()?, *msg.get(1)?]))

@@ -17,6 +17,7 @@ use super::{Shared, stopped};
 use crate::metrics::{self, DropReason};
 use crate::query::Proto;
 use crate::reply;
+use crate::wire;
 
 /// Open client connections at once; further connections are closed as soon as accepted.
 pub const MAX_CONNECTIONS: usize = 256;
@@ -65,12 +66,9 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) {
     let (replies, mut outgoing) = mpsc::channel::<Vec<u8>>(MAX_PIPELINED);
     let write_loop = tokio::spawn(async move {
         while let Some(reply) = outgoing.recv().await {
-            let Ok(len) = u16::try_from(reply.len()) else {
+            let Some(framed) = wire::tcp_framed(&reply) else {
                 continue;
             };
-            let mut framed = Vec::with_capacity(reply.len() + 2);
-            framed.extend_from_slice(&len.to_be_bytes());
-            framed.extend_from_slice(&reply);
             if writer.write_all(&framed).await.is_err() {
                 break;
             }

@@ -132,10 +132,7 @@ async fn tcp(
     let exchange = async {
         let mut stream = TcpStream::connect(endpoint).await?;
         stream.set_nodelay(true)?;
-        let len = u16::try_from(msg.len()).map_err(|_| AttemptError::BadQuery)?;
-        let mut framed = Vec::with_capacity(msg.len() + 2);
-        framed.extend_from_slice(&len.to_be_bytes());
-        framed.extend_from_slice(&msg);
+        let framed = wire::tcp_framed(&msg).ok_or(AttemptError::BadQuery)?;
         stream.write_all(&framed).await?;
         loop {
             let len = usize::from(stream.read_u16().await?);

@@ -566,10 +566,7 @@ async fn fake_tcp_connection(stream: TcpStream, state: Arc<FakeState>) {
 
 /// A message with its 2-byte TCP length prefix.
 pub fn frame_of(message: &[u8]) -> Vec<u8> {
-    let len = u16::try_from(message.len()).expect("a message fits a TCP frame");
-    let mut framed = len.to_be_bytes().to_vec();
-    framed.extend_from_slice(message);
-    framed
+    meshdns::wire::tcp_framed(message).expect("a message fits a TCP frame")
 }
 
 /// meshdns serving on 127.0.0.1 (UDP and TCP, one port); stops when dropped.
