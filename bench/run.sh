@@ -26,6 +26,8 @@
 set -u -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=tests/lib/nsd.sh
+. "$ROOT/tests/lib/nsd.sh"
 BENCH=$ROOT/bench
 PY=${PYTHON:-python3}
 SECONDS_PER_RUN=${BENCH_SECONDS:-10}
@@ -223,36 +225,12 @@ awk 'BEGIN { for (i = 10000; i < 20000; i++) print "h" i ".bench.test A" }' >"$W
 # ---------------------------------------------------------------------------------------------
 # NSD: the stand-in kube-dns and the three stand-in clusters
 # ---------------------------------------------------------------------------------------------
-nsd_conf() { # DIR ADDR ZONE
-	cat <<EOF
-server:
-	ip-address: $2
-	port: 53
-	do-ip6: no
-	server-count: 1
-	reuseport: no
-	username: ""
-	chroot: ""
-	zonesdir: "$1"
-	database: ""
-	zonelistfile: "$1/zone.list"
-	xfrdfile: "$1/xfrd.state"
-	xfrdir: "$1"
-	pidfile: "$1/nsd.pid"
-	logfile: "$1/nsd.log"
-	hide-version: yes
-	minimal-responses: yes
-	verbosity: 1
-remote-control:
-	control-enable: no
-zone:
-	name: $3
-	zonefile: "$1/zone"
-EOF
-}
 start_nsd() { # NAME ADDR ZONE (zone file already at $WORK/NAME/zone)
 	local d=$WORK/$1
-	nsd_conf "$d" "$2" "$3" >"$d/nsd.conf"
+	{
+		nsd_conf "$d" "$2" 'hide-version: yes' 'minimal-responses: yes' 'verbosity: 1'
+		nsd_zone "$3" "$d/zone"
+	} >"$d/nsd.conf"
 	nsd-checkconf "$d/nsd.conf" >"$d/check.log" 2>&1 || {
 		cat "$d/check.log" >&2
 		return 1

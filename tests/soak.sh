@@ -12,6 +12,8 @@
 # distributed SRV/A gathers. Only processes this script started are stopped, by PID.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=tests/lib/nsd.sh
+. tests/lib/nsd.sh
 
 SECONDS_TOTAL=${1:-240}
 QPS=${2:-5000}
@@ -48,36 +50,13 @@ start_nsd() { # N ADDR [with example.test]
 	local d=$WORK/nsd-$1
 	mkdir -p "$d"
 	zone_cluster "$1" >"$d/cluster.local.zone"
-	cat >"$d/nsd.conf" <<EOF
-server:
-	ip-address: $2
-	port: 53
-	do-ip6: no
-	server-count: 1
-	# Response rate limiting is on by default in NSD: at load it drops answers to one
-	# client (meshdns), which then looks like a slow upstream.
-	rrl-ratelimit: 0
-	rrl-whitelist-ratelimit: 0
-	reuseport: no
-	username: ""
-	chroot: ""
-	zonesdir: "$d"
-	database: ""
-	zonelistfile: "$d/zone.list"
-	xfrdfile: "$d/xfrd.state"
-	xfrdir: "$d"
-	pidfile: "$d/nsd.pid"
-	logfile: "$d/nsd.log"
-	verbosity: 0
-remote-control:
-	control-enable: no
-zone:
-	name: cluster.local
-	zonefile: "$d/cluster.local.zone"
-EOF
+	{
+		nsd_conf "$d" "$2" 'verbosity: 0'
+		nsd_zone cluster.local "$d/cluster.local.zone"
+	} >"$d/nsd.conf"
 	if [[ ${3:-} == example ]]; then
 		printf '$TTL 300\n@ IN SOA ns hostmaster 1 7200 1800 86400 5\n@ IN NS ns\nns IN A 127.0.30.2\nwww IN A 192.0.2.80\n' >"$d/example.test.zone"
-		printf 'zone:\n\tname: example.test\n\tzonefile: "%s/example.test.zone"\n' "$d" >>"$d/nsd.conf"
+		nsd_zone example.test "$d/example.test.zone" >>"$d/nsd.conf"
 	fi
 	nsd -d -c "$d/nsd.conf" >>"$d/nsd.log" 2>&1 &
 	PIDS+=($!)

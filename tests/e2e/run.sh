@@ -14,6 +14,8 @@
 set -u -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=tests/lib/nsd.sh
+. "$ROOT/tests/lib/nsd.sh"
 E2E=$ROOT/tests/e2e
 MODE=${E2E_MODE:-full}
 PY=${PYTHON:-python3}
@@ -160,38 +162,13 @@ start_nsd() { # NAME INDEX ADDR [external]
 	local name=$1 i=$2 addr=$3 ext=${4:-} d=$WORK/nsd-$1
 	mkdir -p "$d"
 	gen_cluster_zone "$i" >"$d/cluster.local.zone"
-	cat >"$d/nsd.conf" <<EOF
-server:
-	ip-address: $addr
-	port: 53
-	do-ip6: no
-	server-count: 1
-	# Response rate limiting is on by default in NSD: at load it drops answers to one
-	# client (meshdns), which then looks like a slow upstream.
-	rrl-ratelimit: 0
-	rrl-whitelist-ratelimit: 0
-	reuseport: no
-	username: ""
-	chroot: ""
-	zonesdir: "$d"
-	database: ""
-	zonelistfile: "$d/zone.list"
-	xfrdfile: "$d/xfrd.state"
-	xfrdir: "$d"
-	pidfile: "$d/nsd.pid"
-	logfile: "$d/nsd.log"
-	hide-version: yes
-	nsid: "ascii_standin-$name"
-	verbosity: 1
-remote-control:
-	control-enable: no
-zone:
-	name: cluster.local
-	zonefile: "$d/cluster.local.zone"
-EOF
+	{
+		nsd_conf "$d" "$addr" 'hide-version: yes' "nsid: \"ascii_standin-$name\"" 'verbosity: 1'
+		nsd_zone cluster.local "$d/cluster.local.zone"
+	} >"$d/nsd.conf"
 	if [[ -n $ext ]]; then
 		gen_external_zone >"$d/example.test.zone"
-		printf 'zone:\n\tname: example.test\n\tzonefile: "%s/example.test.zone"\n' "$d" >>"$d/nsd.conf"
+		nsd_zone example.test "$d/example.test.zone" >>"$d/nsd.conf"
 	fi
 	if ! nsd-checkconf "$d/nsd.conf" >"$d/check.log" 2>&1; then
 		cat "$d/check.log" >&2

@@ -1,0 +1,26 @@
+# shellcheck shell=bash
+# NSD configuration for the stand-in DNS servers of tests/e2e/run.sh, tests/soak.sh and
+# bench/run.sh: one server per loopback address, everything it writes in its own directory,
+# no remote control, and response rate limiting off (NSD limits answers per client netblock
+# by default; at load it then drops answers to meshdns, which looks like a slow upstream).
+#
+#   nsd_conf DIR ADDR [SERVER_OPTION...] >DIR/nsd.conf   the server part ("verbosity: 1", ...)
+#   nsd_zone NAME FILE >>DIR/nsd.conf                    one zone served from FILE
+
+nsd_conf() {
+	local dir=$1 addr=$2 option
+	shift 2
+	printf 'server:\n'
+	for option in "ip-address: $addr" 'port: 53' 'do-ip6: no' 'server-count: 1' \
+		'rrl-ratelimit: 0' 'rrl-whitelist-ratelimit: 0' 'reuseport: no' 'username: ""' \
+		'chroot: ""' "zonesdir: \"$dir\"" 'database: ""' "zonelistfile: \"$dir/zone.list\"" \
+		"xfrdfile: \"$dir/xfrd.state\"" "xfrdir: \"$dir\"" "pidfile: \"$dir/nsd.pid\"" \
+		"logfile: \"$dir/nsd.log\"" "$@"; do
+		printf '\t%s\n' "$option"
+	done
+	printf 'remote-control:\n\tcontrol-enable: no\n'
+}
+
+nsd_zone() {
+	printf 'zone:\n\tname: %s\n\tzonefile: "%s"\n' "$1" "$2"
+}
