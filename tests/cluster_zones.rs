@@ -85,6 +85,13 @@ struct Mesh {
     meshdns: Meshdns,
 }
 
+impl Mesh {
+    /// `name` `rtype` asked of meshdns over UDP.
+    async fn ask(&self, name: &str, rtype: RecordType) -> support::Reply {
+        udp(self.meshdns.addr, &query(name, rtype)).await
+    }
+}
+
 /// Names outside every cluster zone that kube-dns (the local fake) also knows.
 const PASSTHROUGH: [&str; 3] = ["x.notcluster.b.", "x.cluster.bb.", "x.cluster.z."];
 
@@ -132,11 +139,7 @@ async fn with_cluster_b(upstream: &FakeDns, entry: &str, vars: &[(&str, &str)]) 
 #[tokio::test]
 async fn an_a_record_comes_from_that_clusters_dns_under_its_zone() {
     let mesh = mesh().await;
-    let reply = udp(
-        mesh.meshdns.addr,
-        &query("member-4.foo.ns.cluster.b.", RecordType::A),
-    )
-    .await;
+    let reply = mesh.ask("member-4.foo.ns.cluster.b.", RecordType::A).await;
     assert_eq!(reply.msg.response_code, ResponseCode::NoError);
     assert_eq!(
         reply.answer_lines(),
@@ -149,11 +152,9 @@ async fn an_a_record_comes_from_that_clusters_dns_under_its_zone() {
 #[tokio::test]
 async fn an_aaaa_record_comes_from_that_clusters_dns_under_its_zone() {
     let mesh = mesh().await;
-    let reply = udp(
-        mesh.meshdns.addr,
-        &query("member-4.foo.ns.cluster.c.", RecordType::AAAA),
-    )
-    .await;
+    let reply = mesh
+        .ask("member-4.foo.ns.cluster.c.", RecordType::AAAA)
+        .await;
     assert_eq!(
         reply.answer_lines(),
         ["member-4.foo.ns.cluster.c. AAAA fd00::3:4"]
@@ -163,11 +164,9 @@ async fn an_aaaa_record_comes_from_that_clusters_dns_under_its_zone() {
 #[tokio::test]
 async fn srv_targets_and_their_addresses_are_mapped_under_the_cluster_zone() {
     let mesh = mesh().await;
-    let reply = udp(
-        mesh.meshdns.addr,
-        &query("_mongodb._tcp.mongo.db.cluster.b.", RecordType::SRV),
-    )
-    .await;
+    let reply = mesh
+        .ask("_mongodb._tcp.mongo.db.cluster.b.", RecordType::SRV)
+        .await;
     assert_eq!(
         reply.answer_lines(),
         [
@@ -187,11 +186,7 @@ async fn srv_targets_and_their_addresses_are_mapped_under_the_cluster_zone() {
 #[tokio::test]
 async fn a_cname_inside_the_cluster_domain_is_mapped_back() {
     let mesh = mesh().await;
-    let reply = udp(
-        mesh.meshdns.addr,
-        &query("alias.db.cluster.b.", RecordType::A),
-    )
-    .await;
+    let reply = mesh.ask("alias.db.cluster.b.", RecordType::A).await;
     assert_eq!(
         reply.answer_lines(),
         [
@@ -204,11 +199,7 @@ async fn a_cname_inside_the_cluster_domain_is_mapped_back() {
 #[tokio::test]
 async fn a_txt_record_comes_from_that_clusters_dns() {
     let mesh = mesh().await;
-    let reply = udp(
-        mesh.meshdns.addr,
-        &query("config.db.cluster.b.", RecordType::TXT),
-    )
-    .await;
+    let reply = mesh.ask("config.db.cluster.b.", RecordType::TXT).await;
     assert_eq!(
         reply.answer_lines(),
         ["config.db.cluster.b. TXT replicaSet=rs2"]
@@ -219,7 +210,7 @@ async fn a_txt_record_comes_from_that_clusters_dns() {
 async fn the_question_and_owners_keep_the_clients_spelling() {
     let mesh = mesh().await;
     let asked = "MEMBER-4.Foo.ns.Cluster.B.";
-    let reply = udp(mesh.meshdns.addr, &query(asked, RecordType::A)).await;
+    let reply = mesh.ask(asked, RecordType::A).await;
     assert_eq!(reply.msg.queries[0].name().to_ascii(), asked);
     assert_eq!(reply.answer_lines(), [format!("{asked} A 10.2.0.4")]);
 }
@@ -227,11 +218,7 @@ async fn the_question_and_owners_keep_the_clients_spelling() {
 #[tokio::test]
 async fn nxdomain_keeps_an_soa_owned_by_the_cluster_zone_apex() {
     let mesh = mesh().await;
-    let reply = udp(
-        mesh.meshdns.addr,
-        &query("gone.db.cluster.b.", RecordType::A),
-    )
-    .await;
+    let reply = mesh.ask("gone.db.cluster.b.", RecordType::A).await;
     assert_eq!(reply.msg.response_code, ResponseCode::NXDomain);
     assert_soa_at_apex(&reply, "cluster.b.");
 }
@@ -239,11 +226,9 @@ async fn nxdomain_keeps_an_soa_owned_by_the_cluster_zone_apex() {
 #[tokio::test]
 async fn nodata_keeps_an_soa_owned_by_the_cluster_zone_apex() {
     let mesh = mesh().await;
-    let reply = udp(
-        mesh.meshdns.addr,
-        &query("member-4.foo.ns.cluster.b.", RecordType::TXT),
-    )
-    .await;
+    let reply = mesh
+        .ask("member-4.foo.ns.cluster.b.", RecordType::TXT)
+        .await;
     assert_eq!(reply.msg.response_code, ResponseCode::NoError);
     assert!(reply.msg.answers.is_empty());
     assert_soa_at_apex(&reply, "cluster.b.");
@@ -263,11 +248,7 @@ fn assert_soa_at_apex(reply: &support::Reply, apex: &str) {
 #[tokio::test]
 async fn nodata_after_a_cname_keeps_an_soa_owned_by_the_cluster_zone_apex() {
     let mesh = mesh().await;
-    let reply = udp(
-        mesh.meshdns.addr,
-        &query("alias.db.cluster.b.", RecordType::AAAA),
-    )
-    .await;
+    let reply = mesh.ask("alias.db.cluster.b.", RecordType::AAAA).await;
     assert_eq!(
         reply.answer_lines(),
         ["alias.db.cluster.b. CNAME mongo-0.mongo.db.cluster.b."]
@@ -278,11 +259,7 @@ async fn nodata_after_a_cname_keeps_an_soa_owned_by_the_cluster_zone_apex() {
 #[tokio::test]
 async fn the_peers_ns_records_and_their_glue_are_dropped() {
     let mesh = mesh().await;
-    let reply = udp(
-        mesh.meshdns.addr,
-        &query("with-ns.db.cluster.b.", RecordType::A),
-    )
-    .await;
+    let reply = mesh.ask("with-ns.db.cluster.b.", RecordType::A).await;
     assert_eq!(reply.answer_lines(), ["with-ns.db.cluster.b. A 10.2.2.0"]);
     assert!(
         reply.msg.authorities.is_empty(),
@@ -300,7 +277,7 @@ async fn the_peers_ns_records_and_their_glue_are_dropped() {
 async fn names_that_only_end_like_a_cluster_zone_pass_through() {
     let mesh = mesh().await;
     for name in ["x.notcluster.b.", "x.cluster.bb."] {
-        let reply = udp(mesh.meshdns.addr, &query(name, RecordType::A)).await;
+        let reply = mesh.ask(name, RecordType::A).await;
         assert_eq!(reply.answer_lines(), [format!("{name} A 192.0.2.1")]);
     }
     assert_eq!(mesh.local.names(), ["x.notcluster.b.", "x.cluster.bb."]);
@@ -310,7 +287,7 @@ async fn names_that_only_end_like_a_cluster_zone_pass_through() {
 #[tokio::test]
 async fn an_unknown_cluster_name_passes_through() {
     let mesh = mesh().await;
-    let reply = udp(mesh.meshdns.addr, &query("x.cluster.z.", RecordType::A)).await;
+    let reply = mesh.ask("x.cluster.z.", RecordType::A).await;
     assert_eq!(reply.answer_lines(), ["x.cluster.z. A 192.0.2.1"]);
     assert_eq!(mesh.local.names(), ["x.cluster.z."]);
 }
@@ -318,11 +295,7 @@ async fn an_unknown_cluster_name_passes_through() {
 #[tokio::test]
 async fn the_local_clusters_zone_goes_to_the_upstreams() {
     let mesh = mesh().await;
-    let reply = udp(
-        mesh.meshdns.addr,
-        &query("member-4.foo.ns.cluster.a.", RecordType::A),
-    )
-    .await;
+    let reply = mesh.ask("member-4.foo.ns.cluster.a.", RecordType::A).await;
     assert_eq!(
         reply.answer_lines(),
         ["member-4.foo.ns.cluster.a. A 10.1.0.4"]

@@ -301,17 +301,23 @@ async fn an_endpoint_that_keeps_failing_is_skipped() {
     assert_eq!(asked, names[..3]);
 }
 
-#[tokio::test]
-async fn a_truncated_upstream_reply_is_fetched_again_over_tcp() {
+/// An upstream with 100 A records for NAME that truncates over UDP (TC, no records) and
+/// answers whole over TCP.
+async fn truncating_upstream_of_100_records() -> FakeDns {
     let many: Vec<_> = (0..100).map(|i| rr::a(NAME, [10, 0, 0, i])).collect();
-    let upstream = FakeDns::builder()
+    FakeDns::builder()
         .on(
             NAME,
             RecordType::A,
             Behaviour::TruncateUdp(Answer::records(many)),
         )
         .start()
-        .await;
+        .await
+}
+
+#[tokio::test]
+async fn a_truncated_upstream_reply_is_fetched_again_over_tcp() {
+    let upstream = truncating_upstream_of_100_records().await;
     let meshdns = meshdns_before(&[&upstream], &[]).await;
     let reply = tcp(meshdns.addr, &query(NAME, RecordType::A)).await;
     assert!(!reply.msg.truncation);
@@ -322,15 +328,7 @@ async fn a_truncated_upstream_reply_is_fetched_again_over_tcp() {
 
 #[tokio::test]
 async fn a_small_udp_client_gets_tc_with_what_fits_in_512_bytes() {
-    let many: Vec<_> = (0..100).map(|i| rr::a(NAME, [10, 0, 0, i])).collect();
-    let upstream = FakeDns::builder()
-        .on(
-            NAME,
-            RecordType::A,
-            Behaviour::TruncateUdp(Answer::records(many)),
-        )
-        .start()
-        .await;
+    let upstream = truncating_upstream_of_100_records().await;
     let meshdns = meshdns_before(&[&upstream], &[]).await;
     let reply = udp(meshdns.addr, &query(NAME, RecordType::A)).await;
     assert!(reply.bytes.len() <= 512, "{} bytes", reply.bytes.len());
