@@ -99,22 +99,53 @@ pub fn client_query(data: &[u8]) {
     }
 }
 
-/// Pass-through: an upstream reply that passed the acceptance checks gets the client's ID and
-/// is cut to the client's size.
+/// The query the pass-through target's replies answer (ID 0x1234, `www.example.org. A`, EDNS).
+static PASSTHROUGH_QUERY: LazyLock<Vec<u8>> = LazyLock::new(|| {
+    let mut query = Message::query();
+    query.metadata.id = 0x1234;
+    query.add_query(Query::query(
+        Name::from_ascii("www.example.org.").expect("a valid name"),
+        RecordType::A,
+    ));
+    query.set_edns(hickory_proto::op::Edns::new());
+    query.to_vec().expect("the query encodes")
+});
+
+/// Pass-through, the real path: an upstream reply that the exchange accepts for the query
+/// (`upstream::acceptable`, with the query's ID standing for the random one) goes to the
+/// client through `passthrough::to_client` and is cut to the client's size: it carries the
+/// client's ID and question, no COOKIE, and fits.
 pub fn upstream_passthrough(data: &[u8]) {
     let (limit, reply) = client_limit(data);
-    let mut reply = reply.to_vec();
-    if reply.len() < wire::HEADER_LEN || !wire::is_response(&reply) {
+    let query = PASSTHROUGH_QUERY.as_slice();
+    if !meshdns::upstream::acceptable(reply, 0x1234, query) {
         return;
     }
-    wire::set_id(&mut reply, 0xbeef);
-    let verbatim = reply.clone();
-    let out = fit_wire(reply, limit);
-    if out != verbatim {
-        assert_reply(&out, 0xbeef, limit, "pass-through cut");
+    let mut client_query = query.to_vec();
+    wire::set_id(&mut client_query, 0xbeef);
+    let out = fit_wire(
+        meshdns::passthrough::to_client(reply.to_vec(), &client_query),
+        limit,
+    );
+    assert!(out.len() <= limit, "pass-through: {} > {limit}", out.len());
+    assert_eq!(
+        wire::id(&out),
+        Some(0xbeef),
+        "pass-through: the client's ID"
+    );
+    let asked = wire::first_question(query);
+    assert!(
+        wire::first_question(&out).is_none_or(|q| Some(q)
+            .zip(asked)
+            .is_some_and(|(a, b)| wire::same_question(a, b))),
+        "pass-through: the client's question or none"
+    );
+    if let Some(Some(opt)) = wire::opt(&out) {
+        assert!(
+            !opt.options.contains(wire::OPTION_COOKIE),
+            "no cookie passes"
+        );
     }
-    assert!(out.len() <= limit);
-    assert_eq!(wire::id(&out), Some(0xbeef));
 }
 
 /// Cluster zone: any upstream reply is mapped back and encoded for the client.
@@ -212,10 +243,15 @@ pub fn cache(data: &[u8]) {
         return;
     };
     // A cache per input, so that what is served comes from this input.
-    let cache = Cache::new(&CacheConfig {
-        size: 4,
-        ..CONFIG.cache.clone()
-    });
+    let background = std::sync::Arc::new(meshdns::background::Background::new(1));
+    let cache = Cache::new(
+        &CacheConfig {
+            size: 4,
+            ..CONFIG.cache.clone()
+        },
+        meshdns::metrics::Metrics::new().cache(),
+        background,
+    );
     let now = Instant::now();
     cache.insert(&key, reply, now);
     if let Lookup::Fresh { reply: served, .. } = cache.lookup(&key, request, now) {

@@ -2,10 +2,12 @@
 //!
 //! A query walks one way through the modules:
 //! [`server`] (sockets, framing, limits) → [`request`] (parse, FORMERR/NOTIMP) →
-//! [`query`] (the pipeline) → [`route`] (which zone) → [`rewrite`] (names there and back) →
-//! [`upstream`] (endpoints, one exchange, health) → [`reply`] (errors, fitting to size);
-//! gathered zones fan out and merge in [`gather`].
-//! [`cache`] keeps answers (keys, TTLs, stale, in-flight sharing) for every route.
+//! [`query`] (routing, over one [`snapshot`] of the configuration) → [`route`] (which zone) →
+//! the route's resolver: [`passthrough`] (kube-dns), [`rewrite`] (a cluster's zone: names
+//! there and back), [`gather`] (every cluster, merged) → [`upstream`] (endpoints, one
+//! exchange, health) → [`reply`] (errors, fitting to size).
+//! [`cache`] keeps answers (keys, TTLs, stale, in-flight sharing) for every route, behind one
+//! entry point. [`background`] owns the work done off a client's path.
 //! [`config`] reads the environment once; [`wire`] reads raw bytes without a full parse;
 //! [`metrics`] defines every metric, served by the admin server in [`server`];
 //! [`process`] is what the binary needs around `run` (logging, runtime, signals).
@@ -15,10 +17,12 @@
 
 #![forbid(unsafe_code)]
 
+pub mod background;
 pub mod cache;
 pub mod config;
 pub mod gather;
 pub mod metrics;
+pub mod passthrough;
 pub mod process;
 pub mod query;
 pub mod reply;
@@ -26,6 +30,7 @@ pub mod request;
 pub mod rewrite;
 pub mod route;
 pub mod server;
+pub mod snapshot;
 pub mod upstream;
 pub mod wire;
 
@@ -35,9 +40,13 @@ use std::time::Duration;
 
 use tokio::sync::{Semaphore, watch};
 
+use background::Background;
+use cache::Cache;
 use config::Config;
+use metrics::Metrics;
 use query::Resolver;
-use server::{Listeners, MAX_INFLIGHT, Readiness, Shared};
+use server::{Listeners, Readiness, Shared};
+use snapshot::Snapshot;
 
 /// How long in-flight queries may take to finish after shutdown is signalled.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -51,7 +60,7 @@ pub async fn run(
     mut listeners: Listeners,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
-    metrics::init();
+    let metrics = Arc::new(Metrics::new());
     let readiness = Readiness::default();
     // A JoinSet so that the admin task ends when `run` returns, whichever way.
     let mut admin = tokio::task::JoinSet::new();
@@ -59,14 +68,26 @@ pub async fn run(
     if let Some(listener) = listeners.admin.take() {
         let listener = tokio::net::TcpListener::from_std(listener)?;
         admin_addr = listener.local_addr().ok();
-        admin.spawn(server::serve_admin(listener, readiness.clone()));
+        admin.spawn(server::serve_admin(
+            listener,
+            readiness.clone(),
+            Arc::clone(&metrics),
+        ));
     }
+    let background = Arc::new(Background::new(background::DEFAULT_LIMIT));
+    let cache = Arc::new(Cache::new(
+        &config.cache,
+        metrics.cache(),
+        Arc::clone(&background),
+    ));
+    let snapshot = Snapshot::new(&config, &cache, &metrics, &background);
     let (stop, stopped) = watch::channel(false);
-    let inflight = Arc::new(Semaphore::new(MAX_INFLIGHT));
+    let inflight = Arc::new(Semaphore::new(config.max_inflight));
     let shared = Shared {
-        resolver: Arc::new(Resolver::new(&config)),
+        resolver: Arc::new(Resolver::new(snapshot, cache, Arc::clone(&metrics))),
         allow_from: Arc::new(config.allow_from.clone()),
         inflight: Arc::clone(&inflight),
+        metrics,
         shutdown: stopped,
     };
     let bound = listeners.local_addrs();
@@ -93,21 +114,31 @@ pub async fn run(
 
     tokio::select! {
         () = shutdown => tracing::info!("shutting down: draining in-flight queries"),
-        Some(Ok(Err(error))) = loops.join_next() => {
-            tracing::error!(%error, "a listener failed");
+        Some(ended) = loops.join_next() => {
+            // A listener ends only with the process: serving half the sockets would leave the
+            // pod's DNS broken while /readyz says otherwise. Exit, and let the kubelet restart.
+            readiness.set(false);
             let _ = stop.send(true);
+            let error = match ended {
+                Ok(Err(error)) => error,
+                Ok(Ok(())) => std::io::Error::other("a DNS listener stopped"),
+                Err(panicked) => std::io::Error::other(format!("a DNS listener failed: {panicked}")),
+            };
+            tracing::error!(%error, "a listener failed; exiting");
+            background.close();
             return Err(error);
         }
     }
     readiness.set(false);
     let _ = stop.send(true);
-    while loops.join_next().await.is_some() {}
-    let limit = u32::try_from(MAX_INFLIGHT).unwrap_or(u32::MAX);
-    if tokio::time::timeout(SHUTDOWN_GRACE, inflight.acquire_many(limit))
-        .await
-        .is_err()
-    {
+    let limit = u32::try_from(config.max_inflight).unwrap_or(u32::MAX);
+    let drained = async {
+        while loops.join_next().await.is_some() {}
+        let _ = inflight.acquire_many(limit).await;
+    };
+    if tokio::time::timeout(SHUTDOWN_GRACE, drained).await.is_err() {
         tracing::warn!("shutdown grace time over with queries still in flight");
     }
+    background.close();
     Ok(())
 }

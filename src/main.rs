@@ -1,15 +1,16 @@
 //! The meshdns binary: configuration from the environment, logging, the runtime, and exit codes
 //! (0 after a clean shutdown, 64 for bad configuration, 71 when a socket cannot be bound).
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
-use meshdns::config::{Config, render_check};
+use meshdns::config::{Config, render_check, variables};
 use meshdns::process;
 
 const EXIT_CONFIG: u8 = 64;
 const EXIT_BIND: u8 = 71;
-const USAGE: &str =
-    "usage: meshdns [--check | --version]  (configured by MESHDNS_* environment variables)";
+const USAGE: &str = "usage: meshdns [--check | --version | --help]  (configured by MESHDNS_* environment variables; meshdns --help lists them)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -19,6 +20,10 @@ fn main() -> ExitCode {
         ["--check"] => true,
         ["--version"] => {
             println!("meshdns {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        ["--help" | "-h"] => {
+            print!("{}", variables::help());
             return ExitCode::SUCCESS;
         }
         _ => {

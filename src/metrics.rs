@@ -1,28 +1,32 @@
 //! Every metric of meshdns, defined once: the families (name, type, labels, help) as constants,
-//! the closed label sets, and small recording functions the query path calls.
+//! one [`Metrics`] handle that owns a registry and every series, and the series each layer
+//! below records into.
 //!
-//! One process-wide registry ([`LazyLock`]) rather than a handle passed around: the metrics are
-//! per process anyway, and the recording points sit in modules (cache, gather, upstream) that
-//! would otherwise all need a new constructor argument. Tests that read exact values run
-//! serialised (see `tests/metrics.rs`).
+//! The modules form a tree. The layers below (wire, route, cache, upstream, gather) never
+//! import this one: each owns its label types (`Proto`, `RouteKind`, `AttemptResult`) and a
+//! small struct of prometheus handles (`CacheMetrics`, `UpstreamMetrics`) that this module
+//! builds; the layers above (query, server, the reload loop) record through [`Metrics`].
 //!
-//! Labels come only from closed sets — enums here, or names bounded by the configuration
-//! (cluster names, endpoint addresses) — never from a query. Series of the closed sets are
-//! created up front, so the DNS path only touches atomics (no label hashing, no lock) and a
-//! first scrape already shows every series at 0 (`rate()` works from the start).
+//! One registry per [`Metrics`], made by `run`: tests make their own and read exact values
+//! without serialising on a process-wide registry.
+//!
+//! Labels come only from closed sets — enums, or names bounded by the configuration (cluster
+//! names, endpoint addresses) — never from a query. Series of the closed sets are created up
+//! front, so the DNS path only touches atomics (no label hashing, no lock) and a first scrape
+//! already shows every series at 0 (`rate()` works from the start).
 
-use std::sync::LazyLock;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use prometheus::core::Collector;
 use prometheus::{
-    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use crate::query::Proto;
-use crate::route::Route;
-use crate::wire;
+use crate::cache::CacheMetrics;
+use crate::route::RouteKind;
+use crate::upstream::UpstreamMetrics;
+use crate::wire::{self, Proto};
 
 /// The type of a family, as the text exposition format spells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,9 +139,21 @@ pub const BUILD_INFO: Family = Family {
     labels: &["version"],
     help: "Always 1; the version label says which meshdns runs.",
 };
+pub const CONFIG_RELOADS_TOTAL: Family = Family {
+    name: "meshdns_config_reloads_total",
+    kind: Kind::Counter,
+    labels: &["result"],
+    help: "Reloads of MESHDNS_CONFIG_DIR, by result: applied, or rejected (the running configuration stays).",
+};
+pub const CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP_SECONDS: Family = Family {
+    name: "meshdns_config_last_reload_success_timestamp_seconds",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "Unix time of the last configuration applied (the start, or the last applied reload).",
+};
 
-/// Every family, in the order of DESIGN.md.
-pub const FAMILIES: [&Family; 14] = [
+/// Every family, in the order of the README's table.
+pub const FAMILIES: [&Family; 16] = [
     &REQUESTS_TOTAL,
     &REQUEST_DURATION_SECONDS,
     &CACHE_HITS_TOTAL,
@@ -152,6 +168,8 @@ pub const FAMILIES: [&Family; 14] = [
     &INFLIGHT,
     &DROPPED_TOTAL,
     &BUILD_INFO,
+    &CONFIG_RELOADS_TOTAL,
+    &CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP_SECONDS,
 ];
 
 /// Buckets of `request_duration_seconds`: a cache hit over loopback takes tens of µs, a
@@ -179,93 +197,29 @@ fn rcode_index(reply: &[u8]) -> usize {
     wire::rcode(reply).map_or(6, |code| usize::from(code).min(6))
 }
 
-const PROTOS: [Proto; 2] = [Proto::Udp, Proto::Tcp];
-
-fn proto_index(proto: Proto) -> usize {
-    match proto {
-        Proto::Udp => 0,
-        Proto::Tcp => 1,
-    }
-}
-
-/// The `route` label values, in the index order of `route_index`.
-pub const ROUTES: [&str; 4] = ["passthrough", "cluster", "distributed", "clusterset"];
-
-fn route_index(route: Route) -> usize {
-    match route {
-        Route::Passthrough => 0,
-        Route::Cluster(_) => 1,
-        Route::Distributed(_) => 2,
-        Route::Clusterset => 3,
-    }
-}
-
-/// How one attempt at an upstream endpoint ended: the `result` label.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UpstreamResult {
-    /// An answer: NOERROR or NXDOMAIN.
-    Ok,
-    Servfail,
-    Refused,
-    /// Another response code (FORMERR, NOTIMP, …): the endpoint answered but could not help.
-    OtherRcode,
-    Timeout,
-    /// A network error (connection refused, reset, unreachable) or a query that could not be sent.
-    Error,
-}
-
-impl UpstreamResult {
-    pub const ALL: [UpstreamResult; 6] = [
-        UpstreamResult::Ok,
-        UpstreamResult::Servfail,
-        UpstreamResult::Refused,
-        UpstreamResult::OtherRcode,
-        UpstreamResult::Timeout,
-        UpstreamResult::Error,
-    ];
-
-    pub fn label(self) -> &'static str {
-        match self {
-            UpstreamResult::Ok => "ok",
-            UpstreamResult::Servfail => "servfail",
-            UpstreamResult::Refused => "refused",
-            UpstreamResult::OtherRcode => "other_rcode",
-            UpstreamResult::Timeout => "timeout",
-            UpstreamResult::Error => "error",
-        }
-    }
-
-    /// The result of a reply that was accepted, from its response code.
-    pub fn of_reply(reply: &[u8]) -> Self {
-        match wire::rcode(reply) {
-            Some(0 | 3) => UpstreamResult::Ok,
-            Some(2) => UpstreamResult::Servfail,
-            Some(5) => UpstreamResult::Refused,
-            _ => UpstreamResult::OtherRcode,
-        }
-    }
-}
-
 /// Why a client's query (or connection) was not served: the `reason` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DropReason {
-    /// UDP query dropped because `MAX_INFLIGHT` queries were being answered.
+    /// UDP query dropped because `MESHDNS_MAX_INFLIGHT` queries were being answered.
     InflightLimit,
-    /// TCP connection closed at once because `MAX_CONNECTIONS` were open.
+    /// TCP connection closed at once because the connection cap was reached.
     TcpConnectionLimit,
     /// Not a standard query: dropped (no full header, or a response), or answered at once with
     /// FORMERR, NOTIMP or BADVERS.
     Malformed,
     /// Client outside `MESHDNS_ALLOW_FROM`: answered REFUSED.
     NotAllowed,
+    /// A TCP client that stopped reading its replies: its connection was closed.
+    TcpStalled,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 4] = [
+    pub const ALL: [DropReason; 5] = [
         DropReason::InflightLimit,
         DropReason::TcpConnectionLimit,
         DropReason::Malformed,
         DropReason::NotAllowed,
+        DropReason::TcpStalled,
     ];
 
     pub fn label(self) -> &'static str {
@@ -274,31 +228,52 @@ impl DropReason {
             DropReason::TcpConnectionLimit => "tcp_connection_limit",
             DropReason::Malformed => "malformed",
             DropReason::NotAllowed => "not_allowed",
+            DropReason::TcpStalled => "tcp_stalled",
         }
     }
 }
 
-struct Metrics {
-    registry: Registry,
-    /// Indexed by `(proto * ROUTES.len() + route) * RCODES.len() + rcode`.
-    requests: Vec<IntCounter>,
-    /// Indexed by route.
-    request_duration: Vec<Histogram>,
-    cache_hits: IntCounter,
-    cache_misses: IntCounter,
-    cache_stale_served: IntCounter,
-    cache_entries: IntGauge,
-    cache_evictions: IntCounter,
-    upstream_requests: IntCounterVec,
-    upstream_duration: HistogramVec,
-    upstream_healthy: IntGaugeVec,
-    gather_partial: IntCounter,
-    inflight: IntGauge,
-    /// Indexed by [`DropReason`] (its variants are declared in the order of `ALL`).
-    dropped: Vec<IntCounter>,
+/// How a reload of the configuration directory ended: the `result` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReloadResult {
+    Applied,
+    Rejected,
 }
 
-static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
+impl ReloadResult {
+    pub const ALL: [ReloadResult; 2] = [ReloadResult::Applied, ReloadResult::Rejected];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            ReloadResult::Applied => "applied",
+            ReloadResult::Rejected => "rejected",
+        }
+    }
+}
+
+/// The registry and every series of one meshdns instance.
+pub struct Metrics {
+    registry: Registry,
+    /// Indexed by `(proto * RouteKind::ALL.len() + route) * RCODES.len() + rcode`.
+    requests: Vec<IntCounter>,
+    /// Indexed by route kind.
+    request_duration: Vec<Histogram>,
+    inflight: IntGauge,
+    /// Indexed like [`DropReason::ALL`].
+    dropped: Vec<IntCounter>,
+    /// Indexed like [`ReloadResult::ALL`].
+    reloads: Vec<IntCounter>,
+    last_reload_success: Gauge,
+    cache: CacheMetrics,
+    upstream: UpstreamMetrics,
+    gather_partial: IntCounter,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
 
 /// Registers `collector`. The names and labels are constants checked by the unit tests, so a
 /// failure here is a programming error that every test run would show at once.
@@ -321,13 +296,21 @@ fn histogram_opts(family: &Family, buckets: &[f64]) -> HistogramOpts {
     HistogramOpts::new(family.name, family.help).buckets(buckets.to_vec())
 }
 
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Metrics {
-    fn new() -> Self {
+    /// A fresh registry with every family registered and every closed-set series created.
+    pub fn new() -> Self {
         let registry = Registry::new();
-        let requests = register(
-            &registry,
-            IntCounterVec::new(opts(&REQUESTS_TOTAL), REQUESTS_TOTAL.labels),
-        );
+        let counter = |family: &Family| register(&registry, IntCounter::with_opts(opts(family)));
+        let gauge = |family: &Family| register(&registry, IntGauge::with_opts(opts(family)));
+        let counter_vec =
+            |family: &Family| register(&registry, IntCounterVec::new(opts(family), family.labels));
+        let requests = counter_vec(&REQUESTS_TOTAL);
         let request_duration = register(
             &registry,
             HistogramVec::new(
@@ -335,36 +318,34 @@ impl Metrics {
                 REQUEST_DURATION_SECONDS.labels,
             ),
         );
-        let counter = |family: &Family| register(&registry, IntCounter::with_opts(opts(family)));
-        let gauge = |family: &Family| register(&registry, IntGauge::with_opts(opts(family)));
-        let cache_hits = counter(&CACHE_HITS_TOTAL);
-        let cache_misses = counter(&CACHE_MISSES_TOTAL);
-        let cache_stale_served = counter(&CACHE_STALE_SERVED_TOTAL);
-        let cache_entries = gauge(&CACHE_ENTRIES);
-        let cache_evictions = counter(&CACHE_EVICTIONS_TOTAL);
-        let upstream_requests = register(
-            &registry,
-            IntCounterVec::new(
-                opts(&UPSTREAM_REQUESTS_TOTAL),
-                UPSTREAM_REQUESTS_TOTAL.labels,
+        let cache = CacheMetrics {
+            hits: counter(&CACHE_HITS_TOTAL),
+            misses: counter(&CACHE_MISSES_TOTAL),
+            stale_served: counter(&CACHE_STALE_SERVED_TOTAL),
+            entries: gauge(&CACHE_ENTRIES),
+            evictions: counter(&CACHE_EVICTIONS_TOTAL),
+        };
+        let upstream = UpstreamMetrics {
+            requests: counter_vec(&UPSTREAM_REQUESTS_TOTAL),
+            duration: register(
+                &registry,
+                HistogramVec::new(
+                    histogram_opts(&UPSTREAM_DURATION_SECONDS, &UPSTREAM_BUCKETS),
+                    UPSTREAM_DURATION_SECONDS.labels,
+                ),
             ),
-        );
-        let upstream_duration = register(
-            &registry,
-            HistogramVec::new(
-                histogram_opts(&UPSTREAM_DURATION_SECONDS, &UPSTREAM_BUCKETS),
-                UPSTREAM_DURATION_SECONDS.labels,
+            healthy: register(
+                &registry,
+                IntGaugeVec::new(opts(&UPSTREAM_HEALTHY), UPSTREAM_HEALTHY.labels),
             ),
-        );
-        let upstream_healthy = register(
-            &registry,
-            IntGaugeVec::new(opts(&UPSTREAM_HEALTHY), UPSTREAM_HEALTHY.labels),
-        );
+        };
         let gather_partial = counter(&GATHER_PARTIAL_TOTAL);
         let inflight = gauge(&INFLIGHT);
-        let dropped = register(
+        let dropped = counter_vec(&DROPPED_TOTAL);
+        let reloads = counter_vec(&CONFIG_RELOADS_TOTAL);
+        let last_reload_success = register(
             &registry,
-            IntCounterVec::new(opts(&DROPPED_TOTAL), DROPPED_TOTAL.labels),
+            Gauge::with_opts(opts(&CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP_SECONDS)),
         );
         let build_info = register(
             &registry,
@@ -373,161 +354,122 @@ impl Metrics {
         build_info
             .with_label_values(&[env!("CARGO_PKG_VERSION")])
             .set(1);
-
-        let mut request_series = Vec::with_capacity(PROTOS.len() * ROUTES.len() * RCODES.len());
-        for proto in PROTOS {
-            for route in ROUTES {
+        let mut request_series =
+            Vec::with_capacity(Proto::ALL.len() * RouteKind::ALL.len() * RCODES.len());
+        for proto in Proto::ALL {
+            for route in RouteKind::ALL {
                 for rcode in RCODES {
-                    request_series.push(requests.with_label_values(&[proto.label(), route, rcode]));
+                    request_series.push(requests.with_label_values(&[
+                        proto.label(),
+                        route.label(),
+                        rcode,
+                    ]));
                 }
             }
         }
-        Self {
+        let metrics = Self {
             registry,
             requests: request_series,
-            request_duration: ROUTES
+            request_duration: RouteKind::ALL
                 .iter()
-                .map(|route| request_duration.with_label_values(&[*route]))
+                .map(|route| request_duration.with_label_values(&[route.label()]))
                 .collect(),
-            cache_hits,
-            cache_misses,
-            cache_stale_served,
-            cache_entries,
-            cache_evictions,
-            upstream_requests,
-            upstream_duration,
-            upstream_healthy,
-            gather_partial,
             inflight,
             dropped: DropReason::ALL
                 .iter()
                 .map(|reason| dropped.with_label_values(&[reason.label()]))
                 .collect(),
+            reloads: ReloadResult::ALL
+                .iter()
+                .map(|result| reloads.with_label_values(&[result.label()]))
+                .collect(),
+            last_reload_success,
+            cache,
+            upstream,
+            gather_partial,
+        };
+        metrics.set_last_reload_success_now();
+        metrics
+    }
+
+    /// The whole registry in the text exposition format. Reading the metrics takes only the
+    /// registry's short read locks; the DNS path never waits on a scrape.
+    pub fn encode(&self) -> String {
+        let families = self.registry.gather();
+        TextEncoder::new()
+            .encode_to_string(&families)
+            .unwrap_or_else(|error| format!("# encoding failed: {error}\n"))
+    }
+
+    /// One client query answered with `reply`, `elapsed` after it arrived.
+    pub fn record_request(&self, proto: Proto, route: RouteKind, reply: &[u8], elapsed: Duration) {
+        let index = (proto as usize * RouteKind::ALL.len() + route as usize) * RCODES.len()
+            + rcode_index(reply);
+        if let Some(counter) = self.requests.get(index) {
+            counter.inc();
+        }
+        if let Some(histogram) = self.request_duration.get(route as usize) {
+            histogram.observe(elapsed.as_secs_f64());
         }
     }
-}
 
-/// Creates every family (so a scrape before the first query shows them all).
-pub fn init() {
-    LazyLock::force(&METRICS);
+    /// A client query or connection not served.
+    pub fn dropped(&self, reason: DropReason) {
+        if let Some(counter) = self.dropped.get(reason as usize) {
+            counter.inc();
+        }
+    }
+
+    /// Counts a query as in flight until the guard is dropped.
+    pub fn inflight(&self) -> InflightGuard {
+        self.inflight.inc();
+        InflightGuard(self.inflight.clone())
+    }
+
+    /// A reload of the configuration directory ended.
+    pub fn config_reload(&self, result: ReloadResult) {
+        if let Some(counter) = self.reloads.get(result as usize) {
+            counter.inc();
+        }
+        if result == ReloadResult::Applied {
+            self.set_last_reload_success_now();
+        }
+    }
+
+    fn set_last_reload_success_now(&self) {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        self.last_reload_success.set(now.as_secs_f64());
+    }
+
+    /// The cache's series.
+    pub fn cache(&self) -> CacheMetrics {
+        self.cache.clone()
+    }
+
+    /// The families every upstream group records into.
+    pub fn upstream(&self) -> UpstreamMetrics {
+        self.upstream.clone()
+    }
+
+    /// Counts gathered answers sent without some cluster.
+    pub fn gather_partial(&self) -> IntCounter {
+        self.gather_partial.clone()
+    }
 }
 
 /// The text exposition format's content type, as Prometheus expects it.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// The whole registry in the text exposition format. Reading the metrics takes only the
-/// registry's short read locks; the DNS path never waits on a scrape.
-pub fn encode() -> String {
-    let families = METRICS.registry.gather();
-    TextEncoder::new()
-        .encode_to_string(&families)
-        .unwrap_or_else(|error| format!("# encoding failed: {error}\n"))
-}
-
-/// One client query answered with `reply`, `elapsed` after it arrived.
-pub fn record_request(proto: Proto, route: Route, reply: &[u8], elapsed: Duration) {
-    let metrics = &*METRICS;
-    let index = (proto_index(proto) * ROUTES.len() + route_index(route)) * RCODES.len()
-        + rcode_index(reply);
-    if let Some(counter) = metrics.requests.get(index) {
-        counter.inc();
-    }
-    if let Some(histogram) = metrics.request_duration.get(route_index(route)) {
-        histogram.observe(elapsed.as_secs_f64());
-    }
-}
-
-/// A client query or connection not served.
-pub fn dropped(reason: DropReason) {
-    if let Some(counter) = METRICS.dropped.get(reason as usize) {
-        counter.inc();
-    }
-}
-
-pub fn cache_hit() {
-    METRICS.cache_hits.inc();
-}
-
-pub fn cache_miss() {
-    METRICS.cache_misses.inc();
-}
-
-pub fn cache_stale_served() {
-    METRICS.cache_stale_served.inc();
-}
-
-pub fn cache_evicted(entries: u64) {
-    METRICS.cache_evictions.inc_by(entries);
-}
-
-pub fn set_cache_entries(entries: usize) {
-    METRICS
-        .cache_entries
-        .set(i64::try_from(entries).unwrap_or(i64::MAX));
-}
-
-/// A gathered answer went out without some cluster.
-pub fn gather_partial() {
-    METRICS.gather_partial.inc();
-}
-
-/// Counts a query as in flight until the guard is dropped.
+/// Counts a query as in flight while it lives.
 #[must_use = "the query counts as in flight only while the guard lives"]
-pub struct InflightGuard(());
-
-pub fn inflight() -> InflightGuard {
-    METRICS.inflight.inc();
-    InflightGuard(())
-}
+pub struct InflightGuard(IntGauge);
 
 impl Drop for InflightGuard {
     fn drop(&mut self) {
-        METRICS.inflight.dec();
+        self.0.dec();
     }
-}
-
-/// The series of one upstream group (one cluster), resolved once when the group is built so
-/// that recording an attempt is two atomic updates.
-#[derive(Debug, Clone)]
-pub struct UpstreamMetrics {
-    /// Indexed like [`UpstreamResult::ALL`].
-    results: Vec<IntCounter>,
-    duration: Histogram,
-}
-
-impl UpstreamMetrics {
-    pub fn new(cluster: &str) -> Self {
-        let metrics = &*METRICS;
-        Self {
-            results: UpstreamResult::ALL
-                .iter()
-                .map(|result| {
-                    metrics
-                        .upstream_requests
-                        .with_label_values(&[cluster, result.label()])
-                })
-                .collect(),
-            duration: metrics.upstream_duration.with_label_values(&[cluster]),
-        }
-    }
-
-    /// One attempt at an endpoint of this group.
-    pub fn record(&self, result: UpstreamResult, elapsed: Duration) {
-        // The variants are declared in the order of ALL.
-        if let Some(counter) = self.results.get(result as usize) {
-            counter.inc();
-        }
-        self.duration.observe(elapsed.as_secs_f64());
-    }
-}
-
-/// The `upstream_healthy` series of one endpoint; set to 1 when created.
-pub fn endpoint_health(cluster: &str, endpoint: &str) -> IntGauge {
-    let gauge = METRICS
-        .upstream_healthy
-        .with_label_values(&[cluster, endpoint]);
-    gauge.set(1);
-    gauge
 }
 
 #[cfg(test)]
@@ -536,11 +478,22 @@ mod tests {
 
     #[test]
     fn every_family_is_registered_with_its_type_and_labels() {
-        init();
+        let metrics = Metrics::new();
         // Vectors without series are not gathered; give the configuration-bounded ones one.
-        let _ = UpstreamMetrics::new("unit-test");
-        let _ = endpoint_health("unit-test", "127.0.0.1:53");
-        let gathered = METRICS.registry.gather();
+        let upstream = metrics.upstream();
+        upstream
+            .requests
+            .with_label_values(&["unit-test", "ok"])
+            .inc();
+        upstream
+            .duration
+            .with_label_values(&["unit-test"])
+            .observe(0.1);
+        upstream
+            .healthy
+            .with_label_values(&["unit-test", "127.0.0.1:53"])
+            .set(1);
+        let gathered = metrics.registry.gather();
         assert_eq!(gathered.len(), FAMILIES.len());
         for family in FAMILIES {
             let found = gathered
@@ -570,25 +523,39 @@ mod tests {
         assert_eq!(RCODES[rcode_index(&reply(5))], "REFUSED");
         assert_eq!(RCODES[rcode_index(&reply(9))], "other");
         assert_eq!(RCODES[rcode_index(&[])], "other");
-        assert_eq!(UpstreamResult::of_reply(&reply(3)), UpstreamResult::Ok);
-        assert_eq!(
-            UpstreamResult::of_reply(&reply(2)),
-            UpstreamResult::Servfail
-        );
-        assert_eq!(
-            UpstreamResult::of_reply(&reply(4)),
-            UpstreamResult::OtherRcode
-        );
     }
 
     #[test]
     fn label_enums_index_in_the_order_of_all() {
-        for (i, result) in UpstreamResult::ALL.iter().enumerate() {
-            assert_eq!(*result as usize, i);
-        }
         for (i, reason) in DropReason::ALL.iter().enumerate() {
             assert_eq!(*reason as usize, i);
         }
+        for (i, result) in ReloadResult::ALL.iter().enumerate() {
+            assert_eq!(*result as usize, i);
+        }
+        for (i, proto) in Proto::ALL.iter().enumerate() {
+            assert_eq!(*proto as usize, i);
+        }
+        for (i, route) in RouteKind::ALL.iter().enumerate() {
+            assert_eq!(*route as usize, i);
+        }
+        for (i, result) in crate::upstream::AttemptResult::ALL.iter().enumerate() {
+            assert_eq!(*result as usize, i);
+        }
+    }
+
+    #[test]
+    fn every_request_series_exists_from_the_start() {
+        let text = Metrics::new().encode();
+        let series = text
+            .lines()
+            .filter(|l| l.starts_with("meshdns_requests_total{"))
+            .count();
+        assert_eq!(
+            series,
+            Proto::ALL.len() * RouteKind::ALL.len() * RCODES.len()
+        );
+        assert!(text.contains("meshdns_config_reloads_total{result=\"rejected\"} 0"));
     }
 
     #[test]

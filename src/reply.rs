@@ -51,6 +51,7 @@ pub fn from_header(request: &[u8], rcode: ResponseCode) -> Option<Vec<u8>> {
         false,
         question.is_some(),
     ));
+    wire::copy_request_bits(&mut reply, request);
     reply.extend_from_slice(question.unwrap_or_default());
     Some(reply)
 }
@@ -109,9 +110,16 @@ pub fn negative(
     reply
 }
 
-/// Encodes `msg` in at most `limit` bytes. When the whole message does not fit, the
-/// additional and authority sections go first, then answers from the end, and TC is set so the
-/// client asks again over TCP. The OPT record is always kept.
+/// SERVFAIL as bytes, ready to send (see [`servfail`]).
+pub fn servfail_bytes(request: &Message, code: ExtendedError, why: &str) -> Vec<u8> {
+    encode_fitted(&servfail(request, code, why), wire::MAX_MESSAGE)
+}
+
+/// Encodes `msg` in at most `limit` bytes, keeping whole RRsets only (RFC 2181 §9): when the
+/// whole message does not fit, additional RRsets go first, from the end, without TC; when the
+/// answer and authority sections alone do not fit, the RRsets that do not are left out whole
+/// (the additional section with them) and TC is set, so the client asks again over TCP and a
+/// client that cannot never takes part of a set for all of it. The OPT record is always kept.
 pub fn encode_fitted(msg: &Message, limit: usize) -> Vec<u8> {
     match msg.to_vec() {
         Ok(full) if full.len() <= limit => return full,
@@ -122,19 +130,53 @@ pub fn encode_fitted(msg: &Message, limit: usize) -> Vec<u8> {
         }
     }
     let mut cut = msg.clone();
-    cut.metadata.truncation = true;
-    cut.additionals.clear();
-    cut.authorities.clear();
-    let answers = std::mem::take(&mut cut.answers);
-    let mut encode_with = |count: usize| {
-        cut.answers = answers[..count].to_vec();
+    let additional = rrsets(&msg.additionals);
+    let kept = largest_fitting(additional.len(), |count| {
+        cut.additionals = additional[..count].concat();
         cut.to_vec().ok().filter(|bytes| bytes.len() <= limit)
-    };
-    let Some(mut best) = encode_with(0) else {
-        return encode_servfail_header(msg);
-    };
-    // Binary search for the largest answer count that fits: `fits` always fits.
-    let (mut fits, mut upper) = (0, answers.len());
+    });
+    if let Some(bytes) = kept {
+        return bytes;
+    }
+    cut.additionals.clear();
+    cut.metadata.truncation = true;
+    let answers = rrsets(&msg.answers);
+    let authorities = rrsets(&msg.authorities);
+    let kept = largest_fitting(answers.len() + authorities.len(), |count| {
+        cut.answers = answers[..count.min(answers.len())].concat();
+        cut.authorities = authorities[..count.saturating_sub(answers.len())].concat();
+        cut.to_vec().ok().filter(|bytes| bytes.len() <= limit)
+    });
+    kept.unwrap_or_else(|| encode_servfail_header(msg))
+}
+
+/// Records grouped into RRsets (same owner, type and class), in order of first appearance.
+fn rrsets(records: &[Record]) -> Vec<Vec<Record>> {
+    let mut sets: Vec<Vec<Record>> = Vec::new();
+    for record in records {
+        let same_set = |set: &&mut Vec<Record>| {
+            set.first().is_some_and(|first| {
+                first.name == record.name
+                    && first.record_type() == record.record_type()
+                    && first.dns_class == record.dns_class
+            })
+        };
+        match sets.iter_mut().find(same_set) {
+            Some(set) => set.push(record.clone()),
+            None => sets.push(vec![record.clone()]),
+        }
+    }
+    sets
+}
+
+/// The encoding with the most leading RRsets (out of `total`) that `encode_with` says fits;
+/// `None` when not even zero fit. Encodings grow with the count, so a binary search finds it.
+fn largest_fitting(
+    total: usize,
+    mut encode_with: impl FnMut(usize) -> Option<Vec<u8>>,
+) -> Option<Vec<u8>> {
+    let mut best = encode_with(0)?;
+    let (mut fits, mut upper) = (0, total);
     while fits < upper {
         let count = (fits + upper).div_ceil(2);
         match encode_with(count) {
@@ -142,7 +184,7 @@ pub fn encode_fitted(msg: &Message, limit: usize) -> Vec<u8> {
             None => upper = count - 1,
         }
     }
-    best
+    Some(best)
 }
 
 /// A complete reply in wire form, cut to `limit` when it is larger (parsed and re-encoded only
@@ -153,12 +195,34 @@ pub fn fit_wire(reply: Vec<u8>, limit: usize) -> Vec<u8> {
     }
     match Message::from_vec(&reply) {
         Ok(full) => encode_fitted(&full, limit),
-        Err(_) => {
-            let id = wire::id(&reply).unwrap_or_default();
-            let flags = reply.get(2).copied().unwrap_or_default();
-            reply_header(id, flags, ResponseCode::ServFail, true, false).to_vec()
-        }
+        Err(_) => truncated_in_place(&reply),
     }
+}
+
+/// A reply hickory cannot re-encode (it walks, or it would not have been accepted, but holds
+/// data hickory rejects) cut to its header and question with TC set: nothing partial, and
+/// the client asks again over TCP.
+fn truncated_in_place(reply: &[u8]) -> Vec<u8> {
+    let question = wire::first_question(reply).unwrap_or_default();
+    let mut cut = Vec::with_capacity(wire::HEADER_LEN + question.len());
+    cut.extend_from_slice(
+        reply
+            .get(..wire::HEADER_LEN)
+            .unwrap_or(&[0; wire::HEADER_LEN]),
+    );
+    cut[2] |= 0x02;
+    cut[4..wire::HEADER_LEN].copy_from_slice(&[
+        0,
+        u8::from(!question.is_empty()),
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+    ]);
+    cut.extend_from_slice(question);
+    cut
 }
 
 fn encode_servfail_header(msg: &Message) -> Vec<u8> {
@@ -253,17 +317,21 @@ mod tests {
         );
     }
 
-    #[test]
-    fn fitting_keeps_as_many_answers_as_fit_sets_tc_and_keeps_opt() {
-        let mut reply = synthesized(&request(true), ResponseCode::NoError);
-        let name = Name::from_ascii("big.example.").unwrap();
-        for i in 0..100u8 {
+    fn a_records(reply: &mut Message, owner: &str, count: u8) {
+        let name = Name::from_ascii(owner).unwrap();
+        for i in 0..count {
             reply.add_answer(Record::from_rdata(
                 name.clone(),
                 30,
                 RData::A(A::new(10, 0, 0, i)),
             ));
         }
+    }
+
+    #[test]
+    fn an_rrset_that_does_not_fit_is_left_out_whole_with_tc_and_opt_kept() {
+        let mut reply = synthesized(&request(true), ResponseCode::NoError);
+        a_records(&mut reply, "big.example.", 100);
         let full = encode_fitted(&reply, wire::MAX_MESSAGE);
         assert!(!wire::is_truncated(&full));
         let cut = encode_fitted(&reply, 512);
@@ -271,10 +339,48 @@ mod tests {
         assert!(wire::is_truncated(&cut));
         let parsed = Message::from_vec(&cut).unwrap();
         assert!(parsed.edns.is_some());
-        assert!(
-            parsed.answers.len() > 20 && parsed.answers.len() < 100,
-            "{}",
-            parsed.answers.len()
-        );
+        assert_eq!(parsed.answers.len(), 0, "all of the set or none of it");
+    }
+
+    #[test]
+    fn whole_rrsets_that_fit_are_kept_in_order_with_tc() {
+        let mut reply = synthesized(&request(true), ResponseCode::NoError);
+        a_records(&mut reply, "a.example.", 10);
+        a_records(&mut reply, "b.example.", 10);
+        a_records(&mut reply, "c.example.", 10);
+        let cut = encode_fitted(&reply, 512);
+        assert!(wire::is_truncated(&cut));
+        let parsed = Message::from_vec(&cut).unwrap();
+        let owners: Vec<String> = parsed.answers.iter().map(|r| r.name.to_ascii()).collect();
+        assert_eq!(owners.len() % 10, 0, "{owners:?}");
+        assert!(!owners.is_empty() && owners.len() < 30);
+        assert!(owners.iter().take(10).all(|o| o == "a.example."));
+    }
+
+    #[test]
+    fn additional_records_go_first_without_tc() {
+        let mut reply = synthesized(&request(true), ResponseCode::NoError);
+        a_records(&mut reply, "a.example.", 5);
+        for i in 0..40u8 {
+            reply.add_additional(Record::from_rdata(
+                Name::from_ascii(format!("glue-{i}.example.")).unwrap(),
+                30,
+                RData::A(A::new(10, 1, 0, i)),
+            ));
+        }
+        let cut = encode_fitted(&reply, 512);
+        assert!(!wire::is_truncated(&cut), "answers complete: no TC");
+        let parsed = Message::from_vec(&cut).unwrap();
+        assert_eq!(parsed.answers.len(), 5);
+        assert!(parsed.additionals.len() < 40);
+        assert!(parsed.edns.is_some());
+    }
+
+    #[test]
+    fn a_header_reply_echoes_the_cd_bit() {
+        let mut query = request(false);
+        query.metadata.checking_disabled = true;
+        let reply = from_header(&query.to_vec().unwrap(), ResponseCode::Refused).unwrap();
+        assert!(wire::checking_disabled(&reply));
     }
 }

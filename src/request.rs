@@ -2,8 +2,14 @@
 //! must be answered at once (FORMERR, NOTIMP, BADVERS) or dropped.
 //!
 //! Dropped: anything without a full header, and responses (QR set) — answering those could make
-//! meshdns one half of a packet loop. Everything else gets an answer (DESIGN.md, "Limits and
-//! bad input").
+//! meshdns one half of a packet loop. Everything else gets an answer (docs/design.md, "Limits
+//! and bad input"): FORMERR for what does not parse (two OPT records, a question name with a
+//! compression pointer or longer than 255 bytes, garbage after the header), NOTIMP for other
+//! opcodes, BADVERS for EDNS versions above 0.
+//!
+//! EDNS options are not judged here: hickory parses some strictly (a CLIENT-SUBNET option of
+//! an unknown address family is an error to it, not to the protocol), so the message is parsed
+//! without its options, and the bytes themselves travel on unparsed.
 
 use hickory_proto::op::{Message, OpCode, ResponseCode};
 
@@ -26,13 +32,15 @@ pub fn inspect(bytes: &[u8]) -> Inspected {
     if bytes.len() < wire::HEADER_LEN || wire::is_response(bytes) {
         return Inspected::Drop;
     }
-    let Ok(msg) = Message::from_vec(bytes) else {
+    let without_options = wire::without_options(bytes, |_| true);
+    let parsed = Message::from_vec(without_options.as_deref().unwrap_or(bytes));
+    let Ok(msg) = parsed else {
         return reply::from_header(bytes, ResponseCode::FormErr)
             .map_or(Inspected::Drop, Inspected::Reply);
     };
     let refusal = if msg.op_code != OpCode::Query {
         Some(ResponseCode::NotImp)
-    } else if msg.queries.len() != 1 {
+    } else if msg.queries.len() != 1 || wire::first_question(bytes).is_none() {
         Some(ResponseCode::FormErr)
     } else if msg.edns.as_ref().is_some_and(|e| e.version() > 0) {
         Some(ResponseCode::BADVERS)
@@ -123,6 +131,42 @@ mod tests {
             u16::from(rcode_of(inspect(&msg.to_vec().unwrap()))),
             u16::from(ResponseCode::BADVERS)
         );
+    }
+
+    #[test]
+    fn two_opt_records_get_formerr() {
+        let mut msg = query();
+        msg.set_edns(Edns::new());
+        let mut bytes = msg.to_vec().unwrap();
+        let opt = bytes[bytes.len() - 11..].to_vec();
+        bytes.extend_from_slice(&opt);
+        bytes[11] = 2;
+        assert_eq!(rcode_of(inspect(&bytes)), ResponseCode::FormErr);
+    }
+
+    #[test]
+    fn a_client_subnet_option_of_an_unknown_family_is_passed_on() {
+        let mut msg = query();
+        let mut edns = Edns::new();
+        edns.options_mut()
+            .insert(hickory_proto::rr::rdata::opt::EdnsOption::Unknown(
+                8,
+                vec![0, 99, 0, 0],
+            ));
+        msg.set_edns(edns);
+        assert!(matches!(
+            inspect(&msg.to_vec().unwrap()),
+            Inspected::Query(_)
+        ));
+    }
+
+    #[test]
+    fn a_question_name_with_a_pointer_gets_formerr_not_silence() {
+        // The question name points at the header: hickory follows it, the router cannot.
+        let mut bytes = query().to_vec().unwrap();
+        bytes.truncate(wire::HEADER_LEN);
+        bytes.extend_from_slice(&[0xc0, 0x00, 0, 1, 0, 1]);
+        assert!(matches!(inspect(&bytes), Inspected::Reply(_)));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Name mapping between the names clients use and the names a cluster's DNS knows, over whole
-//! messages, in both directions.
+//! messages, in both directions — and the cluster-zone route that uses it
+//! ([`ClusterRoute::ask`]).
 //!
 //! `mongo-1.mongo.db.cluster.b` goes to cluster b as `mongo-1.mongo.db.svc.cluster.local`; in
 //! the reply every name under `svc.cluster.local` — owners and the names inside SRV, CNAME,
@@ -7,9 +8,17 @@
 //! spelled it. Matching is on label boundaries and ignores case (CoreDNS's `rewrite name
 //! substring` does neither, and leaves answer owners unmapped).
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use hickory_proto::op::{Message, Query, ResponseCode};
 use hickory_proto::rr::rdata::{CNAME, MX, NS, PTR, SOA, SRV};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
+use tokio::time::Instant;
+
+use crate::reply::{self, ExtendedError};
+use crate::upstream::Upstream;
+use crate::wire;
 
 /// Replaces the `from` suffix of `name` by `to`; `None` when `name` is not under `from` or the
 /// result would be too long for DNS.
@@ -38,16 +47,20 @@ impl ZoneMap {
         replace_suffix(name, &self.upstream, &self.client)
     }
 
-    /// The client's query as the upstream must see it: only the question name changes.
+    /// The client's query as the upstream must see it: only the question name changes (and
+    /// no EDNS option of the client's goes along: they belong to the client's hop).
     pub fn request_to_upstream(&self, request: &Message) -> Option<Message> {
         let mut upstream = request.clone();
         let query = upstream.queries.first_mut()?;
         let name = self.to_upstream(query.name())?;
         query.set_name(name);
+        if let Some(edns) = upstream.edns.as_mut() {
+            edns.options_mut().as_mut().clear();
+        }
         Some(upstream)
     }
 
-    /// The upstream's reply as the client must see it (DESIGN.md, "Cluster zones"): question
+    /// The upstream's reply as the client must see it (docs/design.md, "Cluster zones"): question
     /// echoed as asked, names mapped back, the negative-answer SOA moved to the client zone's
     /// apex, the peer's NS records and their glue dropped.
     pub fn reply_to_client(&self, mut reply: Message, asked: &Query) -> Message {
@@ -65,6 +78,8 @@ impl ZoneMap {
         reply.metadata.recursion_available = true;
         if let Some(edns) = reply.edns.as_mut() {
             edns.set_max_payload(crate::reply::ADVERTISED_UDP_SIZE);
+            // The peer's options (its NSID, cookie, padding) are for meshdns, not the client.
+            edns.options_mut().as_mut().clear();
         }
         // A negative answer (NXDOMAIN, or NODATA, also after a CNAME chain: answers need not be
         // empty) carries the SOA of the peer's own zone (`cluster.local.`, above the mapped
@@ -103,6 +118,75 @@ impl ZoneMap {
             }
         }
         reply
+    }
+}
+
+/// A cluster as the cluster-zone route sees it: how its names map, and whom to ask.
+#[derive(Debug)]
+pub struct ClusterRoute {
+    pub map: ZoneMap,
+    pub upstream: Arc<Upstream>,
+}
+
+impl ClusterRoute {
+    /// Asks the cluster with the question rewritten into its domain and maps the reply back
+    /// (the complete reply, not yet cut to the client's size).
+    pub async fn ask(
+        &self,
+        request: &Message,
+        deadline: Instant,
+        negative_ttl: Duration,
+    ) -> Vec<u8> {
+        let Some(asked) = request.queries.first() else {
+            return reply::encode_fitted(
+                &reply::synthesized(request, ResponseCode::FormErr),
+                wire::MAX_MESSAGE,
+            );
+        };
+        let Some(upstream_bytes) = self
+            .map
+            .request_to_upstream(request)
+            .and_then(|m| m.to_vec().ok())
+        else {
+            // The name cannot exist in the cluster's domain (too long once rewritten).
+            let reply = reply::negative(
+                request,
+                ResponseCode::NXDomain,
+                &self.map.client,
+                negative_ttl,
+            );
+            return reply::encode_fitted(&reply, wire::MAX_MESSAGE);
+        };
+        let answered = match self.upstream.exchange(&upstream_bytes, deadline).await {
+            Ok(answered) => answered,
+            Err(error) => {
+                tracing::debug!(cluster = self.upstream.name(), %error, "cluster query failed");
+                return reply::servfail_bytes(
+                    request,
+                    ExtendedError::NoReachableAuthority,
+                    "cluster DNS did not answer",
+                );
+            }
+        };
+        let Ok(upstream_reply) = Message::from_vec(&answered.bytes) else {
+            return reply::servfail_bytes(
+                request,
+                ExtendedError::NetworkError,
+                "cluster DNS reply unreadable",
+            );
+        };
+        if matches!(
+            upstream_reply.response_code,
+            ResponseCode::Refused | ResponseCode::FormErr | ResponseCode::NotImp
+        ) {
+            // These describe meshdns's query to the peer, not the client's question: as a
+            // resolver would, the client gets SERVFAIL, and the reason in an Extended DNS Error.
+            let why = format!("cluster DNS answered {}", upstream_reply.response_code);
+            return reply::servfail_bytes(request, ExtendedError::NetworkError, &why);
+        }
+        let mut client_reply = self.map.reply_to_client(upstream_reply, asked);
+        client_reply.metadata.id = request.id;
+        reply::encode_fitted(&client_reply, wire::MAX_MESSAGE)
     }
 }
 

@@ -8,6 +8,7 @@ use hickory_proto::rr::Name;
 use hickory_proto::serialize::binary::BinEncodable;
 
 use crate::config::Config;
+use crate::wire;
 
 /// Where a query goes. Indexes point into `Config::clusters` / `Config::distributed_zones`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,13 +24,40 @@ pub enum Route {
 }
 
 impl Route {
-    /// The metric label of the route.
+    /// What kind of route this is: the metric label.
+    pub fn kind(self) -> RouteKind {
+        match self {
+            Route::Passthrough => RouteKind::Passthrough,
+            Route::Cluster(_) => RouteKind::Cluster,
+            Route::Distributed(_) => RouteKind::Distributed,
+            Route::Clusterset => RouteKind::Clusterset,
+        }
+    }
+}
+
+/// A [`Route`] without its index: the `route` label of the request metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteKind {
+    Passthrough,
+    Cluster,
+    Distributed,
+    Clusterset,
+}
+
+impl RouteKind {
+    pub const ALL: [RouteKind; 4] = [
+        RouteKind::Passthrough,
+        RouteKind::Cluster,
+        RouteKind::Distributed,
+        RouteKind::Clusterset,
+    ];
+
     pub fn label(self) -> &'static str {
         match self {
-            Route::Passthrough => "passthrough",
-            Route::Cluster(_) => "cluster",
-            Route::Distributed(_) => "distributed",
-            Route::Clusterset => "clusterset",
+            RouteKind::Passthrough => "passthrough",
+            RouteKind::Cluster => "cluster",
+            RouteKind::Distributed => "distributed",
+            RouteKind::Clusterset => "clusterset",
         }
     }
 }
@@ -68,22 +96,13 @@ impl Router {
     /// The route of a question name in wire form (uncompressed labels ending in the root).
     /// Label starts are tried left to right, so the first zone found is the longest match.
     pub fn route(&self, name: &[u8]) -> Route {
-        let mut at = 0;
-        while let Some(&len) = name.get(at) {
-            let suffix = &name[at..];
-            if let Some((_, route)) = self
-                .zones
+        wire::find_suffix(name, |suffix| {
+            self.zones
                 .iter()
                 .find(|(zone, _)| zone.eq_ignore_ascii_case(suffix))
-            {
-                return *route;
-            }
-            if len == 0 || len & 0xc0 != 0 {
-                break;
-            }
-            at += 1 + usize::from(len);
-        }
-        Route::Passthrough
+                .map(|(_, route)| *route)
+        })
+        .unwrap_or(Route::Passthrough)
     }
 }
 

@@ -338,7 +338,6 @@ async fn a_flood_of_random_names_keeps_the_cache_bounded() {
     for _ in 0..2 {
         udp(meshdns.addr, &query(NAME, RecordType::A)).await;
     }
-    let evicted_before = metric("meshdns_cache_evictions_total");
     let names: Vec<String> = (0..FLOOD)
         .map(|i| format!("r{i}x.flood.example.com."))
         .collect();
@@ -368,20 +367,13 @@ async fn a_flood_of_random_names_keeps_the_cache_bounded() {
         "the latest name and the popular one are still cached"
     );
 
-    // The gauge is process-wide: other tests of this file set it too, never above 50 either.
-    let entries = metric("meshdns_cache_entries");
-    assert!(entries <= SIZE as f64, "{entries} entries held");
-    let evicted = metric("meshdns_cache_evictions_total") - evicted_before;
-    assert!(
-        evicted >= (FLOOD - SIZE) as f64,
-        "{evicted} evictions for {FLOOD} names in {SIZE} entries"
+    assert_eq!(
+        meshdns.metric("meshdns_cache_entries", &[]).await,
+        SIZE as f64
     );
-}
-
-/// The value of an unlabelled metric from the process-wide registry.
-fn metric(name: &str) -> f64 {
-    meshdns::metrics::encode()
-        .lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or(0.0)
+    assert_eq!(
+        meshdns.metric("meshdns_cache_evictions_total", &[]).await,
+        (1 + FLOOD - SIZE) as f64,
+        "every name beyond the size evicts one"
+    );
 }

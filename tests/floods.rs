@@ -1,49 +1,21 @@
-//! Floods (DESIGN.md, "Limits and bad input" and "Cache"; issue 9): more queries than the
-//! in-flight cap are shed and counted, a slowloris TCP client cannot take the TCP listener (nor
-//! UDP) for longer than the idle timeout, and a random-subdomain flood keeps the cache at its
-//! bound.
+//! Floods (docs/design.md, "Memory and overload", "Limits and bad input" and "Cache"): more
+//! queries than the in-flight cap are shed and counted, a slowloris TCP client cannot take the
+//! TCP listener (nor UDP) for longer than the idle timeout, and a random-subdomain flood keeps
+//! the cache at its bound.
 //!
-//! The counters are read in-process from the metrics registry this test binary shares with the
-//! meshdns instances it starts. Each test reads only a series no other test here moves.
+//! Every meshdns has its own registry: the counts below are exact.
 
 mod support;
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use hickory_proto::op::{OpCode, ResponseCode};
 use hickory_proto::rr::RecordType;
-use meshdns::server::MAX_INFLIGHT;
 use support::{Answer, Behaviour, FakeDns, Meshdns, frame_of, query, read_frame, rr, tcp, udp};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpStream, UdpSocket};
 
 const FAST: &str = "fast.example.com.";
-
-/// The most queries the other tests of this file have in flight at once (the cache flood's
-/// batches of 50), which the process-wide `meshdns_inflight` gauge also counts.
-const OTHER_TESTS_INFLIGHT: usize = 64;
-
-/// Every series of the process's registry, `name{labels}` → value.
-fn scrape() -> HashMap<String, f64> {
-    meshdns::metrics::encode()
-        .lines()
-        .filter(|line| !line.starts_with('#'))
-        .filter_map(|line| {
-            let (series, value) = line.rsplit_once(' ')?;
-            Some((series.to_string(), value.parse().ok()?))
-        })
-        .collect()
-}
-
-fn series(name: &str) -> f64 {
-    meshdns::metrics::init();
-    scrape().get(name).copied().unwrap_or_default()
-}
-
-fn dropped(reason: &str) -> f64 {
-    series(&format!("meshdns_dropped_total{{reason=\"{reason}\"}}"))
-}
 
 /// An upstream that answers [`FAST`] at once and everything else after `delay`.
 async fn slow_upstream(delay: Duration) -> FakeDns {
@@ -63,51 +35,51 @@ async fn slow_upstream(delay: Duration) -> FakeDns {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queries_beyond_the_inflight_cap_are_shed_counted_and_service_resumes() {
-    let upstream = slow_upstream(Duration::from_millis(2500)).await;
+    const CAP: usize = 64;
+    const TOTAL: usize = 160;
+    let upstream = slow_upstream(Duration::from_millis(1500)).await;
+    let cap = CAP.to_string();
     let meshdns = Meshdns::start(&[
         ("MESHDNS_UPSTREAMS", &upstream.addr.to_string()),
         ("MESHDNS_TIMEOUT", "5s"),
         ("MESHDNS_ATTEMPT_TIMEOUT", "4s"),
+        ("MESHDNS_MAX_INFLIGHT", &cap),
     ])
     .await;
-    let before = dropped("inflight_limit");
-    // 2.5 × the cap, distinct names (no sharing of in-flight misses), in paced bursts so the
-    // kernel's receive buffer does not drop them before meshdns does.
-    let total = MAX_INFLIGHT * 5 / 2;
-    let mut senders = Vec::new();
-    for _ in 0..8 {
-        let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        socket.connect(meshdns.addr).await.unwrap();
-        senders.push(socket);
-    }
-    let mut peak_inflight = 0f64;
-    for i in 0..total {
+    // Distinct names (no sharing of in-flight misses), all sent within the upstream's delay.
+    let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    socket.connect(meshdns.addr).await.unwrap();
+    for i in 0..TOTAL {
         let bytes = query(&format!("q{i}.flood.example.com."), RecordType::A)
             .to_vec()
             .unwrap();
-        senders[i % senders.len()].send(&bytes).await.unwrap();
-        if i % 128 == 127 {
-            tokio::time::sleep(Duration::from_millis(3)).await;
-            peak_inflight = peak_inflight.max(series("meshdns_inflight"));
+        socket.send(&bytes).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(meshdns.metric("meshdns_inflight", &[]).await, CAP as f64);
+    let shed = meshdns
+        .metric("meshdns_dropped_total", &[("reason", "inflight_limit")])
+        .await;
+    assert_eq!(
+        shed,
+        (TOTAL - CAP) as f64,
+        "every query beyond the cap is shed"
+    );
+    // The slow answers come back, one per query that was let in.
+    let mut answered = 0;
+    let mut buf = vec![0u8; 4096];
+    while let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(3), socket.recv(&mut buf)).await
+    {
+        answered += 1;
+        if answered == CAP {
+            break;
         }
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    peak_inflight = peak_inflight.max(series("meshdns_inflight"));
-    let shed = dropped("inflight_limit") - before;
-    assert!(
-        shed >= 1.0,
-        "queries beyond the cap are counted as shed (got {shed}, peak in flight {peak_inflight})"
-    );
-    // The gauge is the process's: the other tests here add at most 50 queries of their own.
-    assert!(
-        peak_inflight <= (MAX_INFLIGHT + OTHER_TESTS_INFLIGHT) as f64,
-        "never more than the cap in flight (peak {peak_inflight})"
-    );
-    // Once the slow answers are out, a normal query is answered at once.
-    tokio::time::sleep(Duration::from_millis(2600)).await;
+    assert_eq!(answered, CAP);
+    // Once they are out, a normal query is answered at once.
     let reply = udp(meshdns.addr, &query(FAST, RecordType::A)).await;
     assert_eq!(reply.answer_lines(), ["fast.example.com. A 192.0.2.1"]);
-    println!("shed {shed} of {total} queries; peak in flight {peak_inflight}");
+    assert_eq!(meshdns.metric("meshdns_inflight", &[]).await, 0.0);
 }
 
 /// A query meshdns answers itself (NOTIMP), so only the listener is under test.
@@ -133,7 +105,6 @@ async fn slowloris(server: std::net::SocketAddr) -> Vec<TcpStream> {
 async fn a_slowloris_holds_the_tcp_cap_but_not_udp_and_slots_come_back() {
     let upstream = slow_upstream(Duration::from_millis(10)).await;
     let meshdns = Meshdns::start(&[("MESHDNS_UPSTREAMS", &upstream.addr.to_string())]).await;
-    let before = dropped("tcp_connection_limit");
     let mut held = slowloris(meshdns.addr).await;
     // Give meshdns time to accept them all.
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -144,7 +115,15 @@ async fn a_slowloris_holds_the_tcp_cap_but_not_udp_and_slots_come_back() {
         .await
         .expect("a connection over the cap is closed at once");
     assert!(closed.is_none(), "no reply over the cap");
-    assert!(dropped("tcp_connection_limit") - before >= 1.0);
+    assert_eq!(
+        meshdns
+            .metric(
+                "meshdns_dropped_total",
+                &[("reason", "tcp_connection_limit")]
+            )
+            .await,
+        1.0
+    );
     // UDP does not care.
     let reply = udp(meshdns.addr, &query(FAST, RecordType::A)).await;
     assert_eq!(reply.answer_lines().len(), 1);
@@ -189,7 +168,6 @@ async fn a_random_subdomain_flood_keeps_the_cache_at_its_bound() {
         ("MESHDNS_CACHE_SIZE", "100"),
     ])
     .await;
-    let evictions_before = series("meshdns_cache_evictions_total");
     let mut peak = 0f64;
     for batch in 0..40 {
         let mut asks = tokio::task::JoinSet::new();
@@ -201,15 +179,12 @@ async fn a_random_subdomain_flood_keeps_the_cache_at_its_bound() {
         for reply in asks.join_all().await {
             assert_eq!(reply.msg.response_code, ResponseCode::NXDomain);
         }
-        peak = peak.max(series("meshdns_cache_entries"));
+        peak = peak.max(meshdns.metric("meshdns_cache_entries", &[]).await);
     }
-    let evicted = series("meshdns_cache_evictions_total") - evictions_before;
-    assert!(
-        peak <= 100.0,
-        "cache entries stay at the bound (peak {peak})"
-    );
-    assert!(
-        evicted >= 1800.0,
-        "2000 names through a 100-entry cache evict (evicted {evicted})"
+    let evicted = meshdns.metric("meshdns_cache_evictions_total", &[]).await;
+    assert_eq!(peak, 100.0, "cache entries stay at the bound");
+    assert_eq!(
+        evicted, 1900.0,
+        "2000 names through a 100-entry cache: every name after the 100th evicts one"
     );
 }

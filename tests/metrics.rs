@@ -1,211 +1,23 @@
-//! Observability (DESIGN.md, "Observability"; issue 6): the admin server's `/metrics`,
-//! `/livez` and `/readyz`, scraped over HTTP from meshdns running on 127.0.0.1 with fake
-//! upstreams.
+//! Observability (docs/design.md, "Observability"): the admin server's `/metrics`, `/livez`
+//! and `/readyz`, scraped over HTTP from meshdns running on 127.0.0.1 with fake upstreams.
 //!
-//! The registry is process-wide, so the tests of this file hold [`SERIAL`] (one meshdns at a
-//! time) and compare scrapes taken before and after: the deltas are exact.
+//! Every meshdns has its own registry, so scrapes taken before and after a scripted mix of
+//! queries give exact deltas, whatever the other tests do meanwhile.
 
 mod support;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
-use meshdns::metrics::{DropReason, FAMILIES, RCODES, ROUTES, UpstreamResult};
-use support::{Answer, FakeDns, query, rr, tcp, udp, udp_raw_within};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use meshdns::metrics::{DropReason, FAMILIES, RCODES};
+use meshdns::route::RouteKind;
+use meshdns::upstream::AttemptResult;
+use support::admin::{Scrape, changes, get, request};
+use support::{Answer, FakeDns, Meshdns, query, rr, tcp, udp, udp_raw_within};
 use tokio::net::TcpStream;
-use tokio::sync::{Mutex, oneshot};
-
-static SERIAL: Mutex<()> = Mutex::const_new(());
-
-/// meshdns with its admin listener, on 127.0.0.1 port 0; stops when dropped.
-struct Running {
-    dns: SocketAddr,
-    admin: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-}
-
-impl Running {
-    async fn start(vars: &[(&str, &str)]) -> Running {
-        let mut all: HashMap<String, String> = [("MESHDNS_ADMIN_LISTEN", "")]
-            .iter()
-            .chain(vars)
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        all.entry("MESHDNS_CACHE_SIZE".into())
-            .or_insert_with(|| "0".into());
-        let config = meshdns::config::Config::from_vars(all).expect("a valid test config");
-        let mut listeners = meshdns::server::bind(&["127.0.0.1:0".parse().unwrap()]).unwrap();
-        let admin = meshdns::server::bind_admin("127.0.0.1:0".parse().unwrap()).unwrap();
-        let admin_addr = admin.local_addr().unwrap();
-        listeners.admin = Some(admin);
-        let dns = listeners.local_addrs()[0];
-        let (stop, stopped) = oneshot::channel::<()>();
-        tokio::spawn(async move {
-            let shutdown = async {
-                let _ = stopped.await;
-            };
-            meshdns::run(config, listeners, shutdown)
-                .await
-                .expect("meshdns runs until shut down");
-        });
-        let running = Running {
-            dns,
-            admin: admin_addr,
-            stop: Some(stop),
-        };
-        // `run` serves the admin listener from its first lines; wait until it has.
-        for _ in 0..100 {
-            if get(running.admin, "/readyz").await.status == 200 {
-                return running;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        panic!("meshdns did not become ready");
-    }
-
-    async fn scrape(&self) -> Scrape {
-        let response = get(self.admin, "/metrics").await;
-        assert_eq!(response.status, 200);
-        Scrape::parse(&response.body)
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
-}
-
-struct HttpResponse {
-    status: u16,
-    headers: String,
-    body: String,
-}
-
-async fn request(addr: SocketAddr, method: &str, path: &str) -> HttpResponse {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    let head = format!("{method} {path} HTTP/1.1\r\nHost: meshdns\r\nConnection: close\r\n\r\n");
-    stream.write_all(head.as_bytes()).await.unwrap();
-    let mut raw = Vec::new();
-    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut raw))
-        .await
-        .expect("the admin server answers in time")
-        .unwrap();
-    let raw = String::from_utf8(raw).expect("UTF-8");
-    let (headers, body) = raw.split_once("\r\n\r\n").expect("a complete response");
-    let status = headers
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("a status line");
-    HttpResponse {
-        status,
-        headers: headers.to_ascii_lowercase(),
-        body: body.to_string(),
-    }
-}
-
-async fn get(addr: SocketAddr, path: &str) -> HttpResponse {
-    request(addr, "GET", path).await
-}
-
-/// The samples of a scrape, keyed `name{label="value",…}` with the labels sorted.
-struct Scrape {
-    samples: HashMap<String, f64>,
-    types: BTreeMap<String, String>,
-}
-
-impl Scrape {
-    fn parse(text: &str) -> Scrape {
-        let mut samples = HashMap::new();
-        let mut types = BTreeMap::new();
-        for line in text.lines() {
-            if let Some(rest) = line.strip_prefix("# TYPE ") {
-                let (name, kind) = rest.split_once(' ').unwrap();
-                types.insert(name.to_string(), kind.to_string());
-                continue;
-            }
-            if line.starts_with('#') || line.is_empty() {
-                continue;
-            }
-            let (series, value) = line.rsplit_once(' ').unwrap();
-            let key = match series.split_once('{') {
-                None => series.to_string(),
-                Some((name, labels)) => {
-                    let labels = labels.trim_end_matches('}');
-                    let mut pairs: Vec<(&str, &str)> = labels
-                        .split(',')
-                        .filter(|p| !p.is_empty())
-                        .map(|p| p.split_once('=').unwrap())
-                        .collect();
-                    pairs.sort_unstable();
-                    series_key(name, &pairs)
-                }
-            };
-            samples.insert(key, value.parse().unwrap());
-        }
-        Scrape { samples, types }
-    }
-
-    /// The value of a series (0 when absent, as Prometheus' `rate()` would treat a new one).
-    fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
-        let mut quoted: Vec<(&str, String)> = labels
-            .iter()
-            .map(|(k, v)| (*k, format!("\"{v}\"")))
-            .collect();
-        quoted.sort_unstable();
-        let pairs: Vec<(&str, &str)> = quoted.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        let key = if labels.is_empty() {
-            name.to_string()
-        } else {
-            series_key(name, &pairs)
-        };
-        self.samples.get(&key).copied().unwrap_or(0.0)
-    }
-
-    /// Every value label `label` takes in the series of `name`.
-    fn label_values(&self, name: &str, label: &str) -> Vec<String> {
-        let prefix = format!("{name}{{");
-        let needle = format!("{label}=\"");
-        let mut values: Vec<String> = self
-            .samples
-            .keys()
-            .filter(|k| k.starts_with(&prefix))
-            .filter_map(|k| {
-                let start = k.find(&needle)? + needle.len();
-                let len = k[start..].find('"')?;
-                Some(k[start..start + len].to_string())
-            })
-            .collect();
-        values.sort_unstable();
-        values.dedup();
-        values
-    }
-}
-
-fn series_key(name: &str, pairs: &[(&str, &str)]) -> String {
-    let labels: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    format!("{name}{{{}}}", labels.join(","))
-}
-
-/// Each series' change between two scrapes, the unchanged left out.
-fn changes(before: &Scrape, after: &Scrape) -> BTreeMap<String, f64> {
-    after
-        .samples
-        .iter()
-        .filter(|(key, _)| !key.contains("_bucket{") && !key.contains("_sum"))
-        .filter_map(|(key, value)| {
-            let delta = value - before.samples.get(key).copied().unwrap_or(0.0);
-            (delta != 0.0).then(|| (key.clone(), delta))
-        })
-        .collect()
-}
 
 const WWW: &str = "www.example.com.";
 const MEMBER_B: &str = "member-4.foo.ns.svc.cluster.local.";
@@ -220,7 +32,6 @@ fn dead_port() -> SocketAddr {
 
 #[tokio::test]
 async fn a_scrape_after_a_scripted_mix_of_queries_shows_the_exact_deltas() {
-    let _serial = SERIAL.lock().await;
     let kube_dns = FakeDns::builder()
         .answer(
             WWW,
@@ -259,7 +70,7 @@ async fn a_scrape_after_a_scripted_mix_of_queries_shows_the_exact_deltas() {
     let upstreams = kube_dns.addr.to_string();
     let clusters = format!("a=; b={}; c={dead}", cluster_b.addr);
     // One attempt per exchange (timeout = attempt timeout), so every count is exact.
-    let meshdns = Running::start(&[
+    let meshdns = Meshdns::start(&[
         ("MESHDNS_UPSTREAMS", &upstreams),
         ("MESHDNS_LOCAL_CLUSTER", "a"),
         ("MESHDNS_CLUSTERS", &clusters),
@@ -273,23 +84,23 @@ async fn a_scrape_after_a_scripted_mix_of_queries_shows_the_exact_deltas() {
     // Pass-through, then the same again: a cache hit.
     let www = query(WWW, RecordType::A);
     assert_eq!(
-        udp(meshdns.dns, &www).await.msg.response_code,
+        udp(meshdns.addr, &www).await.msg.response_code,
         ResponseCode::NoError
     );
     assert_eq!(
-        udp(meshdns.dns, &www).await.msg.response_code,
+        udp(meshdns.addr, &www).await.msg.response_code,
         ResponseCode::NoError
     );
     // A cluster zone over TCP.
     let member = query("member-4.foo.ns.cluster.b.", RecordType::A);
     assert_eq!(
-        tcp(meshdns.dns, &member).await.msg.response_code,
+        tcp(meshdns.addr, &member).await.msg.response_code,
         ResponseCode::NoError
     );
     // A cluster whose DNS is down: SERVFAIL.
     let down = query("member-4.foo.ns.cluster.c.", RecordType::A);
     assert_eq!(
-        udp(meshdns.dns, &down).await.msg.response_code,
+        udp(meshdns.addr, &down).await.msg.response_code,
         ResponseCode::ServFail
     );
     // Gathered from a, b and c; c fails, so the answer is partial.
@@ -297,12 +108,12 @@ async fn a_scrape_after_a_scripted_mix_of_queries_shows_the_exact_deltas() {
         "_mongodb._tcp.mongo.db.svc.distributed.local.",
         RecordType::SRV,
     );
-    let reply = udp(meshdns.dns, &gathered).await;
+    let reply = udp(meshdns.addr, &gathered).await;
     assert_eq!(reply.msg.response_code, ResponseCode::NoError);
     assert_eq!(reply.msg.answers.len(), 2, "a's and b's members");
     // Five bytes are no DNS message: dropped without a reply.
     assert_eq!(
-        udp_raw_within(meshdns.dns, &[1, 2, 3, 4, 5], Duration::from_millis(200)).await,
+        udp_raw_within(meshdns.addr, &[1, 2, 3, 4, 5], Duration::from_millis(200)).await,
         None
     );
 
@@ -354,21 +165,20 @@ async fn a_scrape_after_a_scripted_mix_of_queries_shows_the_exact_deltas() {
     .into_iter()
     .collect();
     let mut changed = changes(&before, &after);
-    // A gauge: its value is this cache's, whatever an earlier test left. Stored: the
-    // pass-through, cluster b's answer, the gathered answer and its legs from a and b; not the
-    // SERVFAIL of cluster c.
-    changed.remove("meshdns_cache_entries");
-    assert_eq!(after.value("meshdns_cache_entries", &[]), 5.0);
+    // Stored: the pass-through, cluster b's answer, the gathered answer and its legs from a
+    // and b, and cluster c's failure, remembered for a second (RFC 9520).
+    assert_eq!(changed.remove("meshdns_cache_entries"), Some(6.0));
     assert_eq!(changed, expected);
 
     // Labels come from closed sets only; no query name ever becomes a label.
     let routes = after.label_values("meshdns_requests_total", "route");
-    assert_eq!(routes, sorted(&ROUTES));
+    let labels: Vec<&str> = RouteKind::ALL.iter().map(|r| r.label()).collect();
+    assert_eq!(routes, sorted(&labels));
     assert_eq!(
         after.label_values("meshdns_requests_total", "rcode"),
         sorted(&RCODES)
     );
-    let results: Vec<&str> = UpstreamResult::ALL.iter().map(|r| r.label()).collect();
+    let results: Vec<&str> = AttemptResult::ALL.iter().map(|r| r.label()).collect();
     assert_eq!(
         after.label_values("meshdns_upstream_requests_total", "result"),
         sorted(&results)
@@ -401,12 +211,11 @@ fn sorted(values: &[&str]) -> Vec<String> {
 
 #[tokio::test]
 async fn readyz_is_200_while_every_upstream_is_down() {
-    let _serial = SERIAL.lock().await;
     let dead_local = dead_port();
     let dead_b = dead_port();
     let upstreams = dead_local.to_string();
     let clusters = format!("b={dead_b}");
-    let meshdns = Running::start(&[
+    let meshdns = Meshdns::start(&[
         ("MESHDNS_UPSTREAMS", &upstreams),
         ("MESHDNS_CLUSTERS", &clusters),
         ("MESHDNS_TIMEOUT", "1s"),
@@ -415,9 +224,9 @@ async fn readyz_is_200_while_every_upstream_is_down() {
     .await;
     // Three failures in a row mark an endpoint down.
     for _ in 0..3 {
-        let www = udp(meshdns.dns, &query(WWW, RecordType::A)).await;
+        let www = udp(meshdns.addr, &query(WWW, RecordType::A)).await;
         assert_eq!(www.msg.response_code, ResponseCode::ServFail);
-        let member = udp(meshdns.dns, &query("x.ns.cluster.b.", RecordType::A)).await;
+        let member = udp(meshdns.addr, &query("x.ns.cluster.b.", RecordType::A)).await;
         assert_eq!(member.msg.response_code, ResponseCode::ServFail);
     }
     let scrape = meshdns.scrape().await;
@@ -428,7 +237,7 @@ async fn readyz_is_200_while_every_upstream_is_down() {
             &[("cluster", cluster), ("endpoint", &endpoint.to_string())],
         )
     };
-    assert_eq!(healthy(meshdns::query::LOCAL_UPSTREAM, dead_local), 0.0);
+    assert_eq!(healthy(meshdns::snapshot::LOCAL_UPSTREAM, dead_local), 0.0);
     assert_eq!(healthy("b", dead_b), 0.0);
     let ready = get(meshdns.admin, "/readyz").await;
     assert_eq!(ready.status, 200, "{}", ready.body);
@@ -437,8 +246,7 @@ async fn readyz_is_200_while_every_upstream_is_down() {
 
 #[tokio::test]
 async fn metrics_are_text_format_and_other_paths_are_404() {
-    let _serial = SERIAL.lock().await;
-    let meshdns = Running::start(&[("MESHDNS_UPSTREAMS", &dead_port().to_string())]).await;
+    let meshdns = Meshdns::start(&[("MESHDNS_UPSTREAMS", &dead_port().to_string())]).await;
     let metrics = get(meshdns.admin, "/metrics").await;
     assert_eq!(metrics.status, 200);
     assert!(
@@ -476,7 +284,6 @@ async fn metrics_are_text_format_and_other_paths_are_404() {
 
 #[tokio::test]
 async fn the_admin_server_caps_its_connections_and_dns_keeps_answering() {
-    let _serial = SERIAL.lock().await;
     let kube_dns = FakeDns::builder()
         .answer(
             WWW,
@@ -485,14 +292,14 @@ async fn the_admin_server_caps_its_connections_and_dns_keeps_answering() {
         )
         .start()
         .await;
-    let meshdns = Running::start(&[("MESHDNS_UPSTREAMS", &kube_dns.addr.to_string())]).await;
+    let meshdns = Meshdns::start(&[("MESHDNS_UPSTREAMS", &kube_dns.addr.to_string())]).await;
     // Idle connections that never send a request fill every admin slot…
     let mut idle = Vec::new();
     for _ in 0..meshdns::server::ADMIN_MAX_CONNECTIONS + 4 {
         idle.push(TcpStream::connect(meshdns.admin).await.unwrap());
     }
     // …and DNS is served all the same.
-    let reply = udp(meshdns.dns, &query(WWW, RecordType::A)).await;
+    let reply = udp(meshdns.addr, &query(WWW, RecordType::A)).await;
     assert_eq!(reply.msg.response_code, ResponseCode::NoError);
     // Once they are gone, the admin server answers again.
     drop(idle);

@@ -2,12 +2,12 @@
 //!
 //! The first miss for a key becomes the [`FlightLeader`] and asks upstream; misses for the same
 //! key that arrive meanwhile get a [`FlightFollower`] and wait for the leader's reply, which
-//! they patch with their own ID, RD bit and question spelling. If the leader goes away without
+//! they patch with their own ID, RD and CD bits and question spelling. If the leader goes away without
 //! a reply (its task cancelled, or it panicked), its guard's `Drop` closes the flight and every
 //! follower's [`FlightFollower::wait`] returns `None`: the caller then asks for a flight again,
 //! so one follower becomes the new leader and the others follow it — never a herd, never a
 //! SERVFAIL caused only by someone else's cancellation. Waiting is bounded by the caller's own
-//! deadline (wrap `wait` in `tokio::time::timeout_at`).
+//! deadline (`get_or_resolve` wraps `wait` in `tokio::time::timeout_at`).
 //!
 //! The table holds one entry per key in flight, so it is bounded by the in-flight query cap.
 
@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::watch;
 
 use super::key::CacheKey;
-use super::patch_header_and_question;
+use super::serve::patch_header_and_question;
 
 type Outcome = Option<Arc<[u8]>>;
 
@@ -104,7 +104,7 @@ impl Drop for FlightLeader {
 }
 
 impl FlightFollower {
-    /// The leader's reply patched for `request` (ID, RD bit, question spelling), or `None` if
+    /// The leader's reply patched for `request` (ID, RD and CD bits, question spelling), or `None` if
     /// the leader went away without one: then call `Cache::flight` again.
     pub async fn wait(mut self, request: &[u8]) -> Option<Vec<u8>> {
         let shared = self

@@ -17,6 +17,10 @@ const FLAG_EDNS: u8 = 0x01;
 const FLAG_DO: u8 = 0x02;
 const FLAG_CD: u8 = 0x04;
 
+/// Zone transfers: never answered from the cache (meshdns refuses them itself).
+const TYPE_IXFR: u16 = 251;
+const TYPE_AXFR: u16 = 252;
+
 /// The request bits that change what a cached reply may contain.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct KeyFlags {
@@ -54,31 +58,32 @@ pub struct CacheKey {
 }
 
 impl CacheKey {
-    /// The key of a client's query, from its raw bytes: `None` unless it is a standard query
-    /// (QR clear, opcode QUERY) with exactly one well-formed, uncompressed question. Allocates
-    /// nothing unless the name is unusually long.
+    /// The key of a client's query, from its raw bytes: `None` unless the query may be
+    /// answered from the cache ([`wire::plain_query`]) and its reply may be shared.
     pub fn from_request(request: &[u8]) -> Option<CacheKey> {
-        Self::from_request_and_opt(request, wire::opt(request)?)
+        Self::for_plain_query(&wire::plain_query(request)?, request)
     }
 
-    /// [`from_request`](Self::from_request) for a caller that has read the request's OPT
-    /// record already (`wire::opt`), so the message is walked once.
-    pub fn from_request_and_opt(request: &[u8], opt: Option<wire::OptInfo>) -> Option<CacheKey> {
-        if wire::is_response(request)
-            || wire::opcode(request)? != 0
-            || wire::question_count(request)? != 1
+    /// [`from_request`](Self::from_request) for a caller that has read the query already
+    /// (the cache-hit path walks the message once). `None` for what must never be shared:
+    /// zone transfers, and queries with CLIENT-SUBNET (the reply may be scoped to the
+    /// client's subnet). Allocates nothing unless the name is unusually long.
+    pub fn for_plain_query(query: &wire::PlainQuery<'_>, request: &[u8]) -> Option<CacheKey> {
+        let (name, fixed) = query
+            .question
+            .split_at(query.question.len().checked_sub(4)?);
+        let qtype = wire::question_type(query.question)?;
+        if qtype == TYPE_AXFR
+            || qtype == TYPE_IXFR
+            || query
+                .opt
+                .is_some_and(|o| o.options.contains(wire::OPTION_CLIENT_SUBNET))
         {
             return None;
         }
-        let question = wire::first_question(request)?;
-        let (name, fixed) = question.split_at(question.len().checked_sub(4)?);
-        // first_question accepts a compression pointer; a first question cannot use one.
-        if !is_plain_name(name) {
-            return None;
-        }
         let flags = KeyFlags {
-            edns: opt.is_some(),
-            dnssec_ok: opt.is_some_and(|o| o.dnssec_ok),
+            edns: query.opt.is_some(),
+            dnssec_ok: query.opt.is_some_and(|o| o.dnssec_ok),
             checking_disabled: wire::checking_disabled(request),
         };
         let mut key = Self::with_prefix(SCOPE_CLIENT, flags, fixed, name.len());
@@ -201,21 +206,6 @@ impl CacheKey {
     }
 }
 
-/// Labels only, ending at the root: no compression pointers, no reserved label types.
-fn is_plain_name(name: &[u8]) -> bool {
-    let mut at = 0;
-    while let Some(&len) = name.get(at) {
-        if len == 0 {
-            return at + 1 == name.len();
-        }
-        if len & 0xc0 != 0 {
-            return false;
-        }
-        at += 1 + usize::from(len);
-    }
-    false
-}
-
 impl PartialEq for CacheKey {
     fn eq(&self, other: &Self) -> bool {
         self.as_bytes() == other.as_bytes()
@@ -326,5 +316,27 @@ mod tests {
         let mut pointer = good.clone();
         pointer[wire::HEADER_LEN] = 0xc0;
         assert!(CacheKey::from_request(&pointer).is_none());
+    }
+
+    #[test]
+    fn transfers_and_client_subnet_queries_are_never_shared() {
+        for qtype in [RecordType::AXFR, RecordType::IXFR] {
+            assert!(CacheKey::from_request(&query("a.example.", qtype, None, false)).is_none());
+        }
+        let mut msg = hickory_proto::op::Message::from_vec(&query(
+            "a.example.",
+            RecordType::A,
+            Some(false),
+            false,
+        ))
+        .unwrap();
+        if let Some(edns) = msg.edns.as_mut() {
+            edns.options_mut()
+                .insert(hickory_proto::rr::rdata::opt::EdnsOption::Unknown(
+                    wire::OPTION_CLIENT_SUBNET,
+                    vec![0, 1, 24, 0, 10, 0, 0],
+                ));
+        }
+        assert!(CacheKey::from_request(&msg.to_vec().unwrap()).is_none());
     }
 }

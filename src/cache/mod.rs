@@ -1,63 +1,54 @@
-//! The answer cache: keys, TTL policy, negative caching, serve-stale, prefetch and in-flight
-//! sharing, for every route (pass-through, cluster zones, gathered answers and their legs).
+//! The answer cache, for every route (pass-through, cluster zones, gathered answers and their
+//! legs): keys, TTL policy, negative caching, serve-stale with failure recheck (RFC 8767),
+//! remembered failures (RFC 9520), prefetch and in-flight sharing.
 //!
-//! How the query path uses it:
-//! 1. [`CacheKey::from_request`] on the client's bytes (no parse; `None` → don't cache).
-//! 2. [`Cache::lookup`] → [`Lookup::Fresh`] is the reply, ready but for the cut to the client's
-//!    UDP size (the caller still fits it, as for any reply). `refresh: true` (once per entry)
-//!    asks the caller to re-query in the background and `insert` the answer (prefetch).
-//! 3. On [`Lookup::Miss`]: [`Cache::flight`]. A [`Flight::Leader`] asks upstream,
-//!    [`Cache::insert`]s the complete reply (before any cut: a cut one has TC and is refused),
-//!    then [`FlightLeader::finish`]es with it. A [`Flight::Follower`] awaits
-//!    [`FlightFollower::wait`]; `None` means the leader vanished: ask for a flight again.
-//! 4. When the upstream failed (timeout, SERVFAIL, network): [`Cache::stale`] (RFC 8767) before
-//!    answering SERVFAIL.
-//! 5. Gathered answers are stored as merged under the client's key (a partial one carries
-//!    TTLs already capped by the merge, so it expires soon). Each leg's reply is stored under
-//!    [`CacheKey::for_leg`], and a failed leg is filled from [`Cache::last_good`].
+//! The query path uses two doors:
+//! - [`Cache::lookup`], synchronous, for the cache-hit path on the listener loop;
+//! - [`Cache::get_or_resolve`], the one way a miss is answered: it runs lookup → stale at once
+//!   during an outage → flight (identical misses share one upstream exchange) → resolution →
+//!   insert (the first client's TTLs cut to the cached ones) → stale or a remembered failure
+//!   when the upstream failed. No caller repeats that protocol.
 //!
-//! Promises: a hit copies the stored wire bytes once (the only allocation) and patches the ID,
-//! the RD bit, the question (the client's spelling) and every TTL (counting down from when the
-//! reply was received; OPT untouched). Replies never carry a TTL above the entry's capped TTL.
-//! At most `MESHDNS_CACHE_SIZE` entries and `size × BYTES_PER_ENTRY` reply bytes are held,
-//! whatever the traffic; size 0 turns caching off (lookups miss, inserts do nothing; in-flight
-//! sharing still works). Locking: one `std::sync::Mutex` around the table, held only for the
-//! index lookup and list bookkeeping; bytes are copied and patched outside it.
+//! Gathered answers use [`Cache::insert`] and [`Cache::last_good`] for their legs (a failed leg
+//! is filled from its last good answer).
 //!
-//! Counters for `/metrics` (monotonic, read with [`Cache::stats`]): hits (fresh replies served,
-//! including fresh ones through `stale`/`last_good`), misses (lookups that found nothing
-//! fresh), stale served (expired entries served), evictions (entries dropped to stay within the
-//! bounds; replacing a key's own entry is not one). [`Cache::len`] is the entry gauge. Each is
-//! also recorded in [`metrics`] where it happens (the process-wide `meshdns_cache_*` families).
+//! Promises: a hit copies the stored wire bytes once and patches the ID, the RD and CD bits,
+//! the question (the client's spelling) and every TTL (counting down from when the reply was
+//! received; OPT untouched). Replies never carry a TTL above the entry's capped TTL. Stored and
+//! shared copies carry no per-client EDNS option (NSID, PADDING, TCP-KEEPALIVE, COOKIE): those
+//! reach only the client whose query produced them. At most `MESHDNS_CACHE_SIZE` entries and
+//! `size × BYTES_PER_ENTRY` reply bytes are held, whatever the traffic; size 0 turns caching
+//! off (in-flight sharing still works). Background work (prefetch, refreshes, exchanges that
+//! outlive their client) goes through the bounded [`Background`] set. Locking: one
+//! `std::sync::Mutex` around the table, held only for index lookups and list bookkeeping;
+//! bytes are copied and patched outside it.
 
 mod flight;
 mod key;
+mod policy;
+mod serve;
 mod store;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use tokio::time::Instant;
+use prometheus::{IntCounter, IntGauge};
+use tokio::time::{Instant, timeout, timeout_at};
 
+use crate::background::Background;
 use crate::config::CacheConfig;
-use crate::metrics;
-use crate::wire::{self, RCODE_NOERROR, RCODE_NXDOMAIN, RCODE_SERVFAIL, Section, TYPE_SOA};
+use crate::wire;
 
-pub use flight::{Flight, FlightFollower, FlightLeader};
 pub use key::{CacheKey, KeyFlags};
+pub use policy::{FAILURE_TTL_FIRST, FAILURE_TTL_MAX, failure_ttl, is_failure};
+pub use serve::STALE_TTL;
 
-use flight::Flights;
+use flight::{Flight, FlightLeader, Flights};
+use policy::Worth;
+use serve::{served, shareable};
 use store::{Entry, Store};
-
-/// How long a SERVFAIL is cached. RFC 9520 asks resolvers to remember a failure for at least
-/// 1 s so a broken upstream is not hammered by every retry; 2 s absorbs a client's immediate
-/// retries and a search-list walk, and still sees a restarted CoreDNS almost at once. A
-/// SERVFAIL never replaces an answer that can still be served stale.
-pub const SERVFAIL_TTL: Duration = Duration::from_secs(2);
-
-/// The TTL of a stale reply, at most (RFC 8767 §4 recommends 30 s).
-pub const STALE_TTL: u32 = 30;
 
 /// An entry hit at least this often is refreshed shortly before it expires.
 pub const PREFETCH_MIN_HITS: u32 = 3;
@@ -65,69 +56,77 @@ pub const PREFETCH_MIN_HITS: u32 = 3;
 /// "Shortly before": within the last 1/PREFETCH_WINDOW of its TTL.
 pub const PREFETCH_WINDOW: u32 = 10;
 
+/// After a failed refresh, how long stale answers are served at once without asking the
+/// upstream again (RFC 8767 §5's failure recheck timer; 30 s is its recommendation).
+pub const RECHECK_PERIOD: Duration = Duration::from_secs(30);
+
 /// The reply-byte budget per entry of `MESHDNS_CACHE_SIZE`: typical replies are ~100 bytes, a
 /// large merged SRV set a few KiB; this keeps `size` huge replies from costing `size × 64 KiB`.
 pub const BYTES_PER_ENTRY: usize = 1024;
 
-/// Two root names and five 32-bit fields.
-const MIN_SOA_RDATA: usize = 22;
+/// The cache's series (`meshdns_cache_*`), built by the metrics module.
+#[derive(Debug, Clone)]
+pub struct CacheMetrics {
+    /// Replies served from a fresh entry (remembered failures included).
+    pub hits: IntCounter,
+    /// Lookups that found nothing fresh.
+    pub misses: IntCounter,
+    /// Expired answers served because the upstream failed or is being rechecked.
+    pub stale_served: IntCounter,
+    pub entries: IntGauge,
+    /// Entries dropped to stay within the bounds (replacing a key's own entry is not one).
+    pub evictions: IntCounter,
+}
 
 /// What a lookup found.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Lookup {
     /// A fresh reply for this request. `refresh`: the entry is popular and about to expire;
-    /// this caller (only this one) should re-query in the background and insert the answer.
+    /// this caller (only this one) should have it refreshed ([`Cache::refresh`]).
     Fresh { reply: Vec<u8>, refresh: bool },
-    /// Nothing fresh: ask upstream (through [`Cache::flight`]).
+    /// Nothing fresh.
     Miss,
 }
 
-/// A snapshot of the counters (monotonic) and the entry gauge.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CacheStats {
-    pub hits: u64,
-    pub misses: u64,
-    pub stale_served: u64,
-    pub evictions: u64,
-    pub entries: usize,
+/// What a miss needs besides its resolution.
+#[derive(Debug, Clone, Copy)]
+pub struct Miss {
+    /// The query's deadline: no waiting for a shared exchange beyond it.
+    pub deadline: Instant,
+    /// How long the client waits for the upstream when a stale answer is at hand (RFC 8767
+    /// §5's client response timer); the exchange then goes on in the background.
+    pub client_timer: Duration,
+    /// The route's upstream failed and has not answered since: a stale answer is served at
+    /// once (and refreshed in the background), so an outage costs no client a timeout.
+    pub upstream_failing: bool,
 }
+
+/// A resolution: the future that asks upstream and returns the complete reply (SERVFAIL when
+/// it failed). Boxed so that it can move into the background half-way through.
+type Resolution = Pin<Box<dyn Future<Output = Vec<u8>> + Send>>;
 
 /// The cache shared by all listeners (`Arc<Cache>`).
 #[derive(Debug)]
 pub struct Cache {
-    config: CacheConfig,
+    config: Mutex<CacheConfig>,
     store: Mutex<Store>,
     flights: Arc<Flights>,
-    hits: AtomicU64,
-    misses: AtomicU64,
-    stale_served: AtomicU64,
-    evictions: AtomicU64,
-}
-
-/// How `insert` classified a reply.
-struct Policy {
-    ttl: Duration,
-    failure: bool,
+    metrics: CacheMetrics,
+    background: Arc<Background>,
 }
 
 impl Cache {
-    pub fn new(config: &CacheConfig) -> Self {
-        let budget = if config.size == 0 {
-            0
-        } else {
-            config
-                .size
-                .saturating_mul(BYTES_PER_ENTRY)
-                .max(wire::MAX_MESSAGE)
-        };
+    pub fn new(config: &CacheConfig, metrics: CacheMetrics, background: Arc<Background>) -> Self {
         Self {
-            config: config.clone(),
-            store: Mutex::new(Store::new(config.size, budget, config.serve_stale)),
+            config: Mutex::new(config.clone()),
+            store: Mutex::new(Store::new(
+                config.size,
+                byte_budget(config.size),
+                config.serve_stale,
+            )),
             flights: Arc::default(),
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
-            stale_served: AtomicU64::new(0),
-            evictions: AtomicU64::new(0),
+            metrics,
+            background,
         }
     }
 
@@ -137,8 +136,29 @@ impl Cache {
         self.store.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn config(&self) -> CacheConfig {
+        self.config
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     /// A fresh reply for `request` (whose key is `key`), patched for it; see [`Lookup`].
     pub fn lookup(&self, key: &CacheKey, request: &[u8], now: Instant) -> Lookup {
+        match self.fresh(key, request, now) {
+            Some((reply, refresh)) => {
+                self.metrics.hits.inc();
+                Lookup::Fresh { reply, refresh }
+            }
+            None => {
+                self.metrics.misses.inc();
+                Lookup::Miss
+            }
+        }
+    }
+
+    /// [`lookup`](Self::lookup) without counting.
+    fn fresh(&self, key: &CacheKey, request: &[u8], now: Instant) -> Option<(Vec<u8>, bool)> {
         let found = {
             let mut store = self.lock();
             store.get(key).and_then(|slot| {
@@ -159,37 +179,214 @@ impl Cache {
                 Some((bytes, age, refresh))
             })
         };
-        let fresh = found.and_then(|(stored, age, refresh)| {
+        found.and_then(|(stored, age, refresh)| {
             served(&stored, Some(request), age, true).map(|reply| (reply, refresh))
-        });
-        let Some((reply, refresh)) = fresh else {
-            self.misses.fetch_add(1, Ordering::Relaxed);
-            metrics::cache_miss();
-            return Lookup::Miss;
+        })
+    }
+
+    /// Answers a miss for `request` (whose key is `key`), asking upstream through `resolve`
+    /// only when it must — the whole protocol of DESIGN's "Cache" section:
+    ///
+    /// 1. a fresh entry (it may have arrived since the caller's own [`lookup`](Self::lookup),
+    ///    which counted the miss) is served;
+    /// 2. a stale entry is served at once while its upstream is failing or its last refresh
+    ///    failed less than [`RECHECK_PERIOD`] ago; once per recheck period it is refreshed
+    ///    in the background (de-duplicated by the flight);
+    /// 3. identical misses in flight share one exchange: the first leads, the others wait
+    ///    (until `miss.deadline`) for its reply, patched for them;
+    /// 4. the leader resolves. With a stale entry at hand it waits at most
+    ///    `miss.client_timer`, then serves stale and lets the exchange finish in the
+    ///    background. A reply is stored (its TTLs, and those of the leader's copy, cut to the
+    ///    cached ones); a failure is answered stale when it can be, else remembered for a
+    ///    second or a few (RFC 9520).
+    ///
+    /// `None` when waiting for another client's exchange ran past the deadline.
+    pub async fn get_or_resolve(
+        self: &Arc<Self>,
+        key: &CacheKey,
+        request: &[u8],
+        miss: Miss,
+        resolve: impl Future<Output = Vec<u8>> + Send + 'static,
+    ) -> Option<Vec<u8>> {
+        let now = Instant::now();
+        if let Some((reply, _)) = self.fresh(key, request, now) {
+            return Some(reply);
+        }
+        let mut resolve: Option<Resolution> = Some(Box::pin(resolve));
+        if let Some((stale, refresh)) = self.stale_at_once(key, request, now, miss) {
+            if refresh && let Some(resolve) = resolve.take() {
+                self.refresh(key, resolve);
+            }
+            return Some(stale);
+        }
+        loop {
+            match self.flights.join(key) {
+                Flight::Follower(follower) => {
+                    match timeout_at(miss.deadline, follower.wait(request)).await {
+                        Ok(Some(reply)) => return Some(reply),
+                        // The leader went away without an answer: lead or follow anew.
+                        Ok(None) => continue,
+                        Err(_) => return None,
+                    }
+                }
+                Flight::Leader(leader) => {
+                    let resolution = resolve.take()?;
+                    return Some(self.lead(key, request, miss, leader, resolution).await);
+                }
+            }
+        }
+    }
+
+    /// The leader's part of [`get_or_resolve`](Self::get_or_resolve): steps 4 and after.
+    async fn lead(
+        self: &Arc<Self>,
+        key: &CacheKey,
+        request: &[u8],
+        miss: Miss,
+        leader: FlightLeader,
+        mut resolution: Resolution,
+    ) -> Vec<u8> {
+        let reply = if self.has_stale(key, Instant::now()) {
+            match timeout(miss.client_timer, &mut resolution).await {
+                Ok(reply) => reply,
+                Err(_) => {
+                    let now = Instant::now();
+                    if let Some(stale) = self.stale(key, request, now) {
+                        self.mark_refresh_failed(key, now);
+                        self.finish_in_background(key, leader, resolution);
+                        return stale;
+                    }
+                    // Evicted meanwhile: nothing to serve but the answer itself.
+                    resolution.await
+                }
+            }
+        } else {
+            resolution.await
         };
-        self.hits.fetch_add(1, Ordering::Relaxed);
-        metrics::cache_hit();
-        Lookup::Fresh { reply, refresh }
+        self.settle(key, Some(request), leader, reply)
+    }
+
+    /// Stores (or answers stale for) the reply of a finished exchange, hands the shareable
+    /// copy to the flight's followers, and returns the leader's copy. `request` is the
+    /// leader's client, `None` for a background refresh.
+    fn settle(
+        &self,
+        key: &CacheKey,
+        request: Option<&[u8]>,
+        leader: FlightLeader,
+        mut reply: Vec<u8>,
+    ) -> Vec<u8> {
+        let now = Instant::now();
+        if is_failure(&reply) {
+            // The followers patch whatever they get; the leader's client counts as served stale.
+            let stale = match request {
+                Some(request) => self.stale(key, request, now),
+                None => self.servable(key, None, now).map(|(reply, _)| reply),
+            };
+            if let Some(stale) = stale {
+                self.mark_refresh_failed(key, now);
+                leader.finish(&stale);
+                return stale;
+            }
+            self.remember_failure(key, &reply, now);
+            leader.finish(&shareable(&reply));
+            return reply;
+        }
+        let shared = self.store_reply(key, &mut reply, now);
+        leader.finish(&shared.unwrap_or_else(|| Arc::from(shareable(&reply).as_ref())));
+        reply
+    }
+
+    /// Resolves again in the background and stores the answer, unless an exchange for `key`
+    /// is already in flight or the background set is full: a popular entry about to expire
+    /// (prefetch), or a stale one whose upstream is failing.
+    pub fn refresh(
+        self: &Arc<Self>,
+        key: &CacheKey,
+        resolve: impl Future<Output = Vec<u8>> + Send + 'static,
+    ) {
+        if let Flight::Leader(leader) = self.flights.join(key) {
+            self.finish_in_background(key, leader, Box::pin(resolve));
+        }
+    }
+
+    fn finish_in_background(
+        self: &Arc<Self>,
+        key: &CacheKey,
+        leader: FlightLeader,
+        resolution: Resolution,
+    ) {
+        let (cache, key) = (Arc::clone(self), key.clone());
+        // Refused when the set is full: the leader is dropped with the work, which closes the
+        // flight, and a later query tries again.
+        self.background.spawn(async move {
+            let reply = resolution.await;
+            cache.settle(&key, None, leader, reply);
+        });
+    }
+
+    /// Step 2 of [`get_or_resolve`](Self::get_or_resolve): the stale reply, and whether this
+    /// caller should start a refresh.
+    fn stale_at_once(
+        &self,
+        key: &CacheKey,
+        request: &[u8],
+        now: Instant,
+        miss: Miss,
+    ) -> Option<(Vec<u8>, bool)> {
+        let serve_stale = self.config().serve_stale;
+        let (stored, age, refresh) = {
+            let mut store = self.lock();
+            let slot = store.get(key)?;
+            let entry = store.entry_mut(slot);
+            if entry.failure || entry.is_fresh(now) || !entry.is_servable(now, serve_stale) {
+                return None;
+            }
+            let rechecking = entry
+                .failed_at
+                .is_some_and(|failed| now < failed + RECHECK_PERIOD);
+            if !rechecking && !miss.upstream_failing && entry.failed_at.is_none() {
+                return None;
+            }
+            // One refresh per recheck period; a success replaces the entry, a failure
+            // starts the next period.
+            let refresh = !rechecking;
+            if refresh {
+                entry.failed_at = Some(now);
+            }
+            let found = (Arc::clone(&entry.bytes), entry.age(now), refresh);
+            store.touch(slot);
+            found
+        };
+        let reply = served(&stored, Some(request), age, false)?;
+        self.metrics.stale_served.inc();
+        Some((reply, refresh))
+    }
+
+    fn mark_refresh_failed(&self, key: &CacheKey, now: Instant) {
+        let mut store = self.lock();
+        if let Some(slot) = store.get(key) {
+            store.entry_mut(slot).failed_at = Some(now);
+        }
     }
 
     /// For when the upstream failed: the entry for `key` if it is fresh or expired less than
     /// `MESHDNS_SERVE_STALE` ago, patched for `request`; a stale one carries TTLs of at most
-    /// [`STALE_TTL`]. A cached SERVFAIL is never served this way.
+    /// [`STALE_TTL`]. A remembered failure is never served this way.
     pub fn stale(&self, key: &CacheKey, request: &[u8], now: Instant) -> Option<Vec<u8>> {
-        self.servable(key, Some(request), now)
+        self.counted(self.servable(key, Some(request), now))
     }
 
     /// Whether [`stale`](Self::stale) would serve an expired entry for `key` now (counts
-    /// nothing): the query path then gives the upstream less time (RFC 8767 §5).
-    pub fn has_stale(&self, key: &CacheKey, now: Instant) -> bool {
+    /// nothing): the leader then gives the upstream less time (RFC 8767 §5).
+    fn has_stale(&self, key: &CacheKey, now: Instant) -> bool {
+        let serve_stale = self.config().serve_stale;
         let store = self.lock();
         store
             .get(key)
             .map(|slot| store.entry(slot))
             .is_some_and(|entry| {
-                !entry.failure
-                    && !entry.is_fresh(now)
-                    && entry.is_servable(now, self.config.serve_stale)
+                !entry.failure && !entry.is_fresh(now) && entry.is_servable(now, serve_stale)
             })
     }
 
@@ -197,15 +394,34 @@ impl Cache {
     /// its TTLs (counted down, or at most [`STALE_TTL`] when expired). For filling a failed
     /// leg of a gathered answer.
     pub fn last_good(&self, key: &CacheKey, now: Instant) -> Option<Vec<u8>> {
-        self.servable(key, None, now)
+        self.counted(self.servable(key, None, now))
     }
 
-    fn servable(&self, key: &CacheKey, request: Option<&[u8]>, now: Instant) -> Option<Vec<u8>> {
+    /// Counts a reply from [`servable`](Self::servable) as a hit or as stale served.
+    fn counted(&self, found: Option<(Vec<u8>, bool)>) -> Option<Vec<u8>> {
+        let (reply, fresh) = found?;
+        if fresh {
+            self.metrics.hits.inc();
+        } else {
+            self.metrics.stale_served.inc();
+        }
+        Some(reply)
+    }
+
+    /// The entry for `key` if it is fresh or can be served stale, patched for `request` (if
+    /// any), and whether it is fresh; counts nothing.
+    fn servable(
+        &self,
+        key: &CacheKey,
+        request: Option<&[u8]>,
+        now: Instant,
+    ) -> Option<(Vec<u8>, bool)> {
+        let serve_stale = self.config().serve_stale;
         let (stored, age, fresh) = {
             let mut store = self.lock();
             let slot = store.get(key)?;
             let entry = store.entry(slot);
-            if entry.failure || !entry.is_servable(now, self.config.serve_stale) {
+            if entry.failure || !entry.is_servable(now, serve_stale) {
                 return None;
             }
             let found = (
@@ -216,121 +432,73 @@ impl Cache {
             store.touch(slot);
             found
         };
-        let reply = served(&stored, request, age, fresh)?;
-        let counter = if fresh {
-            metrics::cache_hit();
-            &self.hits
-        } else {
-            metrics::cache_stale_served();
-            &self.stale_served
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        Some(reply)
+        served(&stored, request, age, fresh).map(|reply| (reply, fresh))
     }
 
-    /// Caches an upstream reply (or a merged one) received at `now`, if the rules allow:
-    /// TC → no; NOERROR with answers → the smallest answer TTL, capped by
-    /// `MESHDNS_CACHE_MAX_TTL`; NXDOMAIN or NODATA → min(SOA TTL, SOA MINIMUM) (RFC 2308) capped
-    /// by `MESHDNS_CACHE_NEGATIVE_TTL`, not at all without an SOA; SERVFAIL → [`SERVFAIL_TTL`]
-    /// unless a servable answer is already there; any other rcode, TTL 0, or bytes that do not
-    /// walk → no. Every TTL in the stored copy is cut to the entry's TTL.
+    /// Caches an upstream reply (or a merged one) received at `now`, if the rules allow
+    /// ([`policy::worth`]; failures are remembered only through
+    /// [`get_or_resolve`](Self::get_or_resolve)).
     pub fn insert(&self, key: &CacheKey, reply: &[u8], now: Instant) {
-        self.store_reply(key, reply, now);
+        self.store_reply(key, &mut reply.to_vec(), now);
     }
 
-    /// [`insert`](Self::insert) for a reply that is also going out to a client now: when it is
-    /// cached, its TTLs are cut in place to the cached ones, so the first client holds the
-    /// answer no longer than a client served from the cache would (DESIGN.md, "Cache").
-    pub fn insert_and_cap(&self, key: &CacheKey, reply: &mut [u8], now: Instant) {
-        if let Some(stored) = self.store_reply(key, reply, now)
-            && stored.len() == reply.len()
+    /// Stores `reply` if the rules allow, its TTLs cut to the entry's — in `reply` itself too,
+    /// so the client it goes to holds the answer no longer than one served from the cache
+    /// would — and returns the stored (shareable) bytes.
+    fn store_reply(&self, key: &CacheKey, reply: &mut [u8], now: Instant) -> Option<Arc<[u8]>> {
+        let config = self.config();
+        if config.size == 0
+            || !wire::first_question(reply).is_some_and(|question| key.is_question(question))
         {
-            reply.copy_from_slice(&stored);
-        }
-    }
-
-    /// Stores the reply if the rules allow, and returns the stored bytes (TTLs capped).
-    fn store_reply(&self, key: &CacheKey, reply: &[u8], now: Instant) -> Option<Arc<[u8]>> {
-        if self.config.size == 0 {
             return None;
         }
-        if !wire::first_question(reply).is_some_and(|question| key.is_question(question)) {
+        let Worth::Answer(ttl) = policy::worth(reply, &config)? else {
             return None;
-        }
-        let policy = self.policy(reply)?;
-        let ttl = policy.ttl;
-        if ttl.is_zero() {
-            return None;
-        }
-        let ttl_secs = u32::try_from(ttl.as_secs()).unwrap_or(u32::MAX);
-        let mut bytes = reply.to_vec();
-        rewrite_ttls(reply, &mut bytes, |stored| stored.min(ttl_secs));
-        let bytes: Arc<[u8]> = Arc::from(bytes);
-        let entry = Entry {
-            bytes: Arc::clone(&bytes),
-            stored: now,
-            ttl,
-            failure: policy.failure,
-            hits: 0,
-            refresh_claimed: false,
         };
-        let mut store = self.lock();
-        if policy.failure
-            && store
-                .get(key)
-                .map(|slot| store.entry(slot))
-                .is_some_and(|old| !old.failure && old.is_servable(now, self.config.serve_stale))
-        {
-            return None;
-        }
-        if let Some(evicted) = store.insert(key, entry, now) {
-            self.evictions.fetch_add(evicted, Ordering::Relaxed);
-            metrics::cache_evicted(evicted);
-        }
-        metrics::set_cache_entries(store.len());
+        let ttl_secs = u32::try_from(ttl.as_secs()).unwrap_or(u32::MAX);
+        let source = reply.to_vec();
+        wire::rewrite_ttls(&source, reply, |stored| stored.min(ttl_secs));
+        let bytes: Arc<[u8]> = Arc::from(shareable(reply).as_ref());
+        self.put(key, Entry::new(Arc::clone(&bytes), now, ttl), now);
         Some(bytes)
     }
 
-    fn policy(&self, reply: &[u8]) -> Option<Policy> {
-        if !wire::is_response(reply)
-            || wire::is_truncated(reply)
-            || wire::question_count(reply)? != 1
-            || wire::opt(reply)?.is_some_and(|opt| opt.extended_rcode != 0)
+    /// Remembers a failed resolution for [`failure_ttl`] unless an answer that can still be
+    /// served stale is there.
+    fn remember_failure(&self, key: &CacheKey, reply: &[u8], now: Instant) {
+        let config = self.config();
+        if config.size == 0
+            || !wire::first_question(reply).is_some_and(|question| key.is_question(question))
+            || policy::worth(reply, &config) != Some(Worth::Failure)
         {
-            return None;
+            return;
         }
-        let mut min_answer: Option<u32> = None;
-        let mut negative: Option<u32> = None;
-        wire::for_each_record(reply, |record| match (record.section, record.rtype) {
-            (Section::Answer, _) => {
-                min_answer = Some(min_answer.map_or(record.ttl.ttl, |m| m.min(record.ttl.ttl)));
+        let failures = {
+            let store = self.lock();
+            match store.get(key).map(|slot| store.entry(slot)) {
+                Some(old) if !old.failure && old.is_servable(now, config.serve_stale) => return,
+                Some(old) if old.failure => old.failures.saturating_add(1),
+                _ => 1,
             }
-            (Section::Authority, TYPE_SOA) if record.rdata_len >= MIN_SOA_RDATA => {
-                let end = record.rdata_offset + record.rdata_len;
-                let minimum = reply
-                    .get(end - 4..end)
-                    .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
-                let ttl = record.ttl.ttl.min(minimum);
-                negative = Some(negative.map_or(ttl, |n| n.min(ttl)));
-            }
-            _ => {}
-        })?;
-        let secs = |s: u32| Duration::from_secs(u64::from(s));
-        let (ttl, failure) = match (wire::rcode(reply)?, min_answer) {
-            (RCODE_NOERROR, Some(ttl)) => (secs(ttl).min(self.config.max_ttl), false),
-            (RCODE_NOERROR | RCODE_NXDOMAIN, _) => {
-                (secs(negative?).min(self.config.negative_ttl), false)
-            }
-            (RCODE_SERVFAIL, _) => (SERVFAIL_TTL.min(self.config.max_ttl), true),
-            _ => return None,
         };
-        Some(Policy { ttl, failure })
+        let mut entry = Entry::new(
+            Arc::from(shareable(reply).as_ref()),
+            now,
+            failure_ttl(failures),
+        );
+        entry.failure = true;
+        entry.failures = failures;
+        self.put(key, entry, now);
     }
 
-    /// Joins the flight for `key`: the first miss leads (asks upstream), the others follow.
-    /// The `flight` module says what happens when a leader is lost.
-    pub fn flight(&self, key: &CacheKey) -> Flight {
-        self.flights.join(key)
+    fn put(&self, key: &CacheKey, entry: Entry, now: Instant) {
+        let mut store = self.lock();
+        if let Some(evicted) = store.insert(key, entry, now) {
+            self.metrics.evictions.inc_by(evicted);
+        }
+        self.metrics
+            .entries
+            .set(i64::try_from(store.len()).unwrap_or(i64::MAX));
     }
 
     /// Entries held (the `cache_entries` gauge), expired ones kept for serve-stale included.
@@ -341,62 +509,15 @@ impl Cache {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-
-    pub fn stats(&self) -> CacheStats {
-        CacheStats {
-            hits: self.hits.load(Ordering::Relaxed),
-            misses: self.misses.load(Ordering::Relaxed),
-            stale_served: self.stale_served.load(Ordering::Relaxed),
-            evictions: self.evictions.load(Ordering::Relaxed),
-            entries: self.len(),
-        }
-    }
 }
 
-/// The stored reply as served: copied once, header and question patched for `request` (if
-/// any), TTLs counted down by `age` (fresh) or cut to [`STALE_TTL`] (stale).
-fn served(stored: &[u8], request: Option<&[u8]>, age: Duration, fresh: bool) -> Option<Vec<u8>> {
-    let mut reply = stored.to_vec();
-    if let Some(request) = request
-        && !patch_header_and_question(&mut reply, request)
-    {
-        return None;
-    }
-    let age = u32::try_from(age.as_secs()).unwrap_or(u32::MAX);
-    if fresh {
-        rewrite_ttls(stored, &mut reply, |ttl| ttl.saturating_sub(age));
+/// The reply bytes a cache of `size` entries may hold.
+fn byte_budget(size: usize) -> usize {
+    if size == 0 {
+        0
     } else {
-        rewrite_ttls(stored, &mut reply, |ttl| ttl.min(STALE_TTL));
+        size.saturating_mul(BYTES_PER_ENTRY).max(wire::MAX_MESSAGE)
     }
-    Some(reply)
-}
-
-/// Gives `reply` the request's ID and RD bit, and the request's question bytes (its spelling)
-/// over the stored question. `false` when the questions differ beyond letter case.
-fn patch_header_and_question(reply: &mut [u8], request: &[u8]) -> bool {
-    let (Some(asked), Some(id)) = (wire::first_question(request), wire::id(request)) else {
-        return false;
-    };
-    let Some(stored) = reply.get_mut(wire::HEADER_LEN..wire::HEADER_LEN + asked.len()) else {
-        return false;
-    };
-    if !wire::same_question(stored, asked) {
-        return false;
-    }
-    stored.copy_from_slice(asked);
-    wire::set_id(reply, id);
-    wire::copy_recursion_desired(reply, request);
-    true
-}
-
-/// Rewrites every TTL (OPT excluded) of `target`, a copy of `source`, as `f(ttl)`. Walking the
-/// source while writing the copy needs no list of offsets, so nothing is allocated.
-fn rewrite_ttls(source: &[u8], target: &mut [u8], f: impl Fn(u32) -> u32) {
-    let _ = wire::for_each_record(source, |record| {
-        if record.rtype != wire::TYPE_OPT {
-            wire::set_ttl(target, record.ttl, f(record.ttl.ttl));
-        }
-    });
 }
 
 #[cfg(test)]

@@ -36,14 +36,34 @@ pub(super) struct Entry {
     pub stored: Instant,
     /// How long it is fresh.
     pub ttl: Duration,
-    /// A cached SERVFAIL: never served stale, never refreshed, never replaces an answer.
+    /// A remembered failure (SERVFAIL): never served stale, never refreshed, never replaces an
+    /// answer that can still be served stale.
     pub failure: bool,
+    /// For a failure: how many in a row this question has had (its TTL doubles with it).
+    pub failures: u32,
     pub hits: u32,
     /// The first caller that found a refresh due took it.
     pub refresh_claimed: bool,
+    /// When asking the upstream to refresh this (expired) answer last failed: until a recheck
+    /// period has passed, the stale answer is served at once without asking again.
+    pub failed_at: Option<Instant>,
 }
 
 impl Entry {
+    /// An entry for `bytes`, received `now`, fresh for `ttl`.
+    pub fn new(bytes: Arc<[u8]>, now: Instant, ttl: Duration) -> Self {
+        Self {
+            bytes,
+            stored: now,
+            ttl,
+            failure: false,
+            failures: 0,
+            hits: 0,
+            refresh_claimed: false,
+            failed_at: None,
+        }
+    }
+
     pub fn age(&self, now: Instant) -> Duration {
         now.saturating_duration_since(self.stored)
     }
@@ -306,24 +326,6 @@ impl Store {
         s.prev = NIL;
         s.next = NIL;
     }
-
-    /// Bytes held, roughly: replies, keys, slots and the index. For the memory figure.
-    #[cfg(test)]
-    pub fn approximate_memory(&self) -> usize {
-        let slot_keys: usize = self
-            .slots
-            .iter()
-            .map(|s| s.key.len() + 2 * size_of::<usize>())
-            .sum();
-        let arc_headers = 2 * size_of::<usize>() * self.len();
-        self.bytes
-            + arc_headers
-            + slot_keys
-            + self.slots.capacity() * size_of::<Slot>()
-            + self.free.capacity() * size_of::<u32>()
-            // hashbrown: one (key, value) bucket plus one control byte per bucket.
-            + self.index.capacity() * (size_of::<(Arc<[u8]>, u32)>() + 1)
-    }
 }
 
 #[cfg(test)]
@@ -337,14 +339,7 @@ mod tests {
     }
 
     fn entry(now: Instant, len: usize) -> Entry {
-        Entry {
-            bytes: Arc::from(vec![0u8; len]),
-            stored: now,
-            ttl: Duration::from_secs(60),
-            failure: false,
-            hits: 0,
-            refresh_claimed: false,
-        }
+        Entry::new(Arc::from(vec![0u8; len]), now, Duration::from_secs(60))
     }
 
     fn check_lists(store: &Store) {

@@ -1,7 +1,8 @@
-//! The cache's behaviour, one test per rule of DESIGN.md's "Cache" section and issue 5. Every
-//! time-dependent test runs on tokio's paused clock.
+//! The cache's behaviour, one test per rule of the design's "Cache" section, through the real
+//! entry points (`lookup`, `get_or_resolve`, `insert`, `last_good`) and the real metrics
+//! registry. Every time-dependent test runs on tokio's paused clock.
 
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use hickory_proto::op::{Edns, Message, MessageType, Query, ResponseCode};
 use hickory_proto::rr::rdata::{A, SOA};
@@ -9,6 +10,7 @@ use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 use tokio::time::advance;
 
 use super::*;
+use crate::metrics::Metrics;
 
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -87,9 +89,74 @@ fn key(request: &[u8]) -> CacheKey {
     CacheKey::from_request(request).unwrap()
 }
 
+/// A cache with its own registry and background set.
+struct Fixture {
+    cache: Arc<Cache>,
+    metrics: Metrics,
+    background: Arc<Background>,
+}
+
+fn fixture(config: CacheConfig) -> Fixture {
+    let metrics = Metrics::new();
+    let background = Arc::new(Background::new(16));
+    let cache = Arc::new(Cache::new(
+        &config,
+        metrics.cache(),
+        Arc::clone(&background),
+    ));
+    Fixture {
+        cache,
+        metrics,
+        background,
+    }
+}
+
+fn cache(size: usize) -> Arc<Cache> {
+    fixture(config(size)).cache
+}
+
+/// `(hits, misses, stale served, entries, evictions)` as the registry holds them.
+fn counts(metrics: &Metrics) -> (u64, u64, u64, i64, u64) {
+    let c = metrics.cache();
+    (
+        c.hits.get(),
+        c.misses.get(),
+        c.stale_served.get(),
+        c.entries.get(),
+        c.evictions.get(),
+    )
+}
+
+/// A miss as the query path makes it: the deadline and the client timer of the defaults.
+fn miss(upstream_failing: bool) -> Miss {
+    Miss {
+        deadline: Instant::now() + 2 * SECOND,
+        client_timer: Duration::from_millis(500),
+        upstream_failing,
+    }
+}
+
+/// A resolution that counts itself in `asked`, takes `delay`, and gives `reply`.
+fn upstream(
+    asked: &Arc<AtomicUsize>,
+    delay: Duration,
+    reply: Vec<u8>,
+) -> impl Future<Output = Vec<u8>> + Send + 'static {
+    let asked = Arc::clone(asked);
+    async move {
+        asked.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(delay).await;
+        reply
+    }
+}
+
+fn servfail(request: &[u8]) -> Vec<u8> {
+    reply_to(request, ResponseCode::ServFail).to_vec().unwrap()
+}
+
 #[tokio::test(start_paused = true)]
 async fn replies_carry_the_ttl_counting_down_and_expire() {
-    let cache = Cache::new(&config(100));
+    let Fixture { cache, metrics, .. } = fixture(config(100));
     let request = query("a.example.", RecordType::A, Some(false), false);
     let k = key(&request);
     cache.insert(&k, &answer(&request, &[30, 60]), Instant::now());
@@ -112,16 +179,16 @@ async fn replies_carry_the_ttl_counting_down_and_expire() {
     );
     advance(Duration::from_millis(1)).await;
     assert_eq!(cache.lookup(&k, &request, Instant::now()), Lookup::Miss);
-    let stats = cache.stats();
-    assert_eq!((stats.hits, stats.misses, stats.entries), (3, 1, 1));
+    assert_eq!(counts(&metrics), (3, 1, 0, 1, 0));
 }
 
 #[tokio::test(start_paused = true)]
 async fn positive_ttls_are_capped_by_max_ttl() {
-    let cache = Cache::new(&CacheConfig {
+    let cache = fixture(CacheConfig {
         max_ttl: Duration::from_secs(60),
         ..config(100)
-    });
+    })
+    .cache;
     let request = query("a.example.", RecordType::A, None, false);
     let k = key(&request);
     cache.insert(&k, &answer(&request, &[86_400]), Instant::now());
@@ -135,7 +202,7 @@ async fn positive_ttls_are_capped_by_max_ttl() {
 
 #[tokio::test(start_paused = true)]
 async fn negative_ttl_is_the_soa_minimum_capped_by_negative_ttl() {
-    let cache = Cache::new(&config(100));
+    let cache = cache(100);
     // NXDOMAIN: min(SOA TTL 3, MINIMUM 60) = 3 s, under the 5 s cap.
     let nx = query("gone.example.", RecordType::A, None, false);
     cache.insert(
@@ -169,8 +236,8 @@ async fn negative_ttl_is_the_soa_minimum_capped_by_negative_ttl() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn negative_answers_without_soa_truncated_and_refused_are_not_cached() {
-    let cache = Cache::new(&config(100));
+async fn negative_answers_without_soa_truncated_refused_and_failures_are_not_inserted() {
+    let cache = cache(100);
     let request = query("a.example.", RecordType::A, None, false);
     let k = key(&request);
     let no_soa = reply_to(&request, ResponseCode::NXDomain).to_vec().unwrap();
@@ -178,7 +245,14 @@ async fn negative_answers_without_soa_truncated_and_refused_are_not_cached() {
     let mut truncated = answer(&request, &[30]);
     truncated[2] |= 0x02;
     let zero_ttl = answer(&request, &[0]);
-    for reply in [no_soa, refused, truncated, zero_ttl, request.clone()] {
+    for reply in [
+        no_soa,
+        refused,
+        truncated,
+        zero_ttl,
+        servfail(&request),
+        request.clone(),
+    ] {
         cache.insert(&k, &reply, Instant::now());
         assert_eq!(cache.lookup(&k, &request, Instant::now()), Lookup::Miss);
     }
@@ -186,49 +260,104 @@ async fn negative_answers_without_soa_truncated_and_refused_are_not_cached() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn servfail_is_cached_briefly_and_never_replaces_a_good_answer() {
-    let cache = Cache::new(&config(100));
-    let request = query("a.example.", RecordType::A, None, false);
+async fn a_failure_with_nothing_stale_is_remembered_one_second_then_longer_up_to_five() {
+    let Fixture { cache, metrics, .. } = fixture(config(100));
+    let request = query("dead.example.", RecordType::A, None, false);
     let k = key(&request);
-    let servfail = reply_to(&request, ResponseCode::ServFail).to_vec().unwrap();
-    cache.insert(&k, &servfail, Instant::now());
-    let (reply, refresh) = fresh(cache.lookup(&k, &request, Instant::now()));
-    assert_eq!(wire::rcode(&reply), Some(2));
-    assert!(!refresh);
-    advance(SERVFAIL_TTL).await;
-    assert_eq!(cache.lookup(&k, &request, Instant::now()), Lookup::Miss);
-    assert_eq!(
-        cache.stale(&k, &request, Instant::now()),
-        None,
-        "no stale SERVFAIL"
-    );
-
-    cache.insert(&k, &answer(&request, &[10]), Instant::now());
-    advance(11 * SECOND).await;
-    cache.insert(&k, &servfail, Instant::now());
-    assert_eq!(cache.lookup(&k, &request, Instant::now()), Lookup::Miss);
-    let stale = cache.stale(&k, &request, Instant::now()).unwrap();
-    assert_eq!(
-        wire::rcode(&stale),
-        Some(0),
-        "the good answer survived the SERVFAIL"
+    let asked = Arc::new(AtomicUsize::new(0));
+    let mut remembered = Vec::new();
+    for _ in 0..5 {
+        let reply = cache
+            .get_or_resolve(
+                &k,
+                &request,
+                miss(false),
+                upstream(&asked, Duration::ZERO, servfail(&request)),
+            )
+            .await
+            .unwrap();
+        assert_eq!(wire::rcode(&reply), Some(2));
+        // Asked again only once the failure is forgotten.
+        let before = asked.load(Ordering::SeqCst);
+        let mut waited = Duration::ZERO;
+        while matches!(
+            cache.lookup(&k, &request, Instant::now()),
+            Lookup::Fresh { .. }
+        ) {
+            advance(Duration::from_millis(100)).await;
+            waited += Duration::from_millis(100);
+        }
+        assert_eq!(asked.load(Ordering::SeqCst), before);
+        remembered.push(waited.as_secs_f32().round() as u64);
+    }
+    assert_eq!(remembered, [1, 2, 4, 5, 5]);
+    assert_eq!(asked.load(Ordering::SeqCst), 5);
+    assert!(
+        metrics.cache().hits.get() > 0,
+        "remembered failures are served"
     );
 }
 
 #[tokio::test(start_paused = true)]
-async fn stale_is_served_after_expiry_only_when_asked_and_within_serve_stale() {
-    let cache = Cache::new(&config(100));
+async fn a_failure_never_replaces_an_answer_that_can_be_served_stale() {
+    let cache = cache(100);
+    let request = query("a.example.", RecordType::A, None, false);
+    let k = key(&request);
+    cache.insert(&k, &answer(&request, &[10]), Instant::now());
+    advance(11 * SECOND).await;
+    let asked = Arc::new(AtomicUsize::new(0));
+    let reply = cache
+        .get_or_resolve(
+            &k,
+            &request,
+            miss(false),
+            upstream(&asked, Duration::ZERO, servfail(&request)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(wire::rcode(&reply), Some(0), "served stale");
+    assert_eq!(ttls(&reply), [10]);
+    let stale = cache.stale(&k, &request, Instant::now()).unwrap();
+    assert_eq!(
+        wire::rcode(&stale),
+        Some(0),
+        "the good answer survived the failure"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn stale_is_served_only_when_the_upstream_fails_and_within_serve_stale() {
+    let Fixture { cache, metrics, .. } = fixture(config(100));
     let request = query("a.example.", RecordType::A, None, false);
     let k = key(&request);
     cache.insert(&k, &answer(&request, &[120, 20]), Instant::now());
     advance(50 * SECOND).await;
-    // Expired: a lookup misses (the upstream is asked first) …
-    assert_eq!(cache.lookup(&k, &request, Instant::now()), Lookup::Miss);
-    // … and only when it fails is the stale answer served, with TTLs of at most 30 s.
-    let stale = cache.stale(&k, &request, Instant::now()).unwrap();
-    assert_eq!(ttls(&stale), [20, 20]);
-    assert_eq!(cache.stats().stale_served, 1);
-    advance(Duration::from_secs(20 + 300 - 50) - Duration::from_millis(1)).await;
+    // Expired: the upstream is asked first, and its answer wins.
+    let asked = Arc::new(AtomicUsize::new(0));
+    let renewed = cache
+        .get_or_resolve(
+            &k,
+            &request,
+            miss(false),
+            upstream(&asked, Duration::ZERO, answer(&request, &[40])),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ttls(&renewed), [40]);
+    advance(41 * SECOND).await;
+    // Only when it fails is the stale answer served, with TTLs of at most 30 s.
+    let stale = cache
+        .get_or_resolve(
+            &k,
+            &request,
+            miss(false),
+            upstream(&asked, Duration::ZERO, servfail(&request)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ttls(&stale), [30]);
+    assert_eq!(metrics.cache().stale_served.get(), 1);
+    advance(Duration::from_secs(40 + 300 - 41) - Duration::from_millis(1)).await;
     assert!(cache.stale(&k, &request, Instant::now()).is_some());
     advance(Duration::from_millis(1)).await;
     assert_eq!(cache.stale(&k, &request, Instant::now()), None);
@@ -236,7 +365,7 @@ async fn stale_is_served_after_expiry_only_when_asked_and_within_serve_stale() {
 
 #[tokio::test(start_paused = true)]
 async fn stale_ttls_are_at_most_thirty_seconds() {
-    let cache = Cache::new(&config(100));
+    let cache = cache(100);
     let request = query("a.example.", RecordType::A, None, false);
     let k = key(&request);
     cache.insert(&k, &answer(&request, &[600]), Instant::now());
@@ -248,8 +377,112 @@ async fn stale_ttls_are_at_most_thirty_seconds() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn with_stale_at_hand_a_slow_upstream_costs_one_client_timer_and_finishes_in_the_background()
+{
+    let Fixture {
+        cache, background, ..
+    } = fixture(config(100));
+    let request = query("slow.example.", RecordType::A, None, false);
+    let k = key(&request);
+    cache.insert(&k, &answer(&request, &[10]), Instant::now());
+    tokio::time::sleep(11 * SECOND).await;
+    let asked = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let reply = cache
+        .get_or_resolve(
+            &k,
+            &request,
+            miss(false),
+            upstream(
+                &asked,
+                800 * Duration::from_millis(1),
+                answer(&request, &[60]),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(started.elapsed(), Duration::from_millis(500));
+    assert_eq!(ttls(&reply), [10], "stale");
+    assert_eq!(background.len(), 1, "the exchange goes on");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let (renewed, _) = fresh(cache.lookup(&k, &request, Instant::now()));
+    assert_eq!(ttls(&renewed), [60]);
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn during_an_outage_stale_answers_are_served_at_once_and_refreshed_once_per_recheck_period() {
+    let Fixture { cache, .. } = fixture(config(100));
+    let request = query("a.example.", RecordType::A, None, false);
+    let k = key(&request);
+    cache.insert(&k, &answer(&request, &[10]), Instant::now());
+    tokio::time::sleep(11 * SECOND).await;
+    let asked = Arc::new(AtomicUsize::new(0));
+    // The upstream fails (after a second): this first query waits the client timer.
+    let dead = || upstream(&asked, SECOND, servfail(&request));
+    cache
+        .get_or_resolve(&k, &request, miss(false), dead())
+        .await
+        .unwrap();
+    tokio::time::sleep(2 * SECOND).await;
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    // Every query of the next 30 s is served stale at once, without asking again.
+    for _ in 0..28 {
+        let started = Instant::now();
+        let reply = cache
+            .get_or_resolve(&k, &request, miss(false), dead())
+            .await
+            .unwrap();
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        assert_eq!(wire::rcode(&reply), Some(0));
+        tokio::time::sleep(SECOND).await;
+    }
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    // Then one refresh in the background, the client still served at once.
+    tokio::time::sleep(2 * SECOND).await;
+    for _ in 0..5 {
+        let started = Instant::now();
+        cache
+            .get_or_resolve(&k, &request, miss(false), dead())
+            .await
+            .unwrap();
+        assert_eq!(started.elapsed(), Duration::ZERO);
+    }
+    tokio::time::sleep(2 * SECOND).await;
+    assert_eq!(asked.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_upstream_serves_stale_at_once_even_for_names_not_yet_asked_in_the_outage() {
+    let Fixture { cache, .. } = fixture(config(100));
+    let request = query("b.example.", RecordType::A, None, false);
+    let k = key(&request);
+    cache.insert(&k, &answer(&request, &[10]), Instant::now());
+    tokio::time::sleep(11 * SECOND).await;
+    let asked = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let reply = cache
+        .get_or_resolve(
+            &k,
+            &request,
+            miss(true),
+            upstream(&asked, SECOND, servfail(&request)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    assert_eq!(wire::rcode(&reply), Some(0));
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        1,
+        "refreshed in the background"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn popular_entries_are_refreshed_once_shortly_before_expiry() {
-    let cache = Cache::new(&config(100));
+    let cache = cache(100);
     let request = query("a.example.", RecordType::A, None, false);
     let k = key(&request);
     cache.insert(&k, &answer(&request, &[100]), Instant::now());
@@ -259,12 +492,12 @@ async fn popular_entries_are_refreshed_once_shortly_before_expiry() {
             "not yet due"
         );
     }
-    advance(89 * SECOND).await;
+    tokio::time::sleep(89 * SECOND).await;
     assert!(
         !fresh(cache.lookup(&k, &request, Instant::now())).1,
         "11 s left: not due"
     );
-    advance(2 * SECOND).await;
+    tokio::time::sleep(2 * SECOND).await;
     assert!(
         fresh(cache.lookup(&k, &request, Instant::now())).1,
         "9 s left: due"
@@ -273,8 +506,14 @@ async fn popular_entries_are_refreshed_once_shortly_before_expiry() {
         !fresh(cache.lookup(&k, &request, Instant::now())).1,
         "only the first caller"
     );
+    let asked = Arc::new(AtomicUsize::new(0));
+    cache.refresh(
+        &k,
+        upstream(&asked, Duration::ZERO, answer(&request, &[100])),
+    );
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
     // The refreshed answer starts a new life.
-    cache.insert(&k, &answer(&request, &[100]), Instant::now());
     assert_eq!(
         ttls(&fresh(cache.lookup(&k, &request, Instant::now())).0),
         [100]
@@ -283,7 +522,7 @@ async fn popular_entries_are_refreshed_once_shortly_before_expiry() {
 
 #[tokio::test(start_paused = true)]
 async fn rarely_asked_entries_are_not_refreshed() {
-    let cache = Cache::new(&config(100));
+    let cache = cache(100);
     let request = query("a.example.", RecordType::A, None, false);
     let k = key(&request);
     cache.insert(&k, &answer(&request, &[100]), Instant::now());
@@ -293,7 +532,7 @@ async fn rarely_asked_entries_are_not_refreshed() {
 
 #[tokio::test(start_paused = true)]
 async fn do_cd_edns_and_types_are_different_entries() {
-    let cache = Cache::new(&config(100));
+    let cache = cache(100);
     let base = query("a.example.", RecordType::A, Some(false), false);
     cache.insert(&key(&base), &answer(&base, &[30]), Instant::now());
     for other in [
@@ -314,8 +553,8 @@ async fn do_cd_edns_and_types_are_different_entries() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn keys_ignore_case_but_replies_echo_the_clients_spelling_id_and_rd() {
-    let cache = Cache::new(&config(100));
+async fn keys_ignore_case_but_replies_echo_the_clients_spelling_id_rd_and_cd() {
+    let cache = cache(100);
     let first = query("mongo-0.mongo.db.cluster.b.", RecordType::A, None, false);
     cache.insert(&key(&first), &answer(&first, &[30]), Instant::now());
     let mut second = query("Mongo-0.MONGO.db.Cluster.B.", RecordType::A, None, false);
@@ -333,8 +572,61 @@ async fn keys_ignore_case_but_replies_echo_the_clients_spelling_id_and_rd() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn per_client_edns_options_are_neither_stored_nor_shared() {
+    let cache = cache(100);
+    let request = query("nsid.example.", RecordType::A, Some(false), false);
+    let k = key(&request);
+    let mut with_nsid = Message::from_vec(&answer(&request, &[30])).unwrap();
+    if let Some(edns) = with_nsid.edns.as_mut() {
+        for (code, data) in [
+            (wire::OPTION_NSID, b"ns1".to_vec()),
+            (wire::OPTION_COOKIE, vec![7; 16]),
+        ] {
+            edns.options_mut()
+                .insert(hickory_proto::rr::rdata::opt::EdnsOption::Unknown(
+                    code, data,
+                ));
+        }
+    }
+    let with_nsid = with_nsid.to_vec().unwrap();
+    let asked = Arc::new(AtomicUsize::new(0));
+    let (first, follower) = tokio::join!(
+        cache.get_or_resolve(
+            &k,
+            &request,
+            miss(false),
+            upstream(&asked, SECOND, with_nsid.clone())
+        ),
+        async {
+            tokio::task::yield_now().await;
+            cache
+                .get_or_resolve(
+                    &k,
+                    &request,
+                    miss(false),
+                    upstream(&asked, SECOND, with_nsid.clone()),
+                )
+                .await
+        }
+    );
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    let options = |reply: &[u8]| wire::opt(reply).unwrap().unwrap().options;
+    assert!(
+        options(&first.unwrap()).contains(wire::OPTION_NSID),
+        "the asker's own"
+    );
+    for shared in [
+        follower.unwrap(),
+        fresh(cache.lookup(&k, &request, Instant::now())).0,
+    ] {
+        assert!(!options(&shared).contains(wire::OPTION_NSID));
+        assert!(!options(&shared).contains(wire::OPTION_COOKIE));
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn partial_answers_are_capped_and_legs_keep_their_last_good_answer() {
-    let cache = Cache::new(&config(100));
+    let cache = cache(100);
     let request = query(
         "_db._tcp.mongo.db.svc.distributed.local.",
         RecordType::SRV,
@@ -376,7 +668,7 @@ async fn partial_answers_are_capped_and_legs_keep_their_last_good_answer() {
 
 #[tokio::test(start_paused = true)]
 async fn inserting_ten_times_the_size_keeps_the_entry_count_at_the_bound() {
-    let cache = Cache::new(&config(1000));
+    let Fixture { cache, metrics, .. } = fixture(config(1000));
     for i in 0..10_000 {
         let request = query(&format!("r{i}.example."), RecordType::A, None, false);
         cache.insert(
@@ -387,12 +679,13 @@ async fn inserting_ten_times_the_size_keeps_the_entry_count_at_the_bound() {
         assert!(cache.len() <= 1000);
     }
     assert_eq!(cache.len(), 1000);
-    assert_eq!(cache.stats().evictions, 9000);
+    let (_, _, _, entries, evictions) = counts(&metrics);
+    assert_eq!((entries, evictions), (1000, 9000));
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_flood_of_random_names_keeps_popular_entries() {
-    let cache = Cache::new(&config(1000));
+    let cache = cache(1000);
     let popular: Vec<Vec<u8>> = (0..500)
         .map(|i| {
             query(
@@ -430,7 +723,7 @@ async fn a_flood_of_random_names_keeps_popular_entries() {
 
 #[tokio::test(start_paused = true)]
 async fn size_zero_disables_the_cache() {
-    let cache = Cache::new(&config(0));
+    let cache = cache(0);
     let request = query("a.example.", RecordType::A, None, false);
     cache.insert(&key(&request), &answer(&request, &[30]), Instant::now());
     assert_eq!(
@@ -441,120 +734,121 @@ async fn size_zero_disables_the_cache() {
     assert!(cache.is_empty());
 }
 
-/// One miss as the query path would handle it; `upstream` counts exchanges.
-async fn resolve(cache: &Cache, request: &[u8], upstream: &AtomicUsize) -> Vec<u8> {
-    let k = key(request);
-    loop {
-        if let Lookup::Fresh { reply, .. } = cache.lookup(&k, request, Instant::now()) {
-            return reply;
-        }
-        match cache.flight(&k) {
-            Flight::Leader(leader) => {
-                upstream.fetch_add(1, Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                let reply = answer(request, &[30]);
-                cache.insert(&k, &reply, Instant::now());
-                leader.finish(&reply);
-                return reply;
-            }
-            Flight::Follower(follower) => {
-                if let Some(reply) = follower.wait(request).await {
-                    return reply;
-                }
-            }
-        }
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_herd_of_fifty_identical_misses_makes_one_upstream_query() {
-    let cache = Arc::new(Cache::new(&config(0))); // sharing works even with caching off
-    let upstream = Arc::new(AtomicUsize::new(0));
+    let cache = cache(0); // sharing works even with caching off
+    let asked = Arc::new(AtomicUsize::new(0));
     let mut herd = tokio::task::JoinSet::new();
     for i in 0..50u16 {
-        let (cache, upstream) = (Arc::clone(&cache), Arc::clone(&upstream));
+        let (cache, asked) = (Arc::clone(&cache), Arc::clone(&asked));
         herd.spawn(async move {
             let mut request = query("Herd.Example.", RecordType::A, None, false);
             wire::set_id(&mut request, i);
-            let reply = resolve(&cache, &request, &upstream).await;
+            let reply = cache
+                .get_or_resolve(
+                    &key(&request),
+                    &request,
+                    miss(false),
+                    upstream(&asked, Duration::from_millis(50), answer(&request, &[30])),
+                )
+                .await
+                .unwrap();
             assert_eq!(wire::id(&reply), Some(i));
         });
     }
     while let Some(done) = herd.join_next().await {
         done.unwrap();
     }
-    assert_eq!(upstream.load(Ordering::SeqCst), 1);
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
     assert_eq!(cache.flights.len(), 0);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_lost_leader_hands_the_flight_to_one_follower() {
-    let cache = Arc::new(Cache::new(&config(100)));
+    let cache = cache(100);
     let request = query("a.example.", RecordType::A, None, false);
     let k = key(&request);
-    let Flight::Leader(doomed) = cache.flight(&k) else {
-        panic!("first miss leads")
-    };
-    let upstream = Arc::new(AtomicUsize::new(0));
-    let mut followers = tokio::task::JoinSet::new();
-    for _ in 0..10 {
-        let (cache, upstream, request) =
-            (Arc::clone(&cache), Arc::clone(&upstream), request.clone());
-        followers.spawn(async move { resolve(&cache, &request, &upstream).await });
+    let asked = Arc::new(AtomicUsize::new(0));
+    let mut doomed = tokio::task::JoinSet::new();
+    {
+        let (cache, asked, request) = (Arc::clone(&cache), Arc::clone(&asked), request.clone());
+        doomed.spawn(async move {
+            cache
+                .get_or_resolve(
+                    &key(&request),
+                    &request,
+                    miss(false),
+                    upstream(&asked, 10 * SECOND, answer(&request, &[30])),
+                )
+                .await
+        });
     }
     tokio::task::yield_now().await;
-    drop(doomed); // cancelled task or panic
+    let mut followers = tokio::task::JoinSet::new();
+    for _ in 0..10 {
+        let (cache, asked, request) = (Arc::clone(&cache), Arc::clone(&asked), request.clone());
+        followers.spawn(async move {
+            cache
+                .get_or_resolve(
+                    &key(&request),
+                    &request,
+                    miss(false),
+                    upstream(&asked, Duration::from_millis(50), answer(&request, &[30])),
+                )
+                .await
+        });
+    }
+    tokio::task::yield_now().await;
+    doomed.abort_all(); // a cancelled task, or a panic
     while let Some(done) = followers.join_next().await {
-        assert_eq!(wire::rcode(&done.unwrap()), Some(0));
+        assert_eq!(wire::rcode(&done.unwrap().unwrap()), Some(0));
     }
-    assert_eq!(upstream.load(Ordering::SeqCst), 1, "one follower took over");
-}
-
-#[test]
-fn memory_per_typical_entry_is_small() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
-    let _guard = runtime.enter();
-    let cache = Cache::new(&config(10_000));
-    let mut reply_bytes = 0;
-    for i in 0..10_000 {
-        let request = query(
-            &format!("mongo-{i}.mongo.db.svc.cluster.local."),
-            RecordType::A,
-            Some(false),
-            false,
-        );
-        let reply = answer(&request, &[30]);
-        reply_bytes += reply.len();
-        cache.insert(&key(&request), &reply, Instant::now());
-    }
-    let total = cache.lock().approximate_memory();
-    let per_entry = total / 10_000;
-    println!(
-        "cache memory: {total} bytes for 10000 entries = {per_entry} bytes/entry (reply {} bytes)",
-        reply_bytes / 10_000
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        2,
+        "the lost leader, then one follower"
     );
-    assert!(per_entry < 512, "{per_entry} bytes per entry");
+    assert!(matches!(
+        cache.lookup(&k, &request, Instant::now()),
+        Lookup::Fresh { .. }
+    ));
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_first_reply_already_carries_the_capped_ttls() {
-    let cache = Cache::new(&config(100));
+    let cache = cache(100);
+    let asked = Arc::new(AtomicUsize::new(0));
     let request = query("gone.example.", RecordType::A, Some(false), false);
-    let mut reply = negative(&request, ResponseCode::NXDomain, 60, 60);
-    cache.insert_and_cap(&key(&request), &mut reply, Instant::now());
+    let reply = cache
+        .get_or_resolve(
+            &key(&request),
+            &request,
+            miss(false),
+            upstream(
+                &asked,
+                Duration::ZERO,
+                negative(&request, ResponseCode::NXDomain, 60, 60),
+            ),
+        )
+        .await
+        .unwrap();
     assert_eq!(ttls(&reply), [5]);
     let request = query("big.example.", RecordType::A, Some(false), false);
-    let mut reply = answer(&request, &[7200]);
-    cache.insert_and_cap(&key(&request), &mut reply, Instant::now());
+    let reply = cache
+        .get_or_resolve(
+            &key(&request),
+            &request,
+            miss(false),
+            upstream(&asked, Duration::ZERO, answer(&request, &[7200])),
+        )
+        .await
+        .unwrap();
     assert_eq!(ttls(&reply), [3600]);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_reply_to_another_question_is_not_stored_under_the_key() {
-    let cache = Cache::new(&config(100));
+    let cache = cache(100);
     let request = query("a.example.", RecordType::A, Some(false), false);
     let other = query("longer-name.example.", RecordType::A, Some(false), false);
     cache.insert(&key(&request), &answer(&other, &[30]), Instant::now());

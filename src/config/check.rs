@@ -1,173 +1,198 @@
 //! `meshdns --check`: the effective configuration and the routing table, as an operator reads
-//! them when a name does not resolve. Every value shown is the one in force after defaults.
+//! them when a name does not resolve. Every variable is shown with the value in force after
+//! defaults and where it came from (default, environment, configuration directory).
 
 use std::fmt::Write;
 
-use super::{Config, UpstreamSource};
+use super::variables::*;
+use super::{Config, UpstreamSource, show_duration};
 
-/// The text `--check` prints: variables with their effective values, then one row per zone.
+/// The text `--check` prints: every variable, then one row per zone of the routing table.
 pub fn render_check(config: &Config) -> String {
     let mut out = String::new();
-    let join = |items: Vec<String>| {
-        if items.is_empty() {
-            "-".to_string()
-        } else {
-            items.join(",")
-        }
-    };
-    let upstream_origin = match &config.upstream_source {
-        UpstreamSource::Environment => "from MESHDNS_UPSTREAMS".to_string(),
-        UpstreamSource::ResolvConf(path) => format!("from {}", path.display()),
-    };
-    let rows: Vec<(&str, String)> = vec![
-        (
-            "MESHDNS_LISTEN",
-            format!(
-                "{} (udp and tcp)",
-                join(config.listen.iter().map(ToString::to_string).collect())
-            ),
-        ),
-        (
-            "MESHDNS_ALLOW_FROM",
-            join(config.allow_from.iter().map(ToString::to_string).collect()),
-        ),
-        (
-            "MESHDNS_UPSTREAMS",
-            format!(
-                "{} ({upstream_origin})",
-                join(config.upstreams.iter().map(ToString::to_string).collect())
-            ),
-        ),
-        (
-            "MESHDNS_LOCAL_CLUSTER",
-            config
-                .clusters
-                .iter()
-                .find(|c| c.is_local)
-                .map_or("-".into(), |c| c.name.clone()),
-        ),
-        (
-            "MESHDNS_DISTRIBUTED_ZONES",
-            join(
-                config
-                    .distributed_zones
-                    .iter()
-                    .map(|z| z.to_ascii())
-                    .collect(),
-            ),
-        ),
-        (
-            "MESHDNS_CLUSTERSET_ZONE",
-            config
-                .clusterset_zone
-                .as_ref()
-                .map_or("-".into(), |z| z.to_ascii()),
-        ),
-        ("MESHDNS_TIMEOUT", format!("{:?}", config.timeout)),
-        (
-            "MESHDNS_ATTEMPT_TIMEOUT",
-            format!("{:?}", config.attempt_timeout),
-        ),
-        ("MESHDNS_CACHE_SIZE", config.cache.size.to_string()),
-        (
-            "MESHDNS_CACHE_MAX_TTL",
-            format!("{:?}", config.cache.max_ttl),
-        ),
-        (
-            "MESHDNS_CACHE_NEGATIVE_TTL",
-            format!("{:?}", config.cache.negative_ttl),
-        ),
-        (
-            "MESHDNS_SERVE_STALE",
-            format!("{:?}", config.cache.serve_stale),
-        ),
-        (
-            "MESHDNS_ADMIN_LISTEN",
-            config
-                .admin_listen
-                .map_or("disabled".into(), |a| a.to_string()),
-        ),
-        ("MESHDNS_LOG", config.log.clone()),
-        (
-            "MESHDNS_LOG_FORMAT",
-            format!("{:?}", config.log_format).to_lowercase(),
-        ),
-        ("MESHDNS_THREADS", config.threads.to_string()),
-    ];
     let _ = writeln!(out, "meshdns {} configuration", env!("CARGO_PKG_VERSION"));
-    for (name, value) in rows {
-        let _ = writeln!(out, "  {name:<28}{value}");
-    }
+    let rows: Vec<[String; 3]> = VARIABLES
+        .iter()
+        .map(|variable| {
+            [
+                variable.name.to_string(),
+                effective(config, variable.name),
+                config.settings.source(variable.name).to_string(),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &[["variable", "value", "source"].map(String::from)],
+        &rows,
+    ));
 
     let _ = writeln!(
         out,
         "\nrouting (zones match on label boundaries, case-insensitively; the longest wins)"
     );
-    let _ = writeln!(
-        out,
-        "  {:<28} {:<13} {:<40} sent as",
-        "zone", "route", "asks"
-    );
+    let mut routes: Vec<[String; 4]> = Vec::new();
     for cluster in &config.clusters {
-        let asks = format!(
-            "{} {} ({})",
-            if cluster.is_local {
-                "upstreams"
-            } else {
-                "cluster"
-            },
-            join(cluster.endpoints.iter().map(ToString::to_string).collect()),
-            cluster.transport
-        );
-        let _ = writeln!(
-            out,
-            "  {:<28} {:<13} {:<40} NAME.{} -> NAME.svc.{}",
+        let asks = if cluster.is_local {
+            format!("upstreams {} (udp)", join(&config.upstreams))
+        } else {
+            format!("{} ({})", join(&cluster.endpoints), cluster.transport)
+        };
+        routes.push([
             cluster.zone.to_ascii(),
             format!("cluster {}", cluster.name),
             asks,
-            cluster.zone.to_ascii(),
-            cluster.domain.to_ascii()
-        );
+            format!(
+                "NAME.{} -> NAME.svc.{}",
+                cluster.zone.to_ascii(),
+                cluster.domain.to_ascii()
+            ),
+        ]);
     }
-    let legs = join(
-        config
-            .clusters
-            .iter()
-            .map(|c| format!("{} prefix {}", c.name, c.prefix))
-            .collect(),
-    );
+    let legs: Vec<String> = config
+        .clusters
+        .iter()
+        .map(|c| format!("{} (prefix {})", c.name, c.prefix))
+        .collect();
     for zone in &config.distributed_zones {
-        let _ = writeln!(
-            out,
-            "  {:<28} {:<13} {:<40} NAME.{} -> NAME.<domain of each>; PREFIX-host -> that cluster only",
+        routes.push([
             zone.to_ascii(),
-            "distributed",
-            format!("all clusters: {legs}"),
-            zone.to_ascii()
-        );
+            "distributed".into(),
+            format!("all clusters: {}", or_dash(legs.join(", "))),
+            "NAME -> NAME.<domain of each>; PREFIX-host.service.ns.svc -> that cluster only".into(),
+        ]);
     }
     if let Some(zone) = &config.clusterset_zone {
-        let _ = writeln!(
-            out,
-            "  {:<28} {:<13} {:<40} NAME.{} -> NAME.<domain>; host.CLUSTER.svc... -> that cluster only",
+        routes.push([
             zone.to_ascii(),
-            "clusterset",
-            "all clusters",
-            zone.to_ascii()
-        );
+            "clusterset".into(),
+            "all clusters".into(),
+            "NAME -> NAME.<domain>; host.CLUSTER.service.ns.svc -> that cluster only".into(),
+        ]);
     }
-    let _ = writeln!(
-        out,
-        "  {:<28} {:<13} {:<40} verbatim",
-        ". (everything else)",
-        "passthrough",
-        join(config.upstreams.iter().map(ToString::to_string).collect())
-    );
+    routes.push([
+        ". (everything else)".into(),
+        "passthrough".into(),
+        join(&config.upstreams),
+        "verbatim".into(),
+    ]);
+    out.push_str(&table(
+        &[["zone", "route", "asks", "sent as"].map(String::from)],
+        &routes,
+    ));
     if config.clusters.is_empty() {
         let _ = writeln!(
             out,
             "\nnote: MESHDNS_CLUSTERS is empty, so distributed zones are answered with NXDOMAIN."
         );
+    }
+    out
+}
+
+/// The value in force for `variable`, as an operator would write it.
+fn effective(config: &Config, variable: &str) -> String {
+    match variable {
+        LISTEN => format!("{} (udp and tcp)", join(&config.listen)),
+        ALLOW_FROM => join(&config.allow_from),
+        UPSTREAMS => match &config.upstream_source {
+            UpstreamSource::Environment => join(&config.upstreams),
+            UpstreamSource::ResolvConf(path) => {
+                format!("{} (from {})", join(&config.upstreams), path.display())
+            }
+        },
+        RESOLV_CONF => match &config.upstream_source {
+            UpstreamSource::ResolvConf(path) => path.display().to_string(),
+            UpstreamSource::Environment => "not read (MESHDNS_UPSTREAMS is set)".into(),
+        },
+        LOCAL_CLUSTER => config
+            .clusters
+            .iter()
+            .find(|c| c.is_local)
+            .map_or("-".into(), |c| c.name.clone()),
+        CLUSTERS => or_dash(
+            config
+                .clusters
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+        DISTRIBUTED_ZONES => or_dash(
+            config
+                .distributed_zones
+                .iter()
+                .map(|z| z.to_ascii())
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
+        CLUSTERSET_ZONE => config
+            .clusterset_zone
+            .as_ref()
+            .map_or("-".into(), |z| z.to_ascii()),
+        TIMEOUT => show_duration(config.timeout),
+        ATTEMPT_TIMEOUT => show_duration(config.attempt_timeout),
+        CACHE_SIZE if config.cache.size == 0 => "0 (cache disabled)".into(),
+        CACHE_SIZE => format!("{} entries", config.cache.size),
+        CACHE_MAX_TTL => show_duration(config.cache.max_ttl),
+        CACHE_NEGATIVE_TTL => show_duration(config.cache.negative_ttl),
+        SERVE_STALE => show_duration(config.cache.serve_stale),
+        MAX_INFLIGHT => config.max_inflight.to_string(),
+        ADMIN_LISTEN => config
+            .admin_listen
+            .map_or("disabled".into(), |a| a.to_string()),
+        LOG => config.log.clone(),
+        LOG_FORMAT => format!("{:?}", config.log_format).to_lowercase(),
+        THREADS => config.threads.to_string(),
+        CONFIG_DIR => config
+            .config_dir
+            .as_ref()
+            .map_or("-".into(), |d| d.display().to_string()),
+        // CLUSTER_DOMAIN, CLUSTER_ZONE: shown as set; their effect is in the routing table.
+        other => config
+            .settings
+            .get(other)
+            .or_else(|| find(other).and_then(|v| v.default))
+            .unwrap_or("-")
+            .trim()
+            .to_string(),
+    }
+}
+
+fn join<T: ToString>(items: &[T]) -> String {
+    or_dash(
+        items
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
+    )
+}
+
+fn or_dash(text: String) -> String {
+    if text.is_empty() { "-".into() } else { text }
+}
+
+/// Rows under a header, each column as wide as its widest cell plus two spaces, so that no two
+/// columns ever run together.
+fn table<const N: usize>(header: &[[String; N]], rows: &[[String; N]]) -> String {
+    let mut widths = [0usize; N];
+    for row in header.iter().chain(rows) {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in header.iter().chain(rows) {
+        let mut line = String::from(" ");
+        for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
+            if i + 1 == N {
+                line.push(' ');
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, " {cell:<width$} ");
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
     }
     out
 }
@@ -192,13 +217,50 @@ mod tests {
         let text = render_check(&config);
         assert!(text.contains("cluster.a."), "{text}");
         assert!(text.contains("upstreams 127.0.0.1:5300 (udp)"), "{text}");
-        assert!(text.contains("cluster 10.9.0.1:30053 (tcp)"), "{text}");
+        assert!(text.contains("10.9.0.1:30053 (tcp)"), "{text}");
         assert!(
             text.contains("NAME.cluster.b. -> NAME.svc.cluster.local."),
             "{text}"
         );
-        assert!(text.contains("b prefix west-"), "{text}");
+        assert!(text.contains("b (prefix west-)"), "{text}");
         assert!(text.contains("clusterset.local."), "{text}");
         assert!(text.contains("passthrough"), "{text}");
+    }
+
+    #[test]
+    fn every_variable_is_shown_with_its_source() {
+        let config = config_from(&[("MESHDNS_CACHE_SIZE", "0")]).unwrap();
+        let text = render_check(&config);
+        for variable in VARIABLES {
+            let line = text
+                .lines()
+                .find(|l| l.trim_start().starts_with(&format!("{} ", variable.name)))
+                .unwrap_or_else(|| panic!("{} missing:\n{text}", variable.name));
+            assert!(
+                line.ends_with("default") || line.ends_with("environment"),
+                "{line}"
+            );
+        }
+        assert!(text.contains("0 (cache disabled)"), "{text}");
+        assert!(
+            text.lines()
+                .any(|l| l.contains("MESHDNS_UPSTREAMS") && l.ends_with("environment")),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn columns_never_run_together() {
+        let config = config_from(&[(
+            "MESHDNS_CLUSTERS",
+            "a-very-long-cluster-name-indeed=10.9.0.1:30053,10.9.0.2:30053,10.9.0.3:30053",
+        )])
+        .unwrap();
+        for line in render_check(&config)
+            .lines()
+            .filter(|l| l.contains("cluster.a-very"))
+        {
+            assert!(line.contains("  cluster a-very-long"), "{line}");
+        }
     }
 }

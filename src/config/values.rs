@@ -12,30 +12,59 @@ use hickory_proto::rr::Name;
 /// The DNS port, used when an endpoint or listen address names no port.
 pub const DNS_PORT: u16 = 53;
 
-/// `500ms`, `2s`, `5m`, `1h`, or `0`. Fractions are not accepted: they are never needed here
-/// and a typo like `1.5` should not silently become something else.
-pub fn parse_duration(token: &str) -> Result<Duration, String> {
+/// `500ms`, `1.5s`, `2s`, `5m`, `1h`, or `0`, at most `max` (a value beyond it cannot be meant,
+/// and unbounded ones overflow the clock). Whole or decimal numbers; a bare number without a
+/// unit is refused (`2` could be seconds or milliseconds).
+pub fn parse_duration(token: &str, max: Duration) -> Result<Duration, String> {
     if token == "0" {
         return Ok(Duration::ZERO);
     }
     let split = token
-        .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| "needs a unit: ms, s, m or h (e.g. 500ms, 2s)".to_string())?;
-    let (digits, unit) = token.split_at(split);
-    let value: u64 = digits
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .ok_or_else(|| "needs a unit: ms, s, m or h (e.g. 500ms, 1.5s)".to_string())?;
+    let (number, unit) = token.split_at(split);
+    let well_formed = !number.is_empty()
+        && !number.starts_with('.')
+        && !number.ends_with('.')
+        && number.matches('.').count() <= 1;
+    let value: f64 = number
         .parse()
-        .map_err(|_| "is not a duration (e.g. 500ms, 2s, 5m, 1h)".to_string())?;
+        .ok()
+        .filter(|_| well_formed)
+        .ok_or_else(|| "is not a duration (e.g. 500ms, 1.5s, 5m, 1h)".to_string())?;
     let seconds_per_unit = match unit {
-        "ms" => return Ok(Duration::from_millis(value)),
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
+        "ms" => 0.001,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
         _ => return Err(format!("has unknown unit {unit:?}: use ms, s, m or h")),
     };
-    value
-        .checked_mul(seconds_per_unit)
-        .map(Duration::from_secs)
-        .ok_or_else(|| "is too large".to_string())
+    let seconds = value * seconds_per_unit;
+    if seconds > max.as_secs_f64() {
+        return Err(format!(
+            "is longer than the maximum, {}",
+            show_duration(max)
+        ));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// A duration as an operator writes it: `500ms`, `2s`, `1.5s`, `5m`, `1h`.
+pub fn show_duration(duration: Duration) -> String {
+    let ms = duration.as_millis();
+    if ms == 0 {
+        "0".to_string()
+    } else if ms.is_multiple_of(3_600_000) {
+        format!("{}h", ms / 3_600_000)
+    } else if ms.is_multiple_of(60_000) {
+        format!("{}m", ms / 60_000)
+    } else if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else if ms >= 1000 {
+        format!("{}s", duration.as_secs_f64())
+    } else {
+        format!("{ms}ms")
+    }
 }
 
 /// `IP`, `IP:PORT`, `[IPv6]` or `[IPv6]:PORT`; the port defaults to `default_port`.
@@ -54,61 +83,44 @@ pub fn parse_socket_addr(token: &str, default_port: u16) -> Result<SocketAddr, S
 
 /// A network in CIDR notation, the only access-control unit of `MESHDNS_ALLOW_FROM`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IpNet {
-    addr: IpAddr,
-    prefix_len: u8,
-}
+pub struct IpNet(ipnet::IpNet);
 
 impl IpNet {
     /// `10.0.0.0/8`, `::1/128`; a bare address is a host network.
     pub fn parse(token: &str) -> Result<Self, String> {
-        let (addr, len) = match token.split_once('/') {
-            Some((addr, len)) => (addr, Some(len)),
-            None => (token, None),
-        };
-        let addr: IpAddr = addr
-            .parse()
-            .map_err(|_| "is not a network (e.g. 10.0.0.0/8 or fd00::/8)".to_string())?;
-        let max = if addr.is_ipv4() { 32 } else { 128 };
-        let prefix_len = match len {
-            None => max,
-            Some(len) => len
-                .parse::<u8>()
-                .ok()
-                .filter(|l| *l <= max)
-                .ok_or_else(|| format!("has a prefix length outside 0..={max}"))?,
-        };
-        Ok(Self { addr, prefix_len })
+        let error = || "is not a network (e.g. 10.0.0.0/8 or fd00::/8)".to_string();
+        match token.parse::<ipnet::IpNet>() {
+            Ok(net) => Ok(Self(net)),
+            Err(_) if token.contains('/') => {
+                let (addr, _) = token.split_once('/').unwrap_or_default();
+                let max = if addr.contains(':') { 128 } else { 32 };
+                Err(if addr.parse::<IpAddr>().is_ok() {
+                    format!("has a prefix length outside 0..={max}")
+                } else {
+                    error()
+                })
+            }
+            Err(_) => token
+                .parse::<IpAddr>()
+                .map(|ip| Self(ipnet::IpNet::from(ip)))
+                .map_err(|_| error()),
+        }
     }
 
     /// Whether `ip` lies in this network. IPv4-mapped IPv6 sources (from a dual-stack socket)
     /// are compared as the IPv4 address they carry.
-    pub fn contains(&self, ip: IpAddr) -> bool {
+    pub fn contains(&self, ip: &IpAddr) -> bool {
         let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(*ip, IpAddr::V4),
+            v4 => *v4,
         };
-        match (self.addr, ip) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                let mask = u32::MAX
-                    .checked_shl(32 - u32::from(self.prefix_len))
-                    .unwrap_or(0);
-                u32::from(net) & mask == u32::from(ip) & mask
-            }
-            (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                let mask = u128::MAX
-                    .checked_shl(128 - u32::from(self.prefix_len))
-                    .unwrap_or(0);
-                u128::from(net) & mask == u128::from(ip) & mask
-            }
-            _ => false,
-        }
+        self.0.contains(&ip)
     }
 }
 
 impl std::fmt::Display for IpNet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.addr, self.prefix_len)
+        self.0.fmt(f)
     }
 }
 
@@ -160,14 +172,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations_take_the_documented_units() {
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
-        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
-        for bad in ["", "2", "2x", "s", "1.5s", "-1s", "99999999999999999999h"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
+    fn durations_take_the_documented_units_and_decimals() {
+        let max = Duration::from_secs(86_400);
+        assert_eq!(parse_duration("500ms", max), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2s", max), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1.5s", max), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("5m", max), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1h", max), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("0", max), Ok(Duration::ZERO));
+        for bad in ["", "2", "2x", "s", ".5s", "5.s", "1.2.3s", "-1s", "1e3s"] {
+            assert!(parse_duration(bad, max).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn durations_beyond_their_maximum_are_refused() {
+        let max = Duration::from_secs(60);
+        assert!(parse_duration("60s", max).is_ok());
+        let error = parse_duration("61s", max).unwrap_err();
+        assert!(error.contains("1m"), "{error}");
+        assert!(parse_duration("5124095576030431h", max).is_err());
+        assert!(parse_duration("99999999999999999999h", max).is_err());
+    }
+
+    #[test]
+    fn durations_are_shown_as_written() {
+        for (ms, shown) in [
+            (500, "500ms"),
+            (2000, "2s"),
+            (1500, "1.5s"),
+            (300_000, "5m"),
+            (3_600_000, "1h"),
+        ] {
+            assert_eq!(show_duration(Duration::from_millis(ms)), shown);
         }
     }
 
@@ -197,23 +234,17 @@ mod tests {
     #[test]
     fn networks_contain_what_their_prefix_says() {
         let loopback = IpNet::parse("127.0.0.0/8").unwrap();
-        assert!(loopback.contains("127.9.9.9".parse().unwrap()));
-        assert!(loopback.contains("::ffff:127.0.0.1".parse().unwrap()));
-        assert!(!loopback.contains("10.0.0.1".parse().unwrap()));
+        let ip = |text: &str| text.parse::<IpAddr>().unwrap();
+        assert!(loopback.contains(&ip("127.9.9.9")));
+        assert!(loopback.contains(&ip("::ffff:127.0.0.1")));
+        assert!(!loopback.contains(&ip("10.0.0.1")));
+        assert!(IpNet::parse("0.0.0.0/0").unwrap().contains(&ip("8.8.8.8")));
+        assert!(IpNet::parse("::1").unwrap().contains(&ip("::1")));
+        assert!(!IpNet::parse("::1/128").unwrap().contains(&ip("::2")));
         assert!(
-            IpNet::parse("0.0.0.0/0")
-                .unwrap()
-                .contains("8.8.8.8".parse().unwrap())
-        );
-        assert!(
-            IpNet::parse("::1")
-                .unwrap()
-                .contains("::1".parse().unwrap())
-        );
-        assert!(
-            !IpNet::parse("::1/128")
-                .unwrap()
-                .contains("::2".parse().unwrap())
+            IpNet::parse("10.0.0.0/40")
+                .unwrap_err()
+                .contains("prefix length")
         );
         for bad in ["10.0.0.0/33", "fd00::/129", "nope", "10.0.0.0/x"] {
             assert!(IpNet::parse(bad).is_err(), "{bad}");

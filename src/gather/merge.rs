@@ -1,7 +1,7 @@
-//! The merge of gathered legs into one reply (DESIGN.md, "Distributed zones"): the union of
-//! all legs' records, de-duplicated, in cluster order (local first, then configuration order),
-//! every answer owned by the question, hosts renamed by the zone's naming scheme, and the
-//! outcome table:
+//! The merge of gathered legs into one reply (docs/design.md, "Distributed zones"): the union
+//! of all legs' records, de-duplicated, in cluster order (local first, then configuration
+//! order), every answer owned by the question, hosts renamed by the zone's naming scheme, one
+//! TTL per RRset (the smallest, RFC 2181 §5.2), and the outcome table:
 //!
 //! | legs                                          | reply                               |
 //! |-----------------------------------------------|-------------------------------------|
@@ -78,6 +78,8 @@ pub fn merge(
         }
     }
     let partial = failed > 0 || stale;
+    one_ttl_per_rrset(&mut records.answers);
+    one_ttl_per_rrset(&mut records.additionals);
     let mut merged = if !records.answers.is_empty() {
         let mut reply = reply::synthesized(request, ResponseCode::NoError);
         reply.answers = records.answers;
@@ -120,6 +122,27 @@ pub fn merge(
     Merged {
         reply: merged,
         partial,
+    }
+}
+
+/// Gives every record of an RRset (same owner, type and class) the set's smallest TTL: legs
+/// from different clusters carry different TTLs for what is now one set.
+fn one_ttl_per_rrset(records: &mut [Record]) {
+    let mut smallest: Vec<((Name, RecordType), u32)> = Vec::new();
+    for record in records.iter() {
+        let set = (record.name.clone(), record.record_type());
+        match smallest.iter_mut().find(|(s, _)| *s == set) {
+            Some((_, ttl)) => *ttl = (*ttl).min(record.ttl),
+            None => smallest.push((set, record.ttl)),
+        }
+    }
+    for record in records.iter_mut() {
+        if let Some((_, ttl)) = smallest
+            .iter()
+            .find(|((name, rtype), _)| *name == record.name && *rtype == record.record_type())
+        {
+            record.ttl = *ttl;
+        }
     }
 }
 
@@ -462,6 +485,23 @@ mod tests {
             vec![nx(), Leg::Failed, nx()],
         );
         assert_eq!(merged.reply.response_code, ResponseCode::ServFail);
+    }
+
+    #[test]
+    fn a_merged_rrset_has_one_ttl_the_smallest() {
+        let with_ttl = |octet: u8, ttl: u32| match a_leg(octet) {
+            Leg::Answered(mut reply) => {
+                reply.answers[0].ttl = ttl;
+                Leg::Answered(reply)
+            }
+            other => other,
+        };
+        let merged = run(
+            &request("mongo.db.svc.distributed.local.", RecordType::A),
+            vec![with_ttl(1, 30), with_ttl(2, 5), with_ttl(3, 300)],
+        );
+        let ttls: Vec<u32> = merged.reply.answers.iter().map(|r| r.ttl).collect();
+        assert_eq!(ttls, [5, 5, 5]);
     }
 
     #[test]

@@ -1,27 +1,36 @@
 //! Gathering: one question asked of several clusters at once, the answers merged.
 //!
-//! Each leg is its own task with the query's deadline and the usual endpoint failover. The
-//! reply waits for every leg, but not for long: once the first leg has answered, the others get
-//! at most one attempt timeout more ([`Gatherer::answer`]). A leg cut off this way keeps
-//! running — its answer, when it comes, refreshes what the cache holds for it — so a dead
-//! cluster costs one attempt timeout, not the whole deadline.
+//! Each leg asks its cluster with the query's deadline and the usual endpoint failover. The
+//! reply waits for every leg, but not for long once some leg has answered (the stragglers
+//! rule): a leg still pending keeps the rest of its current attempt and at most one more
+//! attempt at its next endpoint; a leg with no endpoint left to try — or whose endpoints are
+//! all marked down — is cut. So a cluster whose first endpoint is dead but whose second
+//! answers is still in the reply; any number of dead clusters cost at most two attempt
+//! timeouts, and nothing once health checks have marked them down; and a cut leg keeps
+//! running in the background set, its answer, when it comes, refreshing what the cache holds
+//! for that leg (a later failure of the cluster is filled from it).
 
 mod merge;
 mod naming;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use hickory_proto::op::{Edns, Message, Query, ResponseCode};
 use hickory_proto::rr::rdata::TXT;
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
-use tokio::sync::mpsc;
-use tokio::time::{Instant, timeout_at};
+use prometheus::IntCounter;
+use tokio::time::{Instant, sleep_until};
 
+use crate::background::Background;
 use crate::cache::{Cache, CacheKey, KeyFlags};
 use crate::config::{Cluster, Config};
-use crate::reply;
-use crate::upstream::Upstream;
+use crate::reply::{self, ExtendedError};
+use crate::upstream::{Progress, Upstream};
 use crate::wire;
 
 pub use merge::{Leg, Merged, PARTIAL_TTL, merge};
@@ -29,6 +38,9 @@ pub use naming::{Naming, Plan, Scheme};
 
 /// TTL of the MCS `dns-version` record.
 const SCHEMA_VERSION_TTL: u32 = 300;
+
+/// A leg running: its slot in the gathered list, and what it brought.
+type LegRun = Pin<Box<dyn Future<Output = (usize, Leg)> + Send>>;
 
 /// The gathered zones and whom to ask for them.
 #[derive(Debug)]
@@ -40,11 +52,20 @@ pub struct Gatherer {
     clusterset: Option<Naming>,
     attempt_timeout: Duration,
     negative_ttl: Duration,
+    /// `meshdns_gather_partial_total`.
+    partial: IntCounter,
+    background: Arc<Background>,
 }
 
 impl Gatherer {
     /// `upstreams[i]` asks `config.clusters[i]`.
-    pub fn new(config: &Config, cache: Arc<Cache>, upstreams: Vec<Arc<Upstream>>) -> Self {
+    pub fn new(
+        config: &Config,
+        cache: Arc<Cache>,
+        upstreams: Vec<Arc<Upstream>>,
+        partial: IntCounter,
+        background: Arc<Background>,
+    ) -> Self {
         Self {
             clusters: config.clusters.clone(),
             upstreams,
@@ -63,6 +84,8 @@ impl Gatherer {
             }),
             attempt_timeout: config.attempt_timeout,
             negative_ttl: config.cache.negative_ttl,
+            partial,
+            background,
         }
     }
 
@@ -76,28 +99,39 @@ impl Gatherer {
         self.clusterset.as_ref()
     }
 
-    /// Answers `request` for a name under `naming`'s zone; the reply still needs the client's
-    /// ID (it has it already: `synthesized` copies it) and size.
-    pub async fn answer(&self, request: &Message, naming: &Naming, deadline: Instant) -> Merged {
+    /// Answers `request` for a name under `naming`'s zone: the complete reply, with the
+    /// client's ID (not yet cut to its size).
+    pub async fn answer(
+        &self,
+        naming: Option<&Naming>,
+        request: &Message,
+        deadline: Instant,
+    ) -> Vec<u8> {
+        let Some(naming) = naming else {
+            return reply::servfail_bytes(
+                request,
+                ExtendedError::NetworkError,
+                "no such gathered zone",
+            );
+        };
+        let merged = self.merged(request, naming, deadline).await;
+        if merged.partial {
+            self.partial.inc();
+        }
+        reply::encode_fitted(&merged.reply, wire::MAX_MESSAGE)
+    }
+
+    async fn merged(&self, request: &Message, naming: &Naming, deadline: Instant) -> Merged {
         let Some(asked) = request.queries.first() else {
             return Merged {
                 reply: reply::synthesized(request, ResponseCode::FormErr),
                 partial: false,
             };
         };
-        let legs = match naming.plan(asked.name(), asked.query_type(), &self.clusters) {
-            Plan::Ask(legs) => legs,
-            Plan::NoData => {
-                return Merged {
-                    reply: reply::negative(
-                        request,
-                        ResponseCode::NoError,
-                        &naming.zone,
-                        self.negative_ttl,
-                    ),
-                    partial: false,
-                };
-            }
+        let (legs, fallback) = match naming.plan(asked.name(), asked.query_type(), &self.clusters) {
+            Plan::Ask { legs, fallback } => (legs, fallback),
+            Plan::NoData => return self.negative(request, ResponseCode::NoError, naming),
+            Plan::NxDomain => return self.negative(request, ResponseCode::NXDomain, naming),
             Plan::SchemaVersion => {
                 return Merged {
                     reply: schema_version(request),
@@ -105,7 +139,14 @@ impl Gatherer {
                 };
             }
         };
-        let gathered = self.ask_all(request, legs, deadline).await;
+        let mut gathered = self.ask_all(request, legs, deadline).await;
+        if let Some(fallback) = fallback
+            && let [(_, Leg::Answered(reply))] = gathered.as_slice()
+            && reply.response_code == ResponseCode::NXDomain
+        {
+            // Not a host of that cluster: perhaps a name that merely begins like a prefix.
+            gathered = self.ask_all(request, fallback, deadline).await;
+        }
         let merged = merge::merge(
             request,
             naming,
@@ -117,28 +158,39 @@ impl Gatherer {
             let missing: Vec<&str> = gathered
                 .iter()
                 .filter(|(_, leg)| matches!(leg, Leg::Failed))
-                .map(|(i, _)| self.clusters[*i].name.as_str())
+                .filter_map(|(i, _)| self.clusters.get(*i).map(|c| c.name.as_str()))
                 .collect();
             tracing::debug!(?missing, "partial gathered answer");
         }
         merged
     }
 
+    /// NODATA or NXDOMAIN with the zone's SOA, for what no cluster needs to be asked.
+    fn negative(&self, request: &Message, rcode: ResponseCode, naming: &Naming) -> Merged {
+        Merged {
+            reply: reply::negative(request, rcode, &naming.zone, self.negative_ttl),
+            partial: false,
+        }
+    }
+
     /// Runs every leg concurrently and returns them in cluster order; legs that did not answer
-    /// in time are `Failed`.
+    /// in time are `Failed`, or filled from their last good answer.
     async fn ask_all(
         &self,
         request: &Message,
         legs: Vec<(usize, Name)>,
         deadline: Instant,
     ) -> Vec<(usize, Leg)> {
-        let (done, mut results) = mpsc::channel::<(usize, Leg)>(legs.len().max(1));
         let mut gathered: Vec<(usize, Leg)> = Vec::with_capacity(legs.len());
         let mut keys: Vec<CacheKey> = Vec::with_capacity(legs.len());
+        let mut progress: Vec<Arc<Progress>> = Vec::with_capacity(legs.len());
+        let mut running: FuturesUnordered<LegRun> = FuturesUnordered::new();
         for (slot, (index, name)) in legs.into_iter().enumerate() {
             let key = leg_key(index, &name, request);
             gathered.push((index, Leg::Failed));
             keys.push(key.clone());
+            let leg_progress = Arc::new(Progress::default());
+            progress.push(Arc::clone(&leg_progress));
             let (Some(upstream), Some(query)) = (
                 self.upstreams.get(index).map(Arc::clone),
                 leg_query(request, name),
@@ -146,32 +198,43 @@ impl Gatherer {
                 continue;
             };
             let cache = Arc::clone(&self.cache);
-            let done = done.clone();
-            tokio::spawn(async move {
-                let leg = ask_leg(&upstream, &query, deadline).await;
-                if let Some(bytes) = &leg.1 {
+            running.push(Box::pin(async move {
+                let (leg, bytes) = ask_leg(&upstream, &query, deadline, &leg_progress).await;
+                if let Some(bytes) = &bytes {
                     // Also when the reply has gone out without this leg: it refreshes the
                     // answer a later failure of this cluster is filled from.
                     cache.insert(&key, bytes, Instant::now());
                 }
-                let _ = done.send((slot, leg.0)).await;
-            });
+                (slot, leg)
+            }));
         }
-        drop(done);
         let mut cutoff = deadline;
-        let mut waiting = gathered.len();
-        while waiting > 0 {
-            match timeout_at(cutoff, results.recv()).await {
-                Ok(Some((slot, leg))) => {
-                    waiting -= 1;
+        let mut clock_started = false;
+        while !running.is_empty() {
+            tokio::select! {
+                Some((slot, leg)) = running.next() => {
+                    if !clock_started && matches!(leg, Leg::Answered(_)) {
+                        clock_started = true;
+                        let pending: Vec<&Progress> = progress
+                            .iter()
+                            .enumerate()
+                            .filter(|(i, _)| matches!(gathered.get(*i), Some((_, Leg::Failed))) && *i != slot)
+                            .map(|(_, p)| p.as_ref())
+                            .collect();
+                        cutoff = deadline.min(self.stragglers_cutoff(Instant::now(), &pending));
+                    }
                     if let Some(entry) = gathered.get_mut(slot) {
                         entry.1 = leg;
                     }
-                    // The first answer starts the stragglers' clock.
-                    cutoff = cutoff.min(Instant::now() + self.attempt_timeout);
                 }
-                Ok(None) | Err(_) => break,
+                () = sleep_until(cutoff) => break,
             }
+        }
+        if !running.is_empty() {
+            // Cut legs finish in the background and refresh their cache entries; when the
+            // set is full they are dropped here instead.
+            self.background
+                .spawn(async move { while running.next().await.is_some() {} });
         }
         let now = Instant::now();
         for ((_, leg), key) in gathered.iter_mut().zip(&keys) {
@@ -189,6 +252,29 @@ impl Gatherer {
             }
         }
         gathered
+    }
+
+    /// How long the reply still waits, from `now` (the first answer), for the legs whose
+    /// progress is `pending`: the latest of their own cutoffs (see the module documentation).
+    fn stragglers_cutoff(&self, now: Instant, pending: &[&Progress]) -> Instant {
+        pending
+            .iter()
+            .map(|progress| match progress.now() {
+                // Not started yet (a moment at most): one attempt.
+                None => now + self.attempt_timeout,
+                Some(attempt) if !attempt.endpoint_up => now,
+                Some(attempt) => {
+                    let one_more = if attempt.next_up {
+                        self.attempt_timeout
+                    } else {
+                        Duration::ZERO
+                    };
+                    attempt.started + self.attempt_timeout + one_more
+                }
+            })
+            .max()
+            .unwrap_or(now)
+            .max(now)
     }
 }
 
@@ -227,8 +313,16 @@ fn leg_query(request: &Message, name: Name) -> Option<Vec<u8>> {
 }
 
 /// One leg's outcome, with the reply bytes worth caching when it answered.
-async fn ask_leg(upstream: &Upstream, query: &[u8], deadline: Instant) -> (Leg, Option<Vec<u8>>) {
-    let answered = match upstream.exchange(query, deadline).await {
+async fn ask_leg(
+    upstream: &Upstream,
+    query: &[u8],
+    deadline: Instant,
+    progress: &Progress,
+) -> (Leg, Option<Vec<u8>>) {
+    let answered = match upstream
+        .exchange_reporting(query, deadline, Some(progress))
+        .await
+    {
         Ok(answered) => answered,
         Err(error) => {
             tracing::debug!(cluster = upstream.name(), %error, "leg failed");

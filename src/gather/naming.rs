@@ -5,7 +5,10 @@
 //! Both directions live here: which cluster(s) a question goes to and as what name
 //! ([`Naming::plan`]), and how a host name in a cluster's answer is shown to the client
 //! ([`Naming::client_host`]). Prefix matching is label-aware and ignores case; the longest
-//! prefix wins.
+//! prefix wins. Only a name shaped like a host (`HOST.SERVICE.NS.svc`: one label more than a
+//! service) is taken for a prefixed host, so a service whose own name begins with a prefix
+//! (`a-cache.ns.svc`) is still gathered; and a prefixed host that its cluster does not know
+//! falls back to the gathered name.
 
 use hickory_proto::rr::{Name, RecordType};
 
@@ -37,12 +40,19 @@ pub enum Scheme {
 /// Where a question goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Plan {
-    /// Ask these clusters (indexes into the cluster list) with the name in each one's domain.
-    Ask(Vec<(usize, Name)>),
+    /// Ask these clusters (indexes into the cluster list) with the name in each one's domain;
+    /// when that is one prefixed host and its cluster says NXDOMAIN, ask `fallback` instead
+    /// (the name as it is, gathered from every cluster).
+    Ask {
+        legs: Vec<(usize, Name)>,
+        fallback: Option<Vec<(usize, Name)>>,
+    },
     /// The MCS schema version: answered locally.
     SchemaVersion,
-    /// A type the zone does not serve, or a name no cluster can hold: NODATA.
+    /// A type the zone does not serve: NODATA.
     NoData,
+    /// A name no cluster can hold (too long once mapped into a cluster's domain): NXDOMAIN.
+    NxDomain,
 }
 
 impl Naming {
@@ -65,15 +75,33 @@ impl Naming {
             Scheme::Clusterset if one_host => clusterset_cluster(&labels, clusters),
             _ => None,
         };
-        let legs = match single {
-            Some((index, labels)) => {
-                upstream_name(&labels, &clusters[index].domain).map(|n| vec![(index, n)])
-            }
-            None => (0..clusters.len())
+        let everywhere = || -> Option<Vec<(usize, Name)>> {
+            (0..clusters.len())
                 .map(|index| upstream_name(&labels, &clusters[index].domain).map(|n| (index, n)))
-                .collect(),
+                .collect()
         };
-        legs.map_or(Plan::NoData, Plan::Ask)
+        match single {
+            Some((index, stripped)) => {
+                let Some(host) = upstream_name(&stripped, &clusters[index].domain) else {
+                    return everywhere().map_or(Plan::NxDomain, |legs| Plan::Ask {
+                        legs,
+                        fallback: None,
+                    });
+                };
+                let fallback = match self.scheme {
+                    Scheme::Prefix => everywhere(),
+                    Scheme::Clusterset => None,
+                };
+                Plan::Ask {
+                    legs: vec![(index, host)],
+                    fallback,
+                }
+            }
+            None => everywhere().map_or(Plan::NxDomain, |legs| Plan::Ask {
+                legs,
+                fallback: None,
+            }),
+        }
     }
 
     /// A host name from cluster `cluster`'s answer as the client sees it, or `None` when it is
@@ -90,9 +118,15 @@ impl Naming {
     }
 }
 
-/// `b-mongo-2.mongo…` → cluster b with `mongo-2.mongo…`; the longest matching prefix wins.
+/// `b-mongo-2.mongo.db.svc` → cluster b with `mongo-2.mongo.db.svc`; the longest matching
+/// prefix wins. Only names shaped like a host (`HOST.SERVICE.NS.svc`) qualify.
 fn prefixed_cluster(labels: &[&[u8]], clusters: &[Cluster]) -> Option<(usize, Vec<Vec<u8>>)> {
-    let first = labels.first()?;
+    let [first, _service, _namespace, svc] = labels else {
+        return None;
+    };
+    if !svc.eq_ignore_ascii_case(SVC_LABEL) {
+        return None;
+    }
     let (index, cluster) = clusters
         .iter()
         .enumerate()
@@ -167,7 +201,7 @@ mod tests {
 
     fn asked(plan: Plan) -> Vec<(usize, String)> {
         match plan {
-            Plan::Ask(legs) => legs.into_iter().map(|(i, n)| (i, n.to_ascii())).collect(),
+            Plan::Ask { legs, .. } => legs.into_iter().map(|(i, n)| (i, n.to_ascii())).collect(),
             other => panic!("{other:?}"),
         }
     }
@@ -206,6 +240,64 @@ mod tests {
             &clusters(),
         ));
         assert_eq!(legs, [(2, "mongo-2.mongo.db.svc.bb.example.".to_string())]);
+    }
+
+    #[test]
+    fn a_service_whose_name_begins_with_a_prefix_is_gathered() {
+        // `a-cache` is a service (three labels), not host `cache` in cluster a.
+        let legs = asked(prefix().plan(
+            &name("a-cache.db.svc.distributed.local."),
+            RecordType::A,
+            &clusters(),
+        ));
+        assert_eq!(legs.len(), 3);
+        assert_eq!(legs[1].1, "a-cache.db.svc.cluster.local.");
+    }
+
+    #[test]
+    fn a_prefixed_host_falls_back_to_the_gathered_name() {
+        let plan = prefix().plan(
+            &name("b-side-0.b-side.db.svc.distributed.local."),
+            RecordType::A,
+            &clusters(),
+        );
+        let Plan::Ask { legs, fallback } = plan else {
+            panic!("{plan:?}")
+        };
+        assert_eq!(legs[0].1.to_ascii(), "side-0.b-side.db.svc.cluster.local.");
+        let fallback = fallback.unwrap();
+        assert_eq!(fallback.len(), 3);
+        assert_eq!(
+            fallback[0].1.to_ascii(),
+            "b-side-0.b-side.db.svc.cluster.local."
+        );
+    }
+
+    #[test]
+    fn a_name_no_cluster_can_hold_is_nxdomain() {
+        let long = format!(
+            "{}.distributed.local.",
+            [
+                "x".repeat(63),
+                "y".repeat(63),
+                "z".repeat(63),
+                "w".repeat(40)
+            ]
+            .join(".")
+        );
+        assert_eq!(
+            prefix().plan(&name(&long), RecordType::A, &clusters_with_long_domain()),
+            Plan::NxDomain
+        );
+    }
+
+    fn clusters_with_long_domain() -> Vec<Cluster> {
+        config_from(&[(
+            "MESHDNS_CLUSTERS",
+            "b=10.9.0.1 domain=a-rather-long-cluster-domain.example",
+        )])
+        .unwrap()
+        .clusters
     }
 
     #[test]

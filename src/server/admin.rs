@@ -22,7 +22,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use crate::metrics;
+use crate::metrics::{self, Metrics};
 
 /// Open admin connections at once. Prometheus and the kubelet need one or two each.
 pub const MAX_CONNECTIONS: usize = 16;
@@ -48,11 +48,17 @@ impl Readiness {
 }
 
 /// Serves the admin endpoints until the task is aborted (the end of `run`): it keeps answering
-/// `/livez` and `/metrics` while in-flight queries drain.
-pub async fn serve_admin(listener: TcpListener, readiness: Readiness) {
+/// `/livez` and `/metrics` while in-flight queries drain. Its connections live in a set owned
+/// by this task, so they end with it.
+pub async fn serve_admin(listener: TcpListener, readiness: Readiness, metrics: Arc<Metrics>) {
     let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut open = tokio::task::JoinSet::new();
     loop {
-        let (stream, peer) = match listener.accept().await {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            Some(_) = open.join_next() => continue,
+        };
+        let (stream, peer) = match accepted {
             Ok(accepted) => accepted,
             Err(error) => {
                 tracing::warn!(%error, "admin accept failed");
@@ -64,10 +70,10 @@ pub async fn serve_admin(listener: TcpListener, readiness: Readiness) {
             tracing::debug!(%peer, "admin connection limit reached; connection closed");
             continue;
         };
-        let readiness = readiness.clone();
-        tokio::spawn(async move {
+        let (readiness, metrics) = (readiness.clone(), Arc::clone(&metrics));
+        open.spawn(async move {
             let service = service_fn(move |request| {
-                let response = respond(&request, &readiness);
+                let response = respond(&request, &readiness, &metrics);
                 async move { Ok::<_, Infallible>(response) }
             });
             let connection = hyper::server::conn::http1::Builder::new()
@@ -83,13 +89,17 @@ pub async fn serve_admin(listener: TcpListener, readiness: Readiness) {
     }
 }
 
-fn respond(request: &Request<Incoming>, readiness: &Readiness) -> Response<Full<Bytes>> {
+fn respond(
+    request: &Request<Incoming>,
+    readiness: &Readiness,
+    metrics: &Metrics,
+) -> Response<Full<Bytes>> {
     if request.method() != Method::GET && request.method() != Method::HEAD {
         return text(StatusCode::NOT_FOUND, "not found\n");
     }
     match request.uri().path() {
         "/metrics" => {
-            let mut response = Response::new(Full::new(Bytes::from(metrics::encode())));
+            let mut response = Response::new(Full::new(Bytes::from(metrics.encode())));
             response.headers_mut().insert(
                 CONTENT_TYPE,
                 HeaderValue::from_static(metrics::CONTENT_TYPE),

@@ -1,6 +1,7 @@
 //! The DNS listeners: binding (before the runtime starts, so bind errors become exit 71),
-//! the UDP and TCP loops, and what they share — the access list, the in-flight bound and the
-//! shutdown signal. Beside them, the admin HTTP server (`/metrics`, `/livez`, `/readyz`).
+//! the UDP and TCP loops, and what they share — the access list, the in-flight bound, the
+//! metrics and the shutdown signal. Beside them, the admin HTTP server (`/metrics`, `/livez`,
+//! `/readyz`).
 
 mod admin;
 mod bind;
@@ -13,31 +14,33 @@ use std::sync::Arc;
 use tokio::sync::{Semaphore, watch};
 
 use crate::config::IpNet;
+use crate::metrics::Metrics;
 use crate::query::Resolver;
 
 pub use admin::{MAX_CONNECTIONS as ADMIN_MAX_CONNECTIONS, Readiness, serve_admin};
 pub use bind::{BindError, Listeners, bind, bind_admin};
 pub use tcp::{
-    IDLE_TIMEOUT as TCP_IDLE_TIMEOUT, MAX_CONNECTIONS as TCP_MAX_CONNECTIONS, serve_tcp,
+    IDLE_TIMEOUT as TCP_IDLE_TIMEOUT, MAX_CONNECTIONS as TCP_MAX_CONNECTIONS, MAX_PIPELINED,
+    MAX_QUERY_FRAME, WRITE_TIMEOUT as TCP_WRITE_TIMEOUT, serve_tcp,
 };
 pub use udp::serve_udp;
-
-/// Queries being answered at once, over all listeners. A query beyond it is dropped (UDP) or
-/// its connection waits (TCP); clients retry, and memory stays bounded.
-pub const MAX_INFLIGHT: usize = 4096;
 
 /// What every listener loop needs.
 #[derive(Clone)]
 pub struct Shared {
     pub resolver: Arc<Resolver>,
     pub allow_from: Arc<Vec<IpNet>>,
+    /// Client queries being answered at once, over all listeners (`MESHDNS_MAX_INFLIGHT`).
+    /// A UDP query beyond it is dropped, a TCP connection waits; clients retry, and memory
+    /// stays bounded.
     pub inflight: Arc<Semaphore>,
+    pub metrics: Arc<Metrics>,
     pub shutdown: watch::Receiver<bool>,
 }
 
 impl Shared {
     pub fn allows(&self, ip: IpAddr) -> bool {
-        self.allow_from.iter().any(|net| net.contains(ip))
+        self.allow_from.iter().any(|net| net.contains(&ip))
     }
 }
 

@@ -1,37 +1,59 @@
-//! The TCP loop: connections capped, each connection read as a stream of 2-byte-length frames
-//! whose queries are answered concurrently and written back as they complete (out of order,
-//! RFC 7766 §6.2.1.1). A connection that sends nothing for `IDLE_TIMEOUT`, or trickles a frame
-//! slower than that, is closed: a slowloris client holds a slot for seconds, not forever.
+//! The TCP loop: connections capped, each connection read as a stream of length-prefixed
+//! frames whose queries are answered concurrently and written back as they complete (out of
+//! order, RFC 7766 §6.2.1.1).
+//!
+//! Bounds, and what happens at each: a frame larger than [`MAX_QUERY_FRAME`] closes the
+//! connection; a connection silent for [`IDLE_TIMEOUT`], or trickling a frame slower than
+//! that, is closed (a slowloris client holds a slot for seconds, not forever); at most
+//! [`MAX_PIPELINED`] queries of one connection are answered or waiting to be written at once
+//! (the connection is not read further until one is written, and TCP flow control slows the
+//! client); a client that stops reading its replies — a write that makes no progress for
+//! [`WRITE_TIMEOUT`] — loses its connection (RFC 7766 §6.2.3). A query holds one of the
+//! process's in-flight slots only while it is being answered, never while its reply waits to
+//! be written, so stalled clients cannot starve anyone else.
+//!
+//! At shutdown a connection stops reading, finishes the queries it has, writes their replies
+//! and closes; the listener returns once its connections have.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
 use hickory_proto::op::ResponseCode;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinSet;
 use tokio::time::timeout;
+use tokio_util::codec::{FramedRead, FramedWrite};
 
 use super::{Shared, stopped};
-use crate::metrics::{self, DropReason};
-use crate::query::Proto;
+use crate::metrics::DropReason;
 use crate::reply;
-use crate::wire;
+use crate::wire::{self, Proto};
 
 /// Open client connections at once; further connections are closed as soon as accepted.
 pub const MAX_CONNECTIONS: usize = 256;
 
-/// Queries of one connection being answered at once; the connection is not read further
-/// until one finishes (TCP flow control then slows the client).
+/// Queries of one connection being answered or waiting to be written at once.
 pub const MAX_PIPELINED: usize = 32;
 
 /// How long a connection may be silent, or take to deliver one frame.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Serves one listener until shutdown.
+/// How long writing one reply may make no progress before the client counts as stalled.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The largest query frame accepted. A query is a header, one question and an OPT record:
+/// a few hundred bytes; this leaves room for large EDNS options and still bounds what a
+/// client can make meshdns buffer.
+pub const MAX_QUERY_FRAME: usize = 16 * 1024;
+
+/// Serves one listener until shutdown, then waits for its connections to finish.
 pub async fn serve_tcp(listener: TcpListener, shared: Shared) -> std::io::Result<()> {
     let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut open: JoinSet<()> = JoinSet::new();
     let mut shutdown = shared.shutdown.clone();
     loop {
         let (stream, peer) = tokio::select! {
@@ -44,49 +66,58 @@ pub async fn serve_tcp(listener: TcpListener, shared: Shared) -> std::io::Result
                     continue;
                 }
             },
-            () = stopped(&mut shutdown) => return Ok(()),
+            Some(_) = open.join_next() => continue,
+            () = stopped(&mut shutdown) => break,
         };
         let Ok(slot) = Arc::clone(&connections).try_acquire_owned() else {
             tracing::debug!(%peer, "TCP connection limit reached; connection closed");
-            metrics::dropped(DropReason::TcpConnectionLimit);
+            shared.metrics.dropped(DropReason::TcpConnectionLimit);
             continue;
         };
         let shared = shared.clone();
-        tokio::spawn(async move {
+        open.spawn(async move {
             connection(stream, peer, shared).await;
             drop(slot);
         });
     }
+    while open.join_next().await.is_some() {}
+    Ok(())
 }
 
 async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) {
     let _ = stream.set_nodelay(true);
     let allowed = shared.allows(peer.ip());
-    let (mut reader, mut writer) = stream.into_split();
-    let (replies, mut outgoing) = mpsc::channel::<Vec<u8>>(MAX_PIPELINED);
-    let write_loop = tokio::spawn(async move {
-        while let Some(reply) = outgoing.recv().await {
-            let Some(framed) = wire::tcp_framed(&reply) else {
-                continue;
-            };
-            if writer.write_all(&framed).await.is_err() {
-                break;
-            }
-        }
-        let _ = writer.shutdown().await;
-    });
+    let (reader, writer) = stream.into_split();
+    let mut frames = FramedRead::new(reader, wire::tcp_codec(MAX_QUERY_FRAME));
+    let (replies, outgoing) = mpsc::channel::<Vec<u8>>(MAX_PIPELINED);
+    let mut writing = tokio::spawn(write_replies(writer, outgoing));
     let pipelined = Arc::new(Semaphore::new(MAX_PIPELINED));
     let mut shutdown = shared.shutdown.clone();
+    let mut answering: JoinSet<()> = JoinSet::new();
     loop {
         let frame = tokio::select! {
-            frame = read_frame(&mut reader) => frame,
-            () = stopped(&mut shutdown) => None,
+            frame = timeout(IDLE_TIMEOUT, frames.next()) => match frame {
+                Ok(Some(Ok(frame))) => frame,
+                // EOF, a read error, a frame over the cap, or a silent client.
+                _ => break,
+            },
+            Some(_) = answering.join_next() => continue,
+            // The writer gave up (a client that does not read, or a broken connection): stop
+            // reading too; dropping `answering` stops the queries still being answered.
+            ended = &mut writing => {
+                if matches!(ended, Ok(WriteEnd::Stalled)) {
+                    shared.metrics.dropped(DropReason::TcpStalled);
+                }
+                return;
+            }
+            () = stopped(&mut shutdown) => break,
         };
-        let Some(query) = frame else { break };
         if !allowed {
-            metrics::dropped(DropReason::NotAllowed);
-            if let Some(refused) = reply::from_header(&query, ResponseCode::Refused) {
-                let _ = replies.send(refused).await;
+            shared.metrics.dropped(DropReason::NotAllowed);
+            if let Some(refused) = reply::from_header(&frame, ResponseCode::Refused)
+                && replies.send(refused).await.is_err()
+            {
+                break;
             }
             continue;
         }
@@ -96,28 +127,51 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) {
         let Ok(permit) = Arc::clone(&shared.inflight).acquire_owned().await else {
             break;
         };
-        let resolver = Arc::clone(&shared.resolver);
-        let replies = replies.clone();
-        tokio::spawn(async move {
-            let _counted = metrics::inflight();
-            if let Some(reply) = resolver.handle(&query, Proto::Tcp).await {
+        let (resolver, replies) = (Arc::clone(&shared.resolver), replies.clone());
+        let counted = shared.metrics.inflight();
+        answering.spawn(async move {
+            let reply = resolver.handle(&frame, Proto::Tcp).await;
+            drop((counted, permit));
+            if let Some(reply) = reply {
+                // Waits while the writer is behind; the connection's turn is held until the
+                // reply is queued, which is what bounds a stalled connection.
                 let _ = replies.send(reply).await;
             }
-            drop((turn, permit));
+            drop(turn);
         });
     }
-    // The writer ends once every pending query has sent its reply and dropped its sender.
+    // Finish the queries read so far, then let the writer drain and close.
+    while answering.join_next().await.is_some() {}
     drop(replies);
-    let _ = write_loop.await;
+    if matches!(writing.await, Ok(WriteEnd::Stalled)) {
+        shared.metrics.dropped(DropReason::TcpStalled);
+    }
 }
 
-/// One frame, or `None` at EOF, on error, or when the client is too slow.
-async fn read_frame(reader: &mut tokio::net::tcp::OwnedReadHalf) -> Option<Vec<u8>> {
-    let len = timeout(IDLE_TIMEOUT, reader.read_u16()).await.ok()?.ok()?;
-    let mut frame = vec![0u8; usize::from(len)];
-    timeout(IDLE_TIMEOUT, reader.read_exact(&mut frame))
-        .await
-        .ok()?
-        .ok()?;
-    Some(frame)
+/// How the writing half of a connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WriteEnd {
+    /// Every reply written, the connection closed.
+    Done,
+    /// A write made no progress for [`WRITE_TIMEOUT`]: the client does not read.
+    Stalled,
+    /// The connection broke (the client went away).
+    Broken,
+}
+
+/// Writes replies as they come until every sender is gone.
+async fn write_replies(
+    writer: tokio::net::tcp::OwnedWriteHalf,
+    mut outgoing: mpsc::Receiver<Vec<u8>>,
+) -> WriteEnd {
+    let mut frames = FramedWrite::new(writer, wire::tcp_codec(wire::MAX_MESSAGE));
+    while let Some(reply) = outgoing.recv().await {
+        match timeout(WRITE_TIMEOUT, frames.send(Bytes::from(reply))).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return WriteEnd::Broken,
+            Err(_) => return WriteEnd::Stalled,
+        }
+    }
+    let _ = SinkExt::<Bytes>::close(&mut frames).await;
+    WriteEnd::Done
 }

@@ -1,5 +1,6 @@
-//! The UDP loop: one receive buffer reused for every datagram; each query answered in its own
-//! task under the in-flight bound, replies sent from the same socket to the source.
+//! The UDP loop: one receive buffer reused for every datagram; cache hits answered on the
+//! loop itself, each miss in its own task under the in-flight bound, replies sent from the
+//! same socket to the source.
 
 use std::sync::Arc;
 
@@ -7,10 +8,10 @@ use hickory_proto::op::ResponseCode;
 use tokio::net::UdpSocket;
 
 use super::{Shared, stopped};
-use crate::metrics::{self, DropReason};
-use crate::query::{FastPath, Proto};
+use crate::metrics::DropReason;
+use crate::query::FastPath;
 use crate::reply;
-use crate::wire;
+use crate::wire::{self, Proto};
 
 /// Serves one UDP socket until shutdown. Only an unrecoverable socket error ends it early.
 pub async fn serve_udp(socket: Arc<UdpSocket>, shared: Shared) -> std::io::Result<()> {
@@ -31,7 +32,7 @@ pub async fn serve_udp(socket: Arc<UdpSocket>, shared: Shared) -> std::io::Resul
         };
         let datagram = buf.get(..len).unwrap_or_default();
         if !shared.allows(peer.ip()) {
-            metrics::dropped(DropReason::NotAllowed);
+            shared.metrics.dropped(DropReason::NotAllowed);
             if let Some(refused) = reply::from_header(datagram, ResponseCode::Refused) {
                 let _ = socket.try_send_to(&refused, peer);
             }
@@ -49,20 +50,20 @@ pub async fn serve_udp(socket: Arc<UdpSocket>, shared: Shared) -> std::io::Resul
         };
         let Ok(permit) = Arc::clone(&shared.inflight).try_acquire_owned() else {
             tracing::debug!(%peer, "in-flight limit reached; datagram dropped");
-            metrics::dropped(DropReason::InflightLimit);
+            shared.metrics.dropped(DropReason::InflightLimit);
             continue;
         };
         let query = datagram.to_vec();
         let socket = Arc::clone(&socket);
         let resolver = Arc::clone(&shared.resolver);
+        let counted = shared.metrics.inflight();
         tokio::spawn(async move {
-            let _counted = metrics::inflight();
             if let Some(reply) = resolver.handle_miss(&query, Proto::Udp, key).await
                 && let Err(error) = socket.send_to(&reply, peer).await
             {
                 tracing::debug!(%peer, %error, "UDP send failed");
             }
-            drop(permit);
+            drop((counted, permit));
         });
     }
 }

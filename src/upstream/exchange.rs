@@ -2,18 +2,26 @@
 //! (a connected socket, so the kernel drops datagrams from other sources), and TCP — either
 //! because the cluster is configured for it or because the UDP reply was truncated.
 //!
-//! A reply is accepted only when it is a response, carries our ID and echoes our question
-//! (names compared ignoring case). Anything else on the socket is ignored, and the attempt
+//! A reply is accepted only when it is a response, carries our ID and opcode, and echoes our
+//! question (names compared ignoring case) — or when it is an error reply (FORMERR, SERVFAIL,
+//! NOTIMP, REFUSED) with no question at all: servers that cannot parse a query omit it, and
+//! that is still the endpoint's answer. Anything else on the socket is ignored, and the attempt
 //! keeps listening until its deadline: a spoofed datagram cannot cut the real answer short.
+//!
+//! Memory per attempt is what its messages need: a UDP reply is received into a buffer of the
+//! size the query advertised (512 without EDNS) and copied out at its exact length; a TCP reply
+//! grows as its bytes arrive, up to what its length prefix announces.
 
+use std::io::ErrorKind;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
 use tokio::net::{TcpStream, UdpSocket};
 use tokio::time::{Instant, timeout_at};
+use tokio_util::codec::Framed;
 
-use crate::config::Transport;
 use crate::wire;
 
 /// An accepted reply, still carrying the ID we chose.
@@ -28,33 +36,70 @@ pub struct Answered {
 pub enum AttemptError {
     #[error("timed out")]
     Timeout,
+    /// The endpoint or the path to it failed: refused, reset, unreachable, closed.
     #[error("{0}")]
     Network(String),
+    /// meshdns itself is short of a resource (file descriptors, buffers, ports): not the
+    /// endpoint's fault, never counted against its health.
+    #[error("local resource error: {0}")]
+    Local(String),
+    /// The TLS session could not be set up or verified (DNS over TLS).
+    #[error("TLS: {0}")]
+    Tls(String),
     #[error("the query has no question")]
     BadQuery,
 }
 
 impl From<std::io::Error> for AttemptError {
-    fn from(e: std::io::Error) -> Self {
-        AttemptError::Network(e.to_string())
+    fn from(error: std::io::Error) -> Self {
+        if is_local(&error) {
+            AttemptError::Local(error.to_string())
+        } else {
+            AttemptError::Network(error.to_string())
+        }
     }
+}
+
+/// Errors that say this process ran out of something (EMFILE, ENFILE, ENOBUFS, ENOMEM,
+/// EADDRNOTAVAIL for exhausted source ports), whatever the endpoint.
+fn is_local(error: &std::io::Error) -> bool {
+    const ENOMEM: i32 = 12;
+    const ENFILE: i32 = 23;
+    const EMFILE: i32 = 24;
+    const EADDRNOTAVAIL: i32 = 99;
+    const ENOBUFS: i32 = 105;
+    matches!(
+        error.kind(),
+        ErrorKind::OutOfMemory | ErrorKind::AddrNotAvailable
+    ) || matches!(
+        error.raw_os_error(),
+        Some(ENOMEM | ENFILE | EMFILE | EADDRNOTAVAIL | ENOBUFS)
+    )
+}
+
+/// How to reach an endpoint for one attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// UDP, and TCP when the UDP reply is truncated.
+    Udp,
+    Tcp,
 }
 
 /// Asks `endpoint` once, listening for the reply until `deadline` (the caller decides when to
 /// try another endpoint meanwhile). Over UDP, a truncated reply is fetched again over TCP from
 /// the same endpoint, for at most `attempt_timeout`; if that fails the truncated reply is
-/// returned (it is still an answer, and the caller never caches it).
+/// returned (it is still an answer, and the cache never stores it).
 pub async fn attempt(
     endpoint: SocketAddr,
     query: &[u8],
-    transport: Transport,
+    via: Via,
     attempt_timeout: Duration,
     deadline: Instant,
 ) -> Result<Answered, AttemptError> {
     let answered = |bytes| Answered { bytes, endpoint };
-    match transport {
-        Transport::Tcp => tcp(endpoint, query, deadline).await.map(answered),
-        Transport::Udp => {
+    match via {
+        Via::Tcp => tcp(endpoint, query, deadline).await.map(answered),
+        Via::Udp => {
             let reply = udp(endpoint, query, deadline).await?;
             if !wire::is_truncated(&reply) {
                 return Ok(answered(reply));
@@ -72,8 +117,8 @@ pub async fn attempt(
     }
 }
 
-/// The query with a fresh random ID, and its question bytes for matching the reply.
-fn stamped(query: &[u8]) -> Result<(Vec<u8>, u16), AttemptError> {
+/// The query with a fresh random ID, and that ID.
+pub fn stamped(query: &[u8]) -> Result<(Vec<u8>, u16), AttemptError> {
     wire::first_question(query).ok_or(AttemptError::BadQuery)?;
     let mut msg = query.to_vec();
     let id = rand::random::<u16>();
@@ -81,18 +126,36 @@ fn stamped(query: &[u8]) -> Result<(Vec<u8>, u16), AttemptError> {
     Ok((msg, id))
 }
 
-/// A response with our ID, our opcode, our question, and records that can be walked: a reply whose
-/// record framing is broken would reach the client verbatim on the pass-through route, so it
-/// counts as no reply at all.
-fn acceptable(reply: &[u8], id: u16, sent: &[u8]) -> bool {
+/// RCODEs a server sends without the question when it cannot parse a query.
+const QUESTIONLESS_ERRORS: [u8; 4] = [1, 2, 4, 5];
+
+/// Whether `reply` answers `sent` (see the module documentation): a response with our ID and
+/// opcode, our question or none at all on an error, and records that can be walked — a reply
+/// whose record framing is broken would reach the client verbatim on the pass-through route,
+/// so it counts as no reply at all.
+pub fn acceptable(reply: &[u8], id: u16, sent: &[u8]) -> bool {
+    let Some(asked) = wire::first_question(sent) else {
+        return false;
+    };
+    let question_ok = match wire::first_question(reply) {
+        Some(got) => wire::same_question(got, asked),
+        None => {
+            wire::question_count(reply) == Some(0)
+                && wire::rcode(reply).is_some_and(|rcode| QUESTIONLESS_ERRORS.contains(&rcode))
+                && wire::with_question(reply, asked).is_some()
+        }
+    };
     wire::is_response(reply)
         && wire::id(reply) == Some(id)
         && wire::opcode(reply) == wire::opcode(sent)
-        && match (wire::first_question(reply), wire::first_question(sent)) {
-            (Some(got), Some(asked)) => wire::same_question(got, asked),
-            _ => false,
-        }
+        && question_ok
         && wire::for_each_record(reply, |_| {}).is_some()
+}
+
+/// The UDP payload size a query advertises: what its reply may use.
+fn advertised_size(query: &[u8]) -> usize {
+    let payload = wire::opt(query).flatten().map(|opt| opt.payload);
+    wire::Proto::Udp.reply_limit(payload)
 }
 
 async fn udp(
@@ -105,19 +168,21 @@ async fn udp(
         SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
         SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
     };
-    let socket = UdpSocket::bind(local).await?;
+    let socket = UdpSocket::bind(local).await.map_err(|error| {
+        // Binding an ephemeral port only fails for local reasons.
+        AttemptError::Local(error.to_string())
+    })?;
     socket.connect(endpoint).await?;
     socket.send(&msg).await?;
-    // Capacity for the largest datagram, left uninitialised: zeroing 64 KiB per attempt was
-    // a measurable share of a cache miss (perf: memset 3% of the miss path).
-    let mut buf: Vec<u8> = Vec::with_capacity(wire::MAX_MESSAGE);
+    // Left uninitialised: zeroing the buffer per attempt was a measurable share of a miss.
+    let mut buf: Vec<u8> = Vec::with_capacity(advertised_size(&msg));
     loop {
         buf.clear();
         timeout_at(deadline, socket.recv_buf(&mut buf))
             .await
             .map_err(|_| AttemptError::Timeout)??;
         if acceptable(&buf, id, &msg) {
-            return Ok(buf);
+            return Ok(buf.as_slice().to_vec());
         }
         tracing::debug!(%endpoint, "ignored a datagram with the wrong ID or question");
     }
@@ -130,21 +195,85 @@ async fn tcp(
 ) -> Result<Vec<u8>, AttemptError> {
     let (msg, id) = stamped(query)?;
     let exchange = async {
-        let mut stream = TcpStream::connect(endpoint).await?;
+        let stream = TcpStream::connect(endpoint).await?;
         stream.set_nodelay(true)?;
-        let framed = wire::tcp_framed(&msg).ok_or(AttemptError::BadQuery)?;
-        stream.write_all(&framed).await?;
-        loop {
-            let len = usize::from(stream.read_u16().await?);
-            let mut reply = vec![0u8; len];
-            stream.read_exact(&mut reply).await?;
+        let mut framed = Framed::new(stream, wire::tcp_codec(wire::MAX_MESSAGE));
+        framed.send(Bytes::copy_from_slice(&msg)).await?;
+        while let Some(frame) = framed.next().await {
+            let reply = frame?;
             if acceptable(&reply, id, &msg) {
-                return Ok(reply);
+                return Ok(reply.to_vec());
             }
             tracing::debug!(%endpoint, "ignored a TCP message with the wrong ID or question");
         }
+        Err(AttemptError::Network(
+            "connection closed before the reply".into(),
+        ))
     };
     timeout_at(deadline, exchange)
         .await
         .map_err(|_| AttemptError::Timeout)?
+}
+
+#[cfg(test)]
+mod tests {
+    use hickory_proto::op::{Message, Query, ResponseCode};
+    use hickory_proto::rr::{Name, RecordType};
+
+    use super::*;
+
+    fn query() -> Vec<u8> {
+        let mut msg = Message::query();
+        msg.add_query(Query::query(
+            Name::from_ascii("www.example.org.").unwrap(),
+            RecordType::A,
+        ));
+        msg.to_vec().unwrap()
+    }
+
+    fn error_without_question(sent: &[u8], rcode: ResponseCode) -> Vec<u8> {
+        let mut reply = Message::error_msg(0, hickory_proto::op::OpCode::Query, rcode);
+        reply.metadata.id = wire::id(sent).unwrap();
+        reply.to_vec().unwrap()
+    }
+
+    #[test]
+    fn an_error_reply_without_a_question_is_an_answer() {
+        let sent = query();
+        let id = wire::id(&sent).unwrap();
+        for rcode in [ResponseCode::Refused, ResponseCode::FormErr] {
+            assert!(acceptable(&error_without_question(&sent, rcode), id, &sent));
+        }
+        // A NOERROR reply must echo the question.
+        assert!(!acceptable(
+            &error_without_question(&sent, ResponseCode::NoError),
+            id,
+            &sent
+        ));
+        assert!(!acceptable(
+            &error_without_question(&sent, ResponseCode::Refused),
+            id.wrapping_add(1),
+            &sent
+        ));
+    }
+
+    #[test]
+    fn running_out_of_descriptors_or_buffers_is_a_local_error() {
+        for errno in [24, 23, 105, 12] {
+            let error = AttemptError::from(std::io::Error::from_raw_os_error(errno));
+            assert!(matches!(error, AttemptError::Local(_)), "{errno}: {error}");
+        }
+        let refused = AttemptError::from(std::io::Error::from(ErrorKind::ConnectionRefused));
+        assert!(matches!(refused, AttemptError::Network(_)));
+    }
+
+    #[test]
+    fn replies_are_received_into_what_the_query_advertised() {
+        assert_eq!(advertised_size(&query()), 512);
+        let mut msg = Message::from_vec(&query()).unwrap();
+        let mut edns = hickory_proto::op::Edns::new();
+        edns.set_max_payload(1232);
+        msg.set_edns(edns);
+        assert_eq!(advertised_size(&msg.to_vec().unwrap()), 1232);
+    }
 }

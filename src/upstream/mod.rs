@@ -5,34 +5,40 @@
 //! first — until one gives an acceptable reply or the query's deadline passes. An attempt that
 //! has not been answered within the attempt timeout does not stop listening: the next endpoint
 //! is asked as well, and whichever answers first wins, so a reply that arrives just late is
-//! still used. "Acceptable" is decided in the `exchange` module: from the endpoint we asked,
-//! with the fresh random ID we chose, for the question we sent, with records that can be
-//! walked. Endpoints that keep failing are skipped until a background probe sees them answer
-//! again (the `health` module).
+//! still used. At most [`MAX_LISTENING`] attempts listen at once, and an exchange makes at most
+//! one attempt per endpoint plus one retry, so a query costs a bounded number of sockets and
+//! packets however long its deadline. "Acceptable" is decided in the `exchange` module.
+//! Endpoints that keep failing are skipped until a background probe sees them answer again
+//! (the `endpoint` module).
 //!
 //! Every attempt is counted in `meshdns_upstream_requests_total` and timed in
 //! `meshdns_upstream_duration_seconds`; failures and health changes are logged at most once
 //! per endpoint every 10 s (the `log_limit` module).
 
+mod endpoint;
 mod exchange;
-mod health;
 mod log_limit;
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use prometheus::IntGauge;
-use tokio::task::JoinSet;
+use prometheus::{Histogram, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec};
+use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::{Instant, sleep_until};
 
+use crate::background::Background;
 use crate::config::Transport;
-use crate::metrics::{self, UpstreamMetrics, UpstreamResult};
-use exchange::{AttemptError, attempt};
-use health::Health;
-use log_limit::LogLimit;
+use crate::wire;
+use endpoint::Endpoint;
+use exchange::Via;
 
-pub use exchange::Answered;
+pub use exchange::{Answered, AttemptError, acceptable};
+
+/// Attempts of one exchange listening at once: the one just made and the one before it.
+pub const MAX_LISTENING: usize = 2;
 
 /// Why no acceptable reply came.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -43,36 +49,127 @@ pub enum UpstreamError {
     NoTime,
 }
 
-/// One endpoint and what we know of its health.
-#[derive(Debug)]
-struct Endpoint {
-    addr: SocketAddr,
-    health: Health,
-    /// `meshdns_upstream_healthy{cluster,endpoint}`.
-    healthy: IntGauge,
-    /// Warnings about failed attempts.
-    failure_log: LogLimit,
-    /// Lines about the endpoint going down or up (a flapping endpoint must not flood either).
-    health_log: LogLimit,
+/// How one attempt at an upstream endpoint ended: the `result` label of
+/// `meshdns_upstream_requests_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptResult {
+    /// An answer: NOERROR or NXDOMAIN.
+    Ok,
+    Servfail,
+    Refused,
+    /// Another response code (FORMERR, NOTIMP, …): the endpoint answered but could not help.
+    OtherRcode,
+    Timeout,
+    /// A network error (connection refused, reset, unreachable) or a query that could not be sent.
+    Error,
+    /// The TLS session could not be set up or the peer's certificate did not verify.
+    TlsError,
+    /// meshdns was short of a resource (sockets, buffers); the endpoint is not blamed.
+    LocalError,
 }
 
-impl Endpoint {
-    /// Records that the endpoint answered; logs and sets the gauge when it was down.
-    fn answered(&self, upstream: &str) {
-        if self.health.record_success() {
-            self.healthy.set(1);
-            if let Some(suppressed) = self.health_log.check() {
-                tracing::info!(%upstream, endpoint = %self.addr, suppressed, "endpoint answers again; marked up");
-            }
+impl AttemptResult {
+    pub const ALL: [AttemptResult; 8] = [
+        AttemptResult::Ok,
+        AttemptResult::Servfail,
+        AttemptResult::Refused,
+        AttemptResult::OtherRcode,
+        AttemptResult::Timeout,
+        AttemptResult::Error,
+        AttemptResult::TlsError,
+        AttemptResult::LocalError,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            AttemptResult::Ok => "ok",
+            AttemptResult::Servfail => "servfail",
+            AttemptResult::Refused => "refused",
+            AttemptResult::OtherRcode => "other_rcode",
+            AttemptResult::Timeout => "timeout",
+            AttemptResult::Error => "error",
+            AttemptResult::TlsError => "tls_error",
+            AttemptResult::LocalError => "local_error",
+        }
+    }
+
+    /// The result of a reply that was accepted, from its response code.
+    pub fn of_reply(reply: &[u8]) -> Self {
+        match wire::rcode(reply) {
+            Some(0 | 3) => AttemptResult::Ok,
+            Some(2) => AttemptResult::Servfail,
+            Some(5) => AttemptResult::Refused,
+            _ => AttemptResult::OtherRcode,
+        }
+    }
+
+    fn of_error(error: &AttemptError) -> Self {
+        match error {
+            AttemptError::Timeout => AttemptResult::Timeout,
+            AttemptError::Network(_) | AttemptError::BadQuery => AttemptResult::Error,
+            AttemptError::Tls(_) => AttemptResult::TlsError,
+            AttemptError::Local(_) => AttemptResult::LocalError,
         }
     }
 }
 
-/// A finished attempt: its number in this exchange, the endpoint, when it began, the outcome.
+/// The families every upstream group records into (`meshdns_upstream_*`), built by the
+/// metrics module; each group takes its own series by its cluster name.
+#[derive(Debug, Clone)]
+pub struct UpstreamMetrics {
+    pub requests: IntCounterVec,
+    pub duration: HistogramVec,
+    pub healthy: IntGaugeVec,
+}
+
+/// One group's series, resolved once so that recording an attempt is two atomic updates.
+#[derive(Debug)]
+struct GroupSeries {
+    /// Indexed like [`AttemptResult::ALL`].
+    results: Vec<IntCounter>,
+    duration: Histogram,
+}
+
+impl GroupSeries {
+    fn record(&self, result: AttemptResult, elapsed: Duration) {
+        if let Some(counter) = self.results.get(result as usize) {
+            counter.inc();
+        }
+        self.duration.observe(elapsed.as_secs_f64());
+    }
+}
+
+/// Where an exchange stands, for a gathered answer that must decide how long a straggling leg
+/// may still take (see `gather`). Updated at every attempt the exchange makes.
+#[derive(Debug, Default)]
+pub struct Progress(Mutex<Option<Attempting>>);
+
+/// The attempt an exchange is making now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attempting {
+    pub started: Instant,
+    /// The endpoint asked is considered up (a down one is a last resort, not worth waiting for).
+    pub endpoint_up: bool,
+    /// Another endpoint, not asked yet in this exchange and considered up, remains.
+    pub next_up: bool,
+}
+
+impl Progress {
+    pub fn now(&self) -> Option<Attempting> {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn set(&self, attempting: Attempting) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(attempting);
+    }
+}
+
+/// A finished attempt: its endpoint, when it began, whether it was already counted as
+/// overdue, and the outcome.
 type AttemptDone = (
-    usize,
     Arc<Endpoint>,
     Instant,
+    Arc<AtomicBool>,
     Result<Answered, AttemptError>,
 );
 
@@ -82,9 +179,11 @@ pub struct Upstream {
     /// The cluster name, or `local` for kube-dns without a local cluster name: a metric label.
     name: String,
     endpoints: Vec<Arc<Endpoint>>,
-    transport: Transport,
     attempt_timeout: Duration,
-    metrics: UpstreamMetrics,
+    series: GroupSeries,
+    /// The last exchange failed and none has succeeded since.
+    failing: AtomicBool,
+    background: Arc<Background>,
 }
 
 impl Upstream {
@@ -93,30 +192,46 @@ impl Upstream {
         addrs: &[SocketAddr],
         transport: Transport,
         attempt_timeout: Duration,
+        metrics: &UpstreamMetrics,
+        background: Arc<Background>,
     ) -> Self {
+        let via = match transport {
+            Transport::Udp => Via::Udp,
+            Transport::Tcp => Via::Tcp,
+        };
         Self {
             name: name.to_string(),
             endpoints: addrs
                 .iter()
                 .map(|&addr| {
-                    Arc::new(Endpoint {
-                        addr,
-                        health: Health::default(),
-                        healthy: metrics::endpoint_health(name, &addr.to_string()),
-                        failure_log: LogLimit::default(),
-                        health_log: LogLimit::default(),
-                    })
+                    let healthy = metrics
+                        .healthy
+                        .with_label_values(&[name, &addr.to_string()]);
+                    Arc::new(Endpoint::new(addr, via, healthy))
                 })
                 .collect(),
-            transport,
             attempt_timeout,
-            metrics: UpstreamMetrics::new(name),
+            series: GroupSeries {
+                results: AttemptResult::ALL
+                    .iter()
+                    .map(|result| metrics.requests.with_label_values(&[name, result.label()]))
+                    .collect(),
+                duration: metrics.duration.with_label_values(&[name]),
+            },
+            failing: AtomicBool::new(false),
+            background,
         }
     }
 
     /// The name used in logs and metric labels.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Whether the last exchange failed with no success since: stale answers of this
+    /// upstream are then served at once (RFC 8767's failure recheck).
+    pub fn is_failing(&self) -> bool {
+        self.failing.load(Ordering::Relaxed)
     }
 
     /// Sends `query` (a complete message; its ID is replaced per attempt) until an endpoint
@@ -127,56 +242,85 @@ impl Upstream {
         query: &[u8],
         deadline: Instant,
     ) -> Result<Answered, UpstreamError> {
+        self.exchange_reporting(query, deadline, None).await
+    }
+
+    /// [`exchange`](Self::exchange), telling `progress` about every attempt it makes.
+    pub async fn exchange_reporting(
+        &self,
+        query: &[u8],
+        deadline: Instant,
+        progress: Option<&Progress>,
+    ) -> Result<Answered, UpstreamError> {
+        let result = self.failover(query, deadline, progress).await;
+        self.failing.store(result.is_err(), Ordering::Relaxed);
+        result
+    }
+
+    async fn failover(
+        &self,
+        query: &[u8],
+        deadline: Instant,
+        progress: Option<&Progress>,
+    ) -> Result<Answered, UpstreamError> {
         let mut order: Vec<&Arc<Endpoint>> = self.endpoints.iter().collect();
         // Healthy endpoints first, in configuration order; down ones stay as a last resort
         // so that a group whose every endpoint is marked down is still tried.
-        order.sort_by_key(|e| !e.health.is_up());
-        let mut next = order
-            .into_iter()
-            .cycle()
-            .take(self.max_attempts(deadline))
-            .enumerate();
+        order.sort_by_key(|e| !e.is_up());
+        let attempts = self.max_attempts(deadline);
         let query: Arc<[u8]> = Arc::from(query);
         // Attempts still listening; dropping the set (on return) stops them.
         let mut running: JoinSet<AttemptDone> = JoinSet::new();
-        // Attempts already counted as timed out when the next endpoint was asked.
-        let mut overdue: Vec<usize> = Vec::new();
+        let mut listening: VecDeque<AbortHandle> = VecDeque::new();
         let mut last_error = None;
-        while Instant::now() < deadline {
+        for number in 0..attempts {
+            let Some(&endpoint) = order.get(number % order.len().max(1)) else {
+                break;
+            };
             let started = Instant::now();
-            let launched = next.next().map(|(number, endpoint)| {
-                let (asked, query, transport, attempt_timeout) = (
-                    Arc::clone(endpoint),
-                    Arc::clone(&query),
-                    self.transport,
-                    self.attempt_timeout,
-                );
-                running.spawn(async move {
-                    let outcome =
-                        attempt(asked.addr, &query, transport, attempt_timeout, deadline).await;
-                    (number, asked, started, outcome)
-                });
-                (number, Arc::clone(endpoint))
-            });
-            if launched.is_none() && running.is_empty() {
+            if started >= deadline {
                 break;
             }
-            let ask_next_at = match launched {
-                Some(_) => deadline.min(started + self.attempt_timeout),
-                None => deadline,
+            if let Some(progress) = progress {
+                progress.set(Attempting {
+                    started,
+                    endpoint_up: endpoint.is_up(),
+                    next_up: order.iter().skip(number + 1).any(|e| e.is_up()),
+                });
+            }
+            if listening.len() >= MAX_LISTENING
+                && let Some(oldest) = listening.pop_front()
+            {
+                oldest.abort();
+            }
+            let overdue = Arc::new(AtomicBool::new(false));
+            let (asked, query, attempt_timeout, counted) = (
+                Arc::clone(endpoint),
+                Arc::clone(&query),
+                self.attempt_timeout,
+                Arc::clone(&overdue),
+            );
+            listening.push_back(running.spawn(async move {
+                let outcome = asked.attempt(&query, attempt_timeout, deadline).await;
+                (asked, started, counted, outcome)
+            }));
+            let ask_next_at = if number + 1 < attempts {
+                deadline.min(started + self.attempt_timeout)
+            } else {
+                deadline
             };
             loop {
                 tokio::select! {
                     Some(joined) = running.join_next() => {
-                        let Ok((number, endpoint, began, outcome)) = joined else { continue };
+                        let Ok((endpoint, began, counted, outcome)) = joined else { continue };
                         match outcome {
                             Ok(answered) => {
-                                self.metrics.record(UpstreamResult::of_reply(&answered.bytes), began.elapsed());
+                                self.series.record(AttemptResult::of_reply(&answered.bytes), began.elapsed());
                                 endpoint.answered(&self.name);
                                 return Ok(answered);
                             }
                             Err(error) => {
-                                if !overdue.contains(&number) {
+                                if !counted.load(Ordering::Relaxed) {
                                     self.attempt_failed(&endpoint, &error, began);
                                 }
                                 last_error = Some(error);
@@ -186,53 +330,57 @@ impl Upstream {
                         }
                     }
                     () = sleep_until(ask_next_at) => {
-                        if let Some((number, endpoint)) = &launched {
-                            overdue.push(*number);
-                            self.attempt_failed(endpoint, &AttemptError::Timeout, started);
-                            last_error = Some(AttemptError::Timeout);
-                        }
+                        overdue.store(true, Ordering::Relaxed);
+                        self.attempt_failed(endpoint, &AttemptError::Timeout, started);
+                        last_error = Some(AttemptError::Timeout);
                         break;
                     }
+                }
+            }
+        }
+        // The last attempts keep listening until the deadline.
+        while let Some(joined) = tokio::select! {
+            joined = running.join_next() => joined,
+            () = sleep_until(deadline) => None,
+        } {
+            let Ok((endpoint, began, counted, outcome)) = joined else {
+                continue;
+            };
+            match outcome {
+                Ok(answered) => {
+                    self.series
+                        .record(AttemptResult::of_reply(&answered.bytes), began.elapsed());
+                    endpoint.answered(&self.name);
+                    return Ok(answered);
+                }
+                Err(error) => {
+                    if !counted.load(Ordering::Relaxed) {
+                        self.attempt_failed(&endpoint, &error, began);
+                    }
+                    last_error = Some(error);
                 }
             }
         }
         Err(last_error.map_or(UpstreamError::NoTime, UpstreamError::Exhausted))
     }
 
-    /// Counts a failed (or overdue) attempt, updates the endpoint's health and logs, rate
-    /// limited.
+    /// Counts a failed (or overdue) attempt and tells its endpoint.
     fn attempt_failed(&self, endpoint: &Arc<Endpoint>, error: &AttemptError, began: Instant) {
-        let result = match error {
-            AttemptError::Timeout => UpstreamResult::Timeout,
-            AttemptError::Network(_) | AttemptError::BadQuery => UpstreamResult::Error,
-        };
-        self.metrics.record(result, began.elapsed());
+        self.series
+            .record(AttemptResult::of_error(error), began.elapsed());
         tracing::debug!(upstream = %self.name, endpoint = %endpoint.addr, %error, "attempt failed");
-        if endpoint.health.record_failure() {
-            endpoint.healthy.set(0);
-            if let Some(suppressed) = endpoint.health_log.check() {
-                tracing::warn!(upstream = %self.name, endpoint = %endpoint.addr, %error, suppressed, "endpoint marked down; probing it in the background");
-            }
-            health::spawn_probe(
-                Arc::clone(endpoint),
-                self.name.clone(),
-                self.attempt_timeout,
-            );
-        } else if let Some(suppressed) = endpoint.failure_log.check() {
-            tracing::warn!(upstream = %self.name, endpoint = %endpoint.addr, %error, suppressed, "upstream attempt failed");
-        }
+        endpoint.failed(&self.name, error, self.attempt_timeout, &self.background);
     }
 
-    /// Enough attempts to fill the time left, going round the endpoints; failures that come
-    /// back at once (connection refused) must not spin, so the count is bounded.
+    /// One attempt per endpoint and one retry, as far as the time left allows (at least one):
+    /// a single-endpoint kube-dns gets a second datagram when the first is lost, and an
+    /// outage costs a bounded number of packets per query.
     fn max_attempts(&self, deadline: Instant) -> usize {
         let left = deadline.saturating_duration_since(Instant::now());
         let per_attempt = self.attempt_timeout.max(Duration::from_millis(1));
         let rounds = usize::try_from(left.as_millis() / per_attempt.as_millis())
             .unwrap_or(usize::MAX)
             .max(1);
-        rounds
-            .max(self.endpoints.len())
-            .min(self.endpoints.len() * 4)
+        rounds.min(self.endpoints.len() + 1)
     }
 }

@@ -8,6 +8,8 @@
 // Each test file compiles this module on its own and uses only part of it.
 #![allow(dead_code)]
 
+pub mod admin;
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -566,20 +568,35 @@ async fn fake_tcp_connection(stream: TcpStream, state: Arc<FakeState>) {
 
 /// A message with its 2-byte TCP length prefix.
 pub fn frame_of(message: &[u8]) -> Vec<u8> {
-    meshdns::wire::tcp_framed(message).expect("a message fits a TCP frame")
+    let len = u16::try_from(message.len()).expect("a message fits a TCP frame");
+    [&len.to_be_bytes()[..], message].concat()
 }
 
-/// meshdns serving on 127.0.0.1 (UDP and TCP, one port); stops when dropped.
+/// meshdns serving on 127.0.0.1 (UDP and TCP, one port) with its admin server on another
+/// port; stops when dropped.
 pub struct Meshdns {
     pub addr: SocketAddr,
+    pub admin: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
 }
 
 impl Meshdns {
     /// Starts meshdns with `vars` over test defaults: no cache (each query reaches the
-    /// fakes), no admin listener. It is ready at once: its sockets are bound before `run`.
+    /// fakes). It is ready at once: its sockets are bound before `run`.
     pub async fn start(vars: &[(&str, &str)]) -> Meshdns {
         Self::start_on("127.0.0.1:0", vars).await
+    }
+
+    /// The admin server's `/metrics`, parsed.
+    pub async fn scrape(&self) -> admin::Scrape {
+        let response = admin::get(self.admin, "/metrics").await;
+        assert_eq!(response.status, 200);
+        admin::Scrape::parse(&response.body)
+    }
+
+    /// One series of this meshdns's registry (0 when absent).
+    pub async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.scrape().await.value(name, labels)
     }
 
     pub async fn start_on(listen: &str, vars: &[(&str, &str)]) -> Meshdns {
@@ -594,7 +611,10 @@ impl Meshdns {
             "tests must name the upstreams: the machine's resolv.conf is not ours to query"
         );
         let config = meshdns::config::Config::from_vars(merged).expect("a valid test config");
-        let listeners = meshdns::server::bind(&[listen.parse().unwrap()]).unwrap();
+        let mut listeners = meshdns::server::bind(&[listen.parse().unwrap()]).unwrap();
+        let admin = meshdns::server::bind_admin("127.0.0.1:0".parse().unwrap()).unwrap();
+        let admin_addr = admin.local_addr().unwrap();
+        listeners.admin = Some(admin);
         let addr = listeners.local_addrs()[0];
         let (stop, stopped) = oneshot::channel::<()>();
         tokio::spawn(async move {
@@ -607,6 +627,7 @@ impl Meshdns {
         });
         Meshdns {
             addr,
+            admin: admin_addr,
             stop: Some(stop),
         }
     }

@@ -1,0 +1,60 @@
+//! Turning stored bytes into a reply for one client, and a client's reply into bytes that may
+//! be stored or shared: the byte-level edits of the cache.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use crate::wire;
+
+/// The TTL of a stale reply, at most (RFC 8767 §4 recommends 30 s).
+pub const STALE_TTL: u32 = 30;
+
+/// The stored reply as served: copied once, header and question patched for `request` (if
+/// any), TTLs counted down by `age` (fresh) or cut to [`STALE_TTL`] (stale).
+pub fn served(
+    stored: &[u8],
+    request: Option<&[u8]>,
+    age: Duration,
+    fresh: bool,
+) -> Option<Vec<u8>> {
+    let mut reply = stored.to_vec();
+    if let Some(request) = request
+        && !patch_header_and_question(&mut reply, request)
+    {
+        return None;
+    }
+    let age = u32::try_from(age.as_secs()).unwrap_or(u32::MAX);
+    if fresh {
+        wire::rewrite_ttls(stored, &mut reply, |ttl| ttl.saturating_sub(age));
+    } else {
+        wire::rewrite_ttls(stored, &mut reply, |ttl| ttl.min(STALE_TTL));
+    }
+    Some(reply)
+}
+
+/// Gives `reply` the request's ID, RD and CD bits, and the request's question bytes (its
+/// spelling) over the stored question. `false` when the questions differ beyond letter case.
+pub fn patch_header_and_question(reply: &mut [u8], request: &[u8]) -> bool {
+    let (Some(asked), Some(id)) = (wire::first_question(request), wire::id(request)) else {
+        return false;
+    };
+    let Some(stored) = reply.get_mut(wire::HEADER_LEN..wire::HEADER_LEN + asked.len()) else {
+        return false;
+    };
+    if !wire::same_question(stored, asked) {
+        return false;
+    }
+    stored.copy_from_slice(asked);
+    wire::set_id(reply, id);
+    wire::copy_request_bits(reply, request);
+    true
+}
+
+/// The reply as it may be stored or handed to other clients: without the EDNS options that
+/// belong to the one client whose query produced it (NSID, PADDING, TCP-KEEPALIVE, COOKIE).
+pub fn shareable(reply: &[u8]) -> Cow<'_, [u8]> {
+    match wire::without_options(reply, wire::is_per_client_option) {
+        Some(stripped) => Cow::Owned(stripped),
+        None => Cow::Borrowed(reply),
+    }
+}

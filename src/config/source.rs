@@ -1,0 +1,186 @@
+//! Where each variable's value comes from: the process environment, overridden by the files of
+//! `MESHDNS_CONFIG_DIR` — one file per variable, named after it, whose content is the value,
+//! exactly as Kubernetes mounts a ConfigMap or Secret as a volume.
+//!
+//! Only `MESHDNS_*` names are ours. An unknown one is a typo and an error (with the variable it
+//! most likely stands for), except the service-link variables Kubernetes injects for a Service
+//! named `meshdns`. In the directory, hidden entries (the kubelet's `..data` and timestamped
+//! directories) and files not named `MESHDNS_*` are skipped.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::ConfigError;
+use super::variables::{self, CONFIG_DIR};
+
+/// Where a value came from (shown by `--check`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Default,
+    Environment,
+    ConfigDir(PathBuf),
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Default => f.write_str("default"),
+            Source::Environment => f.write_str("environment"),
+            Source::ConfigDir(file) => write!(f, "config directory ({})", file.display()),
+        }
+    }
+}
+
+/// The raw values of the variables that are set, with their sources.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settings {
+    values: BTreeMap<&'static str, (String, Source)>,
+}
+
+/// `MESHDNS_SERVICE_HOST`, `MESHDNS_PORT`, `MESHDNS_PORT_53_UDP_PROTO`, …: what Kubernetes
+/// sets for a Service named `meshdns` (enableServiceLinks, on by default).
+fn is_service_link(name: &str) -> bool {
+    name == "MESHDNS_PORT"
+        || name.starts_with("MESHDNS_PORT_")
+        || name.starts_with("MESHDNS_SERVICE_")
+}
+
+fn unknown(name: &str) -> ConfigError {
+    let reason = match variables::suggestion(name) {
+        Some(meant) => format!("is not a meshdns variable (did you mean {meant}?)"),
+        None => "is not a meshdns variable (meshdns --help lists them)".to_string(),
+    };
+    ConfigError::new(name, name, reason)
+}
+
+impl Settings {
+    /// The `MESHDNS_*` variables among `vars` (other names are ignored).
+    pub fn from_vars<I: IntoIterator<Item = (String, String)>>(
+        vars: I,
+    ) -> Result<Self, ConfigError> {
+        let mut found: Vec<(String, String)> = vars
+            .into_iter()
+            .filter(|(name, _)| name.starts_with("MESHDNS_") && !is_service_link(name))
+            .collect();
+        // Report the first typo in name order, whatever order the environment lists them in.
+        found.sort();
+        let mut settings = Settings::default();
+        for (name, value) in found {
+            let variable = variables::find(&name).ok_or_else(|| unknown(&name))?;
+            settings
+                .values
+                .insert(variable.name, (value, Source::Environment));
+        }
+        Ok(settings)
+    }
+
+    /// These settings with the files of `dir` laid over them.
+    pub fn with_dir(mut self, dir: &Path) -> Result<Self, ConfigError> {
+        let shown = dir.display().to_string();
+        let entries = std::fs::read_dir(dir).map_err(|error| {
+            ConfigError::new(CONFIG_DIR, &shown, format!("cannot be read ({error})"))
+        })?;
+        let mut files: Vec<(String, PathBuf)> = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|error| {
+                ConfigError::new(CONFIG_DIR, &shown, format!("cannot be read ({error})"))
+            })?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') || !name.starts_with("MESHDNS_") {
+                continue;
+            }
+            files.push((name, entry.path()));
+        }
+        files.sort();
+        for (name, path) in files {
+            let variable = variables::find(&name).ok_or_else(|| unknown(&name))?;
+            if variable.name == CONFIG_DIR {
+                return Err(ConfigError::new(
+                    CONFIG_DIR,
+                    &path.display().to_string(),
+                    "can only be set in the environment",
+                ));
+            }
+            let value = std::fs::read_to_string(&path).map_err(|error| {
+                ConfigError::new(
+                    variable.name,
+                    &path.display().to_string(),
+                    format!("cannot be read ({error})"),
+                )
+            })?;
+            // A ConfigMap value usually ends with a newline.
+            let value = value.trim_end_matches(['\n', '\r']).to_string();
+            self.values
+                .insert(variable.name, (value, Source::ConfigDir(path)));
+        }
+        Ok(self)
+    }
+
+    /// The raw value of `name`, when it is set.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.values.get(name).map(|(value, _)| value.as_str())
+    }
+
+    /// Where the value of `name` comes from.
+    pub fn source(&self, name: &str) -> Source {
+        self.values
+            .get(name)
+            .map_or(Source::Default, |(_, source)| source.clone())
+    }
+
+    /// The variables whose raw values differ between `self` and `other`.
+    pub fn changed(&self, other: &Settings) -> Vec<&'static str> {
+        variables::VARIABLES
+            .iter()
+            .map(|v| v.name)
+            .filter(|name| self.get(name) != other.get(name))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_file_overrides_the_environment_and_hidden_entries_are_skipped() {
+        let dir = std::env::temp_dir().join(format!("meshdns-source-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("..2026_12_01_00_00_00.1")).unwrap();
+        std::fs::write(dir.join("MESHDNS_TIMEOUT"), "3s\n").unwrap();
+        std::fs::write(dir.join("README"), "not ours").unwrap();
+        let settings = Settings::from_vars(vars(&[
+            ("MESHDNS_TIMEOUT", "2s"),
+            ("MESHDNS_CACHE_SIZE", "5"),
+        ]))
+        .unwrap()
+        .with_dir(&dir)
+        .unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(settings.get("MESHDNS_TIMEOUT"), Some("3s"));
+        assert!(matches!(
+            settings.source("MESHDNS_TIMEOUT"),
+            Source::ConfigDir(_)
+        ));
+        assert_eq!(settings.get("MESHDNS_CACHE_SIZE"), Some("5"));
+        assert_eq!(settings.source("MESHDNS_CACHE_SIZE"), Source::Environment);
+        assert_eq!(settings.source("MESHDNS_LOG"), Source::Default);
+    }
+
+    #[test]
+    fn an_unknown_file_in_the_directory_is_named_with_a_suggestion() {
+        let dir = std::env::temp_dir().join(format!("meshdns-typo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("MESHDNS_CLUSTRES"), "b=10.9.0.1").unwrap();
+        let error = Settings::default().with_dir(&dir).unwrap_err();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(error.variable, "MESHDNS_CLUSTRES");
+        assert!(error.reason.contains("MESHDNS_CLUSTERS"), "{error}");
+    }
+}

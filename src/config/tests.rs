@@ -1,0 +1,257 @@
+//! The configuration's rules, one test per rule: defaults, sources, and an error naming the
+//! variable and token for every way a value can be wrong.
+
+use super::*;
+
+/// A configuration from pairs, with `MESHDNS_UPSTREAMS` set so no file is read.
+pub(crate) fn config_from(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    let mut vars: Vec<(String, String)> =
+        vec![("MESHDNS_UPSTREAMS".into(), "127.0.0.1:5300".into())];
+    vars.extend(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    Config::from_vars(vars)
+}
+
+#[test]
+fn defaults_are_the_documented_ones() {
+    let config = config_from(&[]).unwrap();
+    assert_eq!(config.listen, vec!["127.0.0.1:53".parse().unwrap()]);
+    assert_eq!(config.allow_from.len(), 2);
+    assert_eq!(config.timeout, Duration::from_secs(2));
+    assert_eq!(config.attempt_timeout, Duration::from_millis(500));
+    assert_eq!(config.cache.size, 10_000);
+    assert_eq!(config.cache.negative_ttl, Duration::from_secs(5));
+    assert_eq!(config.distributed_zones[0].to_ascii(), "distributed.local.");
+    assert_eq!(config.admin_listen, Some("0.0.0.0:9153".parse().unwrap()));
+    assert!(config.clusters.is_empty());
+}
+
+#[test]
+fn the_local_cluster_comes_first_and_uses_the_upstreams() {
+    let config = config_from(&[
+        ("MESHDNS_LOCAL_CLUSTER", "b"),
+        (
+            "MESHDNS_CLUSTERS",
+            "a=10.8.0.1:30053; b=10.9.0.1 prefix=west- domain=b.example",
+        ),
+    ])
+    .unwrap();
+    let names: Vec<&str> = config.clusters.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["b", "a"]);
+    assert_eq!(
+        config.clusters[0].endpoints,
+        vec!["127.0.0.1:5300".parse().unwrap()]
+    );
+    assert_eq!(config.clusters[0].zone.to_ascii(), "cluster.b.");
+    assert_eq!(config.clusters[0].domain.to_ascii(), "b.example.");
+    assert_eq!(config.clusters[1].prefix, "a-");
+}
+
+#[test]
+fn a_local_cluster_missing_from_the_list_is_added() {
+    let config = config_from(&[
+        ("MESHDNS_LOCAL_CLUSTER", "a"),
+        ("MESHDNS_CLUSTERS", "b=10.9.0.1"),
+    ])
+    .unwrap();
+    assert_eq!(config.clusters[0].name, "a");
+    assert!(config.clusters[0].is_local);
+}
+
+#[test]
+fn the_resolv_conf_skips_loopback_nameservers() {
+    let dir = std::env::temp_dir().join(format!("meshdns-resolv-{}", std::process::id()));
+    std::fs::write(
+        &dir,
+        "search db.svc.cluster.local\nnameserver 127.0.0.1\nnameserver 10.96.0.10\n",
+    )
+    .unwrap();
+    let config =
+        Config::from_vars([("MESHDNS_RESOLV_CONF".to_string(), dir.display().to_string())])
+            .unwrap();
+    std::fs::remove_file(&dir).unwrap();
+    assert_eq!(config.upstreams, vec!["10.96.0.10:53".parse().unwrap()]);
+}
+
+/// Every variable's error path: exit 64 in `main`, here the variable and token named.
+#[test]
+fn every_bad_variable_is_named_with_its_token() {
+    let cases: &[(&str, &str, &str)] = &[
+        ("MESHDNS_LISTEN", "127.0.0.1:99999", "127.0.0.1:99999"),
+        ("MESHDNS_LISTEN", " , ", ""),
+        ("MESHDNS_ALLOW_FROM", "10.0.0.0/40", "10.0.0.0/40"),
+        ("MESHDNS_UPSTREAMS", "kube-dns", "kube-dns"),
+        ("MESHDNS_UPSTREAMS", "", ""),
+        ("MESHDNS_CLUSTER_DOMAIN", "a..b", "a..b"),
+        ("MESHDNS_LOCAL_CLUSTER", "Bad", "Bad"),
+        ("MESHDNS_CLUSTERS", "b=10.9.0.1 colour=red", "colour=red"),
+        ("MESHDNS_CLUSTERS", "b=", "b"),
+        ("MESHDNS_CLUSTERS", "b=10.9.0.1; b=10.9.0.2", "b"),
+        (
+            "MESHDNS_CLUSTERS",
+            "b=10.9.0.1 prefix=x-; c=10.9.0.2 prefix=x-",
+            "prefix=x-",
+        ),
+        ("MESHDNS_CLUSTER_ZONE", "cluster", "cluster"),
+        (
+            "MESHDNS_DISTRIBUTED_ZONES",
+            "ok.local,bad..zone",
+            "bad..zone",
+        ),
+        ("MESHDNS_CLUSTERSET_ZONE", "a b", "a b"),
+        ("MESHDNS_TIMEOUT", "2", "2"),
+        ("MESHDNS_TIMEOUT", "0", "0"),
+        ("MESHDNS_ATTEMPT_TIMEOUT", "3s", "3s"),
+        ("MESHDNS_CACHE_SIZE", "many", "many"),
+        ("MESHDNS_CACHE_MAX_TTL", "1d", "1d"),
+        ("MESHDNS_CACHE_NEGATIVE_TTL", "5", "5"),
+        ("MESHDNS_SERVE_STALE", "forever", "forever"),
+        ("MESHDNS_ADMIN_LISTEN", "localhost:9153", "localhost:9153"),
+        ("MESHDNS_LOG", "info,[", "info,["),
+        ("MESHDNS_LOG_FORMAT", "xml", "xml"),
+        ("MESHDNS_THREADS", "0", "0"),
+        ("MESHDNS_THREADS", "many", "many"),
+        (
+            "MESHDNS_RESOLV_CONF",
+            "/nonexistent/resolv.conf",
+            "/nonexistent/resolv.conf",
+        ),
+        ("MESHDNS_TYPO", "1", "MESHDNS_TYPO"),
+        ("MESHDNS_TIMEOUT", "5124095576030431h", "5124095576030431h"),
+        ("MESHDNS_ATTEMPT_TIMEOUT", "2m", "2m"),
+        ("MESHDNS_CACHE_MAX_TTL", "30d", "30d"),
+        ("MESHDNS_CACHE_MAX_TTL", "200h", "200h"),
+        ("MESHDNS_CACHE_NEGATIVE_TTL", "1d", "1d"),
+        ("MESHDNS_CACHE_NEGATIVE_TTL", "4h", "4h"),
+        ("MESHDNS_SERVE_STALE", "9999h", "9999h"),
+        ("MESHDNS_MAX_INFLIGHT", "0", "0"),
+        ("MESHDNS_MAX_INFLIGHT", "100000", "100000"),
+        ("MESHDNS_LOG", "verbose", "verbose"),
+        ("MESHDNS_LOG", "info,chatty", "chatty"),
+        (
+            "MESHDNS_DISTRIBUTED_ZONES",
+            "cluster.local",
+            "cluster.local.",
+        ),
+        (
+            "MESHDNS_DISTRIBUTED_ZONES",
+            "gathered.cluster.local",
+            "gathered.cluster.local.",
+        ),
+        (
+            "MESHDNS_CLUSTERSET_ZONE",
+            "svc.cluster.local",
+            "svc.cluster.local.",
+        ),
+    ];
+    for (variable, value, token) in cases {
+        let mut vars = vec![(variable.to_string(), value.to_string())];
+        if *variable != "MESHDNS_UPSTREAMS" && *variable != "MESHDNS_RESOLV_CONF" {
+            vars.push(("MESHDNS_UPSTREAMS".into(), "127.0.0.1".into()));
+        }
+        let err = Config::from_vars(vars).expect_err(variable);
+        assert_eq!(&err.variable, variable, "{value}: {err}");
+        assert_eq!(&err.token, token, "{value}: {err}");
+    }
+}
+
+#[test]
+fn kubernetes_service_link_variables_are_ignored() {
+    let config = config_from(&[
+        ("MESHDNS_SERVICE_HOST", "10.96.4.4"),
+        ("MESHDNS_SERVICE_PORT", "53"),
+        ("MESHDNS_PORT", "udp://10.96.4.4:53"),
+        ("MESHDNS_PORT_53_UDP_PROTO", "udp"),
+    ]);
+    assert!(config.is_ok(), "{config:?}");
+}
+
+#[test]
+fn a_typo_is_named_whatever_the_order_of_the_variables() {
+    for order in [
+        ["MESHDNS_UPSTREAMS", "MESHDNS_TYPO"],
+        ["MESHDNS_TYPO", "MESHDNS_UPSTREAMS"],
+    ] {
+        let vars = order.map(|k| (k.to_string(), "127.0.0.1".to_string()));
+        assert_eq!(
+            Config::from_vars(vars).unwrap_err().variable,
+            "MESHDNS_TYPO"
+        );
+    }
+}
+
+#[test]
+fn a_distributed_zone_cannot_also_be_a_cluster_zone() {
+    let err = config_from(&[
+        ("MESHDNS_CLUSTERS", "b=10.9.0.1"),
+        ("MESHDNS_DISTRIBUTED_ZONES", "cluster.b"),
+    ])
+    .unwrap_err();
+    assert_eq!(err.variable, "MESHDNS_DISTRIBUTED_ZONES");
+}
+
+#[test]
+fn a_typo_suggests_the_variable_meant() {
+    let err = config_from(&[("MESHDNS_UPSTREAM", "10.96.0.10")]).unwrap_err();
+    assert_eq!(err.variable, "MESHDNS_UPSTREAM");
+    assert!(
+        err.reason.contains("did you mean MESHDNS_UPSTREAMS?"),
+        "{err}"
+    );
+}
+
+#[test]
+fn log_filters_take_levels_and_targets() {
+    for good in [
+        "info",
+        "DEBUG",
+        "warn,meshdns=debug",
+        "meshdns::upstream=trace",
+        "off",
+    ] {
+        assert!(config_from(&[("MESHDNS_LOG", good)]).is_ok(), "{good}");
+    }
+}
+
+#[test]
+fn decimal_durations_are_accepted() {
+    let config = config_from(&[
+        ("MESHDNS_TIMEOUT", "1.5s"),
+        ("MESHDNS_ATTEMPT_TIMEOUT", "0.5s"),
+    ])
+    .unwrap();
+    assert_eq!(config.timeout, Duration::from_millis(1500));
+    assert_eq!(config.attempt_timeout, Duration::from_millis(500));
+}
+
+#[test]
+fn a_cluster_zone_template_under_another_domain_than_the_cluster_domain_is_fine() {
+    let config = config_from(&[
+        ("MESHDNS_CLUSTERS", "b=10.9.0.1"),
+        ("MESHDNS_CLUSTER_ZONE", "{name}.clusters.example"),
+    ])
+    .unwrap();
+    assert_eq!(config.clusters[0].zone.to_ascii(), "b.clusters.example.");
+}
+
+#[test]
+fn every_value_remembers_where_it_came_from() {
+    let config = config_from(&[("MESHDNS_CACHE_SIZE", "7")]).unwrap();
+    assert_eq!(
+        config.settings.source("MESHDNS_CACHE_SIZE"),
+        Source::Environment
+    );
+    assert_eq!(config.settings.source("MESHDNS_TIMEOUT"), Source::Default);
+}
+
+#[test]
+fn a_cluster_zone_in_the_cluster_domain_is_refused() {
+    let err = config_from(&[
+        ("MESHDNS_CLUSTERS", "b=10.9.0.1"),
+        ("MESHDNS_CLUSTER_ZONE", "{name}.cluster.local"),
+    ])
+    .unwrap_err();
+    assert_eq!(
+        (err.variable.as_str(), err.token.as_str()),
+        ("MESHDNS_CLUSTER_ZONE", "b.cluster.local.")
+    );
+}

@@ -1,0 +1,268 @@
+//! The one table of meshdns's variables: name, default, meaning, and whether a change needs a
+//! restart. The parser reads only what is here, `--help` prints it, `--check` walks it, and a
+//! test keeps the README's table equal to it.
+
+/// One variable meshdns reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Variable {
+    pub name: &'static str,
+    /// The default as the operator would write it; `None` when unset means "off" or "derived"
+    /// (the meaning says which).
+    pub default: Option<&'static str>,
+    pub meaning: &'static str,
+    /// A change only takes effect after a restart (sockets and threads are made once); every
+    /// other variable is applied live when it changes in `MESHDNS_CONFIG_DIR`.
+    pub restart: bool,
+}
+
+const fn var(
+    name: &'static str,
+    default: Option<&'static str>,
+    meaning: &'static str,
+    restart: bool,
+) -> Variable {
+    Variable {
+        name,
+        default,
+        meaning,
+        restart,
+    }
+}
+
+pub const LISTEN: &str = "MESHDNS_LISTEN";
+pub const ALLOW_FROM: &str = "MESHDNS_ALLOW_FROM";
+pub const UPSTREAMS: &str = "MESHDNS_UPSTREAMS";
+pub const RESOLV_CONF: &str = "MESHDNS_RESOLV_CONF";
+pub const CLUSTER_DOMAIN: &str = "MESHDNS_CLUSTER_DOMAIN";
+pub const LOCAL_CLUSTER: &str = "MESHDNS_LOCAL_CLUSTER";
+pub const CLUSTERS: &str = "MESHDNS_CLUSTERS";
+pub const CLUSTER_ZONE: &str = "MESHDNS_CLUSTER_ZONE";
+pub const DISTRIBUTED_ZONES: &str = "MESHDNS_DISTRIBUTED_ZONES";
+pub const CLUSTERSET_ZONE: &str = "MESHDNS_CLUSTERSET_ZONE";
+pub const TIMEOUT: &str = "MESHDNS_TIMEOUT";
+pub const ATTEMPT_TIMEOUT: &str = "MESHDNS_ATTEMPT_TIMEOUT";
+pub const CACHE_SIZE: &str = "MESHDNS_CACHE_SIZE";
+pub const CACHE_MAX_TTL: &str = "MESHDNS_CACHE_MAX_TTL";
+pub const CACHE_NEGATIVE_TTL: &str = "MESHDNS_CACHE_NEGATIVE_TTL";
+pub const SERVE_STALE: &str = "MESHDNS_SERVE_STALE";
+pub const MAX_INFLIGHT: &str = "MESHDNS_MAX_INFLIGHT";
+pub const ADMIN_LISTEN: &str = "MESHDNS_ADMIN_LISTEN";
+pub const LOG: &str = "MESHDNS_LOG";
+pub const LOG_FORMAT: &str = "MESHDNS_LOG_FORMAT";
+pub const THREADS: &str = "MESHDNS_THREADS";
+pub const CONFIG_DIR: &str = "MESHDNS_CONFIG_DIR";
+
+/// Every variable, in the order `--help`, `--check` and the README show them.
+pub const VARIABLES: &[Variable] = &[
+    var(
+        LISTEN,
+        Some("127.0.0.1:53"),
+        "comma list of addresses, each served over UDP and TCP",
+        true,
+    ),
+    var(
+        ALLOW_FROM,
+        Some("127.0.0.0/8,::1/128"),
+        "client networks served; others get REFUSED",
+        false,
+    ),
+    var(
+        UPSTREAMS,
+        None,
+        "the local cluster DNS (kube-dns), IP[:PORT] comma list; unset: the non-loopback nameservers of MESHDNS_RESOLV_CONF",
+        false,
+    ),
+    var(
+        RESOLV_CONF,
+        Some("/etc/resolv.conf"),
+        "read only when MESHDNS_UPSTREAMS is unset",
+        false,
+    ),
+    var(
+        CLUSTER_DOMAIN,
+        Some("cluster.local"),
+        "the Kubernetes cluster domain of every cluster (per-cluster domain= overrides)",
+        false,
+    ),
+    var(
+        LOCAL_CLUSTER,
+        None,
+        "name of the cluster this pod runs in; its names go to MESHDNS_UPSTREAMS",
+        false,
+    ),
+    var(
+        CLUSTERS,
+        None,
+        "the clusters: NAME=ENDPOINT[,ENDPOINT...] [option=value...] entries separated by ';'",
+        false,
+    ),
+    var(
+        CLUSTER_ZONE,
+        Some("cluster.{name}"),
+        "template of each cluster's zone; {name} is the cluster name",
+        false,
+    ),
+    var(
+        DISTRIBUTED_ZONES,
+        Some("distributed.local"),
+        "comma list of zones gathered from all clusters (prefix naming)",
+        false,
+    ),
+    var(
+        CLUSTERSET_ZONE,
+        None,
+        "optional zone with Kubernetes MCS naming, e.g. clusterset.local",
+        false,
+    ),
+    var(
+        TIMEOUT,
+        Some("2s"),
+        "deadline for one client query, all attempts included",
+        false,
+    ),
+    var(
+        ATTEMPT_TIMEOUT,
+        Some("500ms"),
+        "one attempt at one endpoint, then the next endpoint",
+        false,
+    ),
+    var(
+        CACHE_SIZE,
+        Some("10000"),
+        "cache entries; 0 disables the cache",
+        false,
+    ),
+    var(CACHE_MAX_TTL, Some("3600s"), "cap on positive TTLs", false),
+    var(
+        CACHE_NEGATIVE_TTL,
+        Some("5s"),
+        "cap on NXDOMAIN/NODATA caching",
+        false,
+    ),
+    var(
+        SERVE_STALE,
+        Some("300s"),
+        "how long an expired answer may still be served when its upstream fails",
+        false,
+    ),
+    var(
+        MAX_INFLIGHT,
+        Some("1024"),
+        "client queries being answered at once; UDP queries beyond it are dropped",
+        true,
+    ),
+    var(
+        ADMIN_LISTEN,
+        Some("0.0.0.0:9153"),
+        "HTTP /metrics, /livez, /readyz; empty disables",
+        true,
+    ),
+    var(
+        LOG,
+        Some("info"),
+        "log filter: a level (error, warn, info, debug, trace, off) or target=level directives",
+        false,
+    ),
+    var(LOG_FORMAT, Some("text"), "text or json", true),
+    var(
+        THREADS,
+        Some("1"),
+        "runtime threads (one is cheapest under a sidecar's CPU limit)",
+        true,
+    ),
+    var(
+        CONFIG_DIR,
+        None,
+        "directory of files named after these variables (a mounted ConfigMap), watched and applied live; a file overrides the environment",
+        true,
+    ),
+];
+
+/// The variable called `name`.
+pub fn find(name: &str) -> Option<&'static Variable> {
+    VARIABLES.iter().find(|v| v.name == name)
+}
+
+/// The known variable `unknown` most likely stands for (a typo a few letters off).
+pub fn suggestion(unknown: &str) -> Option<&'static str> {
+    VARIABLES
+        .iter()
+        .map(|v| (edit_distance(unknown, v.name), v.name))
+        .filter(|(distance, _)| *distance <= 3)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, name)| name)
+}
+
+/// Levenshtein distance over bytes.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b = b.as_bytes();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.bytes().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let substitution = diagonal + usize::from(ca != cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(row[j + 1] + 1);
+        }
+    }
+    row[b.len()]
+}
+
+/// What `meshdns --help` prints.
+pub fn help() -> String {
+    let width = VARIABLES.iter().map(|v| v.name.len()).max().unwrap_or(0);
+    let mut out = String::from(
+        "meshdns: a DNS stub resolver for workloads stretched over several Kubernetes clusters\n\
+         \n\
+         usage: meshdns [--check | --version | --help]\n\
+         \x20 (none)     serve DNS as configured\n\
+         \x20 --check    print the effective configuration and routing table, then exit (0, or 64)\n\
+         \x20 --version  print the version\n\
+         \x20 --help     print this text\n\
+         \n\
+         Configured by environment variables (and files in MESHDNS_CONFIG_DIR):\n",
+    );
+    for variable in VARIABLES {
+        let default = variable.default.unwrap_or("(unset)");
+        let restart = if variable.restart { " [restart]" } else { "" };
+        out.push_str(&format!(
+            "  {:<width$}  {}{restart}\n  {:<width$}  default: {default}\n",
+            variable.name, variable.meaning, ""
+        ));
+    }
+    out.push_str(
+        "\nDurations take ms, s, m or h (e.g. 500ms, 1.5s). [restart]: a change in \
+         MESHDNS_CONFIG_DIR is logged and applied at the next start.\n\
+         Exit codes: 0 after a clean shutdown, 64 bad configuration, 71 cannot bind.\n",
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typos_suggest_the_variable_meant() {
+        assert_eq!(suggestion("MESHDNS_UPSTREAM"), Some(UPSTREAMS));
+        assert_eq!(suggestion("MESHDNS_CLUSTRES"), Some(CLUSTERS));
+        assert_eq!(suggestion("MESHDNS_TIMEOUTS"), Some(TIMEOUT));
+        assert_eq!(suggestion("MESHDNS_SOMETHING_ELSE"), None);
+    }
+
+    #[test]
+    fn help_lists_every_variable_with_its_default() {
+        let text = help();
+        for variable in VARIABLES {
+            assert!(text.contains(variable.name), "{}", variable.name);
+            if let Some(default) = variable.default {
+                assert!(
+                    text.contains(&format!("default: {default}")),
+                    "{}",
+                    variable.name
+                );
+            }
+        }
+    }
+}

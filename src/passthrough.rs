@@ -1,0 +1,55 @@
+//! The pass-through route: a name that is none of meshdns's zones goes to the local cluster
+//! DNS (kube-dns) as the client sent it, and the reply comes back as kube-dns sent it.
+//!
+//! Only what belongs to one hop changes: the ID (a fresh random one upstream, the client's
+//! restored), COOKIE options (relayed in neither direction: towards its loopback clients
+//! meshdns is a server without cookie support, and a cookie made for one client must never
+//! reach another through the cache), and the question of an error reply that omitted it (the
+//! client's own is put back). Every other byte — flags, rcode, sections, EDNS options meshdns
+//! does not use — passes untouched.
+
+use hickory_proto::op::Message;
+use tokio::time::Instant;
+
+use crate::reply::{self, ExtendedError};
+use crate::upstream::Upstream;
+use crate::wire;
+
+/// Forwards `bytes` (the client's query, parsed as `request`) to `upstream`; the reply, or
+/// SERVFAIL when no endpoint answered before `deadline`.
+pub async fn forward(
+    upstream: &Upstream,
+    bytes: &[u8],
+    request: &Message,
+    deadline: Instant,
+) -> Vec<u8> {
+    let without_cookie = wire::without_options(bytes, |code| code == wire::OPTION_COOKIE);
+    let query = without_cookie.as_deref().unwrap_or(bytes);
+    match upstream.exchange(query, deadline).await {
+        Ok(answered) => to_client(answered.bytes, bytes),
+        Err(error) => {
+            tracing::debug!(%error, "pass-through failed");
+            reply::servfail_bytes(
+                request,
+                ExtendedError::NoReachableAuthority,
+                "no upstream answered",
+            )
+        }
+    }
+}
+
+/// An accepted upstream reply as the client who sent `query` gets it: its ID, its question
+/// when the reply omitted it, no COOKIE; every other byte as kube-dns sent it.
+pub fn to_client(mut reply: Vec<u8>, query: &[u8]) -> Vec<u8> {
+    if wire::question_count(&reply) == Some(0)
+        && let Some(with) =
+            wire::first_question(query).and_then(|asked| wire::with_question(&reply, asked))
+    {
+        reply = with;
+    }
+    if let Some(without) = wire::without_options(&reply, |code| code == wire::OPTION_COOKIE) {
+        reply = without;
+    }
+    wire::set_id(&mut reply, wire::id(query).unwrap_or_default());
+    reply
+}

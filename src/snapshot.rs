@@ -1,0 +1,111 @@
+//! The immutable state one query runs on: the routing table, the upstream groups (kube-dns
+//! and each peer cluster), the gathered zones and the timeouts — everything that comes from
+//! the configuration. The resolver holds the current snapshot behind an atomic pointer; a
+//! query takes it once and finishes on it, so a reload swaps in a new one without touching a
+//! query in flight.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::background::Background;
+use crate::cache::Cache;
+use crate::config::{Config, Transport};
+use crate::gather::Gatherer;
+use crate::metrics::Metrics;
+use crate::rewrite::{ClusterRoute, ZoneMap};
+use crate::route::{Route, Router};
+use crate::upstream::Upstream;
+
+/// The name of the local upstream group when `MESHDNS_LOCAL_CLUSTER` is unset.
+pub const LOCAL_UPSTREAM: &str = "local";
+
+/// One configuration, ready to answer queries.
+#[derive(Debug)]
+pub struct Snapshot {
+    pub router: Router,
+    /// kube-dns: pass-through, and the local cluster's names.
+    pub local: Arc<Upstream>,
+    /// `config.clusters[i]` as the cluster-zone route sees it.
+    pub clusters: Vec<ClusterRoute>,
+    pub gatherer: Gatherer,
+    /// `MESHDNS_TIMEOUT`: the deadline of one client query.
+    pub timeout: Duration,
+    /// `MESHDNS_ATTEMPT_TIMEOUT`: also how long a client waits when a stale answer is at hand.
+    pub attempt_timeout: Duration,
+    /// `MESHDNS_CACHE_NEGATIVE_TTL`: the TTL of meshdns's own negative answers.
+    pub negative_ttl: Duration,
+}
+
+impl Snapshot {
+    pub fn new(
+        config: &Config,
+        cache: &Arc<Cache>,
+        metrics: &Metrics,
+        background: &Arc<Background>,
+    ) -> Self {
+        let upstream_metrics = metrics.upstream();
+        let group = |name: &str, endpoints, transport| {
+            Arc::new(Upstream::new(
+                name,
+                endpoints,
+                transport,
+                config.attempt_timeout,
+                &upstream_metrics,
+                Arc::clone(background),
+            ))
+        };
+        let local_name = config
+            .clusters
+            .iter()
+            .find(|c| c.is_local)
+            .map_or(LOCAL_UPSTREAM, |c| c.name.as_str());
+        let local = group(local_name, &config.upstreams, Transport::Udp);
+        let clusters: Vec<ClusterRoute> = config
+            .clusters
+            .iter()
+            .map(|cluster| ClusterRoute {
+                map: ZoneMap {
+                    client: cluster.zone.clone(),
+                    upstream: cluster
+                        .domain
+                        .prepend_label("svc")
+                        .unwrap_or_else(|_| cluster.domain.clone()),
+                },
+                upstream: if cluster.is_local {
+                    Arc::clone(&local)
+                } else {
+                    group(&cluster.name, &cluster.endpoints, cluster.transport)
+                },
+            })
+            .collect();
+        let gatherer = Gatherer::new(
+            config,
+            Arc::clone(cache),
+            clusters.iter().map(|c| Arc::clone(&c.upstream)).collect(),
+            metrics.gather_partial(),
+            Arc::clone(background),
+        );
+        Self {
+            router: Router::new(config),
+            local,
+            clusters,
+            gatherer,
+            timeout: config.timeout,
+            attempt_timeout: config.attempt_timeout,
+            negative_ttl: config.cache.negative_ttl,
+        }
+    }
+
+    /// Whether the upstream of `route` is failing (stale answers are then served at once).
+    /// Gathered routes fill failed legs from the cache themselves.
+    pub fn upstream_failing(&self, route: Route) -> bool {
+        match route {
+            Route::Passthrough => self.local.is_failing(),
+            Route::Cluster(index) => self
+                .clusters
+                .get(index)
+                .is_some_and(|c| c.upstream.is_failing()),
+            Route::Distributed(_) | Route::Clusterset => false,
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! One endpoint of an upstream group and what meshdns knows of it: its health, its
+//! `meshdns_upstream_healthy` gauge, its rate-limited log lines, and the probe that brings it
+//! back once it is marked down.
+//!
+//! Consecutive failures mark an endpoint down; a background probe (`. NS`, over the group's
+//! own transport) marks it up again when it answers, whatever the rcode. Down endpoints are
+//! tried last, never dropped, so a wrong verdict cannot make a cluster unreachable. Local
+//! resource errors never count against an endpoint: they are meshdns's own.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
+
+use hickory_proto::op::{Message, Query};
+use hickory_proto::rr::{Name, RecordType};
+use prometheus::IntGauge;
+use tokio::time::Instant;
+
+use super::exchange::{Answered, AttemptError, Via, attempt};
+use super::log_limit::LogLimit;
+use crate::background::Background;
+
+/// Failures in a row after which an endpoint is considered down (CoreDNS forward uses 3 too).
+const FAILURES_UNTIL_DOWN: u32 = 3;
+
+/// How often a down endpoint is probed.
+pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// One endpoint of a group.
+#[derive(Debug)]
+pub struct Endpoint {
+    pub addr: SocketAddr,
+    via: Via,
+    consecutive_failures: AtomicU32,
+    down: AtomicBool,
+    /// A probe task is running for this endpoint.
+    probing: AtomicBool,
+    /// `meshdns_upstream_healthy{cluster,endpoint}`.
+    healthy: IntGauge,
+    /// Warnings about failed attempts.
+    failure_log: LogLimit,
+    /// Lines about the endpoint going down or up (a flapping endpoint must not flood either).
+    health_log: LogLimit,
+}
+
+impl Endpoint {
+    pub fn new(addr: SocketAddr, via: Via, healthy: IntGauge) -> Self {
+        healthy.set(1);
+        Self {
+            addr,
+            via,
+            consecutive_failures: AtomicU32::new(0),
+            down: AtomicBool::new(false),
+            probing: AtomicBool::new(false),
+            healthy,
+            failure_log: LogLimit::default(),
+            health_log: LogLimit::default(),
+        }
+    }
+
+    pub fn is_up(&self) -> bool {
+        !self.down.load(Ordering::Relaxed)
+    }
+
+    /// One attempt at this endpoint over the group's transport.
+    pub async fn attempt(
+        &self,
+        query: &[u8],
+        attempt_timeout: Duration,
+        deadline: Instant,
+    ) -> Result<Answered, AttemptError> {
+        attempt(self.addr, query, self.via, attempt_timeout, deadline).await
+    }
+
+    /// Records that the endpoint answered; logs and sets the gauge when it was down.
+    pub fn answered(&self, upstream: &str) {
+        self.consecutive_failures.store(0, Ordering::Relaxed);
+        if self.down.swap(false, Ordering::Relaxed) {
+            self.healthy.set(1);
+            if let Some(suppressed) = self.health_log.check() {
+                tracing::info!(%upstream, endpoint = %self.addr, suppressed, "endpoint answers again; marked up");
+            }
+        }
+    }
+
+    /// Records a failed attempt (a local error is logged, not counted) and, once the endpoint
+    /// is down, makes sure a probe is running for it.
+    pub fn failed(
+        self: &Arc<Self>,
+        upstream: &str,
+        error: &AttemptError,
+        attempt_timeout: Duration,
+        background: &Background,
+    ) {
+        if matches!(error, AttemptError::Local(_)) {
+            if let Some(suppressed) = self.failure_log.check() {
+                tracing::warn!(%upstream, endpoint = %self.addr, %error, suppressed, "attempt not made: meshdns is short of a resource; the endpoint's health is unchanged");
+            }
+            return;
+        }
+        let failures = self.consecutive_failures.fetch_add(1, Ordering::Relaxed) + 1;
+        let newly_down =
+            failures >= FAILURES_UNTIL_DOWN && !self.down.swap(true, Ordering::Relaxed);
+        if newly_down {
+            self.healthy.set(0);
+            if let Some(suppressed) = self.health_log.check() {
+                tracing::warn!(%upstream, endpoint = %self.addr, %error, suppressed, "endpoint marked down; probing it in the background");
+            }
+        } else if let Some(suppressed) = self.failure_log.check() {
+            tracing::warn!(%upstream, endpoint = %self.addr, %error, suppressed, "upstream attempt failed");
+        }
+        if !self.is_up() && !self.probing.swap(true, Ordering::Relaxed) {
+            let probe = Arc::clone(self).probe(upstream.to_string(), attempt_timeout);
+            if !background.spawn(probe) {
+                // The set is full: the next failure tries again.
+                self.probing.store(false, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Probes with `. NS` every [`PROBE_INTERVAL`] until the endpoint answers (any rcode: it
+    /// is alive), then marks it up.
+    async fn probe(self: Arc<Self>, upstream: String, attempt_timeout: Duration) {
+        let mut probe = Message::query();
+        probe.add_query(Query::query(Name::root(), RecordType::NS));
+        let Ok(probe) = probe.to_vec() else { return };
+        while !self.is_up() {
+            tokio::time::sleep(PROBE_INTERVAL).await;
+            let deadline = Instant::now() + attempt_timeout;
+            if self
+                .attempt(&probe, attempt_timeout, deadline)
+                .await
+                .is_ok()
+            {
+                self.answered(&upstream);
+            }
+        }
+        self.probing.store(false, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoint() -> Arc<Endpoint> {
+        let gauge = IntGauge::new("unit_test_healthy", "test").unwrap();
+        Arc::new(Endpoint::new(
+            "127.0.0.1:9".parse().unwrap(),
+            Via::Udp,
+            gauge,
+        ))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn three_failures_mark_down_once_and_an_answer_marks_up() {
+        let endpoint = endpoint();
+        let background = Background::new(4);
+        let timeout = AttemptError::Timeout;
+        for _ in 0..2 {
+            endpoint.failed("a", &timeout, Duration::from_millis(10), &background);
+            assert!(endpoint.is_up());
+        }
+        endpoint.failed("a", &timeout, Duration::from_millis(10), &background);
+        assert!(!endpoint.is_up());
+        assert_eq!(endpoint.healthy.get(), 0);
+        assert_eq!(background.len(), 1, "one probe");
+        endpoint.failed("a", &timeout, Duration::from_millis(10), &background);
+        assert_eq!(background.len(), 1, "still one probe");
+        endpoint.answered("a");
+        assert!(endpoint.is_up());
+        assert_eq!(endpoint.healthy.get(), 1);
+        background.close();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn local_errors_never_mark_an_endpoint_down() {
+        let endpoint = endpoint();
+        let background = Background::new(4);
+        let local = AttemptError::Local("Too many open files".into());
+        for _ in 0..10 {
+            endpoint.failed("a", &local, Duration::from_millis(10), &background);
+        }
+        assert!(endpoint.is_up());
+        assert!(background.is_empty());
+    }
+}

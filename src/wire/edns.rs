@@ -1,0 +1,255 @@
+//! The OPT pseudo-record (EDNS, RFC 6891) read and edited in place: the sender's payload size,
+//! version, DO bit, and which options it carries; and removing options without parsing the
+//! rest of the message, so options meshdns does not use pass through byte for byte.
+
+use super::header::{HEADER_LEN, count};
+use super::records::{RecordAt, Section, TYPE_OPT, for_each_record};
+
+/// NSID (RFC 5001): the server's identity, for the client that asked.
+pub const OPTION_NSID: u16 = 3;
+/// CLIENT-SUBNET (RFC 7871): a reply may be scoped to the subnet, so it is never shared.
+pub const OPTION_CLIENT_SUBNET: u16 = 8;
+/// COOKIE (RFC 7873): made for one client and one server.
+pub const OPTION_COOKIE: u16 = 10;
+/// TCP-KEEPALIVE (RFC 7828): about one TCP connection.
+pub const OPTION_TCP_KEEPALIVE: u16 = 11;
+/// PADDING (RFC 7830): sized for one message.
+pub const OPTION_PADDING: u16 = 12;
+
+/// Options that belong to one hop: they reach only the client whose query produced the reply,
+/// never a cached or shared copy.
+pub fn is_per_client_option(code: u16) -> bool {
+    matches!(
+        code,
+        OPTION_NSID | OPTION_COOKIE | OPTION_TCP_KEEPALIVE | OPTION_PADDING
+    )
+}
+
+/// Which option codes below 32 a message carries: enough for the codes above.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OptionSet(u32);
+
+impl OptionSet {
+    pub fn contains(self, code: u16) -> bool {
+        code < 32 && self.0 & (1 << code) != 0
+    }
+
+    fn insert(&mut self, code: u16) {
+        if code < 32 {
+            self.0 |= 1 << code;
+        }
+    }
+}
+
+/// What the OPT pseudo-record of a message says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OptInfo {
+    /// The sender's UDP payload size (the record's CLASS).
+    pub payload: u16,
+    /// The upper 8 bits of the 12-bit RCODE.
+    pub extended_rcode: u8,
+    pub version: u8,
+    /// The DO bit: the sender wants DNSSEC records.
+    pub dnssec_ok: bool,
+    pub options: OptionSet,
+}
+
+impl OptInfo {
+    fn of(record: &RecordAt, msg: &[u8]) -> Option<OptInfo> {
+        let [extended_rcode, version, flags, _] = record.ttl.ttl.to_be_bytes();
+        let mut options = OptionSet::default();
+        for_each_option(msg, record, |code, _| options.insert(code))?;
+        Some(OptInfo {
+            payload: record.class,
+            extended_rcode,
+            version,
+            dnssec_ok: flags & 0x80 != 0,
+            options,
+        })
+    }
+}
+
+/// Calls `visit(code, range of the whole option)` for each option in the OPT record's RDATA;
+/// `None` when the option list is malformed.
+fn for_each_option(
+    msg: &[u8],
+    record: &RecordAt,
+    mut visit: impl FnMut(u16, std::ops::Range<usize>),
+) -> Option<()> {
+    let end = record.end();
+    let mut at = record.rdata_offset;
+    while at < end {
+        let head = msg.get(at..at + 4)?;
+        let code = u16::from_be_bytes([head[0], head[1]]);
+        let len = usize::from(u16::from_be_bytes([head[2], head[3]]));
+        let next = at + 4 + len;
+        if next > end {
+            return None;
+        }
+        visit(code, at..next);
+        at = next;
+    }
+    Some(())
+}
+
+/// The OPT record of the additional section: `Some(None)` when there is none, `None` when the
+/// message is malformed (its option list included). With several OPT records (itself an error
+/// the full parse answers with FORMERR) the first is read.
+pub fn opt(msg: &[u8]) -> Option<Option<OptInfo>> {
+    let mut found: Option<Option<OptInfo>> = Some(None);
+    for_each_record(msg, |record| {
+        if record.section == Section::Additional
+            && record.rtype == TYPE_OPT
+            && matches!(found, Some(None))
+        {
+            found = OptInfo::of(record, msg).map(Some);
+        }
+    })?;
+    found
+}
+
+/// A query that may be answered from the cache: its question bytes and OPT record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlainQuery<'a> {
+    /// The question: name (plain labels), type, class.
+    pub question: &'a [u8],
+    pub opt: Option<OptInfo>,
+}
+
+/// The query as a [`PlainQuery`] when it is well-formed enough for the cache-hit path: a
+/// standard query (QR clear, opcode QUERY) with one question of plain labels, no answer or
+/// authority records, at most one additional record which is a version-0 OPT, and nothing
+/// after it. Anything else (`None`) takes the full path and gets its proper answer there.
+pub fn plain_query(msg: &[u8]) -> Option<PlainQuery<'_>> {
+    let header = msg.get(..HEADER_LEN)?;
+    let standard_query = header[2] & 0xf8 == 0;
+    if !standard_query || count(msg, 0)? != 1 || count(msg, 1)? != 0 || count(msg, 2)? != 0 {
+        return None;
+    }
+    let question = super::first_question(msg)?;
+    let mut opt = None;
+    let end = match count(msg, 3)? {
+        0 => HEADER_LEN + question.len(),
+        1 => {
+            let mut found = None;
+            let end = for_each_record(msg, |record| found = Some(*record))?;
+            let record = found.filter(|r| r.rtype == TYPE_OPT && msg.get(r.start) == Some(&0))?;
+            let info = OptInfo::of(&record, msg)?;
+            if info.version != 0 {
+                return None;
+            }
+            opt = Some(info);
+            end
+        }
+        _ => return None,
+    };
+    (end == msg.len()).then_some(PlainQuery { question, opt })
+}
+
+/// `msg` without the EDNS options that `drop` selects (OPT record's RDATA and length
+/// rewritten, nothing else touched). `None` when it carries none of them, or when its OPT
+/// record or option list is malformed: the caller keeps the message as it is.
+pub fn without_options(msg: &[u8], drop: impl Fn(u16) -> bool) -> Option<Vec<u8>> {
+    let mut opt_record = None;
+    for_each_record(msg, |record| {
+        if record.section == Section::Additional && record.rtype == TYPE_OPT && opt_record.is_none()
+        {
+            opt_record = Some(*record);
+        }
+    })?;
+    let record = opt_record?;
+    let mut kept: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut dropped = false;
+    for_each_option(msg, &record, |code, range| {
+        if drop(code) {
+            dropped = true;
+        } else {
+            kept.push(range);
+        }
+    })?;
+    if !dropped {
+        return None;
+    }
+    let kept_len: usize = kept.iter().map(ExactSizeIterator::len).sum();
+    let mut out = Vec::with_capacity(msg.len());
+    out.extend_from_slice(&msg[..record.rdata_offset - 2]);
+    out.extend_from_slice(&u16::try_from(kept_len).ok()?.to_be_bytes());
+    for range in kept {
+        out.extend_from_slice(&msg[range]);
+    }
+    out.extend_from_slice(&msg[record.end()..]);
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use hickory_proto::op::{Edns, Message, Query};
+    use hickory_proto::rr::rdata::opt::EdnsOption;
+    use hickory_proto::rr::{Name, RecordType};
+
+    use super::*;
+
+    fn query_with(options: &[(u16, &[u8])]) -> Vec<u8> {
+        let mut msg = Message::query();
+        msg.add_query(Query::query(
+            Name::from_ascii("a.example.").unwrap(),
+            RecordType::A,
+        ));
+        let mut edns = Edns::new();
+        for (code, data) in options {
+            edns.options_mut()
+                .insert(EdnsOption::Unknown(*code, data.to_vec()));
+        }
+        msg.set_edns(edns);
+        msg.to_vec().unwrap()
+    }
+
+    #[test]
+    fn options_are_listed_and_removed_in_place() {
+        let msg = query_with(&[(OPTION_COOKIE, &[1; 8]), (OPTION_NSID, &[])]);
+        let info = opt(&msg).unwrap().unwrap();
+        assert!(info.options.contains(OPTION_COOKIE) && info.options.contains(OPTION_NSID));
+        assert!(!info.options.contains(OPTION_CLIENT_SUBNET));
+        let stripped = without_options(&msg, |code| code == OPTION_COOKIE).unwrap();
+        assert_eq!(stripped.len(), msg.len() - 12);
+        let info = opt(&stripped).unwrap().unwrap();
+        assert!(!info.options.contains(OPTION_COOKIE) && info.options.contains(OPTION_NSID));
+        assert!(Message::from_vec(&stripped).is_ok());
+        assert_eq!(
+            without_options(&stripped, |code| code == OPTION_COOKIE),
+            None
+        );
+    }
+
+    #[test]
+    fn an_option_running_past_its_record_is_malformed() {
+        let mut msg = query_with(&[(OPTION_NSID, &[1, 2])]);
+        let len = msg.len();
+        msg[len - 3] = 9; // the option claims 9 bytes of data, the record holds 2
+        assert_eq!(opt(&msg), None);
+        assert_eq!(without_options(&msg, |_| true), None);
+    }
+
+    #[test]
+    fn plain_queries_have_one_question_and_at_most_one_opt_last() {
+        let good = query_with(&[]);
+        assert!(plain_query(&good).unwrap().opt.is_some());
+        let mut two_opts = good.clone();
+        two_opts.extend_from_slice(&good[good.len() - 11..]);
+        two_opts[11] = 2;
+        assert!(plain_query(&two_opts).is_none());
+        let mut trailing = good.clone();
+        trailing.push(0);
+        assert!(plain_query(&trailing).is_none());
+        let mut answer = good.clone();
+        answer[7] = 1;
+        assert!(plain_query(&answer).is_none());
+        let mut version = good.clone();
+        let at = version.len() - 5; // the OPT TTL's version byte
+        version[at] = 1;
+        assert!(plain_query(&version).is_none());
+        let mut response = good;
+        response[2] |= 0x80;
+        assert!(plain_query(&response).is_none());
+    }
+}

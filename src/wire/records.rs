@@ -1,0 +1,124 @@
+//! Walking the resource records of a message in place: where each record sits, its type,
+//! class, TTL field and RDATA, without allocating. The cache rewrites TTLs through this walk
+//! and the EDNS module finds the OPT record with it.
+
+use super::header::{HEADER_LEN, count};
+use super::name::skip_name;
+
+/// Record type OPT (the EDNS pseudo-record).
+pub const TYPE_OPT: u16 = 41;
+/// Record type SOA.
+pub const TYPE_SOA: u16 = 6;
+
+/// The section a resource record sits in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Section {
+    Answer,
+    Authority,
+    Additional,
+}
+
+/// One resource record's TTL field, located in a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TtlField {
+    pub offset: usize,
+    pub ttl: u32,
+}
+
+/// One resource record as located by [`for_each_record`]: enough to read or patch it in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordAt {
+    pub section: Section,
+    /// Where the record (its owner name) starts.
+    pub start: usize,
+    pub rtype: u16,
+    pub class: u16,
+    /// The TTL field (for OPT: extended RCODE, version and flags).
+    pub ttl: TtlField,
+    /// Where the RDATA starts; it is `rdata_len` bytes long and lies inside the message.
+    pub rdata_offset: usize,
+    pub rdata_len: usize,
+}
+
+impl RecordAt {
+    /// The offset just past the record.
+    pub fn end(&self) -> usize {
+        self.rdata_offset + self.rdata_len
+    }
+}
+
+/// The offset just past the question section, or `None` when it does not walk.
+pub fn questions_end(msg: &[u8]) -> Option<usize> {
+    let mut at = HEADER_LEN;
+    for _ in 0..count(msg, 0)? {
+        at = skip_name(msg, at)?.checked_add(4)?;
+        if at > msg.len() {
+            return None;
+        }
+    }
+    Some(at)
+}
+
+/// Walks every resource record after the question section; returns the offset just past the
+/// last one. `None` when the message is malformed; `visit` may then already have seen the
+/// records before the fault, so a caller that patches must walk once to validate first.
+pub fn for_each_record(msg: &[u8], mut visit: impl FnMut(&RecordAt)) -> Option<usize> {
+    let counts = [count(msg, 1)?, count(msg, 2)?, count(msg, 3)?];
+    let mut at = questions_end(msg)?;
+    let sections = [Section::Answer, Section::Authority, Section::Additional];
+    for (section, records) in sections.into_iter().zip(counts) {
+        for _ in 0..records {
+            let start = at;
+            at = skip_name(msg, at)?;
+            let fixed = msg.get(at..at.checked_add(10)?)?;
+            let rdata_len = usize::from(u16::from_be_bytes([fixed[8], fixed[9]]));
+            let record = RecordAt {
+                section,
+                start,
+                rtype: u16::from_be_bytes([fixed[0], fixed[1]]),
+                class: u16::from_be_bytes([fixed[2], fixed[3]]),
+                ttl: TtlField {
+                    offset: at + 4,
+                    ttl: u32::from_be_bytes([fixed[4], fixed[5], fixed[6], fixed[7]]),
+                },
+                rdata_offset: at + 10,
+                rdata_len,
+            };
+            at += 10 + rdata_len;
+            if at > msg.len() {
+                return None;
+            }
+            visit(&record);
+        }
+    }
+    Some(at)
+}
+
+/// The TTL fields of every record in the answer, authority and additional sections (the OPT
+/// pseudo-record excluded: its "TTL" carries EDNS flags). `None` if the message is malformed.
+pub fn ttl_fields(msg: &[u8]) -> Option<Vec<TtlField>> {
+    let mut fields = Vec::new();
+    for_each_record(msg, |record| {
+        if record.rtype != TYPE_OPT {
+            fields.push(record.ttl);
+        }
+    })?;
+    Some(fields)
+}
+
+/// Writes `ttl` into a field found by [`for_each_record`].
+pub fn set_ttl(msg: &mut [u8], field: TtlField, ttl: u32) {
+    if let Some(slot) = msg.get_mut(field.offset..field.offset + 4) {
+        slot.copy_from_slice(&ttl.to_be_bytes());
+    }
+}
+
+/// Rewrites every TTL (OPT excluded) of `target`, a copy of `source`, as `f(ttl)`. Walking the
+/// source while writing the copy needs no list of offsets, so nothing is allocated.
+pub fn rewrite_ttls(source: &[u8], target: &mut [u8], f: impl Fn(u32) -> u32) {
+    let _ = for_each_record(source, |record| {
+        if record.rtype != TYPE_OPT {
+            set_ttl(target, record.ttl, f(record.ttl.ttl));
+        }
+    });
+}
