@@ -352,7 +352,7 @@ PYEOF
 check "workflows: release on v* tags, amd64+arm64, ghcr.io, cosign, SBOM, provenance; actions pinned by SHA; minimal permissions" workflow_contract
 
 # ---------------------------------------------------------------- Grafana dashboard
-absorb "dashboard" "$PY" "$HERE/check_dashboard.py" k8s/grafana/meshdns.json
+absorb "dashboard" "$PY" "$HERE/check_dashboard.py" k8s/grafana/meshdns.json README.md
 
 # ---------------------------------------------------------------- docs
 absorb "docs" "$PY" "$HERE/check_docs.py" "$ROOT"
