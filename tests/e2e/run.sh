@@ -792,7 +792,7 @@ f_partial() {
 	want_rcode NOERROR || return 1
 	want_set "SRV targets" "$(seq_names "$2" $DZ.)" "$(rr ANSWER SRV | awk '{print $5}')" || return 1
 	((ELAPSED_MS <= $3)) || fail_with "took ${ELAPSED_MS}ms, budget $3ms" || return 1
-	[[ -z ${4:-} ]] || want_ttl_max ANSWER "$4" || { REASON="partial answer: $REASON (DESIGN: capped to a few seconds)"; return 1; }
+	[[ -z ${4:-} ]] || want_ttl_max ANSWER "$4" || { REASON="partial answer: $REASON (docs/design.md: capped to a few seconds)"; return 1; }
 }
 f_cluster_fails() { # SERVER NAME BUDGET_MS: a cluster-zone query to the failed cluster
 	dq "$1" "$2" A
