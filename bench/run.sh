@@ -10,6 +10,7 @@
 #   BENCH_NICE=-10                      niceness of every process the bench starts (root only)
 #   BENCH_NET=20                        use 127.0.N.x, 127.0.N+1.x, 127.0.N+2.x (default 20)
 #   BENCH_KEEP=1                        keep the work directory (configs, logs, raw dnsperf output)
+#   BENCH_VENV=/opt/meshdns-bench/venv  where matplotlib is installed (pip, a venv)
 #
 # Compares meshdns with unbound (1 thread), dnsmasq and a floor (bench/floor.c: a UDP reflector
 # that does no DNS work; for cache misses the same program as a relay with no DNS work), all in
@@ -20,15 +21,22 @@
 # gathered SRV answer whose three cluster legs are delayed 20/40/80 ms.
 #
 # Writes bench/results/latest.md, bench/results/latest.png and bench/results/<date>-<commit>.md,
-# and prints the table. Runs as root (port 53, apt-get). Traffic goes only to 127.0.0.0/8: every
-# client is given an explicit server, unbound forwards "." to the stand-in only, dnsmasq runs with
-# --no-resolv, and nothing reads /etc/resolv.conf for a server to ask.
+# and prints the table. Runs as root (port 53, apt-get, unshare -n). The packages (apt-get; pip
+# into a venv, never the system Python) and the build come first, in the machine's network
+# namespace; then the script runs itself again in a network namespace of its own
+# (tests/lib/netns.sh: `unshare -n`, loopback only), so its addresses collide with nothing else
+# on the machine. Traffic goes only to 127.0.0.0/8 there: every client is given an explicit
+# server, unbound forwards "." to the stand-in only, dnsmasq runs with --no-resolv, and nothing
+# reads /etc/resolv.conf for a server to ask.
 set -u -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=tests/lib/nsd.sh
 . "$ROOT/tests/lib/nsd.sh"
+# shellcheck source=tests/lib/netns.sh
+. "$ROOT/tests/lib/netns.sh"
 BENCH=$ROOT/bench
+BENCH_VENV=${BENCH_VENV:-/opt/meshdns-bench/venv}
 PY=${PYTHON:-python3}
 SECONDS_PER_RUN=${BENCH_SECONDS:-10}
 ROUNDS=${BENCH_ROUNDS:-3}
@@ -147,6 +155,7 @@ install_prereqs() {
 	command -v ss >/dev/null || pkgs+=(iproute2)
 	command -v curl >/dev/null || pkgs+=(curl)
 	command -v taskset >/dev/null || pkgs+=(util-linux)
+	/usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || pkgs+=(python3-venv)
 	if ((${#pkgs[@]})); then
 		log "installing ${pkgs[*]} (Debian)"
 		# Packages with a service (unbound, nsd) must not start one: a system unbound would
@@ -164,30 +173,49 @@ install_prereqs() {
 			return 1
 		}
 	fi
-	if ! "$PY" -c 'import matplotlib' 2>/dev/null; then
-		log "installing matplotlib (pip)"
-		"$PY" -m pip install -q matplotlib >"$WORK/pip.log" 2>&1 ||
-			"$PY" -m pip install -q --break-system-packages matplotlib >>"$WORK/pip.log" 2>&1 ||
+	if [[ -z ${PYTHON:-} ]] && ! "$BENCH_VENV/bin/python" -c 'import matplotlib' 2>/dev/null; then
+		# A venv of the bench's own: the system Python's packages stay untouched.
+		log "installing matplotlib into $BENCH_VENV (pip, venv)"
+		if ! { { [[ -x $BENCH_VENV/bin/python ]] || /usr/bin/python3 -m venv "$BENCH_VENV"; } &&
+			"$BENCH_VENV/bin/pip" install -q --disable-pip-version-check matplotlib; } >"$WORK/pip.log" 2>&1; then
 			log "warning: matplotlib did not install (see $WORK/pip.log); no chart this run"
+		fi
 	fi
 }
-install_prereqs || die "could not install the prerequisites"
+
+# In the machine's network namespace: packages and the build, which need the registries. Then
+# the rest runs in a private network namespace (this script again, under unshare -n).
+if [[ -z ${TESTS_NETNS_PRIVATE:-} ]]; then
+	install_prereqs || die "could not install the prerequisites"
+	if [[ -z ${MESHDNS_BIN:-} ]]; then
+		log "building meshdns (cargo build --release --locked)"
+		(cd "$ROOT" && cargo build --release --locked) >"$WORK/build.log" 2>&1 || {
+			tail -30 "$WORK/build.log" >&2
+			die "cargo build failed"
+		}
+		MESHDNS_BIN=$ROOT/target/release/meshdns
+		export BENCH_BUILT_HERE=1
+	fi
+	export MESHDNS_BIN
+	cleanup # this phase's work dir; exec runs no EXIT trap
+	trap - EXIT
+	log "running in a network namespace of its own (unshare -n)"
+fi
+# The first time: re-executes this script under unshare -n (does not return). In there: lo up.
+netns_private "$BENCH/run.sh" "$@"
+# matplotlib's Python, when it installed (report.py draws the chart with it).
+[[ -n ${PYTHON:-} || ! -x $BENCH_VENV/bin/python ]] || PY=$BENCH_VENV/bin/python
 
 # ---------------------------------------------------------------------------------------------
 # meshdns binary: copied into the work dir so a concurrent rebuild cannot swap it mid-run
 # ---------------------------------------------------------------------------------------------
 COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-if [[ -n ${MESHDNS_BIN:-} ]]; then
-	[[ -x $MESHDNS_BIN ]] || die "MESHDNS_BIN=$MESHDNS_BIN is not an executable"
-	cp "$MESHDNS_BIN" "$WORK/meshdns"
+[[ -x $MESHDNS_BIN ]] || die "MESHDNS_BIN=$MESHDNS_BIN is not an executable"
+cp "$MESHDNS_BIN" "$WORK/meshdns"
+if [[ -z ${BENCH_BUILT_HERE:-} ]]; then
 	BUILD_NOTE="MESHDNS_BIN=$MESHDNS_BIN (the tree was at $COMMIT)"
 else
-	log "building meshdns (cargo build --release --locked)"
-	(cd "$ROOT" && cargo build --release --locked) >"$WORK/build.log" 2>&1 || {
-		tail -30 "$WORK/build.log" >&2
-		die "cargo build failed"
-	}
-	cp "$ROOT/target/release/meshdns" "$WORK/meshdns"
+	# built by the first phase of this run (cargo build --release --locked)
 	if [[ -n $(git -C "$ROOT" status --porcelain -- src Cargo.toml Cargo.lock 2>/dev/null) ]]; then
 		COMMIT=$COMMIT-dirty
 		BUILD_NOTE="built from the work tree at $COMMIT (uncommitted changes in src/ or Cargo.*)"

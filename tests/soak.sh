@@ -5,19 +5,32 @@
 #
 #   tests/soak.sh [SECONDS] [QPS]        defaults: 240 s, 5000 queries/s
 #
-# Needs root (port 53 on loopback addresses), nsd and dnsperf. Everything listens on
-# 127.0.30.1-3 only: meshdns (.1), the local cluster's DNS (.2, also serving example.test),
-# cluster b's DNS (.3). The load is a mix of pass-through hits, pass-through random names
-# (NXDOMAIN, a random-subdomain flood against a 1000-entry cache), cluster-zone names and
-# distributed SRV/A gathers. Only processes this script started are stopped, by PID.
+# Needs root (port 53 on loopback addresses, unshare -n), nsd, dnsperf and curl. After the
+# build, the script runs itself again in a network namespace of its own (tests/lib/netns.sh:
+# `unshare -n`, loopback only), so its addresses collide with nothing on the machine and no
+# packet leaves. Everything listens on 127.0.30.1-3 there: meshdns (.1), the local cluster's DNS
+# (.2, also serving example.test), cluster b's DNS (.3). The load is a mix of pass-through hits,
+# pass-through random names (NXDOMAIN, a random-subdomain flood against a 1000-entry cache),
+# cluster-zone names and distributed SRV/A gathers. Only processes this script started are
+# stopped, by PID.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=tests/lib/nsd.sh
 . tests/lib/nsd.sh
+# shellcheck source=tests/lib/netns.sh
+. tests/lib/netns.sh
 
 SECONDS_TOTAL=${1:-240}
 QPS=${2:-5000}
 MESHDNS_BIN=${MESHDNS_BIN:-target/release/meshdns}
+for tool in nsd dnsperf curl; do
+	command -v "$tool" >/dev/null || { echo "soak: $tool is not installed" >&2; exit 1; }
+done
+# The build may need crates.io: before the private namespace.
+[[ -x $MESHDNS_BIN ]] || cargo build --release
+export MESHDNS_BIN
+netns_private "$PWD/tests/soak.sh" "$@"
+
 WORK=$(mktemp -d /tmp/meshdns-soak.XXXXXX)
 PIDS=()
 cleanup() {
@@ -25,11 +38,6 @@ cleanup() {
 	wait 2>/dev/null || true
 }
 trap cleanup EXIT
-
-for tool in nsd dnsperf; do
-	command -v "$tool" >/dev/null || { echo "soak: $tool is not installed" >&2; exit 1; }
-done
-[[ -x $MESHDNS_BIN ]] || cargo build --release
 
 zone_cluster() { # N
 	cat <<EOF

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Checks the Grafana dashboard k8s/grafana/meshdns.json.
 
-Usage: check_dashboard.py DASHBOARD.json
+Usage: check_dashboard.py DASHBOARD.json [README.md]
 - every query parses as PromQL (Grafana variables substituted first);
-- every metric it names is one of DESIGN.md "Observability" (histograms only via `_bucket`),
-  and it names no other metric;
-- the panels cover the families the dashboard is for;
+- every metric it names is a family of the README's metrics table (the operators' reference,
+  which tests/metrics_docs.rs holds to the code; histograms only via `_bucket`), and it names
+  no other metric;
+- the panels cover every family of that table;
 - every panel uses the ${datasource} variable; ids are unique.
 Prints one PASS/FAIL line per check, exits 1 on any failure.
 """
@@ -15,21 +16,21 @@ import sys
 
 import promql_parser
 
-COUNTERS_GAUGES = {
-    "meshdns_requests_total", "meshdns_cache_hits_total", "meshdns_cache_misses_total",
-    "meshdns_cache_stale_served_total", "meshdns_cache_entries", "meshdns_cache_evictions_total",
-    "meshdns_upstream_requests_total", "meshdns_upstream_healthy", "meshdns_gather_partial_total",
-    "meshdns_inflight", "meshdns_dropped_total", "meshdns_build_info",
-}
-HISTOGRAMS = {"meshdns_request_duration_seconds", "meshdns_upstream_duration_seconds"}
-ALLOWED = COUNTERS_GAUGES | {h + "_bucket" for h in HISTOGRAMS}
-MUST_COVER = {
-    "meshdns_requests_total", "meshdns_request_duration_seconds_bucket", "meshdns_cache_hits_total",
-    "meshdns_cache_misses_total", "meshdns_cache_stale_served_total", "meshdns_cache_entries",
-    "meshdns_cache_evictions_total", "meshdns_upstream_requests_total",
-    "meshdns_upstream_duration_seconds_bucket", "meshdns_upstream_healthy",
-    "meshdns_gather_partial_total", "meshdns_inflight", "meshdns_dropped_total", "meshdns_build_info",
-}
+
+
+def readme_families(path):
+    """(name, type) of every row of the table under `## Metrics` in the README."""
+    text = open(path).read()
+    section = text.split("\n## Metrics\n", 1)[1] if "\n## Metrics\n" in text else ""
+    section = section.split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        if line.startswith("| `meshdns_"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            rows.append((cells[0].strip("`"), cells[1]))
+    return rows
+
+
 # Selector names: an identifier directly followed by `{` (every query here filters by pod).
 SELECTOR_RE = re.compile(r"(?<![\w:])([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{")
 KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right"}
@@ -59,6 +60,13 @@ def panels(items):
 
 
 def main():
+    readme = sys.argv[2] if len(sys.argv) > 2 else "README.md"
+    families = readme_families(readme)
+    check(f"{readme} has a metrics table", bool(families), "no `| `meshdns_...` |` rows under `## Metrics`")
+    histograms = {n for n, t in families if t == "histogram"}
+    allowed = {n for n, t in families if t != "histogram"}
+    allowed |= {h + suffix for h in histograms for suffix in ("_bucket", "_sum", "_count")}
+    must_cover = {n for n, t in families if t != "histogram"} | {h + "_bucket" for h in histograms}
     with open(sys.argv[1]) as f:
         try:
             dash = json.load(f)
@@ -91,16 +99,16 @@ def main():
             names = set(re.findall(r"\bmeshdns_[a-z_]+", expr))
             names |= {n for n in SELECTOR_RE.findall(expr) if n not in KEYWORDS}
             used |= names
-            foreign += [f"{p.get('title')}: {n}" for n in names if n not in ALLOWED]
+            foreign += [f"{p.get('title')}: {n}" for n in names if n not in allowed]
     for v in dash.get("templating", {}).get("list", []):
         q = v.get("definition") or ""
         names = set(re.findall(r"\bmeshdns_[a-z_]+", q))
         used |= names
-        foreign += [f"variable {v['name']}: {n}" for n in names if n not in ALLOWED]
+        foreign += [f"variable {v['name']}: {n}" for n in names if n not in allowed]
 
     check(f"{len(exprs)} queries parse as PromQL", exprs and not unparsable, "; ".join(unparsable))
-    check("queries name only DESIGN.md metric families (histograms via _bucket)", not foreign, "; ".join(foreign))
-    missing = MUST_COVER - used
+    check("queries name only the README's metric families (histograms via _bucket/_sum/_count)", not foreign, "; ".join(foreign))
+    missing = must_cover - used
     check("every metric family is shown", not missing, f"missing {sorted(missing)}")
     check("histogram quantiles aggregate by le",
           all("by (le" in e for e in exprs if "histogram_quantile" in e), "histogram_quantile without `by (le, ...)`")

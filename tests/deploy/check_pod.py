@@ -1,24 +1,48 @@
 #!/usr/bin/env python3
-"""Checks a rendered kustomization (multi-document YAML) against DESIGN.md "Deployment".
+"""Checks a rendered kustomization (multi-document YAML) against docs/design.md "Deployment".
 
-Usage: check_pod.py RENDERED.yaml NAMESPACE LABEL
+Usage: check_pod.py RENDERED.yaml NAMESPACE LABEL [--podmonitor] [--tls] [--example]
+                    [--keeps NAME,...]
+  --podmonitor  a PodMonitor must select the sidecar pods (the monitoring component is applied)
+  --tls         the sidecar must carry a client certificate and the MESHDNS_TLS_* files
+                (the tls component is applied)
+  --example     the example workload: a StatefulSet whose headless Service has the port mongodb
+  --keeps       init containers, containers or volumes of the workload that must survive the
+                component's patch (a foreign workload's own)
+
+The sidecar's configuration is what the pod would see: its environment plus one file per key of
+the ConfigMaps mounted at MESHDNS_CONFIG_DIR (a file overrides the variable of the same name).
 With MESHDNS_BIN set to a built meshdns binary, also runs `meshdns --check` (binds nothing,
-sends nothing) with exactly the environment the sidecar gets, and expects exit 0.
+sends nothing) with exactly that: the environment, and MESHDNS_CONFIG_DIR pointing at a
+directory holding those files. Expects exit 0.
+
 Prints one `PASS <label>: <check>` or `FAIL <label>: <check> -- <why>` line per check;
 exits 1 if any check failed. validate.sh counts the lines.
 """
+import argparse
 import ipaddress
 import os
 import re
 import subprocess
 import sys
+import tempfile
 
 import yaml
 
 ADMIN_PORT = 9153
+PORT_NAME = "meshdns-metrics"
 UID = 65532
+INJECT_LABEL = ("meshdns/inject", "true")
+POD_LABEL = ("meshdns/sidecar", "true")
+CONFIG_MAPS = ["meshdns-clusters", "meshdns-local"]   # the sidecar component's volume sources
 ENV_REQUIRED = ("MESHDNS_CLUSTERS", "MESHDNS_LOCAL_CLUSTER", "MESHDNS_UPSTREAMS")
+# Settings that need a restart (docs/design.md, "Live configuration"): environment only.
+RESTART_ONLY = ("MESHDNS_LISTEN", "MESHDNS_ADMIN_LISTEN", "MESHDNS_THREADS")
+TLS_VARS = ("MESHDNS_TLS_CA_FILE", "MESHDNS_TLS_CERT_FILE", "MESHDNS_TLS_KEY_FILE")
 LABEL_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+HOST_RE = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.?$", re.I)
+OPTIONS = {"domain", "prefix", "transport", "tls_name"}
+TRANSPORTS = {"udp", "tcp", "tls"}
 
 failures = 0
 
@@ -32,8 +56,8 @@ def check(label, name, ok, why=""):
         print(f"FAIL {label}: {name} -- {why}")
 
 
-def endpoint_ok(token):
-    """IP[:PORT] or [IPv6]:PORT, as DESIGN.md 'Configuration' allows."""
+def endpoint_ok(token, names=True):
+    """IP[:PORT], [IPv6]:PORT or (names=True) HOST[:PORT], as docs/design.md 'Configuration' allows."""
     token = token.strip()
     m = re.fullmatch(r"\[([0-9a-fA-F:.]+)\](?::(\d+))?", token)
     if m:
@@ -45,12 +69,13 @@ def endpoint_ok(token):
     try:
         ipaddress.ip_address(host)
     except ValueError:
-        return False
-    return port is None or 0 < int(port) < 65536
+        if not (names and HOST_RE.match(host) and not host.replace(".", "").isdigit()):
+            return False
+    return port is None or (port.isdigit() and 0 < int(port) < 65536)
 
 
 def parse_clusters(value):
-    """NAME=ENDPOINT[,ENDPOINT...] [opt=val ...] entries separated by ';' -> {name: endpoints}."""
+    """NAME=ENDPOINT[,ENDPOINT...] [opt=val ...] entries separated by ';' -> {name: (endpoints, options)}."""
     clusters = {}
     for entry in value.split(";"):
         entry = entry.strip()
@@ -58,16 +83,21 @@ def parse_clusters(value):
             continue
         name, _, rest = entry.partition("=")
         fields = rest.split()
-        if not LABEL_RE.match(name.strip()) or not fields:
-            raise ValueError(f"bad entry {entry!r}")
-        endpoints = fields[0].split(",")
-        if not all(endpoint_ok(e) for e in endpoints):
+        if not LABEL_RE.match(name.strip()):
+            raise ValueError(f"bad cluster name in {entry!r}")
+        endpoints = fields[0].split(",") if fields and "=" not in fields[0] else []
+        options = fields[1:] if endpoints else fields
+        if not all(endpoint_ok(e) for e in endpoints if e):
             raise ValueError(f"bad endpoint in {entry!r}")
-        for opt in fields[1:]:
+        opts = {}
+        for opt in options:
             key, _, val = opt.partition("=")
-            if key not in ("domain", "prefix", "transport") or not val:
+            if key not in OPTIONS or not val:
                 raise ValueError(f"bad option {opt!r}")
-        clusters[name.strip()] = endpoints
+            opts[key] = val
+        if opts.get("transport", "udp") not in TRANSPORTS:
+            raise ValueError(f"bad transport in {entry!r}")
+        clusters[name.strip()] = ([e for e in endpoints if e], opts)
     return clusters
 
 
@@ -76,7 +106,7 @@ def probe_on_metrics(container, probe, path):
     get = p.get("httpGet") or {}
     ports = {pt.get("name"): pt.get("containerPort") for pt in container.get("ports", [])}
     port = get.get("port")
-    port_ok = port == ADMIN_PORT or (port == "metrics" and ports.get("metrics") == ADMIN_PORT)
+    port_ok = port == ADMIN_PORT or (port == PORT_NAME and ports.get(PORT_NAME) == ADMIN_PORT)
     return get.get("path") == path and port_ok, f"{probe}={p!r}"
 
 
@@ -100,32 +130,63 @@ def restricted(pod_sc, sc):
     return not why, ", ".join(why)
 
 
+def mounted_dir(container, volumes, path):
+    """The (volumeMount, volume) that holds the file or directory PATH, or (None, None)."""
+    best = None
+    for vm in container.get("volumeMounts", []):
+        mp = vm["mountPath"].rstrip("/")
+        if path == mp or path.startswith(mp + "/"):
+            if best is None or len(mp) > len(best["mountPath"].rstrip("/")):
+                best = vm
+    if best is None:
+        return None, None
+    return best, volumes.get(best["name"])
+
+
+def volume_sources(volume, kind):
+    """Names of the ConfigMaps (kind='configMap') or Secrets (kind='secret') a volume shows."""
+    if volume is None:
+        return []
+    if kind in volume:
+        return [volume[kind].get("name" if kind == "configMap" else "secretName")]
+    return [s[kind]["name"] for s in (volume.get("projected") or {}).get("sources", []) if kind in s]
+
+
 def main():
-    path, ns, label = sys.argv[1], sys.argv[2], sys.argv[3]
-    with open(path) as f:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("rendered")
+    ap.add_argument("namespace")
+    ap.add_argument("label")
+    ap.add_argument("--podmonitor", action="store_true")
+    ap.add_argument("--tls", action="store_true")
+    ap.add_argument("--example", action="store_true")
+    ap.add_argument("--keeps", default="")
+    args = ap.parse_args()
+    ns, label = args.namespace, args.label
+    with open(args.rendered) as f:
         docs = [d for d in yaml.safe_load_all(f) if d]
     by_kind = {}
     for d in docs:
         by_kind.setdefault(d["kind"], []).append(d)
 
-    cluster_scoped = {"Namespace"}
     wrong_ns = [f"{d['kind']}/{d['metadata']['name']}" for d in docs
-                if d["kind"] not in cluster_scoped and d["metadata"].get("namespace") != ns]
-    check(label, f"every namespaced object is in namespace {ns}", not wrong_ns, f"{wrong_ns}")
-    check(label, f"Namespace object is {ns}",
-          [n["metadata"]["name"] for n in by_kind.get("Namespace", [])] == [ns],
-          f"{[n['metadata']['name'] for n in by_kind.get('Namespace', [])]}")
+                if d["metadata"].get("namespace") != ns]
+    check(label, f"every object is in namespace {ns}", not wrong_ns, f"{wrong_ns}")
+    check(label, "no Namespace object (the install creates or relabels no namespace)",
+          "Namespace" not in by_kind, f"{[n['metadata']['name'] for n in by_kind.get('Namespace', [])]}")
 
     workloads = [d for d in docs if d["kind"] in ("StatefulSet", "Deployment", "DaemonSet")]
-    with_sidecar = [w for w in workloads
-                    if any(c["name"] == "meshdns"
-                           for c in w["spec"]["template"]["spec"].get("initContainers", [])
-                           + w["spec"]["template"]["spec"].get("containers", []))]
-    check(label, "a workload runs the meshdns sidecar", bool(with_sidecar), "none found")
+    selected = [w for w in workloads if (w["metadata"].get("labels") or {}).get(INJECT_LABEL[0]) == INJECT_LABEL[1]]
+    check(label, f"a workload is labelled {INJECT_LABEL[0]}={INJECT_LABEL[1]}", bool(selected), "none")
+    untouched = [w for w in workloads if w not in selected]
+    touched = [f"{w['kind']}/{w['metadata']['name']}" for w in untouched
+               if any(c["name"] == "meshdns" for c in w["spec"]["template"]["spec"].get("initContainers", []))
+               or w["spec"]["template"]["spec"].get("dnsPolicy") == "None"]
+    check(label, "workloads without the label are left alone", not touched, f"{touched}")
     configmaps = {c["metadata"]["name"]: c.get("data", {}) for c in by_kind.get("ConfigMap", [])}
     services = {s["metadata"]["name"]: s for s in by_kind.get("Service", [])}
 
-    for w in with_sidecar:
+    for w in selected:
         wl = f"{label} {w['kind']}/{w['metadata']['name']}"
         spec = w["spec"]["template"]["spec"]
         inits = spec.get("initContainers", [])
@@ -140,6 +201,14 @@ def main():
         apps = [c["name"] for c in spec.get("containers", [])]
         check(wl, "an app container exists (and meshdns is not one)",
               bool(apps) and "meshdns" not in apps, f"containers={apps}")
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        if args.keeps:
+            have = set(names) | set(apps) | set(volumes)
+            lost = [k for k in args.keeps.split(",") if k not in have]
+            check(wl, f"the workload's own {args.keeps} survive the patch", not lost, f"lost {lost}")
+        pod_labels = w["spec"]["template"]["metadata"].get("labels", {})
+        check(wl, f"pod label {POD_LABEL[0]}={POD_LABEL[1]}", pod_labels.get(POD_LABEL[0]) == POD_LABEL[1],
+              f"labels={pod_labels}")
 
         check(wl, "dnsPolicy None", spec.get("dnsPolicy") == "None", f"dnsPolicy={spec.get('dnsPolicy')}")
         dc = spec.get("dnsConfig") or {}
@@ -151,16 +220,19 @@ def main():
         check(wl, "ndots option set", len(ndots) == 1 and str(ndots[0]).isdigit(), f"ndots={ndots}")
 
         ports = {p.get("name"): p for p in m.get("ports", [])}
-        mp = ports.get("metrics") or {}
-        check(wl, f"named port metrics = {ADMIN_PORT}/TCP",
+        mp = ports.get(PORT_NAME) or {}
+        check(wl, f"named port {PORT_NAME} = {ADMIN_PORT}/TCP",
               mp.get("containerPort") == ADMIN_PORT and mp.get("protocol", "TCP") == "TCP", f"ports={m.get('ports')}")
+        pod_port_names = [p.get("name") for c in inits + spec.get("containers", []) for p in c.get("ports", [])
+                          if p.get("name")]
+        check(wl, "port names unique in the pod", len(pod_port_names) == len(set(pod_port_names)), f"{pod_port_names}")
         ok, why = probe_on_metrics(m, "startupProbe", "/readyz")
-        check(wl, "startupProbe GET /readyz on metrics", ok, why)
+        check(wl, "startupProbe GET /readyz on meshdns-metrics", ok, why)
         ok, why = probe_on_metrics(m, "livenessProbe", "/livez")
-        check(wl, "livenessProbe GET /livez on metrics", ok, why)
+        check(wl, "livenessProbe GET /livez on meshdns-metrics", ok, why)
         if "readinessProbe" in m:
             ok, why = probe_on_metrics(m, "readinessProbe", "/readyz")
-            check(wl, "readinessProbe (if any) GET /readyz on metrics", ok, why)
+            check(wl, "readinessProbe (if any) GET /readyz on meshdns-metrics", ok, why)
 
         psc = spec.get("securityContext") or {}
         sysctls = {s["name"]: s["value"] for s in psc.get("sysctls", [])}
@@ -180,71 +252,129 @@ def main():
             problems.append("seccompProfile")
         check(wl, "meshdns securityContext restricted (65532, ro root, no escalation, drop ALL, "
               "RuntimeDefault)", not problems, "; ".join(problems))
-        bad = []
-        for c in inits + spec.get("containers", []):
-            ok, why = restricted(psc, c.get("securityContext") or {})
-            if not ok:
-                bad.append(f"{c['name']}: {why}")
-        check(wl, "every container meets the restricted Pod Security Standard", not bad, "; ".join(bad))
+        if args.example:
+            bad = []
+            for c in inits + spec.get("containers", []):
+                ok, why = restricted(psc, c.get("securityContext") or {})
+                if not ok:
+                    bad.append(f"{c['name']}: {why}")
+            check(wl, "every container meets the restricted Pod Security Standard", not bad, "; ".join(bad))
 
         res = m.get("resources") or {}
         check(wl, "meshdns has cpu/memory requests and a memory limit",
               {"cpu", "memory"} <= set((res.get("requests") or {})) and "memory" in (res.get("limits") or {}),
               f"resources={res}")
 
+        # ---- configuration: environment + the live configuration directory
         env = {}
-        missing_cm = []
+        from_cm = []
         for src in m.get("envFrom", []):
             ref = (src.get("configMapRef") or {}).get("name")
-            if ref is None:
-                continue
-            if ref not in configmaps:
-                missing_cm.append(ref)
-            env.update(configmaps.get(ref, {}))
+            if ref is not None:
+                from_cm.append(f"envFrom {ref}")
+                env.update(configmaps.get(ref, {}))
         for e in m.get("env", []):
+            if (e.get("valueFrom") or {}).get("configMapKeyRef"):
+                from_cm.append(f"env {e['name']}")
             env[e["name"]] = e.get("value")
-        check(wl, "envFrom ConfigMaps exist in the rendered output", not missing_cm, f"missing={missing_cm}")
-        check(wl, f"environment defines {', '.join(ENV_REQUIRED)}",
-              all(env.get(k) for k in ENV_REQUIRED), f"env keys={sorted(env)}")
+        check(wl, "no environment variable comes from a ConfigMap (a change there would restart the pod)",
+              not from_cm, f"{from_cm}")
+        conf_dir = env.get("MESHDNS_CONFIG_DIR")
+        check(wl, "MESHDNS_CONFIG_DIR is set", bool(conf_dir), f"env keys={sorted(env)}")
+        vm, vol = mounted_dir(m, volumes, conf_dir or "/nonexistent")
+        ok = vm is not None and vm["mountPath"].rstrip("/") == (conf_dir or "").rstrip("/") \
+            and not vm.get("subPath") and vm.get("readOnly") is True
+        check(wl, "MESHDNS_CONFIG_DIR is a read-only volume mount of its own, no subPath (updates arrive)",
+              ok, f"volumeMount={vm}")
+        sources = volume_sources(vol, "configMap")
+        check(wl, f"the configuration volume shows the ConfigMaps {CONFIG_MAPS}", sources == CONFIG_MAPS,
+              f"sources={sources}")
+        missing = [s for s in sources if s not in configmaps]
+        check(wl, "those ConfigMaps exist in the rendered output under exactly those names "
+              "(no content-hash suffix: a change rolls no pod)", sources and not missing, f"missing={missing}")
+        files = {}
+        for s in sources:
+            files.update(configmaps.get(s, {}))
+        bad_keys = [k for k in files if not re.fullmatch(r"MESHDNS_[A-Z_]+", k)]
+        check(wl, "every key of the configuration directory is a MESHDNS_* variable", not bad_keys, f"{bad_keys}")
+        restart_keys = [k for k in files if k in RESTART_ONLY]
+        check(wl, f"restart-only settings ({', '.join(RESTART_ONLY)}) are not in the live directory",
+              not restart_keys, f"{restart_keys}")
+        effective = dict(env)
+        effective.update(files)
+
+        check(wl, f"configuration defines {', '.join(ENV_REQUIRED)}",
+              all(effective.get(k) for k in ENV_REQUIRED), f"keys={sorted(effective)}")
         try:
-            clusters = parse_clusters(env.get("MESHDNS_CLUSTERS", ""))
-            check(wl, "MESHDNS_CLUSTERS parses (NAME=IP:PORT,...; ...)", len(clusters) >= 2,
+            clusters = parse_clusters(effective.get("MESHDNS_CLUSTERS", ""))
+            check(wl, "MESHDNS_CLUSTERS parses (NAME=ENDPOINT,... [options]; ...)", len(clusters) >= 2,
                   f"only {list(clusters)}")
         except ValueError as e:
             clusters = {}
-            check(wl, "MESHDNS_CLUSTERS parses (NAME=IP:PORT,...; ...)", False, str(e))
-        local = env.get("MESHDNS_LOCAL_CLUSTER")
+            check(wl, "MESHDNS_CLUSTERS parses (NAME=ENDPOINT,... [options]; ...)", False, str(e))
+        local = effective.get("MESHDNS_LOCAL_CLUSTER")
         check(wl, "MESHDNS_LOCAL_CLUSTER is one of MESHDNS_CLUSTERS", local in clusters,
               f"{local!r} not in {list(clusters)}")
-        ups = (env.get("MESHDNS_UPSTREAMS") or "").split(",")
+        ups = (effective.get("MESHDNS_UPSTREAMS") or "").split(",")
         check(wl, "MESHDNS_UPSTREAMS is an IP[:PORT] list, no loopback",
-              all(endpoint_ok(u) and not u.startswith("127.") for u in ups), f"{ups}")
-        admin = env.get("MESHDNS_ADMIN_LISTEN", "0.0.0.0:9153")
+              all(endpoint_ok(u, names=False) and not u.startswith("127.") for u in ups), f"{ups}")
+        admin = effective.get("MESHDNS_ADMIN_LISTEN", "0.0.0.0:9153")
         check(wl, "MESHDNS_ADMIN_LISTEN serves the probes on the pod IP, port 9153",
               admin in ("0.0.0.0:9153", "[::]:9153"), f"{admin!r}")
 
-        binary = os.environ.get("MESHDNS_BIN")
-        if binary:
-            run = subprocess.run([binary, "--check"], env={k: v for k, v in env.items() if v is not None},
-                                 capture_output=True, text=True, timeout=30)
-            check(wl, f"meshdns --check accepts the sidecar's environment ({binary})", run.returncode == 0,
-                  f"exit {run.returncode}: {(run.stderr or run.stdout).strip()[:500]}")
+        # ---- DNS over TLS to the peers
+        uses_tls = [n for n, (_, o) in clusters.items() if o.get("transport") == "tls" and n != local]
+        tls_set = [k for k in TLS_VARS if effective.get(k)]
+        if args.tls or uses_tls or tls_set:
+            check(wl, "MESHDNS_TLS_CA_FILE, MESHDNS_TLS_CERT_FILE and MESHDNS_TLS_KEY_FILE are set",
+                  len(tls_set) == 3, f"set: {tls_set}")
+            bad = []
+            for k in tls_set:
+                vm, vol = mounted_dir(m, volumes, effective[k])
+                if vm is None or vm.get("subPath") or not volume_sources(vol, "secret"):
+                    bad.append(f"{k}={effective[k]} ({vm})")
+            check(wl, "the TLS files come from a Secret mounted as a directory (no subPath: renewals arrive)",
+                  not bad, "; ".join(bad))
+            secrets = {s for k in tls_set for s in volume_sources(mounted_dir(m, volumes, effective[k])[1], "secret")}
+            certs = {c["spec"].get("secretName") for c in by_kind.get("Certificate", [])}
+            check(wl, "a Certificate (cert-manager) issues that Secret", bool(secrets) and secrets <= certs,
+                  f"secrets={secrets}, certificates issue {certs}")
 
-        svc = services.get(w["spec"].get("serviceName", ""))
+        binary = os.environ.get("MESHDNS_BIN")
+        if binary and tls_set:
+            print(f"    note: {wl}: meshdns --check not run (the TLS files exist only in the pod)")
+        elif binary:
+            with tempfile.TemporaryDirectory() as d:
+                for k, v in files.items():
+                    with open(os.path.join(d, k), "w") as f:
+                        f.write(v)
+                run_env = {k: v for k, v in env.items() if v is not None}
+                run_env["MESHDNS_CONFIG_DIR"] = d
+                run = subprocess.run([binary, "--check"], env=run_env, capture_output=True, text=True, timeout=30)
+            check(wl, f"meshdns --check accepts the sidecar's environment and configuration directory ({binary})",
+                  run.returncode == 0, f"exit {run.returncode}: {(run.stderr or run.stdout).strip()[:500]}")
+
         if w["kind"] == "StatefulSet":
+            svc = services.get(w["spec"].get("serviceName", ""))
             check(wl, "serviceName is a headless Service", svc is not None and svc["spec"].get("clusterIP") == "None",
                   f"serviceName={w['spec'].get('serviceName')}")
-            names = [p.get("name") for p in (svc or {}).get("spec", {}).get("ports", [])]
-            check(wl, "headless Service has the named port mongodb (_mongodb._tcp SRV)", "mongodb" in names,
-                  f"ports={names}")
+            if args.example:
+                names = [p.get("name") for p in (svc or {}).get("spec", {}).get("ports", [])]
+                check(wl, "headless Service has the named port mongodb (_mongodb._tcp SRV)", "mongodb" in names,
+                      f"ports={names}")
 
-        pod_labels = w["spec"]["template"]["metadata"].get("labels", {})
         pms = [p for p in by_kind.get("PodMonitor", [])
                if all(pod_labels.get(k) == v for k, v in p["spec"]["selector"].get("matchLabels", {}).items())]
-        check(wl, "a PodMonitor selects the pod and scrapes port metrics /metrics",
-              any(e.get("port") == "metrics" and e.get("path", "/metrics") == "/metrics"
-                  for p in pms for e in p["spec"].get("podMetricsEndpoints", [])), f"{len(pms)} matching")
+        if args.podmonitor:
+            check(wl, f"a PodMonitor selects the pod and scrapes port {PORT_NAME} /metrics",
+                  any(e.get("port") == PORT_NAME and e.get("path", "/metrics") == "/metrics"
+                      for p in pms for e in p["spec"].get("podMetricsEndpoints", [])), f"{len(pms)} matching")
 
+    if not (args.podmonitor or args.tls):
+        check(label, "no custom resource in the default install (no CRD needed)",
+              all("." not in d["apiVersion"].split("/")[0] or d["apiVersion"].split("/")[0].endswith(".k8s.io")
+                  for d in docs if "/" in d["apiVersion"]),
+              f"{sorted({d['apiVersion'] + '/' + d['kind'] for d in docs if '.' in d['apiVersion'].split('/')[0]})}")
     return 1 if failures else 0
 
 

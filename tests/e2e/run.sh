@@ -6,19 +6,28 @@
 #   E2E_MODE=standin tests/e2e/run.sh  only the harness: stand-ins, fault servers and the real
 #                                      clients pointed at a stand-in directly (no meshdns)
 #   E2E_KEEP=1                         keep the temp dir (configs, zone files, logs)
+#   E2E_VENV=/opt/meshdns-e2e/venv     where pymongo and dnspython are installed (pip, a venv)
 #
-# Runs as root (port 53, mount namespaces). Traffic goes only to 127.0.0.0/8: dig always gets an
-# explicit @127.x server, and getaddrinfo/pymongo run only in a private mount namespace whose
-# /etc/resolv.conf is a bind mount naming a 127.x server. Prints one line per case and ends with
-# "N passed, M failed"; exits 1 on any failure.
+# Runs as root (port 53, mount and network namespaces). First, in the machine's namespace, what
+# needs the package registries: apt-get, pip (into a venv, never the system Python) and the
+# release build. Then the script runs itself again in a network namespace of its own
+# (tests/lib/netns.sh: `unshare -n`, loopback only), so the fixed 127.0.x.y addresses below
+# never collide with anything else on the machine (127.0.1.1:53 is often a system resolver's)
+# and no packet can leave. There, dig always gets an explicit @127.x server, and
+# getaddrinfo/pymongo run only in a private mount namespace whose /etc/resolv.conf is a bind
+# mount naming a 127.x server. Prints one line per case and ends with "N passed, M failed";
+# exits 1 on any failure.
 set -u -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # shellcheck source=tests/lib/nsd.sh
 . "$ROOT/tests/lib/nsd.sh"
+# shellcheck source=tests/lib/netns.sh
+. "$ROOT/tests/lib/netns.sh"
 E2E=$ROOT/tests/e2e
 MODE=${E2E_MODE:-full}
-PY=${PYTHON:-python3}
+E2E_VENV=${E2E_VENV:-/opt/meshdns-e2e/venv}
+PY=${PYTHON:-$E2E_VENV/bin/python}
 START_NS=$(date +%s%N)
 
 PASS=0
@@ -43,7 +52,7 @@ case_() {
 note() { printf '#     %s\n' "$*"; }
 
 if [[ $(id -u) != 0 ]]; then
-	echo "tests/e2e/run.sh must run as root (port 53, unshare -m)" >&2
+	echo "tests/e2e/run.sh must run as root (port 53, unshare -n and -m)" >&2
 	exit 2
 fi
 
@@ -59,6 +68,7 @@ install_prereqs() {
 	command -v ss >/dev/null || pkgs+=(iproute2)
 	command -v unshare >/dev/null || pkgs+=(util-linux)
 	command -v timeout >/dev/null || pkgs+=(coreutils)
+	/usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || pkgs+=(python3-venv)
 	if ((${#pkgs[@]})); then
 		note "installing ${pkgs[*]}"
 		if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
@@ -68,12 +78,43 @@ install_prereqs() {
 		fi
 	fi
 	if ! "$PY" -c 'import pymongo, dns.resolver' 2>/dev/null; then
-		note "installing pymongo dnspython (pip)"
-		"$PY" -m pip install -q pymongo dnspython >"$WORK/pip.log" 2>&1 ||
-			"$PY" -m pip install -q --break-system-packages pymongo dnspython >>"$WORK/pip.log" 2>&1 ||
-			{ tail -20 "$WORK/pip.log" >&2; return 1; }
+		# A venv of the suite's own: the system Python's packages stay untouched.
+		note "installing pymongo dnspython into $E2E_VENV (pip, venv)"
+		if ! { { [[ -x $E2E_VENV/bin/python ]] || /usr/bin/python3 -m venv "$E2E_VENV"; } &&
+			"$E2E_VENV/bin/pip" install -q --disable-pip-version-check pymongo dnspython; } >"$WORK/pip.log" 2>&1; then
+			tail -20 "$WORK/pip.log" >&2
+			return 1
+		fi
 	fi
 }
+
+# ---------------------------------------------------------------------------------------------
+# In the machine's network namespace: packages and the build. The outcome reaches the run in
+# the private namespace through E2E_PREREQS, E2E_BUILD and MESHDNS_BIN.
+# ---------------------------------------------------------------------------------------------
+if [[ -z ${TESTS_NETNS_PRIVATE:-} ]]; then
+	WORK=$(mktemp -d /tmp/meshdns-e2e-host.XXXXXX)
+	echo "# meshdns e2e: packages and build in the machine's network namespace"
+	E2E_PREREQS=ok
+	install_prereqs || E2E_PREREQS=failed
+	E2E_BUILD=
+	if [[ $MODE == full && $E2E_PREREQS == ok && -z ${MESHDNS_BIN:-} ]]; then
+		MESHDNS_BIN=$ROOT/target/release/meshdns
+		t0=$(date +%s)
+		if (cd "$ROOT" && cargo build --release --locked) >"$WORK/build.log" 2>&1; then
+			E2E_BUILD="ok $(($(date +%s) - t0))"
+		else
+			E2E_BUILD="failed $(grep -m3 -E '^error' "$WORK/build.log" | tr '\n' ' ')"
+			tail -30 "$WORK/build.log" | sed 's/^/#     /'
+			MESHDNS_BIN=$WORK/no-binary-the-build-failed # never a stale target/release/meshdns
+		fi
+	fi
+	rm -rf "$WORK"
+	export E2E_PREREQS E2E_BUILD MESHDNS_BIN
+	echo "# meshdns e2e: the suite runs in a network namespace of its own (unshare -n)"
+fi
+# The first time: re-executes this script under unshare -n (does not return). In there: lo up.
+netns_private "$ROOT/tests/e2e/run.sh" "$@"
 
 # ---------------------------------------------------------------------------------------------
 # Processes: every one we start is recorded and ended on exit
@@ -190,6 +231,7 @@ start_fault() { # NAME MODE ADDR [UPSTREAM MS]
 	shift
 	if listening "$2" 53 u; then echo "$2:53 is already taken by another process" >&2; return 1; fi
 	"$PY" "$E2E/faultdns.py" "$@" >"$WORK/fault-$name.log" 2>&1 &
+	# shellcheck disable=SC2034 # by name, for a look from a debugger; cleanup uses PIDS
 	FAULT_PID[$name]=$!
 	PIDS+=($!)
 	wait_listen $! "${2}" 53 10 || { tail -5 "$WORK/fault-$name.log" >&2; return 1; }
@@ -750,7 +792,7 @@ f_partial() {
 	want_rcode NOERROR || return 1
 	want_set "SRV targets" "$(seq_names "$2" $DZ.)" "$(rr ANSWER SRV | awk '{print $5}')" || return 1
 	((ELAPSED_MS <= $3)) || fail_with "took ${ELAPSED_MS}ms, budget $3ms" || return 1
-	[[ -z ${4:-} ]] || want_ttl_max ANSWER "$4" || { REASON="partial answer: $REASON (DESIGN: capped to a few seconds)"; return 1; }
+	[[ -z ${4:-} ]] || want_ttl_max ANSWER "$4" || { REASON="partial answer: $REASON (docs/design.md: capped to a few seconds)"; return 1; }
 }
 f_cluster_fails() { # SERVER NAME BUDGET_MS: a cluster-zone query to the failed cluster
 	dq "$1" "$2" A
@@ -765,9 +807,9 @@ f_nx_hidden() { # others say NXDOMAIN, a leg failed: must be SERVFAIL, never NXD
 # ---------------------------------------------------------------------------------------------
 # Run
 # ---------------------------------------------------------------------------------------------
-echo "# meshdns e2e ($MODE) in $WORK"
+echo "# meshdns e2e ($MODE) in $WORK, network namespace $(readlink /proc/self/ns/net)"
 setup_ok=1
-install_prereqs || { bad "prerequisites installed" "apt-get/pip failed"; setup_ok=0; }
+[[ ${E2E_PREREQS:-} == ok ]] || { bad "prerequisites installed" "apt-get/pip failed"; setup_ok=0; }
 # nsswitch for the pods: files then DNS, nothing else (no nscd, no systemd-resolved, no mdns)
 printf 'passwd: files\ngroup: files\nhosts: files dns\n' >"$WORK/nsswitch.conf"
 
@@ -814,18 +856,13 @@ fi
 
 if [[ $MODE == full ]] && ((setup_ok)); then
 	build_ok=1
-	if [[ -z ${MESHDNS_BIN:-} ]]; then
-		MESHDNS_BIN=$ROOT/target/release/meshdns
-		t0=$(date +%s)
-		if (cd "$ROOT" && cargo build --release --locked) >"$WORK/build.log" 2>&1; then
-			ok "meshdns built (cargo build --release --locked, $(($(date +%s) - t0))s)"
-		else
-			bad "meshdns built (cargo build --release --locked)" "$(grep -m3 -E '^error' "$WORK/build.log" | tr '\n' ' ')"
-			tail -30 "$WORK/build.log" | sed 's/^/#     /'
-			build_ok=0
-			MESHDNS_BIN=$WORK/no-binary-the-build-failed # never a stale target/release/meshdns
-		fi
-	fi
+	case ${E2E_BUILD:-} in
+	ok\ *) ok "meshdns built (cargo build --release --locked, ${E2E_BUILD#ok }s)" ;;
+	failed*)
+		bad "meshdns built (cargo build --release --locked)" "${E2E_BUILD#failed }"
+		build_ok=0
+		;;
+	esac
 	[[ $MESHDNS_BIN == /* ]] || MESHDNS_BIN=$ROOT/$MESHDNS_BIN
 	if ((build_ok)) && [[ ! -x $MESHDNS_BIN ]]; then
 		bad "meshdns binary present" "$MESHDNS_BIN is not executable"
