@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod passthrough;
 pub mod process;
 pub mod query;
+pub mod reload;
 pub mod reply;
 pub mod request;
 pub mod rewrite;
@@ -62,7 +63,7 @@ pub async fn run(
 ) -> std::io::Result<()> {
     let metrics = Arc::new(Metrics::new());
     let readiness = Readiness::default();
-    // A JoinSet so that the admin task ends when `run` returns, whichever way.
+    // A JoinSet so that the admin and reload tasks end when `run` returns, whichever way.
     let mut admin = tokio::task::JoinSet::new();
     let mut admin_addr = None;
     if let Some(listener) = listeners.admin.take() {
@@ -80,12 +81,21 @@ pub async fn run(
         metrics.cache(),
         Arc::clone(&background),
     ));
-    let snapshot = Snapshot::new(&config, &cache, &metrics, &background);
+    let snapshot = Snapshot::new(&config, &cache, &metrics, &background, None);
     let (stop, stopped) = watch::channel(false);
     let inflight = Arc::new(Semaphore::new(config.max_inflight));
+    let resolver = Arc::new(Resolver::new(snapshot, cache, Arc::clone(&metrics)));
+    if let Some(dir) = config.config_dir.clone() {
+        let reloader = reload::Reloader::new(
+            config.clone(),
+            Arc::clone(&resolver),
+            Arc::clone(&metrics),
+            Arc::clone(&background),
+        );
+        admin.spawn(reload::watch_and_reload(reloader, dir, stopped.clone()));
+    }
     let shared = Shared {
-        resolver: Arc::new(Resolver::new(snapshot, cache, Arc::clone(&metrics))),
-        allow_from: Arc::new(config.allow_from.clone()),
+        resolver,
         inflight: Arc::clone(&inflight),
         metrics,
         shutdown: stopped,

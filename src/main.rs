@@ -39,7 +39,8 @@ fn main() -> ExitCode {
         }
     };
     if check {
-        print!("{}", render_check(&config));
+        let resolved = process::resolve_endpoint_names(&config);
+        print!("{}", render_check(&config, &resolved));
         return ExitCode::SUCCESS;
     }
     process::init_logging(&config);

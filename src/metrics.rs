@@ -115,6 +115,12 @@ pub const UPSTREAM_HEALTHY: Family = Family {
     labels: &["cluster", "endpoint"],
     help: "1 while an endpoint is considered up, 0 while it is skipped until a probe succeeds.",
 };
+pub const ENDPOINT_RESOLUTIONS_TOTAL: Family = Family {
+    name: "meshdns_endpoint_resolutions_total",
+    kind: Kind::Counter,
+    labels: &["cluster", "result"],
+    help: "Resolutions of endpoints given by host name, by cluster and result (ok, failed: the last good addresses stay in use).",
+};
 pub const GATHER_PARTIAL_TOTAL: Family = Family {
     name: "meshdns_gather_partial_total",
     kind: Kind::Counter,
@@ -153,7 +159,7 @@ pub const CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP_SECONDS: Family = Family {
 };
 
 /// Every family, in the order of the README's table.
-pub const FAMILIES: [&Family; 16] = [
+pub const FAMILIES: [&Family; 17] = [
     &REQUESTS_TOTAL,
     &REQUEST_DURATION_SECONDS,
     &CACHE_HITS_TOTAL,
@@ -164,6 +170,7 @@ pub const FAMILIES: [&Family; 16] = [
     &UPSTREAM_REQUESTS_TOTAL,
     &UPSTREAM_DURATION_SECONDS,
     &UPSTREAM_HEALTHY,
+    &ENDPOINT_RESOLUTIONS_TOTAL,
     &GATHER_PARTIAL_TOTAL,
     &INFLIGHT,
     &DROPPED_TOTAL,
@@ -338,6 +345,7 @@ impl Metrics {
                 &registry,
                 IntGaugeVec::new(opts(&UPSTREAM_HEALTHY), UPSTREAM_HEALTHY.labels),
             ),
+            resolutions: counter_vec(&ENDPOINT_RESOLUTIONS_TOTAL),
         };
         let gather_partial = counter(&GATHER_PARTIAL_TOTAL);
         let inflight = gauge(&INFLIGHT);
@@ -493,6 +501,10 @@ mod tests {
             .healthy
             .with_label_values(&["unit-test", "127.0.0.1:53"])
             .set(1);
+        upstream
+            .resolutions
+            .with_label_values(&["unit-test", "ok"])
+            .inc();
         let gathered = metrics.registry.gather();
         assert_eq!(gathered.len(), FAMILIES.len());
         for family in FAMILIES {

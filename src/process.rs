@@ -1,21 +1,47 @@
-//! What the binary needs around [`run`](crate::run): logging set up from the configuration,
-//! the tokio runtime, and the signals that end a sidecar (SIGTERM from the kubelet, SIGINT
-//! from a terminal).
+//! What the binary needs around [`run`](crate::run): logging set up from the configuration
+//! (its filter replaceable while running), the tokio runtime, and the signals that end a
+//! sidecar (SIGTERM from the kubelet, SIGINT from a terminal).
 
 use std::io::IsTerminal;
+use std::sync::OnceLock;
 
-use crate::config::{Config, LogFormat};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Registry, reload};
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use crate::background::Background;
+use crate::config::{Config, Endpoint, LogFormat, Transport};
+use crate::metrics::Metrics;
+use crate::upstream::{GroupSpec, Upstream, names};
+
+/// The handle that swaps the log filter when `MESHDNS_LOG` changes live.
+static LOG_FILTER: OnceLock<reload::Handle<EnvFilter, Registry>> = OnceLock::new();
 
 /// Installs the global tracing subscriber: `MESHDNS_LOG` as the filter, text or JSON lines on
 /// stderr, colours only when stderr is a terminal (not in `kubectl logs`).
 pub fn init_logging(config: &Config) {
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(&config.log))
+    let (filter, handle) = reload::Layer::new(EnvFilter::new(&config.log));
+    let _ = LOG_FILTER.set(handle);
+    let layer = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal());
+    let registry = tracing_subscriber::registry().with(filter);
     match config.log_format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => registry.with(layer).init(),
+        LogFormat::Json => registry.with(layer.json()).init(),
+    }
+}
+
+/// Replaces the log filter (a validated `MESHDNS_LOG`); nothing when logging was not set up
+/// by [`init_logging`] (tests running `run` in-process).
+pub fn set_log_filter(filter: &str) {
+    if let Some(handle) = LOG_FILTER.get()
+        && let Err(error) = handle.reload(EnvFilter::new(filter))
+    {
+        tracing::warn!(%error, "the new log filter could not be applied");
     }
 }
 
@@ -43,4 +69,59 @@ pub async fn shutdown_signal() {
             let _ = tokio::signal::ctrl_c().await;
         }
     }
+}
+
+/// What each host-name endpoint of `config` resolves to now, asked of its upstreams (for
+/// `--check`, which shows them): the addresses, or why there are none.
+pub fn resolve_endpoint_names(config: &Config) -> Vec<(Endpoint, Result<Vec<SocketAddr>, String>)> {
+    let names: Vec<Endpoint> = config
+        .clusters
+        .iter()
+        .flat_map(|c| c.endpoints.iter())
+        .filter(|e| matches!(e, Endpoint::Name { .. }))
+        .cloned()
+        .collect();
+    if names.is_empty() {
+        return Vec::new();
+    }
+    let runtime = match runtime(1) {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            return names
+                .into_iter()
+                .map(|e| (e, Err(format!("cannot start a runtime: {error}"))))
+                .collect();
+        }
+    };
+    runtime.block_on(async {
+        let local = Upstream::new(
+            GroupSpec {
+                name: "local".into(),
+                endpoints: config
+                    .upstreams
+                    .iter()
+                    .copied()
+                    .map(Endpoint::Addr)
+                    .collect(),
+                transport: Transport::Udp,
+                tls_name: None,
+                attempt_timeout: config.attempt_timeout,
+            },
+            None,
+            &Metrics::new().upstream(),
+            Arc::new(Background::new(1)),
+        );
+        let mut resolved = Vec::with_capacity(names.len());
+        for endpoint in names {
+            let result = match &endpoint {
+                Endpoint::Name { host, port } => names::resolve(&local, host, *port)
+                    .await
+                    .map(|(addrs, _)| addrs)
+                    .map_err(|e| e.to_string()),
+                Endpoint::Addr(addr) => Ok(vec![*addr]),
+            };
+            resolved.push((endpoint, result));
+        }
+        resolved
+    })
 }

@@ -54,6 +54,11 @@ impl Resolver {
         self.snapshot.load_full()
     }
 
+    /// Whether a client at `ip` is served, under the current snapshot.
+    pub fn allows(&self, ip: std::net::IpAddr) -> bool {
+        self.snapshot.load().allows(ip)
+    }
+
     /// Makes `snapshot` the one new queries start on; queries in flight finish on theirs.
     pub fn replace(&self, snapshot: Snapshot) {
         self.snapshot.store(Arc::new(snapshot));

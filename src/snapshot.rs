@@ -4,17 +4,18 @@
 //! query takes it once and finishes on it, so a reload swaps in a new one without touching a
 //! query in flight.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::background::Background;
 use crate::cache::Cache;
-use crate::config::{Config, Transport};
+use crate::config::{Config, Endpoint, IpNet, Transport};
 use crate::gather::Gatherer;
 use crate::metrics::Metrics;
 use crate::rewrite::{ClusterRoute, ZoneMap};
 use crate::route::{Route, Router};
-use crate::upstream::Upstream;
+use crate::upstream::{GroupSpec, Upstream};
 
 /// The name of the local upstream group when `MESHDNS_LOCAL_CLUSTER` is unset.
 pub const LOCAL_UPSTREAM: &str = "local";
@@ -22,6 +23,8 @@ pub const LOCAL_UPSTREAM: &str = "local";
 /// One configuration, ready to answer queries.
 #[derive(Debug)]
 pub struct Snapshot {
+    /// `MESHDNS_ALLOW_FROM`: client networks served; others get REFUSED.
+    pub allow_from: Vec<IpNet>,
     pub router: Router,
     /// kube-dns: pass-through, and the local cluster's names.
     pub local: Arc<Upstream>,
@@ -37,29 +40,46 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// The snapshot of `config`. Upstream groups of `previous` whose make-up did not change
+    /// are taken over as they are — with their endpoints' health and resolved names — so a
+    /// reload costs the groups it does not touch nothing.
     pub fn new(
         config: &Config,
         cache: &Arc<Cache>,
         metrics: &Metrics,
         background: &Arc<Background>,
+        previous: Option<&Snapshot>,
     ) -> Self {
         let upstream_metrics = metrics.upstream();
-        let group = |name: &str, endpoints, transport| {
-            Arc::new(Upstream::new(
-                name,
-                endpoints,
-                transport,
-                config.attempt_timeout,
-                &upstream_metrics,
-                Arc::clone(background),
-            ))
-        };
+        let kept: Vec<&Arc<Upstream>> = previous.map_or(Vec::new(), |p| p.groups().collect());
         let local_name = config
             .clusters
             .iter()
             .find(|c| c.is_local)
             .map_or(LOCAL_UPSTREAM, |c| c.name.as_str());
-        let local = group(local_name, &config.upstreams, Transport::Udp);
+        let group = |spec: GroupSpec, local: Option<&Arc<Upstream>>| {
+            // A group that resolves names through kube-dns is kept only with kube-dns.
+            let reusable = local.is_none_or(|l| kept.iter().any(|k| Arc::ptr_eq(k, l)));
+            match kept.iter().find(|k| reusable && *k.spec() == spec) {
+                Some(same) => Arc::clone(same),
+                None => Upstream::new(spec, local, &upstream_metrics, Arc::clone(background)),
+            }
+        };
+        let local = group(
+            GroupSpec {
+                name: local_name.to_string(),
+                endpoints: config
+                    .upstreams
+                    .iter()
+                    .copied()
+                    .map(Endpoint::Addr)
+                    .collect(),
+                transport: Transport::Udp,
+                tls_name: None,
+                attempt_timeout: config.attempt_timeout,
+            },
+            None,
+        );
         let clusters: Vec<ClusterRoute> = config
             .clusters
             .iter()
@@ -74,7 +94,16 @@ impl Snapshot {
                 upstream: if cluster.is_local {
                     Arc::clone(&local)
                 } else {
-                    group(&cluster.name, &cluster.endpoints, cluster.transport)
+                    group(
+                        GroupSpec {
+                            name: cluster.name.clone(),
+                            endpoints: cluster.endpoints.clone(),
+                            transport: cluster.transport,
+                            tls_name: cluster.tls_name.clone(),
+                            attempt_timeout: config.attempt_timeout,
+                        },
+                        Some(&local),
+                    )
                 },
             })
             .collect();
@@ -86,6 +115,7 @@ impl Snapshot {
             Arc::clone(background),
         );
         Self {
+            allow_from: config.allow_from.clone(),
             router: Router::new(config),
             local,
             clusters,
@@ -94,6 +124,21 @@ impl Snapshot {
             attempt_timeout: config.attempt_timeout,
             negative_ttl: config.cache.negative_ttl,
         }
+    }
+
+    /// Every upstream group of this snapshot, kube-dns first.
+    pub fn groups(&self) -> impl Iterator<Item = &Arc<Upstream>> {
+        std::iter::once(&self.local).chain(
+            self.clusters
+                .iter()
+                .map(|c| &c.upstream)
+                .filter(|u| !Arc::ptr_eq(u, &self.local)),
+        )
+    }
+
+    /// Whether a client at `ip` is served.
+    pub fn allows(&self, ip: IpAddr) -> bool {
+        self.allow_from.iter().any(|net| net.contains(&ip))
     }
 
     /// Whether the upstream of `route` is failing (stale answers are then served at once).

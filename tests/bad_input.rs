@@ -1,4 +1,4 @@
-//! Bad input (DESIGN.md, "Limits and bad input"): malformed packets get FORMERR when the header
+//! Bad input (docs/design.md, "Limits and bad input"): malformed packets get FORMERR when the header
 //! can be read and are dropped otherwise, other opcodes NOTIMP, QDCOUNT ≠ 1 FORMERR, clients
 //! outside `MESHDNS_ALLOW_FROM` REFUSED — and nothing a client sends stops the server.
 

@@ -1,4 +1,4 @@
-//! The binary's contract with its operator (DESIGN.md, "Configuration"): exit 64 naming the bad
+//! The binary's contract with its operator (docs/design.md, "Configuration"): exit 64 naming the bad
 //! variable, exit 71 with a hint when the address cannot be bound, `--check` and `--version`.
 //!
 //! Each run starts from an empty environment with `MESHDNS_UPSTREAMS` pointing at a closed

@@ -1,4 +1,4 @@
-//! The cache (DESIGN.md, "Cache"; issue 5), seen from a client: what is asked upstream again
+//! The cache (docs/design.md, "Cache"), seen from a client: what is asked upstream again
 //! and what is not, the TTLs replies carry, in-flight sharing, negative caching, serve-stale
 //! (also for one leg of a gathered answer), and the bound under a flood of random names.
 //!

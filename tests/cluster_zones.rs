@@ -1,4 +1,4 @@
-//! Cluster zones (DESIGN.md, "Cluster zones"; issue 3): `NAME.cluster.X` is asked of cluster
+//! Cluster zones (docs/design.md, "Cluster zones"): `NAME.cluster.X` is asked of cluster
 //! X's DNS as `NAME.svc.<domain of X>`, and every name of the reply comes back under
 //! `cluster.X`, the question as the client spelled it.
 //!

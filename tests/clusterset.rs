@@ -1,4 +1,4 @@
-//! The clusterset zone (DESIGN.md, "Clusterset zone"; issue 4): Kubernetes multi-cluster
+//! The clusterset zone (docs/design.md, "Clusterset zone"): Kubernetes multi-cluster
 //! services naming (KEP-1645) over the same gathering as the distributed zones. A pod is
 //! `<host>.<cluster>.<service>.<ns>.svc.clusterset.local`, asked of that cluster only; services
 //! and SRV records are the union over the clusters.

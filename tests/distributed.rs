@@ -1,4 +1,4 @@
-//! Distributed zones (DESIGN.md, "Distributed zones"; issue 4): a name under
+//! Distributed zones (docs/design.md, "Distributed zones"): a name under
 //! `distributed.local` is asked of every cluster in parallel (or of one, for a prefixed host),
 //! and the answers are merged by gathersrv's naming, with the outcome table and the rows of
 //! "Better than the references" each checked by a test.

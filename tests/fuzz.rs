@@ -288,7 +288,7 @@ async fn fuzz_the_request_path_over_sockets() {
                 let sent = limits.lock().unwrap().get(&id).copied();
                 let (limit, verbatim) = sent.expect("every reply carries the ID of a query sent");
                 assert!(len <= limit, "{len} bytes to a client of {limit}");
-                // Pass-through replies are the upstream's bytes (DESIGN.md): the client's
+                // Pass-through replies are the upstream's bytes (docs/design.md): the client's
                 // resolver judges their records. Every reply meshdns builds must parse.
                 if let Err(error) = Message::from_vec(reply)
                     && !verbatim

@@ -246,7 +246,12 @@ async fn readyz_is_200_while_every_upstream_is_down() {
 
 #[tokio::test]
 async fn metrics_are_text_format_and_other_paths_are_404() {
-    let meshdns = Meshdns::start(&[("MESHDNS_UPSTREAMS", &dead_port().to_string())]).await;
+    // A cluster given by host name, so the configuration-bounded families have series too.
+    let meshdns = Meshdns::start(&[
+        ("MESHDNS_UPSTREAMS", &dead_port().to_string()),
+        ("MESHDNS_CLUSTERS", "b=dns-b.example.test:30053"),
+    ])
+    .await;
     let metrics = get(meshdns.admin, "/metrics").await;
     assert_eq!(metrics.status, 200);
     assert!(

@@ -1,4 +1,4 @@
-//! Pass-through (DESIGN.md, "Pass-through"): names outside meshdns' zones go to the local
+//! Pass-through (docs/design.md, "Pass-through"): names outside meshdns' zones go to the local
 //! cluster DNS, and the client gets that server's reply verbatim but for its own ID.
 
 mod support;

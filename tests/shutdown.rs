@@ -1,4 +1,4 @@
-//! SIGTERM during load (DESIGN.md habits: "Shutdown"; issue 9): the built binary, with queries
+//! SIGTERM during load (docs/design.md, "Limits and bad input"): the built binary, with queries
 //! in flight to a slow upstream, gets SIGTERM; every query in flight — over UDP and over TCP —
 //! is still answered, and the process exits 0 within `SHUTDOWN_GRACE`.
 

@@ -1,4 +1,4 @@
-//! TCP from the client side (DESIGN.md, "Limits and bad input"; RFC 7766 §6.2.1.1): several
+//! TCP from the client side (docs/design.md, "Limits and bad input"; RFC 7766 §6.2.1.1): several
 //! queries on one connection are all answered, each as soon as it is ready.
 
 mod support;

@@ -24,7 +24,7 @@ const TYPE_AXFR: u16 = 252;
 /// The request bits that change what a cached reply may contain.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct KeyFlags {
-    /// The client sent an OPT record. Not in DESIGN.md's key, deliberately: a reply cached for
+    /// The client sent an OPT record. Not in the design's key, deliberately: a reply cached for
     /// an EDNS client carries OPT, and a client that sent none must never receive one
     /// (RFC 6891 §7), nor a reply sized for EDNS.
     pub edns: bool,
@@ -172,6 +172,13 @@ impl CacheKey {
         key
     }
 
+    /// The key stored as `bytes` (what [`as_bytes`](Self::as_bytes) gave).
+    pub(super) fn from_bytes(bytes: &[u8]) -> CacheKey {
+        let mut key = Self::empty(bytes.len());
+        key.bytes_mut().copy_from_slice(bytes);
+        key
+    }
+
     fn empty(len: usize) -> CacheKey {
         CacheKey {
             len,
@@ -193,6 +200,16 @@ impl CacheKey {
             Some(heap) => heap,
             None => &self.inline[..self.len],
         }
+    }
+
+    /// Whether this is the key of a gathered leg (see [`for_leg`](Self::for_leg)).
+    pub fn is_leg(&self) -> bool {
+        self.as_bytes()[..2] != SCOPE_CLIENT.to_be_bytes()
+    }
+
+    /// The question name, lowercased, in wire form.
+    pub fn name(&self) -> &[u8] {
+        &self.as_bytes()[PREFIX_LEN..]
     }
 
     /// The request bits this key was built with.

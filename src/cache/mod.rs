@@ -501,6 +501,34 @@ impl Cache {
             .set(i64::try_from(store.len()).unwrap_or(i64::MAX));
     }
 
+    /// Drops every entry whose key `keep` rejects (a reload drops the entries of the routes
+    /// it changed).
+    pub fn retain(&self, keep: impl Fn(&CacheKey) -> bool) {
+        let mut store = self.lock();
+        let dropped = store.retain(|bytes| keep(&CacheKey::from_bytes(bytes)));
+        tracing::debug!(dropped, "cache entries of changed routes dropped");
+        self.metrics
+            .entries
+            .set(i64::try_from(store.len()).unwrap_or(i64::MAX));
+    }
+
+    /// New bounds and TTL policy (a reload): entries beyond the new size are evicted now;
+    /// entries kept keep the TTLs they were stored with.
+    pub fn reconfigure(&self, config: &CacheConfig) {
+        *self.config.lock().unwrap_or_else(PoisonError::into_inner) = config.clone();
+        let mut store = self.lock();
+        let evicted = store.set_limits(
+            config.size,
+            byte_budget(config.size),
+            config.serve_stale,
+            Instant::now(),
+        );
+        self.metrics.evictions.inc_by(evicted);
+        self.metrics
+            .entries
+            .set(i64::try_from(store.len()).unwrap_or(i64::MAX));
+    }
+
     /// Entries held (the `cache_entries` gauge), expired ones kept for serve-stale included.
     pub fn len(&self) -> usize {
         self.lock().len()

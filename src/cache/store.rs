@@ -287,6 +287,42 @@ impl Store {
         self.free.push(slot);
     }
 
+    /// Evicts every entry whose key `keep` rejects; returns how many.
+    pub fn retain(&mut self, mut keep: impl FnMut(&[u8]) -> bool) -> u64 {
+        let doomed: Vec<u32> = self
+            .index
+            .iter()
+            .filter(|(key, _)| !keep(key))
+            .map(|(_, slot)| *slot)
+            .collect();
+        for &slot in &doomed {
+            self.evict(slot);
+        }
+        doomed.len() as u64
+    }
+
+    /// New bounds, applied at once (entries beyond them are evicted).
+    pub fn set_limits(
+        &mut self,
+        capacity: usize,
+        byte_budget: usize,
+        serve_stale: Duration,
+        now: Instant,
+    ) -> u64 {
+        self.capacity = capacity.min(NIL as usize);
+        self.byte_budget = byte_budget;
+        self.serve_stale = serve_stale;
+        let mut evicted = 0;
+        while self.len() > self.capacity || self.bytes > self.byte_budget {
+            let Some(victim) = self.victim(now, None) else {
+                break;
+            };
+            self.evict(victim);
+            evicted += 1;
+        }
+        evicted
+    }
+
     fn push_front(&mut self, slot: u32, segment: Segment) {
         let list = &mut self.lists[segment as usize];
         let old_head = list.head;

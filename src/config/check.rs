@@ -3,12 +3,17 @@
 //! defaults and where it came from (default, environment, configuration directory).
 
 use std::fmt::Write;
+use std::net::SocketAddr;
 
 use super::variables::*;
-use super::{Config, UpstreamSource, show_duration};
+use super::{Config, Endpoint, Transport, UpstreamSource, show_duration};
 
-/// The text `--check` prints: every variable, then one row per zone of the routing table.
-pub fn render_check(config: &Config) -> String {
+/// What a host-name endpoint resolved to for `--check`: its addresses, or why none.
+pub type Resolved = Vec<(Endpoint, Result<Vec<SocketAddr>, String>)>;
+
+/// The text `--check` prints: every variable, then one row per zone of the routing table,
+/// host-name endpoints shown with the addresses `resolved` found for them.
+pub fn render_check(config: &Config, resolved: &Resolved) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "meshdns {} configuration", env!("CARGO_PKG_VERSION"));
     let rows: Vec<[String; 3]> = VARIABLES
@@ -35,7 +40,22 @@ pub fn render_check(config: &Config) -> String {
         let asks = if cluster.is_local {
             format!("upstreams {} (udp)", join(&config.upstreams))
         } else {
-            format!("{} ({})", join(&cluster.endpoints), cluster.transport)
+            let endpoints: Vec<String> = cluster
+                .endpoints
+                .iter()
+                .map(
+                    |endpoint| match resolved.iter().find(|(e, _)| e == endpoint) {
+                        Some((_, Ok(addrs))) => format!("{endpoint} [{}]", join(addrs)),
+                        Some((_, Err(why))) => format!("{endpoint} [unresolved: {why}]"),
+                        None => endpoint.to_string(),
+                    },
+                )
+                .collect();
+            let tls = match (&cluster.tls_name, cluster.transport) {
+                (Some(name), Transport::Tls) => format!(", tls_name {}", name.to_ascii()),
+                _ => String::new(),
+            };
+            format!("{} ({}{tls})", endpoints.join(","), cluster.transport)
         };
         routes.push([
             cluster.zone.to_ascii(),
@@ -146,6 +166,21 @@ fn effective(config: &Config, variable: &str) -> String {
             .config_dir
             .as_ref()
             .map_or("-".into(), |d| d.display().to_string()),
+        TLS_CA_FILE => config
+            .tls
+            .as_ref()
+            .map_or("-".into(), |t| t.ca.display().to_string()),
+        TLS_CERT_FILE | TLS_KEY_FILE => {
+            config
+                .tls
+                .as_ref()
+                .and_then(|t| t.client.as_ref())
+                .map_or("-".into(), |(cert, key)| {
+                    if variable == TLS_CERT_FILE { cert } else { key }
+                        .display()
+                        .to_string()
+                })
+        }
         // CLUSTER_DOMAIN, CLUSTER_ZONE: shown as set; their effect is in the routing table.
         other => config
             .settings
@@ -214,7 +249,7 @@ mod tests {
             ("MESHDNS_CLUSTERSET_ZONE", "clusterset.local"),
         ])
         .unwrap();
-        let text = render_check(&config);
+        let text = render_check(&config, &Vec::new());
         assert!(text.contains("cluster.a."), "{text}");
         assert!(text.contains("upstreams 127.0.0.1:5300 (udp)"), "{text}");
         assert!(text.contains("10.9.0.1:30053 (tcp)"), "{text}");
@@ -230,7 +265,7 @@ mod tests {
     #[test]
     fn every_variable_is_shown_with_its_source() {
         let config = config_from(&[("MESHDNS_CACHE_SIZE", "0")]).unwrap();
-        let text = render_check(&config);
+        let text = render_check(&config, &Vec::new());
         for variable in VARIABLES {
             let line = text
                 .lines()
@@ -250,13 +285,47 @@ mod tests {
     }
 
     #[test]
+    fn host_name_endpoints_are_shown_with_their_addresses_and_tls_with_its_name() {
+        let config = config_from(&[
+            (
+                "MESHDNS_CLUSTERS",
+                "b=dns-b.example.net:30053; c=dns-c.example.net transport=tls",
+            ),
+            ("MESHDNS_TLS_CA_FILE", "/etc/meshdns-tls/ca.crt"),
+        ])
+        .unwrap();
+        let resolved: Resolved = vec![
+            (
+                config.clusters[0].endpoints[0].clone(),
+                Ok(vec![
+                    "10.9.0.1:30053".parse().unwrap(),
+                    "10.9.0.2:30053".parse().unwrap(),
+                ]),
+            ),
+            (
+                config.clusters[1].endpoints[0].clone(),
+                Err("the name has no A or AAAA record".into()),
+            ),
+        ];
+        let text = render_check(&config, &resolved);
+        assert!(
+            text.contains("dns-b.example.net:30053 [10.9.0.1:30053,10.9.0.2:30053] (udp)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("dns-c.example.net:853 [unresolved: the name has no A or AAAA record] (tls, tls_name dns-c.example.net.)"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn columns_never_run_together() {
         let config = config_from(&[(
             "MESHDNS_CLUSTERS",
             "a-very-long-cluster-name-indeed=10.9.0.1:30053,10.9.0.2:30053,10.9.0.3:30053",
         )])
         .unwrap();
-        for line in render_check(&config)
+        for line in render_check(&config, &Vec::new())
             .lines()
             .filter(|l| l.contains("cluster.a-very"))
         {

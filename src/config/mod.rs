@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use hickory_proto::rr::Name;
 
-pub use check::render_check;
-pub use clusters::Transport;
+pub use check::{Resolved, render_check};
+pub use clusters::{Endpoint, Transport};
 pub use source::{Settings, Source};
 pub use values::{IpNet, show_duration};
 
@@ -90,9 +90,22 @@ pub struct Cluster {
     pub domain: Name,
     /// The host prefix of its targets in distributed zones: `NAME-` by default.
     pub prefix: String,
-    pub endpoints: Vec<SocketAddr>,
+    /// Where its DNS is asked (the local cluster: `MESHDNS_UPSTREAMS`).
+    pub endpoints: Vec<Endpoint>,
     pub transport: Transport,
+    /// `transport=tls`: the name the peer's certificate must carry (`tls_name=`, or the host
+    /// name of the endpoint when it has one).
+    pub tls_name: Option<Name>,
     pub is_local: bool,
+}
+
+/// The files of DNS over TLS to peers: what `transport=tls` clusters are verified against,
+/// and the client certificate they may ask for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub ca: PathBuf,
+    /// Certificate chain and key, for peers that require client certificates.
+    pub client: Option<(PathBuf, PathBuf)>,
 }
 
 /// Cache bounds and TTL policy.
@@ -127,10 +140,14 @@ pub struct Config {
     pub log_format: LogFormat,
     /// Runtime worker threads: 1 runs everything on one thread.
     pub threads: usize,
+    /// `MESHDNS_TLS_*`, when set.
+    pub tls: Option<TlsFiles>,
     /// `MESHDNS_CONFIG_DIR`, watched for changes when set.
     pub config_dir: Option<PathBuf>,
     /// The raw values this configuration was built from, and their sources.
     pub settings: Settings,
+    /// The environment's part of `settings`: what a reload lays the directory over again.
+    pub environment: Settings,
 }
 
 impl Config {
@@ -157,12 +174,7 @@ impl Config {
             None | Some("") => environment.clone(),
             Some(dir) => environment.clone().with_dir(std::path::Path::new(dir))?,
         };
-        Self::from_settings(settings)
-    }
-
-    /// Parses and cross-checks `settings`.
-    pub fn from_settings(settings: Settings) -> Result<Self, ConfigError> {
-        build(settings)
+        build(settings, environment.clone())
     }
 }
 
@@ -180,7 +192,7 @@ fn set<'a>(settings: &'a Settings, name: &str) -> Option<&'a str> {
     settings.get(name).map(str::trim).filter(|v| !v.is_empty())
 }
 
-fn build(settings: Settings) -> Result<Config, ConfigError> {
+fn build(settings: Settings, environment: Settings) -> Result<Config, ConfigError> {
     let listen = list(LISTEN, value(&settings, LISTEN), |t| {
         parse_socket_addr(t, DNS_PORT)
     })?;
@@ -288,6 +300,7 @@ fn build(settings: Settings) -> Result<Config, ConfigError> {
         "is not a thread count from 1 to 64",
     )?;
     let config_dir = set(&settings, CONFIG_DIR).map(PathBuf::from);
+    let tls = tls_files(&settings, &clusters)?;
     Ok(Config {
         listen,
         allow_from,
@@ -304,9 +317,61 @@ fn build(settings: Settings) -> Result<Config, ConfigError> {
         log,
         log_format,
         threads,
+        tls,
         config_dir,
         settings,
+        environment,
     })
+}
+
+/// `MESHDNS_TLS_*`: a CA bundle whenever a cluster uses `transport=tls`, and a client
+/// certificate and key together or not at all.
+fn tls_files(settings: &Settings, clusters: &[Cluster]) -> Result<Option<TlsFiles>, ConfigError> {
+    let (ca, cert, key) = (
+        set(settings, TLS_CA_FILE),
+        set(settings, TLS_CERT_FILE),
+        set(settings, TLS_KEY_FILE),
+    );
+    let client = match (cert, key) {
+        (Some(cert), Some(key)) => Some((PathBuf::from(cert), PathBuf::from(key))),
+        (None, None) => None,
+        (Some(cert), None) => {
+            return Err(ConfigError::new(
+                TLS_KEY_FILE,
+                "",
+                format!("is needed with MESHDNS_TLS_CERT_FILE ({cert})"),
+            ));
+        }
+        (None, Some(key)) => {
+            return Err(ConfigError::new(
+                TLS_CERT_FILE,
+                "",
+                format!("is needed with MESHDNS_TLS_KEY_FILE ({key})"),
+            ));
+        }
+    };
+    match ca {
+        Some(ca) => Ok(Some(TlsFiles {
+            ca: PathBuf::from(ca),
+            client,
+        })),
+        None => match clusters.iter().find(|c| c.transport == Transport::Tls) {
+            Some(cluster) => Err(ConfigError::new(
+                TLS_CA_FILE,
+                "",
+                format!(
+                    "is required: cluster {} uses transport=tls (a PEM bundle of the CAs that sign the peers' certificates)",
+                    cluster.name
+                ),
+            )),
+            None if client.is_some() => Err(ConfigError::new(
+                TLS_CA_FILE,
+                "",
+                "is required with a client certificate",
+            )),
+            None => Ok(None),
+        },
+    }
 }
 
 /// A comma list with whitespace around items ignored and empty items skipped.
@@ -427,6 +492,7 @@ fn clusters(
             domain: None,
             prefix: None,
             transport: None,
+            tls_name: None,
         };
         clusters.push(cluster_from(
             &implicit,
@@ -484,6 +550,47 @@ fn cluster_from(
     let zone_text = zone_template.replace(NAME_PLACEHOLDER, &entry.name);
     let zone = parse_zone(&zone_text)
         .map_err(|reason| ConfigError::new(CLUSTER_ZONE, &zone_text, reason))?;
+    // The local cluster is asked through MESHDNS_UPSTREAMS, over UDP.
+    let transport = match entry.transport {
+        Some(transport) if !is_local => transport,
+        _ => Transport::Udp,
+    };
+    let endpoints: Vec<Endpoint> = if is_local {
+        upstreams.iter().copied().map(Endpoint::Addr).collect()
+    } else {
+        entry
+            .endpoints
+            .iter()
+            .map(|e| e.with_default_port(transport.default_port()))
+            .collect()
+    };
+    let tls_name = match (transport, &entry.tls_name) {
+        (Transport::Tls, Some(name)) => Some(name.clone()),
+        (Transport::Tls, None) => {
+            let mut hosts = endpoints.iter().map(|e| match e {
+                Endpoint::Name { host, .. } => Some(host.clone()),
+                Endpoint::Addr(_) => None,
+            });
+            match hosts.next().flatten() {
+                Some(host) if hosts.all(|h| h.as_ref() == Some(&host)) => Some(host),
+                _ => {
+                    return Err(ConfigError::new(
+                        CLUSTERS,
+                        &entry.name,
+                        "uses transport=tls without tls_name=: the name the peers' certificate carries is needed (it defaults to the endpoint's host name only when every endpoint is that one host name)",
+                    ));
+                }
+            }
+        }
+        (_, Some(name)) => {
+            return Err(ConfigError::new(
+                CLUSTERS,
+                &format!("tls_name={}", name.to_ascii().trim_end_matches('.')),
+                format!("is only for transport=tls (cluster {})", entry.name),
+            ));
+        }
+        (_, None) => None,
+    };
     Ok(Cluster {
         name: entry.name.clone(),
         zone,
@@ -495,12 +602,9 @@ fn cluster_from(
             .prefix
             .clone()
             .unwrap_or_else(|| format!("{}-", entry.name)),
-        endpoints: if is_local {
-            upstreams.to_vec()
-        } else {
-            entry.endpoints.clone()
-        },
-        transport: entry.transport.unwrap_or(Transport::Udp),
+        endpoints,
+        transport,
+        tls_name,
         is_local,
     })
 }

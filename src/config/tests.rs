@@ -39,7 +39,7 @@ fn the_local_cluster_comes_first_and_uses_the_upstreams() {
     assert_eq!(names, ["b", "a"]);
     assert_eq!(
         config.clusters[0].endpoints,
-        vec!["127.0.0.1:5300".parse().unwrap()]
+        vec![Endpoint::Addr("127.0.0.1:5300".parse().unwrap())]
     );
     assert_eq!(config.clusters[0].zone.to_ascii(), "cluster.b.");
     assert_eq!(config.clusters[0].domain.to_ascii(), "b.example.");
@@ -254,4 +254,45 @@ fn a_cluster_zone_in_the_cluster_domain_is_refused() {
         (err.variable.as_str(), err.token.as_str()),
         ("MESHDNS_CLUSTER_ZONE", "b.cluster.local.")
     );
+}
+
+#[test]
+fn tls_clusters_need_a_ca_bundle_and_a_name_to_verify() {
+    let err =
+        config_from(&[("MESHDNS_CLUSTERS", "b=dns-b.example.net transport=tls")]).unwrap_err();
+    assert_eq!(err.variable, "MESHDNS_TLS_CA_FILE");
+    let with_ca = |clusters: &str| {
+        config_from(&[
+            ("MESHDNS_CLUSTERS", clusters),
+            ("MESHDNS_TLS_CA_FILE", "/etc/meshdns-tls/ca.crt"),
+        ])
+    };
+    let err = with_ca("b=10.9.0.1 transport=tls").unwrap_err();
+    assert_eq!(
+        (err.variable.as_str(), err.token.as_str()),
+        ("MESHDNS_CLUSTERS", "b")
+    );
+    let config = with_ca("b=10.9.0.1 transport=tls tls_name=dns.b.example").unwrap();
+    assert_eq!(config.clusters[0].endpoints[0].to_string(), "10.9.0.1:853");
+    assert_eq!(
+        config.clusters[0].tls_name.as_ref().unwrap().to_ascii(),
+        "dns.b.example."
+    );
+    let config = with_ca("b=dns-b.example.net:8853 transport=tls").unwrap();
+    assert_eq!(
+        config.clusters[0].tls_name.as_ref().unwrap().to_ascii(),
+        "dns-b.example.net."
+    );
+    let err = with_ca("b=10.9.0.1 tls_name=dns.b.example").unwrap_err();
+    assert_eq!(err.token, "tls_name=dns.b.example");
+}
+
+#[test]
+fn a_client_certificate_needs_its_key() {
+    let err = config_from(&[
+        ("MESHDNS_TLS_CA_FILE", "/ca.crt"),
+        ("MESHDNS_TLS_CERT_FILE", "/tls.crt"),
+    ])
+    .unwrap_err();
+    assert_eq!(err.variable, "MESHDNS_TLS_KEY_FILE");
 }

@@ -147,6 +147,34 @@ pub fn parse_zone(token: &str) -> Result<Name, String> {
     Ok(name.to_lowercase())
 }
 
+/// A host name (an endpoint's, or the name a TLS certificate must carry): labels of letters,
+/// digits and '-', fully qualified and lowercased.
+pub fn parse_host_name(token: &str) -> Result<Name, String> {
+    let trimmed = token.trim_end_matches('.');
+    let valid = !trimmed.is_empty()
+        && trimmed.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        });
+    if !valid {
+        return Err("is not a host name (letters, digits and '-' in dot-separated labels)".into());
+    }
+    // A numeric last label is a mistyped address (`10.0.0.300`), never a real top-level domain.
+    if trimmed
+        .rsplit('.')
+        .next()
+        .is_some_and(|label| label.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return Err("looks like an address but is not one".into());
+    }
+    let mut name = Name::from_ascii(trimmed).map_err(|e| format!("is not a host name: {e}"))?;
+    name.set_fqdn(true);
+    Ok(name.to_lowercase())
+}
+
 /// A cluster name: one DNS label of `[a-z0-9-]`, at most 63 characters, so that it can stand
 /// in a zone name (`cluster.NAME`), a prefix (`NAME-`) and a metric label.
 pub fn check_cluster_name(token: &str) -> Result<(), String> {

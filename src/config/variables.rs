@@ -51,6 +51,9 @@ pub const LOG: &str = "MESHDNS_LOG";
 pub const LOG_FORMAT: &str = "MESHDNS_LOG_FORMAT";
 pub const THREADS: &str = "MESHDNS_THREADS";
 pub const CONFIG_DIR: &str = "MESHDNS_CONFIG_DIR";
+pub const TLS_CA_FILE: &str = "MESHDNS_TLS_CA_FILE";
+pub const TLS_CERT_FILE: &str = "MESHDNS_TLS_CERT_FILE";
+pub const TLS_KEY_FILE: &str = "MESHDNS_TLS_KEY_FILE";
 
 /// Every variable, in the order `--help`, `--check` and the README show them.
 pub const VARIABLES: &[Variable] = &[
@@ -175,6 +178,24 @@ pub const VARIABLES: &[Variable] = &[
         None,
         "directory of files named after these variables (a mounted ConfigMap), watched and applied live; a file overrides the environment",
         true,
+    ),
+    var(
+        TLS_CA_FILE,
+        None,
+        "PEM bundle of the CAs that sign peers' certificates (required when a cluster uses transport=tls); re-read when it changes",
+        false,
+    ),
+    var(
+        TLS_CERT_FILE,
+        None,
+        "PEM client certificate chain for mutual TLS to peers (with MESHDNS_TLS_KEY_FILE); re-read when it changes",
+        false,
+    ),
+    var(
+        TLS_KEY_FILE,
+        None,
+        "PEM private key of MESHDNS_TLS_CERT_FILE; re-read when it changes",
+        false,
     ),
 ];
 

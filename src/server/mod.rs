@@ -13,7 +13,6 @@ use std::sync::Arc;
 
 use tokio::sync::{Semaphore, watch};
 
-use crate::config::IpNet;
 use crate::metrics::Metrics;
 use crate::query::Resolver;
 
@@ -29,7 +28,6 @@ pub use udp::serve_udp;
 #[derive(Clone)]
 pub struct Shared {
     pub resolver: Arc<Resolver>,
-    pub allow_from: Arc<Vec<IpNet>>,
     /// Client queries being answered at once, over all listeners (`MESHDNS_MAX_INFLIGHT`).
     /// A UDP query beyond it is dropped, a TCP connection waits; clients retry, and memory
     /// stays bounded.
@@ -39,8 +37,9 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// Whether a client at `ip` is served (`MESHDNS_ALLOW_FROM`, as configured now).
     pub fn allows(&self, ip: IpAddr) -> bool {
-        self.allow_from.iter().any(|net| net.contains(&ip))
+        self.resolver.allows(ip)
     }
 }
 

@@ -18,6 +18,7 @@
 mod endpoint;
 mod exchange;
 mod log_limit;
+pub mod names;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -25,15 +26,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
+use hickory_proto::rr::Name;
 use prometheus::{Histogram, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec};
 use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::{Instant, sleep_until};
 
 use crate::background::Background;
-use crate::config::Transport;
+use crate::config::{self, Transport};
 use crate::wire;
 use endpoint::Endpoint;
 use exchange::Via;
+use names::ResolutionCounters;
 
 pub use exchange::{Answered, AttemptError, acceptable};
 
@@ -47,6 +51,8 @@ pub enum UpstreamError {
     Exhausted(AttemptError),
     #[error("the deadline had already passed")]
     NoTime,
+    #[error("no endpoint address is known (its host names have not resolved)")]
+    NoEndpoint,
 }
 
 /// How one attempt at an upstream endpoint ended: the `result` label of
@@ -113,13 +119,27 @@ impl AttemptResult {
     }
 }
 
-/// The families every upstream group records into (`meshdns_upstream_*`), built by the
-/// metrics module; each group takes its own series by its cluster name.
+/// The families every upstream group records into (`meshdns_upstream_*`,
+/// `meshdns_endpoint_resolutions_total`), built by the metrics module; each group takes its
+/// own series by its cluster name.
 #[derive(Debug, Clone)]
 pub struct UpstreamMetrics {
     pub requests: IntCounterVec,
     pub duration: HistogramVec,
     pub healthy: IntGaugeVec,
+    pub resolutions: IntCounterVec,
+}
+
+/// What a group is made of. Equal specs make interchangeable groups, so a reload keeps a
+/// group — and its endpoints' health, and its resolved names — when its spec did not change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupSpec {
+    /// The cluster name, or `local` for kube-dns without a local cluster name: a metric label.
+    pub name: String,
+    pub endpoints: Vec<config::Endpoint>,
+    pub transport: Transport,
+    pub tls_name: Option<Name>,
+    pub attempt_timeout: Duration,
 }
 
 /// One group's series, resolved once so that recording an attempt is two atomic updates.
@@ -176,56 +196,173 @@ type AttemptDone = (
 /// A group of interchangeable endpoints.
 #[derive(Debug)]
 pub struct Upstream {
-    /// The cluster name, or `local` for kube-dns without a local cluster name: a metric label.
-    name: String,
-    endpoints: Vec<Arc<Endpoint>>,
-    attempt_timeout: Duration,
+    spec: GroupSpec,
+    via: Via,
+    /// The endpoints now: the configured addresses, then what the host names resolved to.
+    endpoints: ArcSwap<Vec<Arc<Endpoint>>>,
+    /// The addresses each host-name endpoint (in configuration order) resolved to last.
+    resolved: Mutex<Vec<Vec<SocketAddr>>>,
+    healthy: IntGaugeVec,
     series: GroupSeries,
     /// The last exchange failed and none has succeeded since.
     failing: AtomicBool,
     background: Arc<Background>,
+    /// The tasks keeping the host names resolved; stopped with the group.
+    resolving: Mutex<Vec<AbortHandle>>,
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        for task in self
+            .resolving
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            task.abort();
+        }
+    }
 }
 
 impl Upstream {
+    /// The group of `spec`. Host-name endpoints are resolved through `local` (the kube-dns
+    /// group) by tasks the group owns, so it must be made inside the runtime when it has any.
     pub fn new(
-        name: &str,
-        addrs: &[SocketAddr],
-        transport: Transport,
-        attempt_timeout: Duration,
+        spec: GroupSpec,
+        local: Option<&Arc<Upstream>>,
         metrics: &UpstreamMetrics,
         background: Arc<Background>,
-    ) -> Self {
-        let via = match transport {
+    ) -> Arc<Self> {
+        let via = match spec.transport {
             Transport::Udp => Via::Udp,
-            Transport::Tcp => Via::Tcp,
+            Transport::Tcp | Transport::Tls => Via::Tcp,
         };
-        Self {
-            name: name.to_string(),
-            endpoints: addrs
-                .iter()
-                .map(|&addr| {
-                    let healthy = metrics
-                        .healthy
-                        .with_label_values(&[name, &addr.to_string()]);
-                    Arc::new(Endpoint::new(addr, via, healthy))
-                })
-                .collect(),
-            attempt_timeout,
+        let name = spec.name.clone();
+        let hosts: Vec<(Name, u16)> = spec
+            .endpoints
+            .iter()
+            .filter_map(|e| match e {
+                config::Endpoint::Name { host, port } => Some((host.clone(), *port)),
+                config::Endpoint::Addr(_) => None,
+            })
+            .collect();
+        let group = Arc::new(Self {
+            via,
+            endpoints: ArcSwap::from_pointee(Vec::new()),
+            resolved: Mutex::new(vec![Vec::new(); hosts.len()]),
+            healthy: metrics.healthy.clone(),
             series: GroupSeries {
                 results: AttemptResult::ALL
                     .iter()
-                    .map(|result| metrics.requests.with_label_values(&[name, result.label()]))
+                    .map(|result| metrics.requests.with_label_values(&[&name, result.label()]))
                     .collect(),
-                duration: metrics.duration.with_label_values(&[name]),
+                duration: metrics.duration.with_label_values(&[&name]),
             },
             failing: AtomicBool::new(false),
             background,
+            resolving: Mutex::new(Vec::new()),
+            spec,
+        });
+        group.rebuild_endpoints();
+        if let Some(local) = local {
+            let counters = ResolutionCounters {
+                ok: metrics.resolutions.with_label_values(&[&name, "ok"]),
+                failed: metrics.resolutions.with_label_values(&[&name, "failed"]),
+            };
+            let tasks = hosts
+                .into_iter()
+                .enumerate()
+                .map(|(index, (host, port))| {
+                    tokio::spawn(names::keep_resolved(
+                        Arc::downgrade(&group),
+                        Arc::clone(local),
+                        index,
+                        host,
+                        port,
+                        counters.clone(),
+                    ))
+                    .abort_handle()
+                })
+                .collect();
+            *group
+                .resolving
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = tasks;
         }
+        group
+    }
+
+    /// What this group is made of.
+    pub fn spec(&self) -> &GroupSpec {
+        &self.spec
+    }
+
+    /// The addresses asked now, in order.
+    pub fn addresses(&self) -> Vec<SocketAddr> {
+        self.endpoints.load().iter().map(|e| e.addr).collect()
+    }
+
+    /// Takes what host name number `index` resolved to now.
+    fn set_resolved(&self, index: usize, addrs: Vec<SocketAddr>) {
+        {
+            let mut resolved = self.resolved.lock().unwrap_or_else(PoisonError::into_inner);
+            match resolved.get_mut(index) {
+                Some(slot) if *slot != addrs => *slot = addrs,
+                _ => return,
+            }
+        }
+        let now = self.rebuild_endpoints();
+        tracing::info!(upstream = %self.spec.name, endpoints = ?now, "endpoint names resolved to new addresses");
+    }
+
+    /// The endpoint list from the configured addresses and the resolved names, keeping the
+    /// endpoints (and their health) of addresses that stay; returns the addresses.
+    fn rebuild_endpoints(&self) -> Vec<SocketAddr> {
+        let mut addrs: Vec<SocketAddr> = self
+            .spec
+            .endpoints
+            .iter()
+            .filter_map(|e| match e {
+                config::Endpoint::Addr(addr) => Some(*addr),
+                config::Endpoint::Name { .. } => None,
+            })
+            .collect();
+        for resolved in self
+            .resolved
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            for addr in resolved {
+                if !addrs.contains(addr) {
+                    addrs.push(*addr);
+                }
+            }
+        }
+        let old = self.endpoints.load_full();
+        let endpoints: Vec<Arc<Endpoint>> = addrs
+            .iter()
+            .map(|addr| match old.iter().find(|e| e.addr == *addr) {
+                Some(kept) => Arc::clone(kept),
+                None => {
+                    let healthy = self
+                        .healthy
+                        .with_label_values(&[&self.spec.name, &addr.to_string()]);
+                    Arc::new(Endpoint::new(*addr, self.via, healthy))
+                }
+            })
+            .collect();
+        for gone in old.iter().filter(|e| !addrs.contains(&e.addr)) {
+            let _ = self
+                .healthy
+                .remove_label_values(&[&self.spec.name, &gone.addr.to_string()]);
+        }
+        self.endpoints.store(Arc::new(endpoints));
+        addrs
     }
 
     /// The name used in logs and metric labels.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.spec.name
     }
 
     /// Whether the last exchange failed with no success since: stale answers of this
@@ -263,11 +400,15 @@ impl Upstream {
         deadline: Instant,
         progress: Option<&Progress>,
     ) -> Result<Answered, UpstreamError> {
-        let mut order: Vec<&Arc<Endpoint>> = self.endpoints.iter().collect();
+        let endpoints = self.endpoints.load_full();
+        if endpoints.is_empty() {
+            return Err(UpstreamError::NoEndpoint);
+        }
+        let mut order: Vec<&Arc<Endpoint>> = endpoints.iter().collect();
         // Healthy endpoints first, in configuration order; down ones stay as a last resort
         // so that a group whose every endpoint is marked down is still tried.
         order.sort_by_key(|e| !e.is_up());
-        let attempts = self.max_attempts(deadline);
+        let attempts = self.max_attempts(deadline, order.len());
         let query: Arc<[u8]> = Arc::from(query);
         // Attempts still listening; dropping the set (on return) stops them.
         let mut running: JoinSet<AttemptDone> = JoinSet::new();
@@ -297,7 +438,7 @@ impl Upstream {
             let (asked, query, attempt_timeout, counted) = (
                 Arc::clone(endpoint),
                 Arc::clone(&query),
-                self.attempt_timeout,
+                self.spec.attempt_timeout,
                 Arc::clone(&overdue),
             );
             listening.push_back(running.spawn(async move {
@@ -305,7 +446,7 @@ impl Upstream {
                 (asked, started, counted, outcome)
             }));
             let ask_next_at = if number + 1 < attempts {
-                deadline.min(started + self.attempt_timeout)
+                deadline.min(started + self.spec.attempt_timeout)
             } else {
                 deadline
             };
@@ -316,7 +457,7 @@ impl Upstream {
                         match outcome {
                             Ok(answered) => {
                                 self.series.record(AttemptResult::of_reply(&answered.bytes), began.elapsed());
-                                endpoint.answered(&self.name);
+                                endpoint.answered(&self.spec.name);
                                 return Ok(answered);
                             }
                             Err(error) => {
@@ -350,7 +491,7 @@ impl Upstream {
                 Ok(answered) => {
                     self.series
                         .record(AttemptResult::of_reply(&answered.bytes), began.elapsed());
-                    endpoint.answered(&self.name);
+                    endpoint.answered(&self.spec.name);
                     return Ok(answered);
                 }
                 Err(error) => {
@@ -368,19 +509,24 @@ impl Upstream {
     fn attempt_failed(&self, endpoint: &Arc<Endpoint>, error: &AttemptError, began: Instant) {
         self.series
             .record(AttemptResult::of_error(error), began.elapsed());
-        tracing::debug!(upstream = %self.name, endpoint = %endpoint.addr, %error, "attempt failed");
-        endpoint.failed(&self.name, error, self.attempt_timeout, &self.background);
+        tracing::debug!(upstream = %self.spec.name, endpoint = %endpoint.addr, %error, "attempt failed");
+        endpoint.failed(
+            &self.spec.name,
+            error,
+            self.spec.attempt_timeout,
+            &self.background,
+        );
     }
 
     /// One attempt per endpoint and one retry, as far as the time left allows (at least one):
     /// a single-endpoint kube-dns gets a second datagram when the first is lost, and an
     /// outage costs a bounded number of packets per query.
-    fn max_attempts(&self, deadline: Instant) -> usize {
+    fn max_attempts(&self, deadline: Instant, endpoints: usize) -> usize {
         let left = deadline.saturating_duration_since(Instant::now());
-        let per_attempt = self.attempt_timeout.max(Duration::from_millis(1));
+        let per_attempt = self.spec.attempt_timeout.max(Duration::from_millis(1));
         let rounds = usize::try_from(left.as_millis() / per_attempt.as_millis())
             .unwrap_or(usize::MAX)
             .max(1);
-        rounds.min(self.endpoints.len() + 1)
+        rounds.min(endpoints + 1)
     }
 }

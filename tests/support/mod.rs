@@ -9,6 +9,7 @@
 #![allow(dead_code)]
 
 pub mod admin;
+pub mod configmap;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -245,7 +246,12 @@ impl FakeDnsBuilder {
     }
 
     pub async fn start(self) -> FakeDns {
-        let listeners = meshdns::server::bind(&["127.0.0.1:0".parse().unwrap()]).unwrap();
+        self.start_on("127.0.0.1:0").await
+    }
+
+    /// Starts on `addr` (another loopback address, the port of a fake that moved).
+    pub async fn start_on(self, addr: &str) -> FakeDns {
+        let listeners = meshdns::server::bind(&[addr.parse().unwrap()]).unwrap();
         let addr = listeners.local_addrs()[0];
         let udp = UdpSocket::from_std(listeners.udp.into_iter().next().unwrap()).unwrap();
         let tcp = TcpListener::from_std(listeners.tcp.into_iter().next().unwrap()).unwrap();

@@ -1,13 +1,51 @@
-//! What operators read about the metrics matches the code: the README's metrics table lists
-//! exactly the registered families with their types and labels, and every metric the Grafana
-//! dashboard queries exists (histograms through `_bucket`, `_sum` or `_count`).
+//! What operators read matches the code: the README's configuration table is the variable
+//! table the parser and `--help` use, its metrics table lists exactly the registered families
+//! with their types and labels, and every metric the Grafana dashboard queries exists
+//! (histograms through `_bucket`, `_sum` or `_count`).
 
 use std::collections::BTreeSet;
 
+use meshdns::config::variables::VARIABLES;
 use meshdns::metrics::{FAMILIES, Kind};
 
 const README: &str = include_str!("../README.md");
 const DASHBOARD: &str = include_str!("../k8s/grafana/meshdns.json");
+
+/// The rows (`| ` lines after the header) of the first table under `## <title>`.
+fn table_rows(title: &str) -> Vec<Vec<String>> {
+    let section = README
+        .split(&format!("\n## {title}\n"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("README has a `## {title}` section"));
+    let section = section.split("\n## ").next().unwrap_or(section);
+    section
+        .lines()
+        .filter(|line| line.starts_with("| `"))
+        .map(|line| {
+            line.trim_matches('|')
+                .split(" | ")
+                .map(|cell| cell.trim().to_string())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn the_readme_configuration_table_is_the_variable_table() {
+    let documented = table_rows("Configuration");
+    let expected: Vec<Vec<String>> = VARIABLES
+        .iter()
+        .map(|v| {
+            vec![
+                format!("`{}`", v.name),
+                v.default.map_or("unset".to_string(), |d| format!("`{d}`")),
+                v.meaning.to_string(),
+                if v.restart { "restart" } else { "live" }.to_string(),
+            ]
+        })
+        .collect();
+    assert_eq!(documented, expected);
+}
 
 /// `(name, type, labels)` of every row of the table under `## Metrics`.
 fn readme_rows() -> Vec<(String, String, Vec<String>)> {

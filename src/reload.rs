@@ -1,0 +1,194 @@
+//! Live configuration: `MESHDNS_CONFIG_DIR` watched with inotify (the kubelet swaps a mounted
+//! ConfigMap atomically by renaming its `..data` symlink, an event in the directory itself),
+//! and SIGHUP, which forces a reload where no event comes (a file bind-mounted over another).
+//!
+//! A change is read and validated as a whole. An invalid one is rejected whole: the running
+//! configuration stays, the error is logged naming the variable, and
+//! `meshdns_config_reloads_total{result="rejected"}` counts it. A valid one is applied without
+//! dropping or delaying a query: a new immutable snapshot is swapped in (queries in flight
+//! finish on theirs), upstream groups that did not change are carried over with their health,
+//! the cache keeps every entry but those of routes that changed, and the log filter and cache
+//! limits follow. Settings that need a restart (sockets, threads, the in-flight cap, the log
+//! format) are logged as such and not applied.
+//!
+//! Nothing runs while nothing changes: inotify wakes the task only on an event, and the short
+//! settling delay (the kubelet writes several entries per update) starts only after one.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use notify::Watcher;
+use tokio::sync::{mpsc, watch};
+
+use crate::background::Background;
+use crate::cache::CacheKey;
+use crate::config::{Config, variables};
+use crate::metrics::{Metrics, ReloadResult};
+use crate::process;
+use crate::query::Resolver;
+use crate::route::{Route, Router};
+use crate::snapshot::Snapshot;
+
+/// How long a burst of events must be quiet before the directory is read.
+pub const SETTLE: Duration = Duration::from_millis(200);
+
+/// What a reload works on: the configuration in force and what it configures.
+#[derive(Debug)]
+pub struct Reloader {
+    config: Config,
+    resolver: Arc<Resolver>,
+    metrics: Arc<Metrics>,
+    background: Arc<Background>,
+}
+
+/// How one reload ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The variables that changed and were applied (restart-only ones excluded).
+    Applied(Vec<&'static str>),
+    /// The error, naming the variable.
+    Rejected(String),
+    Unchanged,
+}
+
+impl Reloader {
+    pub fn new(
+        config: Config,
+        resolver: Arc<Resolver>,
+        metrics: Arc<Metrics>,
+        background: Arc<Background>,
+    ) -> Self {
+        Self {
+            config,
+            resolver,
+            metrics,
+            background,
+        }
+    }
+
+    /// Reads the environment captured at startup and the directory again, and applies the
+    /// result or rejects it whole.
+    pub fn reload(&mut self) -> Outcome {
+        let read = match Config::from_environment(&self.config.environment) {
+            Ok(read) => read,
+            Err(error) => {
+                tracing::error!(variable = %error.variable, %error, "configuration change rejected; the running configuration stays");
+                self.metrics.config_reload(ReloadResult::Rejected);
+                return Outcome::Rejected(error.to_string());
+            }
+        };
+        let changed = self.config.settings.changed(&read.settings);
+        if changed.is_empty() {
+            tracing::debug!("configuration directory read; nothing changed");
+            return Outcome::Unchanged;
+        }
+        let (restart, live): (Vec<&str>, Vec<&str>) = changed
+            .iter()
+            .partition(|name| variables::find(name).is_some_and(|v| v.restart));
+        for variable in &restart {
+            tracing::warn!(%variable, "changed, but only a restart applies it; the running value stays");
+        }
+        let applied = Config {
+            listen: self.config.listen.clone(),
+            admin_listen: self.config.admin_listen,
+            threads: self.config.threads,
+            max_inflight: self.config.max_inflight,
+            log_format: self.config.log_format,
+            config_dir: self.config.config_dir.clone(),
+            ..read
+        };
+        self.apply(&applied);
+        tracing::info!(changed = ?live, "configuration applied");
+        self.metrics.config_reload(ReloadResult::Applied);
+        self.config = applied;
+        Outcome::Applied(live)
+    }
+
+    fn apply(&self, new: &Config) {
+        let old = &self.config;
+        if new.log != old.log {
+            process::set_log_filter(&new.log);
+        }
+        let cache = self.resolver.cache();
+        if new.cache != old.cache {
+            cache.reconfigure(&new.cache);
+        }
+        let previous = self.resolver.snapshot();
+        let snapshot = Snapshot::new(new, cache, &self.metrics, &self.background, Some(&previous));
+        let unchanged = unchanged_routes(old, new);
+        cache.retain(|key| unchanged(key));
+        self.resolver.replace(snapshot);
+    }
+}
+
+/// Whether a cache entry may outlive the change from `old` to `new`: its name routes the same
+/// way to a target that did not change. Gathered legs stay only while the clusters do.
+fn unchanged_routes(old: &Config, new: &Config) -> impl Fn(&CacheKey) -> bool {
+    let (old_router, new_router) = (Router::new(old), Router::new(new));
+    let clusters_same = old.clusters == new.clusters;
+    let upstreams_same = old.upstreams == new.upstreams;
+    let (old, new) = (old.clone(), new.clone());
+    move |key| {
+        if key.is_leg() {
+            return clusters_same;
+        }
+        match (old_router.route(key.name()), new_router.route(key.name())) {
+            (Route::Passthrough, Route::Passthrough) => upstreams_same,
+            (Route::Cluster(a), Route::Cluster(b)) => old.clusters.get(a) == new.clusters.get(b),
+            (Route::Distributed(a), Route::Distributed(b)) => {
+                clusters_same && old.distributed_zones.get(a) == new.distributed_zones.get(b)
+            }
+            (Route::Clusterset, Route::Clusterset) => clusters_same,
+            _ => false,
+        }
+    }
+}
+
+/// Reloads on every change of `dir` and on SIGHUP until `shutdown` is signalled.
+pub async fn watch_and_reload(
+    mut reloader: Reloader,
+    dir: PathBuf,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let (events, mut changed) = mpsc::channel::<()>(1);
+    let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if event.is_ok() {
+            // A reload is already due when the channel is full.
+            let _ = events.try_send(());
+        }
+    })
+    .and_then(|mut watcher| {
+        watcher.watch(&dir, notify::RecursiveMode::NonRecursive)?;
+        Ok(watcher)
+    });
+    let _watcher = match watcher {
+        Ok(watcher) => Some(watcher),
+        Err(error) => {
+            tracing::warn!(dir = %dir.display(), %error, "cannot watch the configuration directory; changes are applied on SIGHUP only");
+            None
+        }
+    };
+    // Whatever changed between the start's read and the watch's start is read now.
+    reloader.reload();
+    let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(hangup) => Some(hangup),
+        Err(error) => {
+            tracing::warn!(%error, "cannot listen for SIGHUP");
+            None
+        }
+    };
+    loop {
+        tokio::select! {
+            Some(()) = changed.recv() => {
+                // Let the burst of a kubelet update settle, then read it once.
+                while tokio::time::timeout(SETTLE, changed.recv()).await.is_ok_and(|e| e.is_some()) {}
+            }
+            Some(()) = async { match hangup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => {
+                tracing::info!("SIGHUP: reloading the configuration");
+            }
+            () = crate::server::stopped(&mut shutdown) => return,
+        }
+        reloader.reload();
+    }
+}

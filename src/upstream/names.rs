@@ -1,0 +1,161 @@
+//! Endpoints given by host name (`b=dns-b.example.net:30053`): a cloud load balancer's name or
+//! a name the platform team keeps. Each name is resolved through the local upstreams (A and
+//! AAAA; every address is an endpoint) by a task owned by its group, re-resolved when the
+//! records' TTL runs out (clamped to [`MIN_TTL`] … [`MAX_TTL`]), and its last good addresses
+//! are kept when a resolution fails. A name that does not resolve yet is not fatal: its group
+//! simply has no address from it, and its legs fail, visibly (a warning at most once per
+//! [`LOG_INTERVAL`](super::log_limit::LOG_INTERVAL), and
+//! `meshdns_endpoint_resolutions_total{result="failed"}`).
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use hickory_proto::op::{Edns, Message, Query, ResponseCode};
+use hickory_proto::rr::{Name, RData, RecordType};
+use prometheus::IntCounter;
+use tokio::time::Instant;
+
+use super::Upstream;
+use super::log_limit::LogLimit;
+
+/// Re-resolved no sooner than this, however short the TTL.
+pub const MIN_TTL: Duration = Duration::from_secs(5);
+
+/// Re-resolved at least this often, however long the TTL (a moved load balancer is followed
+/// within five minutes).
+pub const MAX_TTL: Duration = Duration::from_secs(300);
+
+/// How long one resolution may take.
+const RESOLUTION_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Why a name gave no address.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolutionError {
+    #[error("the local upstreams did not answer: {0}")]
+    NoAnswer(String),
+    #[error("the local upstreams answered {0}")]
+    Rcode(ResponseCode),
+    #[error("the name has no A or AAAA record")]
+    NoAddress,
+}
+
+/// The counters of one group's resolutions, by result.
+#[derive(Debug, Clone)]
+pub struct ResolutionCounters {
+    pub ok: IntCounter,
+    pub failed: IntCounter,
+}
+
+/// The addresses `host` has now and how long they may be used (the smallest TTL, clamped),
+/// asked of `local` as A and AAAA at once.
+pub async fn resolve(
+    local: &Upstream,
+    host: &Name,
+    port: u16,
+) -> Result<(Vec<SocketAddr>, Duration), ResolutionError> {
+    let deadline = Instant::now() + RESOLUTION_TIMEOUT;
+    let (v4, v6) = tokio::join!(
+        ask(local, host, RecordType::A, deadline),
+        ask(local, host, RecordType::AAAA, deadline)
+    );
+    let mut addrs = Vec::new();
+    let mut ttl: Option<u32> = None;
+    let mut first_error = None;
+    for answer in [v4, v6] {
+        match answer {
+            Ok((ips, min_ttl)) => {
+                addrs.extend(ips.into_iter().map(|ip| SocketAddr::new(ip, port)));
+                ttl = smaller(ttl, min_ttl);
+            }
+            Err(error) => first_error = first_error.or(Some(error)),
+        }
+    }
+    if addrs.is_empty() {
+        return Err(first_error.unwrap_or(ResolutionError::NoAddress));
+    }
+    let ttl = Duration::from_secs(u64::from(ttl.unwrap_or(0))).clamp(MIN_TTL, MAX_TTL);
+    Ok((addrs, ttl))
+}
+
+/// The addresses of one type and their smallest TTL; a NODATA answer is an empty list.
+async fn ask(
+    local: &Upstream,
+    host: &Name,
+    rtype: RecordType,
+    deadline: Instant,
+) -> Result<(Vec<IpAddr>, Option<u32>), ResolutionError> {
+    let mut query = Message::query();
+    query.metadata.recursion_desired = true;
+    query.add_query(Query::query(host.clone(), rtype));
+    query.set_edns(Edns::new());
+    let bytes = query
+        .to_vec()
+        .map_err(|e| ResolutionError::NoAnswer(e.to_string()))?;
+    let answered = local
+        .exchange(&bytes, deadline)
+        .await
+        .map_err(|e| ResolutionError::NoAnswer(e.to_string()))?;
+    let reply =
+        Message::from_vec(&answered.bytes).map_err(|e| ResolutionError::NoAnswer(e.to_string()))?;
+    if reply.response_code != ResponseCode::NoError {
+        return Err(ResolutionError::Rcode(reply.response_code));
+    }
+    let mut ips = Vec::new();
+    let mut ttl: Option<u32> = None;
+    for record in &reply.answers {
+        let ip = match &record.data {
+            RData::A(a) => IpAddr::V4(a.0),
+            RData::AAAA(aaaa) => IpAddr::V6(aaaa.0),
+            _ => continue,
+        };
+        ips.push(ip);
+        ttl = smaller(ttl, Some(record.ttl));
+    }
+    Ok((ips, ttl))
+}
+
+fn smaller(a: Option<u32>, b: Option<u32>) -> Option<u32> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
+/// Keeps name number `index` of `group` resolved for as long as the group lives: resolves at
+/// once, then again when the TTL runs out; after a failure, again after [`MIN_TTL`], doubling
+/// up to [`MAX_TTL`] while it keeps failing (the last good addresses stay in use).
+pub async fn keep_resolved(
+    group: Weak<Upstream>,
+    local: Arc<Upstream>,
+    index: usize,
+    host: Name,
+    port: u16,
+    counters: ResolutionCounters,
+) {
+    let log = LogLimit::default();
+    let mut retry = MIN_TTL;
+    loop {
+        let wait = match resolve(&local, &host, port).await {
+            Ok((addrs, ttl)) => {
+                counters.ok.inc();
+                retry = MIN_TTL;
+                let Some(group) = group.upgrade() else { return };
+                group.set_resolved(index, addrs);
+                ttl
+            }
+            Err(error) => {
+                counters.failed.inc();
+                let Some(group) = group.upgrade() else { return };
+                if let Some(suppressed) = log.check() {
+                    tracing::warn!(upstream = group.name(), host = %host, %error, suppressed, "endpoint name did not resolve; keeping its last addresses");
+                }
+                let wait = retry;
+                retry = (retry * 2).min(MAX_TTL);
+                wait
+            }
+        };
+        tokio::time::sleep(wait).await;
+    }
+}

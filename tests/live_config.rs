@@ -1,0 +1,324 @@
+//! Live configuration (docs/design.md, "Live configuration" and "Configuration"): a
+//! `MESHDNS_CONFIG_DIR` written exactly as the kubelet writes a mounted ConfigMap, changed
+//! while clients ask; and endpoints given by host name, resolved through kube-dns and followed
+//! when they move.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::RecordType;
+use support::configmap::ConfigMapDir;
+use support::{Answer, Behaviour, FakeDns, Meshdns, query, rr, udp};
+
+const WWW: &str = "www.example.com.";
+const MEMBER: &str = "member-0.mongo.db.svc.cluster.local.";
+
+/// kube-dns answering [`WWW`], and `extra` records of its own.
+async fn kube_dns(extra: &[(&str, [u8; 4])]) -> FakeDns {
+    kube_dns_on(extra, "127.0.0.1:0").await
+}
+
+/// [`kube_dns`] on `on` (to replace one that stopped).
+async fn kube_dns_on(extra: &[(&str, [u8; 4])], on: &str) -> FakeDns {
+    let mut builder = FakeDns::builder().answer(
+        WWW,
+        RecordType::A,
+        Answer::records([rr::a(WWW, [192, 0, 2, 1])]),
+    );
+    for (name, ip) in extra {
+        builder = builder.answer(name, RecordType::A, Answer::records([rr::a(name, *ip)]));
+    }
+    builder.start_on(on).await
+}
+
+/// A peer cluster's DNS that knows [`MEMBER`] as `ip`.
+async fn peer(ip: [u8; 4], on: &str) -> FakeDns {
+    FakeDns::builder()
+        .answer(MEMBER, RecordType::A, Answer::records([rr::a(MEMBER, ip)]))
+        .start_on(on)
+        .await
+}
+
+/// The address `member-0.mongo.db.cluster.<cluster>` resolves to through meshdns, if any.
+async fn member_of(meshdns: &Meshdns, cluster: &str) -> Option<String> {
+    let reply = udp(
+        meshdns.addr,
+        &query(
+            &format!("member-0.mongo.db.cluster.{cluster}."),
+            RecordType::A,
+        ),
+    )
+    .await;
+    (reply.msg.response_code == ResponseCode::NoError)
+        .then(|| reply.answer_lines().first().cloned())
+        .flatten()
+        .and_then(|line| line.rsplit(' ').next().map(str::to_string))
+}
+
+/// Asks until `want` holds (each try a second apart), at most `tries` times.
+async fn eventually<F, Fut>(tries: usize, mut want: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..tries {
+        if want().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
+async fn reloads(meshdns: &Meshdns, result: &str) -> f64 {
+    meshdns
+        .metric("meshdns_config_reloads_total", &[("result", result)])
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_added_in_the_directory_answers_without_a_failed_query_or_a_restart() {
+    let kube = kube_dns(&[]).await;
+    let (b, c) = (
+        peer([10, 2, 0, 1], "127.0.0.1:0").await,
+        peer([10, 3, 0, 1], "127.0.0.1:0").await,
+    );
+    let mut dir = ConfigMapDir::new("add", &[("MESHDNS_CLUSTERS", &format!("b={}", b.addr))]);
+    let meshdns = Arc::new(
+        Meshdns::start(&[
+            ("MESHDNS_UPSTREAMS", &kube.addr.to_string()),
+            ("MESHDNS_CONFIG_DIR", &dir.path.display().to_string()),
+        ])
+        .await,
+    );
+    assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.1"));
+    // A client asking 20 times a second, over both routes, all through the change.
+    let (stop, asked, failed) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    let client = {
+        let (meshdns, stop, asked, failed) = (
+            Arc::clone(&meshdns),
+            Arc::clone(&stop),
+            Arc::clone(&asked),
+            Arc::clone(&failed),
+        );
+        tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let www = udp(meshdns.addr, &query(WWW, RecordType::A)).await;
+                let member = member_of(&meshdns, "b").await;
+                asked.fetch_add(2, Ordering::Relaxed);
+                if www.msg.response_code != ResponseCode::NoError {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                }
+                if member.as_deref() != Some("10.2.0.1") {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    dir.update(&[("MESHDNS_CLUSTERS", &format!("b={}; c={}", b.addr, c.addr))]);
+    assert!(
+        eventually(100, || async {
+            member_of(&meshdns, "c").await.as_deref() == Some("10.3.0.1")
+        })
+        .await,
+        "the new cluster answers"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::Relaxed);
+    client.await.unwrap();
+    assert!(asked.load(Ordering::Relaxed) > 10);
+    assert_eq!(failed.load(Ordering::Relaxed), 0, "no query failed");
+    assert_eq!(reloads(&meshdns, "applied").await, 1.0);
+    assert_eq!(reloads(&meshdns, "rejected").await, 0.0);
+}
+
+#[tokio::test]
+async fn an_invalid_change_is_rejected_whole_and_the_running_configuration_stays() {
+    let kube = kube_dns(&[]).await;
+    let (b, c) = (
+        peer([10, 2, 0, 1], "127.0.0.1:0").await,
+        peer([10, 3, 0, 1], "127.0.0.1:0").await,
+    );
+    let mut dir = ConfigMapDir::new("reject", &[("MESHDNS_CLUSTERS", &format!("b={}", b.addr))]);
+    let meshdns = Meshdns::start(&[
+        ("MESHDNS_UPSTREAMS", &kube.addr.to_string()),
+        ("MESHDNS_CONFIG_DIR", &dir.path.display().to_string()),
+    ])
+    .await;
+    // A valid cluster list, but a timeout that cannot be meant: nothing of it is applied.
+    dir.update(&[
+        ("MESHDNS_CLUSTERS", &format!("b={}; c={}", b.addr, c.addr)),
+        ("MESHDNS_TIMEOUT", "forever"),
+    ]);
+    assert!(eventually(100, || async { reloads(&meshdns, "rejected").await == 1.0 }).await);
+    assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.1"));
+    assert_eq!(
+        member_of(&meshdns, "c").await,
+        None,
+        "cluster c was not added"
+    );
+    assert!(c.seen().is_empty());
+    // Fixed, it is applied.
+    dir.update(&[("MESHDNS_CLUSTERS", &format!("b={}; c={}", b.addr, c.addr))]);
+    assert!(
+        eventually(100, || async {
+            member_of(&meshdns, "c").await.as_deref() == Some("10.3.0.1")
+        })
+        .await
+    );
+    assert_eq!(reloads(&meshdns, "applied").await, 1.0);
+}
+
+#[tokio::test]
+async fn a_setting_that_needs_a_restart_is_not_applied_and_the_rest_is() {
+    let kube = kube_dns(&[]).await;
+    let b = peer([10, 2, 0, 1], "127.0.0.1:0").await;
+    let mut dir = ConfigMapDir::new("restart", &[("MESHDNS_MAX_INFLIGHT", "64")]);
+    let meshdns = Meshdns::start(&[
+        ("MESHDNS_UPSTREAMS", &kube.addr.to_string()),
+        ("MESHDNS_CONFIG_DIR", &dir.path.display().to_string()),
+    ])
+    .await;
+    dir.update(&[
+        ("MESHDNS_MAX_INFLIGHT", "128"),
+        ("MESHDNS_LISTEN", "127.0.0.1:1"),
+        ("MESHDNS_CLUSTERS", &format!("b={}", b.addr)),
+    ]);
+    assert!(
+        eventually(100, || async {
+            member_of(&meshdns, "b").await.as_deref() == Some("10.2.0.1")
+        })
+        .await
+    );
+    // Still serving where it was bound.
+    let www = udp(meshdns.addr, &query(WWW, RecordType::A)).await;
+    assert_eq!(www.msg.response_code, ResponseCode::NoError);
+    assert_eq!(reloads(&meshdns, "applied").await, 1.0);
+}
+
+#[tokio::test]
+async fn a_reload_keeps_the_cached_answers_of_routes_it_did_not_change() {
+    let kube = kube_dns(&[]).await;
+    let (b, moved) = (
+        peer([10, 2, 0, 1], "127.0.0.1:0").await,
+        peer([10, 2, 0, 2], "127.0.0.1:0").await,
+    );
+    let mut dir = ConfigMapDir::new("cache", &[("MESHDNS_CLUSTERS", &format!("b={}", b.addr))]);
+    let meshdns = Meshdns::start(&[
+        ("MESHDNS_UPSTREAMS", &kube.addr.to_string()),
+        ("MESHDNS_CONFIG_DIR", &dir.path.display().to_string()),
+        ("MESHDNS_CACHE_SIZE", "100"),
+    ])
+    .await;
+    udp(meshdns.addr, &query(WWW, RecordType::A)).await;
+    assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.1"));
+    assert_eq!((kube.seen().len(), b.seen().len()), (1, 1));
+    // Cluster b's endpoint moves: its cached answer goes, kube-dns's stays.
+    dir.update(&[("MESHDNS_CLUSTERS", &format!("b={}", moved.addr))]);
+    assert!(
+        eventually(100, || async {
+            member_of(&meshdns, "b").await.as_deref() == Some("10.2.0.2")
+        })
+        .await,
+        "cluster b is asked at its new endpoint, not answered from the cache"
+    );
+    udp(meshdns.addr, &query(WWW, RecordType::A)).await;
+    assert_eq!(
+        kube.seen().len(),
+        1,
+        "the pass-through answer stayed cached"
+    );
+    assert_eq!(b.seen().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_host_name_endpoint_is_resolved_through_kube_dns_and_followed_when_it_moves() {
+    const NAME: &str = "dns-b.example.test.";
+    let first = peer([10, 2, 0, 1], "127.0.0.1:0").await;
+    let port = first.addr.port();
+    let second = peer([10, 2, 0, 2], &format!("127.0.0.2:{port}")).await;
+    let kube = kube_dns(&[(NAME, [127, 0, 0, 1])]).await;
+    let kube_addr = kube.addr;
+    let clusters = format!("b=dns-b.example.test:{port}");
+    let meshdns = Meshdns::start(&[
+        ("MESHDNS_UPSTREAMS", &kube_addr.to_string()),
+        ("MESHDNS_CLUSTERS", &clusters),
+    ])
+    .await;
+    assert!(
+        eventually(50, || async {
+            member_of(&meshdns, "b").await.as_deref() == Some("10.2.0.1")
+        })
+        .await,
+        "the name resolved and its address answers"
+    );
+    // The name now points elsewhere: followed once its TTL (30 s) has run out.
+    drop(kube);
+    tokio::time::sleep(Duration::from_millis(1)).await; // the stopped fake lets go of its port
+    let kube = kube_dns_on(&[(NAME, [127, 0, 0, 2])], &kube_addr.to_string()).await;
+    tokio::time::sleep(Duration::from_secs(31)).await;
+    assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.2"));
+    // kube-dns loses the name: the last good address stays in use.
+    drop(kube);
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let _kube = FakeDns::builder()
+        .otherwise(Behaviour::Answer(Answer::rcode(ResponseCode::ServFail)))
+        .start_on(&kube_addr.to_string())
+        .await;
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.2"));
+    let resolutions = |result| {
+        let meshdns = &meshdns;
+        async move {
+            meshdns
+                .metric(
+                    "meshdns_endpoint_resolutions_total",
+                    &[("cluster", "b"), ("result", result)],
+                )
+                .await
+        }
+    };
+    assert!(resolutions("ok").await >= 2.0);
+    assert!(resolutions("failed").await >= 1.0);
+    assert!(!second.seen().is_empty());
+}
+
+#[tokio::test]
+async fn an_endpoint_name_that_does_not_resolve_fails_its_cluster_not_the_start() {
+    let kube = kube_dns(&[]).await;
+    let meshdns = Meshdns::start(&[
+        ("MESHDNS_UPSTREAMS", &kube.addr.to_string()),
+        ("MESHDNS_CLUSTERS", "b=nowhere.example.test:30053"),
+    ])
+    .await;
+    let reply = udp(
+        meshdns.addr,
+        &query("member-0.mongo.db.cluster.b.", RecordType::A),
+    )
+    .await;
+    assert_eq!(reply.msg.response_code, ResponseCode::ServFail);
+    let www = udp(meshdns.addr, &query(WWW, RecordType::A)).await;
+    assert_eq!(www.msg.response_code, ResponseCode::NoError);
+    assert!(
+        eventually(50, || async {
+            meshdns
+                .metric(
+                    "meshdns_endpoint_resolutions_total",
+                    &[("cluster", "b"), ("result", "failed")],
+                )
+                .await
+                >= 1.0
+        })
+        .await
+    );
+}
