@@ -90,12 +90,13 @@ impl Resolver {
         let Lookup::Fresh { reply, refresh } = self.cache.lookup(&key, bytes, started) else {
             return FastPath::Miss(Some(key));
         };
-        let snapshot = self.snapshot.load_full();
+        let snapshot = self.snapshot.load();
         let route = snapshot
             .router
             .route(wire::first_question_name(bytes).unwrap_or_default());
         if refresh && let Inspected::Query(request) = inspect(bytes) {
             let deadline = started + snapshot.timeout;
+            let snapshot = arc_swap::Guard::into_inner(snapshot);
             let resolution = resolve(snapshot, route, bytes.to_vec(), Arc::new(request), deadline);
             self.cache.refresh(&key, resolution);
         }

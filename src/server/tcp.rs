@@ -95,8 +95,15 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) {
     let mut shutdown = shared.shutdown.clone();
     let mut answering: JoinSet<()> = JoinSet::new();
     loop {
+        // Idle means silent with nothing being answered (RFC 7766 §6.2.3); a frame must also
+        // arrive whole within the timeout, so a trickling client cannot hold the slot.
+        let idle_limit = if answering.is_empty() {
+            IDLE_TIMEOUT
+        } else {
+            IDLE_TIMEOUT.max(shared.resolver.snapshot().timeout)
+        };
         let frame = tokio::select! {
-            frame = timeout(IDLE_TIMEOUT, frames.next()) => match frame {
+            frame = timeout(idle_limit, frames.next()) => match frame {
                 Ok(Some(Ok(frame))) => frame,
                 // EOF, a read error, a frame over the cap, or a silent client.
                 _ => break,

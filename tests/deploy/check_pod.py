@@ -12,9 +12,11 @@ Usage: check_pod.py RENDERED.yaml NAMESPACE LABEL [--podmonitor] [--tls] [--exam
 
 The sidecar's configuration is what the pod would see: its environment plus one file per key of
 the ConfigMaps mounted at MESHDNS_CONFIG_DIR (a file overrides the variable of the same name).
-With MESHDNS_BIN set to a built meshdns binary, also runs `meshdns --check` (binds nothing,
-sends nothing) with exactly that: the environment, and MESHDNS_CONFIG_DIR pointing at a
-directory holding those files. Expects exit 0.
+With MESHDNS_BIN set to a built meshdns binary, also runs `meshdns --check` (binds nothing)
+with exactly that: the environment, and MESHDNS_CONFIG_DIR pointing at a directory holding
+those files. `--check` resolves host-name endpoints through the configured upstreams, so it runs
+in a network namespace of its own with no interface up (`unshare -n`, root): nothing leaves the
+machine, and a name shows as unresolved. Expects exit 0.
 
 Prints one `PASS <label>: <check>` or `FAIL <label>: <check> -- <why>` line per check;
 exits 1 if any check failed. validate.sh counts the lines.
@@ -350,7 +352,8 @@ def main():
                         f.write(v)
                 run_env = {k: v for k, v in env.items() if v is not None}
                 run_env["MESHDNS_CONFIG_DIR"] = d
-                run = subprocess.run([binary, "--check"], env=run_env, capture_output=True, text=True, timeout=30)
+                run = subprocess.run(["unshare", "-n", binary, "--check"], env=run_env,
+                                     capture_output=True, text=True, timeout=30)
             check(wl, f"meshdns --check accepts the sidecar's environment and configuration directory ({binary})",
                   run.returncode == 0, f"exit {run.returncode}: {(run.stderr or run.stdout).strip()[:500]}")
 
