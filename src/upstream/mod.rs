@@ -17,6 +17,7 @@
 mod exchange;
 mod health;
 mod log_limit;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,0 +1,500 @@
+//! The one connection of a TLS endpoint: its state (closed, failed and backing off, or open
+//! with the table of queries waiting on it) and the task that drives it.
+//!
+//! All state sits behind one short-held mutex, so registering a query, dispatching a reply,
+//! deciding that the connection is idle and failing it are each one step that cannot interleave
+//! with another: a query is never registered on a connection that is just being closed as idle.
+//! The task exists only while the connection does. It writes queued frames, reads replies and
+//! watches for idleness concurrently; when any of them ends, the connection ends, and the task
+//! records how (idle, closed by the peer, failed) before it returns.
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use rustls::ClientConfig;
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::task::AbortHandle;
+use tokio::time::{Instant, sleep_until, timeout};
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
+
+use super::{BACKOFF_MAX, BACKOFF_MIN, TlsError, TlsSettings};
+use crate::wire;
+
+/// How long a failed write waits for the read side to say why (a TLS alert) before the write
+/// error stands as the cause.
+const ALERT_GRACE: Duration = Duration::from_millis(500);
+
+/// How long an idle close may spend sending close_notify.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
+type Reply = Result<Vec<u8>, TlsError>;
+
+/// What an endpoint shares with its connection task.
+pub(super) struct Shared {
+    pub(super) addr: SocketAddr,
+    pub(super) server_name: ServerName<'static>,
+    connector: TlsConnector,
+    settings: TlsSettings,
+    handshakes: AtomicU64,
+    /// One permit per query waiting for its reply: the in-flight bound.
+    pub(super) slots: Semaphore,
+    state: Mutex<State>,
+}
+
+struct State {
+    link: Link,
+    /// The delay after the next failure; doubled per failure, reset by a reply.
+    next_backoff: Duration,
+    /// Numbers connections and queries, so that news about one never touches another.
+    serial: u64,
+}
+
+enum Link {
+    /// No connection: the next query opens one.
+    Closed,
+    /// The last connection failed; until `until`, queries fail at once with its cause.
+    Failed { until: Instant, cause: TlsError },
+    /// A connection being opened or open.
+    Open(Conn),
+}
+
+struct Conn {
+    serial: u64,
+    /// Framed queries for the writer. Unbounded as a channel, bounded by the entries of
+    /// `pending` (each entry queues one frame).
+    frames: mpsc::UnboundedSender<Vec<u8>>,
+    pending: HashMap<u16, Pending>,
+    /// IDs whose caller gave up, oldest first; beyond the in-flight bound the oldest is forgotten.
+    abandoned: VecDeque<(u16, u64)>,
+    last_activity: Instant,
+    /// Whether any reply came over this connection (it resets the backoff, once).
+    answered: bool,
+    task: AbortHandle,
+}
+
+enum Pending {
+    Waiting {
+        ticket: u64,
+        reply: oneshot::Sender<Reply>,
+    },
+    /// The caller gave up; the ID stays taken so a late reply is recognised and dropped.
+    Abandoned { ticket: u64 },
+}
+
+/// How a connection ended.
+enum Ending {
+    /// Closed by us for idleness (or no longer the endpoint's connection).
+    Idle,
+    /// The peer closed it in an orderly way between replies.
+    PeerClosed,
+    Failed(TlsError),
+}
+
+/// A query's entry in the table; dropping it (reply taken, deadline passed, caller cancelled)
+/// marks the ID as no longer awaited.
+pub(super) struct Registration {
+    shared: Arc<Shared>,
+    conn: u64,
+    id: u16,
+    ticket: u64,
+}
+
+impl Shared {
+    pub(super) fn new(
+        addr: SocketAddr,
+        server_name: ServerName<'static>,
+        config: Arc<ClientConfig>,
+        settings: TlsSettings,
+    ) -> Self {
+        Self {
+            addr,
+            server_name,
+            connector: TlsConnector::from(config),
+            settings,
+            handshakes: AtomicU64::new(0),
+            slots: Semaphore::new(settings.max_in_flight.max(1)),
+            state: Mutex::new(State {
+                link: Link::Closed,
+                next_backoff: BACKOFF_MIN,
+                serial: 0,
+            }),
+        }
+    }
+
+    pub(super) fn handshakes(&self) -> u64 {
+        self.handshakes.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn is_connected(&self) -> bool {
+        matches!(self.lock().link, Link::Open(_))
+    }
+
+    /// No critical section can panic half-way, so a poisoned lock still holds consistent state.
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues `query` under a fresh ID on the connection, opening one if there is none; fails at
+    /// once while backing off after a failure.
+    pub(super) fn register(
+        self: &Arc<Self>,
+        query: &[u8],
+    ) -> Result<(Registration, oneshot::Receiver<Reply>), TlsError> {
+        let mut frame = wire::tcp_framed(query).ok_or(TlsError::BadQuery)?;
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        let now = Instant::now();
+        if let Link::Failed { until, cause } = &state.link
+            && now < *until
+        {
+            return Err(cause.clone());
+        }
+        if !matches!(state.link, Link::Open(_)) {
+            state.serial += 1;
+            let serial = state.serial;
+            let (frames, queue) = mpsc::unbounded_channel();
+            let task = tokio::spawn(run(Arc::clone(self), serial, queue)).abort_handle();
+            state.link = Link::Open(Conn {
+                serial,
+                frames,
+                pending: HashMap::new(),
+                abandoned: VecDeque::new(),
+                last_activity: now,
+                answered: false,
+                task,
+            });
+        }
+        state.serial += 1;
+        let ticket = state.serial;
+        let Link::Open(conn) = &mut state.link else {
+            return Err(TlsError::Network("no connection to queue on".into()));
+        };
+        // Random, and free on this connection: at most twice the in-flight bound of 65,536 IDs
+        // are taken, so the first try nearly always fits and the walk always ends.
+        let start: u16 = rand::random();
+        let id = (0..=u16::MAX)
+            .map(|step| start.wrapping_add(step))
+            .find(|id| !conn.pending.contains_key(id))
+            .ok_or_else(|| TlsError::Network("no free message ID on the connection".into()))?;
+        if let Some(message) = frame.get_mut(2..) {
+            wire::set_id(message, id);
+        }
+        conn.frames
+            .send(frame)
+            .map_err(|_| TlsError::Network("the connection task has stopped".into()))?;
+        let (reply, receiver) = oneshot::channel();
+        conn.pending.insert(id, Pending::Waiting { ticket, reply });
+        conn.last_activity = now;
+        let registration = Registration {
+            shared: Arc::clone(self),
+            conn: conn.serial,
+            id,
+            ticket,
+        };
+        Ok((registration, receiver))
+    }
+
+    /// Hands a reply to the query waiting for its ID; anything else is dropped.
+    fn dispatch(&self, serial: u64, frame: Vec<u8>) {
+        let Some(id) = wire::id(&frame) else {
+            tracing::debug!(endpoint = %self.addr, "ignored a TLS frame shorter than a message ID");
+            return;
+        };
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        let Link::Open(conn) = &mut state.link else {
+            return;
+        };
+        if conn.serial != serial {
+            return;
+        }
+        let answered = match conn.pending.remove(&id) {
+            Some(Pending::Waiting { reply, .. }) => {
+                // The caller may have given up this instant; then nobody needs the reply.
+                let _ = reply.send(Ok(frame));
+                true
+            }
+            Some(Pending::Abandoned { .. }) => {
+                tracing::debug!(endpoint = %self.addr, id, "a reply came after its query gave up");
+                true
+            }
+            None => {
+                tracing::debug!(endpoint = %self.addr, id, "ignored a reply with an ID we did not send");
+                false
+            }
+        };
+        if answered {
+            conn.last_activity = Instant::now();
+            if !conn.answered {
+                conn.answered = true;
+                state.next_backoff = BACKOFF_MIN;
+            }
+        }
+    }
+
+    /// Closes the connection if nobody waits on it and it has been quiet for the idle timeout;
+    /// otherwise says when to look again. `None` also when it is no longer this connection.
+    fn close_if_idle(&self, serial: u64) -> Option<Instant> {
+        let mut state = self.lock();
+        let Link::Open(conn) = &state.link else {
+            return None;
+        };
+        if conn.serial != serial {
+            return None;
+        }
+        let now = Instant::now();
+        let quiet_until = conn.last_activity + self.settings.idle_timeout;
+        let waiting = conn
+            .pending
+            .values()
+            .any(|p| matches!(p, Pending::Waiting { .. }));
+        if waiting {
+            return Some(now + self.settings.idle_timeout);
+        }
+        if now < quiet_until {
+            return Some(quiet_until);
+        }
+        state.link = Link::Closed;
+        None
+    }
+
+    /// Records how the connection `serial` ended: an orderly close leaves nothing behind; a
+    /// failure fails every waiting query with its cause and starts the backoff.
+    fn finish(&self, serial: u64, ending: Ending) {
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        let Link::Open(conn) = &state.link else {
+            return;
+        };
+        if conn.serial != serial {
+            return;
+        }
+        let waiting = conn
+            .pending
+            .values()
+            .filter(|p| matches!(p, Pending::Waiting { .. }))
+            .count();
+        let cause = match ending {
+            Ending::Idle => None,
+            Ending::PeerClosed if waiting == 0 => None,
+            Ending::PeerClosed => Some(TlsError::Network(format!(
+                "the server closed the connection with {waiting} queries unanswered"
+            ))),
+            Ending::Failed(cause) => Some(cause),
+        };
+        let Some(cause) = cause else {
+            tracing::debug!(endpoint = %self.addr, "TLS connection closed");
+            state.link = Link::Closed;
+            return;
+        };
+        let delay = state
+            .next_backoff
+            .mul_f64(rand::random_range(0.5..=1.0));
+        state.next_backoff = (state.next_backoff * 2).min(BACKOFF_MAX);
+        tracing::debug!(endpoint = %self.addr, %cause, waiting, ?delay, "TLS connection failed");
+        let failed = Link::Failed {
+            until: Instant::now() + delay,
+            cause: cause.clone(),
+        };
+        if let Link::Open(conn) = std::mem::replace(&mut state.link, failed) {
+            for (_, pending) in conn.pending {
+                if let Pending::Waiting { reply, .. } = pending {
+                    let _ = reply.send(Err(cause.clone()));
+                }
+            }
+        }
+    }
+
+    /// Stops the connection task (the endpoint is being dropped).
+    pub(super) fn stop(&self) {
+        let mut state = self.lock();
+        if let Link::Open(conn) = &state.link {
+            conn.task.abort();
+        }
+        state.link = Link::Closed;
+    }
+
+    async fn connect(&self) -> Result<TlsStream<TcpStream>, TlsError> {
+        let tcp = TcpStream::connect(self.addr)
+            .await
+            .map_err(|e| TlsError::Network(format!("connect: {e}")))?;
+        tcp.set_nodelay(true)
+            .map_err(|e| TlsError::Network(format!("connect: {e}")))?;
+        self.connector
+            .connect(self.server_name.clone(), tcp)
+            .await
+            .map_err(classify)
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let mut state = self.shared.lock();
+        let Link::Open(conn) = &mut state.link else {
+            return;
+        };
+        if conn.serial != self.conn {
+            return;
+        }
+        let still_waiting = matches!(
+            conn.pending.get(&self.id),
+            Some(Pending::Waiting { ticket, .. }) if *ticket == self.ticket
+        );
+        if !still_waiting {
+            return;
+        }
+        conn.pending.insert(
+            self.id,
+            Pending::Abandoned {
+                ticket: self.ticket,
+            },
+        );
+        conn.abandoned.push_back((self.id, self.ticket));
+        while conn.abandoned.len() > self.shared.settings.max_in_flight {
+            let Some((id, ticket)) = conn.abandoned.pop_front() else {
+                break;
+            };
+            if matches!(conn.pending.get(&id), Some(Pending::Abandoned { ticket: t }) if *t == ticket)
+            {
+                conn.pending.remove(&id);
+            }
+        }
+    }
+}
+
+/// The connection task: opens the connection, serves it until it ends, records the ending.
+async fn run(shared: Arc<Shared>, serial: u64, queue: mpsc::UnboundedReceiver<Vec<u8>>) {
+    shared.handshakes.fetch_add(1, Ordering::Relaxed);
+    let ending = serve(&shared, serial, queue).await;
+    shared.finish(serial, ending);
+}
+
+async fn serve(
+    shared: &Shared,
+    serial: u64,
+    mut queue: mpsc::UnboundedReceiver<Vec<u8>>,
+) -> Ending {
+    let limit = shared.settings.handshake_timeout;
+    let stream = match timeout(limit, shared.connect()).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(cause)) => return Ending::Failed(cause),
+        Err(_) => return Ending::Failed(TlsError::HandshakeTimeout(limit)),
+    };
+    tracing::debug!(endpoint = %shared.addr, "TLS connection open");
+    let (mut reader, mut writer) = tokio::io::split(stream);
+    let ending = {
+        let replies = read_replies(shared, serial, &mut reader);
+        tokio::pin!(replies);
+        tokio::select! {
+            ending = &mut replies => ending,
+            ending = write_queries(&mut writer, &mut queue) => {
+                // A write fails when the peer has gone; its last words (a TLS alert such as
+                // CertificateRequired) are on the read side and say why.
+                match timeout(ALERT_GRACE, &mut replies).await {
+                    Ok(Ending::Failed(cause @ TlsError::Tls(_))) => Ending::Failed(cause),
+                    _ => ending,
+                }
+            }
+            ending = watch_idle(shared, serial) => ending,
+        }
+    };
+    if matches!(ending, Ending::Idle) {
+        // close_notify, so the peer sees an orderly close; a peer that does not read it
+        // cannot hold the task.
+        let _ = timeout(CLOSE_GRACE, writer.shutdown()).await;
+    }
+    ending
+}
+
+/// Writes queued frames, as many as are queued per flush (pipelining without a write per query).
+async fn write_queries(
+    writer: &mut (impl AsyncWrite + Unpin),
+    queue: &mut mpsc::UnboundedReceiver<Vec<u8>>,
+) -> Ending {
+    while let Some(frame) = queue.recv().await {
+        let mut written = writer.write_all(&frame).await;
+        while written.is_ok()
+            && let Ok(more) = queue.try_recv()
+        {
+            written = writer.write_all(&more).await;
+        }
+        if let Err(e) = written.and(writer.flush().await) {
+            return Ending::Failed(classify(e));
+        }
+    }
+    // The endpoint let go of this connection (idle close or drop): nothing more to write.
+    Ending::Idle
+}
+
+async fn read_replies(
+    shared: &Shared,
+    serial: u64,
+    reader: &mut (impl AsyncRead + Unpin),
+) -> Ending {
+    loop {
+        match read_frame(reader).await {
+            Ok(Some(frame)) => shared.dispatch(serial, frame),
+            Ok(None) => return Ending::PeerClosed,
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                return Ending::Failed(TlsError::Network(
+                    "the server closed the connection in the middle of a reply".into(),
+                ));
+            }
+            Err(e) => return Ending::Failed(classify(e)),
+        }
+    }
+}
+
+/// One length-prefixed message (RFC 7858 §3.3, RFC 1035 §4.2.2), in a buffer of the size the
+/// prefix announces (at most 65,535 bytes by construction); `None` when the peer closed the
+/// connection between messages (with or without close_notify: either way nothing was cut).
+async fn read_frame(reader: &mut (impl AsyncRead + Unpin)) -> io::Result<Option<Vec<u8>>> {
+    let mut prefix = [0u8; 2];
+    let first = match reader.read(&mut prefix).await {
+        Ok(n) => n,
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => 0,
+        Err(e) => return Err(e),
+    };
+    match first {
+        0 => return Ok(None),
+        1 => {
+            reader.read_exact(&mut prefix[1..]).await?;
+        }
+        _ => {}
+    }
+    let mut frame = vec![0u8; usize::from(u16::from_be_bytes(prefix))];
+    reader.read_exact(&mut frame).await?;
+    Ok(Some(frame))
+}
+
+/// Closes the connection once it is idle; see [`Shared::close_if_idle`].
+async fn watch_idle(shared: &Shared, serial: u64) -> Ending {
+    let mut check_at = Instant::now() + shared.settings.idle_timeout;
+    loop {
+        sleep_until(check_at).await;
+        match shared.close_if_idle(serial) {
+            Some(next) => check_at = next,
+            None => return Ending::Idle,
+        }
+    }
+}
+
+/// A rustls error (tokio-rustls carries it inside the `io::Error`) is a TLS failure with
+/// rustls's words; anything else is a network error.
+fn classify(error: io::Error) -> TlsError {
+    match error
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    {
+        Some(tls) => TlsError::Tls(tls.to_string()),
+        None => TlsError::Network(error.to_string()),
+    }
+}
