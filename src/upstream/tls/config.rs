@@ -76,17 +76,16 @@ pub fn load_client_config(
                 reason: e.to_string(),
             })?;
     }
-    let builder = ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-    .map_err(|e| TlsConfigError::BadCertificate {
-        // Cannot happen with the ring provider (it supports both versions); say where it
-        // would come from anyway.
-        path: ca_file.to_path_buf(),
-        reason: e.to_string(),
-    })?
-    .with_root_certificates(roots);
+    let builder =
+        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+            .map_err(|e| TlsConfigError::BadCertificate {
+                // Cannot happen with the ring provider (it supports both versions); say where it
+                // would come from anyway.
+                path: ca_file.to_path_buf(),
+                reason: e.to_string(),
+            })?
+            .with_root_certificates(roots);
     let config = match identity {
         None => builder.with_no_client_auth(),
         Some(ClientIdentity {
@@ -186,10 +185,8 @@ mod tests {
 
     impl Scratch {
         fn new(test: &str) -> Self {
-            let dir = std::env::temp_dir().join(format!(
-                "meshdns-tls-config-{}-{test}",
-                std::process::id()
-            ));
+            let dir = std::env::temp_dir()
+                .join(format!("meshdns-tls-config-{}-{test}", std::process::id()));
             std::fs::create_dir_all(&dir).expect("create a scratch directory");
             Scratch(dir)
         }
@@ -227,7 +224,11 @@ mod tests {
     fn sec1_pem(key: &KeyPair) -> String {
         let pkcs8 = key.serialize_der();
         assert_eq!(pkcs8.len(), 138, "a P-256 PKCS#8 key of the usual layout");
-        assert_eq!(&pkcs8[27..29], &[0x04, 0x6d], "the OCTET STRING around SEC1");
+        assert_eq!(
+            &pkcs8[27..29],
+            &[0x04, 0x6d],
+            "the OCTET STRING around SEC1"
+        );
         let body = base64(&pkcs8[29..]);
         let lines: Vec<&str> = body
             .as_bytes()
@@ -314,7 +315,10 @@ mod tests {
         let error = load_client_config(&path, None).expect_err("no file, no config");
         assert!(matches!(error, TlsConfigError::Read { .. }), "{error:?}");
         let message = error.to_string();
-        assert!(message.starts_with(&path.display().to_string()), "{message}");
+        assert!(
+            message.starts_with(&path.display().to_string()),
+            "{message}"
+        );
         assert!(message.contains("cannot read"), "{message}");
     }
 
@@ -323,7 +327,10 @@ mod tests {
         let scratch = Scratch::new("empty");
         let path = scratch.file("ca.pem", "# nothing here\n");
         let error = load_client_config(&path, None).expect_err("no certificate, no config");
-        assert!(matches!(error, TlsConfigError::NoCertificate { .. }), "{error:?}");
+        assert!(
+            matches!(error, TlsConfigError::NoCertificate { .. }),
+            "{error:?}"
+        );
         assert!(
             error.to_string().contains(&*path.display().to_string()),
             "{error}"

@@ -295,9 +295,7 @@ impl Shared {
             state.link = Link::Closed;
             return;
         };
-        let delay = state
-            .next_backoff
-            .mul_f64(rand::random_range(0.5..=1.0));
+        let delay = state.next_backoff.mul_f64(rand::random_range(0.5..=1.0));
         state.next_backoff = (state.next_backoff * 2).min(BACKOFF_MAX);
         tracing::debug!(endpoint = %self.addr, %cause, waiting, ?delay, "TLS connection failed");
         let failed = Link::Failed {
