@@ -275,6 +275,30 @@ async fn an_unanswered_query_times_out_alone() {
 }
 
 #[tokio::test]
+async fn a_connection_that_answers_nothing_fails_before_the_deadline() {
+    let pki = Pki::new();
+    let server = DotServer::start(&pki.issue(&[SERVER_NAME]), None, Behaviour::Silent).await;
+    let files = ClientFiles::new("stalled");
+    let settings = TlsSettings {
+        idle_timeout: Duration::from_millis(300),
+        ..TlsSettings::default()
+    };
+    let endpoint = endpoint_with(&server, files.config(&pki, None), settings);
+    let started = Instant::now();
+    let error = ask_err(&endpoint, "a.test.").await;
+    assert!(
+        matches!(&error, TlsError::Network(m) if m.contains("no reply")),
+        "{error:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "given up as stalled, not at the deadline: {:?}",
+        started.elapsed()
+    );
+    assert!(!endpoint.is_connected());
+}
+
+#[tokio::test]
 async fn replies_with_unknown_ids_and_runt_frames_are_ignored() {
     let pki = Pki::new();
     let server = DotServer::start(&pki.issue(&[SERVER_NAME]), None, Behaviour::NoiseFirst).await;

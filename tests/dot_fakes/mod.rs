@@ -144,6 +144,8 @@ pub enum Behaviour {
     /// On the first connection: read `n` queries, write half of the first reply's frame, close.
     /// Later connections answer normally.
     HalfFrameFirst(usize),
+    /// Read queries, answer none, keep the connection open.
+    Silent,
     /// Before each reply, send a one-byte frame and a reply with an ID nobody asked for.
     NoiseFirst,
 }
@@ -328,6 +330,7 @@ where
                     return read;
                 }
             }
+            Behaviour::Silent => {}
             Behaviour::NoiseFirst => {
                 done(stats);
                 let mut stray = reply.clone();

@@ -5,8 +5,14 @@
 //! deciding that the connection is idle and failing it are each one step that cannot interleave
 //! with another: a query is never registered on a connection that is just being closed as idle.
 //! The task exists only while the connection does. It writes queued frames, reads replies and
-//! watches for idleness concurrently; when any of them ends, the connection ends, and the task
+//! watches the clock concurrently; when any of them ends, the connection ends, and the task
 //! records how (idle, closed by the peer, failed) before it returns.
+//!
+//! The clock decides two things, both measured in the idle timeout: a connection nobody waits
+//! on that has been quiet that long is closed (no backoff), and a connection on which a query
+//! has waited that long with nothing at all received since it was sent is stalled — a peer
+//! that accepted the connection but no longer answers, or trickles one frame forever — and
+//! fails like a reset would, rather than swallowing every query until its deadline.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -75,18 +81,34 @@ struct Conn {
     /// IDs whose caller gave up, oldest first; beyond the in-flight bound the oldest is forgotten.
     abandoned: VecDeque<(u16, u64)>,
     last_activity: Instant,
+    /// When the last reply (or the connection, before any) came.
+    last_reply: Instant,
     /// Whether any reply came over this connection (it resets the backoff, once).
     answered: bool,
     task: AbortHandle,
 }
 
-enum Pending {
-    Waiting {
-        ticket: u64,
-        reply: oneshot::Sender<Reply>,
-    },
-    /// The caller gave up; the ID stays taken so a late reply is recognised and dropped.
-    Abandoned { ticket: u64 },
+struct Pending {
+    ticket: u64,
+    sent_at: Instant,
+    /// `None` once the caller gave up: the ID stays taken so that a late reply is recognised
+    /// and dropped instead of being taken for another query's.
+    reply: Option<oneshot::Sender<Reply>>,
+}
+
+impl Pending {
+    fn is_waiting(&self) -> bool {
+        self.reply.is_some()
+    }
+}
+
+/// What the clock found when it looked at the connection.
+enum Review {
+    /// Nothing to do before this instant.
+    Again(Instant),
+    /// Closed for idleness (or it is no longer this connection).
+    Closed,
+    Stalled(TlsError),
 }
 
 /// How a connection ended.
@@ -157,6 +179,13 @@ impl Shared {
         {
             return Err(cause.clone());
         }
+        // A connection whose task is gone without saying so (it cannot panic, but if it did)
+        // must not swallow queries: treat it as closed.
+        if let Link::Open(conn) = &state.link
+            && conn.frames.is_closed()
+        {
+            state.link = Link::Closed;
+        }
         if !matches!(state.link, Link::Open(_)) {
             state.serial += 1;
             let serial = state.serial;
@@ -168,6 +197,7 @@ impl Shared {
                 pending: HashMap::new(),
                 abandoned: VecDeque::new(),
                 last_activity: now,
+                last_reply: now,
                 answered: false,
                 task,
             });
@@ -191,7 +221,14 @@ impl Shared {
             .send(frame)
             .map_err(|_| TlsError::Network("the connection task has stopped".into()))?;
         let (reply, receiver) = oneshot::channel();
-        conn.pending.insert(id, Pending::Waiting { ticket, reply });
+        conn.pending.insert(
+            id,
+            Pending {
+                ticket,
+                sent_at: now,
+                reply: Some(reply),
+            },
+        );
         conn.last_activity = now;
         let registration = Registration {
             shared: Arc::clone(self),
@@ -217,12 +254,14 @@ impl Shared {
             return;
         }
         let answered = match conn.pending.remove(&id) {
-            Some(Pending::Waiting { reply, .. }) => {
+            Some(Pending {
+                reply: Some(reply), ..
+            }) => {
                 // The caller may have given up this instant; then nobody needs the reply.
                 let _ = reply.send(Ok(frame));
                 true
             }
-            Some(Pending::Abandoned { .. }) => {
+            Some(Pending { reply: None, .. }) => {
                 tracing::debug!(endpoint = %self.addr, id, "a reply came after its query gave up");
                 true
             }
@@ -232,7 +271,9 @@ impl Shared {
             }
         };
         if answered {
-            conn.last_activity = Instant::now();
+            let now = Instant::now();
+            conn.last_activity = now;
+            conn.last_reply = now;
             if !conn.answered {
                 conn.answered = true;
                 state.next_backoff = BACKOFF_MIN;
@@ -240,30 +281,43 @@ impl Shared {
         }
     }
 
-    /// Closes the connection if nobody waits on it and it has been quiet for the idle timeout;
-    /// otherwise says when to look again. `None` also when it is no longer this connection.
-    fn close_if_idle(&self, serial: u64) -> Option<Instant> {
+    /// Closes the connection if nobody waits on it and it has been quiet for the idle timeout,
+    /// finds it stalled if a query has waited that long with nothing received since, or says
+    /// when to look again.
+    fn review(&self, serial: u64) -> Review {
         let mut state = self.lock();
         let Link::Open(conn) = &state.link else {
-            return None;
+            return Review::Closed;
         };
         if conn.serial != serial {
-            return None;
+            return Review::Closed;
         }
         let now = Instant::now();
-        let quiet_until = conn.last_activity + self.settings.idle_timeout;
-        let waiting = conn
+        let limit = self.settings.idle_timeout;
+        let waiting = conn.pending.values().any(Pending::is_waiting);
+        let quiet_until = conn.last_activity + limit;
+        if !waiting {
+            if now >= quiet_until {
+                state.link = Link::Closed;
+                return Review::Closed;
+            }
+            return Review::Again(quiet_until);
+        }
+        // The oldest query sent after the last reply: nothing has come since it was sent.
+        let unanswered_since = conn
             .pending
             .values()
-            .any(|p| matches!(p, Pending::Waiting { .. }));
-        if waiting {
-            return Some(now + self.settings.idle_timeout);
+            .map(|p| p.sent_at)
+            .filter(|sent| *sent >= conn.last_reply)
+            .min();
+        match unanswered_since {
+            Some(since) if now >= since + limit => Review::Stalled(TlsError::Network(format!(
+                "no reply for {limit:?} with {} queries outstanding",
+                conn.pending.len()
+            ))),
+            Some(since) => Review::Again(since + limit),
+            None => Review::Again(now + limit),
         }
-        if now < quiet_until {
-            return Some(quiet_until);
-        }
-        state.link = Link::Closed;
-        None
     }
 
     /// Records how the connection `serial` ended: an orderly close leaves nothing behind; a
@@ -277,11 +331,7 @@ impl Shared {
         if conn.serial != serial {
             return;
         }
-        let waiting = conn
-            .pending
-            .values()
-            .filter(|p| matches!(p, Pending::Waiting { .. }))
-            .count();
+        let waiting = conn.pending.values().filter(|p| p.is_waiting()).count();
         let cause = match ending {
             Ending::Idle => None,
             Ending::PeerClosed if waiting == 0 => None,
@@ -303,10 +353,8 @@ impl Shared {
             cause: cause.clone(),
         };
         if let Link::Open(conn) = std::mem::replace(&mut state.link, failed) {
-            for (_, pending) in conn.pending {
-                if let Pending::Waiting { reply, .. } = pending {
-                    let _ = reply.send(Err(cause.clone()));
-                }
+            for reply in conn.pending.into_values().filter_map(|p| p.reply) {
+                let _ = reply.send(Err(cause.clone()));
             }
         }
     }
@@ -342,25 +390,21 @@ impl Drop for Registration {
         if conn.serial != self.conn {
             return;
         }
-        let still_waiting = matches!(
-            conn.pending.get(&self.id),
-            Some(Pending::Waiting { ticket, .. }) if *ticket == self.ticket
-        );
-        if !still_waiting {
+        let Some(pending) = conn.pending.get_mut(&self.id) else {
+            return;
+        };
+        if pending.ticket != self.ticket || pending.reply.take().is_none() {
             return;
         }
-        conn.pending.insert(
-            self.id,
-            Pending::Abandoned {
-                ticket: self.ticket,
-            },
-        );
         conn.abandoned.push_back((self.id, self.ticket));
         while conn.abandoned.len() > self.shared.settings.max_in_flight {
             let Some((id, ticket)) = conn.abandoned.pop_front() else {
                 break;
             };
-            if matches!(conn.pending.get(&id), Some(Pending::Abandoned { ticket: t }) if *t == ticket)
+            if conn
+                .pending
+                .get(&id)
+                .is_some_and(|p| p.ticket == ticket && !p.is_waiting())
             {
                 conn.pending.remove(&id);
             }
@@ -401,7 +445,7 @@ async fn serve(
                     _ => ending,
                 }
             }
-            ending = watch_idle(shared, serial) => ending,
+            ending = watch_clock(shared, serial) => ending,
         }
     };
     if matches!(ending, Ending::Idle) {
@@ -473,14 +517,15 @@ async fn read_frame(reader: &mut (impl AsyncRead + Unpin)) -> io::Result<Option<
     Ok(Some(frame))
 }
 
-/// Closes the connection once it is idle; see [`Shared::close_if_idle`].
-async fn watch_idle(shared: &Shared, serial: u64) -> Ending {
+/// Ends the connection when it is idle or stalled; see [`Shared::review`].
+async fn watch_clock(shared: &Shared, serial: u64) -> Ending {
     let mut check_at = Instant::now() + shared.settings.idle_timeout;
     loop {
         sleep_until(check_at).await;
-        match shared.close_if_idle(serial) {
-            Some(next) => check_at = next,
-            None => return Ending::Idle,
+        match shared.review(serial) {
+            Review::Again(next) => check_at = next,
+            Review::Closed => return Ending::Idle,
+            Review::Stalled(cause) => return Ending::Failed(cause),
         }
     }
 }
