@@ -1,12 +1,10 @@
-//! The one connection of a TLS endpoint: its state (closed, failed and backing off, or open
-//! with the table of queries waiting on it) and the task that drives it.
+//! The state of a TLS endpoint's one connection — closed, failed and backing off, or open with
+//! the table of queries waiting on it — and every change to it; the `task` module does the I/O
+//! and reports here.
 //!
 //! All state sits behind one short-held mutex, so registering a query, dispatching a reply,
 //! deciding that the connection is idle and failing it are each one step that cannot interleave
 //! with another: a query is never registered on a connection that is just being closed as idle.
-//! The task exists only while the connection does. It writes queued frames, reads replies and
-//! watches the clock concurrently; when any of them ends, the connection ends, and the task
-//! records how (idle, closed by the peer, failed) before it returns.
 //!
 //! The clock decides two things, both measured in the idle timeout: a connection nobody waits
 //! on that has been quiet that long is closed (no backoff), and a connection on which a query
@@ -15,7 +13,6 @@
 //! fails like a reset would, rather than swallowing every query until its deadline.
 
 use std::collections::{HashMap, VecDeque};
-use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -23,23 +20,14 @@ use std::time::Duration;
 
 use rustls::ClientConfig;
 use rustls::pki_types::ServerName;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::AbortHandle;
-use tokio::time::{Instant, sleep_until, timeout};
+use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
-use tokio_rustls::client::TlsStream;
 
+use super::task::{self, Ending};
 use super::{BACKOFF_MAX, BACKOFF_MIN, TlsError, TlsSettings};
 use crate::wire;
-
-/// How long a failed write waits for the read side to say why (a TLS alert) before the write
-/// error stands as the cause.
-const ALERT_GRACE: Duration = Duration::from_millis(500);
-
-/// How long an idle close may spend sending close_notify.
-const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 type Reply = Result<Vec<u8>, TlsError>;
 
@@ -47,9 +35,10 @@ type Reply = Result<Vec<u8>, TlsError>;
 pub(super) struct Shared {
     pub(super) addr: SocketAddr,
     pub(super) server_name: ServerName<'static>,
-    connector: TlsConnector,
-    settings: TlsSettings,
-    handshakes: AtomicU64,
+    pub(super) connector: TlsConnector,
+    pub(super) settings: TlsSettings,
+    /// Connection attempts; counted by the task as it starts.
+    pub(super) handshakes: AtomicU64,
     /// One permit per query waiting for its reply: the in-flight bound.
     pub(super) slots: Semaphore,
     state: Mutex<State>,
@@ -103,21 +92,12 @@ impl Pending {
 }
 
 /// What the clock found when it looked at the connection.
-enum Review {
+pub(super) enum Review {
     /// Nothing to do before this instant.
     Again(Instant),
     /// Closed for idleness (or it is no longer this connection).
     Closed,
     Stalled(TlsError),
-}
-
-/// How a connection ended.
-enum Ending {
-    /// Closed by us for idleness (or no longer the endpoint's connection).
-    Idle,
-    /// The peer closed it in an orderly way between replies.
-    PeerClosed,
-    Failed(TlsError),
 }
 
 /// A query's entry in the table; dropping it (reply taken, deadline passed, caller cancelled)
@@ -190,7 +170,7 @@ impl Shared {
             state.serial += 1;
             let serial = state.serial;
             let (frames, queue) = mpsc::unbounded_channel();
-            let task = tokio::spawn(run(Arc::clone(self), serial, queue)).abort_handle();
+            let task = tokio::spawn(task::run(Arc::clone(self), serial, queue)).abort_handle();
             state.link = Link::Open(Conn {
                 serial,
                 frames,
@@ -240,7 +220,7 @@ impl Shared {
     }
 
     /// Hands a reply to the query waiting for its ID; anything else is dropped.
-    fn dispatch(&self, serial: u64, frame: Vec<u8>) {
+    pub(super) fn dispatch(&self, serial: u64, frame: Vec<u8>) {
         let Some(id) = wire::id(&frame) else {
             tracing::debug!(endpoint = %self.addr, "ignored a TLS frame shorter than a message ID");
             return;
@@ -284,7 +264,7 @@ impl Shared {
     /// Closes the connection if nobody waits on it and it has been quiet for the idle timeout,
     /// finds it stalled if a query has waited that long with nothing received since, or says
     /// when to look again.
-    fn review(&self, serial: u64) -> Review {
+    pub(super) fn review(&self, serial: u64) -> Review {
         let mut state = self.lock();
         let Link::Open(conn) = &state.link else {
             return Review::Closed;
@@ -322,7 +302,7 @@ impl Shared {
 
     /// Records how the connection `serial` ended: an orderly close leaves nothing behind; a
     /// failure fails every waiting query with its cause and starts the backoff.
-    fn finish(&self, serial: u64, ending: Ending) {
+    pub(super) fn finish(&self, serial: u64, ending: Ending) {
         let mut guard = self.lock();
         let state = &mut *guard;
         let Link::Open(conn) = &state.link else {
@@ -367,18 +347,6 @@ impl Shared {
         }
         state.link = Link::Closed;
     }
-
-    async fn connect(&self) -> Result<TlsStream<TcpStream>, TlsError> {
-        let tcp = TcpStream::connect(self.addr)
-            .await
-            .map_err(|e| TlsError::Network(format!("connect: {e}")))?;
-        tcp.set_nodelay(true)
-            .map_err(|e| TlsError::Network(format!("connect: {e}")))?;
-        self.connector
-            .connect(self.server_name.clone(), tcp)
-            .await
-            .map_err(classify)
-    }
 }
 
 impl Drop for Registration {
@@ -409,135 +377,5 @@ impl Drop for Registration {
                 conn.pending.remove(&id);
             }
         }
-    }
-}
-
-/// The connection task: opens the connection, serves it until it ends, records the ending.
-async fn run(shared: Arc<Shared>, serial: u64, queue: mpsc::UnboundedReceiver<Vec<u8>>) {
-    shared.handshakes.fetch_add(1, Ordering::Relaxed);
-    let ending = serve(&shared, serial, queue).await;
-    shared.finish(serial, ending);
-}
-
-async fn serve(
-    shared: &Shared,
-    serial: u64,
-    mut queue: mpsc::UnboundedReceiver<Vec<u8>>,
-) -> Ending {
-    let limit = shared.settings.handshake_timeout;
-    let stream = match timeout(limit, shared.connect()).await {
-        Ok(Ok(stream)) => stream,
-        Ok(Err(cause)) => return Ending::Failed(cause),
-        Err(_) => return Ending::Failed(TlsError::HandshakeTimeout(limit)),
-    };
-    tracing::debug!(endpoint = %shared.addr, "TLS connection open");
-    let (mut reader, mut writer) = tokio::io::split(stream);
-    let ending = {
-        let replies = read_replies(shared, serial, &mut reader);
-        tokio::pin!(replies);
-        tokio::select! {
-            ending = &mut replies => ending,
-            ending = write_queries(&mut writer, &mut queue) => {
-                // A write fails when the peer has gone; its last words (a TLS alert such as
-                // CertificateRequired) are on the read side and say why.
-                match timeout(ALERT_GRACE, &mut replies).await {
-                    Ok(Ending::Failed(cause @ TlsError::Tls(_))) => Ending::Failed(cause),
-                    _ => ending,
-                }
-            }
-            ending = watch_clock(shared, serial) => ending,
-        }
-    };
-    if matches!(ending, Ending::Idle) {
-        // close_notify, so the peer sees an orderly close; a peer that does not read it
-        // cannot hold the task.
-        let _ = timeout(CLOSE_GRACE, writer.shutdown()).await;
-    }
-    ending
-}
-
-/// Writes queued frames, as many as are queued per flush (pipelining without a write per query).
-async fn write_queries(
-    writer: &mut (impl AsyncWrite + Unpin),
-    queue: &mut mpsc::UnboundedReceiver<Vec<u8>>,
-) -> Ending {
-    while let Some(frame) = queue.recv().await {
-        let mut written = writer.write_all(&frame).await;
-        while written.is_ok()
-            && let Ok(more) = queue.try_recv()
-        {
-            written = writer.write_all(&more).await;
-        }
-        if let Err(e) = written.and(writer.flush().await) {
-            return Ending::Failed(classify(e));
-        }
-    }
-    // The endpoint let go of this connection (idle close or drop): nothing more to write.
-    Ending::Idle
-}
-
-async fn read_replies(
-    shared: &Shared,
-    serial: u64,
-    reader: &mut (impl AsyncRead + Unpin),
-) -> Ending {
-    loop {
-        match read_frame(reader).await {
-            Ok(Some(frame)) => shared.dispatch(serial, frame),
-            Ok(None) => return Ending::PeerClosed,
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                return Ending::Failed(TlsError::Network(
-                    "the server closed the connection in the middle of a reply".into(),
-                ));
-            }
-            Err(e) => return Ending::Failed(classify(e)),
-        }
-    }
-}
-
-/// One length-prefixed message (RFC 7858 §3.3, RFC 1035 §4.2.2), in a buffer of the size the
-/// prefix announces (at most 65,535 bytes by construction); `None` when the peer closed the
-/// connection between messages (with or without close_notify: either way nothing was cut).
-async fn read_frame(reader: &mut (impl AsyncRead + Unpin)) -> io::Result<Option<Vec<u8>>> {
-    let mut prefix = [0u8; 2];
-    let first = match reader.read(&mut prefix).await {
-        Ok(n) => n,
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => 0,
-        Err(e) => return Err(e),
-    };
-    match first {
-        0 => return Ok(None),
-        1 => {
-            reader.read_exact(&mut prefix[1..]).await?;
-        }
-        _ => {}
-    }
-    let mut frame = vec![0u8; usize::from(u16::from_be_bytes(prefix))];
-    reader.read_exact(&mut frame).await?;
-    Ok(Some(frame))
-}
-
-/// Ends the connection when it is idle or stalled; see [`Shared::review`].
-async fn watch_clock(shared: &Shared, serial: u64) -> Ending {
-    let mut check_at = Instant::now() + shared.settings.idle_timeout;
-    loop {
-        sleep_until(check_at).await;
-        match shared.review(serial) {
-            Review::Again(next) => check_at = next,
-            Review::Closed => return Ending::Idle,
-            Review::Stalled(cause) => return Ending::Failed(cause),
-        }
-    }
-}
-
-/// A rustls error (tokio-rustls carries it inside the `io::Error`) is a TLS failure with
-/// rustls's words; anything else is a network error.
-fn classify(error: io::Error) -> TlsError {
-    match error
-        .get_ref()
-        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-    {
-        Some(tls) => TlsError::Tls(tls.to_string()),
-        None => TlsError::Network(error.to_string()),
     }
 }

@@ -22,6 +22,7 @@
 
 mod config;
 mod connection;
+mod task;
 
 use std::fmt;
 use std::net::SocketAddr;
