@@ -41,6 +41,33 @@ async fn ask_ok(endpoint: &TlsEndpoint, name: &str) -> Vec<u8> {
     reply
 }
 
+/// A fake server with a certificate for [`SERVER_NAME`] from a fresh CA, and an endpoint that
+/// trusts that CA (with the directory of its PEM files): the setup of every test that is not
+/// about certificates.
+async fn trusted(
+    test: &str,
+    behaviour: Behaviour,
+    settings: TlsSettings,
+) -> (DotServer, Arc<TlsEndpoint>, ClientFiles) {
+    let pki = Pki::new();
+    let server = DotServer::start(&pki.issue(&[SERVER_NAME]), None, behaviour).await;
+    let files = ClientFiles::new(test);
+    let endpoint = Arc::new(endpoint_with(&server, files.config(&pki, None), settings));
+    (server, endpoint, files)
+}
+
+/// Asks `count` queries (`q0.test.` …) at once and checks each reply.
+async fn ask_many_ok(endpoint: &Arc<TlsEndpoint>, count: usize) {
+    let mut asked = tokio::task::JoinSet::new();
+    for i in 0..count {
+        let endpoint = Arc::clone(endpoint);
+        asked.spawn(async move { ask_ok(&endpoint, &format!("q{i}.test.")).await });
+    }
+    while let Some(done) = asked.join_next().await {
+        done.expect("every query gets its own reply");
+    }
+}
+
 async fn ask_err(endpoint: &TlsEndpoint, name: &str) -> TlsError {
     endpoint
         .exchange(&query(name, RecordType::A), deadline())
@@ -50,10 +77,8 @@ async fn ask_err(endpoint: &TlsEndpoint, name: &str) -> TlsError {
 
 #[tokio::test]
 async fn a_query_is_answered_over_tls_with_the_id_chosen_for_it() {
-    let pki = Pki::new();
-    let server = DotServer::start(&pki.issue(&[SERVER_NAME]), None, Behaviour::Answer).await;
-    let files = ClientFiles::new("success");
-    let endpoint = endpoint(&server, files.config(&pki, None));
+    let (server, endpoint, _files) =
+        trusted("success", Behaviour::Answer, TlsSettings::default()).await;
     assert_eq!(
         endpoint.handshakes(),
         0,
@@ -73,10 +98,8 @@ async fn a_query_is_answered_over_tls_with_the_id_chosen_for_it() {
 
 #[tokio::test]
 async fn a_root_ns_probe_is_answered_over_tls() {
-    let pki = Pki::new();
-    let server = DotServer::start(&pki.issue(&[SERVER_NAME]), None, Behaviour::Answer).await;
-    let files = ClientFiles::new("probe");
-    let endpoint = endpoint(&server, files.config(&pki, None));
+    let (_server, endpoint, _files) =
+        trusted("probe", Behaviour::Answer, TlsSettings::default()).await;
     let reply = endpoint
         .exchange(&query(".", RecordType::NS), deadline())
         .await
@@ -176,16 +199,10 @@ async fn after_a_handshake_failure_queries_fail_fast_without_reconnecting() {
 #[tokio::test]
 async fn a_server_closing_mid_reply_fails_every_waiting_query_at_once_and_the_next_one_reconnects()
 {
-    let pki = Pki::new();
     let queries = 5;
-    let server = DotServer::start(
-        &pki.issue(&[SERVER_NAME]),
-        None,
-        Behaviour::HalfFrameFirst(queries),
-    )
-    .await;
-    let files = ClientFiles::new("mid-stream");
-    let endpoint = Arc::new(endpoint(&server, files.config(&pki, None)));
+    let half_frame = Behaviour::HalfFrameFirst(queries);
+    let (_server, endpoint, _files) =
+        trusted("mid-stream", half_frame, TlsSettings::default()).await;
     let started = Instant::now();
     let mut asked = tokio::task::JoinSet::new();
     for i in 0..queries {
@@ -211,31 +228,17 @@ async fn a_server_closing_mid_reply_fails_every_waiting_query_at_once_and_the_ne
 // Two worker threads: replies are dispatched while other queries are being registered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_pipelined_queries_answered_in_reverse_share_one_connection() {
-    let pki = Pki::new();
-    let server = DotServer::start(&pki.issue(&[SERVER_NAME]), None, Behaviour::Reverse(100)).await;
-    let files = ClientFiles::new("pipelined");
-    let endpoint = Arc::new(endpoint(&server, files.config(&pki, None)));
-    let mut asked = tokio::task::JoinSet::new();
-    for i in 0..100 {
-        let endpoint = Arc::clone(&endpoint);
-        asked.spawn(async move { ask_ok(&endpoint, &format!("q{i}.test.")).await });
-    }
-    let mut answered = 0;
-    while let Some(done) = asked.join_next().await {
-        done.expect("every query gets its own reply");
-        answered += 1;
-    }
-    assert_eq!(answered, 100);
+    let (server, endpoint, _files) =
+        trusted("pipelined", Behaviour::Reverse(100), TlsSettings::default()).await;
+    ask_many_ok(&endpoint, 100).await;
     assert_eq!(endpoint.handshakes(), 1);
     assert_eq!(server.connections(), 1);
 }
 
 #[tokio::test]
 async fn a_thousand_queries_in_a_row_reuse_one_connection() {
-    let pki = Pki::new();
-    let server = DotServer::start(&pki.issue(&[SERVER_NAME]), None, Behaviour::Answer).await;
-    let files = ClientFiles::new("reuse");
-    let endpoint = endpoint(&server, files.config(&pki, None));
+    let (_server, endpoint, _files) =
+        trusted("reuse", Behaviour::Answer, TlsSettings::default()).await;
     for i in 0..1000 {
         ask_ok(&endpoint, &format!("q{i}.test.")).await;
     }
@@ -244,15 +247,9 @@ async fn a_thousand_queries_in_a_row_reuse_one_connection() {
 
 #[tokio::test]
 async fn an_unanswered_query_times_out_alone() {
-    let pki = Pki::new();
-    let server = DotServer::start(
-        &pki.issue(&[SERVER_NAME]),
-        None,
-        Behaviour::DropName("q-drop.test.".into()),
-    )
-    .await;
-    let files = ClientFiles::new("one-timeout");
-    let endpoint = Arc::new(endpoint(&server, files.config(&pki, None)));
+    let dropping = Behaviour::DropName("q-drop.test.".into());
+    let (_server, endpoint, _files) =
+        trusted("one-timeout", dropping, TlsSettings::default()).await;
     let dropped = {
         let endpoint = Arc::clone(&endpoint);
         tokio::spawn(async move {
@@ -276,14 +273,11 @@ async fn an_unanswered_query_times_out_alone() {
 
 #[tokio::test]
 async fn a_connection_that_answers_nothing_fails_before_the_deadline() {
-    let pki = Pki::new();
-    let server = DotServer::start(&pki.issue(&[SERVER_NAME]), None, Behaviour::Silent).await;
-    let files = ClientFiles::new("stalled");
     let settings = TlsSettings {
         idle_timeout: Duration::from_millis(300),
         ..TlsSettings::default()
     };
-    let endpoint = endpoint_with(&server, files.config(&pki, None), settings);
+    let (_server, endpoint, _files) = trusted("stalled", Behaviour::Silent, settings).await;
     let started = Instant::now();
     let error = ask_err(&endpoint, "a.test.").await;
     assert!(
@@ -300,10 +294,8 @@ async fn a_connection_that_answers_nothing_fails_before_the_deadline() {
 
 #[tokio::test]
 async fn replies_with_unknown_ids_and_runt_frames_are_ignored() {
-    let pki = Pki::new();
-    let server = DotServer::start(&pki.issue(&[SERVER_NAME]), None, Behaviour::NoiseFirst).await;
-    let files = ClientFiles::new("noise");
-    let endpoint = endpoint(&server, files.config(&pki, None));
+    let (_server, endpoint, _files) =
+        trusted("noise", Behaviour::NoiseFirst, TlsSettings::default()).await;
     for i in 0..5 {
         ask_ok(&endpoint, &format!("q{i}.test.")).await;
     }
@@ -312,27 +304,14 @@ async fn replies_with_unknown_ids_and_runt_frames_are_ignored() {
 
 #[tokio::test]
 async fn queries_beyond_the_in_flight_bound_wait_for_a_slot() {
-    let pki = Pki::new();
-    let server = DotServer::start(
-        &pki.issue(&[SERVER_NAME]),
-        None,
-        Behaviour::Delay(Duration::from_millis(50)),
-    )
-    .await;
-    let files = ClientFiles::new("bound");
     let settings = TlsSettings {
         max_in_flight: 4,
         ..TlsSettings::default()
     };
-    let endpoint = Arc::new(endpoint_with(&server, files.config(&pki, None), settings));
-    let mut asked = tokio::task::JoinSet::new();
-    for i in 0..20 {
-        let endpoint = Arc::clone(&endpoint);
-        asked.spawn(async move { ask_ok(&endpoint, &format!("q{i}.test.")).await });
-    }
-    while let Some(done) = asked.join_next().await {
-        done.expect("every query is answered once a slot is free");
-    }
+    let slow = Behaviour::Delay(Duration::from_millis(50));
+    let (server, endpoint, _files) = trusted("bound", slow, settings).await;
+    // Every query is answered: those beyond the bound once a slot is free.
+    ask_many_ok(&endpoint, 20).await;
     let most = server
         .stats
         .most_outstanding
@@ -343,14 +322,11 @@ async fn queries_beyond_the_in_flight_bound_wait_for_a_slot() {
 
 #[tokio::test]
 async fn an_idle_connection_is_closed_and_the_next_query_reopens_it() {
-    let pki = Pki::new();
-    let server = DotServer::start(&pki.issue(&[SERVER_NAME]), None, Behaviour::Answer).await;
-    let files = ClientFiles::new("idle");
     let settings = TlsSettings {
         idle_timeout: Duration::from_millis(200),
         ..TlsSettings::default()
     };
-    let endpoint = endpoint_with(&server, files.config(&pki, None), settings);
+    let (server, endpoint, _files) = trusted("idle", Behaviour::Answer, settings).await;
     let tasks_before = tokio::runtime::Handle::current()
         .metrics()
         .num_alive_tasks();
@@ -383,10 +359,8 @@ async fn an_idle_connection_is_closed_and_the_next_query_reopens_it() {
 
 #[tokio::test]
 async fn dropping_the_endpoint_closes_its_connection() {
-    let pki = Pki::new();
-    let server = DotServer::start(&pki.issue(&[SERVER_NAME]), None, Behaviour::Answer).await;
-    let files = ClientFiles::new("drop");
-    let endpoint = endpoint(&server, files.config(&pki, None));
+    let (server, endpoint, _files) =
+        trusted("drop", Behaviour::Answer, TlsSettings::default()).await;
     ask_ok(&endpoint, "a.test.").await;
     drop(endpoint);
     assert_eq!(server.connection_closed().await, 1);

@@ -263,6 +263,14 @@ mod tests {
         out
     }
 
+    fn load_with(ca: &Path, cert: &Path, key: &Path) -> Result<Arc<ClientConfig>, TlsConfigError> {
+        let identity = ClientIdentity {
+            cert_file: cert,
+            key_file: key,
+        };
+        load_client_config(ca, Some(identity))
+    }
+
     #[test]
     fn a_ca_bundle_alone_gives_a_config_without_client_auth() {
         let scratch = Scratch::new("ca-only");
@@ -280,14 +288,7 @@ mod tests {
         let ca = scratch.file("ca.pem", &ca);
         let cert = scratch.file("client.pem", &cert);
         let key = scratch.file("client.key", &key.serialize_pem());
-        let config = load_client_config(
-            &ca,
-            Some(ClientIdentity {
-                cert_file: &cert,
-                key_file: &key,
-            }),
-        )
-        .expect("a matching certificate and key load");
+        let config = load_with(&ca, &cert, &key).expect("a matching certificate and key load");
         assert!(config.client_auth_cert_resolver.has_certs());
     }
 
@@ -298,14 +299,7 @@ mod tests {
         let ca = scratch.file("ca.pem", &ca);
         let cert = scratch.file("client.pem", &cert);
         let key = scratch.file("client.key", &sec1_pem(&key));
-        load_client_config(
-            &ca,
-            Some(ClientIdentity {
-                cert_file: &cert,
-                key_file: &key,
-            }),
-        )
-        .expect("an EC PRIVATE KEY loads");
+        load_with(&ca, &cert, &key).expect("an EC PRIVATE KEY loads");
     }
 
     #[test]
@@ -358,14 +352,7 @@ mod tests {
         let cert_path = scratch.file("client.pem", &cert);
         // A common slip: the certificate given twice.
         let key = scratch.file("client.key", &cert);
-        let error = load_client_config(
-            &ca,
-            Some(ClientIdentity {
-                cert_file: &cert_path,
-                key_file: &key,
-            }),
-        )
-        .expect_err("no key, no config");
+        let error = load_with(&ca, &cert_path, &key).expect_err("no key, no config");
         assert!(matches!(error, TlsConfigError::NoKey { .. }), "{error:?}");
         assert!(
             error.to_string().contains(&*key.display().to_string()),
@@ -381,14 +368,7 @@ mod tests {
         let cert = scratch.file("client.pem", &cert);
         let other = KeyPair::generate().expect("another key");
         let key = scratch.file("client.key", &other.serialize_pem());
-        let error = load_client_config(
-            &ca,
-            Some(ClientIdentity {
-                cert_file: &cert,
-                key_file: &key,
-            }),
-        )
-        .expect_err("a key that does not match");
+        let error = load_with(&ca, &cert, &key).expect_err("a key that does not match");
         assert!(matches!(error, TlsConfigError::BadKey { .. }), "{error:?}");
         let message = error.to_string();
         assert!(message.contains(&*key.display().to_string()), "{message}");
@@ -406,14 +386,7 @@ mod tests {
             "client.key",
             "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
         );
-        let error = load_client_config(
-            &ca,
-            Some(ClientIdentity {
-                cert_file: &cert,
-                key_file: &key,
-            }),
-        )
-        .expect_err("four zero bytes are no key");
+        let error = load_with(&ca, &cert, &key).expect_err("four zero bytes are no key");
         assert!(matches!(error, TlsConfigError::BadKey { .. }), "{error:?}");
         assert!(
             error.to_string().starts_with(&*key.display().to_string()),
