@@ -225,6 +225,37 @@ async fn a_server_closing_mid_reply_fails_every_waiting_query_at_once_and_the_ne
     assert_eq!(endpoint.handshakes(), 2);
 }
 
+#[tokio::test]
+async fn queries_left_unanswered_by_an_orderly_close_move_to_a_new_connection() {
+    let (server, endpoint, _files) = trusted(
+        "close-after",
+        Behaviour::CloseAfter(5),
+        TlsSettings::default(),
+    )
+    .await;
+    ask_many_ok(&endpoint, 20).await;
+    assert!(endpoint.handshakes() >= 4, "{}", endpoint.handshakes());
+    assert_eq!(endpoint.handshakes(), server.connections());
+}
+
+#[tokio::test]
+async fn a_server_closing_without_answering_is_a_failure_with_backoff() {
+    let (server, endpoint, _files) = trusted(
+        "close-at-once",
+        Behaviour::CloseAfter(0),
+        TlsSettings::default(),
+    )
+    .await;
+    let first = ask_err(&endpoint, "a.test.").await;
+    assert!(
+        matches!(&first, TlsError::Network(m) if m.contains("none answered")),
+        "{first:?}"
+    );
+    assert_eq!(ask_err(&endpoint, "b.test.").await, first);
+    assert_eq!(endpoint.handshakes(), 1);
+    assert_eq!(server.connections(), 1);
+}
+
 // Two worker threads: replies are dispatched while other queries are being registered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_pipelined_queries_answered_in_reverse_share_one_connection() {

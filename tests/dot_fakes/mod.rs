@@ -146,6 +146,9 @@ pub enum Behaviour {
     HalfFrameFirst(usize),
     /// Read queries, answer none, keep the connection open.
     Silent,
+    /// Answer the first `n` queries of each connection one by one, then close it in good order
+    /// (like CoreDNS's `maxtcpqueries`); with 0, close on the first query without answering.
+    CloseAfter(usize),
     /// Before each reply, send a one-byte frame and a reply with an ID nobody asked for.
     NoiseFirst,
 }
@@ -331,6 +334,18 @@ where
                 }
             }
             Behaviour::Silent => {}
+            Behaviour::CloseAfter(n) => {
+                if read <= *n {
+                    done(stats);
+                    let _ = replies.send(framed(&reply));
+                }
+                if read >= *n {
+                    // The writer sends what is queued, then close_notify, then closes.
+                    drop(replies);
+                    let _ = tasks.join_next().await;
+                    return read;
+                }
+            }
             Behaviour::NoiseFirst => {
                 done(stats);
                 let mut stray = reply.clone();

@@ -11,6 +11,12 @@
 //! has waited that long with nothing at all received since it was sent is stalled — a peer
 //! that accepted the connection but no longer answers, or trickles one frame forever — and
 //! fails like a reset would, rather than swallowing every query until its deadline.
+//!
+//! A peer may close a connection in good order while queries wait on it: servers close idle
+//! connections, and CoreDNS's `maxtcpqueries` closes one after a number of queries. If the
+//! connection answered anything, the peer is working, so the waiting queries move to a new
+//! connection (RFC 7766 §6.2.1.1: unanswered queries may be retried on a new connection) with
+//! no backoff. A connection closed without a single answer is a failure.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -30,6 +36,10 @@ use super::{BACKOFF_MAX, BACKOFF_MIN, TlsError, TlsSettings};
 use crate::wire;
 
 type Reply = Result<Vec<u8>, TlsError>;
+
+/// A query as written on the wire (length prefix and our ID), kept until it is answered so it
+/// can be sent again on a new connection.
+pub(super) type Frame = Arc<[u8]>;
 
 /// What an endpoint shares with its connection task.
 pub(super) struct Shared {
@@ -65,7 +75,7 @@ struct Conn {
     serial: u64,
     /// Framed queries for the writer. Unbounded as a channel, bounded by the entries of
     /// `pending` (each entry queues one frame).
-    frames: mpsc::UnboundedSender<Vec<u8>>,
+    frames: mpsc::UnboundedSender<Frame>,
     pending: HashMap<u16, Pending>,
     /// IDs whose caller gave up, oldest first; beyond the in-flight bound the oldest is forgotten.
     abandoned: VecDeque<(u16, u64)>,
@@ -78,7 +88,10 @@ struct Conn {
 }
 
 struct Pending {
+    /// Unique per query over the endpoint's life, so that a query's registration finds its own
+    /// entry even after the entry moved to a new connection.
     ticket: u64,
+    frame: Frame,
     sent_at: Instant,
     /// `None` once the caller gave up: the ID stays taken so that a late reply is recognised
     /// and dropped instead of being taken for another query's.
@@ -104,7 +117,6 @@ pub(super) enum Review {
 /// marks the ID as no longer awaited.
 pub(super) struct Registration {
     shared: Arc<Shared>,
-    conn: u64,
     id: u16,
     ticket: u64,
 }
@@ -167,20 +179,7 @@ impl Shared {
             state.link = Link::Closed;
         }
         if !matches!(state.link, Link::Open(_)) {
-            state.serial += 1;
-            let serial = state.serial;
-            let (frames, queue) = mpsc::unbounded_channel();
-            let task = tokio::spawn(task::run(Arc::clone(self), serial, queue)).abort_handle();
-            state.link = Link::Open(Conn {
-                serial,
-                frames,
-                pending: HashMap::new(),
-                abandoned: VecDeque::new(),
-                last_activity: now,
-                last_reply: now,
-                answered: false,
-                task,
-            });
+            state.link = Link::Open(self.open(&mut state.serial, now));
         }
         state.serial += 1;
         let ticket = state.serial;
@@ -197,14 +196,16 @@ impl Shared {
         if let Some(message) = frame.get_mut(2..) {
             wire::set_id(message, id);
         }
+        let frame = Frame::from(frame);
         conn.frames
-            .send(frame)
+            .send(Arc::clone(&frame))
             .map_err(|_| TlsError::Network("the connection task has stopped".into()))?;
         let (reply, receiver) = oneshot::channel();
         conn.pending.insert(
             id,
             Pending {
                 ticket,
+                frame,
                 sent_at: now,
                 reply: Some(reply),
             },
@@ -212,11 +213,27 @@ impl Shared {
         conn.last_activity = now;
         let registration = Registration {
             shared: Arc::clone(self),
-            conn: conn.serial,
             id,
             ticket,
         };
         Ok((registration, receiver))
+    }
+
+    /// A new connection, its task started (connecting); the caller makes it the link.
+    fn open(self: &Arc<Self>, serial: &mut u64, now: Instant) -> Conn {
+        *serial += 1;
+        let (frames, queue) = mpsc::unbounded_channel();
+        let task = tokio::spawn(task::run(Arc::clone(self), *serial, queue)).abort_handle();
+        Conn {
+            serial: *serial,
+            frames,
+            pending: HashMap::new(),
+            abandoned: VecDeque::new(),
+            last_activity: now,
+            last_reply: now,
+            answered: false,
+            task,
+        }
     }
 
     /// Hands a reply to the query waiting for its ID; anything else is dropped.
@@ -300,9 +317,10 @@ impl Shared {
         }
     }
 
-    /// Records how the connection `serial` ended: an orderly close leaves nothing behind; a
-    /// failure fails every waiting query with its cause and starts the backoff.
-    pub(super) fn finish(&self, serial: u64, ending: Ending) {
+    /// Records how the connection `serial` ended: an orderly close leaves nothing behind, or
+    /// moves the waiting queries to a new connection when the peer had been answering; a failure
+    /// fails every waiting query with its cause and starts the backoff.
+    pub(super) fn finish(self: &Arc<Self>, serial: u64, ending: Ending) {
         let mut guard = self.lock();
         let state = &mut *guard;
         let Link::Open(conn) = &state.link else {
@@ -315,8 +333,32 @@ impl Shared {
         let cause = match ending {
             Ending::Idle => None,
             Ending::PeerClosed if waiting == 0 => None,
+            Ending::PeerClosed if conn.answered => {
+                tracing::debug!(endpoint = %self.addr, waiting, "the server closed the TLS connection; sending its unanswered queries on a new one");
+                let Link::Open(old) = std::mem::replace(&mut state.link, Link::Closed) else {
+                    return;
+                };
+                let now = Instant::now();
+                let mut new = self.open(&mut state.serial, now);
+                for (id, pending) in old.pending {
+                    if pending.is_waiting() {
+                        // The new task is alive (just spawned): the send cannot fail, and if it
+                        // did the query would wait out its deadline, not hang.
+                        let _ = new.frames.send(Arc::clone(&pending.frame));
+                        new.pending.insert(
+                            id,
+                            Pending {
+                                sent_at: now,
+                                ..pending
+                            },
+                        );
+                    }
+                }
+                state.link = Link::Open(new);
+                return;
+            }
             Ending::PeerClosed => Some(TlsError::Network(format!(
-                "the server closed the connection with {waiting} queries unanswered"
+                "the server closed the connection with {waiting} queries unanswered and none answered"
             ))),
             Ending::Failed(cause) => Some(cause),
         };
@@ -355,9 +397,6 @@ impl Drop for Registration {
         let Link::Open(conn) = &mut state.link else {
             return;
         };
-        if conn.serial != self.conn {
-            return;
-        }
         let Some(pending) = conn.pending.get_mut(&self.id) else {
             return;
         };

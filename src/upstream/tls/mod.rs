@@ -7,8 +7,8 @@
 //! promises:
 //! - nothing runs while unused: the connection (and its one task) is opened by the first query,
 //!   closed after [`IDLE_TIMEOUT`] without traffic, and opened again by the next query;
-//! - a failed connection (handshake, certificate, reset, the server closing with queries
-//!   unanswered) fails every query waiting on it at once, so callers move on to another
+//! - a failed connection (handshake, certificate, reset, the server closing without answering)
+//!   fails every query waiting on it at once, so callers move on to another
 //!   endpoint, and the next connection waits for a backoff ([`BACKOFF_MIN`] doubling to
 //!   [`BACKOFF_MAX`]) during which queries fail at once with the last cause;
 //! - a certificate that does not verify is a [`TlsError::Tls`] naming the cause as rustls says
@@ -41,12 +41,13 @@ pub use config::{ClientIdentity, MAX_PEM_FILE, TlsConfigError, load_client_confi
 /// The port of DNS over TLS (RFC 7858 §3.1), for endpoints given without one.
 pub const DEFAULT_PORT: u16 = 853;
 
-/// How long a connection may sit without a query or a reply before we close it. Below the
-/// 10 s idle timeout CoreDNS applies to its own TLS connections, so that in the usual setup we
-/// close first and a query is never written into a connection the peer is just closing. A
-/// re-opened connection resumes the TLS session (rustls keeps tickets in the client
-/// configuration), so the cost of closing early is one round trip more, not a full handshake.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(8);
+/// How long a connection may sit without a query or a reply before we close it. Below the 8 s
+/// after which miekg/dns — the DNS library of CoreDNS — closes an idle TCP or TLS connection by
+/// default, so that in the usual setup we close first and seldom write a query into a
+/// connection the peer is just closing (when that happens anyway, the query moves to a new
+/// connection). A re-opened connection resumes the TLS session (rustls keeps tickets in the
+/// client configuration): closing early costs a round trip, not a full handshake.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long the TCP connect plus the TLS handshake may take. Longer than any one query's
 /// deadline (queries give up on their own), short enough that a black-holed peer becomes a

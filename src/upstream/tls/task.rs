@@ -15,7 +15,7 @@ use tokio::time::{Instant, sleep_until, timeout};
 use tokio_rustls::client::TlsStream;
 
 use super::TlsError;
-use super::connection::{Review, Shared};
+use super::connection::{Frame, Review, Shared};
 
 /// How long a failed write waits for the read side to say why (a TLS alert) before the write
 /// error stands as the cause.
@@ -34,17 +34,13 @@ pub(super) enum Ending {
 }
 
 /// The connection task: opens the connection, serves it until it ends, records the ending.
-pub(super) async fn run(shared: Arc<Shared>, serial: u64, queue: mpsc::UnboundedReceiver<Vec<u8>>) {
+pub(super) async fn run(shared: Arc<Shared>, serial: u64, queue: mpsc::UnboundedReceiver<Frame>) {
     shared.handshakes.fetch_add(1, Ordering::Relaxed);
     let ending = serve(&shared, serial, queue).await;
     shared.finish(serial, ending);
 }
 
-async fn serve(
-    shared: &Shared,
-    serial: u64,
-    mut queue: mpsc::UnboundedReceiver<Vec<u8>>,
-) -> Ending {
+async fn serve(shared: &Shared, serial: u64, mut queue: mpsc::UnboundedReceiver<Frame>) -> Ending {
     let limit = shared.settings.handshake_timeout;
     let stream = match timeout(limit, connect(shared)).await {
         Ok(Ok(stream)) => stream,
@@ -59,10 +55,11 @@ async fn serve(
         tokio::select! {
             ending = &mut replies => ending,
             ending = write_queries(&mut writer, &mut queue) => {
-                // A write fails when the peer has gone; its last words (a TLS alert such as
-                // CertificateRequired) are on the read side and say why.
+                // A write fails when the peer has gone; what it said last is on the read side:
+                // a TLS alert (such as CertificateRequired) says why, and an orderly close means
+                // our write merely crossed it.
                 match timeout(ALERT_GRACE, &mut replies).await {
-                    Ok(Ending::Failed(cause @ TlsError::Tls(_))) => Ending::Failed(cause),
+                    Ok(said @ (Ending::Failed(TlsError::Tls(_)) | Ending::PeerClosed)) => said,
                     _ => ending,
                 }
             }
@@ -94,7 +91,7 @@ async fn connect(shared: &Shared) -> Result<TlsStream<TcpStream>, TlsError> {
 /// Writes queued frames, as many as are queued per flush (pipelining without a write per query).
 async fn write_queries(
     writer: &mut (impl AsyncWrite + Unpin),
-    queue: &mut mpsc::UnboundedReceiver<Vec<u8>>,
+    queue: &mut mpsc::UnboundedReceiver<Frame>,
 ) -> Ending {
     while let Some(frame) = queue.recv().await {
         let mut written = writer.write_all(&frame).await;
