@@ -7,10 +7,14 @@
 //! promises:
 //! - nothing runs while unused: the connection (and its one task) is opened by the first query,
 //!   closed after [`IDLE_TIMEOUT`] without traffic, and opened again by the next query;
-//! - a failed connection (handshake, certificate, reset, the server closing without answering)
-//!   fails every query waiting on it at once, so callers move on to another
-//!   endpoint, and the next connection waits for a backoff ([`BACKOFF_MIN`] doubling to
-//!   [`BACKOFF_MAX`]) during which queries fail at once with the last cause;
+//! - a failed connection (handshake, certificate, reset, the server closing without answering,
+//!   no reply at all for the idle timeout while queries wait) fails every query waiting on it
+//!   at once, so callers move on to another endpoint, and the next connection waits for a
+//!   backoff ([`BACKOFF_MIN`] doubling to [`BACKOFF_MAX`]) during which queries fail at once
+//!   with the last cause;
+//! - a server that closes a connection in good order after answering on it (idle timeout,
+//!   a cap on queries per connection) is not failing: the queries still waiting move to a new
+//!   connection;
 //! - a certificate that does not verify is a [`TlsError::Tls`] naming the cause as rustls says
 //!   it, never a fallback to plain DNS;
 //! - memory is bounded: at most `max_in_flight` queries wait on a connection
@@ -49,8 +53,8 @@ pub const DEFAULT_PORT: u16 = 853;
 /// client configuration): closing early costs a round trip, not a full handshake.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How long the TCP connect plus the TLS handshake may take. Longer than any one query's
-/// deadline (queries give up on their own), short enough that a black-holed peer becomes a
+/// How long the TCP connect plus the TLS handshake may take. Longer than a query's default
+/// deadline (2 s; queries give up on their own, the handshake goes on for the next), short enough that a black-holed peer becomes a
 /// failure, and so a backoff, soon.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
 
