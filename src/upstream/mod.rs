@@ -19,6 +19,7 @@ mod endpoint;
 mod exchange;
 mod log_limit;
 pub mod names;
+pub mod tls;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;

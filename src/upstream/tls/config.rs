@@ -1,0 +1,404 @@
+//! The TLS client configuration shared by every DNS-over-TLS endpoint: the CA bundle that signs
+//! the peers' certificates and, for mutual TLS, our own certificate and key, all read from PEM
+//! files.
+//!
+//! It promises a root store of exactly the given bundle (no web PKI roots: a public CA must not
+//! be able to vouch for a peer cluster), rustls with the `ring` provider, TLS 1.3 preferred and
+//! TLS 1.2 allowed, and one-line errors that name the file and the reason. It keeps no global
+//! state: loading again (after a certificate rotation) builds a new configuration, and the
+//! caller decides when endpoints switch to it.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::pki_types::pem::{self, PemObject};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::{ClientConfig, RootCertStore};
+
+/// The largest PEM file read. A CA bundle of a few hundred certificates is well below it; a
+/// variable pointing at the wrong (huge) file fails with a clear error instead of filling memory.
+pub const MAX_PEM_FILE: u64 = 1024 * 1024;
+
+/// Why the TLS files could not be turned into a client configuration. Each message names the file
+/// first, so one log line (or the `--check` output) says what to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsConfigError {
+    #[error("{}: cannot read: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: larger than {MAX_PEM_FILE} bytes; is this the right file?", path.display())]
+    TooLarge { path: PathBuf },
+    #[error("{}: not valid PEM: {reason}", path.display())]
+    BadPem { path: PathBuf, reason: String },
+    #[error("{}: no certificate in it (expected PEM \"BEGIN CERTIFICATE\" sections)", path.display())]
+    NoCertificate { path: PathBuf },
+    #[error("{}: certificate rejected: {reason}", path.display())]
+    BadCertificate { path: PathBuf, reason: String },
+    #[error(
+        "{}: no private key in it (expected PEM \"BEGIN PRIVATE KEY\", \"BEGIN RSA PRIVATE KEY\" or \"BEGIN EC PRIVATE KEY\")",
+        path.display()
+    )]
+    NoKey { path: PathBuf },
+    #[error("{}: key rejected for certificate {}: {reason}", key.display(), cert.display())]
+    BadKey {
+        key: PathBuf,
+        cert: PathBuf,
+        reason: String,
+    },
+    #[error("{name:?} is not a valid TLS server name (a DNS name or an IP address)")]
+    BadServerName { name: String },
+}
+
+/// Where our client certificate chain and its private key come from (mutual TLS). Both or
+/// neither: a certificate without its key is a configuration error the types rule out.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientIdentity<'a> {
+    pub cert_file: &'a Path,
+    pub key_file: &'a Path,
+}
+
+/// Reads the CA bundle (and the client identity, when given) and builds the configuration every
+/// [`TlsEndpoint`](super::TlsEndpoint) of this generation shares. Blocking file reads: call it
+/// where configuration is loaded, not on the query path.
+pub fn load_client_config(
+    ca_file: &Path,
+    identity: Option<ClientIdentity<'_>>,
+) -> Result<Arc<ClientConfig>, TlsConfigError> {
+    let mut roots = RootCertStore::empty();
+    for cert in certificates(ca_file)? {
+        roots
+            .add(cert)
+            .map_err(|e| TlsConfigError::BadCertificate {
+                path: ca_file.to_path_buf(),
+                reason: e.to_string(),
+            })?;
+    }
+    let builder =
+        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+            .map_err(|e| TlsConfigError::BadCertificate {
+                // Cannot happen with the ring provider (it supports both versions); say where it
+                // would come from anyway.
+                path: ca_file.to_path_buf(),
+                reason: e.to_string(),
+            })?
+            .with_root_certificates(roots);
+    let config = match identity {
+        None => builder.with_no_client_auth(),
+        Some(ClientIdentity {
+            cert_file,
+            key_file,
+        }) => {
+            let chain = certificates(cert_file)?;
+            let key = private_key(key_file)?;
+            // rustls parses the key and compares its public half with the certificate's, so a
+            // key from another pair fails here rather than in every handshake.
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| TlsConfigError::BadKey {
+                    key: key_file.to_path_buf(),
+                    cert: cert_file.to_path_buf(),
+                    reason: e.to_string(),
+                })?
+        }
+    };
+    Ok(Arc::new(config))
+}
+
+/// The name a peer's certificate must carry, checked once at configuration time (DNS names and
+/// IP addresses; an IP needs an IP SAN in the certificate).
+pub fn server_name(name: &str) -> Result<ServerName<'static>, TlsConfigError> {
+    ServerName::try_from(name.to_string()).map_err(|_| TlsConfigError::BadServerName {
+        name: name.to_string(),
+    })
+}
+
+/// Every certificate in a PEM file; at least one.
+fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsConfigError> {
+    let text = read_bounded(path)?;
+    let certs = CertificateDer::pem_slice_iter(&text)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad_pem(path, &e))?;
+    if certs.is_empty() {
+        return Err(TlsConfigError::NoCertificate {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(certs)
+}
+
+/// The first private key in a PEM file: PKCS#8, PKCS#1 (RSA) or SEC1 (EC).
+fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsConfigError> {
+    let text = read_bounded(path)?;
+    PrivateKeyDer::from_pem_slice(&text).map_err(|e| match e {
+        pem::Error::NoItemsFound => TlsConfigError::NoKey {
+            path: path.to_path_buf(),
+        },
+        other => bad_pem(path, &other),
+    })
+}
+
+fn read_bounded(path: &Path) -> Result<Vec<u8>, TlsConfigError> {
+    let read_error = |source| TlsConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(read_error)?;
+    let mut text = Vec::new();
+    file.take(MAX_PEM_FILE + 1)
+        .read_to_end(&mut text)
+        .map_err(read_error)?;
+    if u64::try_from(text.len()).unwrap_or(u64::MAX) > MAX_PEM_FILE {
+        return Err(TlsConfigError::TooLarge {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(text)
+}
+
+/// pki-types' own messages print byte strings as lists of numbers; these say it in words.
+fn bad_pem(path: &Path, error: &pem::Error) -> TlsConfigError {
+    let reason = match error {
+        pem::Error::MissingSectionEnd { .. } => "a section has no END line".to_string(),
+        pem::Error::IllegalSectionStart { .. } => "a BEGIN line is malformed".to_string(),
+        pem::Error::Base64Decode(e) => format!("bad base64: {e}"),
+        pem::Error::SectionTooLarge => "a section is too large".to_string(),
+        other => other.to_string(),
+    };
+    TlsConfigError::BadPem {
+        path: path.to_path_buf(),
+        reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+
+    /// A directory of its own per test, removed on drop.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(test: &str) -> Self {
+            let dir = std::env::temp_dir()
+                .join(format!("meshdns-tls-config-{}-{test}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("create a scratch directory");
+            Scratch(dir)
+        }
+
+        fn file(&self, name: &str, content: &str) -> PathBuf {
+            let path = self.0.join(name);
+            std::fs::write(&path, content).expect("write a scratch file");
+            path
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// A CA certificate (PEM) and a client certificate it signed, with the client's key.
+    fn ca_and_client() -> (String, String, KeyPair) {
+        let ca_key = KeyPair::generate().expect("CA key");
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca_cert = ca_params.self_signed(&ca_key).expect("CA certificate");
+        let issuer = Issuer::new(ca_params, ca_key);
+        let client_key = KeyPair::generate().expect("client key");
+        let client_cert = CertificateParams::new(vec!["client.test".to_string()])
+            .expect("client params")
+            .signed_by(&client_key, &issuer)
+            .expect("client certificate");
+        (ca_cert.pem(), client_cert.pem(), client_key)
+    }
+
+    /// The SEC1 form ("EC PRIVATE KEY") of a P-256 key that rcgen gives as PKCS#8: the PKCS#8
+    /// wrapper of such a key is a fixed 29-byte prefix around the SEC1 structure.
+    fn sec1_pem(key: &KeyPair) -> String {
+        let pkcs8 = key.serialize_der();
+        assert_eq!(pkcs8.len(), 138, "a P-256 PKCS#8 key of the usual layout");
+        assert_eq!(
+            &pkcs8[27..29],
+            &[0x04, 0x6d],
+            "the OCTET STRING around SEC1"
+        );
+        let body = base64(&pkcs8[29..]);
+        let lines: Vec<&str> = body
+            .as_bytes()
+            .chunks(64)
+            .map(|c| std::str::from_utf8(c).expect("base64 is ASCII"))
+            .collect();
+        format!(
+            "-----BEGIN EC PRIVATE KEY-----\n{}\n-----END EC PRIVATE KEY-----\n",
+            lines.join("\n")
+        )
+    }
+
+    fn base64(bytes: &[u8]) -> String {
+        const ALPHABET: &[u8; 64] =
+            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut out = String::new();
+        for chunk in bytes.chunks(3) {
+            let b = [
+                chunk[0],
+                chunk.get(1).copied().unwrap_or(0),
+                chunk.get(2).copied().unwrap_or(0),
+            ];
+            let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+            for i in 0..4 {
+                if i <= chunk.len() {
+                    out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+                } else {
+                    out.push('=');
+                }
+            }
+        }
+        out
+    }
+
+    fn load_with(ca: &Path, cert: &Path, key: &Path) -> Result<Arc<ClientConfig>, TlsConfigError> {
+        let identity = ClientIdentity {
+            cert_file: cert,
+            key_file: key,
+        };
+        load_client_config(ca, Some(identity))
+    }
+
+    #[test]
+    fn a_ca_bundle_alone_gives_a_config_without_client_auth() {
+        let scratch = Scratch::new("ca-only");
+        let (ca, _, _) = ca_and_client();
+        let (other_ca, _, _) = ca_and_client();
+        let bundle = scratch.file("ca.pem", &format!("{ca}{other_ca}"));
+        let config = load_client_config(&bundle, None).expect("a valid bundle loads");
+        assert!(!config.client_auth_cert_resolver.has_certs());
+    }
+
+    #[test]
+    fn a_client_certificate_with_its_pkcs8_key_is_loaded() {
+        let scratch = Scratch::new("pkcs8");
+        let (ca, cert, key) = ca_and_client();
+        let ca = scratch.file("ca.pem", &ca);
+        let cert = scratch.file("client.pem", &cert);
+        let key = scratch.file("client.key", &key.serialize_pem());
+        let config = load_with(&ca, &cert, &key).expect("a matching certificate and key load");
+        assert!(config.client_auth_cert_resolver.has_certs());
+    }
+
+    #[test]
+    fn a_sec1_ec_key_is_loaded() {
+        let scratch = Scratch::new("sec1");
+        let (ca, cert, key) = ca_and_client();
+        let ca = scratch.file("ca.pem", &ca);
+        let cert = scratch.file("client.pem", &cert);
+        let key = scratch.file("client.key", &sec1_pem(&key));
+        load_with(&ca, &cert, &key).expect("an EC PRIVATE KEY loads");
+    }
+
+    #[test]
+    fn a_missing_ca_file_is_named_in_the_error() {
+        let scratch = Scratch::new("missing");
+        let path = scratch.0.join("absent.pem");
+        let error = load_client_config(&path, None).expect_err("no file, no config");
+        assert!(matches!(error, TlsConfigError::Read { .. }), "{error:?}");
+        let message = error.to_string();
+        assert!(
+            message.starts_with(&path.display().to_string()),
+            "{message}"
+        );
+        assert!(message.contains("cannot read"), "{message}");
+    }
+
+    #[test]
+    fn an_empty_ca_bundle_is_an_error_naming_the_file() {
+        let scratch = Scratch::new("empty");
+        let path = scratch.file("ca.pem", "# nothing here\n");
+        let error = load_client_config(&path, None).expect_err("no certificate, no config");
+        assert!(
+            matches!(error, TlsConfigError::NoCertificate { .. }),
+            "{error:?}"
+        );
+        assert!(
+            error.to_string().contains(&*path.display().to_string()),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_truncated_pem_section_is_an_error_naming_the_file() {
+        let scratch = Scratch::new("truncated");
+        let (ca, _, _) = ca_and_client();
+        let cut = &ca[..ca.len() / 2];
+        let path = scratch.file("ca.pem", cut);
+        let error = load_client_config(&path, None).expect_err("half a certificate");
+        assert!(matches!(error, TlsConfigError::BadPem { .. }), "{error:?}");
+        let message = error.to_string();
+        assert!(message.contains(&*path.display().to_string()), "{message}");
+        assert!(message.contains("no END line"), "{message}");
+    }
+
+    #[test]
+    fn a_key_file_without_a_key_is_an_error_naming_the_file() {
+        let scratch = Scratch::new("no-key");
+        let (ca, cert, _) = ca_and_client();
+        let ca = scratch.file("ca.pem", &ca);
+        let cert_path = scratch.file("client.pem", &cert);
+        // A common slip: the certificate given twice.
+        let key = scratch.file("client.key", &cert);
+        let error = load_with(&ca, &cert_path, &key).expect_err("no key, no config");
+        assert!(matches!(error, TlsConfigError::NoKey { .. }), "{error:?}");
+        assert!(
+            error.to_string().contains(&*key.display().to_string()),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_key_of_another_pair_is_rejected_naming_both_files() {
+        let scratch = Scratch::new("mismatch");
+        let (ca, cert, _) = ca_and_client();
+        let ca = scratch.file("ca.pem", &ca);
+        let cert = scratch.file("client.pem", &cert);
+        let other = KeyPair::generate().expect("another key");
+        let key = scratch.file("client.key", &other.serialize_pem());
+        let error = load_with(&ca, &cert, &key).expect_err("a key that does not match");
+        assert!(matches!(error, TlsConfigError::BadKey { .. }), "{error:?}");
+        let message = error.to_string();
+        assert!(message.contains(&*key.display().to_string()), "{message}");
+        assert!(message.contains(&*cert.display().to_string()), "{message}");
+        assert!(message.contains("KeyMismatch"), "{message}");
+    }
+
+    #[test]
+    fn a_garbled_key_is_rejected_naming_the_file() {
+        let scratch = Scratch::new("garbled");
+        let (ca, cert, _) = ca_and_client();
+        let ca = scratch.file("ca.pem", &ca);
+        let cert = scratch.file("client.pem", &cert);
+        let key = scratch.file(
+            "client.key",
+            "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+        );
+        let error = load_with(&ca, &cert, &key).expect_err("four zero bytes are no key");
+        assert!(matches!(error, TlsConfigError::BadKey { .. }), "{error:?}");
+        assert!(
+            error.to_string().starts_with(&*key.display().to_string()),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn server_names_accept_dns_names_and_ips_and_reject_garbage() {
+        assert!(server_name("dns.cluster-b.example").is_ok());
+        assert!(server_name("127.0.0.1").is_ok());
+        let error = server_name("not a name").expect_err("spaces are no DNS name");
+        assert!(error.to_string().contains("\"not a name\""), "{error}");
+    }
+}

@@ -1,0 +1,398 @@
+//! DNS over TLS to a peer endpoint (`transport=tls`): certificates checked against our CA
+//! bundle and name, mutual TLS, one pipelined connection per endpoint, failure and backoff,
+//! idle close. Every server here is a fake DoT server on 127.0.0.1:0.
+
+mod dot_fakes;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dot_fakes::{Behaviour, ClientFiles, DotServer, Pki, SERVER_NAME, parse_reply, query};
+use hickory_proto::rr::RecordType;
+use meshdns::upstream::tls::{TlsEndpoint, TlsError, TlsSettings, server_name};
+use rustls::ClientConfig;
+use tokio::time::Instant;
+
+/// A deadline far enough away that only a hang reaches it.
+fn deadline() -> Instant {
+    Instant::now() + Duration::from_secs(10)
+}
+
+fn endpoint(server: &DotServer, config: Arc<ClientConfig>) -> TlsEndpoint {
+    endpoint_with(server, config, TlsSettings::default())
+}
+
+fn endpoint_with(
+    server: &DotServer,
+    config: Arc<ClientConfig>,
+    settings: TlsSettings,
+) -> TlsEndpoint {
+    let name = server_name(SERVER_NAME).expect("a valid server name");
+    TlsEndpoint::with_settings(server.addr, name, config, settings)
+}
+
+/// Asks for `name` A and checks that the reply is for that question and carries the answer.
+async fn ask_ok(endpoint: &TlsEndpoint, name: &str) -> Vec<u8> {
+    let reply = endpoint
+        .exchange(&query(name, RecordType::A), deadline())
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!(parse_reply(&reply), (name.to_string(), true), "{name}");
+    reply
+}
+
+/// A fake server with a certificate for [`SERVER_NAME`] from a fresh CA, and an endpoint that
+/// trusts that CA (with the directory of its PEM files): the setup of every test that is not
+/// about certificates.
+async fn trusted(
+    test: &str,
+    behaviour: Behaviour,
+    settings: TlsSettings,
+) -> (DotServer, Arc<TlsEndpoint>, ClientFiles) {
+    let pki = Pki::new();
+    let server = DotServer::start(&pki.issue(&[SERVER_NAME]), None, behaviour).await;
+    let files = ClientFiles::new(test);
+    let endpoint = Arc::new(endpoint_with(&server, files.config(&pki, None), settings));
+    (server, endpoint, files)
+}
+
+/// Asks `count` queries (`q0.test.` …) at once and checks each reply.
+async fn ask_many_ok(endpoint: &Arc<TlsEndpoint>, count: usize) {
+    let mut asked = tokio::task::JoinSet::new();
+    for i in 0..count {
+        let endpoint = Arc::clone(endpoint);
+        asked.spawn(async move { ask_ok(&endpoint, &format!("q{i}.test.")).await });
+    }
+    while let Some(done) = asked.join_next().await {
+        done.expect("every query gets its own reply");
+    }
+}
+
+async fn ask_err(endpoint: &TlsEndpoint, name: &str) -> TlsError {
+    endpoint
+        .exchange(&query(name, RecordType::A), deadline())
+        .await
+        .expect_err("the exchange must fail")
+}
+
+#[tokio::test]
+async fn a_query_is_answered_over_tls_with_the_id_chosen_for_it() {
+    let (server, endpoint, _files) =
+        trusted("success", Behaviour::Answer, TlsSettings::default()).await;
+    assert_eq!(
+        endpoint.handshakes(),
+        0,
+        "nothing is opened before the first query"
+    );
+    assert!(!endpoint.is_connected());
+
+    let mut ids = std::collections::HashSet::new();
+    for _ in 0..5 {
+        let reply = ask_ok(&endpoint, "mongo-0.mongo.db.svc.cluster.local.").await;
+        ids.insert(u16::from_be_bytes([reply[0], reply[1]]));
+    }
+    assert!(ids.len() > 1, "IDs are chosen at random per query: {ids:?}");
+    assert_eq!(endpoint.handshakes(), 1);
+    assert_eq!(server.connections(), 1);
+}
+
+#[tokio::test]
+async fn a_root_ns_probe_is_answered_over_tls() {
+    let (_server, endpoint, _files) =
+        trusted("probe", Behaviour::Answer, TlsSettings::default()).await;
+    let reply = endpoint
+        .exchange(&query(".", RecordType::NS), deadline())
+        .await
+        .expect("the health probe is answered");
+    assert_eq!(parse_reply(&reply).0, ".");
+}
+
+#[tokio::test]
+async fn a_certificate_for_another_name_is_a_tls_error_naming_the_name() {
+    let pki = Pki::new();
+    let server = DotServer::start(&pki.issue(&["other.test"]), None, Behaviour::Answer).await;
+    let files = ClientFiles::new("wrong-name");
+    let endpoint = endpoint(&server, files.config(&pki, None));
+    let error = ask_err(&endpoint, "a.test.").await;
+    let TlsError::Tls(message) = &error else {
+        panic!("not a TLS error: {error:?}")
+    };
+    assert!(message.contains("not valid for name"), "{message}");
+    assert!(message.contains(SERVER_NAME), "{message}");
+    assert_eq!(
+        server
+            .stats
+            .queries
+            .load(std::sync::atomic::Ordering::SeqCst),
+        0
+    );
+}
+
+#[tokio::test]
+async fn a_certificate_from_an_untrusted_ca_is_a_tls_error() {
+    let (ours, theirs) = (Pki::new(), Pki::new());
+    let server = DotServer::start(&theirs.issue(&[SERVER_NAME]), None, Behaviour::Answer).await;
+    let files = ClientFiles::new("untrusted");
+    let endpoint = endpoint(&server, files.config(&ours, None));
+    let error = ask_err(&endpoint, "a.test.").await;
+    assert!(
+        matches!(&error, TlsError::Tls(m) if m.contains("UnknownIssuer")),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_server_requiring_client_certificates_refuses_a_client_without_one() {
+    let pki = Pki::new();
+    let server = DotServer::start(&pki.issue(&[SERVER_NAME]), Some(&pki), Behaviour::Answer).await;
+    let files = ClientFiles::new("no-client-cert");
+    let endpoint = endpoint(&server, files.config(&pki, None));
+    let error = ask_err(&endpoint, "a.test.").await;
+    assert!(
+        matches!(&error, TlsError::Tls(m) if m.contains("CertificateRequired")),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_client_certificate_from_the_trusted_ca_is_accepted() {
+    let pki = Pki::new();
+    let server = DotServer::start(&pki.issue(&[SERVER_NAME]), Some(&pki), Behaviour::Answer).await;
+    let files = ClientFiles::new("client-cert");
+    let client = pki.issue(&["meshdns.client.test"]);
+    let endpoint = endpoint(&server, files.config(&pki, Some(&client)));
+    ask_ok(&endpoint, "a.test.").await;
+}
+
+#[tokio::test]
+async fn a_client_certificate_from_another_ca_is_refused() {
+    let (pki, stranger) = (Pki::new(), Pki::new());
+    let server = DotServer::start(&pki.issue(&[SERVER_NAME]), Some(&pki), Behaviour::Answer).await;
+    let files = ClientFiles::new("foreign-client-cert");
+    let client = stranger.issue(&["meshdns.client.test"]);
+    // We trust the server's CA; the server does not trust our certificate's.
+    let endpoint = endpoint(&server, files.config(&pki, Some(&client)));
+    let error = ask_err(&endpoint, "a.test.").await;
+    assert!(matches!(&error, TlsError::Tls(_)), "{error:?}");
+    assert!(error.to_string().contains("UnknownCA"), "{error}");
+}
+
+#[tokio::test]
+async fn after_a_handshake_failure_queries_fail_fast_without_reconnecting() {
+    let (ours, theirs) = (Pki::new(), Pki::new());
+    let server = DotServer::start(&theirs.issue(&[SERVER_NAME]), None, Behaviour::Answer).await;
+    let files = ClientFiles::new("backoff");
+    let endpoint = endpoint(&server, files.config(&ours, None));
+    let first = ask_err(&endpoint, "a.test.").await;
+    assert_eq!(endpoint.handshakes(), 1);
+
+    let second = ask_err(&endpoint, "b.test.").await;
+    assert_eq!(second, first, "the backoff answers with the last cause");
+    assert_eq!(
+        endpoint.handshakes(),
+        1,
+        "no second attempt during the backoff"
+    );
+    assert_eq!(server.connections(), 1);
+}
+
+#[tokio::test]
+async fn a_server_closing_mid_reply_fails_every_waiting_query_at_once_and_the_next_one_reconnects()
+{
+    let queries = 5;
+    let half_frame = Behaviour::HalfFrameFirst(queries);
+    let (_server, endpoint, _files) =
+        trusted("mid-stream", half_frame, TlsSettings::default()).await;
+    let started = Instant::now();
+    let mut asked = tokio::task::JoinSet::new();
+    for i in 0..queries {
+        let endpoint = Arc::clone(&endpoint);
+        asked.spawn(async move { ask_err(&endpoint, &format!("q{i}.test.")).await });
+    }
+    while let Some(error) = asked.join_next().await {
+        let error = error.expect("the query task finished");
+        assert!(matches!(error, TlsError::Network(_)), "{error:?}");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "failed at once, not at the deadline: {:?}",
+        started.elapsed()
+    );
+
+    // The first backoff is at most BACKOFF_MIN (100 ms); then the server answers again.
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    ask_ok(&endpoint, "after.test.").await;
+    assert_eq!(endpoint.handshakes(), 2);
+}
+
+#[tokio::test]
+async fn queries_left_unanswered_by_an_orderly_close_move_to_a_new_connection() {
+    let (server, endpoint, _files) = trusted(
+        "close-after",
+        Behaviour::CloseAfter(5),
+        TlsSettings::default(),
+    )
+    .await;
+    ask_many_ok(&endpoint, 20).await;
+    assert!(endpoint.handshakes() >= 4, "{}", endpoint.handshakes());
+    assert_eq!(endpoint.handshakes(), server.connections());
+}
+
+#[tokio::test]
+async fn a_server_closing_without_answering_is_a_failure_with_backoff() {
+    let (server, endpoint, _files) = trusted(
+        "close-at-once",
+        Behaviour::CloseAfter(0),
+        TlsSettings::default(),
+    )
+    .await;
+    let first = ask_err(&endpoint, "a.test.").await;
+    assert!(
+        matches!(&first, TlsError::Network(m) if m.contains("none answered")),
+        "{first:?}"
+    );
+    assert_eq!(ask_err(&endpoint, "b.test.").await, first);
+    assert_eq!(endpoint.handshakes(), 1);
+    assert_eq!(server.connections(), 1);
+}
+
+// Two worker threads: replies are dispatched while other queries are being registered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_pipelined_queries_answered_in_reverse_share_one_connection() {
+    let (server, endpoint, _files) =
+        trusted("pipelined", Behaviour::Reverse(100), TlsSettings::default()).await;
+    ask_many_ok(&endpoint, 100).await;
+    assert_eq!(endpoint.handshakes(), 1);
+    assert_eq!(server.connections(), 1);
+}
+
+#[tokio::test]
+async fn a_thousand_queries_in_a_row_reuse_one_connection() {
+    let (_server, endpoint, _files) =
+        trusted("reuse", Behaviour::Answer, TlsSettings::default()).await;
+    for i in 0..1000 {
+        ask_ok(&endpoint, &format!("q{i}.test.")).await;
+    }
+    assert_eq!(endpoint.handshakes(), 1);
+}
+
+#[tokio::test]
+async fn an_unanswered_query_times_out_alone() {
+    let dropping = Behaviour::DropName("q-drop.test.".into());
+    let (_server, endpoint, _files) =
+        trusted("one-timeout", dropping, TlsSettings::default()).await;
+    let dropped = {
+        let endpoint = Arc::clone(&endpoint);
+        tokio::spawn(async move {
+            let deadline = Instant::now() + Duration::from_millis(300);
+            endpoint
+                .exchange(&query("q-drop.test.", RecordType::A), deadline)
+                .await
+        })
+    };
+    for i in 0..10 {
+        ask_ok(&endpoint, &format!("q{i}.test.")).await;
+    }
+    assert_eq!(
+        dropped.await.expect("the query task finished"),
+        Err(TlsError::Timeout)
+    );
+    // The connection lives on after the timeout.
+    ask_ok(&endpoint, "after.test.").await;
+    assert_eq!(endpoint.handshakes(), 1);
+}
+
+#[tokio::test]
+async fn a_connection_that_answers_nothing_fails_before_the_deadline() {
+    let settings = TlsSettings {
+        idle_timeout: Duration::from_millis(300),
+        ..TlsSettings::default()
+    };
+    let (_server, endpoint, _files) = trusted("stalled", Behaviour::Silent, settings).await;
+    let started = Instant::now();
+    let error = ask_err(&endpoint, "a.test.").await;
+    assert!(
+        matches!(&error, TlsError::Network(m) if m.contains("no reply")),
+        "{error:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "given up as stalled, not at the deadline: {:?}",
+        started.elapsed()
+    );
+    assert!(!endpoint.is_connected());
+}
+
+#[tokio::test]
+async fn replies_with_unknown_ids_and_runt_frames_are_ignored() {
+    let (_server, endpoint, _files) =
+        trusted("noise", Behaviour::NoiseFirst, TlsSettings::default()).await;
+    for i in 0..5 {
+        ask_ok(&endpoint, &format!("q{i}.test.")).await;
+    }
+    assert_eq!(endpoint.handshakes(), 1);
+}
+
+#[tokio::test]
+async fn queries_beyond_the_in_flight_bound_wait_for_a_slot() {
+    let settings = TlsSettings {
+        max_in_flight: 4,
+        ..TlsSettings::default()
+    };
+    let slow = Behaviour::Delay(Duration::from_millis(50));
+    let (server, endpoint, _files) = trusted("bound", slow, settings).await;
+    // Every query is answered: those beyond the bound once a slot is free.
+    ask_many_ok(&endpoint, 20).await;
+    let most = server
+        .stats
+        .most_outstanding
+        .load(std::sync::atomic::Ordering::SeqCst);
+    assert!(most <= 4, "at most 4 queries in flight, saw {most}");
+    assert!(most >= 2, "queries were pipelined, saw {most}");
+}
+
+#[tokio::test]
+async fn an_idle_connection_is_closed_and_the_next_query_reopens_it() {
+    let settings = TlsSettings {
+        idle_timeout: Duration::from_millis(200),
+        ..TlsSettings::default()
+    };
+    let (server, endpoint, _files) = trusted("idle", Behaviour::Answer, settings).await;
+    let tasks_before = tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks();
+    ask_ok(&endpoint, "a.test.").await;
+    assert!(endpoint.is_connected());
+
+    assert_eq!(
+        server.connection_closed().await,
+        1,
+        "closed after its query"
+    );
+    assert!(!endpoint.is_connected());
+    // The client's connection task is gone too: nothing is left to wake up.
+    let wait_for_tasks = async {
+        while tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+            > tasks_before
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), wait_for_tasks)
+        .await
+        .expect("no task outlives the idle connection");
+
+    ask_ok(&endpoint, "b.test.").await;
+    assert_eq!(endpoint.handshakes(), 2);
+}
+
+#[tokio::test]
+async fn dropping_the_endpoint_closes_its_connection() {
+    let (server, endpoint, _files) =
+        trusted("drop", Behaviour::Answer, TlsSettings::default()).await;
+    ask_ok(&endpoint, "a.test.").await;
+    drop(endpoint);
+    assert_eq!(server.connection_closed().await, 1);
+}
