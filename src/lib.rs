@@ -19,6 +19,7 @@
 
 pub mod background;
 pub mod cache;
+pub mod certificates;
 pub mod config;
 pub mod gather;
 pub mod metrics;
@@ -85,15 +86,13 @@ pub async fn run(
     let (stop, stopped) = watch::channel(false);
     let inflight = Arc::new(Semaphore::new(config.max_inflight));
     let resolver = Arc::new(Resolver::new(snapshot, cache, Arc::clone(&metrics)));
-    if let Some(dir) = config.config_dir.clone() {
-        let reloader = reload::Reloader::new(
-            config.clone(),
-            Arc::clone(&resolver),
-            Arc::clone(&metrics),
-            Arc::clone(&background),
-        );
-        admin.spawn(reload::watch_and_reload(reloader, dir, stopped.clone()));
-    }
+    let reloader = reload::Reloader::new(
+        config.clone(),
+        Arc::clone(&resolver),
+        Arc::clone(&metrics),
+        Arc::clone(&background),
+    );
+    admin.spawn(reload::watch_and_reload(reloader, stopped.clone()));
     let shared = Shared {
         resolver,
         inflight: Arc::clone(&inflight),

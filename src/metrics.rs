@@ -115,6 +115,12 @@ pub const UPSTREAM_HEALTHY: Family = Family {
     labels: &["cluster", "endpoint"],
     help: "1 while an endpoint is considered up, 0 while it is skipped until a probe succeeds.",
 };
+pub const UPSTREAM_TLS_HANDSHAKES_TOTAL: Family = Family {
+    name: "meshdns_upstream_tls_handshakes_total",
+    kind: Kind::Counter,
+    labels: &["cluster"],
+    help: "DNS-over-TLS connections opened (TCP connect and TLS handshake, failed ones included), by cluster.",
+};
 pub const ENDPOINT_RESOLUTIONS_TOTAL: Family = Family {
     name: "meshdns_endpoint_resolutions_total",
     kind: Kind::Counter,
@@ -159,7 +165,7 @@ pub const CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP_SECONDS: Family = Family {
 };
 
 /// Every family, in the order of the README's table.
-pub const FAMILIES: [&Family; 17] = [
+pub const FAMILIES: [&Family; 18] = [
     &REQUESTS_TOTAL,
     &REQUEST_DURATION_SECONDS,
     &CACHE_HITS_TOTAL,
@@ -170,6 +176,7 @@ pub const FAMILIES: [&Family; 17] = [
     &UPSTREAM_REQUESTS_TOTAL,
     &UPSTREAM_DURATION_SECONDS,
     &UPSTREAM_HEALTHY,
+    &UPSTREAM_TLS_HANDSHAKES_TOTAL,
     &ENDPOINT_RESOLUTIONS_TOTAL,
     &GATHER_PARTIAL_TOTAL,
     &INFLIGHT,
@@ -346,6 +353,7 @@ impl Metrics {
                 IntGaugeVec::new(opts(&UPSTREAM_HEALTHY), UPSTREAM_HEALTHY.labels),
             ),
             resolutions: counter_vec(&ENDPOINT_RESOLUTIONS_TOTAL),
+            tls_handshakes: counter_vec(&UPSTREAM_TLS_HANDSHAKES_TOTAL),
         };
         let gather_partial = counter(&GATHER_PARTIAL_TOTAL);
         let inflight = gauge(&INFLIGHT);
@@ -504,6 +512,10 @@ mod tests {
         upstream
             .resolutions
             .with_label_values(&["unit-test", "ok"])
+            .inc();
+        upstream
+            .tls_handshakes
+            .with_label_values(&["unit-test"])
             .inc();
         let gathered = metrics.registry.gather();
         assert_eq!(gathered.len(), FAMILIES.len());

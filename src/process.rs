@@ -105,6 +105,7 @@ pub fn resolve_endpoint_names(config: &Config) -> Vec<(Endpoint, Result<Vec<Sock
                     .collect(),
                 transport: Transport::Udp,
                 tls_name: None,
+                tls: None,
                 attempt_timeout: config.attempt_timeout,
             },
             None,

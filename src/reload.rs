@@ -1,6 +1,7 @@
-//! Live configuration: `MESHDNS_CONFIG_DIR` watched with inotify (the kubelet swaps a mounted
-//! ConfigMap atomically by renaming its `..data` symlink, an event in the directory itself),
-//! and SIGHUP, which forces a reload where no event comes (a file bind-mounted over another).
+//! Live configuration: `MESHDNS_CONFIG_DIR` and the directories of the TLS files watched with
+//! inotify (the kubelet swaps a mounted ConfigMap or Secret atomically by renaming its `..data`
+//! symlink, an event in the directory itself), and SIGHUP, which forces a reload where no event
+//! comes (a file bind-mounted over another).
 //!
 //! A change is read and validated as a whole. An invalid one is rejected whole: the running
 //! configuration stays, the error is logged naming the variable, and
@@ -14,7 +15,8 @@
 //! Nothing runs while nothing changes: inotify wakes the task only on an event, and the short
 //! settling delay (the kubelet writes several entries per update) starts only after one.
 
-use std::path::PathBuf;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -78,7 +80,11 @@ impl Reloader {
                 return Outcome::Rejected(error.to_string());
             }
         };
-        let changed = self.config.settings.changed(&read.settings);
+        let mut changed = self.config.settings.changed(&read.settings);
+        // The TLS files may change under the same paths (cert-manager rotating a Secret).
+        if self.config.tls != read.tls && !changed.contains(&variables::TLS_CA_FILE) {
+            changed.push(variables::TLS_CA_FILE);
+        }
         if changed.is_empty() {
             tracing::debug!("configuration directory read; nothing changed");
             return Outcome::Unchanged;
@@ -103,6 +109,20 @@ impl Reloader {
         self.metrics.config_reload(ReloadResult::Applied);
         self.config = applied;
         Outcome::Applied(live)
+    }
+
+    /// The directories whose changes may change the configuration: the configuration directory,
+    /// and those holding the TLS files (a mounted Secret is swapped in its own directory).
+    pub fn watched_dirs(&self) -> BTreeSet<PathBuf> {
+        let tls_files = self.config.tls.iter().flat_map(|tls| {
+            std::iter::once(&tls.ca).chain(tls.client.iter().flat_map(|(c, k)| [c, k]))
+        });
+        self.config
+            .config_dir
+            .iter()
+            .cloned()
+            .chain(tls_files.filter_map(|file| file.parent().map(Path::to_path_buf)))
+            .collect()
     }
 
     fn apply(&self, new: &Config) {
@@ -145,30 +165,30 @@ fn unchanged_routes(old: &Config, new: &Config) -> impl Fn(&CacheKey) -> bool {
     }
 }
 
-/// Reloads on every change of `dir` and on SIGHUP until `shutdown` is signalled.
-pub async fn watch_and_reload(
-    mut reloader: Reloader,
-    dir: PathBuf,
-    mut shutdown: watch::Receiver<bool>,
-) {
+/// Reloads on every change of the watched directories (see [`Reloader::watched_dirs`]) and on
+/// SIGHUP until `shutdown` is signalled. With nothing to watch it only waits for SIGHUP (which
+/// then never ends the process, as its default action would).
+pub async fn watch_and_reload(mut reloader: Reloader, mut shutdown: watch::Receiver<bool>) {
     let (events, mut changed) = mpsc::channel::<()>(1);
     let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         if event.is_ok() {
             // A reload is already due when the channel is full.
             let _ = events.try_send(());
         }
-    })
-    .and_then(|mut watcher| {
-        watcher.watch(&dir, notify::RecursiveMode::NonRecursive)?;
-        Ok(watcher)
     });
-    let _watcher = match watcher {
+    let mut watcher = match watcher {
         Ok(watcher) => Some(watcher),
         Err(error) => {
-            tracing::warn!(dir = %dir.display(), %error, "cannot watch the configuration directory; changes are applied on SIGHUP only");
+            tracing::warn!(%error, "cannot watch for configuration changes; they are applied on SIGHUP only");
             None
         }
     };
+    let mut watched = BTreeSet::new();
+    if let Some(watcher) = watcher.as_mut()
+        && !reloader.watched_dirs().is_empty()
+    {
+        watch_dirs(watcher, &mut watched, reloader.watched_dirs());
+    }
     // Whatever changed between the start's read and the watch's start is read now.
     reloader.reload();
     let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
@@ -190,5 +210,25 @@ pub async fn watch_and_reload(
             () = crate::server::stopped(&mut shutdown) => return,
         }
         reloader.reload();
+        if let Some(watcher) = watcher.as_mut() {
+            watch_dirs(watcher, &mut watched, reloader.watched_dirs());
+        }
     }
+}
+
+/// Makes `watcher` watch exactly `wanted` (of which `watched` is the set it watches now).
+fn watch_dirs(
+    watcher: &mut notify::RecommendedWatcher,
+    watched: &mut BTreeSet<PathBuf>,
+    wanted: BTreeSet<PathBuf>,
+) {
+    for gone in watched.difference(&wanted) {
+        let _ = watcher.unwatch(gone);
+    }
+    for new in wanted.difference(watched) {
+        if let Err(error) = watcher.watch(new, notify::RecursiveMode::NonRecursive) {
+            tracing::warn!(dir = %new.display(), %error, "cannot watch; its changes are applied on SIGHUP only");
+        }
+    }
+    *watched = wanted;
 }

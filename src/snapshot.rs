@@ -76,6 +76,7 @@ impl Snapshot {
                     .collect(),
                 transport: Transport::Udp,
                 tls_name: None,
+                tls: None,
                 attempt_timeout: config.attempt_timeout,
             },
             None,
@@ -100,6 +101,10 @@ impl Snapshot {
                             endpoints: cluster.endpoints.clone(),
                             transport: cluster.transport,
                             tls_name: cluster.tls_name.clone(),
+                            tls: match cluster.transport {
+                                Transport::Tls => config.tls.as_ref().map(|t| t.loaded.clone()),
+                                Transport::Udp | Transport::Tcp => None,
+                            },
                             attempt_timeout: config.attempt_timeout,
                         },
                         Some(&local),

@@ -3,13 +3,15 @@
 //! idle close. Every server here is a fake DoT server on 127.0.0.1:0.
 
 mod dot_fakes;
+mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use dot_fakes::{Behaviour, ClientFiles, DotServer, Pki, SERVER_NAME, parse_reply, query};
 use hickory_proto::rr::RecordType;
-use meshdns::upstream::tls::{TlsEndpoint, TlsError, TlsSettings, server_name};
+use meshdns::certificates::server_name;
+use meshdns::upstream::tls::{TlsEndpoint, TlsError, TlsSettings};
 use rustls::ClientConfig;
 use tokio::time::Instant;
 
@@ -395,4 +397,114 @@ async fn dropping_the_endpoint_closes_its_connection() {
     ask_ok(&endpoint, "a.test.").await;
     drop(endpoint);
     assert_eq!(server.connection_closed().await, 1);
+}
+
+/// meshdns with cluster `b` over DNS over TLS at `server`, trusting the CA bundle `ca_file`.
+async fn meshdns_to(server: &DotServer, ca_file: &std::path::Path) -> support::Meshdns {
+    let kube = support::FakeDns::silent().await;
+    let clusters = format!("b={} transport=tls tls_name={SERVER_NAME}", server.addr);
+    let meshdns = support::Meshdns::start(&[
+        ("MESHDNS_UPSTREAMS", &kube.addr.to_string()),
+        ("MESHDNS_CLUSTERS", &clusters),
+        ("MESHDNS_TLS_CA_FILE", &ca_file.display().to_string()),
+        ("MESHDNS_ATTEMPT_TIMEOUT", "1s"),
+    ])
+    .await;
+    drop(kube);
+    meshdns
+}
+
+async fn member_b(meshdns: &support::Meshdns, i: usize) -> hickory_proto::op::Message {
+    let name = format!("member-{i}.mongo.db.cluster.b.");
+    support::udp(meshdns.addr, &support::query(&name, RecordType::A))
+        .await
+        .msg
+}
+
+#[tokio::test]
+async fn a_tls_cluster_answers_its_names_through_meshdns_over_one_connection() {
+    let pki = Pki::new();
+    let server = DotServer::start(&pki.issue(&[SERVER_NAME]), None, Behaviour::Answer).await;
+    let files = ClientFiles::new("through-meshdns");
+    let meshdns = meshdns_to(&server, &files.write_ca(&pki)).await;
+    for i in 0..20 {
+        let reply = member_b(&meshdns, i).await;
+        assert_eq!(
+            reply.response_code,
+            hickory_proto::op::ResponseCode::NoError
+        );
+        assert_eq!(
+            reply.answers[0].name.to_ascii(),
+            format!("member-{i}.mongo.db.cluster.b.")
+        );
+    }
+    assert_eq!(server.connections(), 1);
+    assert_eq!(
+        meshdns
+            .metric("meshdns_upstream_tls_handshakes_total", &[("cluster", "b")])
+            .await,
+        1.0
+    );
+}
+
+#[tokio::test]
+async fn a_peer_certificate_that_does_not_verify_fails_the_cluster_with_a_tls_error() {
+    let pki = Pki::new();
+    let server =
+        DotServer::start(&pki.issue(&["someone-else.test"]), None, Behaviour::Answer).await;
+    let files = ClientFiles::new("not-verified");
+    let meshdns = meshdns_to(&server, &files.write_ca(&pki)).await;
+    let reply = member_b(&meshdns, 0).await;
+    assert_eq!(
+        reply.response_code,
+        hickory_proto::op::ResponseCode::ServFail
+    );
+    assert!(
+        meshdns
+            .metric(
+                "meshdns_upstream_requests_total",
+                &[("cluster", "b"), ("result", "tls_error")],
+            )
+            .await
+            >= 1.0
+    );
+    assert_eq!(
+        meshdns
+            .metric(
+                "meshdns_upstream_requests_total",
+                &[("cluster", "b"), ("result", "ok")],
+            )
+            .await,
+        0.0
+    );
+}
+
+#[tokio::test]
+async fn a_rotated_ca_bundle_is_used_without_a_restart() {
+    let (right, wrong) = (Pki::new(), Pki::new());
+    let server = DotServer::start(&right.issue(&[SERVER_NAME]), None, Behaviour::Answer).await;
+    // The bundle lives in a directory the kubelet updates, as a mounted Secret does.
+    let mut secret = support::configmap::ConfigMapDir::new("tls", &[("ca.crt", &wrong.ca_pem())]);
+    let meshdns = meshdns_to(&server, &secret.path.join("ca.crt")).await;
+    assert_eq!(
+        member_b(&meshdns, 0).await.response_code,
+        hickory_proto::op::ResponseCode::ServFail,
+        "the wrong CA: refused"
+    );
+    secret.update(&[("ca.crt", &right.ca_pem())]);
+    let mut answered = false;
+    for _ in 0..100 {
+        if member_b(&meshdns, 1).await.response_code == hickory_proto::op::ResponseCode::NoError {
+            answered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(answered, "the rotated bundle verifies the peer");
+    assert_eq!(
+        meshdns
+            .metric("meshdns_config_reloads_total", &[("result", "applied")])
+            .await,
+        1.0
+    );
 }

@@ -291,7 +291,7 @@ mod tests {
                 "MESHDNS_CLUSTERS",
                 "b=dns-b.example.net:30053; c=dns-c.example.net transport=tls",
             ),
-            ("MESHDNS_TLS_CA_FILE", "/etc/meshdns-tls/ca.crt"),
+            ("MESHDNS_TLS_CA_FILE", &crate::config::tests::ca_file()),
         ])
         .unwrap();
         let resolved: Resolved = vec![

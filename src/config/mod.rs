@@ -18,6 +18,8 @@ use std::time::Duration;
 
 use hickory_proto::rr::Name;
 
+use crate::certificates::{self, ClientIdentity, ClientTls};
+
 pub use check::{Resolved, render_check};
 pub use clusters::{Endpoint, Transport};
 pub use source::{Settings, Source};
@@ -100,12 +102,14 @@ pub struct Cluster {
 }
 
 /// The files of DNS over TLS to peers: what `transport=tls` clusters are verified against,
-/// and the client certificate they may ask for.
+/// and the client certificate they may ask for — and the client configuration read from them
+/// (read at validation, so a bad file is refused like any bad value).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsFiles {
     pub ca: PathBuf,
     /// Certificate chain and key, for peers that require client certificates.
     pub client: Option<(PathBuf, PathBuf)>,
+    pub loaded: ClientTls,
 }
 
 /// Cache bounds and TTL policy.
@@ -351,10 +355,29 @@ fn tls_files(settings: &Settings, clusters: &[Cluster]) -> Result<Option<TlsFile
         }
     };
     match ca {
-        Some(ca) => Ok(Some(TlsFiles {
-            ca: PathBuf::from(ca),
-            client,
-        })),
+        Some(ca) => {
+            let ca = PathBuf::from(ca);
+            let identity = client.as_ref().map(|(cert, key)| ClientIdentity {
+                cert_file: cert,
+                key_file: key,
+            });
+            let loaded = certificates::load(&ca, identity).map_err(|error| {
+                let at_fault = error.path();
+                let variable = if at_fault == Some(ca.as_path()) {
+                    TLS_CA_FILE
+                } else if client
+                    .as_ref()
+                    .is_some_and(|(cert, _)| Some(cert.as_path()) == at_fault)
+                {
+                    TLS_CERT_FILE
+                } else {
+                    TLS_KEY_FILE
+                };
+                let token = at_fault.map_or(String::new(), |p| p.display().to_string());
+                ConfigError::new(variable, &token, error.to_string())
+            })?;
+            Ok(Some(TlsFiles { ca, client, loaded }))
+        }
         None => match clusters.iter().find(|c| c.transport == Transport::Tls) {
             Some(cluster) => Err(ConfigError::new(
                 TLS_CA_FILE,

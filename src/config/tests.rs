@@ -3,6 +3,21 @@
 
 use super::*;
 
+/// A CA certificate in a temporary PEM file, for the rules of `transport=tls`.
+pub(crate) fn ca_file() -> String {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let cert = params.self_signed(&key).unwrap();
+    let path = std::env::temp_dir().join(format!(
+        "meshdns-test-ca-{}-{}.pem",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    std::fs::write(&path, cert.pem()).unwrap();
+    path.display().to_string()
+}
+
 /// A configuration from pairs, with `MESHDNS_UPSTREAMS` set so no file is read.
 pub(crate) fn config_from(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
     let mut vars: Vec<(String, String)> =
@@ -261,11 +276,9 @@ fn tls_clusters_need_a_ca_bundle_and_a_name_to_verify() {
     let err =
         config_from(&[("MESHDNS_CLUSTERS", "b=dns-b.example.net transport=tls")]).unwrap_err();
     assert_eq!(err.variable, "MESHDNS_TLS_CA_FILE");
+    let ca = ca_file();
     let with_ca = |clusters: &str| {
-        config_from(&[
-            ("MESHDNS_CLUSTERS", clusters),
-            ("MESHDNS_TLS_CA_FILE", "/etc/meshdns-tls/ca.crt"),
-        ])
+        config_from(&[("MESHDNS_CLUSTERS", clusters), ("MESHDNS_TLS_CA_FILE", &ca)])
     };
     let err = with_ca("b=10.9.0.1 transport=tls").unwrap_err();
     assert_eq!(
@@ -290,9 +303,30 @@ fn tls_clusters_need_a_ca_bundle_and_a_name_to_verify() {
 #[test]
 fn a_client_certificate_needs_its_key() {
     let err = config_from(&[
-        ("MESHDNS_TLS_CA_FILE", "/ca.crt"),
+        ("MESHDNS_TLS_CA_FILE", &ca_file()),
         ("MESHDNS_TLS_CERT_FILE", "/tls.crt"),
     ])
     .unwrap_err();
     assert_eq!(err.variable, "MESHDNS_TLS_KEY_FILE");
+}
+
+#[test]
+fn an_unreadable_or_empty_tls_file_is_named() {
+    let err = config_from(&[("MESHDNS_TLS_CA_FILE", "/nonexistent/ca.crt")]).unwrap_err();
+    assert_eq!(
+        (err.variable.as_str(), err.token.as_str()),
+        ("MESHDNS_TLS_CA_FILE", "/nonexistent/ca.crt")
+    );
+    let empty = std::env::temp_dir().join(format!("meshdns-empty-{}.pem", std::process::id()));
+    std::fs::write(&empty, "").unwrap();
+    let shown = empty.display().to_string();
+    let err = config_from(&[
+        ("MESHDNS_TLS_CA_FILE", &ca_file()),
+        ("MESHDNS_TLS_CERT_FILE", &shown),
+        ("MESHDNS_TLS_KEY_FILE", &shown),
+    ])
+    .unwrap_err();
+    std::fs::remove_file(&empty).unwrap();
+    assert_eq!(err.variable, "MESHDNS_TLS_CERT_FILE");
+    assert!(err.reason.contains("no certificate"), "{err}");
 }

@@ -17,8 +17,9 @@ use hickory_proto::rr::{Name, RecordType};
 use prometheus::IntGauge;
 use tokio::time::Instant;
 
-use super::exchange::{Answered, AttemptError, Via, attempt};
+use super::exchange::{Answered, AttemptError, Via, attempt, over_tls};
 use super::log_limit::LogLimit;
+use super::tls::TlsEndpoint;
 use crate::background::Background;
 
 /// Failures in a row after which an endpoint is considered down (CoreDNS forward uses 3 too).
@@ -27,11 +28,22 @@ const FAILURES_UNTIL_DOWN: u32 = 3;
 /// How often a down endpoint is probed.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How an endpoint is asked.
+#[derive(Debug)]
+pub enum Dialer {
+    /// A fresh socket per attempt, over UDP (TCP when truncated) or TCP.
+    Plain(Via),
+    /// Its one pipelined DNS-over-TLS connection.
+    Tls(TlsEndpoint),
+    /// Cannot be asked (a TLS endpoint without what TLS needs): every attempt fails, saying why.
+    Unusable(String),
+}
+
 /// One endpoint of a group.
 #[derive(Debug)]
 pub struct Endpoint {
     pub addr: SocketAddr,
-    via: Via,
+    dialer: Dialer,
     consecutive_failures: AtomicU32,
     down: AtomicBool,
     /// A probe task is running for this endpoint.
@@ -45,11 +57,11 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    pub fn new(addr: SocketAddr, via: Via, healthy: IntGauge) -> Self {
+    pub fn new(addr: SocketAddr, dialer: Dialer, healthy: IntGauge) -> Self {
         healthy.set(1);
         Self {
             addr,
-            via,
+            dialer,
             consecutive_failures: AtomicU32::new(0),
             down: AtomicBool::new(false),
             probing: AtomicBool::new(false),
@@ -70,7 +82,11 @@ impl Endpoint {
         attempt_timeout: Duration,
         deadline: Instant,
     ) -> Result<Answered, AttemptError> {
-        attempt(self.addr, query, self.via, attempt_timeout, deadline).await
+        match &self.dialer {
+            Dialer::Plain(via) => attempt(self.addr, query, *via, attempt_timeout, deadline).await,
+            Dialer::Tls(tls) => over_tls(tls, query, deadline).await,
+            Dialer::Unusable(why) => Err(AttemptError::Tls(why.clone())),
+        }
     }
 
     /// Records that the endpoint answered; logs and sets the gauge when it was down.
@@ -148,7 +164,7 @@ mod tests {
         let gauge = IntGauge::new("unit_test_healthy", "test").unwrap();
         Arc::new(Endpoint::new(
             "127.0.0.1:9".parse().unwrap(),
-            Via::Udp,
+            Dialer::Plain(Via::Udp),
             gauge,
         ))
     }

@@ -22,6 +22,7 @@ use tokio::net::{TcpStream, UdpSocket};
 use tokio::time::{Instant, timeout_at};
 use tokio_util::codec::Framed;
 
+use super::tls::{TlsEndpoint, TlsError};
 use crate::wire;
 
 /// An accepted reply, still carrying the ID we chose.
@@ -114,6 +115,35 @@ pub async fn attempt(
                 }
             }
         }
+    }
+}
+
+/// One query over DNS over TLS: the endpoint's connection picks the ID and matches the reply
+/// by it; the reply must still answer the query (a response, its opcode, its question).
+pub async fn over_tls(
+    tls: &TlsEndpoint,
+    query: &[u8],
+    deadline: Instant,
+) -> Result<Answered, AttemptError> {
+    wire::first_question(query).ok_or(AttemptError::BadQuery)?;
+    let reply = tls
+        .exchange(query, deadline)
+        .await
+        .map_err(|error| match error {
+            TlsError::Tls(cause) => AttemptError::Tls(cause),
+            TlsError::Timeout | TlsError::HandshakeTimeout(_) => AttemptError::Timeout,
+            TlsError::BadQuery => AttemptError::BadQuery,
+            TlsError::Network(cause) => AttemptError::Network(cause),
+        })?;
+    // The ID is used up either way: a reply that does not answer is a failed attempt.
+    match wire::id(&reply) {
+        Some(id) if acceptable(&reply, id, query) => Ok(Answered {
+            bytes: reply,
+            endpoint: tls.addr(),
+        }),
+        _ => Err(AttemptError::Network(
+            "a reply over TLS that does not answer the query".into(),
+        )),
     }
 }
 

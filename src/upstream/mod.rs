@@ -34,11 +34,13 @@ use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::{Instant, sleep_until};
 
 use crate::background::Background;
+use crate::certificates::ClientTls;
 use crate::config::{self, Transport};
 use crate::wire;
-use endpoint::Endpoint;
+use endpoint::{Dialer, Endpoint};
 use exchange::Via;
 use names::ResolutionCounters;
+use tls::{TlsEndpoint, TlsSettings};
 
 pub use exchange::{Answered, AttemptError, acceptable};
 
@@ -129,6 +131,7 @@ pub struct UpstreamMetrics {
     pub duration: HistogramVec,
     pub healthy: IntGaugeVec,
     pub resolutions: IntCounterVec,
+    pub tls_handshakes: IntCounterVec,
 }
 
 /// What a group is made of. Equal specs make interchangeable groups, so a reload keeps a
@@ -140,6 +143,9 @@ pub struct GroupSpec {
     pub endpoints: Vec<config::Endpoint>,
     pub transport: Transport,
     pub tls_name: Option<Name>,
+    /// For `transport=tls`: the client configuration its connections use (a rotation of the
+    /// files changes its fingerprint, and so the group).
+    pub tls: Option<ClientTls>,
     pub attempt_timeout: Duration,
 }
 
@@ -199,6 +205,9 @@ type AttemptDone = (
 pub struct Upstream {
     spec: GroupSpec,
     via: Via,
+    /// `meshdns_upstream_tls_handshakes_total` of this group (a TLS group's connections count
+    /// into it).
+    tls_handshakes: IntCounter,
     /// The endpoints now: the configured addresses, then what the host names resolved to.
     endpoints: ArcSwap<Vec<Arc<Endpoint>>>,
     /// The addresses each host-name endpoint (in configuration order) resolved to last.
@@ -248,6 +257,7 @@ impl Upstream {
             .collect();
         let group = Arc::new(Self {
             via,
+            tls_handshakes: metrics.tls_handshakes.with_label_values(&[&name]),
             endpoints: ArcSwap::from_pointee(Vec::new()),
             resolved: Mutex::new(vec![Vec::new(); hosts.len()]),
             healthy: metrics.healthy.clone(),
@@ -315,6 +325,33 @@ impl Upstream {
         tracing::info!(upstream = %self.spec.name, endpoints = ?now, "endpoint names resolved to new addresses");
     }
 
+    /// How a new endpoint of this group at `addr` is asked. A TLS group without its client
+    /// configuration or name cannot be built by the configuration; should it be, its
+    /// endpoints fail every attempt with a TLS error rather than fall back to plain DNS.
+    fn dialer(&self, addr: SocketAddr) -> Dialer {
+        if self.spec.transport != Transport::Tls {
+            return Dialer::Plain(self.via);
+        }
+        let name = self
+            .spec
+            .tls_name
+            .as_ref()
+            .map(|n| n.to_ascii().trim_end_matches('.').to_string())
+            .unwrap_or_default();
+        match (&self.spec.tls, crate::certificates::server_name(&name)) {
+            (Some(tls), Ok(server_name)) => Dialer::Tls(TlsEndpoint::with_settings(
+                addr,
+                server_name,
+                std::sync::Arc::clone(&tls.config),
+                TlsSettings {
+                    handshake_metric: Some(self.tls_handshakes.clone()),
+                    ..TlsSettings::default()
+                },
+            )),
+            _ => Dialer::Unusable("no TLS client configuration or name for this cluster".into()),
+        }
+    }
+
     /// The endpoint list from the configured addresses and the resolved names, keeping the
     /// endpoints (and their health) of addresses that stay; returns the addresses.
     fn rebuild_endpoints(&self) -> Vec<SocketAddr> {
@@ -348,7 +385,7 @@ impl Upstream {
                     let healthy = self
                         .healthy
                         .with_label_values(&[&self.spec.name, &addr.to_string()]);
-                    Arc::new(Endpoint::new(*addr, self.via, healthy))
+                    Arc::new(Endpoint::new(*addr, self.dialer(*addr), healthy))
                 }
             })
             .collect();

@@ -41,6 +41,16 @@ pub fn tcp_codec(max: usize) -> tokio_util::codec::LengthDelimitedCodec {
         .new_codec()
 }
 
+/// A message with its 2-byte length prefix, as a whole frame to queue (DNS over TLS keeps
+/// frames to re-send them on a new connection); `None` when it is longer than a prefix can say.
+pub fn tcp_framed(msg: &[u8]) -> Option<Vec<u8>> {
+    let len = u16::try_from(msg.len()).ok()?;
+    let mut framed = Vec::with_capacity(msg.len() + 2);
+    framed.extend_from_slice(&len.to_be_bytes());
+    framed.extend_from_slice(msg);
+    Some(framed)
+}
+
 /// The transport a message travels on: it decides how large a reply may be, and it is the
 /// `proto` label of the request metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,7 +19,7 @@ use std::time::Duration;
 use hickory_proto::op::{Message, Metadata, Query};
 use hickory_proto::rr::rdata::A;
 use hickory_proto::rr::{Name, RData, Record, RecordType};
-use meshdns::upstream::tls::{ClientIdentity, load_client_config};
+use meshdns::certificates::{ClientIdentity, load_client_config};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::server::WebPkiClientVerifier;
@@ -69,6 +69,11 @@ impl Pki {
         }
     }
 
+    /// The CA certificate in PEM.
+    pub fn ca_pem(&self) -> String {
+        self.ca_pem.clone()
+    }
+
     /// A leaf certificate for `names` (DNS names or IP addresses), signed by this CA.
     pub fn issue(&self, names: &[&str]) -> Identity {
         let key = KeyPair::generate().expect("leaf key");
@@ -104,6 +109,13 @@ impl ClientFiles {
         let dir = std::env::temp_dir().join(format!("meshdns-dot-{}-{test}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("create a scratch directory");
         Self { dir }
+    }
+
+    /// Writes `ca`'s certificate as a PEM bundle here; its path.
+    pub fn write_ca(&self, ca: &Pki) -> PathBuf {
+        let ca_file = self.dir.join("ca.pem");
+        std::fs::write(&ca_file, &ca.ca_pem).expect("write the CA bundle");
+        ca_file
     }
 
     /// The client configuration trusting `ca`, with `client` as our certificate when given,

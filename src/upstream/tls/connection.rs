@@ -132,9 +132,9 @@ impl Shared {
             addr,
             server_name,
             connector: TlsConnector::from(config),
+            slots: Semaphore::new(settings.max_in_flight.max(1)),
             settings,
             handshakes: AtomicU64::new(0),
-            slots: Semaphore::new(settings.max_in_flight.max(1)),
             state: Mutex::new(State {
                 link: Link::Closed,
                 next_backoff: BACKOFF_MIN,

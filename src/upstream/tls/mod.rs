@@ -21,10 +21,9 @@
 //!   ([`MAX_IN_FLIGHT`]; more wait for a slot), and a reply buffer is the size its frame says;
 //! - dropping the endpoint stops its connection task.
 //!
-//! The client configuration (CA bundle, client certificate) is loaded in the `config` part of
-//! this module, [`load_client_config`].
+//! The client configuration (CA bundle, client certificate) is loaded by
+//! [`certificates`](crate::certificates).
 
-mod config;
 mod connection;
 mod task;
 
@@ -39,8 +38,6 @@ use tokio::time::{Instant, timeout_at};
 
 use crate::wire;
 use connection::Shared;
-
-pub use config::{ClientIdentity, MAX_PEM_FILE, TlsConfigError, load_client_config, server_name};
 
 /// The port of DNS over TLS (RFC 7858 §3.1), for endpoints given without one.
 pub const DEFAULT_PORT: u16 = 853;
@@ -96,11 +93,13 @@ pub enum TlsError {
 }
 
 /// Tuning of one endpoint; the defaults are the documented constants. Tests shorten them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct TlsSettings {
     pub idle_timeout: Duration,
     pub handshake_timeout: Duration,
     pub max_in_flight: usize,
+    /// Also counts every connection attempt here (`meshdns_upstream_tls_handshakes_total`).
+    pub handshake_metric: Option<prometheus::IntCounter>,
 }
 
 impl Default for TlsSettings {
@@ -109,6 +108,7 @@ impl Default for TlsSettings {
             idle_timeout: IDLE_TIMEOUT,
             handshake_timeout: HANDSHAKE_TIMEOUT,
             max_in_flight: MAX_IN_FLIGHT,
+            handshake_metric: None,
         }
     }
 }

@@ -8,14 +8,17 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use futures_util::StreamExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until, timeout};
 use tokio_rustls::client::TlsStream;
+use tokio_util::codec::FramedRead;
 
 use super::TlsError;
 use super::connection::{Frame, Review, Shared};
+use crate::wire;
 
 /// How long a failed write waits for the read side to say why (a TLS alert) before the write
 /// error stands as the cause.
@@ -36,6 +39,9 @@ pub(super) enum Ending {
 /// The connection task: opens the connection, serves it until it ends, records the ending.
 pub(super) async fn run(shared: Arc<Shared>, serial: u64, queue: mpsc::UnboundedReceiver<Frame>) {
     shared.handshakes.fetch_add(1, Ordering::Relaxed);
+    if let Some(metric) = &shared.settings.handshake_metric {
+        metric.inc();
+    }
     let ending = serve(&shared, serial, queue).await;
     shared.finish(serial, ending);
 }
@@ -113,40 +119,27 @@ async fn read_replies(
     serial: u64,
     reader: &mut (impl AsyncRead + Unpin),
 ) -> Ending {
+    // Length-prefixed messages (RFC 7858 §3.3); the buffer grows as a reply's bytes arrive.
+    let mut frames = FramedRead::new(reader, wire::tcp_codec(wire::MAX_MESSAGE));
     loop {
-        match read_frame(reader).await {
-            Ok(Some(frame)) => shared.dispatch(serial, frame),
-            Ok(None) => return Ending::PeerClosed,
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+        match frames.next().await {
+            Some(Ok(frame)) => shared.dispatch(serial, frame.to_vec()),
+            // Closed between messages, with or without close_notify: nothing was cut.
+            None => return Ending::PeerClosed,
+            Some(Err(e)) if is_cut_short(&e) => {
                 return Ending::Failed(TlsError::Network(
                     "the server closed the connection in the middle of a reply".into(),
                 ));
             }
-            Err(e) => return Ending::Failed(classify(e)),
+            Some(Err(e)) => return Ending::Failed(classify(e)),
         }
     }
 }
 
-/// One length-prefixed message (RFC 7858 §3.3, RFC 1035 §4.2.2), in a buffer of the size the
-/// prefix announces (at most 65,535 bytes by construction); `None` when the peer closed the
-/// connection between messages (with or without close_notify: either way nothing was cut).
-async fn read_frame(reader: &mut (impl AsyncRead + Unpin)) -> io::Result<Option<Vec<u8>>> {
-    let mut prefix = [0u8; 2];
-    let first = match reader.read(&mut prefix).await {
-        Ok(n) => n,
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => 0,
-        Err(e) => return Err(e),
-    };
-    match first {
-        0 => return Ok(None),
-        1 => {
-            reader.read_exact(&mut prefix[1..]).await?;
-        }
-        _ => {}
-    }
-    let mut frame = vec![0u8; usize::from(u16::from_be_bytes(prefix))];
-    reader.read_exact(&mut frame).await?;
-    Ok(Some(frame))
+/// A connection that ended inside a frame: the codec says bytes remain, TLS says EOF.
+fn is_cut_short(error: &io::Error) -> bool {
+    error.kind() == io::ErrorKind::UnexpectedEof
+        || error.to_string().contains("bytes remaining on stream")
 }
 
 /// Ends the connection when it is idle or stalled; see [`Shared::review`].

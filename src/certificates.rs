@@ -1,6 +1,8 @@
-//! The TLS client configuration shared by every DNS-over-TLS endpoint: the CA bundle that signs
-//! the peers' certificates and, for mutual TLS, our own certificate and key, all read from PEM
-//! files.
+//! The TLS client configuration shared by every DNS-over-TLS endpoint (`upstream::tls`): the
+//! CA bundle that signs the peers' certificates and, for mutual TLS, our own certificate and
+//! key, all read from PEM files. The configuration module loads it to validate
+//! `MESHDNS_TLS_*` (exit 64, or a rejected reload, naming the file); the snapshot hands it to
+//! the endpoints.
 //!
 //! It promises a root store of exactly the given bundle (no web PKI roots: a public CA must not
 //! be able to vouch for a peer cluster), rustls with the `ring` provider, TLS 1.3 preferred and
@@ -52,6 +54,22 @@ pub enum TlsConfigError {
     BadServerName { name: String },
 }
 
+impl TlsConfigError {
+    /// The file at fault (for a server name, none).
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            TlsConfigError::Read { path, .. }
+            | TlsConfigError::TooLarge { path }
+            | TlsConfigError::BadPem { path, .. }
+            | TlsConfigError::NoCertificate { path }
+            | TlsConfigError::BadCertificate { path, .. }
+            | TlsConfigError::NoKey { path } => Some(path),
+            TlsConfigError::BadKey { key, .. } => Some(key),
+            TlsConfigError::BadServerName { .. } => None,
+        }
+    }
+}
+
 /// Where our client certificate chain and its private key come from (mutual TLS). Both or
 /// neither: a certificate without its key is a configuration error the types rule out.
 #[derive(Debug, Clone, Copy)]
@@ -60,8 +78,51 @@ pub struct ClientIdentity<'a> {
     pub key_file: &'a Path,
 }
 
+/// A loaded client configuration, and a fingerprint of the files it was read from: equal
+/// fingerprints mean the files did not change (a reload keeps the connections), different
+/// ones a rotation (new connections, with the new certificates).
+#[derive(Clone)]
+pub struct ClientTls {
+    pub config: Arc<ClientConfig>,
+    pub fingerprint: u64,
+}
+
+impl PartialEq for ClientTls {
+    fn eq(&self, other: &Self) -> bool {
+        self.fingerprint == other.fingerprint
+    }
+}
+
+impl Eq for ClientTls {}
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTls")
+            .field("fingerprint", &format_args!("{:016x}", self.fingerprint))
+            .finish_non_exhaustive()
+    }
+}
+
+/// [`load_client_config`] with the fingerprint of the files read.
+pub fn load(
+    ca_file: &Path,
+    identity: Option<ClientIdentity<'_>>,
+) -> Result<ClientTls, TlsConfigError> {
+    let config = load_client_config(ca_file, identity)?;
+    let mut hasher = std::hash::DefaultHasher::new();
+    let files = std::iter::once(ca_file)
+        .chain(identity.into_iter().flat_map(|i| [i.cert_file, i.key_file]));
+    for file in files {
+        std::hash::Hash::hash(&read_bounded(file)?, &mut hasher);
+    }
+    Ok(ClientTls {
+        config,
+        fingerprint: std::hash::Hasher::finish(&hasher),
+    })
+}
+
 /// Reads the CA bundle (and the client identity, when given) and builds the configuration every
-/// [`TlsEndpoint`](super::TlsEndpoint) of this generation shares. Blocking file reads: call it
+/// DNS-over-TLS endpoint of this generation shares. Blocking file reads: call it
 /// where configuration is loaded, not on the query path.
 pub fn load_client_config(
     ca_file: &Path,
