@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::{Record, RecordType};
-use meshdns::server::{MAX_PIPELINED, MAX_QUERY_FRAME, TCP_WRITE_TIMEOUT};
+use meshdns::server::{MAX_QUERY_FRAME, TCP_WRITE_TIMEOUT};
 use support::{
     Answer, Behaviour, FakeDns, Meshdns, Reply, Via, frame_of, query, read_frame, rr, tcp,
     tcp_client_that_never_reads, udp,
