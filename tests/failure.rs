@@ -411,6 +411,38 @@ async fn stale_answers_are_served_at_once_during_an_outage() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn clients_that_meet_an_outage_together_each_wait_at_most_the_client_timer() {
+    const ONE: &str = "one.example.com.";
+    let upstream = answers_once_then_goes_down(&[ONE]).await;
+    let meshdns = before(&upstream, &[("MESHDNS_CACHE_SIZE", "100")]).await;
+    let one = timed_udp(&meshdns, ONE, RecordType::A)
+        .await
+        .0
+        .answer_lines();
+    tokio::time::sleep(EXPIRED).await;
+    // Five clients a tenth of a second apart, before the first one's client timer runs out:
+    // the later ones share its exchange, and get the stale answer no later than it.
+    let mut clients = tokio::task::JoinSet::new();
+    for i in 0..5u32 {
+        let addr = meshdns.addr;
+        clients.spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100) * i).await;
+            let started = Instant::now();
+            let reply = udp(addr, &query(ONE, RecordType::A)).await;
+            (i, reply.answer_lines(), started.elapsed())
+        });
+    }
+    for (i, lines, took) in clients.join_all().await {
+        assert_eq!(lines, one, "client {i} gets the stale answer");
+        assert!(
+            took < ATTEMPT_TIMEOUT + AT_ONCE,
+            "client {i} waited {took:?}"
+        );
+    }
+    assert_eq!(asked(&upstream, ONE), 1 + 2, "one exchange for all of them");
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_outage_costs_each_name_at_most_two_upstream_queries_per_recheck_period() {
     const NAMES: [&str; 3] = ["a.example.com.", "b.example.com.", "c.example.com."];
     const ROUND: Duration = Duration::from_millis(250);
