@@ -345,11 +345,11 @@ async fn a_query_frame_over_the_cap_closes_the_connection_without_a_reply() {
 async fn answers_once_then_goes_down(names: &[&str]) -> FakeDns {
     let mut builder = FakeDns::builder();
     for (i, name) in names.iter().enumerate() {
-        let ip = [192, 0, 2, u8::try_from(i).unwrap()];
+        let [hi, lo] = u16::try_from(i).unwrap().to_be_bytes();
         builder = builder.on(
             name,
             RecordType::A,
-            Behaviour::AnswerThenDrop(1, Answer::records([rr::a(name, ip)])),
+            Behaviour::AnswerThenDrop(1, Answer::records([rr::a(name, [10, 0, hi, lo])])),
         );
     }
     builder.otherwise(Behaviour::Drop).start().await
@@ -488,6 +488,42 @@ async fn an_outage_costs_each_name_at_most_two_upstream_queries_per_recheck_peri
             "{name} is still rechecked after a recheck period ({times:?})"
         );
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn background_refreshes_in_an_outage_stay_within_the_background_bound() {
+    const NAMES: usize = 300;
+    let names: Vec<String> = (0..NAMES).map(|i| format!("n{i}.example.com.")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let upstream = answers_once_then_goes_down(&refs).await;
+    let meshdns = before(&upstream, &[("MESHDNS_CACHE_SIZE", "1000")]).await;
+    for name in &refs {
+        timed_udp(&meshdns, name, RecordType::A).await;
+    }
+    tokio::time::sleep(EXPIRED).await;
+    // The outage is seen once, then every name is asked at once: each is served stale and
+    // wants a refresh, but background work is one bounded set.
+    timed_udp(&meshdns, refs[0], RecordType::A).await;
+    tokio::time::sleep(QUERY_TIMEOUT).await;
+    for name in &refs[1..] {
+        let (reply, took) = timed_udp(&meshdns, name, RecordType::A).await;
+        assert_eq!(reply.answer_lines().len(), 1, "{name} served stale");
+        assert!(took < AT_ONCE);
+    }
+    // Within the first attempt of each refresh.
+    tokio::time::sleep(ATTEMPT_TIMEOUT / 5).await;
+    let refreshing: usize = refs[1..]
+        .iter()
+        .map(|name| asked(&upstream, name) - 1)
+        .sum();
+    assert!(
+        refreshing <= meshdns::background::DEFAULT_LIMIT,
+        "{refreshing} refreshes at once"
+    );
+    assert!(
+        refreshing > meshdns::background::DEFAULT_LIMIT / 2,
+        "{refreshing}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
