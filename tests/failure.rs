@@ -1,5 +1,5 @@
-//! Failure and overload (docs/design.md, "Pass-through", "Cache", "Memory and overload",
-//! "Limits and bad input"): what a pod sees when kube-dns or a peer answers errors, goes
+//! Failure and overload (docs/design.md, "Behaviour under failure", and the rules behind it in
+//! "Pass-through", "Cache", "Memory and overload", "Limits and bad input"): what a pod sees when kube-dns or a peer answers errors, goes
 //! silent or comes back, when a client stops reading, when meshdns itself runs out of
 //! descriptors, and at shutdown. One test per behaviour, each named after it.
 //!
@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use hickory_proto::op::{Message, ResponseCode};
-use hickory_proto::rr::{Record, RecordType};
+use hickory_proto::rr::RecordType;
 use meshdns::server::{MAX_QUERY_FRAME, TCP_WRITE_TIMEOUT};
 use support::{
     Answer, Behaviour, FakeDns, Meshdns, Reply, Via, frame_of, query, read_frame, rr, tcp,
@@ -47,11 +47,18 @@ async fn before(upstream: &FakeDns, vars: &[(&str, &str)]) -> Meshdns {
     Meshdns::start(&all).await
 }
 
-/// The reply to `name`/`rtype` over UDP, and how long it took on the test's clock.
-async fn timed_udp(meshdns: &Meshdns, name: &str, rtype: RecordType) -> (Reply, Duration) {
+/// The reply to `name` A over UDP, and how long it took on the test's clock.
+async fn timed_udp(meshdns: &Meshdns, name: &str) -> (Reply, Duration) {
     let started = Instant::now();
-    let reply = udp(meshdns.addr, &query(name, rtype)).await;
+    let reply = udp(meshdns.addr, &query(name, RecordType::A)).await;
     (reply, started.elapsed())
+}
+
+/// The answer section of `name`'s A records as meshdns gives them now, as lines.
+async fn answer_lines(meshdns: &Meshdns, name: &str) -> Vec<String> {
+    udp(meshdns.addr, &query(name, RecordType::A))
+        .await
+        .answer_lines()
 }
 
 /// How many queries for `name` (any case) the fake received.
@@ -155,7 +162,7 @@ async fn an_error_reply_without_a_question_never_marks_kube_dns_down() {
     let upstream = questionless_kube_dns().await;
     let meshdns = before(&upstream, &[]).await;
     for _ in 0..10 {
-        let (reply, took) = timed_udp(&meshdns, CANNOT_PARSE, RecordType::A).await;
+        let (reply, took) = timed_udp(&meshdns, CANNOT_PARSE).await;
         assert_eq!(reply.msg.response_code, ResponseCode::Refused);
         assert!(took < AT_ONCE, "REFUSED at once, not after {took:?}");
     }
@@ -163,7 +170,7 @@ async fn an_error_reply_without_a_question_never_marks_kube_dns_down() {
     assert_eq!(attempts(&meshdns, "local", "refused").await, 10.0);
     assert_eq!(attempts(&meshdns, "local", "timeout").await, 0.0);
     // kube-dns is still asked first, and answers.
-    let (reply, took) = timed_udp(&meshdns, "www.example.com.", RecordType::A).await;
+    let (reply, took) = timed_udp(&meshdns, "www.example.com.").await;
     assert_eq!(reply.answer_lines(), ["www.example.com. A 192.0.2.80"]);
     assert!(took < AT_ONCE);
 }
@@ -179,7 +186,7 @@ async fn a_peers_error_reply_without_a_question_fails_its_query_at_once_over_tcp
     let clusters = format!("b={} transport=tcp", peer.addr);
     let meshdns = before(&kube_dns, &[("MESHDNS_CLUSTERS", &clusters)]).await;
     for _ in 0..5 {
-        let (reply, took) = timed_udp(&meshdns, "mongo-0.mongo.db.cluster.b.", RecordType::A).await;
+        let (reply, took) = timed_udp(&meshdns, "mongo-0.mongo.db.cluster.b.").await;
         // A FORMERR describes meshdns's query to the peer, not the client's question.
         assert_eq!(reply.msg.response_code, ResponseCode::ServFail);
         assert!(took < AT_ONCE, "SERVFAIL at once, not after {took:?}");
@@ -199,7 +206,7 @@ async fn a_silent_upstream_costs_one_attempt_per_endpoint_and_one_retry() {
     let upstreams = format!("{},{}", first.addr, second.addr);
     let meshdns =
         Meshdns::start(&[("MESHDNS_UPSTREAMS", &upstreams), ("MESHDNS_TIMEOUT", "4s")]).await;
-    let (reply, took) = timed_udp(&meshdns, "www.example.com.", RecordType::A).await;
+    let (reply, took) = timed_udp(&meshdns, "www.example.com.").await;
     assert_eq!(reply.msg.response_code, ResponseCode::ServFail);
     assert!(took <= Duration::from_secs(4) + AT_ONCE, "{took:?}");
     assert_eq!(
@@ -219,7 +226,7 @@ fn big_answer() -> Answer {
     Answer::records((0..200).map(|i| rr::txt(BIG, &format!("{i:03}{filler}"))))
 }
 
-/// kube-dns with [`BIG`] (over TCP; TC over UDP) and quick answers to `fast-N`; meshdns before
+/// kube-dns with [`BIG`] (over TCP; TC over UDP) and a quick NODATA to anything else; meshdns before
 /// it with the cache on, [`BIG`] already cached, and an in-flight cap of `cap`.
 async fn serving_big_answers(cap: usize) -> (FakeDns, Meshdns) {
     let upstream = FakeDns::builder()
@@ -307,8 +314,7 @@ async fn udp_misses_are_not_shed_while_stalled_tcp_clients_wait() {
     );
     assert_eq!(meshdns.metric("meshdns_inflight", &[]).await, 0.0);
     for i in 0..2 * CAP {
-        let (reply, took) =
-            timed_udp(&meshdns, &format!("fast-{i}.example.com."), RecordType::A).await;
+        let (reply, took) = timed_udp(&meshdns, &format!("fast-{i}.example.com.")).await;
         assert_eq!(reply.msg.response_code, ResponseCode::NoError);
         assert!(took < AT_ONCE);
     }
@@ -361,7 +367,7 @@ fn ttl(reply: &Reply) -> u32 {
         .msg
         .answers
         .first()
-        .map(|record: &Record| record.ttl)
+        .map(|record| record.ttl)
         .expect("an answer record")
 }
 
@@ -374,18 +380,12 @@ async fn stale_answers_are_served_at_once_during_an_outage() {
     const TWO: &str = "two.example.com.";
     let upstream = answers_once_then_goes_down(&[ONE, TWO]).await;
     let meshdns = before(&upstream, &[("MESHDNS_CACHE_SIZE", "100")]).await;
-    let one = timed_udp(&meshdns, ONE, RecordType::A)
-        .await
-        .0
-        .answer_lines();
-    let two = timed_udp(&meshdns, TWO, RecordType::A)
-        .await
-        .0
-        .answer_lines();
+    let one = answer_lines(&meshdns, ONE).await;
+    let two = answer_lines(&meshdns, TWO).await;
     tokio::time::sleep(EXPIRED).await;
 
     // The first client to meet the outage waits the client timer (RFC 8767 §5), no longer.
-    let (reply, took) = timed_udp(&meshdns, ONE, RecordType::A).await;
+    let (reply, took) = timed_udp(&meshdns, ONE).await;
     assert_eq!(reply.answer_lines(), one);
     assert!(
         took >= ATTEMPT_TIMEOUT && took < ATTEMPT_TIMEOUT + AT_ONCE,
@@ -397,7 +397,7 @@ async fn stale_answers_are_served_at_once_during_an_outage() {
     // From then on every stale answer of that upstream is served at once: the one that
     // failed, and one nobody has asked for since the outage began.
     for (name, lines) in [(ONE, &one), (TWO, &two), (ONE, &one), (TWO, &two)] {
-        let (reply, took) = timed_udp(&meshdns, name, RecordType::A).await;
+        let (reply, took) = timed_udp(&meshdns, name).await;
         assert_eq!(&reply.answer_lines(), lines);
         assert!(ttl(&reply) <= meshdns::cache::STALE_TTL, "a stale TTL");
         assert!(took < AT_ONCE, "{name} stale at once, not after {took:?}");
@@ -415,10 +415,7 @@ async fn clients_that_meet_an_outage_together_each_wait_at_most_the_client_timer
     const ONE: &str = "one.example.com.";
     let upstream = answers_once_then_goes_down(&[ONE]).await;
     let meshdns = before(&upstream, &[("MESHDNS_CACHE_SIZE", "100")]).await;
-    let one = timed_udp(&meshdns, ONE, RecordType::A)
-        .await
-        .0
-        .answer_lines();
+    let one = answer_lines(&meshdns, ONE).await;
     tokio::time::sleep(EXPIRED).await;
     // Five clients a tenth of a second apart, before the first one's client timer runs out:
     // the later ones share its exchange, and get the stale answer no later than it.
@@ -450,7 +447,7 @@ async fn an_outage_costs_each_name_at_most_two_upstream_queries_per_recheck_peri
     let upstream = answers_once_then_goes_down(&NAMES).await;
     let meshdns = before(&upstream, &[("MESHDNS_CACHE_SIZE", "100")]).await;
     for name in NAMES {
-        timed_udp(&meshdns, name, RecordType::A).await;
+        answer_lines(&meshdns, name).await;
     }
     tokio::time::sleep(EXPIRED).await;
 
@@ -460,8 +457,11 @@ async fn an_outage_costs_each_name_at_most_two_upstream_queries_per_recheck_peri
     let mut sent: HashMap<&str, Vec<Duration>> = HashMap::new();
     while outage.elapsed() < 2 * recheck + Duration::from_secs(5) {
         for name in NAMES {
-            let (reply, _) = timed_udp(&meshdns, name, RecordType::A).await;
-            assert_eq!(reply.answer_lines().len(), 1, "{name} served stale");
+            assert_eq!(
+                answer_lines(&meshdns, name).await.len(),
+                1,
+                "{name} served stale"
+            );
         }
         tokio::time::sleep(ROUND).await;
         for name in NAMES {
@@ -498,15 +498,15 @@ async fn background_refreshes_in_an_outage_stay_within_the_background_bound() {
     let upstream = answers_once_then_goes_down(&refs).await;
     let meshdns = before(&upstream, &[("MESHDNS_CACHE_SIZE", "1000")]).await;
     for name in &refs {
-        timed_udp(&meshdns, name, RecordType::A).await;
+        answer_lines(&meshdns, name).await;
     }
     tokio::time::sleep(EXPIRED).await;
     // The outage is seen once, then every name is asked at once: each is served stale and
     // wants a refresh, but background work is one bounded set.
-    timed_udp(&meshdns, refs[0], RecordType::A).await;
+    answer_lines(&meshdns, refs[0]).await;
     tokio::time::sleep(QUERY_TIMEOUT).await;
     for name in &refs[1..] {
-        let (reply, took) = timed_udp(&meshdns, name, RecordType::A).await;
+        let (reply, took) = timed_udp(&meshdns, name).await;
         assert_eq!(reply.answer_lines().len(), 1, "{name} served stale");
         assert!(took < AT_ONCE);
     }
@@ -542,7 +542,7 @@ async fn a_dead_name_is_asked_upstream_at_most_once_per_second() {
     let started = Instant::now();
     let mut sent = Vec::new();
     while started.elapsed() < Duration::from_secs(20) {
-        let (reply, took) = timed_udp(&meshdns, DEAD, RecordType::A).await;
+        let (reply, took) = timed_udp(&meshdns, DEAD).await;
         assert_eq!(reply.msg.response_code, ResponseCode::ServFail);
         assert!(took < AT_ONCE);
         if asked(&upstream, DEAD) > sent.len() {
@@ -706,6 +706,8 @@ async fn with_no_descriptors_left() {
 
 // Duration bounds.
 
+/// `--check` validates exactly what a start does, and binds nothing: a value it passes is one
+/// the process runs with.
 #[test]
 fn a_duration_beyond_its_maximum_exits_64_naming_the_variable() {
     for variable in [
@@ -715,24 +717,16 @@ fn a_duration_beyond_its_maximum_exits_64_naming_the_variable() {
         "MESHDNS_CACHE_NEGATIVE_TTL",
         "MESHDNS_SERVE_STALE",
     ] {
-        for args in [&["--check"][..], &[]] {
-            let output = std::process::Command::new(env!("CARGO_BIN_EXE_meshdns"))
-                .args(args)
-                .env_clear()
-                .env("MESHDNS_UPSTREAMS", "127.0.0.1:1")
-                .env("MESHDNS_LISTEN", "127.0.0.1:0")
-                .env("MESHDNS_ADMIN_LISTEN", "")
-                .env(variable, "5124095576030431h")
-                .output()
-                .expect("the meshdns binary runs");
-            let stderr = String::from_utf8_lossy(&output.stderr);
-            assert_eq!(
-                output.status.code(),
-                Some(64),
-                "{variable} {args:?}: {stderr}"
-            );
-            assert!(stderr.contains(variable), "{stderr}");
-        }
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_meshdns"))
+            .arg("--check")
+            .env_clear()
+            .env("MESHDNS_UPSTREAMS", "127.0.0.1:1")
+            .env(variable, "5124095576030431h")
+            .output()
+            .expect("the meshdns binary runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(64), "{variable}: {stderr}");
+        assert!(stderr.contains(variable), "{stderr}");
     }
 }
 
@@ -870,23 +864,32 @@ async fn queued_tcp_replies_are_written_before_shutdown() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_listener_that_fails_ends_run_with_an_error() {
+/// A TCP socket neither connected nor listening, non-blocking: every read on it fails with
+/// ENOTCONN, every accept with EINVAL. Handed to `run` as a listener, it is one that broke.
+fn broken_socket() -> socket2::Socket {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_nonblocking(true).unwrap();
+    socket
+}
+
+/// What `run` returns by itself (no shutdown is asked for) with `listeners`, and the address
+/// of their first DNS listener.
+async fn run_ends_with(listeners: meshdns::server::Listeners) -> (std::io::Error, SocketAddr) {
     let upstream = FakeDns::builder().start().await;
-    let kube_dns = endpoint(&upstream);
-    // A second "UDP" socket that can never receive: a stream socket that is not connected,
-    // whose every read fails with ENOTCONN.
-    let mut listeners = loopback();
-    let broken = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    broken.set_nonblocking(true).unwrap();
-    listeners.udp.push(broken.into());
-    let meshdns = Isolated::start(&[("MESHDNS_UPSTREAMS", &kube_dns)], listeners);
+    let meshdns = Isolated::start(&[("MESHDNS_UPSTREAMS", &endpoint(&upstream))], listeners);
     let addr = meshdns.addr;
-    // No shutdown asked for: run ends by itself, with the listener's error.
     let error = meshdns
         .ended(Duration::from_secs(5))
         .await
         .expect_err("a failed listener ends run");
+    (error, addr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_that_fails_ends_run_with_an_error() {
+    let mut listeners = loopback();
+    listeners.udp.push(broken_socket().into());
+    let (error, addr) = run_ends_with(listeners).await;
     assert_eq!(error.kind(), std::io::ErrorKind::NotConnected, "{error}");
     // The listeners that were fine are closed too: nothing serves half the sockets.
     assert!(TcpStream::connect(addr).await.is_err());
@@ -894,20 +897,9 @@ async fn a_listener_that_fails_ends_run_with_an_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tcp_listener_that_cannot_accept_ends_run_with_an_error() {
-    let upstream = FakeDns::builder().start().await;
-    let kube_dns = endpoint(&upstream);
-    // A second TCP listener whose every accept fails with EINVAL: bound, never listening.
     let mut listeners = loopback();
-    let broken = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    broken
-        .bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
-        .unwrap();
-    broken.set_nonblocking(true).unwrap();
-    listeners.tcp.push(broken.into());
-    let meshdns = Isolated::start(&[("MESHDNS_UPSTREAMS", &kube_dns)], listeners);
-    let error = meshdns
-        .ended(Duration::from_secs(5))
-        .await
-        .expect_err("a listener that cannot accept ends run");
+    listeners.tcp.push(broken_socket().into());
+    let (error, addr) = run_ends_with(listeners).await;
     assert_eq!(error.kind(), std::io::ErrorKind::InvalidInput, "{error}");
+    assert!(TcpStream::connect(addr).await.is_err());
 }
