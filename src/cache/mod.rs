@@ -451,7 +451,7 @@ impl Cache {
     }
 
     /// Caches an upstream reply (or a merged one) received at `now`, if the rules allow
-    /// ([`policy::worth`]; failures are remembered only through
+    /// (`policy::worth`; failures are remembered only through
     /// [`get_or_resolve`](Self::get_or_resolve)).
     pub fn insert(&self, key: &CacheKey, reply: &[u8], now: Instant) {
         self.store_reply(key, &mut reply.to_vec(), now);
