@@ -196,6 +196,9 @@ pub enum Behaviour {
     /// No reply to the first `n` queries for this name and type, then the behaviour: a lost
     /// datagram that the retry recovers.
     DropFirst(usize, Box<Behaviour>),
+    /// An error reply with the query's ID and no question section (QDCOUNT=0), as NSD and
+    /// CoreDNS send when they cannot parse a query (both transports).
+    ErrorWithoutQuestion(ResponseCode),
 }
 
 /// The transport a query arrived on.
@@ -221,6 +224,7 @@ pub struct FakeDnsBuilder {
     table: HashMap<(String, RecordType), Behaviour>,
     otherwise: Behaviour,
     tcp: bool,
+    udp: bool,
 }
 
 impl FakeDnsBuilder {
@@ -260,10 +264,12 @@ impl FakeDnsBuilder {
             otherwise: self.otherwise,
             seen: Mutex::new(Vec::new()),
         });
-        let mut tasks = vec![tokio::spawn(serve_fake_udp(
-            Arc::new(udp),
-            Arc::clone(&state),
-        ))];
+        let udp = Arc::new(udp);
+        let mut tasks = vec![if self.udp {
+            tokio::spawn(serve_fake_udp(udp, Arc::clone(&state)))
+        } else {
+            tokio::spawn(hold_unread(udp))
+        }];
         if self.tcp {
             tasks.push(tokio::spawn(serve_fake_tcp(tcp, Arc::clone(&state))));
         }
@@ -336,6 +342,7 @@ impl FakeDns {
             table: HashMap::new(),
             otherwise: Behaviour::Answer(Answer::rcode(ResponseCode::Refused)),
             tcp: true,
+            udp: true,
         }
     }
 
@@ -439,6 +446,7 @@ fn plan(behaviour: &Behaviour, query: &Message, via: Via) -> Plan {
         Behaviour::Garbage => now(vec![
             b"\x12\x34 this is no DNS message \xff\xff\xff".to_vec(),
         ]),
+        Behaviour::ErrorWithoutQuestion(rcode) => now(vec![without_question(query, *rcode)]),
     }
 }
 
@@ -753,4 +761,37 @@ pub async fn read_frame(stream: &mut TcpStream) -> Option<Vec<u8>> {
 /// The message without its ID: what pass-through must keep byte for byte.
 pub fn without_id(msg: &[u8]) -> &[u8] {
     &msg[2..]
+}
+
+// Fakes for failures (tests/failure.rs): an error reply without a question, a peer reachable
+// over TCP only, a client that stops reading.
+
+impl FakeDnsBuilder {
+    /// Answers over TCP only; datagrams to its port are taken in and never read (a peer behind
+    /// a firewall that lets only TCP through, as a `transport=tcp` cluster may be).
+    pub fn tcp_only(mut self) -> Self {
+        self.udp = false;
+        self
+    }
+}
+
+/// Keeps `socket` bound without ever reading it: what is sent to it vanishes.
+async fn hold_unread(socket: Arc<UdpSocket>) {
+    let _held = socket;
+    std::future::pending::<()>().await;
+}
+
+/// An error reply to `query`, its ID and flags echoed but not its question (QDCOUNT=0).
+fn without_question(query: &Message, rcode: ResponseCode) -> Vec<u8> {
+    let mut msg = reply(query, &Answer::rcode(rcode));
+    msg.queries.clear();
+    msg.to_vec().expect("the fake's reply encodes")
+}
+
+/// A TCP connection to `server` whose owner never reads: its receive buffer is as small as
+/// the kernel allows, so the server's writes stall after a few MiB at most.
+pub async fn tcp_client_that_never_reads(server: SocketAddr) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(1024).unwrap();
+    socket.connect(server).await.unwrap()
 }
