@@ -186,6 +186,12 @@ proptest! {
         let full = reply.to_vec().unwrap();
         let cut = fit_wire(full.clone(), limit);
         prop_assert!(cut.len() <= limit);
-        prop_assert_eq!(parsed.truncation, full.len() > limit);
+        // Whole RRsets (docs/design.md, "Truncation"): additional records go first, without
+        // TC; the one answer RRset is all there, or left out with TC.
+        let mut answers_only = reply.clone();
+        answers_only.additionals.clear();
+        let answers_fit = answers_only.to_vec().unwrap().len() <= limit;
+        prop_assert_eq!(parsed.truncation, !answers_fit);
+        prop_assert_eq!(parsed.answers.len(), if answers_fit { answers } else { 0 });
     }
 }

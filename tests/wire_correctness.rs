@@ -20,8 +20,7 @@ use meshdns::wire::{
     OPTION_CLIENT_SUBNET, OPTION_COOKIE, OPTION_NSID, OPTION_PADDING, OPTION_TCP_KEEPALIVE,
 };
 use support::{
-    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Reply, Via, query, rr, tcp, udp,
-    with_edns,
+    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Reply, Via, query, rr, tcp, udp, with_edns,
 };
 
 const NAME: &str = "www.example.com.";
@@ -82,7 +81,9 @@ async fn tcp_raw(server: SocketAddr, bytes: &[u8]) -> Vec<u8> {
 }
 
 fn rcode_of(reply: &[u8]) -> ResponseCode {
-    Message::from_vec(reply).expect("a DNS message").response_code
+    Message::from_vec(reply)
+        .expect("a DNS message")
+        .response_code
 }
 
 async fn cache_hits(meshdns: &Meshdns) -> f64 {
@@ -111,7 +112,11 @@ async fn a_second_client_never_gets_the_first_clients_cookie() {
     )
     .await;
     let without = udp(meshdns.addr, &with_edns(query(NAME, RecordType::A), 1232)).await;
-    for (who, reply) in [("first", &first), ("second", &second), ("no cookie", &without)] {
+    for (who, reply) in [
+        ("first", &first),
+        ("second", &second),
+        ("no cookie", &without),
+    ] {
         assert_eq!(reply.answer_lines().len(), 1, "{who}");
         assert!(!carries(&reply.bytes, OPTION_COOKIE), "{who} got a cookie");
     }
@@ -126,7 +131,10 @@ async fn a_second_client_never_gets_the_first_clients_cookie() {
 #[tokio::test]
 async fn a_cookie_in_an_upstream_reply_reaches_no_client_on_a_miss_or_a_hit() {
     let mut answer = www();
-    answer.options = vec![EdnsOption::Unknown(OPTION_COOKIE, b"client-1fakeSrv!".to_vec())];
+    answer.options = vec![EdnsOption::Unknown(
+        OPTION_COOKIE,
+        b"client-1fakeSrv!".to_vec(),
+    )];
     let upstream = FakeDns::builder()
         .answer(NAME, RecordType::A, answer)
         .start()
@@ -154,10 +162,16 @@ async fn nsid_reaches_only_the_client_that_asked() {
     let meshdns = before(&upstream, &[CACHED]).await;
     let nsid: &[(u16, &[u8])] = &[(OPTION_NSID, b"")];
     let asked = udp(meshdns.addr, &asking(NAME, RecordType::A, nsid)).await;
-    assert!(carries(&asked.bytes, OPTION_NSID), "the asker gets kube-dns's NSID");
+    assert!(
+        carries(&asked.bytes, OPTION_NSID),
+        "the asker gets kube-dns's NSID"
+    );
     assert!(carries(&upstream.seen()[0].query, OPTION_NSID), "relayed");
     let never_asked = udp(meshdns.addr, &with_edns(query(NAME, RecordType::A), 1232)).await;
-    assert!(!carries(&never_asked.bytes, OPTION_NSID), "a hit for a client that never asked");
+    assert!(
+        !carries(&never_asked.bytes, OPTION_NSID),
+        "a hit for a client that never asked"
+    );
     // A hit was produced by another client's query: the identity there is not this hop's.
     let asked_on_a_hit = udp(meshdns.addr, &asking(NAME, RecordType::A, nsid)).await;
     assert!(!carries(&asked_on_a_hit.bytes, OPTION_NSID));
@@ -227,7 +241,11 @@ async fn a_client_subnet_query_is_relayed_and_never_cached() {
     let plain = || async { udp(meshdns.addr, &with_edns(query(NAME, RecordType::A), 1232)).await };
     plain().await;
     plain().await;
-    assert_eq!(upstream.seen().len(), 3, "a scoped reply was never served to another");
+    assert_eq!(
+        upstream.seen().len(),
+        3,
+        "a scoped reply was never served to another"
+    );
 }
 
 #[tokio::test]
@@ -244,8 +262,14 @@ async fn a_client_subnet_option_of_an_unknown_family_is_relayed_not_formerr() {
         &[(OPTION_CLIENT_SUBNET, odd), (65001, b"private")],
     );
     let bytes = asked.to_vec().unwrap();
-    let reply = support::udp_raw(meshdns.addr, &bytes).await.expect("a reply");
-    assert_eq!(rcode_of(&reply), ResponseCode::NoError, "as kube-dns answers it");
+    let reply = support::udp_raw(meshdns.addr, &bytes)
+        .await
+        .expect("a reply");
+    assert_eq!(
+        rcode_of(&reply),
+        ResponseCode::NoError,
+        "as kube-dns answers it"
+    );
     let relayed = &upstream.seen()[0].query;
     assert_eq!(
         but_the_id(relayed),
@@ -286,7 +310,11 @@ async fn two_opt_records_get_formerr_even_when_the_name_is_cached() {
         assert_eq!(rcode_of(&reply), ResponseCode::FormErr, "RFC 6891 §6.1.1");
         assert_eq!(reply[..2], two[..2], "the ID is echoed");
     }
-    assert_eq!(cache_hits(&meshdns).await, 1.0, "no hit for a malformed query");
+    assert_eq!(
+        cache_hits(&meshdns).await,
+        1.0,
+        "no hit for a malformed query"
+    );
     assert_eq!(upstream.seen().len(), 1, "nor was it forwarded");
 }
 
@@ -314,12 +342,26 @@ async fn only_well_formed_queries_take_the_cache_hit_path() {
         opt_not_last,
     ];
     for bytes in &odd {
-        support::udp_raw(meshdns.addr, bytes).await.expect("a reply");
+        support::udp_raw(meshdns.addr, bytes)
+            .await
+            .expect("a reply");
     }
-    assert_eq!(cache_hits(&meshdns).await, 0.0, "none was answered from the cache");
-    assert_eq!(upstream.seen().len(), 1 + odd.len(), "each took the full path");
+    assert_eq!(
+        cache_hits(&meshdns).await,
+        0.0,
+        "none was answered from the cache"
+    );
+    assert_eq!(
+        upstream.seen().len(),
+        1 + odd.len(),
+        "each took the full path"
+    );
     udp(meshdns.addr, &with_edns(query(NAME, RecordType::A), 1232)).await;
-    assert_eq!(cache_hits(&meshdns).await, 1.0, "a well-formed one still does");
+    assert_eq!(
+        cache_hits(&meshdns).await,
+        1.0,
+        "a well-formed one still does"
+    );
 }
 
 // --- 3. Truncation keeps whole RRsets --------------------------------------------------------
@@ -342,9 +384,17 @@ async fn a_big_srv_set_without_edns_is_all_or_nothing_with_tc() {
     let upstream = big_srv(1, 60).start().await;
     let meshdns = before(&upstream, &[]).await;
     let over_udp = udp(meshdns.addr, &query(BIG_SRV, RecordType::SRV)).await;
-    assert!(over_udp.bytes.len() <= 512, "{} bytes", over_udp.bytes.len());
+    assert!(
+        over_udp.bytes.len() <= 512,
+        "{} bytes",
+        over_udp.bytes.len()
+    );
     assert!(over_udp.msg.truncation, "TC: ask again over TCP");
-    assert_eq!(over_udp.answer_lines(), Vec::<String>::new(), "none of the set");
+    assert_eq!(
+        over_udp.answer_lines(),
+        Vec::<String>::new(),
+        "none of the set"
+    );
     assert!(over_udp.msg.additionals.is_empty());
     let over_tcp = tcp(meshdns.addr, &query(BIG_SRV, RecordType::SRV)).await;
     assert!(!over_tcp.msg.truncation);
@@ -360,7 +410,10 @@ async fn a_gathered_srv_set_without_edns_is_all_or_nothing_with_tc() {
             big_srv(2, pods).start().await,
             big_srv(3, pods).start().await,
         );
-        let (upstreams, clusters) = (a.addr.to_string(), format!("a=; b={}; c={}", b.addr, c.addr));
+        let (upstreams, clusters) = (
+            a.addr.to_string(),
+            format!("a=; b={}; c={}", b.addr, c.addr),
+        );
         let meshdns = Meshdns::start(&[
             ("MESHDNS_UPSTREAMS", &upstreams),
             ("MESHDNS_LOCAL_CLUSTER", "a"),
@@ -377,9 +430,16 @@ async fn a_gathered_srv_set_without_edns_is_all_or_nothing_with_tc() {
             assert!(noedns.msg.truncation, "{pods} per cluster: TC");
             assert_eq!(noedns.answer_lines().len(), 0, "never part of the set");
         }
-        let edns = udp(meshdns.addr, &with_edns(query(gathered, RecordType::SRV), 1232)).await;
+        let edns = udp(
+            meshdns.addr,
+            &with_edns(query(gathered, RecordType::SRV), 1232),
+        )
+        .await;
         assert!(edns.bytes.len() <= 1232);
-        assert!([0, all].contains(&edns.answer_lines().len()), "all or nothing");
+        assert!(
+            [0, all].contains(&edns.answer_lines().len()),
+            "all or nothing"
+        );
         assert_eq!(edns.msg.truncation, edns.answer_lines().is_empty());
         let over_tcp = tcp(meshdns.addr, &query(gathered, RecordType::SRV)).await;
         assert_eq!(over_tcp.answer_lines().len(), all);
@@ -409,7 +469,9 @@ async fn additional_records_are_dropped_before_any_answer_without_tc() {
 async fn axfr_and_ixfr_are_refused_over_udp_and_tcp_and_never_cached() {
     // An upstream that would answer anything: it must never be asked.
     let upstream = FakeDns::builder()
-        .otherwise(Behaviour::Answer(Answer::records([rr::soa("example.com.")])))
+        .otherwise(Behaviour::Answer(Answer::records([rr::soa(
+            "example.com.",
+        )])))
         .start()
         .await;
     let clusters = format!("b={}", upstream.addr);
@@ -464,7 +526,13 @@ const LONG_DOMAIN: &str = "a-rather-long-cluster-domain.example";
 /// 226 bytes of labels: under `distributed.local` or `cluster.local` they make a valid
 /// name, under [`LONG_DOMAIN`] one longer than 255 bytes.
 fn long_labels() -> String {
-    ["x".repeat(63), "y".repeat(63), "z".repeat(63), "w".repeat(33)].join(".")
+    [
+        "x".repeat(63),
+        "y".repeat(63),
+        "z".repeat(63),
+        "w".repeat(33),
+    ]
+    .join(".")
 }
 
 /// A cluster DNS that says NXDOMAIN for what it does not know, as CoreDNS does.
@@ -479,10 +547,22 @@ async fn a_service_named_like_a_prefix_is_gathered() {
         let cache = "a-cache.db.svc.cluster.local.";
         let side = "b-side.db.svc.cluster.local.";
         cluster()
-            .answer(cache, RecordType::A, Answer::records([rr::a(cache, [10, n, 0, 1])]))
-            .answer(side, RecordType::TXT, Answer::records([rr::txt(side, "replicaSet=rs0")]))
+            .answer(
+                cache,
+                RecordType::A,
+                Answer::records([rr::a(cache, [10, n, 0, 1])]),
+            )
+            .answer(
+                side,
+                RecordType::TXT,
+                Answer::records([rr::txt(side, "replicaSet=rs0")]),
+            )
     };
-    let (a, b, c) = (fake(1).start().await, fake(2).start().await, fake(3).start().await);
+    let (a, b, c) = (
+        fake(1).start().await,
+        fake(2).start().await,
+        fake(3).start().await,
+    );
     let meshdns = mesh([&a, &b, &c], [None; 3]).await;
     let service = "a-cache.db.svc.distributed.local.";
     let reply = udp(meshdns.addr, &query(service, RecordType::A)).await;
@@ -506,11 +586,19 @@ async fn a_prefixed_host_unknown_to_its_cluster_falls_back_to_the_gathered_name(
     let pod = "b-side-0.b-side.db.svc.cluster.local.";
     let mongo = "mongo-0.mongo.db.svc.cluster.local.";
     let a = cluster()
-        .answer(pod, RecordType::A, Answer::records([rr::a(pod, [10, 1, 0, 7])]))
+        .answer(
+            pod,
+            RecordType::A,
+            Answer::records([rr::a(pod, [10, 1, 0, 7])]),
+        )
         .start()
         .await;
     let b = cluster()
-        .answer(mongo, RecordType::A, Answer::records([rr::a(mongo, [10, 2, 0, 1])]))
+        .answer(
+            mongo,
+            RecordType::A,
+            Answer::records([rr::a(mongo, [10, 2, 0, 1])]),
+        )
         .start()
         .await;
     let c = cluster().start().await;
@@ -530,24 +618,42 @@ async fn a_prefixed_host_unknown_to_its_cluster_falls_back_to_the_gathered_name(
     let prefixed = "b-mongo-0.mongo.db.svc.distributed.local.";
     let reply = udp(meshdns.addr, &query(prefixed, RecordType::A)).await;
     assert_eq!(reply.answer_lines(), [format!("{prefixed} A 10.2.0.1")]);
-    assert_eq!((a.seen().len(), c.seen().len()), (1, 1), "no fallback needed");
+    assert_eq!(
+        (a.seen().len(), c.seen().len()),
+        (1, 1),
+        "no fallback needed"
+    );
 
     // Unknown everywhere: NXDOMAIN with the zone's SOA.
     let nowhere = "b-side-9.b-side.db.svc.distributed.local.";
     let reply = udp(meshdns.addr, &query(nowhere, RecordType::A)).await;
     assert_eq!(reply.msg.response_code, ResponseCode::NXDomain);
-    assert_eq!(reply.msg.authorities[0].name.to_ascii(), "distributed.local.");
+    assert_eq!(
+        reply.msg.authorities[0].name.to_ascii(),
+        "distributed.local."
+    );
 }
 
 #[tokio::test]
 async fn a_name_no_cluster_can_hold_is_nxdomain_whatever_the_type() {
     let name = format!("{}.distributed.local.", long_labels());
-    let (a, b, c) = (cluster().start().await, cluster().start().await, cluster().start().await);
+    let (a, b, c) = (
+        cluster().start().await,
+        cluster().start().await,
+        cluster().start().await,
+    );
     let meshdns = mesh([&a, &b, &c], [Some(LONG_DOMAIN); 3]).await;
     for rtype in [RecordType::A, RecordType::SRV, RecordType::MX] {
         let reply = udp(meshdns.addr, &query(&name, rtype)).await;
-        assert_eq!(reply.msg.response_code, ResponseCode::NXDomain, "{rtype}: not NODATA");
-        assert_eq!(reply.msg.authorities[0].name.to_ascii(), "distributed.local.");
+        assert_eq!(
+            reply.msg.response_code,
+            ResponseCode::NXDomain,
+            "{rtype}: not NODATA"
+        );
+        assert_eq!(
+            reply.msg.authorities[0].name.to_ascii(),
+            "distributed.local."
+        );
     }
     assert!(a.seen().is_empty() && b.seen().is_empty() && c.seen().is_empty());
 }
@@ -557,13 +663,21 @@ async fn a_long_name_is_answered_by_the_clusters_whose_domain_can_hold_it() {
     let name = format!("{}.distributed.local.", long_labels());
     let in_a = format!("{}.cluster.local.", long_labels());
     let a = cluster()
-        .answer(&in_a, RecordType::A, Answer::records([rr::a(&in_a, [10, 1, 0, 1])]))
+        .answer(
+            &in_a,
+            RecordType::A,
+            Answer::records([rr::a(&in_a, [10, 1, 0, 1])]),
+        )
         .start()
         .await;
     let (b, c) = (cluster().start().await, cluster().start().await);
     let meshdns = mesh([&a, &b, &c], [None, Some(LONG_DOMAIN), None]).await;
     let reply = udp(meshdns.addr, &query(&name, RecordType::A)).await;
-    assert_eq!(reply.msg.response_code, ResponseCode::NoError, "not a false NXDOMAIN");
+    assert_eq!(
+        reply.msg.response_code,
+        ResponseCode::NoError,
+        "not a false NXDOMAIN"
+    );
     assert_eq!(reply.answer_lines(), [format!("{name} A 10.1.0.1")]);
     assert!(b.seen().is_empty(), "b's domain cannot hold the name");
     assert_eq!(c.names(), [in_a]);
@@ -603,11 +717,18 @@ async fn merged_rrsets_carry_one_ttl() {
     let meshdns = mesh([&a, &b, &c], [None; 3]).await;
     for (name, rtype) in [
         ("mongo.db.svc.distributed.local.", RecordType::A),
-        ("_mongodb._tcp.mongo.db.svc.distributed.local.", RecordType::SRV),
+        (
+            "_mongodb._tcp.mongo.db.svc.distributed.local.",
+            RecordType::SRV,
+        ),
     ] {
         let reply = udp(meshdns.addr, &with_edns(query(name, rtype), 1232)).await;
         let ttls: Vec<u32> = reply.msg.answers.iter().map(|r| r.ttl).collect();
-        assert_eq!(ttls, [10, 10, 10], "{rtype}: the smallest, for the whole set");
+        assert_eq!(
+            ttls,
+            [10, 10, 10],
+            "{rtype}: the smallest, for the whole set"
+        );
     }
 }
 
@@ -640,22 +761,39 @@ async fn meshdns_own_replies_echo_cd() {
         ("NOTIMP", notify),
         ("FORMERR (two questions)", two_questions),
         ("BADVERS", badvers),
-        ("NODATA (distributed MX)", query("mongo.db.svc.distributed.local.", RecordType::MX)),
-        ("NXDOMAIN (distributed)", query("gone.db.svc.distributed.local.", RecordType::A)),
-        ("SERVFAIL (cluster b silent)", query("mongo-0.mongo.db.cluster.b.", RecordType::A)),
+        (
+            "NODATA (distributed MX)",
+            query("mongo.db.svc.distributed.local.", RecordType::MX),
+        ),
+        (
+            "NXDOMAIN (distributed)",
+            query("gone.db.svc.distributed.local.", RecordType::A),
+        ),
+        (
+            "SERVFAIL (cluster b silent)",
+            query("mongo-0.mongo.db.cluster.b.", RecordType::A),
+        ),
     ];
     for (what, msg) in parsed {
         let bytes = cd(msg).to_vec().unwrap();
         let reply = support::udp_raw(meshdns.addr, &bytes).await.expect(what);
-        assert!(meshdns::wire::checking_disabled(&reply), "{what}: CD not echoed");
+        assert!(
+            meshdns::wire::checking_disabled(&reply),
+            "{what}: CD not echoed"
+        );
     }
     // A reply built from the header alone (what follows it does not parse).
     let mut garbage = cd(query(NAME, RecordType::A)).to_vec().unwrap();
     garbage.truncate(14);
     garbage.extend_from_slice(b"\xc0\xff garbage");
-    let reply = support::udp_raw(meshdns.addr, &garbage).await.expect("FORMERR");
+    let reply = support::udp_raw(meshdns.addr, &garbage)
+        .await
+        .expect("FORMERR");
     assert_eq!(rcode_of(&reply), ResponseCode::FormErr);
-    assert!(meshdns::wire::checking_disabled(&reply), "header-only FORMERR");
+    assert!(
+        meshdns::wire::checking_disabled(&reply),
+        "header-only FORMERR"
+    );
 }
 
 #[tokio::test]
@@ -665,16 +803,25 @@ async fn a_question_the_router_cannot_read_gets_formerr() {
         .start()
         .await;
     let meshdns = before(&upstream, &[]).await;
-    let good = with_edns(query(NAME, RecordType::A), 1232).to_vec().unwrap();
-    let header = &good[..12];
+    let good = with_edns(query(NAME, RecordType::A), 1232)
+        .to_vec()
+        .unwrap();
+    // One question, nothing else.
+    let plain = query(NAME, RecordType::A).to_vec().unwrap();
+    let header = &plain[..12];
     let question_end = good.len() - 11;
     let mut cases: Vec<(&str, Vec<u8>)> = Vec::new();
     // A question name that points into the header: hickory follows it, the router cannot.
-    cases.push(("pointer into the header", [header, &[0xc0, 0x02, 0, 1, 0, 1]].concat()));
+    cases.push((
+        "pointer into the header",
+        [header, &[0xc0, 0x02, 0, 1, 0, 1]].concat(),
+    ));
     cases.push(("a question cut short", good[..question_end - 3].to_vec()));
     cases.push(("an OPT record cut short", good[..good.len() - 4].to_vec()));
     // An option whose length runs past the end of the OPT record.
-    let mut overrun = asking(NAME, RecordType::A, &[(65001, b"ab")]).to_vec().unwrap();
+    let mut overrun = asking(NAME, RecordType::A, &[(65001, b"ab")])
+        .to_vec()
+        .unwrap();
     let at = overrun.len() - 3;
     overrun[at] = 9;
     cases.push(("an option longer than its record", overrun));
@@ -690,6 +837,18 @@ async fn a_question_the_router_cannot_read_gets_formerr() {
         for reply in [over_udp, over_tcp] {
             assert_eq!(rcode_of(&reply), ResponseCode::FormErr, "{what}");
             assert_eq!(reply[..2], bytes[..2], "{what}: the ID is echoed");
+            let unread = [
+                "pointer into the header",
+                "a question cut short",
+                "a label of 64 bytes",
+            ];
+            if unread.contains(&what) {
+                assert_eq!(
+                    meshdns::wire::question_count(&reply),
+                    Some(0),
+                    "{what}: no question the client did not send"
+                );
+            }
         }
     }
     assert!(upstream.seen().is_empty(), "nothing forwarded");
@@ -699,17 +858,32 @@ async fn a_question_the_router_cannot_read_gets_formerr() {
 async fn an_error_reply_without_a_question_is_relayed_with_the_question_restored() {
     let refused = "refused.example.com.";
     let upstream = FakeDns::builder()
-        .on(NAME, RecordType::A, Behaviour::ErrorWithoutQuestion(ResponseCode::FormErr))
-        .on(refused, RecordType::A, Behaviour::ErrorWithoutQuestion(ResponseCode::Refused))
+        .on(
+            NAME,
+            RecordType::A,
+            Behaviour::ErrorWithoutQuestion(ResponseCode::FormErr),
+        )
+        .on(
+            refused,
+            RecordType::A,
+            Behaviour::ErrorWithoutQuestion(ResponseCode::Refused),
+        )
         .start()
         .await;
     let meshdns = before(
         &upstream,
-        &[CACHED, ("MESHDNS_ATTEMPT_TIMEOUT", "1s"), ("MESHDNS_TIMEOUT", "2s")],
+        &[
+            CACHED,
+            ("MESHDNS_ATTEMPT_TIMEOUT", "1s"),
+            ("MESHDNS_TIMEOUT", "2s"),
+        ],
     )
     .await;
     let asked_as = "WWW.Example.COM.";
-    for (name, rcode) in [(asked_as, ResponseCode::FormErr), (refused, ResponseCode::Refused)] {
+    for (name, rcode) in [
+        (asked_as, ResponseCode::FormErr),
+        (refused, ResponseCode::Refused),
+    ] {
         for via in [Via::Udp, Via::Tcp, Via::Udp, Via::Udp] {
             let msg = query(name, RecordType::A);
             let started = Instant::now();
@@ -717,9 +891,17 @@ async fn an_error_reply_without_a_question_is_relayed_with_the_question_restored
                 Via::Udp => udp(meshdns.addr, &msg).await,
                 Via::Tcp => tcp(meshdns.addr, &msg).await,
             };
-            assert!(started.elapsed() < Duration::from_millis(500), "relayed at once");
+            assert!(
+                started.elapsed() < Duration::from_millis(500),
+                "relayed at once"
+            );
             assert_eq!(reply.msg.response_code, rcode);
-            let echoed: Vec<String> = reply.msg.queries.iter().map(|q| q.name().to_ascii()).collect();
+            let echoed: Vec<String> = reply
+                .msg
+                .queries
+                .iter()
+                .map(|q| q.name().to_ascii())
+                .collect();
             assert_eq!(echoed, [name], "the client's question, as spelled");
         }
     }
@@ -728,7 +910,10 @@ async fn an_error_reply_without_a_question_is_relayed_with_the_question_restored
     let healthy = meshdns
         .metric(
             "meshdns_upstream_healthy",
-            &[("cluster", meshdns::snapshot::LOCAL_UPSTREAM), ("endpoint", &endpoint)],
+            &[
+                ("cluster", meshdns::snapshot::LOCAL_UPSTREAM),
+                ("endpoint", &endpoint),
+            ],
         )
         .await;
     assert_eq!(healthy, 1.0, "the endpoint answered: never marked down");

@@ -464,10 +464,13 @@ fn plan(behaviour: &Behaviour, query: &Message, via: Via) -> Plan {
 /// `reply` with a COOKIE option when `query` carried one: its client cookie and the fake's
 /// server cookie (RFC 7873 §5.2.3).
 fn with_server_cookie(reply: Vec<u8>, query: &Message) -> Vec<u8> {
-    let client = query.edns.as_ref().and_then(|edns| match edns.option(EdnsCode::Cookie) {
-        Some(EdnsOption::Unknown(_, cookie)) => cookie.get(..8).map(<[u8]>::to_vec),
-        _ => None,
-    });
+    let client = query
+        .edns
+        .as_ref()
+        .and_then(|edns| match edns.option(EdnsCode::Cookie) {
+            Some(EdnsOption::Unknown(_, cookie)) => cookie.get(..8).map(<[u8]>::to_vec),
+            _ => None,
+        });
     let (Some(client), Ok(mut msg)) = (client, Message::from_vec(&reply)) else {
         return reply;
     };
@@ -525,9 +528,9 @@ fn reply(query: &Message, answer: &Answer) -> Message {
 /// `None` for bytes that do not parse. EDNS options hickory rejects (a CLIENT-SUBNET of an
 /// unknown family) are ignored, as servers do.
 fn take_query(state: &FakeState, bytes: &[u8], via: Via) -> Option<(usize, Plan)> {
-    let query = Message::from_vec(bytes).ok().or_else(|| {
-        Message::from_vec(&meshdns::wire::without_options(bytes, |_| true)?).ok()
-    })?;
+    let query = Message::from_vec(bytes)
+        .ok()
+        .or_else(|| Message::from_vec(&meshdns::wire::without_options(bytes, |_| true)?).ok())?;
     let question = query.queries.first()?;
     let before = state.asked_before(question);
     let index = state.received(via, question, bytes);
