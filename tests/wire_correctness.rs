@@ -40,6 +40,16 @@ fn www() -> Answer {
     Answer::records([rr::a(NAME, [192, 0, 2, 1])])
 }
 
+/// kube-dns answering [`NAME`] A with `answer`, and meshdns in front of it with `vars`.
+async fn serving(answer: Answer, vars: &[(&str, &str)]) -> (FakeDns, Meshdns) {
+    let upstream = FakeDns::builder()
+        .answer(NAME, RecordType::A, answer)
+        .start()
+        .await;
+    let meshdns = before(&upstream, vars).await;
+    (upstream, meshdns)
+}
+
 /// A query for `name` with EDNS carrying `options` (code, data), in that order.
 fn asking(name: &str, rtype: RecordType, options: &[(u16, &[u8])]) -> Message {
     let mut msg = with_edns(query(name, rtype), 1232);
@@ -62,11 +72,6 @@ fn carries(msg: &[u8], code: u16) -> bool {
 fn option_bytes(code: u16, data: &[u8]) -> Vec<u8> {
     let len = u16::try_from(data.len()).unwrap();
     [&code.to_be_bytes()[..], &len.to_be_bytes(), data].concat()
-}
-
-/// The message without its ID.
-fn but_the_id(msg: &[u8]) -> &[u8] {
-    support::without_id(msg)
 }
 
 /// Sends raw bytes over TCP on a new connection; the reply frame.
@@ -135,11 +140,7 @@ async fn a_cookie_in_an_upstream_reply_reaches_no_client_on_a_miss_or_a_hit() {
         OPTION_COOKIE,
         b"client-1fakeSrv!".to_vec(),
     )];
-    let upstream = FakeDns::builder()
-        .answer(NAME, RecordType::A, answer)
-        .start()
-        .await;
-    let meshdns = before(&upstream, &[CACHED]).await;
+    let (upstream, meshdns) = serving(answer, &[CACHED]).await;
     let cookie: &[(u16, &[u8])] = &[(OPTION_COOKIE, b"client-1")];
     let miss = udp(meshdns.addr, &asking(NAME, RecordType::A, cookie)).await;
     let hit = udp(meshdns.addr, &asking(NAME, RecordType::A, cookie)).await;
@@ -155,11 +156,7 @@ async fn a_cookie_in_an_upstream_reply_reaches_no_client_on_a_miss_or_a_hit() {
 async fn nsid_reaches_only_the_client_that_asked() {
     let mut answer = www();
     answer.options = vec![EdnsOption::Unknown(OPTION_NSID, b"kube-dns-7f9c".to_vec())];
-    let upstream = FakeDns::builder()
-        .answer(NAME, RecordType::A, answer)
-        .start()
-        .await;
-    let meshdns = before(&upstream, &[CACHED]).await;
+    let (upstream, meshdns) = serving(answer, &[CACHED]).await;
     let nsid: &[(u16, &[u8])] = &[(OPTION_NSID, b"")];
     let asked = udp(meshdns.addr, &asking(NAME, RecordType::A, nsid)).await;
     assert!(
@@ -218,11 +215,7 @@ async fn padding_and_tcp_keepalive_reach_only_the_client_whose_query_produced_th
 
 #[tokio::test]
 async fn a_client_subnet_query_is_relayed_and_never_cached() {
-    let upstream = FakeDns::builder()
-        .answer(NAME, RecordType::A, www())
-        .start()
-        .await;
-    let meshdns = before(&upstream, &[CACHED]).await;
+    let (upstream, meshdns) = serving(www(), &[CACHED]).await;
     // 192.0.2.0/24 (family 1, source prefix 24, scope 0).
     let subnet: &[u8] = &[0, 1, 24, 0, 192, 0, 2];
     for _ in 0..2 {
@@ -231,8 +224,8 @@ async fn a_client_subnet_query_is_relayed_and_never_cached() {
         assert_eq!(reply.answer_lines().len(), 1);
         let relayed = upstream.seen().last().unwrap().query.clone();
         assert_eq!(
-            but_the_id(&relayed),
-            but_the_id(&asked.to_vec().unwrap()),
+            support::without_id(&relayed),
+            support::without_id(&asked.to_vec().unwrap()),
             "relayed as is"
         );
     }
@@ -250,11 +243,7 @@ async fn a_client_subnet_query_is_relayed_and_never_cached() {
 
 #[tokio::test]
 async fn a_client_subnet_option_of_an_unknown_family_is_relayed_not_formerr() {
-    let upstream = FakeDns::builder()
-        .answer(NAME, RecordType::A, www())
-        .start()
-        .await;
-    let meshdns = before(&upstream, &[]).await;
+    let (upstream, meshdns) = serving(www(), &[]).await;
     let odd: &[u8] = &[0, 99, 0, 0];
     let asked = asking(
         NAME,
@@ -272,8 +261,8 @@ async fn a_client_subnet_option_of_an_unknown_family_is_relayed_not_formerr() {
     );
     let relayed = &upstream.seen()[0].query;
     assert_eq!(
-        but_the_id(relayed),
-        but_the_id(&bytes),
+        support::without_id(relayed),
+        support::without_id(&bytes),
         "passed on unparsed"
     );
     let option = option_bytes(OPTION_CLIENT_SUBNET, odd);
@@ -294,11 +283,7 @@ fn with_two_opt_records(msg: &Message) -> Vec<u8> {
 
 #[tokio::test]
 async fn two_opt_records_get_formerr_even_when_the_name_is_cached() {
-    let upstream = FakeDns::builder()
-        .answer(NAME, RecordType::A, www())
-        .start()
-        .await;
-    let meshdns = before(&upstream, &[CACHED]).await;
+    let (upstream, meshdns) = serving(www(), &[CACHED]).await;
     let edns_query = with_edns(query(NAME, RecordType::A), 1232);
     udp(meshdns.addr, &edns_query).await;
     assert_eq!(udp(meshdns.addr, &edns_query).await.answer_lines().len(), 1);
@@ -320,11 +305,7 @@ async fn two_opt_records_get_formerr_even_when_the_name_is_cached() {
 
 #[tokio::test]
 async fn only_well_formed_queries_take_the_cache_hit_path() {
-    let upstream = FakeDns::builder()
-        .answer(NAME, RecordType::A, www())
-        .start()
-        .await;
-    let meshdns = before(&upstream, &[CACHED]).await;
+    let (upstream, meshdns) = serving(www(), &[CACHED]).await;
     udp(meshdns.addr, &with_edns(query(NAME, RecordType::A), 1232)).await;
     let mut with_answer = with_edns(query(NAME, RecordType::A), 1232);
     with_answer.add_answer(rr::a(NAME, [192, 0, 2, 9]));
@@ -540,23 +521,22 @@ fn cluster() -> FakeDnsBuilder {
     FakeDns::builder().otherwise(Behaviour::Answer(Answer::nxdomain("cluster.local.")))
 }
 
+/// [`cluster`] with an A record for `name`.
+fn cluster_knowing(name: &str, ip: [u8; 4]) -> FakeDnsBuilder {
+    cluster().answer(name, RecordType::A, Answer::records([rr::a(name, ip)]))
+}
+
 #[tokio::test]
 async fn a_service_named_like_a_prefix_is_gathered() {
     // Services `a-cache` and `b-side` in namespace db exist in every cluster.
     let fake = |n: u8| {
         let cache = "a-cache.db.svc.cluster.local.";
         let side = "b-side.db.svc.cluster.local.";
-        cluster()
-            .answer(
-                cache,
-                RecordType::A,
-                Answer::records([rr::a(cache, [10, n, 0, 1])]),
-            )
-            .answer(
-                side,
-                RecordType::TXT,
-                Answer::records([rr::txt(side, "replicaSet=rs0")]),
-            )
+        cluster_knowing(cache, [10, n, 0, 1]).answer(
+            side,
+            RecordType::TXT,
+            Answer::records([rr::txt(side, "replicaSet=rs0")]),
+        )
     };
     let (a, b, c) = (
         fake(1).start().await,
@@ -585,22 +565,8 @@ async fn a_prefixed_host_unknown_to_its_cluster_falls_back_to_the_gathered_name(
     // StatefulSet `b-side` runs pod `b-side-0` in cluster a only; pod `mongo-0` runs in b.
     let pod = "b-side-0.b-side.db.svc.cluster.local.";
     let mongo = "mongo-0.mongo.db.svc.cluster.local.";
-    let a = cluster()
-        .answer(
-            pod,
-            RecordType::A,
-            Answer::records([rr::a(pod, [10, 1, 0, 7])]),
-        )
-        .start()
-        .await;
-    let b = cluster()
-        .answer(
-            mongo,
-            RecordType::A,
-            Answer::records([rr::a(mongo, [10, 2, 0, 1])]),
-        )
-        .start()
-        .await;
+    let a = cluster_knowing(pod, [10, 1, 0, 7]).start().await;
+    let b = cluster_knowing(mongo, [10, 2, 0, 1]).start().await;
     let c = cluster().start().await;
     let meshdns = mesh([&a, &b, &c], [None; 3]).await;
 
@@ -662,14 +628,7 @@ async fn a_name_no_cluster_can_hold_is_nxdomain_whatever_the_type() {
 async fn a_long_name_is_answered_by_the_clusters_whose_domain_can_hold_it() {
     let name = format!("{}.distributed.local.", long_labels());
     let in_a = format!("{}.cluster.local.", long_labels());
-    let a = cluster()
-        .answer(
-            &in_a,
-            RecordType::A,
-            Answer::records([rr::a(&in_a, [10, 1, 0, 1])]),
-        )
-        .start()
-        .await;
+    let a = cluster_knowing(&in_a, [10, 1, 0, 1]).start().await;
     let (b, c) = (cluster().start().await, cluster().start().await);
     let meshdns = mesh([&a, &b, &c], [None, Some(LONG_DOMAIN), None]).await;
     let reply = udp(meshdns.addr, &query(&name, RecordType::A)).await;
@@ -798,11 +757,7 @@ async fn meshdns_own_replies_echo_cd() {
 
 #[tokio::test]
 async fn a_question_the_router_cannot_read_gets_formerr() {
-    let upstream = FakeDns::builder()
-        .answer(NAME, RecordType::A, www())
-        .start()
-        .await;
-    let meshdns = before(&upstream, &[]).await;
+    let (upstream, meshdns) = serving(www(), &[]).await;
     let good = with_edns(query(NAME, RecordType::A), 1232)
         .to_vec()
         .unwrap();
