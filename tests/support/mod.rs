@@ -198,8 +198,8 @@ pub enum Behaviour {
     /// No reply to the first `n` queries for this name and type, then the behaviour: a lost
     /// datagram that the retry recovers.
     DropFirst(usize, Box<Behaviour>),
-    /// An error reply with no question section, as NSD and CoreDNS send to a query they cannot
-    /// parse (both transports).
+    /// An error reply with the query's ID and no question section (QDCOUNT=0), as NSD and
+    /// CoreDNS send when they cannot parse a query (both transports).
     ErrorWithoutQuestion(ResponseCode),
 }
 
@@ -453,11 +453,7 @@ fn plan(behaviour: &Behaviour, query: &Message, via: Via) -> Plan {
         Behaviour::Garbage => now(vec![
             b"\x12\x34 this is no DNS message \xff\xff\xff".to_vec(),
         ]),
-        Behaviour::ErrorWithoutQuestion(rcode) => {
-            let mut error = reply(query, &Answer::rcode(*rcode));
-            error.queries.clear();
-            now(vec![encode(error)])
-        }
+        Behaviour::ErrorWithoutQuestion(rcode) => now(vec![without_question(query, *rcode)]),
     }
 }
 
@@ -803,4 +799,11 @@ pub async fn read_frame(stream: &mut TcpStream) -> Option<Vec<u8>> {
 /// The message without its ID: what pass-through must keep byte for byte.
 pub fn without_id(msg: &[u8]) -> &[u8] {
     &msg[2..]
+}
+
+/// An error reply to `query`, its ID and flags echoed but not its question (QDCOUNT=0).
+fn without_question(query: &Message, rcode: ResponseCode) -> Vec<u8> {
+    let mut msg = reply(query, &Answer::rcode(rcode));
+    msg.queries.clear();
+    msg.to_vec().expect("the fake's reply encodes")
 }
