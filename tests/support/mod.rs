@@ -227,8 +227,8 @@ pub struct Seen {
 pub struct FakeDnsBuilder {
     table: HashMap<(String, RecordType), Behaviour>,
     otherwise: Behaviour,
-    tcp: bool,
     cookies: bool,
+    tcp: bool,
 }
 
 impl FakeDnsBuilder {
@@ -348,8 +348,8 @@ impl FakeDns {
         FakeDnsBuilder {
             table: HashMap::new(),
             otherwise: Behaviour::Answer(Answer::rcode(ResponseCode::Refused)),
-            tcp: true,
             cookies: false,
+            tcp: true,
         }
     }
 
