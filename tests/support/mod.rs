@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hickory_proto::op::{Edns, Message, MessageType, Metadata, Query, ResponseCode};
-use hickory_proto::rr::rdata::opt::EdnsOption;
+use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
 use hickory_proto::rr::rdata::{A, AAAA, CNAME, NS, SOA, SRV, TXT};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -30,6 +30,9 @@ pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The UDP payload size the fake advertises in its OPT record.
 const FAKE_EDNS_SIZE: u16 = 1232;
+
+/// The server cookie of a fake with [`FakeDnsBuilder::cookies`].
+pub const FAKE_SERVER_COOKIE: &[u8] = b"fakeSrv!";
 
 /// Records for the fake's tables and the tests' expectations, with TTL 30 unless said.
 pub mod rr {
@@ -215,6 +218,8 @@ pub struct Seen {
     /// The question name as it arrived (case kept), in ASCII with the trailing dot.
     pub name: String,
     pub rtype: RecordType,
+    /// The query as it arrived, byte for byte (what meshdns relayed).
+    pub query: Vec<u8>,
     pub reply: Option<Vec<u8>>,
 }
 
@@ -223,6 +228,7 @@ pub struct Seen {
 pub struct FakeDnsBuilder {
     table: HashMap<(String, RecordType), Behaviour>,
     otherwise: Behaviour,
+    cookies: bool,
     tcp: bool,
     udp: bool,
 }
@@ -249,6 +255,13 @@ impl FakeDnsBuilder {
         self
     }
 
+    /// A server with DNS cookies (RFC 7873): a query carrying a COOKIE option is answered with
+    /// that client cookie and a server cookie of the fake's own.
+    pub fn cookies(mut self) -> Self {
+        self.cookies = true;
+        self
+    }
+
     pub async fn start(self) -> FakeDns {
         self.start_on("127.0.0.1:0").await
     }
@@ -262,6 +275,7 @@ impl FakeDnsBuilder {
         let state = Arc::new(FakeState {
             table: self.table,
             otherwise: self.otherwise,
+            cookies: self.cookies,
             seen: Mutex::new(Vec::new()),
         });
         let udp = Arc::new(udp);
@@ -288,6 +302,7 @@ fn key(name: &str) -> String {
 struct FakeState {
     table: HashMap<(String, RecordType), Behaviour>,
     otherwise: Behaviour,
+    cookies: bool,
     seen: Mutex<Vec<Seen>>,
 }
 
@@ -310,12 +325,13 @@ impl FakeState {
     }
 
     /// Notes the query; returns its index for [`FakeState::sent`].
-    fn received(&self, via: Via, query: &Query) -> usize {
+    fn received(&self, via: Via, query: &Query, bytes: &[u8]) -> usize {
         let mut seen = self.seen.lock().unwrap();
         seen.push(Seen {
             via,
             name: query.name().to_ascii(),
             rtype: query.query_type(),
+            query: bytes.to_vec(),
             reply: None,
         });
         seen.len() - 1
@@ -341,6 +357,7 @@ impl FakeDns {
         FakeDnsBuilder {
             table: HashMap::new(),
             otherwise: Behaviour::Answer(Answer::rcode(ResponseCode::Refused)),
+            cookies: false,
             tcp: true,
             udp: true,
         }
@@ -450,6 +467,28 @@ fn plan(behaviour: &Behaviour, query: &Message, via: Via) -> Plan {
     }
 }
 
+/// `reply` with a COOKIE option when `query` carried one: its client cookie and the fake's
+/// server cookie (RFC 7873 §5.2.3).
+fn with_server_cookie(reply: Vec<u8>, query: &Message) -> Vec<u8> {
+    let client = query
+        .edns
+        .as_ref()
+        .and_then(|edns| match edns.option(EdnsCode::Cookie) {
+            Some(EdnsOption::Unknown(_, cookie)) => cookie.get(..8).map(<[u8]>::to_vec),
+            _ => None,
+        });
+    let (Some(client), Ok(mut msg)) = (client, Message::from_vec(&reply)) else {
+        return reply;
+    };
+    let Some(edns) = msg.edns.as_mut() else {
+        return reply;
+    };
+    let cookie = [client.as_slice(), FAKE_SERVER_COOKIE].concat();
+    edns.options_mut()
+        .insert(EdnsOption::Unknown(u16::from(EdnsCode::Cookie), cookie));
+    msg.to_vec().expect("the fake's reply encodes")
+}
+
 /// `answer` with an ID the query did not carry.
 fn wrong_id(query: &Message, answer: &Answer) -> Vec<u8> {
     let mut spoof = reply(query, answer);
@@ -492,18 +531,27 @@ fn reply(query: &Message, answer: &Answer) -> Message {
 }
 
 /// The query's plan, the query noted as received (with the index for [`FakeState::sent`]);
-/// `None` for bytes that do not parse.
+/// `None` for bytes that do not parse. EDNS options hickory rejects (a CLIENT-SUBNET of an
+/// unknown family) are ignored, as servers do.
 fn take_query(state: &FakeState, bytes: &[u8], via: Via) -> Option<(usize, Plan)> {
-    let query = Message::from_vec(bytes).ok()?;
+    let query = Message::from_vec(bytes)
+        .ok()
+        .or_else(|| Message::from_vec(&meshdns::wire::without_options(bytes, |_| true)?).ok())?;
     let question = query.queries.first()?;
     let before = state.asked_before(question);
-    let index = state.received(via, question);
+    let index = state.received(via, question, bytes);
     let behaviour = match state.behaviour(question) {
         Behaviour::AnswerThenDrop(n, _) if before >= *n => &Behaviour::Drop,
         Behaviour::DropFirst(n, _) if before < *n => &Behaviour::Drop,
         behaviour => behaviour,
     };
-    Some((index, plan(behaviour, &query, via)))
+    let mut plan = plan(behaviour, &query, via);
+    if state.cookies {
+        plan.messages = (plan.messages.into_iter())
+            .map(|m| with_server_cookie(m, &query))
+            .collect();
+    }
+    Some((index, plan))
 }
 
 async fn serve_fake_udp(socket: Arc<UdpSocket>, state: Arc<FakeState>) {
