@@ -195,6 +195,9 @@ pub enum Behaviour {
     /// No reply to the first `n` queries for this name and type, then the behaviour: a lost
     /// datagram that the retry recovers.
     DropFirst(usize, Box<Behaviour>),
+    /// The behaviour for the first `n` queries for this name and type, then silence: a slow
+    /// upstream that goes down after its late answer came.
+    ThenDrop(usize, Box<Behaviour>),
 }
 
 /// The transport a query arrived on.
@@ -394,7 +397,7 @@ fn plan(behaviour: &Behaviour, query: &Message, via: Via) -> Plan {
         Behaviour::Answer(answer) | Behaviour::AnswerThenDrop(_, answer) => {
             now(vec![right(answer)])
         }
-        Behaviour::DropFirst(_, then) => plan(then, query, via),
+        Behaviour::DropFirst(_, then) | Behaviour::ThenDrop(_, then) => plan(then, query, via),
         Behaviour::Delay(pause, answer) => Plan {
             pause: *pause,
             ..now(vec![right(answer)])
@@ -485,7 +488,9 @@ fn take_query(state: &FakeState, bytes: &[u8], via: Via) -> Option<(usize, Plan)
     let before = state.asked_before(question);
     let index = state.received(via, question);
     let behaviour = match state.behaviour(question) {
-        Behaviour::AnswerThenDrop(n, _) if before >= *n => &Behaviour::Drop,
+        Behaviour::AnswerThenDrop(n, _) | Behaviour::ThenDrop(n, _) if before >= *n => {
+            &Behaviour::Drop
+        }
         Behaviour::DropFirst(n, _) if before < *n => &Behaviour::Drop,
         behaviour => behaviour,
     };
