@@ -125,6 +125,13 @@ impl Mesh {
         udp(self.meshdns.addr, &with_edns(query(name, rtype), 1232)).await
     }
 
+    /// [`Mesh::ask`], and how long the reply took (virtual time on the paused clock).
+    async fn ask_timed(&self, name: &str, rtype: RecordType) -> (Reply, Duration) {
+        let started = Instant::now();
+        let reply = self.ask(name, rtype).await;
+        (reply, started.elapsed())
+    }
+
     fn queried(&self) -> [usize; 3] {
         [&self.a, &self.b, &self.c].map(|fake| fake.seen().len())
     }
@@ -396,9 +403,7 @@ async fn per_attempt_and_per_query_deadlines_bound_the_wait() {
         ("MESHDNS_TIMEOUT", "800ms"),
     ];
     let mesh = Mesh::outcome([records(1), records(2), Behaviour::Drop], &vars).await;
-    let started = Instant::now();
-    let reply = mesh.ask(OUTCOME, RecordType::A).await;
-    let partial = started.elapsed();
+    let (reply, partial) = mesh.ask_timed(OUTCOME, RecordType::A).await;
     assert_eq!(reply.msg.response_code, ResponseCode::NoError);
     assert_eq!(reply.msg.answers.len(), 2);
     assert!(
@@ -410,9 +415,7 @@ async fn per_attempt_and_per_query_deadlines_bound_the_wait() {
 
     // Nobody answers: SERVFAIL at the query's deadline, not later.
     let mesh = Mesh::outcome([Behaviour::Drop, Behaviour::Drop, Behaviour::Drop], &vars).await;
-    let started = Instant::now();
-    let reply = mesh.ask(OUTCOME, RecordType::A).await;
-    let failed = started.elapsed();
+    let (reply, failed) = mesh.ask_timed(OUTCOME, RecordType::A).await;
     assert_eq!(reply.msg.response_code, ResponseCode::ServFail);
     assert_eq!(failed, Duration::from_millis(800), "the query's deadline");
 }
@@ -538,9 +541,7 @@ async fn slow_clusters_are_asked_in_parallel() {
         FakeDns::builder().on(&srv_owner, RecordType::SRV, behaviour)
     };
     let mesh = Mesh::start([delayed(1), delayed(2), delayed(3)], CLUSTERS, &[]).await;
-    let started = Instant::now();
-    let reply = mesh.ask(SRV_NAME, RecordType::SRV).await;
-    let took = started.elapsed();
+    let (reply, took) = mesh.ask_timed(SRV_NAME, RecordType::SRV).await;
     assert_eq!(srv_targets(&reply).len(), 3, "{:?}", reply.answer_lines());
     // b and c each take 300 ms: one after the other they would take 600.
     assert_eq!(
@@ -558,9 +559,7 @@ async fn a_silent_cluster_costs_one_attempt_timeout_and_the_answer_is_partial() 
         &TIMING,
     )
     .await;
-    let started = Instant::now();
-    let reply = mesh.ask(SRV_NAME, RecordType::SRV).await;
-    let took = started.elapsed();
+    let (reply, took) = mesh.ask_timed(SRV_NAME, RecordType::SRV).await;
     assert_eq!(reply.msg.response_code, ResponseCode::NoError);
     assert_eq!(
         srv_targets(&reply),
@@ -597,9 +596,7 @@ async fn a_cluster_failing_over_to_its_second_endpoint_is_still_in_the_reply() {
         &TIMING,
     )
     .await;
-    let started = Instant::now();
-    let reply = mesh.ask(OUTCOME, RecordType::A).await;
-    let took = started.elapsed();
+    let (reply, took) = mesh.ask_timed(OUTCOME, RecordType::A).await;
     assert_eq!(
         reply.answer_lines(),
         [outcome_line(1), outcome_line(2), outcome_line(3)]
@@ -631,9 +628,7 @@ async fn dead_clusters_cost_at_most_two_attempt_timeouts() {
         &TIMING,
     )
     .await;
-    let started = Instant::now();
-    let reply = mesh.ask(OUTCOME, RecordType::A).await;
-    let took = started.elapsed();
+    let (reply, took) = mesh.ask_timed(OUTCOME, RecordType::A).await;
     assert_eq!(reply.msg.response_code, ResponseCode::NoError);
     assert_eq!(reply.answer_lines(), [outcome_line(1)]);
     // a answered at once: each dead leg had the rest of its first attempt and one more, not
@@ -677,9 +672,7 @@ async fn dead_clusters_marked_down_cost_nothing_once_another_answered() {
     }
     let [_, b_before, c_before] = mesh.queried();
 
-    let started = Instant::now();
-    let reply = mesh.ask(OUTCOME, RecordType::A).await;
-    let took = started.elapsed();
+    let (reply, took) = mesh.ask_timed(OUTCOME, RecordType::A).await;
     assert_eq!(reply.answer_lines(), [outcome_line(1)]);
     assert_eq!(took, Duration::ZERO, "no wait for clusters marked down");
     let [_, b_after, c_after] = mesh.queried();
@@ -712,9 +705,8 @@ async fn a_cut_leg_still_refreshes_its_cache_entry() {
         &vars,
     )
     .await;
-    let started = Instant::now();
-    let first = mesh.ask(OUTCOME, RecordType::A).await;
-    assert_eq!(started.elapsed(), ATTEMPT);
+    let (first, took) = mesh.ask_timed(OUTCOME, RecordType::A).await;
+    assert_eq!(took, ATTEMPT);
     assert_eq!(
         first.answer_lines(),
         [outcome_line(1), outcome_line(2)],

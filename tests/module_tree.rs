@@ -92,25 +92,11 @@ fn code_only(text: &str) -> String {
             i = j;
             out.push_str("\"\"");
         } else if c == '"' {
-            i += 1;
-            while i < chars.len() && chars[i] != '"' {
-                if chars[i] == '\\' {
-                    i += 1;
-                }
-                i += 1;
-            }
-            i += 1;
+            i = after_quoted(&chars, i);
             out.push_str("\"\"");
         } else if c == '\'' && (at(i + 2) == '\'' || (at(i + 1) == '\\')) {
             // A character literal ('x', '\n', '\u{…}'); a lifetime ('a) has no closing quote.
-            i += 1;
-            while i < chars.len() && chars[i] != '\'' {
-                if chars[i] == '\\' {
-                    i += 1;
-                }
-                i += 1;
-            }
-            i += 1;
+            i = after_quoted(&chars, i);
             out.push_str("' '");
         } else {
             out.push(c);
@@ -118,6 +104,19 @@ fn code_only(text: &str) -> String {
         }
     }
     out
+}
+
+/// The index after the literal that opens with the quote at `start` (escapes skipped).
+fn after_quoted(chars: &[char], start: usize) -> usize {
+    let quote = chars[start];
+    let mut i = start + 1;
+    while i < chars.len() && chars[i] != quote {
+        if chars[i] == '\\' {
+            i += 1;
+        }
+        i += 1;
+    }
+    i + 1
 }
 
 fn is_ident(c: char) -> bool {
