@@ -62,7 +62,7 @@ async fn sigterm_under_load_answers_in_flight_queries_and_exits_0() {
         .spawn()
         .expect("the meshdns binary starts");
 
-    // Ready when it answers.
+    // Ready when it answers (a closed port fails a try at once: pause between tries).
     let fast = query(FAST, RecordType::A).to_vec().unwrap();
     let mut tries = 0;
     while udp_raw_within(addr, &fast, Duration::from_millis(100))
@@ -71,6 +71,7 @@ async fn sigterm_under_load_answers_in_flight_queries_and_exits_0() {
     {
         tries += 1;
         assert!(tries < 100, "meshdns did not start");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
     // Queries in flight: over UDP from one socket, and one over TCP.
