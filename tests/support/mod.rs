@@ -202,6 +202,9 @@ pub enum Behaviour {
     /// An error reply with the query's ID and no question section (QDCOUNT=0), as NSD and
     /// CoreDNS send when they cannot parse a query (both transports).
     ErrorWithoutQuestion(ResponseCode),
+    /// The behaviour for the first `n` queries for this name and type, then silence: a slow
+    /// upstream that goes down after its late answer came.
+    ThenDrop(usize, Box<Behaviour>),
 }
 
 /// The transport a query arrived on.
@@ -424,7 +427,7 @@ fn plan(behaviour: &Behaviour, query: &Message, via: Via) -> Plan {
         Behaviour::Answer(answer) | Behaviour::AnswerThenDrop(_, answer) => {
             now(vec![right(answer)])
         }
-        Behaviour::DropFirst(_, then) => plan(then, query, via),
+        Behaviour::DropFirst(_, then) | Behaviour::ThenDrop(_, then) => plan(then, query, via),
         Behaviour::Delay(pause, answer) => Plan {
             pause: *pause,
             ..now(vec![right(answer)])
@@ -541,7 +544,9 @@ fn take_query(state: &FakeState, bytes: &[u8], via: Via) -> Option<(usize, Plan)
     let before = state.asked_before(question);
     let index = state.received(via, question, bytes);
     let behaviour = match state.behaviour(question) {
-        Behaviour::AnswerThenDrop(n, _) if before >= *n => &Behaviour::Drop,
+        Behaviour::AnswerThenDrop(n, _) | Behaviour::ThenDrop(n, _) if before >= *n => {
+            &Behaviour::Drop
+        }
         Behaviour::DropFirst(n, _) if before < *n => &Behaviour::Drop,
         behaviour => behaviour,
     };
