@@ -59,7 +59,8 @@ pub enum Plan {
 impl Naming {
     /// The plan for `name` (under this zone) and `qtype`.
     pub fn plan(&self, name: &Name, qtype: RecordType, clusters: &[Cluster]) -> Plan {
-        let keep = usize::from(name.num_labels().saturating_sub(self.zone.num_labels()));
+        // Every label, a leading `*` included (`Name::num_labels` leaves it out).
+        let keep = name.iter().count().saturating_sub(self.zone.iter().count());
         let labels: Vec<&[u8]> = name.iter().take(keep).collect();
         // The name as it is, in the domain of each cluster that can hold it: a cluster whose
         // domain is longer may not, and only a name that none can hold does not exist.
