@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # NSD configuration for the stand-in DNS servers of tests/e2e/run.sh, tests/soak.sh and
 # bench/run.sh: one server per loopback address, everything it writes in its own directory,
-# no remote control over the network, and response rate limiting off (NSD limits answers per client netblock
-# by default; at load it then drops answers to meshdns, which looks like a slow upstream).
+# no remote control over the network, and response rate limiting off (NSD limits answers per
+# client netblock by default; at load it then drops answers to meshdns, which looks like a slow
+# upstream).
 #
 #   nsd_conf DIR ADDR [SERVER_OPTION...] >DIR/nsd.conf   the server part ("verbosity: 1", ...)
 #   nsd_conf_control DIR ADDR [SERVER_OPTION...]         the same, with nsd-control reaching the
