@@ -195,34 +195,10 @@ pub fn fit_wire(reply: Vec<u8>, limit: usize) -> Vec<u8> {
     }
     match Message::from_vec(&reply) {
         Ok(full) => encode_fitted(&full, limit),
-        Err(_) => truncated_in_place(&reply),
+        // A reply hickory cannot re-encode (it walks, or it would not have been accepted, but
+        // holds data hickory rejects): nothing partial, and the client asks again over TCP.
+        Err(_) => wire::cut_to_question(&reply),
     }
-}
-
-/// A reply hickory cannot re-encode (it walks, or it would not have been accepted, but holds
-/// data hickory rejects) cut to its header and question with TC set: nothing partial, and
-/// the client asks again over TCP.
-fn truncated_in_place(reply: &[u8]) -> Vec<u8> {
-    let question = wire::first_question(reply).unwrap_or_default();
-    let mut cut = Vec::with_capacity(wire::HEADER_LEN + question.len());
-    cut.extend_from_slice(
-        reply
-            .get(..wire::HEADER_LEN)
-            .unwrap_or(&[0; wire::HEADER_LEN]),
-    );
-    cut[2] |= 0x02;
-    cut[4..wire::HEADER_LEN].copy_from_slice(&[
-        0,
-        u8::from(!question.is_empty()),
-        0,
-        0,
-        0,
-        0,
-        0,
-        0,
-    ]);
-    cut.extend_from_slice(question);
-    cut
 }
 
 fn encode_servfail_header(msg: &Message) -> Vec<u8> {

@@ -10,7 +10,9 @@
 //!
 //! Memory per attempt is what its messages need: a UDP reply is received into a buffer of the
 //! size the query advertised (512 without EDNS) and copied out at its exact length; a TCP reply
-//! grows as its bytes arrive, up to what its length prefix announces.
+//! grows as its bytes arrive, up to what its length prefix announces. A UDP reply larger than
+//! the query allowed (a peer that ignores the advertised size) is taken as truncated and asked
+//! again over TCP, not dropped as unreadable.
 //!
 //! System calls per UDP attempt are few: the socket is made non-blocking in one call,
 //! connected (which also binds the random port) in one, registered for readability only (a
@@ -172,6 +174,12 @@ const QUESTIONLESS_ERRORS: [u8; 4] = [1, 2, 4, 5];
 /// whose record framing is broken would reach the client verbatim on the pass-through route,
 /// so it counts as no reply at all.
 pub fn acceptable(reply: &[u8], id: u16, sent: &[u8]) -> bool {
+    answers(reply, id, sent) && wire::for_each_record(reply, |_| {}).is_some()
+}
+
+/// The header and question half of [`acceptable`]: a response with our ID and opcode that
+/// echoes our question, or none at all on an error.
+fn answers(reply: &[u8], id: u16, sent: &[u8]) -> bool {
     let Some(asked) = wire::first_question(sent) else {
         return false;
     };
@@ -187,7 +195,6 @@ pub fn acceptable(reply: &[u8], id: u16, sent: &[u8]) -> bool {
         && wire::id(reply) == Some(id)
         && wire::opcode(reply) == wire::opcode(sent)
         && question_ok
-        && wire::for_each_record(reply, |_| {}).is_some()
 }
 
 /// The UDP payload size a query advertises: what its reply may use.
@@ -205,7 +212,9 @@ async fn udp(endpoint: SocketAddr, query: &[u8]) -> Result<Vec<u8>, AttemptError
     let interest = Interest::READABLE | Interest::ERROR;
     #[allow(deprecated)] // Sound here: the AsyncFd owns the socket (see server::udp).
     let socket = AsyncFd::with_interest(socket, interest)?;
-    let mut buf = vec![0u8; advertised_size(&msg)];
+    // One byte more than the query allows, so a reply that breaks the limit shows it.
+    let limit = advertised_size(&msg);
+    let mut buf = vec![0u8; limit + 1];
     loop {
         let mut ready = socket.ready(interest).await?;
         let len = match ready.try_io(|socket| socket.get_ref().recv(&mut buf)) {
@@ -213,7 +222,12 @@ async fn udp(endpoint: SocketAddr, query: &[u8]) -> Result<Vec<u8>, AttemptError
             Err(_would_block) => continue,
         };
         let reply = &buf[..len];
-        if acceptable(reply, id, &msg) {
+        if len > limit && answers(reply, id, &msg) {
+            // The kernel cut the rest off: taken as truncated, so the caller asks over TCP.
+            tracing::debug!(%endpoint, limit, "a UDP reply larger than the query allows");
+            return Ok(wire::cut_to_question(reply));
+        }
+        if len <= limit && acceptable(reply, id, &msg) {
             return Ok(reply.to_vec());
         }
         tracing::debug!(%endpoint, "ignored a datagram with the wrong ID or question");
@@ -302,6 +316,81 @@ mod tests {
         }
         let refused = AttemptError::from(std::io::Error::from(ErrorKind::ConnectionRefused));
         assert!(matches!(refused, AttemptError::Network(_)));
+    }
+
+    /// A reply to `request` with `count` A records: 60 make it larger than 512 bytes.
+    fn answer(request: &[u8], count: u8) -> Vec<u8> {
+        use hickory_proto::rr::rdata::A;
+        use hickory_proto::rr::{RData, Record};
+        let request = Message::from_vec(request).unwrap();
+        let mut reply = Message::response(request.metadata.id, request.metadata.op_code);
+        reply.queries = request.queries.clone();
+        let name = reply.queries[0].name().clone();
+        for i in 0..count {
+            reply.add_answer(Record::from_rdata(
+                name.clone(),
+                60,
+                RData::A(A::new(192, 0, 2, i)),
+            ));
+        }
+        reply.to_vec().unwrap()
+    }
+
+    /// A UDP peer on 127.0.0.1 that answers every query with 60 A records whatever size the
+    /// query advertised, and, when `tcp` is set, a TCP peer on the same port that answers with
+    /// 61 (so the test can tell which one answered).
+    async fn oversized_udp_peer(tcp: bool) -> SocketAddr {
+        let udp = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = udp.local_addr().unwrap();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 512];
+            while let Ok((len, from)) = udp.recv_from(&mut buf).await {
+                let _ = udp.send_to(&answer(&buf[..len], 60), from).await;
+            }
+        });
+        if tcp {
+            let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+            tokio::spawn(async move {
+                while let Ok((stream, _)) = listener.accept().await {
+                    let mut framed = Framed::new(stream, wire::tcp_codec(wire::MAX_MESSAGE));
+                    if let Some(Ok(request)) = framed.next().await {
+                        let reply = Bytes::from(answer(&request, 61));
+                        let _ = framed.send(reply).await;
+                    }
+                }
+            });
+        }
+        addr
+    }
+
+    #[tokio::test]
+    async fn a_udp_reply_larger_than_advertised_is_fetched_again_over_tcp() {
+        let peer = oversized_udp_peer(true).await;
+        let timeout = Duration::from_secs(5);
+        let got = tokio::time::timeout(timeout, attempt(peer, &query(), Via::Udp, timeout))
+            .await
+            .expect("an answer, not silence until the deadline")
+            .unwrap();
+        let reply = Message::from_vec(&got.bytes).unwrap();
+        assert_eq!(reply.answers.len(), 61, "the TCP peer's whole answer");
+        assert!(!wire::is_truncated(&got.bytes));
+    }
+
+    #[tokio::test]
+    async fn a_udp_reply_larger_than_advertised_without_tcp_is_a_truncated_answer() {
+        let peer = oversized_udp_peer(false).await;
+        let timeout = Duration::from_secs(5);
+        let got = tokio::time::timeout(timeout, attempt(peer, &query(), Via::Udp, timeout))
+            .await
+            .expect("an answer, not silence until the deadline")
+            .unwrap();
+        let reply = Message::from_vec(&got.bytes).unwrap();
+        assert!(
+            wire::is_truncated(&got.bytes),
+            "TC: the client asks again over TCP"
+        );
+        assert!(reply.answers.is_empty(), "nothing partial");
+        assert_eq!(reply.queries, Message::from_vec(&query()).unwrap().queries);
     }
 
     #[test]

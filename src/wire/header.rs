@@ -127,3 +127,16 @@ pub fn with_question(reply: &[u8], question: &[u8]) -> Option<Vec<u8>> {
     out.extend_from_slice(&reply[HEADER_LEN..]);
     Some(out)
 }
+
+/// `reply` cut to its header and first question, with TC set and no other section: a reply
+/// that cannot go out whole and cannot be trimmed record by record, which tells the client to
+/// ask again over TCP. A reply without a readable question keeps only its header.
+pub fn cut_to_question(reply: &[u8]) -> Vec<u8> {
+    let question = first_question(reply).unwrap_or_default();
+    let mut cut = Vec::with_capacity(HEADER_LEN + question.len());
+    cut.extend_from_slice(reply.get(..HEADER_LEN).unwrap_or(&[0; HEADER_LEN]));
+    cut[2] |= TC_BIT;
+    cut[4..HEADER_LEN].copy_from_slice(&[0, u8::from(!question.is_empty()), 0, 0, 0, 0, 0, 0]);
+    cut.extend_from_slice(question);
+    cut
+}
