@@ -14,9 +14,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::background::Background;
-use crate::config::{Config, Endpoint, LogFormat, Transport};
+use crate::config::{Config, Endpoint, LogFormat};
 use crate::metrics::Metrics;
-use crate::upstream::{GroupSpec, Upstream, names};
+use crate::snapshot;
+use crate::upstream::{Upstream, names};
 
 /// The handle that swaps the log filter when `MESHDNS_LOG` changes live.
 static LOG_FILTER: OnceLock<reload::Handle<Targets, Registry>> = OnceLock::new();
@@ -104,19 +105,7 @@ pub fn resolve_endpoint_names(config: &Config) -> Vec<(Endpoint, Result<Vec<Sock
     };
     runtime.block_on(async {
         let local = Upstream::new(
-            GroupSpec {
-                name: "local".into(),
-                endpoints: config
-                    .upstreams
-                    .iter()
-                    .copied()
-                    .map(Endpoint::Addr)
-                    .collect(),
-                transport: Transport::Udp,
-                tls_name: None,
-                tls: None,
-                attempt_timeout: config.attempt_timeout,
-            },
+            snapshot::local_group(config, snapshot::LOCAL_UPSTREAM),
             None,
             &Metrics::new().upstream(),
             Arc::new(Background::new(1)),

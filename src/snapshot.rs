@@ -39,6 +39,24 @@ pub struct Snapshot {
     pub negative_ttl: Duration,
 }
 
+/// The local cluster's DNS (kube-dns) as an upstream group named `name`: `MESHDNS_UPSTREAMS`
+/// over UDP.
+pub fn local_group(config: &Config, name: &str) -> GroupSpec {
+    GroupSpec {
+        name: name.to_string(),
+        endpoints: config
+            .upstreams
+            .iter()
+            .copied()
+            .map(Endpoint::Addr)
+            .collect(),
+        transport: Transport::Udp,
+        tls_name: None,
+        tls: None,
+        attempt_timeout: config.attempt_timeout,
+    }
+}
+
 impl Snapshot {
     /// The snapshot of `config`. Upstream groups of `previous` whose make-up did not change
     /// are taken over as they are — with their endpoints' health and resolved names — so a
@@ -65,22 +83,7 @@ impl Snapshot {
                 None => Upstream::new(spec, local, &upstream_metrics, Arc::clone(background)),
             }
         };
-        let local = group(
-            GroupSpec {
-                name: local_name.to_string(),
-                endpoints: config
-                    .upstreams
-                    .iter()
-                    .copied()
-                    .map(Endpoint::Addr)
-                    .collect(),
-                transport: Transport::Udp,
-                tls_name: None,
-                tls: None,
-                attempt_timeout: config.attempt_timeout,
-            },
-            None,
-        );
+        let local = group(local_group(config, local_name), None);
         let clusters: Vec<ClusterRoute> = config
             .clusters
             .iter()

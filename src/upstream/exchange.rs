@@ -336,12 +336,12 @@ mod tests {
         reply.to_vec().unwrap()
     }
 
-    /// A UDP peer on 127.0.0.1 that answers every query with 60 A records whatever size the
-    /// query advertised, and, when `tcp` is set, a TCP peer on the same port that answers with
-    /// 61 (so the test can tell which one answered).
-    async fn oversized_udp_peer(tcp: bool) -> SocketAddr {
+    /// Asks, over UDP, a peer on 127.0.0.1 that answers every query with 60 A records whatever
+    /// size the query advertised, and, when `tcp` is set, a TCP peer on the same port that
+    /// answers with 61 (so the test can tell which one answered): the attempt's reply.
+    async fn ask_oversized_udp_peer(tcp: bool) -> Vec<u8> {
         let udp = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        let addr = udp.local_addr().unwrap();
+        let peer = udp.local_addr().unwrap();
         tokio::spawn(async move {
             let mut buf = [0u8; 512];
             while let Ok((len, from)) = udp.recv_from(&mut buf).await {
@@ -349,7 +349,7 @@ mod tests {
             }
         });
         if tcp {
-            let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+            let listener = tokio::net::TcpListener::bind(peer).await.unwrap();
             tokio::spawn(async move {
                 while let Ok((stream, _)) = listener.accept().await {
                     let mut framed = Framed::new(stream, wire::tcp_codec(wire::MAX_MESSAGE));
@@ -360,33 +360,28 @@ mod tests {
                 }
             });
         }
-        addr
+        let timeout = Duration::from_secs(5);
+        tokio::time::timeout(timeout, attempt(peer, &query(), Via::Udp, timeout))
+            .await
+            .expect("an answer, not silence until the deadline")
+            .unwrap()
+            .bytes
     }
 
     #[tokio::test]
     async fn a_udp_reply_larger_than_advertised_is_fetched_again_over_tcp() {
-        let peer = oversized_udp_peer(true).await;
-        let timeout = Duration::from_secs(5);
-        let got = tokio::time::timeout(timeout, attempt(peer, &query(), Via::Udp, timeout))
-            .await
-            .expect("an answer, not silence until the deadline")
-            .unwrap();
-        let reply = Message::from_vec(&got.bytes).unwrap();
+        let got = ask_oversized_udp_peer(true).await;
+        let reply = Message::from_vec(&got).unwrap();
         assert_eq!(reply.answers.len(), 61, "the TCP peer's whole answer");
-        assert!(!wire::is_truncated(&got.bytes));
+        assert!(!wire::is_truncated(&got));
     }
 
     #[tokio::test]
     async fn a_udp_reply_larger_than_advertised_without_tcp_is_a_truncated_answer() {
-        let peer = oversized_udp_peer(false).await;
-        let timeout = Duration::from_secs(5);
-        let got = tokio::time::timeout(timeout, attempt(peer, &query(), Via::Udp, timeout))
-            .await
-            .expect("an answer, not silence until the deadline")
-            .unwrap();
-        let reply = Message::from_vec(&got.bytes).unwrap();
+        let got = ask_oversized_udp_peer(false).await;
+        let reply = Message::from_vec(&got).unwrap();
         assert!(
-            wire::is_truncated(&got.bytes),
+            wire::is_truncated(&got),
             "TC: the client asks again over TCP"
         );
         assert!(reply.answers.is_empty(), "nothing partial");

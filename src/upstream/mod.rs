@@ -491,17 +491,10 @@ impl Upstream {
             loop {
                 tokio::select! {
                     Some(joined) = running.join_next() => {
-                        let Ok((endpoint, began, counted, outcome)) = joined else { continue };
-                        match outcome {
-                            Ok(answered) => {
-                                self.series.record(AttemptResult::of_reply(&answered.bytes), began.elapsed());
-                                endpoint.answered(&self.spec.name);
-                                return Ok(answered);
-                            }
+                        let Ok(done) = joined else { continue };
+                        match self.settle(done) {
+                            Ok(answered) => return Ok(answered),
                             Err(error) => {
-                                if !counted.load(Ordering::Relaxed) {
-                                    self.attempt_failed(&endpoint, &error, began);
-                                }
                                 last_error = Some(error);
                                 // A quick failure (refused, unreachable): ask the next one now.
                                 break;
@@ -522,25 +515,33 @@ impl Upstream {
             joined = running.join_next() => joined,
             () = sleep_until(deadline) => None,
         } {
-            let Ok((endpoint, began, counted, outcome)) = joined else {
+            let Ok(done) = joined else {
                 continue;
             };
-            match outcome {
-                Ok(answered) => {
-                    self.series
-                        .record(AttemptResult::of_reply(&answered.bytes), began.elapsed());
-                    endpoint.answered(&self.spec.name);
-                    return Ok(answered);
-                }
-                Err(error) => {
-                    if !counted.load(Ordering::Relaxed) {
-                        self.attempt_failed(&endpoint, &error, began);
-                    }
-                    last_error = Some(error);
-                }
+            match self.settle(done) {
+                Ok(answered) => return Ok(answered),
+                Err(error) => last_error = Some(error),
             }
         }
         Err(last_error.map_or(UpstreamError::NoTime, UpstreamError::Exhausted))
+    }
+
+    /// A finished attempt, counted and told to its endpoint (a failure only when it was not
+    /// already counted as overdue).
+    fn settle(&self, done: AttemptDone) -> Result<Answered, AttemptError> {
+        let (endpoint, began, counted, outcome) = done;
+        match &outcome {
+            Ok(answered) => {
+                self.series
+                    .record(AttemptResult::of_reply(&answered.bytes), began.elapsed());
+                endpoint.answered(&self.spec.name);
+            }
+            Err(error) if !counted.load(Ordering::Relaxed) => {
+                self.attempt_failed(&endpoint, error, began);
+            }
+            Err(_) => {}
+        }
+        outcome
     }
 
     /// Counts a failed (or overdue) attempt and tells its endpoint.
