@@ -411,6 +411,28 @@ async fn stale_answers_are_served_at_once_during_an_outage() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_outage_is_seen_at_the_first_attempt_that_times_out() {
+    const ONE: &str = "one.example.com.";
+    const TWO: &str = "two.example.com.";
+    let upstream = answers_once_then_goes_down(&[ONE, TWO]).await;
+    let meshdns = before(&upstream, &[("MESHDNS_CACHE_SIZE", "100")]).await;
+    answer_lines(&meshdns, ONE).await;
+    let two = answer_lines(&meshdns, TWO).await;
+    tokio::time::sleep(EXPIRED).await;
+
+    let (_, took) = timed_udp(&meshdns, ONE).await;
+    assert!(
+        took >= ATTEMPT_TIMEOUT,
+        "the first client waits the client timer"
+    );
+    // The first exchange is still trying (it gives up only at its deadline), but its first
+    // attempt timed out: the next client with a stale answer at hand does not wait again.
+    let (reply, took) = timed_udp(&meshdns, TWO).await;
+    assert_eq!(reply.answer_lines(), two);
+    assert!(took < AT_ONCE, "stale at once, not after {took:?}");
+}
+
+#[tokio::test(start_paused = true)]
 async fn clients_that_meet_an_outage_together_each_wait_at_most_the_client_timer() {
     const ONE: &str = "one.example.com.";
     let upstream = answers_once_then_goes_down(&[ONE]).await;

@@ -403,8 +403,10 @@ impl Upstream {
         &self.spec.name
     }
 
-    /// Whether the last exchange failed with no success since: stale answers of this
-    /// upstream are then served at once (RFC 8767's failure recheck).
+    /// Whether an attempt failed (an endpoint timed out or refused) with no exchange answered
+    /// since: stale answers of this upstream are then served at once (RFC 8767's failure
+    /// recheck). Set by the first failed attempt, not when the exchange gives up at its
+    /// deadline, so the clients that come in the meantime do not each wait the client timer.
     pub fn is_failing(&self) -> bool {
         self.failing.load(Ordering::Relaxed)
     }
@@ -544,8 +546,9 @@ impl Upstream {
         outcome
     }
 
-    /// Counts a failed (or overdue) attempt and tells its endpoint.
+    /// Counts a failed (or overdue) attempt, tells its endpoint, and marks the group failing.
     fn attempt_failed(&self, endpoint: &Arc<Endpoint>, error: &AttemptError, began: Instant) {
+        self.failing.store(true, Ordering::Relaxed);
         self.series
             .record(AttemptResult::of_error(error), began.elapsed());
         tracing::debug!(upstream = %self.spec.name, endpoint = %endpoint.addr, %error, "attempt failed");

@@ -9,8 +9,7 @@
 //! to `size` entries and `size × BYTES_PER_ENTRY` reply bytes (quick_cache: one weight, each
 //! entry weighing `max(reply length, BYTES_PER_ENTRY)`, which bounds both).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -258,55 +257,11 @@ pub fn served(stored: &[u8], request: &[u8], age: Duration) -> Option<Vec<u8>> {
     Some(reply)
 }
 
-/// Bytes allocated and not yet freed in this process, when [`Counting`] is its allocator.
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-pub fn live_bytes() -> isize {
-    LIVE.load(Ordering::Relaxed)
-}
-
-/// The system allocator, counting (as tests/memory.rs does).
-pub struct Counting;
-
-// SAFETY: every call is forwarded unchanged to `System`, which upholds `GlobalAlloc`'s
-// contract; the only addition is an atomic counter, which neither allocates nor unwinds.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract for `alloc` is passed on as is.
-        let ptr = unsafe { System.alloc(layout) };
-        if !ptr.is_null() {
-            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        }
-        ptr
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: as for `alloc`.
-        let ptr = unsafe { System.alloc_zeroed(layout) };
-        if !ptr.is_null() {
-            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        }
-        ptr
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` and `layout` come from this allocator, that is from `System`.
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: as for `dealloc` and `alloc`.
-        let moved = unsafe { System.realloc(ptr, layout, new_size) };
-        if !moved.is_null() {
-            LIVE.fetch_add(
-                new_size as isize - layout.size() as isize,
-                Ordering::Relaxed,
-            );
-        }
-        moved
-    }
-}
+// The counting allocator of the integration tests (the system allocator, with the bytes live
+// on the heap in one counter), shared rather than copied.
+#[path = "../../../tests/support/counting.rs"]
+mod counting;
+pub use counting::{Counting, live as live_bytes};
 
 /// The process's resident set, from /proc/self/statm (pages of 4 KiB).
 pub fn rss_bytes() -> usize {
