@@ -9,6 +9,7 @@
  *   TARGET = LABEL=IP:PORT               asks NAMEFILE's line i ("name type", type A/AAAA/SRV/TXT)
  *          | LABEL=IP:PORT+SUFFIX        the same with ".SUFFIX" added to the name
  *          | LABEL=IP:PORT/QNAME/QTYPE   asks that question every time
+ *          | LABEL=IP:PORT/QNAME/QTYPE/tcp   the same over TCP only (a fresh connection each time)
  *
  * The probe busy-polls for each reply (it is meant to have a core of its own), so its own sleep and
  * wake-up are not part of the latency. Stops after SECONDS, after MAXSTEPS steps, or at the end of NAMEFILE. Loopback servers only
@@ -42,6 +43,7 @@ struct target {
 	char qname[256];
 	char suffix[128]; /* added to the name file's names */
 	int qtype; /* 0: from the name file */
+	int tcp;   /* ask over TCP only */
 };
 
 static uint64_t now_ns(void)
@@ -161,6 +163,7 @@ int main(int argc, char **argv)
 		snprintf(t[nt].label, sizeof t[nt].label, "%s", spec);
 		char *addr = eq + 1;
 		t[nt].qtype = 0;
+		t[nt].tcp = 0;
 		t[nt].suffix[0] = 0;
 		char *plus = strchr(addr, '+');
 		if (plus) {
@@ -171,6 +174,16 @@ int main(int argc, char **argv)
 		if (slash) {
 			*slash = 0;
 			char *q = slash + 1, *s2 = strchr(q, '/');
+			char *s3 = s2 ? strchr(s2 + 1, '/') : NULL;
+			t[nt].tcp = 0;
+			if (s3) {
+				*s3 = 0;
+				if (strcmp(s3 + 1, "tcp")) {
+					fprintf(stderr, "bad transport in %s\n", argv[a]);
+					return 2;
+				}
+				t[nt].tcp = 1;
+			}
 			if (!s2 || !(t[nt].qtype = qtype_of(s2 + 1))) {
 				fprintf(stderr, "bad question in %s\n", argv[a]);
 				return 2;
@@ -224,6 +237,14 @@ int main(int argc, char **argv)
 			if (!n)
 				continue;
 			uint64_t t0 = now_ns();
+			if (t[k].tcp) {
+				ssize_t got = over_tcp(&t[k].sa, q, n, r, sizeof r);
+				if (got < 12 || r[0] != (unsigned char)(id >> 8) || r[1] != (unsigned char)id)
+					printf("%s -1 -1 0\n", t[k].label);
+				else
+					printf("%s %.1f %d %d\n", t[k].label, (double)(now_ns() - t0) / 1000.0, r[3] & 0x0f, (r[6] << 8) | r[7]);
+				continue;
+			}
 			if (send(t[k].fd, q, n, 0) < 0) {
 				printf("%s -1 -1 0\n", t[k].label);
 				continue;

@@ -315,6 +315,7 @@ awk 'BEGIN { for (i = 19950; i < 20000; i++) print "h" i ".bench.test A" }' >"$W
 # Cluster names for the DoT rows: one name of the first cluster asked as cluster u (UDP),
 # p (TCP) and t (DoT), one after the other (probe.c adds the zone); each a miss.
 awk 'BEGIN { for (i = 0; i < 10000; i++) print "h" i ".mongo.db A" }' >"$WORK/cluster-names.txt"
+awk 'BEGIN { for (i = 0; i < 1000; i++) print "h" i ".mongo.db.svc.cluster.local A" }' >"$WORK/direct-cluster.txt"
 # The names asked while the configuration is swapped: cache hits of both routes that stay.
 awk 'BEGIN { for (i = 0; i < 500; i++) { print "h" i ".bench.test A"; print "h" i ".mongo.db.cluster.a A" } }' >"$WORK/reload.txt"
 
@@ -513,7 +514,7 @@ rec() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$RAW"; } # ROUND SERVER
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 cpu_ticks() { awk '{print $14, $15}' "/proc/$1/stat"; } # utime stime, every thread
 sched_ns() {                                            # PID: time on a CPU, all threads (ns)
-	cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%d\n", s}'
+	cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%.0f\n", s}'
 }
 ctx_switches() { # PID: voluntary + involuntary context switches, all threads
 	cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^(non)?voluntary_ctxt_switches:/ {s += $2} END {print s + 0}'
@@ -593,6 +594,11 @@ cert = $WORK/tls/server.pem
 key = $WORK/tls/server.key
 CAfile = $WORK/tls/ca.pem
 verify = 2
+[dot-open]
+accept = $STUNNEL:854
+connect = ${CLUSTER_NSD[0]}:53
+cert = $WORK/tls/server.pem
+key = $WORK/tls/server.key
 EOF
 	"${PIN_SERVER[@]}" "${NICE_CMD[@]}" stunnel4 "$WORK/tls/stunnel.conf" >"$WORK/tls/stunnel.out" 2>&1 &
 	STUNNEL_PID=$!
@@ -606,7 +612,8 @@ EOF
 		die "stunnel did not start"
 	}
 fi
-# Cluster u over UDP, p over TCP, t over DoT through stunnel: one NSD behind all three.
+# Cluster u over UDP, p over TCP, t over DoT through stunnel: one NSD behind all three. The
+# second stunnel service (:854, no client certificate) is for dnsperf -m dot asking directly.
 TLS_CLUSTERS="u=${CLUSTER_NSD[0]}; p=${CLUSTER_NSD[0]} transport=tcp; t=$STUNNEL:853 transport=tls tls_name=$TLS_NAME"
 
 # ---------------------------------------------------------------------------------------------
@@ -756,12 +763,14 @@ round_gather() { # ROUND
 		"slowest=${CLUSTER_PROXY[2]}:53/_mongodb._tcp.mongo.db.svc.cluster.local/SRV" \
 		"gathered=$GATHER:53/_mongodb._tcp.mongo.db.svc.distributed.local/SRV" >"$WORK/r$r-gather.out" 2>"$WORK/r$r-gather.err"
 
-	log "round $r: gathered SRV of 3 x $BIG_TARGETS targets (TC, then TCP), interleaved with each leg asked directly (${SECONDS_PER_RUN}s)"
+	log "round $r: gathered SRV of 3 x $BIG_TARGETS targets (legs TC, then TCP), interleaved with each leg asked directly (${SECONDS_PER_RUN}s)"
 	for i in 0 1 2; do legs+=("leg$i=${CLUSTER_NSD[$i]}:53/_big._tcp.big.db.svc.cluster.local/SRV"); done
 	c0=$(sched_ns "$GATHER_BIG_PID")
 	w0=$(ctx_switches "$GATHER_BIG_PID")
+	# meshdns asked over TCP (one gather an answer; over UDP the client's TCP retry would gather
+	# again, the cache being off); its legs go UDP, truncated, then TCP, like the direct ones.
 	probe "$SECONDS_PER_RUN" 100000 /dev/null "${legs[@]}" \
-		"gathered=$GATHER_BIG:53/_big._tcp.big.db.svc.distributed.local/SRV" >"$WORK/r$r-big.out" 2>"$WORK/r$r-big.err"
+		"gathered=$GATHER_BIG:53/_big._tcp.big.db.svc.distributed.local/SRV/tcp" >"$WORK/r$r-big.out" 2>"$WORK/r$r-big.err"
 	rec "$r" meshdns big_cpu_ns $(($(sched_ns "$GATHER_BIG_PID") - c0))
 	rec "$r" meshdns big_ctxsw $(($(ctx_switches "$GATHER_BIG_PID") - w0))
 }
@@ -810,6 +819,15 @@ round_tls() { # ROUND
 	rec "$r" meshdns tls_rss_open_kb "$(rss_kb "$TLS_PID")"
 	metrics_dump "$TLSMESH" "$WORK/r$r-tls.metrics"
 	stop_pid "$TLS_PID"
+	# What each path costs without meshdns: dnsperf asking the NSD directly, one query at a time
+	# (TCP and DoT over one kept connection; DoT through stunnel's service without client
+	# certificates, as dnsperf has none).
+	for s in $(rotate "$r" udp tcp dot); do
+		local port=53 server=${CLUSTER_NSD[0]}
+		[[ $s == dot ]] && port=854 server=$STUNNEL
+		perf -m "$s" -s "$server" -p "$port" -d "$WORK/direct-cluster.txt" -l "$SLICE" -c 1 -q 1 -t 1 -v \
+			>"$WORK/r$r-direct-$s.out" 2>&1
+	done
 }
 
 OUTAGE_SECONDS=${BENCH_OUTAGE_SECONDS:-32}
