@@ -5,12 +5,14 @@
 
 Reads WORKDIR/meta.env, WORKDIR/raw.tsv and the dnsperf / srvprobe outputs
 (r<round>-<test>-<server>.out). Writes RESULTS_DIR/latest.md, RESULTS_DIR/NAME.md and
-RESULTS_DIR/latest.png (when matplotlib is there), and prints the markdown.
+RESULTS_DIR/latest.png (when matplotlib is there) and RESULTS_DIR/latest.json (the medians and
+each round's values, for programs), and prints the markdown.
 
 Every number in the tables is the median over the rounds of that round's value; a ratio is the
-ratio of the medians.
+median over the rounds of that round's ratio.
 """
 
+import json
 import os
 import re
 import statistics
@@ -859,6 +861,13 @@ def main():
         fh.write(md)
     with open(os.path.join(results, f"{name}.md"), "w", encoding="utf-8") as fh:
         fh.write(md.replace("![meshdns benchmark](latest.png)", f"(chart of this run: latest.png when it was made; commit {meta.get('commit', '?')})"))
+    # The same numbers for programs (bench/allocators.sh compares runs with them): the medians,
+    # each round's values, the idle window and the metadata.
+    summary = {"meta": meta, "medians": M, "rounds": {k: {s: dict(v) for s, v in d.items()} for k, d in per.items()},
+               "idle": X["idle"], "swaps_add_ms": X["swaps_add"],
+               "drops": {c: dict(d) for c, d in X["drops"].items()}}
+    with open(os.path.join(results, "latest.json"), "w", encoding="utf-8") as fh:
+        json.dump(summary, fh, indent=1, sort_keys=True)
     chart(M, gather_all, legs, rate, os.path.join(results, "latest.png"), meta, X)
     print(md)
 
