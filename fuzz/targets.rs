@@ -100,7 +100,7 @@ pub fn client_query(data: &[u8]) {
 }
 
 /// The query the pass-through target's replies answer (ID 0x1234, `www.example.org. A`, EDNS).
-static PASSTHROUGH_QUERY: LazyLock<Vec<u8>> = LazyLock::new(|| {
+pub static PASSTHROUGH_QUERY: LazyLock<Vec<u8>> = LazyLock::new(|| {
     let mut query = Message::query();
     query.metadata.id = 0x1234;
     query.add_query(Query::query(

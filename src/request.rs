@@ -38,9 +38,12 @@ pub fn inspect(bytes: &[u8]) -> Inspected {
         return reply::from_header(bytes, ResponseCode::FormErr)
             .map_or(Inspected::Drop, Inspected::Reply);
     };
+    // The question as the router reads it: one, of plain labels. hickory also follows a
+    // compression pointer there, to a name the client never wrote (into the header, say).
+    let readable_question = msg.queries.len() == 1 && wire::first_question(bytes).is_some();
     let refusal = if msg.op_code != OpCode::Query {
         Some(ResponseCode::NotImp)
-    } else if msg.queries.len() != 1 || wire::first_question(bytes).is_none() {
+    } else if !readable_question {
         Some(ResponseCode::FormErr)
     } else if msg.edns.as_ref().is_some_and(|e| e.version() > 0) {
         Some(ResponseCode::BADVERS)
@@ -51,7 +54,8 @@ pub fn inspect(bytes: &[u8]) -> Inspected {
         None => Inspected::Query(msg),
         Some(rcode) => {
             let mut answer = reply::synthesized(&msg, rcode);
-            if msg.queries.len() != 1 {
+            if !readable_question {
+                // Echoed, it would be a question the client did not send.
                 answer.queries.clear();
             }
             Inspected::Reply(reply::encode_fitted(&answer, wire::CLASSIC_UDP_SIZE))
@@ -166,7 +170,15 @@ mod tests {
         let mut bytes = query().to_vec().unwrap();
         bytes.truncate(wire::HEADER_LEN);
         bytes.extend_from_slice(&[0xc0, 0x00, 0, 1, 0, 1]);
-        assert!(matches!(inspect(&bytes), Inspected::Reply(_)));
+        let Inspected::Reply(reply) = inspect(&bytes) else {
+            panic!("answered")
+        };
+        let reply = Message::from_vec(&reply).unwrap();
+        assert_eq!(reply.response_code, ResponseCode::FormErr);
+        assert!(
+            reply.queries.is_empty(),
+            "not the name hickory made of the pointer"
+        );
     }
 
     #[test]

@@ -26,7 +26,8 @@ pub fn replace_suffix(name: &Name, from: &Name, to: &Name) -> Option<Name> {
     if !from.zone_of(name) {
         return None;
     }
-    let keep = usize::from(name.num_labels() - from.num_labels());
+    // `Name::num_labels` leaves out a leading `*` (DNSSEC's label count); count them all.
+    let keep = name.iter().count() - from.iter().count();
     Name::from_labels(name.iter().take(keep).chain(to.iter())).ok()
 }
 
@@ -246,6 +247,16 @@ mod tests {
         );
         assert!(map().to_upstream(&name("x.notcluster.b.")).is_none());
         assert!(map().to_client(&name("x.notsvc.cluster.local.")).is_none());
+    }
+
+    #[test]
+    fn a_wildcard_label_is_kept_like_any_other() {
+        let there = map().to_upstream(&name("*.mongo.db.cluster.b.")).unwrap();
+        assert_eq!(there.to_ascii(), "*.mongo.db.svc.cluster.local.");
+        assert_eq!(
+            map().to_client(&there).unwrap().to_ascii(),
+            "*.mongo.db.cluster.b."
+        );
     }
 
     #[test]

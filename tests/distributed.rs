@@ -7,10 +7,14 @@
 //! fake DNS that knows `svc.cluster.local` names only, with addresses that say which cluster
 //! answered (10.1.… for a, 10.2.… for b, 10.3.… for c). A fake asked something it does not
 //! know answers REFUSED, so a misrouted question shows.
+//!
+//! Tests about time run on tokio's paused clock: the fakes still answer over 127.0.0.1, and
+//! the durations measured are exact virtual time (timeouts, delays), whatever the machine's
+//! load.
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::rdata::SRV;
@@ -19,6 +23,7 @@ use hickory_proto::rr::{Record, RecordType};
 use support::{
     Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Reply, Via, query, rr, tcp, udp, with_edns,
 };
+use tokio::time::Instant;
 
 const ZONE: &str = "distributed.local.";
 const SRV_NAME: &str = "_mongodb._tcp.mongo.db.svc.distributed.local.";
@@ -113,13 +118,18 @@ impl Mesh {
 
     /// Each cluster treats [`OUTCOME_UPSTREAM`] A as said, in cluster order a, b, c.
     async fn outcome(behaviours: [Behaviour; 3], vars: &[(&str, &str)]) -> Mesh {
-        let [a, b, c] = behaviours;
-        let fake = |behaviour| FakeDns::builder().on(OUTCOME_UPSTREAM, RecordType::A, behaviour);
-        Self::start([fake(a), fake(b), fake(c)], CLUSTERS, vars).await
+        Self::start(behaviours.map(outcome_dns), CLUSTERS, vars).await
     }
 
     async fn ask(&self, name: &str, rtype: RecordType) -> Reply {
         udp(self.meshdns.addr, &with_edns(query(name, rtype), 1232)).await
+    }
+
+    /// [`Mesh::ask`], and how long the reply took (virtual time on the paused clock).
+    async fn ask_timed(&self, name: &str, rtype: RecordType) -> (Reply, Duration) {
+        let started = Instant::now();
+        let reply = self.ask(name, rtype).await;
+        (reply, started.elapsed())
     }
 
     fn queried(&self) -> [usize; 3] {
@@ -128,6 +138,28 @@ impl Mesh {
 }
 
 const CLUSTERS: &str = "a=; b={b}; c={c}";
+
+/// A cluster's DNS that treats [`OUTCOME_UPSTREAM`] A as said.
+fn outcome_dns(behaviour: Behaviour) -> FakeDnsBuilder {
+    FakeDns::builder().on(OUTCOME_UPSTREAM, RecordType::A, behaviour)
+}
+
+/// A cluster's DNS that answers nothing, health probes included.
+fn silent() -> FakeDnsBuilder {
+    FakeDns::builder().otherwise(Behaviour::Drop)
+}
+
+/// The attempt timeout of the timing tests, and their vars (a deadline of many attempts).
+const ATTEMPT: Duration = Duration::from_millis(200);
+const TIMING: [(&str, &str); 2] = [
+    ("MESHDNS_ATTEMPT_TIMEOUT", "200ms"),
+    ("MESHDNS_TIMEOUT", "2s"),
+];
+
+/// The answer line of cluster number `n` for [`OUTCOME`].
+fn outcome_line(n: u8) -> String {
+    format!("{OUTCOME} A 10.{n}.0.1")
+}
 
 /// Fast failure detection for the tests where a cluster does not answer.
 const QUICK: [(&str, &str); 2] = [
@@ -210,7 +242,7 @@ async fn nxdomain_from_every_cluster_is_nxdomain_with_the_zone_soa() {
     assert_zone_soa(&reply);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn no_cluster_answering_is_servfail_with_an_extended_error_for_edns_clients() {
     let failing = || {
         [
@@ -257,7 +289,7 @@ async fn a_refused_leg_with_the_others_nxdomain_is_servfail_never_nxdomain() {
     assert_failed_leg_hides_nothing(rcode(ResponseCode::Refused)).await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_silent_leg_with_the_others_nxdomain_is_servfail_never_nxdomain() {
     assert_failed_leg_hides_nothing(Behaviour::Drop).await;
 }
@@ -337,7 +369,7 @@ async fn identical_txt_records_from_several_clusters_collapse_to_one() {
     assert_eq!(mesh.queried(), [1, 1, 1]);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn mixed_outcomes_follow_the_defined_table() {
     use ResponseCode::{NoError, ServFail};
     let table: [([Behaviour; 3], ResponseCode, usize); 6] = [
@@ -363,7 +395,7 @@ async fn mixed_outcomes_follow_the_defined_table() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn per_attempt_and_per_query_deadlines_bound_the_wait() {
     // One dead cluster costs one attempt timeout, and the answer is partial.
     let vars = [
@@ -371,9 +403,7 @@ async fn per_attempt_and_per_query_deadlines_bound_the_wait() {
         ("MESHDNS_TIMEOUT", "800ms"),
     ];
     let mesh = Mesh::outcome([records(1), records(2), Behaviour::Drop], &vars).await;
-    let started = Instant::now();
-    let reply = mesh.ask(OUTCOME, RecordType::A).await;
-    let partial = started.elapsed();
+    let (reply, partial) = mesh.ask_timed(OUTCOME, RecordType::A).await;
     assert_eq!(reply.msg.response_code, ResponseCode::NoError);
     assert_eq!(reply.msg.answers.len(), 2);
     assert!(
@@ -381,21 +411,16 @@ async fn per_attempt_and_per_query_deadlines_bound_the_wait() {
         "{:?}",
         reply.answer_lines()
     );
-    assert!(partial < Duration::from_millis(700), "took {partial:?}");
+    assert_eq!(partial, ATTEMPT, "one attempt timeout, not the deadline");
 
     // Nobody answers: SERVFAIL at the query's deadline, not later.
     let mesh = Mesh::outcome([Behaviour::Drop, Behaviour::Drop, Behaviour::Drop], &vars).await;
-    let started = Instant::now();
-    let reply = mesh.ask(OUTCOME, RecordType::A).await;
-    let failed = started.elapsed();
+    let (reply, failed) = mesh.ask_timed(OUTCOME, RecordType::A).await;
     assert_eq!(reply.msg.response_code, ResponseCode::ServFail);
-    assert!(
-        failed >= Duration::from_millis(700) && failed < Duration::from_millis(1600),
-        "took {failed:?}"
-    );
+    assert_eq!(failed, Duration::from_millis(800), "the query's deadline");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn answer_order_is_local_first_then_configuration_order_whatever_the_arrival() {
     let srv_owner = upstream("_mongodb._tcp.mongo.db");
     let slow = |n: u8, ms: u64| {
@@ -502,7 +527,7 @@ async fn other_types_are_nodata_with_the_zone_soa() {
 
 // --- Timing ------------------------------------------------------------------------------
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn slow_clusters_are_asked_in_parallel() {
     let srv_owner = upstream("_mongodb._tcp.mongo.db");
     let delayed = |n: u8| {
@@ -516,32 +541,25 @@ async fn slow_clusters_are_asked_in_parallel() {
         FakeDns::builder().on(&srv_owner, RecordType::SRV, behaviour)
     };
     let mesh = Mesh::start([delayed(1), delayed(2), delayed(3)], CLUSTERS, &[]).await;
-    let started = Instant::now();
-    let reply = mesh.ask(SRV_NAME, RecordType::SRV).await;
-    let took = started.elapsed();
+    let (reply, took) = mesh.ask_timed(SRV_NAME, RecordType::SRV).await;
     assert_eq!(srv_targets(&reply).len(), 3, "{:?}", reply.answer_lines());
-    assert!(
-        took >= Duration::from_millis(290) && took < Duration::from_millis(550),
-        "took {took:?}: the legs were not asked in parallel"
+    // b and c each take 300 ms: one after the other they would take 600.
+    assert_eq!(
+        took,
+        Duration::from_millis(300),
+        "the legs were not asked in parallel"
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_silent_cluster_costs_one_attempt_timeout_and_the_answer_is_partial() {
-    let vars = [
-        ("MESHDNS_ATTEMPT_TIMEOUT", "200ms"),
-        ("MESHDNS_TIMEOUT", "2s"),
-    ];
-    let silent = FakeDns::builder().otherwise(Behaviour::Drop);
     let mesh = Mesh::start(
-        [cluster_dns(1, 2), cluster_dns(2, 2), silent],
+        [cluster_dns(1, 2), cluster_dns(2, 2), silent()],
         CLUSTERS,
-        &vars,
+        &TIMING,
     )
     .await;
-    let started = Instant::now();
-    let reply = mesh.ask(SRV_NAME, RecordType::SRV).await;
-    let took = started.elapsed();
+    let (reply, took) = mesh.ask_timed(SRV_NAME, RecordType::SRV).await;
     assert_eq!(reply.msg.response_code, ResponseCode::NoError);
     assert_eq!(
         srv_targets(&reply),
@@ -552,30 +570,160 @@ async fn a_silent_cluster_costs_one_attempt_timeout_and_the_answer_is_partial() 
             "b-mongo-1.mongo.db.svc.distributed.local.",
         ]
     );
-    assert!(took < Duration::from_secs(1), "took {took:?}");
+    assert_eq!(took, ATTEMPT, "one attempt timeout, not the 2 s deadline");
     let ttl = max_ttl(&reply.msg.answers).max(max_ttl(&reply.msg.additionals));
     assert!(ttl <= 5, "a partial answer's TTLs are capped, got {ttl}");
     assert!(!mesh.c.seen().is_empty(), "c was asked");
 }
 
-/// The stragglers' clock starts at the first answer (not, as DESIGN.md words it, once every
-/// other leg has answered): with two dead clusters the literal rule would wait for the whole
-/// deadline, and "a dead cluster costs one attempt timeout" is the property that matters. A leg
-/// cut off this way still fills later answers from its cached reply.
-#[tokio::test]
-async fn two_silent_clusters_cost_one_attempt_timeout_after_the_first_answer() {
+// --- Stragglers ----------------------------------------------------------------------------
+// Once some leg has answered, a pending leg keeps the rest of its current attempt and at most
+// one more attempt at its next endpoint; a leg with no endpoint left to try is cut.
+
+#[tokio::test(start_paused = true)]
+async fn a_cluster_failing_over_to_its_second_endpoint_is_still_in_the_reply() {
+    let dead = FakeDns::silent().await;
+    // b's first endpoint is dead; its second answers 50 ms after it is asked.
+    let late = Duration::from_millis(50);
+    let b = outcome_dns(Behaviour::Delay(
+        late,
+        Answer::records([rr::a(OUTCOME_UPSTREAM, [10, 2, 0, 1])]),
+    ));
+    let clusters = format!("a=; b={},{{b}}; c={{c}}", dead.addr);
+    let mesh = Mesh::start(
+        [outcome_dns(records(1)), b, outcome_dns(records(3))],
+        &clusters,
+        &TIMING,
+    )
+    .await;
+    let (reply, took) = mesh.ask_timed(OUTCOME, RecordType::A).await;
+    assert_eq!(
+        reply.answer_lines(),
+        [outcome_line(1), outcome_line(2), outcome_line(3)]
+    );
+    assert_eq!(dead.seen().len(), 1, "b's dead endpoint was asked first");
+    // a and c answered at once; b's answer came after its first attempt timed out, later than
+    // one attempt timeout after the first answer (the 0.1.0 rule cut it there).
+    assert_eq!(took, ATTEMPT + late);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dead_clusters_cost_at_most_two_attempt_timeouts() {
+    // Clusters b, c, d and e: every endpoint of theirs is dead, three or four each.
+    let dead = [
+        FakeDns::silent().await,
+        FakeDns::silent().await,
+        FakeDns::silent().await,
+    ];
+    let endpoints = dead
+        .iter()
+        .map(|fake| fake.addr.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let clusters =
+        format!("a=; b={{b}},{endpoints}; c={{c}},{endpoints}; d={endpoints}; e={endpoints}");
+    let mesh = Mesh::start(
+        [outcome_dns(records(1)), silent(), silent()],
+        &clusters,
+        &TIMING,
+    )
+    .await;
+    let (reply, took) = mesh.ask_timed(OUTCOME, RecordType::A).await;
+    assert_eq!(reply.msg.response_code, ResponseCode::NoError);
+    assert_eq!(reply.answer_lines(), [outcome_line(1)]);
+    // a answered at once: each dead leg had the rest of its first attempt and one more, not
+    // an attempt per endpoint, nor the 2 s deadline.
+    assert_eq!(took, 2 * ATTEMPT);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dead_clusters_marked_down_cost_nothing_once_another_answered() {
+    let vars = [
+        ("MESHDNS_ATTEMPT_TIMEOUT", "200ms"),
+        ("MESHDNS_TIMEOUT", "1s"),
+    ];
+    let mesh = Mesh::start(
+        [outcome_dns(records(1)), silent(), silent()],
+        CLUSTERS,
+        &vars,
+    )
+    .await;
+    let healthy = |cluster: &'static str, fake: &FakeDns| {
+        let endpoint = fake.addr.to_string();
+        let meshdns = &mesh.meshdns;
+        async move {
+            meshdns
+                .metric(
+                    "meshdns_upstream_healthy",
+                    &[("cluster", cluster), ("endpoint", &endpoint)],
+                )
+                .await
+        }
+    };
+    // Until health checks mark b and c down, each query costs them an attempt timeout; their
+    // cut legs run on to the deadline in the background and fail there.
+    let mut asked = 0;
+    while healthy("b", &mesh.b).await + healthy("c", &mesh.c).await > 0.0 {
+        assert!(asked < 3, "b and c still up after {asked} queries");
+        let reply = mesh.ask(OUTCOME, RecordType::A).await;
+        assert_eq!(reply.answer_lines(), [outcome_line(1)]);
+        asked += 1;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let [_, b_before, c_before] = mesh.queried();
+
+    let (reply, took) = mesh.ask_timed(OUTCOME, RecordType::A).await;
+    assert_eq!(reply.answer_lines(), [outcome_line(1)]);
+    assert_eq!(took, Duration::ZERO, "no wait for clusters marked down");
+    let [_, b_after, c_after] = mesh.queried();
+    assert!(
+        b_after > b_before && c_after > c_before,
+        "endpoints marked down are still asked, as a last resort"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cut_leg_still_refreshes_its_cache_entry() {
+    // c answers once, 100 ms after its leg was cut (one attempt timeout after a and b
+    // answered), and is silent from then on.
+    let late = Behaviour::Delay(
+        ATTEMPT + Duration::from_millis(100),
+        Answer::records([rr::a(OUTCOME_UPSTREAM, [10, 3, 0, 1])]),
+    );
     let vars = [
         ("MESHDNS_ATTEMPT_TIMEOUT", "200ms"),
         ("MESHDNS_TIMEOUT", "2s"),
+        ("MESHDNS_CACHE_SIZE", "1000"),
+        ("MESHDNS_SERVE_STALE", "1s"),
     ];
-    let mesh = Mesh::outcome([records(1), Behaviour::Drop, Behaviour::Drop], &vars).await;
-    let started = Instant::now();
-    let reply = mesh.ask(OUTCOME, RecordType::A).await;
-    let took = started.elapsed();
-    assert_eq!(reply.answer_lines(), [format!("{OUTCOME} A 10.1.0.1")]);
-    assert!(
-        took >= Duration::from_millis(190) && took < Duration::from_millis(700),
-        "one attempt timeout after the first answer, not the deadline: {took:?}"
+    let mesh = Mesh::outcome(
+        [
+            records(1),
+            records(2),
+            Behaviour::ThenDrop(1, Box::new(late)),
+        ],
+        &vars,
+    )
+    .await;
+    let (first, took) = mesh.ask_timed(OUTCOME, RecordType::A).await;
+    assert_eq!(took, ATTEMPT);
+    assert_eq!(
+        first.answer_lines(),
+        [outcome_line(1), outcome_line(2)],
+        "c was cut"
+    );
+
+    // c's answer comes 100 ms later; then the partial merged answer (TTL 5 s) expires and
+    // leaves its serve-stale window (1 s), so the next query is gathered again.
+    let partial_ttl = u64::from(meshdns::gather::PARTIAL_TTL);
+    tokio::time::sleep(Duration::from_secs(partial_ttl + 2)).await;
+    let asked_before = mesh.c.seen().len();
+    let later = mesh.ask(OUTCOME, RecordType::A).await;
+    assert!(mesh.c.seen().len() > asked_before, "c was asked again");
+    assert_eq!(
+        later.answer_lines(),
+        [outcome_line(1), outcome_line(2), outcome_line(3)],
+        "c's silence filled from the answer its cut leg brought"
     );
 }
 

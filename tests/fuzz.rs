@@ -355,6 +355,81 @@ fn write_seed_corpus_when_asked() {
     }
 }
 
+/// Replies to the pass-through target's fixed query (ID 0x1234, `www.example.org. A` with
+/// EDNS), each after the client size it is fitted to: an answer, NXDOMAIN with the SOA, an
+/// answer too big for a 512-byte client, an error without a question section (a server that
+/// could not parse the query), and an answer carrying COOKIE and NSID options.
+fn passthrough_seeds() -> Vec<Vec<u8>> {
+    use hickory_proto::op::{Edns, ResponseCode};
+    use hickory_proto::rr::rdata::opt::{EdnsOption, NSIDPayload};
+    let query = Message::from_vec(&targets::PASSTHROUGH_QUERY).expect("the target's query");
+    let www = "www.example.org.";
+    let reply = |rcode, answers: Vec<Record>, options: Vec<EdnsOption>| {
+        let mut msg = Message::response(query.id, query.op_code);
+        msg.metadata.response_code = rcode;
+        msg.metadata.recursion_available = true;
+        msg.queries = query.queries.clone();
+        msg.answers = answers;
+        let mut edns = Edns::new();
+        edns.set_max_payload(1232);
+        for option in options {
+            edns.options_mut().insert(option);
+        }
+        msg.set_edns(edns);
+        msg
+    };
+    let answer = reply(
+        ResponseCode::NoError,
+        vec![rr::a(www, [192, 0, 2, 1]), rr::a(www, [192, 0, 2, 2])],
+        vec![],
+    );
+    let mut nxdomain = reply(ResponseCode::NXDomain, vec![], vec![]);
+    nxdomain.add_authority(rr::soa("example.org."));
+    let big = reply(
+        ResponseCode::NoError,
+        (0..100).map(|i| rr::a(www, [192, 0, 2, i])).collect(),
+        vec![],
+    );
+    let mut questionless = Message::response(query.id, query.op_code);
+    questionless.metadata.response_code = ResponseCode::FormErr;
+    let cookie = [[0x11; 8], [0x22; 8]].concat();
+    let nsid = NSIDPayload::new(b"kube-dns-7f9c".to_vec()).expect("a short NSID");
+    let options = reply(
+        ResponseCode::NoError,
+        vec![rr::a(www, [192, 0, 2, 1])],
+        vec![EdnsOption::Unknown(10, cookie), EdnsOption::NSID(nsid)],
+    );
+    [
+        (512u16, answer),
+        (1232, nxdomain),
+        (512, big),
+        (512, questionless),
+        (1232, options),
+    ]
+    .iter()
+    .map(|(size, msg)| [&size.to_be_bytes()[..], &msg.to_vec().unwrap()].concat())
+    .collect()
+}
+
+/// The pass-through seeds on disk are the ones [`passthrough_seeds`] makes, and each is a reply
+/// the exchange accepts for the target's query (a seed it rejected would test nothing).
+#[test]
+fn the_pass_through_seeds_are_accepted_replies_to_the_targets_query() {
+    let written = passthrough_seeds();
+    assert!(
+        corpus("upstream_passthrough") == written,
+        "fuzz/corpus/upstream_passthrough/ is not what passthrough_seeds() makes: \
+         MESHDNS_FUZZ_WRITE_CORPUS=1 cargo test --test fuzz write_seed (and remove stale files)"
+    );
+    for seed in &written {
+        let reply = &seed[2..];
+        assert!(
+            meshdns::upstream::acceptable(reply, 0x1234, &targets::PASSTHROUGH_QUERY),
+            "seed not accepted: {reply:02x?}"
+        );
+    }
+}
+
 fn seed_corpus() -> Vec<(&'static str, Vec<Vec<u8>>)> {
     use hickory_proto::op::{Edns, ResponseCode};
     let query = |name: &str, rtype: RecordType, edns: Option<u16>| {
@@ -513,7 +588,7 @@ fn seed_corpus() -> Vec<(&'static str, Vec<Vec<u8>>)> {
     wire_seeds.extend(upstream.iter().cloned());
     vec![
         ("client_query", client_bytes),
-        ("upstream_passthrough", with_limits.clone()),
+        ("upstream_passthrough", passthrough_seeds()),
         ("upstream_cluster", with_limits.clone()),
         ("gather_merge", merge),
         ("fit_wire", with_limits),

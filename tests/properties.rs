@@ -186,6 +186,13 @@ proptest! {
         let full = reply.to_vec().unwrap();
         let cut = fit_wire(full.clone(), limit);
         prop_assert!(cut.len() <= limit);
-        prop_assert_eq!(parsed.truncation, full.len() > limit);
+        // Whole RRsets only (docs/design.md, "Truncation"): additional records go first,
+        // without TC; TC says the answer RRset was left out, and then none of it is there.
+        if full.len() <= limit {
+            prop_assert!(!parsed.truncation);
+        }
+        let kept = parsed.answers.len();
+        prop_assert!(kept == 0 || kept == answers, "{} of the {} records of one RRset", kept, answers);
+        prop_assert_eq!(parsed.truncation, kept < answers);
     }
 }

@@ -1,11 +1,16 @@
 //! SIGTERM during load (docs/design.md, "Limits and bad input"): the built binary, with queries
 //! in flight to a slow upstream, gets SIGTERM; every query in flight — over UDP and over TCP —
-//! is still answered, and the process exits 0 within `SHUTDOWN_GRACE`.
+//! is still answered, and the process exits 0 without running out its `SHUTDOWN_GRACE`.
+//!
+//! A real process on the real clock, so the test orders events instead of timing them: SIGTERM
+//! goes once the upstream holds every query, and the grace not running out shows in the log
+//! (meshdns warns when it does). Time limits here only keep a hung run from hanging the suite.
 
 mod support;
 
+use std::io::Read;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::RecordType;
@@ -57,17 +62,16 @@ async fn sigterm_under_load_answers_in_flight_queries_and_exits_0() {
         .spawn()
         .expect("the meshdns binary starts");
 
-    // Ready when it answers.
+    // Ready when it answers (a closed port fails a try at once: pause between tries).
     let fast = query(FAST, RecordType::A).to_vec().unwrap();
-    let started = Instant::now();
+    let mut tries = 0;
     while udp_raw_within(addr, &fast, Duration::from_millis(100))
         .await
         .is_none()
     {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "meshdns did not start"
-        );
+        tries += 1;
+        assert!(tries < 100, "meshdns did not start");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
     // Queries in flight: over UDP from one socket, and one over TCP.
@@ -85,9 +89,20 @@ async fn sigterm_under_load_answers_in_flight_queries_and_exits_0() {
         .write_all(&frame_of(&tcp_query.to_vec().unwrap()))
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // In flight: every query has reached the upstream, which holds its answer for a second.
+    let mut polls = 0;
+    while upstream
+        .names()
+        .iter()
+        .filter(|name| name.starts_with("slow"))
+        .count()
+        < IN_FLIGHT + 1
+    {
+        polls += 1;
+        assert!(polls < 500, "the queries did not reach the upstream");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 
-    let signalled = Instant::now();
     let killed = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -120,20 +135,28 @@ async fn sigterm_under_load_answers_in_flight_queries_and_exits_0() {
         .expect("a whole frame");
     assert_eq!(Message::from_vec(&frame).unwrap().id, tcp_query.id);
 
-    // And the process exits 0 within the grace time.
+    // And the process exits 0, once the in-flight queries are answered: had it waited for
+    // the grace to run out, it would have said so.
+    let mut polls = 0;
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
-        assert!(
-            signalled.elapsed() < meshdns::SHUTDOWN_GRACE + Duration::from_secs(1),
-            "meshdns still runs after the grace time"
-        );
+        polls += 1;
+        assert!(polls < 1000, "meshdns still runs long after its grace time");
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    assert_eq!(status.code(), Some(0), "exit code after SIGTERM");
-    assert!(
-        signalled.elapsed() < SLOW_ANSWER + Duration::from_secs(2),
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr is piped")
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "exit code after SIGTERM: {stderr}");
+    // MESHDNS_LOG=warn: the grace running out would be the one line here.
+    assert_eq!(
+        stderr, "",
         "meshdns exits once the in-flight queries are answered, not at the end of the grace"
     );
 }

@@ -193,7 +193,8 @@ impl Cache {
     ///    failed less than [`RECHECK_PERIOD`] ago; once per recheck period it is refreshed
     ///    in the background (de-duplicated by the flight);
     /// 3. identical misses in flight share one exchange: the first leads, the others wait
-    ///    (until `miss.deadline`) for its reply, patched for them;
+    ///    (until `miss.deadline`; with a stale entry at hand, `miss.client_timer` at most,
+    ///    then they serve it) for its reply, patched for them;
     /// 4. the leader resolves. With a stale entry at hand it waits at most
     ///    `miss.client_timer`, then serves stale and lets the exchange finish in the
     ///    background. A reply is stored (its TTLs, and those of the leader's copy, cut to the
@@ -222,10 +223,24 @@ impl Cache {
         loop {
             match self.flights.join(key) {
                 Flight::Follower(follower) => {
-                    match timeout_at(miss.deadline, follower.wait(request)).await {
+                    // With a stale answer at hand a follower waits no longer than its leader
+                    // does (the client timer), then serves it; the shared exchange goes on.
+                    let stale_at_hand = self.has_stale(key, Instant::now());
+                    let until = if stale_at_hand {
+                        miss.deadline.min(Instant::now() + miss.client_timer)
+                    } else {
+                        miss.deadline
+                    };
+                    match timeout_at(until, follower.wait(request)).await {
                         Ok(Some(reply)) => return Some(reply),
                         // The leader went away without an answer: lead or follow anew.
                         Ok(None) => continue,
+                        Err(_) if stale_at_hand => {
+                            if let Some(stale) = self.stale(key, request, Instant::now()) {
+                                return Some(stale);
+                            }
+                            // Evicted meanwhile: wait for the answer itself.
+                        }
                         Err(_) => return None,
                     }
                 }
@@ -436,7 +451,7 @@ impl Cache {
     }
 
     /// Caches an upstream reply (or a merged one) received at `now`, if the rules allow
-    /// ([`policy::worth`]; failures are remembered only through
+    /// (`policy::worth`; failures are remembered only through
     /// [`get_or_resolve`](Self::get_or_resolve)).
     pub fn insert(&self, key: &CacheKey, reply: &[u8], now: Instant) {
         self.store_reply(key, &mut reply.to_vec(), now);

@@ -23,7 +23,8 @@ pub fn served(
     {
         return None;
     }
-    let age = u32::try_from(age.as_secs()).unwrap_or(u32::MAX);
+    // Whole seconds, rounded up: a client never holds an answer past the entry's expiry.
+    let age = u32::try_from(age.as_secs() + u64::from(age.subsec_nanos() > 0)).unwrap_or(u32::MAX);
     if fresh {
         wire::rewrite_ttls(stored, &mut reply, |ttl| ttl.saturating_sub(age));
     } else {

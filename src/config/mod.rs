@@ -1,6 +1,6 @@
 //! Configuration: the environment (and `MESHDNS_CONFIG_DIR`) → one validated [`Config`].
 //!
-//! [`variables`] is the one table of what meshdns reads; [`source`] gathers the raw values
+//! [`variables`] is the one table of what meshdns reads; `source` gathers the raw values
 //! and where each came from; this module parses and cross-checks them. Every failure is a
 //! [`ConfigError`] naming the variable and the offending token, which `main` prints as one line
 //! before exiting 64 (and a reload logs before keeping the running configuration). Tests build

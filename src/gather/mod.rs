@@ -183,20 +183,22 @@ impl Gatherer {
     ) -> Vec<(usize, Leg)> {
         let mut gathered: Vec<(usize, Leg)> = Vec::with_capacity(legs.len());
         let mut keys: Vec<CacheKey> = Vec::with_capacity(legs.len());
-        let mut progress: Vec<Arc<Progress>> = Vec::with_capacity(legs.len());
+        // The progress of each leg still running (`None`: finished, or never started).
+        let mut progress: Vec<Option<Arc<Progress>>> = Vec::with_capacity(legs.len());
         let mut running: FuturesUnordered<LegRun> = FuturesUnordered::new();
         for (slot, (index, name)) in legs.into_iter().enumerate() {
             let key = leg_key(index, &name, request);
             gathered.push((index, Leg::Failed));
             keys.push(key.clone());
-            let leg_progress = Arc::new(Progress::default());
-            progress.push(Arc::clone(&leg_progress));
             let (Some(upstream), Some(query)) = (
                 self.upstreams.get(index).map(Arc::clone),
                 leg_query(request, name),
             ) else {
+                progress.push(None);
                 continue;
             };
+            let leg_progress = Arc::new(Progress::default());
+            progress.push(Some(Arc::clone(&leg_progress)));
             let cache = Arc::clone(&self.cache);
             running.push(Box::pin(async move {
                 let (leg, bytes) = ask_leg(&upstream, &query, deadline, &leg_progress).await;
@@ -213,14 +215,12 @@ impl Gatherer {
         while !running.is_empty() {
             tokio::select! {
                 Some((slot, leg)) = running.next() => {
+                    if let Some(done) = progress.get_mut(slot) {
+                        *done = None;
+                    }
                     if !clock_started && matches!(leg, Leg::Answered(_)) {
                         clock_started = true;
-                        let pending: Vec<&Progress> = progress
-                            .iter()
-                            .enumerate()
-                            .filter(|(i, _)| matches!(gathered.get(*i), Some((_, Leg::Failed))) && *i != slot)
-                            .map(|(_, p)| p.as_ref())
-                            .collect();
+                        let pending: Vec<&Progress> = progress.iter().flatten().map(AsRef::as_ref).collect();
                         cutoff = deadline.min(self.stragglers_cutoff(Instant::now(), &pending));
                     }
                     if let Some(entry) = gathered.get_mut(slot) {

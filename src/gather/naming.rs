@@ -49,23 +49,31 @@ pub enum Plan {
     },
     /// The MCS schema version: answered locally.
     SchemaVersion,
-    /// A type the zone does not serve: NODATA.
+    /// A type the zone does not serve, for a name some cluster can hold: NODATA.
     NoData,
-    /// A name no cluster can hold (too long once mapped into a cluster's domain): NXDOMAIN.
+    /// A name no cluster can hold (too long once mapped into each cluster's domain), whatever
+    /// the type: NXDOMAIN.
     NxDomain,
 }
 
 impl Naming {
     /// The plan for `name` (under this zone) and `qtype`.
     pub fn plan(&self, name: &Name, qtype: RecordType, clusters: &[Cluster]) -> Plan {
+        // Every label, a leading `*` included (`Name::num_labels` leaves it out).
+        let keep = name.iter().count().saturating_sub(self.zone.iter().count());
+        let labels: Vec<&[u8]> = name.iter().take(keep).collect();
+        // The name as it is, in the domain of each cluster that can hold it: a cluster whose
+        // domain is longer may not, and only a name that none can hold does not exist.
+        let gathered: Vec<(usize, Name)> = (clusters.iter().enumerate())
+            .filter_map(|(index, c)| upstream_name(&labels, &c.domain).map(|n| (index, n)))
+            .collect();
+        let gathered = (!gathered.is_empty()).then_some(gathered);
         if !matches!(
             qtype,
             RecordType::SRV | RecordType::A | RecordType::AAAA | RecordType::TXT
         ) {
-            return Plan::NoData;
+            return gathered.map_or(Plan::NxDomain, |_| Plan::NoData);
         }
-        let keep = usize::from(name.num_labels().saturating_sub(self.zone.num_labels()));
-        let labels: Vec<&[u8]> = name.iter().take(keep).collect();
         let one_host = matches!(qtype, RecordType::A | RecordType::AAAA | RecordType::TXT);
         let single = match self.scheme {
             Scheme::Prefix if one_host => prefixed_cluster(&labels, clusters),
@@ -75,29 +83,18 @@ impl Naming {
             Scheme::Clusterset if one_host => clusterset_cluster(&labels, clusters),
             _ => None,
         };
-        let everywhere = || -> Option<Vec<(usize, Name)>> {
-            (0..clusters.len())
-                .map(|index| upstream_name(&labels, &clusters[index].domain).map(|n| (index, n)))
-                .collect()
-        };
-        match single {
-            Some((index, stripped)) => {
-                let Some(host) = upstream_name(&stripped, &clusters[index].domain) else {
-                    return everywhere().map_or(Plan::NxDomain, |legs| Plan::Ask {
-                        legs,
-                        fallback: None,
-                    });
-                };
-                let fallback = match self.scheme {
-                    Scheme::Prefix => everywhere(),
+        let host = single.and_then(|(index, stripped)| {
+            upstream_name(&stripped, &clusters[index].domain).map(|host| (index, host))
+        });
+        match host {
+            Some(host) => Plan::Ask {
+                legs: vec![host],
+                fallback: match self.scheme {
+                    Scheme::Prefix => gathered,
                     Scheme::Clusterset => None,
-                };
-                Plan::Ask {
-                    legs: vec![(index, host)],
-                    fallback,
-                }
-            }
-            None => everywhere().map_or(Plan::NxDomain, |legs| Plan::Ask {
+                },
+            },
+            None => gathered.map_or(Plan::NxDomain, |legs| Plan::Ask {
                 legs,
                 fallback: None,
             }),
@@ -275,20 +272,38 @@ mod tests {
 
     #[test]
     fn a_name_no_cluster_can_hold_is_nxdomain() {
-        let long = format!(
-            "{}.distributed.local.",
-            [
-                "x".repeat(63),
-                "y".repeat(63),
-                "z".repeat(63),
-                "w".repeat(40)
-            ]
-            .join(".")
-        );
+        let long = long_name();
+        for qtype in [RecordType::A, RecordType::SRV, RecordType::MX] {
+            assert_eq!(
+                prefix().plan(&name(&long), qtype, &clusters_with_long_domain()),
+                Plan::NxDomain,
+                "{qtype}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_long_name_is_asked_only_of_the_clusters_whose_domain_can_hold_it() {
+        let long = long_name();
+        let mut both = clusters();
+        both.extend(clusters_with_long_domain());
+        let legs = asked(prefix().plan(&name(&long), RecordType::A, &both));
+        assert_eq!(legs.iter().map(|(i, _)| *i).collect::<Vec<_>>(), [0, 1, 2]);
         assert_eq!(
-            prefix().plan(&name(&long), RecordType::A, &clusters_with_long_domain()),
-            Plan::NxDomain
+            prefix().plan(&name(&long), RecordType::MX, &both),
+            Plan::NoData
         );
+    }
+
+    /// 252 bytes under `distributed.local`: too long for a cluster domain longer than it.
+    fn long_name() -> String {
+        let labels = [
+            "x".repeat(63),
+            "y".repeat(63),
+            "z".repeat(63),
+            "w".repeat(40),
+        ];
+        format!("{}.distributed.local.", labels.join("."))
     }
 
     fn clusters_with_long_domain() -> Vec<Cluster> {

@@ -50,7 +50,8 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// client can make meshdns buffer.
 pub const MAX_QUERY_FRAME: usize = 16 * 1024;
 
-/// Serves one listener until shutdown, then waits for its connections to finish.
+/// Serves one listener until shutdown, then waits for its connections to finish. Only a
+/// listening socket that can never accept again ends it early, with that error.
 pub async fn serve_tcp(listener: TcpListener, shared: Shared) -> std::io::Result<()> {
     let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut open: JoinSet<()> = JoinSet::new();
@@ -59,6 +60,7 @@ pub async fn serve_tcp(listener: TcpListener, shared: Shared) -> std::io::Result
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
+                Err(error) if is_broken_listener(&error) => return Err(error),
                 Err(error) => {
                     // EMFILE and friends: back off briefly instead of spinning.
                     tracing::warn!(%error, "TCP accept failed");
@@ -82,6 +84,17 @@ pub async fn serve_tcp(listener: TcpListener, shared: Shared) -> std::io::Result
     }
     while open.join_next().await.is_some() {}
     Ok(())
+}
+
+/// Accept errors that no waiting cures: the socket is no (longer a) listening socket. Every
+/// other error passes — descriptors or buffers short (EMFILE, ENFILE, ENOBUFS, ENOMEM), a
+/// connection aborted before it was taken, the network errors accept(2) passes on — so only
+/// these end the listener, and with it the process.
+fn is_broken_listener(error: &std::io::Error) -> bool {
+    const EBADF: i32 = 9;
+    const EINVAL: i32 = 22;
+    const ENOTSOCK: i32 = 88;
+    matches!(error.raw_os_error(), Some(EBADF | EINVAL | ENOTSOCK))
 }
 
 async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) {

@@ -4,7 +4,7 @@
 //! records' TTL runs out (clamped to [`MIN_TTL`] … [`MAX_TTL`]), and its last good addresses
 //! are kept when a resolution fails. A name that does not resolve yet is not fatal: its group
 //! simply has no address from it, and its legs fail, visibly (a warning at most once per
-//! [`LOG_INTERVAL`](super::log_limit::LOG_INTERVAL), and
+//! `log_limit::LOG_INTERVAL`, and
 //! `meshdns_endpoint_resolutions_total{result="failed"}`).
 
 use std::net::{IpAddr, SocketAddr};

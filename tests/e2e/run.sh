@@ -63,6 +63,7 @@ install_prereqs() {
 	local pkgs=()
 	command -v nsd >/dev/null || pkgs+=(nsd)
 	command -v dig >/dev/null || pkgs+=(dnsutils)
+	command -v drill >/dev/null || pkgs+=(ldnsutils)
 	command -v musl-gcc >/dev/null || pkgs+=(musl-tools)
 	command -v curl >/dev/null || pkgs+=(curl)
 	command -v ss >/dev/null || pkgs+=(iproute2)
@@ -194,6 +195,7 @@ $TTL 300
 ns1 IN A 127.0.1.1
 www IN A 192.0.2.80
 www IN AAAA 2001:db8::80
+cookie IN A 192.0.2.53
 alias IN CNAME www.example.test.
 EOF
 }
@@ -204,7 +206,8 @@ start_nsd() { # NAME INDEX ADDR [external]
 	mkdir -p "$d"
 	gen_cluster_zone "$i" >"$d/cluster.local.zone"
 	{
-		nsd_conf "$d" "$addr" 'hide-version: yes' "nsid: \"ascii_standin-$name\"" 'verbosity: 1'
+		# NSID and DNS cookies (RFC 7873) on: per-hop options meshdns must not pass around.
+		nsd_conf "$d" "$addr" 'hide-version: yes' "nsid: \"ascii_standin-$name\"" 'answer-cookie: yes' 'verbosity: 1'
 		nsd_zone cluster.local "$d/cluster.local.zone"
 	} >"$d/nsd.conf"
 	if [[ -n $ext ]]; then
@@ -627,7 +630,74 @@ m_dist_other_type() {
 m_dist_big_udp_tc() {
 	dq $MD _http._tcp.big.db.svc.distributed.local SRV +ignore +notcp
 	[[ -n $(rcode) ]] || fail_with "$(why)" || return 1
-	has_flag tc || fail_with "no TC over UDP for 180 targets (flags: $(flags), $(rr ANSWER SRV | wc -l) SRV)"
+	has_flag tc || fail_with "no TC over UDP for 180 targets (flags: $(flags), $(rr ANSWER SRV | wc -l) SRV)" || return 1
+	all_or_none SRV 180
+}
+# all_or_none TYPE COUNT: the answer holds all COUNT records of TYPE and no TC, or none and TC
+# (docs/design.md, "Truncation": never part of an RRset)
+all_or_none() {
+	local n
+	n=$(rr ANSWER "$1" | wc -l)
+	if ((n == $2)); then
+		! has_flag tc || fail_with "all $n $1 records, yet TC"
+	elif ((n == 0)); then
+		has_flag tc || fail_with "no $1 records and no TC (flags: $(flags))"
+	else
+		fail_with "$n of $2 $1 records (part of the RRset; flags: $(flags))"
+	fi
+}
+# dr SERVER NAME TYPE [drill options...]: drill (ldns), which asks without EDNS over UDP unless
+# told; sets OUT and DIGRC. Its output has dig's sections and flags line, so rr/flags read it.
+dr() {
+	local s=$1 name=$2 type=$3
+	shift 3
+	OUT=$(timeout 10 drill "$@" "$name" @"$s" "$type" 2>&1)
+	DIGRC=$?
+}
+drill_rcode() { printf '%s\n' "$OUT" | sed -n 's/.*rcode: \([A-Z]*\),.*/\1/p' | head -1; }
+m_drill_noedns() { # NAME COUNT: drill without EDNS over UDP: <= 512 bytes, every target or none
+	dr $MD "$1" SRV
+	[[ $(drill_rcode) == NOERROR ]] || fail_with "drill: $(printf '%s\n' "$OUT" | grep -m2 -E 'rcode|Error' | tr '\n' ' ')" || return 1
+	! grep -q '^;; EDNS' <<<"$OUT" || fail_with "drill sent EDNS; the case needs a client without it" || return 1
+	local size
+	size=$(sed -n 's/^;; MSG SIZE  rcvd: \([0-9]*\).*/\1/p' <<<"$OUT")
+	[[ -n $size ]] && ((size <= 512)) || fail_with "reply of '$size' bytes to a client without EDNS" || return 1
+	all_or_none SRV "$2"
+}
+m_drill_tcp_big() { # drill over TCP: the whole 180-target set
+	dr $MD _http._tcp.big.db.svc.distributed.local SRV -t
+	[[ $(drill_rcode) == NOERROR ]] || fail_with "drill -t: $(grep -m1 rcode <<<"$OUT")" || return 1
+	local n
+	n=$(rr ANSWER SRV | wc -l)
+	((n == 180)) || fail_with "want 180 SRV over TCP, got $n"
+}
+no_cookie_in_reply() { # dig's view of the last reply: no server cookie, no mismatch
+	! grep -qi 'COOKIE mismatch' <<<"$OUT" || fail_with "dig: $(grep -i -m1 'mismatch' <<<"$OUT")" || return 1
+	! grep -q '^; COOKIE:' <<<"$OUT" || fail_with "a cookie in the reply: $(grep -m1 '^; COOKIE:' <<<"$OUT")"
+}
+m_cookie_clients() { # two clients with their own cookies (the second a cache hit), and one with none
+	local first=0102030405060708 second=1112131415161718
+	dq $MD cookie.example.test A +cookie=$first
+	want_rcode NOERROR || return 1
+	want_set "A" "cookie.example.test. 192.0.2.53" "$(rr ANSWER A)" || return 1
+	no_cookie_in_reply || return 1
+	dq $MD cookie.example.test A +cookie=$second
+	want_rcode NOERROR || return 1
+	no_cookie_in_reply || return 1
+	! grep -qi "$first" <<<"$OUT" || fail_with "the second client got the first client's cookie" || return 1
+	dq $MD cookie.example.test A +nocookie
+	want_rcode NOERROR || return 1
+	no_cookie_in_reply
+}
+m_axfr_refused() { # AXFR over TCP, twice: REFUSED by meshdns itself (drill shows the rcode)
+	local i
+	for i in 1 2; do
+		dr $MD example.test AXFR -t
+		[[ $(drill_rcode) == REFUSED ]] || fail_with "AXFR #$i over TCP: $(printf '%s\n' "$OUT" | grep -m2 -E 'rcode|failed' | tr '\n' ' ')" || return 1
+	done
+	OUT=$(dig @$MD example.test AXFR +time=3 +tries=1 2>&1)
+	grep -q 'Transfer failed' <<<"$OUT" || fail_with "dig AXFR: $(tail -2 <<<"$OUT" | tr '\n' ' ')" || return 1
+	! grep -qE 'IN[[:space:]]+SOA' <<<"$OUT" || fail_with "dig AXFR got zone data"
 }
 m_dist_big_tcp() {
 	dq $MD _http._tcp.big.db.svc.distributed.local SRV +tcp
@@ -724,15 +794,18 @@ m_nsid_passthrough() { # EDNS options of the kube-dns reply reach the client unt
 	want_rcode NOERROR || return 1
 	grep -q 'NSID: .*"standin-a"' <<<"$OUT" || fail_with "no NSID \"standin-a\" in the reply: $(grep -m1 NSID <<<"$OUT")"
 }
+m_nsid_not_cached() { # after m_nsid_passthrough: a plain query for that name (a hit) gets no NSID
+	dq $MD example.test TXT
+	want_rcode NOERROR || return 1
+	! grep -q 'NSID:' <<<"$OUT" || fail_with "kube-dns's NSID reached a client that never asked: $(grep -m1 NSID <<<"$OUT")"
+}
 m_noedns_512() { # a UDP client without EDNS gets at most 512 bytes, TC when cut
 	dq $MD $DSRV SRV +noedns +ignore
 	[[ -n $(rcode) ]] || fail_with "$(why)" || return 1
 	local size
 	size=$(sed -n 's/^;; MSG SIZE  rcvd: \([0-9]*\).*/\1/p' <<<"$OUT")
 	[[ -n $size ]] && ((size <= 512)) || fail_with "reply of $size bytes to a client without EDNS" || return 1
-	local n
-	n=$(rr ANSWER SRV | wc -l)
-	((n == 9)) || has_flag tc || fail_with "$n of 9 SRV and no TC flag"
+	all_or_none SRV 9
 }
 m_opcode_notimp() {
 	dq $MD www.example.test A +opcode=status
@@ -904,7 +977,7 @@ if [[ $MODE == full ]] && ((setup_ok)); then
 	case_ "distributed: TXT is exactly one record" m_dist_txt
 	case_ "distributed: NXDOMAIN everywhere -> NXDOMAIN, SOA distributed.local" m_dist_nx
 	case_ "distributed: MX -> NODATA with synthesized SOA" m_dist_other_type
-	case_ "distributed: big SRV (180) over UDP sets TC" m_dist_big_udp_tc
+	case_ "distributed: big SRV (180) over UDP: TC and none of the set" m_dist_big_udp_tc
 	case_ "distributed: big SRV over TCP has all 180 targets" m_dist_big_tcp
 
 	case_ "glibc getent ahosts mongo-0.mongo.db.cluster.b (search, ndots:5)" c_getent meshdns mongo-0.mongo.db.cluster.b "$(mongo_ip 2 0)"
@@ -931,7 +1004,13 @@ if [[ $MODE == full ]] && ((setup_ok)); then
 	case_ "cache: distributed NXDOMAIN carries TTL <= 5s, miss and hit" m_negative_ttl _mongodb._tcp.gone.db.svc.distributed.local _mongodb._tcp.gone.db.svc.distributed.local
 	case_ "cache: pass-through NXDOMAIN carries TTL <= 5s (SOA minimum 60), miss and hit" m_negative_ttl gone.example.test gone.example.test
 	case_ "pass-through: EDNS NSID option of kube-dns kept on a miss (dig +nsid)" m_nsid_passthrough
-	case_ "distributed: UDP client without EDNS gets <= 512 bytes, TC when cut" m_noedns_512
+	case_ "pass-through: no NSID for a plain query answered from the cache" m_nsid_not_cached
+	case_ "pass-through: dig +cookie, two client cookies then none: no cookie back, no mismatch" m_cookie_clients
+	case_ "pass-through: AXFR over TCP -> REFUSED by meshdns, twice (drill -t, dig)" m_axfr_refused
+	case_ "distributed: dig +noedns on 9 targets: <= 512 bytes, all or none with TC" m_noedns_512
+	case_ "distributed: drill without EDNS on 9 targets: all or none with TC" m_drill_noedns $DSRV 9
+	case_ "distributed: drill without EDNS on 180 targets: all or none with TC" m_drill_noedns _http._tcp.big.db.svc.distributed.local 180
+	case_ "distributed: drill -t on 180 targets: every one" m_drill_tcp_big
 	case_ "opcode STATUS -> NOTIMP" m_opcode_notimp
 	case_ "admin: /readyz 200" m_http_200 /readyz
 	case_ "admin: /livez 200" m_http_200 /livez

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hickory_proto::op::{Edns, Message, MessageType, Metadata, Query, ResponseCode};
-use hickory_proto::rr::rdata::opt::EdnsOption;
+use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
 use hickory_proto::rr::rdata::{A, AAAA, CNAME, NS, SOA, SRV, TXT};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -30,6 +30,9 @@ pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The UDP payload size the fake advertises in its OPT record.
 const FAKE_EDNS_SIZE: u16 = 1232;
+
+/// The server cookie of a fake with [`FakeDnsBuilder::cookies`].
+pub const FAKE_SERVER_COOKIE: &[u8] = b"fakeSrv!";
 
 /// Records for the fake's tables and the tests' expectations, with TTL 30 unless said.
 pub mod rr {
@@ -196,6 +199,12 @@ pub enum Behaviour {
     /// No reply to the first `n` queries for this name and type, then the behaviour: a lost
     /// datagram that the retry recovers.
     DropFirst(usize, Box<Behaviour>),
+    /// An error reply with the query's ID and no question section (QDCOUNT=0), as NSD and
+    /// CoreDNS send when they cannot parse a query (both transports).
+    ErrorWithoutQuestion(ResponseCode),
+    /// The behaviour for the first `n` queries for this name and type, then silence: a slow
+    /// upstream that goes down after its late answer came.
+    ThenDrop(usize, Box<Behaviour>),
 }
 
 /// The transport a query arrived on.
@@ -212,6 +221,8 @@ pub struct Seen {
     /// The question name as it arrived (case kept), in ASCII with the trailing dot.
     pub name: String,
     pub rtype: RecordType,
+    /// The query as it arrived, byte for byte (what meshdns relayed).
+    pub query: Vec<u8>,
     pub reply: Option<Vec<u8>>,
 }
 
@@ -220,7 +231,9 @@ pub struct Seen {
 pub struct FakeDnsBuilder {
     table: HashMap<(String, RecordType), Behaviour>,
     otherwise: Behaviour,
+    cookies: bool,
     tcp: bool,
+    udp: bool,
 }
 
 impl FakeDnsBuilder {
@@ -245,6 +258,13 @@ impl FakeDnsBuilder {
         self
     }
 
+    /// A server with DNS cookies (RFC 7873): a query carrying a COOKIE option is answered with
+    /// that client cookie and a server cookie of the fake's own.
+    pub fn cookies(mut self) -> Self {
+        self.cookies = true;
+        self
+    }
+
     pub async fn start(self) -> FakeDns {
         self.start_on("127.0.0.1:0").await
     }
@@ -258,12 +278,15 @@ impl FakeDnsBuilder {
         let state = Arc::new(FakeState {
             table: self.table,
             otherwise: self.otherwise,
+            cookies: self.cookies,
             seen: Mutex::new(Vec::new()),
         });
-        let mut tasks = vec![tokio::spawn(serve_fake_udp(
-            Arc::new(udp),
-            Arc::clone(&state),
-        ))];
+        let udp = Arc::new(udp);
+        let mut tasks = vec![if self.udp {
+            tokio::spawn(serve_fake_udp(udp, Arc::clone(&state)))
+        } else {
+            tokio::spawn(hold_unread(udp))
+        }];
         if self.tcp {
             tasks.push(tokio::spawn(serve_fake_tcp(tcp, Arc::clone(&state))));
         }
@@ -282,6 +305,7 @@ fn key(name: &str) -> String {
 struct FakeState {
     table: HashMap<(String, RecordType), Behaviour>,
     otherwise: Behaviour,
+    cookies: bool,
     seen: Mutex<Vec<Seen>>,
 }
 
@@ -304,12 +328,13 @@ impl FakeState {
     }
 
     /// Notes the query; returns its index for [`FakeState::sent`].
-    fn received(&self, via: Via, query: &Query) -> usize {
+    fn received(&self, via: Via, query: &Query, bytes: &[u8]) -> usize {
         let mut seen = self.seen.lock().unwrap();
         seen.push(Seen {
             via,
             name: query.name().to_ascii(),
             rtype: query.query_type(),
+            query: bytes.to_vec(),
             reply: None,
         });
         seen.len() - 1
@@ -335,7 +360,9 @@ impl FakeDns {
         FakeDnsBuilder {
             table: HashMap::new(),
             otherwise: Behaviour::Answer(Answer::rcode(ResponseCode::Refused)),
+            cookies: false,
             tcp: true,
+            udp: true,
         }
     }
 
@@ -400,7 +427,7 @@ fn plan(behaviour: &Behaviour, query: &Message, via: Via) -> Plan {
         Behaviour::Answer(answer) | Behaviour::AnswerThenDrop(_, answer) => {
             now(vec![right(answer)])
         }
-        Behaviour::DropFirst(_, then) => plan(then, query, via),
+        Behaviour::DropFirst(_, then) | Behaviour::ThenDrop(_, then) => plan(then, query, via),
         Behaviour::Delay(pause, answer) => Plan {
             pause: *pause,
             ..now(vec![right(answer)])
@@ -439,7 +466,30 @@ fn plan(behaviour: &Behaviour, query: &Message, via: Via) -> Plan {
         Behaviour::Garbage => now(vec![
             b"\x12\x34 this is no DNS message \xff\xff\xff".to_vec(),
         ]),
+        Behaviour::ErrorWithoutQuestion(rcode) => now(vec![without_question(query, *rcode)]),
     }
+}
+
+/// `reply` with a COOKIE option when `query` carried one: its client cookie and the fake's
+/// server cookie (RFC 7873 §5.2.3).
+fn with_server_cookie(reply: Vec<u8>, query: &Message) -> Vec<u8> {
+    let client = query
+        .edns
+        .as_ref()
+        .and_then(|edns| match edns.option(EdnsCode::Cookie) {
+            Some(EdnsOption::Unknown(_, cookie)) => cookie.get(..8).map(<[u8]>::to_vec),
+            _ => None,
+        });
+    let (Some(client), Ok(mut msg)) = (client, Message::from_vec(&reply)) else {
+        return reply;
+    };
+    let Some(edns) = msg.edns.as_mut() else {
+        return reply;
+    };
+    let cookie = [client.as_slice(), FAKE_SERVER_COOKIE].concat();
+    edns.options_mut()
+        .insert(EdnsOption::Unknown(u16::from(EdnsCode::Cookie), cookie));
+    msg.to_vec().expect("the fake's reply encodes")
 }
 
 /// `answer` with an ID the query did not carry.
@@ -484,18 +534,29 @@ fn reply(query: &Message, answer: &Answer) -> Message {
 }
 
 /// The query's plan, the query noted as received (with the index for [`FakeState::sent`]);
-/// `None` for bytes that do not parse.
+/// `None` for bytes that do not parse. EDNS options hickory rejects (a CLIENT-SUBNET of an
+/// unknown family) are ignored, as servers do.
 fn take_query(state: &FakeState, bytes: &[u8], via: Via) -> Option<(usize, Plan)> {
-    let query = Message::from_vec(bytes).ok()?;
+    let query = Message::from_vec(bytes)
+        .ok()
+        .or_else(|| Message::from_vec(&meshdns::wire::without_options(bytes, |_| true)?).ok())?;
     let question = query.queries.first()?;
     let before = state.asked_before(question);
-    let index = state.received(via, question);
+    let index = state.received(via, question, bytes);
     let behaviour = match state.behaviour(question) {
-        Behaviour::AnswerThenDrop(n, _) if before >= *n => &Behaviour::Drop,
+        Behaviour::AnswerThenDrop(n, _) | Behaviour::ThenDrop(n, _) if before >= *n => {
+            &Behaviour::Drop
+        }
         Behaviour::DropFirst(n, _) if before < *n => &Behaviour::Drop,
         behaviour => behaviour,
     };
-    Some((index, plan(behaviour, &query, via)))
+    let mut plan = plan(behaviour, &query, via);
+    if state.cookies {
+        plan.messages = (plan.messages.into_iter())
+            .map(|m| with_server_cookie(m, &query))
+            .collect();
+    }
+    Some((index, plan))
 }
 
 async fn serve_fake_udp(socket: Arc<UdpSocket>, state: Arc<FakeState>) {
@@ -753,4 +814,37 @@ pub async fn read_frame(stream: &mut TcpStream) -> Option<Vec<u8>> {
 /// The message without its ID: what pass-through must keep byte for byte.
 pub fn without_id(msg: &[u8]) -> &[u8] {
     &msg[2..]
+}
+
+// Fakes for failures (tests/failure.rs): an error reply without a question, a peer reachable
+// over TCP only, a client that stops reading.
+
+impl FakeDnsBuilder {
+    /// Answers over TCP only; datagrams to its port are taken in and never read (a peer behind
+    /// a firewall that lets only TCP through, as a `transport=tcp` cluster may be).
+    pub fn tcp_only(mut self) -> Self {
+        self.udp = false;
+        self
+    }
+}
+
+/// Keeps `socket` bound without ever reading it: what is sent to it vanishes.
+async fn hold_unread(socket: Arc<UdpSocket>) {
+    let _held = socket;
+    std::future::pending::<()>().await;
+}
+
+/// An error reply to `query`, its ID and flags echoed but not its question (QDCOUNT=0).
+fn without_question(query: &Message, rcode: ResponseCode) -> Vec<u8> {
+    let mut msg = reply(query, &Answer::rcode(rcode));
+    msg.queries.clear();
+    msg.to_vec().expect("the fake's reply encodes")
+}
+
+/// A TCP connection to `server` whose owner never reads: its receive buffer is as small as
+/// the kernel allows, so the server's writes stall after a few MiB at most.
+pub async fn tcp_client_that_never_reads(server: SocketAddr) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(1024).unwrap();
+    socket.connect(server).await.unwrap()
 }
