@@ -8,6 +8,7 @@
 #   ALLOC_VARIANTS="glibc musl" bench/...    some of them
 #   ALLOC_ROUNDS=2 ALLOC_SECONDS=4           rounds and timed-run length of each run.sh (defaults)
 #   ALLOC_WORK=/tmp/meshdns-alloc            where the scratch copies are built
+#   ALLOC_BUILD_ONLY=1                       build the variants, measure nothing
 #
 # The variants:
 #   glibc          cargo build --release, as shipped in CI
@@ -84,6 +85,7 @@ for v in $VARIANTS; do
 		log "$v did not build; left out"
 		continue
 	}
+	[[ -n ${ALLOC_BUILD_ONLY:-} ]] && continue
 	env=()
 	[[ $v == glibc-tuned ]] && env=(BENCH_MESHDNS_ENV="GLIBC_TUNABLES=$TUNABLES")
 	log "measuring $v"
@@ -92,6 +94,7 @@ for v in $VARIANTS; do
 		>"$WORK/results/$v.log" 2>&1 || log "bench/run.sh failed for $v (see $WORK/results/$v.log)"
 done
 
+[[ -n ${ALLOC_BUILD_ONLY:-} ]] && exit 0
 # shellcheck disable=SC2086 # one argument per variant
 python3 - "$WORK/results" "$WORK/results/table.md" "$COMMIT" "$TUNABLES" $VARIANTS <<'EOF'
 import json, os, sys
