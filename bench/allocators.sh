@@ -9,6 +9,7 @@
 #   ALLOC_ROUNDS=2 ALLOC_SECONDS=4           rounds and timed-run length of each run.sh (defaults)
 #   ALLOC_WORK=/tmp/meshdns-alloc            where the scratch copies are built
 #   ALLOC_BUILD_ONLY=1                       build the variants, measure nothing
+#   ALLOC_TABLE_ONLY=1                       only the table, from the runs already there
 #
 # The variants:
 #   glibc          cargo build --release, as shipped in CI
@@ -18,6 +19,7 @@
 #   jemalloc       #[global_allocator] from the tikv-jemallocator crate
 #   musl           --target x86_64-unknown-linux-musl: musl's malloc, the image's binary
 #   musl-mimalloc  musl with mimalloc
+#   musl-jemalloc  musl with jemalloc
 # Each variant other than glibc is a copy of the committed tree (git archive HEAD) under
 # ALLOC_WORK with the allocator added there (cargo add, two lines in src/main.rs); nothing of it
 # is committed. A variant whose binary is already there is not built again. Then bench/run.sh
@@ -27,7 +29,7 @@
 set -u -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-VARIANTS=${ALLOC_VARIANTS:-glibc glibc-tuned mimalloc jemalloc musl musl-mimalloc}
+VARIANTS=${ALLOC_VARIANTS:-glibc glibc-tuned mimalloc jemalloc musl musl-mimalloc musl-jemalloc}
 ROUNDS=${ALLOC_ROUNDS:-2}
 SECONDS_PER_RUN=${ALLOC_SECONDS:-4}
 WORK=${ALLOC_WORK:-/tmp/meshdns-alloc}
@@ -45,7 +47,7 @@ mkdir -p "$WORK/results"
 binary() { # VARIANT: the path of its binary (built or not)
 	case $1 in
 	glibc | glibc-tuned) echo "$WORK/glibc/target/release/meshdns" ;;
-	musl | musl-mimalloc) echo "$WORK/$1/target/$MUSL/release/meshdns" ;;
+	musl*) echo "$WORK/$1/target/$MUSL/release/meshdns" ;;
 	*) echo "$WORK/$1/target/release/meshdns" ;;
 	esac
 }
@@ -60,10 +62,10 @@ build() { # VARIANT
 	rm -rf "$dir" && mkdir -p "$dir" && git -C "$ROOT" archive HEAD | tar -x -C "$dir" || return 1
 	case $v in
 	mimalloc | musl-mimalloc) crate="mimalloc mimalloc::MiMalloc" ;;
-	jemalloc) crate="tikv-jemallocator tikv_jemallocator::Jemalloc" ;;
+	jemalloc | musl-jemalloc) crate="tikv-jemallocator tikv_jemallocator::Jemalloc" ;;
 	esac
 	case $v in
-	musl | musl-mimalloc)
+	musl*)
 		target=(--target "$MUSL")
 		rustup target list --installed | grep -qx "$MUSL" || rustup target add "$MUSL" || return 1
 		;;
@@ -81,6 +83,7 @@ build() { # VARIANT
 }
 
 for v in $VARIANTS; do
+	[[ -n ${ALLOC_TABLE_ONLY:-} ]] && break
 	build "$v" || {
 		log "$v did not build; left out"
 		continue
@@ -97,7 +100,7 @@ done
 [[ -n ${ALLOC_BUILD_ONLY:-} ]] && exit 0
 # shellcheck disable=SC2086 # one argument per variant
 python3 - "$WORK/results" "$WORK/results/table.md" "$COMMIT" "$TUNABLES" $VARIANTS <<'EOF'
-import json, os, sys
+import json, os, statistics, sys
 res, out, commit, tunables, variants = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
 
 def f(x, d=1):
@@ -116,7 +119,7 @@ for v in variants:
     def ratio(k, a="meshdns", b="unbound"):
         xs = sorted(R[k][a][r] / R[k][b][r] for r in R.get(k, {}).get(a, {})
                     if R[k][b].get(r) and R[k][a][r] is not None)
-        return xs[len(xs) // 2] if xs else None
+        return statistics.median(xs) if xs else None
     kb = lambda k: m(k) / 1024.0 if m(k) is not None else None
     ovl = " | ".join(f"{f(m(f'ovl_{c}_peak'))} / {f(m(f'ovl_{c}_after'))}" for c in "abc")
     rows.append(f"| {v} | {int(j['meta'].get('binary_bytes', 0)):,} | {f(m('rss_idle_kb'))} | {f(m('rss_10k_kb'))} | {ovl} | "

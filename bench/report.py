@@ -528,9 +528,9 @@ def main():
          f"{fmt(m('miss_add', 'meshdns'), 0, ' µs')} ({fmt(m('miss_p50', 'meshdns'), 0)} vs {fmt(m('miss_p50', 'direct'), 0)} µs; "
          f"unbound adds {fmt(m('miss_add', 'unbound'), 0, ' µs')}, the floor relay {fmt(m('miss_add', 'floor'), 0, ' µs')})",
          verdict(le(m("miss_add", "meshdns"), 25.0))),
-        ("hits", "19", "RSS idle", "≤ 6 MiB", f"{fmt(m('rss_idle_kb', 'meshdns'), 1, ' MiB')} {rng('rss_idle_kb')}",
+        ("hits", "19", "RSS idle", "≤ 6 MiB", f"{fmt(m('rss_idle_kb', 'meshdns'), 1, ' MiB')}{rng('rss_idle_kb')}",
          verdict(le(m("rss_idle_kb", "meshdns"), 6.0))),
-        ("hits", "19", "RSS with 10,000 cached entries", "≤ 10 MiB", f"{fmt(m('rss_10k_kb', 'meshdns'), 1, ' MiB')} {rng('rss_10k_kb')}",
+        ("hits", "19", "RSS with 10,000 cached entries", "≤ 10 MiB", f"{fmt(m('rss_10k_kb', 'meshdns'), 1, ' MiB')}{rng('rss_10k_kb')}",
          verdict(le(m("rss_10k_kb", "meshdns"), 10.0))),
         ("gather", "10", f"gathered SRV, legs {'/'.join(f'{x:g}' for x in legs)} ms: median after the slowest leg", "≤ 2 ms",
          f"{fmt(g_add, 2, ' ms')} ({fmt(g_med, 1)} ms vs {fmt(m('g_p50', 'slowest'), 1)} ms for the slowest leg asked directly; sum of legs {sum(legs):g} ms)",
