@@ -102,7 +102,6 @@ pub async fn run(
     let bound = listeners.local_addrs();
     let mut loops = tokio::task::JoinSet::new();
     for socket in listeners.udp {
-        let socket = Arc::new(tokio::net::UdpSocket::from_std(socket)?);
         loops.spawn(server::serve_udp(socket, shared.clone()));
     }
     for listener in listeners.tcp {

@@ -5,9 +5,10 @@
 use std::io::IsTerminal;
 use std::sync::OnceLock;
 
+use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
-use tracing_subscriber::{EnvFilter, Registry, reload};
+use tracing_subscriber::{Registry, reload};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,12 +19,12 @@ use crate::metrics::Metrics;
 use crate::upstream::{GroupSpec, Upstream, names};
 
 /// The handle that swaps the log filter when `MESHDNS_LOG` changes live.
-static LOG_FILTER: OnceLock<reload::Handle<EnvFilter, Registry>> = OnceLock::new();
+static LOG_FILTER: OnceLock<reload::Handle<Targets, Registry>> = OnceLock::new();
 
 /// Installs the global tracing subscriber: `MESHDNS_LOG` as the filter, text or JSON lines on
 /// stderr, colours only when stderr is a terminal (not in `kubectl logs`).
 pub fn init_logging(config: &Config) {
-    let (filter, handle) = reload::Layer::new(EnvFilter::new(&config.log));
+    let (filter, handle) = reload::Layer::new(log_filter(&config.log));
     let _ = LOG_FILTER.set(handle);
     let layer = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
@@ -35,11 +36,19 @@ pub fn init_logging(config: &Config) {
     }
 }
 
+/// `MESHDNS_LOG` as a filter of levels per target (validated with the configuration; a
+/// filter that does not parse leaves logging at `info`).
+fn log_filter(filter: &str) -> Targets {
+    filter
+        .parse()
+        .unwrap_or_else(|_| Targets::new().with_default(tracing::Level::INFO))
+}
+
 /// Replaces the log filter (a validated `MESHDNS_LOG`); nothing when logging was not set up
 /// by [`init_logging`] (tests running `run` in-process).
 pub fn set_log_filter(filter: &str) {
     if let Some(handle) = LOG_FILTER.get()
-        && let Err(error) = handle.reload(EnvFilter::new(filter))
+        && let Err(error) = handle.reload(log_filter(filter))
     {
         tracing::warn!(%error, "the new log filter could not be applied");
     }

@@ -170,25 +170,8 @@ fn unchanged_routes(old: &Config, new: &Config) -> impl Fn(&CacheKey) -> bool {
 /// then never ends the process, as its default action would).
 pub async fn watch_and_reload(mut reloader: Reloader, mut shutdown: watch::Receiver<bool>) {
     let (events, mut changed) = mpsc::channel::<()>(1);
-    let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if event.is_ok() {
-            // A reload is already due when the channel is full.
-            let _ = events.try_send(());
-        }
-    });
-    let mut watcher = match watcher {
-        Ok(watcher) => Some(watcher),
-        Err(error) => {
-            tracing::warn!(%error, "cannot watch for configuration changes; they are applied on SIGHUP only");
-            None
-        }
-    };
-    let mut watched = BTreeSet::new();
-    if let Some(watcher) = watcher.as_mut()
-        && !reloader.watched_dirs().is_empty()
-    {
-        watch_dirs(watcher, &mut watched, reloader.watched_dirs());
-    }
+    let mut watches = Watches::new(events);
+    watches.follow(reloader.watched_dirs());
     // Whatever changed between the start's read and the watch's start is read now.
     reloader.reload();
     let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
@@ -210,25 +193,67 @@ pub async fn watch_and_reload(mut reloader: Reloader, mut shutdown: watch::Recei
             () = crate::server::stopped(&mut shutdown) => return,
         }
         reloader.reload();
-        if let Some(watcher) = watcher.as_mut() {
-            watch_dirs(watcher, &mut watched, reloader.watched_dirs());
-        }
+        watches.follow(reloader.watched_dirs());
     }
 }
 
-/// Makes `watcher` watch exactly `wanted` (of which `watched` is the set it watches now).
-fn watch_dirs(
-    watcher: &mut notify::RecommendedWatcher,
-    watched: &mut BTreeSet<PathBuf>,
-    wanted: BTreeSet<PathBuf>,
-) {
-    for gone in watched.difference(&wanted) {
-        let _ = watcher.unwatch(gone);
-    }
-    for new in wanted.difference(watched) {
-        if let Err(error) = watcher.watch(new, notify::RecursiveMode::NonRecursive) {
-            tracing::warn!(dir = %new.display(), %error, "cannot watch; its changes are applied on SIGHUP only");
+/// The inotify watches: made only while there is something to watch (no watcher thread
+/// otherwise), following the set of directories as reloads change it.
+struct Watches {
+    events: mpsc::Sender<()>,
+    watcher: Option<notify::RecommendedWatcher>,
+    watched: BTreeSet<PathBuf>,
+}
+
+impl Watches {
+    fn new(events: mpsc::Sender<()>) -> Self {
+        Self {
+            events,
+            watcher: None,
+            watched: BTreeSet::new(),
         }
     }
-    *watched = wanted;
+
+    /// Watches exactly `wanted`.
+    fn follow(&mut self, wanted: BTreeSet<PathBuf>) {
+        if wanted.is_empty() {
+            self.watcher = None;
+            self.watched.clear();
+            return;
+        }
+        let watched = std::mem::take(&mut self.watched);
+        let Some(watcher) = self.watcher() else {
+            return;
+        };
+        for gone in watched.difference(&wanted) {
+            let _ = watcher.unwatch(gone);
+        }
+        for new in wanted.difference(&watched) {
+            if let Err(error) = watcher.watch(new, notify::RecursiveMode::NonRecursive) {
+                tracing::warn!(dir = %new.display(), %error, "cannot watch; its changes are applied on SIGHUP only");
+            }
+        }
+        self.watched = wanted;
+    }
+
+    fn watcher(&mut self) -> Option<&mut notify::RecommendedWatcher> {
+        if self.watcher.is_none() {
+            let events = self.events.clone();
+            let made = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                // Reading the directory opens it, and an open is an event too: only changes
+                // count, or every reload would announce the next one.
+                if event.is_ok_and(|event| !matches!(event.kind, notify::EventKind::Access(_))) {
+                    // A reload is already due when the channel is full.
+                    let _ = events.try_send(());
+                }
+            });
+            match made {
+                Ok(watcher) => self.watcher = Some(watcher),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot watch for configuration changes; they are applied on SIGHUP only");
+                }
+            }
+        }
+        self.watcher.as_mut()
+    }
 }

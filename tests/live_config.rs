@@ -161,6 +161,9 @@ async fn an_invalid_change_is_rejected_whole_and_the_running_configuration_stays
         ("MESHDNS_TIMEOUT", "forever"),
     ]);
     assert!(eventually(100, || async { reloads(&meshdns, "rejected").await == 1.0 }).await);
+    // Rejected once, not again and again: reading the directory is no change.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(reloads(&meshdns, "rejected").await, 1.0);
     assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.1"));
     assert_eq!(
         member_of(&meshdns, "c").await,

@@ -163,12 +163,12 @@ impl Cache {
             let mut store = self.lock();
             store.get(key).and_then(|slot| {
                 let entry = store.entry_mut(slot);
-                if !entry.is_fresh(now) {
+                let age = entry.age(now);
+                if age >= entry.ttl {
                     return None;
                 }
                 entry.hits = entry.hits.saturating_add(1);
-                let age = entry.age(now);
-                let remaining = entry.ttl.saturating_sub(age);
+                let remaining = entry.ttl - age;
                 let refresh = !entry.failure
                     && !entry.refresh_claimed
                     && entry.hits >= PREFETCH_MIN_HITS

@@ -113,7 +113,9 @@ const EMPTY: List = List {
 
 #[derive(Debug)]
 pub(super) struct Store {
-    index: HashMap<Arc<[u8]>, u32>,
+    /// foldhash: several times faster than SipHash on short keys, and seeded at random per
+    /// process, so names chosen to collide cannot be precomputed.
+    index: HashMap<Arc<[u8]>, u32, foldhash::fast::RandomState>,
     slots: Vec<Slot>,
     free: Vec<u32>,
     lists: [List; 2],
@@ -128,7 +130,7 @@ impl Store {
     /// expired for longer than `serve_stale` are evicted first.
     pub fn new(capacity: usize, byte_budget: usize, serve_stale: Duration) -> Self {
         Self {
-            index: HashMap::new(),
+            index: HashMap::default(),
             slots: Vec::new(),
             free: Vec::new(),
             lists: [EMPTY; 2],

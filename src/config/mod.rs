@@ -440,7 +440,7 @@ const LOG_LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"]
 /// word is a target for tracing, so `MESHDNS_LOG=verbose` would quietly turn every log line
 /// off (the startup line included).
 fn check_log_filter(filter: &str) -> Result<(), ConfigError> {
-    if let Err(error) = tracing_subscriber::EnvFilter::try_new(filter) {
+    if let Err(error) = filter.parse::<tracing_subscriber::filter::Targets>() {
         return Err(ConfigError::new(
             LOG,
             filter,

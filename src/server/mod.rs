@@ -4,6 +4,7 @@
 //! `/readyz`).
 
 mod admin;
+mod batch;
 mod bind;
 mod tcp;
 mod udp;

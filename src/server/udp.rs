@@ -1,77 +1,120 @@
-//! The UDP loop: one receive buffer reused for every datagram; cache hits answered on the
-//! loop itself, each miss in its own task under the in-flight bound, replies sent from the
-//! same socket to the source.
+//! The UDP loop: datagrams received in batches (one wake-up and one system call serve every
+//! datagram waiting), cache hits answered on the loop itself and sent back together, each miss
+//! in its own task under the in-flight bound, replies sent from the same socket to the source.
+//!
+//! The socket is registered for readability only. Replies are sent without waiting for
+//! writability — a send buffer that is full drops the reply, as the network would, and the
+//! client asks again — so no write-readiness event ever wakes the loop. After a receive that
+//! did not fill the batch the queue is known empty, and the loop goes back to waiting without
+//! one more receive that could only say EAGAIN. At a pod's real rate a query costs a wake-up,
+//! one receive and one send.
 
+use std::io::ErrorKind;
+use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 
 use hickory_proto::op::ResponseCode;
-use tokio::net::UdpSocket;
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
 
+use super::batch::{self, BATCH, Datagram, Inbox};
 use super::{Shared, stopped};
 use crate::metrics::DropReason;
 use crate::query::FastPath;
 use crate::reply;
-use crate::wire::{self, Proto};
+use crate::wire::Proto;
 
-/// Serves one UDP socket until shutdown. Only an unrecoverable socket error ends it early.
-pub async fn serve_udp(socket: Arc<UdpSocket>, shared: Shared) -> std::io::Result<()> {
-    let mut buf = vec![0u8; wire::MAX_MESSAGE];
+/// Serves one UDP socket (non-blocking) until shutdown. Only an unrecoverable socket error
+/// ends it early.
+pub async fn serve_udp(socket: UdpSocket, shared: Shared) -> std::io::Result<()> {
+    // Deprecated because a borrowed descriptor could be closed under the reactor; here the
+    // AsyncFd owns the socket, so its descriptor stays open and the same for its whole life
+    // (the safe case the deprecation note spells out). Readable interest only: see above.
+    #[allow(deprecated)]
+    let socket = Arc::new(AsyncFd::with_interest(socket, Interest::READABLE)?);
+    let mut inbox = Inbox::default();
+    let mut replies: Vec<(Vec<u8>, SocketAddr)> = Vec::with_capacity(BATCH);
     let mut shutdown = shared.shutdown.clone();
     loop {
-        let (len, peer) = tokio::select! {
-            received = socket.recv_from(&mut buf) => match received {
-                Ok(received) => received,
-                // Transient errors (e.g. ICMP-reported, ENOBUFS) must not stop the listener.
-                Err(error) if is_transient(&error) => {
-                    tracing::debug!(%error, "UDP receive error");
-                    continue;
-                }
-                Err(error) => return Err(error),
-            },
+        let mut ready = tokio::select! {
+            ready = socket.readable() => ready?,
             () = stopped(&mut shutdown) => return Ok(()),
         };
-        let datagram = buf.get(..len).unwrap_or_default();
-        if !shared.allows(peer.ip()) {
-            shared.metrics.dropped(DropReason::NotAllowed);
-            if let Some(refused) = reply::from_header(datagram, ResponseCode::Refused) {
-                let _ = socket.try_send_to(&refused, peer);
-            }
-            continue;
-        }
-        // A cache hit is answered right here: no task, no parse, no copy of the query.
-        let key = match shared.resolver.answer_from_cache(datagram, Proto::Udp) {
-            FastPath::Answered(reply) => {
-                if let Err(error) = socket.send_to(&reply, peer).await {
-                    tracing::debug!(%peer, %error, "UDP send failed");
-                }
+        let received = match inbox.receive(socket.get_ref()) {
+            Ok(received) => received,
+            Err(error) if error.kind() == ErrorKind::WouldBlock => {
+                ready.clear_ready();
                 continue;
             }
-            FastPath::Miss(key) => key,
-        };
-        let Ok(permit) = Arc::clone(&shared.inflight).try_acquire_owned() else {
-            tracing::debug!(%peer, "in-flight limit reached; datagram dropped");
-            shared.metrics.dropped(DropReason::InflightLimit);
-            continue;
-        };
-        let query = datagram.to_vec();
-        let socket = Arc::clone(&socket);
-        let resolver = Arc::clone(&shared.resolver);
-        let counted = shared.metrics.inflight();
-        tokio::spawn(async move {
-            if let Some(reply) = resolver.handle_miss(&query, Proto::Udp, key).await
-                && let Err(error) = socket.send_to(&reply, peer).await
-            {
-                tracing::debug!(%peer, %error, "UDP send failed");
+            // Transient errors (e.g. ICMP-reported, ENOBUFS) must not stop the listener.
+            Err(error) if is_transient(&error) => {
+                tracing::debug!(%error, "UDP receive error");
+                continue;
             }
-            drop((counted, permit));
-        });
+            Err(error) => return Err(error),
+        };
+        if received < BATCH {
+            // The queue is empty: wait for the next datagram's edge instead of asking again.
+            ready.clear_ready();
+        }
+        drop(ready);
+        for datagram in inbox.datagrams() {
+            if let Some(reply) = serve(&socket, &shared, datagram) {
+                replies.push((reply, datagram.peer));
+            }
+        }
+        batch::send_all(socket.get_ref(), &replies);
+        replies.clear();
     }
+}
+
+/// One datagram: the reply to send now (a refusal, a cache hit, FORMERR for a datagram too
+/// long to read whole), or `None` when there is none now (a miss, answered by its own task).
+fn serve(
+    socket: &Arc<AsyncFd<UdpSocket>>,
+    shared: &Shared,
+    datagram: Datagram<'_>,
+) -> Option<Vec<u8>> {
+    let Datagram {
+        bytes,
+        peer,
+        truncated,
+    } = datagram;
+    if !shared.allows(peer.ip()) {
+        shared.metrics.dropped(DropReason::NotAllowed);
+        return reply::from_header(bytes, ResponseCode::Refused);
+    }
+    if truncated {
+        shared.metrics.dropped(DropReason::Malformed);
+        return reply::from_header(bytes, ResponseCode::FormErr);
+    }
+    // A cache hit is answered right here: no task, no parse, no copy of the query.
+    let key = match shared.resolver.answer_from_cache(bytes, Proto::Udp) {
+        FastPath::Answered(reply) => return Some(reply),
+        FastPath::Miss(key) => key,
+    };
+    let Ok(permit) = Arc::clone(&shared.inflight).try_acquire_owned() else {
+        tracing::debug!(%peer, "in-flight limit reached; datagram dropped");
+        shared.metrics.dropped(DropReason::InflightLimit);
+        return None;
+    };
+    let query = bytes.to_vec();
+    let socket = Arc::clone(socket);
+    let resolver = Arc::clone(&shared.resolver);
+    let counted = shared.metrics.inflight();
+    tokio::spawn(async move {
+        if let Some(reply) = resolver.handle_miss(&query, Proto::Udp, key).await {
+            batch::send_one(socket.get_ref(), &reply, peer);
+        }
+        drop((counted, permit));
+    });
+    None
 }
 
 fn is_transient(error: &std::io::Error) -> bool {
     use std::io::ErrorKind::*;
     matches!(
         error.kind(),
-        ConnectionRefused | ConnectionReset | Interrupted | WouldBlock | OutOfMemory
+        ConnectionRefused | ConnectionReset | Interrupted | OutOfMemory
     ) || error.raw_os_error() == Some(105) // ENOBUFS
 }

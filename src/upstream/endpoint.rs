@@ -75,7 +75,9 @@ impl Endpoint {
         !self.down.load(Ordering::Relaxed)
     }
 
-    /// One attempt at this endpoint over the group's transport.
+    /// One attempt at this endpoint over the group's transport, until it answers or fails, or
+    /// the caller drops it (plain attempts keep no timer; a TLS exchange gives its query slot
+    /// back at `deadline`).
     pub async fn attempt(
         &self,
         query: &[u8],
@@ -83,7 +85,7 @@ impl Endpoint {
         deadline: Instant,
     ) -> Result<Answered, AttemptError> {
         match &self.dialer {
-            Dialer::Plain(via) => attempt(self.addr, query, *via, attempt_timeout, deadline).await,
+            Dialer::Plain(via) => attempt(self.addr, query, *via, attempt_timeout).await,
             Dialer::Tls(tls) => over_tls(tls, query, deadline).await,
             Dialer::Unusable(why) => Err(AttemptError::Tls(why.clone())),
         }
@@ -144,10 +146,10 @@ impl Endpoint {
         while !self.is_up() {
             tokio::time::sleep(PROBE_INTERVAL).await;
             let deadline = Instant::now() + attempt_timeout;
-            if self
-                .attempt(&probe, attempt_timeout, deadline)
+            let attempt = self.attempt(&probe, attempt_timeout, deadline);
+            if tokio::time::timeout_at(deadline, attempt)
                 .await
-                .is_ok()
+                .is_ok_and(|outcome| outcome.is_ok())
             {
                 self.answered(&upstream);
             }

@@ -11,15 +11,22 @@
 //! Memory per attempt is what its messages need: a UDP reply is received into a buffer of the
 //! size the query advertised (512 without EDNS) and copied out at its exact length; a TCP reply
 //! grows as its bytes arrive, up to what its length prefix announces.
+//!
+//! System calls per UDP attempt are few: the socket is made non-blocking in one call,
+//! connected (which also binds the random port) in one, registered for readability only (a
+//! send wakes nothing), and read only once readiness says a datagram is there.
 
 use std::io::ErrorKind;
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
-use tokio::net::{TcpStream, UdpSocket};
-use tokio::time::{Instant, timeout_at};
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
 use tokio_util::codec::Framed;
 
 use super::tls::{TlsEndpoint, TlsError};
@@ -86,28 +93,29 @@ pub enum Via {
     Tcp,
 }
 
-/// Asks `endpoint` once, listening for the reply until `deadline` (the caller decides when to
-/// try another endpoint meanwhile). Over UDP, a truncated reply is fetched again over TCP from
-/// the same endpoint, for at most `attempt_timeout`; if that fails the truncated reply is
-/// returned (it is still an answer, and the cache never stores it).
+/// Asks `endpoint` once and listens for the reply for as long as the caller keeps the future:
+/// the exchange that runs it decides when to try another endpoint and drops it at the query's
+/// deadline, so the attempt keeps no timer of its own (each timer costs the runtime a wake-up).
+/// Over UDP, a truncated reply is fetched again over TCP from the same endpoint, for at most
+/// `attempt_timeout`; if that fails the truncated reply is returned (it is still an answer, and
+/// the cache never stores it).
 pub async fn attempt(
     endpoint: SocketAddr,
     query: &[u8],
     via: Via,
     attempt_timeout: Duration,
-    deadline: Instant,
 ) -> Result<Answered, AttemptError> {
     let answered = |bytes| Answered { bytes, endpoint };
     match via {
-        Via::Tcp => tcp(endpoint, query, deadline).await.map(answered),
+        Via::Tcp => tcp(endpoint, query).await.map(answered),
         Via::Udp => {
-            let reply = udp(endpoint, query, deadline).await?;
+            let reply = udp(endpoint, query).await?;
             if !wire::is_truncated(&reply) {
                 return Ok(answered(reply));
             }
             // A trickling TCP peer must not hold the truncated answer back until the deadline.
-            let retry_deadline = deadline.min(Instant::now() + attempt_timeout);
-            match tcp(endpoint, query, retry_deadline).await {
+            let retry = tokio::time::timeout(attempt_timeout, tcp(endpoint, query)).await;
+            match retry.unwrap_or(Err(AttemptError::Timeout)) {
                 Ok(full) => Ok(answered(full)),
                 Err(error) => {
                     tracing::debug!(%endpoint, %error, "TCP retry after truncation failed; keeping the truncated reply");
@@ -188,61 +196,60 @@ fn advertised_size(query: &[u8]) -> usize {
     wire::Proto::Udp.reply_limit(payload)
 }
 
-async fn udp(
-    endpoint: SocketAddr,
-    query: &[u8],
-    deadline: Instant,
-) -> Result<Vec<u8>, AttemptError> {
+async fn udp(endpoint: SocketAddr, query: &[u8]) -> Result<Vec<u8>, AttemptError> {
     let (msg, id) = stamped(query)?;
-    let local: SocketAddr = match endpoint {
-        SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
-        SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
-    };
-    let socket = UdpSocket::bind(local).await.map_err(|error| {
-        // Binding an ephemeral port only fails for local reasons.
-        AttemptError::Local(error.to_string())
-    })?;
-    socket.connect(endpoint).await?;
-    socket.send(&msg).await?;
-    // Left uninitialised: zeroing the buffer per attempt was a measurable share of a miss.
-    let mut buf: Vec<u8> = Vec::with_capacity(advertised_size(&msg));
+    let socket = connected_udp(endpoint)?;
+    socket.send(&msg)?;
+    // Registered for readability and errors only (an ICMP "port unreachable" is an error
+    // event, and answers at once as connection refused); a send never wakes the task.
+    let interest = Interest::READABLE | Interest::ERROR;
+    #[allow(deprecated)] // Sound here: the AsyncFd owns the socket (see server::udp).
+    let socket = AsyncFd::with_interest(socket, interest)?;
+    let mut buf = vec![0u8; advertised_size(&msg)];
     loop {
-        buf.clear();
-        timeout_at(deadline, socket.recv_buf(&mut buf))
-            .await
-            .map_err(|_| AttemptError::Timeout)??;
-        if acceptable(&buf, id, &msg) {
-            return Ok(buf.as_slice().to_vec());
+        let mut ready = socket.ready(interest).await?;
+        let len = match ready.try_io(|socket| socket.get_ref().recv(&mut buf)) {
+            Ok(received) => received?,
+            Err(_would_block) => continue,
+        };
+        let reply = &buf[..len];
+        if acceptable(reply, id, &msg) {
+            return Ok(reply.to_vec());
         }
         tracing::debug!(%endpoint, "ignored a datagram with the wrong ID or question");
     }
 }
 
-async fn tcp(
-    endpoint: SocketAddr,
-    query: &[u8],
-    deadline: Instant,
-) -> Result<Vec<u8>, AttemptError> {
+/// A non-blocking UDP socket connected to `endpoint`, so the kernel drops datagrams from any
+/// other source. Connecting an unbound socket binds it to a random ephemeral port (RFC 5452's
+/// source port randomisation) in the same system call. Failing to make one is a local error.
+fn connected_udp(endpoint: SocketAddr) -> Result<std::net::UdpSocket, AttemptError> {
+    let socket = Socket::new(
+        Domain::for_address(endpoint),
+        Type::DGRAM.nonblocking().cloexec(),
+        Some(Protocol::UDP),
+    )
+    .map_err(|error| AttemptError::Local(error.to_string()))?;
+    socket.connect(&endpoint.into())?;
+    Ok(socket.into())
+}
+
+async fn tcp(endpoint: SocketAddr, query: &[u8]) -> Result<Vec<u8>, AttemptError> {
     let (msg, id) = stamped(query)?;
-    let exchange = async {
-        let stream = TcpStream::connect(endpoint).await?;
-        stream.set_nodelay(true)?;
-        let mut framed = Framed::new(stream, wire::tcp_codec(wire::MAX_MESSAGE));
-        framed.send(Bytes::copy_from_slice(&msg)).await?;
-        while let Some(frame) = framed.next().await {
-            let reply = frame?;
-            if acceptable(&reply, id, &msg) {
-                return Ok(reply.to_vec());
-            }
-            tracing::debug!(%endpoint, "ignored a TCP message with the wrong ID or question");
+    let stream = TcpStream::connect(endpoint).await?;
+    stream.set_nodelay(true)?;
+    let mut framed = Framed::new(stream, wire::tcp_codec(wire::MAX_MESSAGE));
+    framed.send(Bytes::copy_from_slice(&msg)).await?;
+    while let Some(frame) = framed.next().await {
+        let reply = frame?;
+        if acceptable(&reply, id, &msg) {
+            return Ok(reply.to_vec());
         }
-        Err(AttemptError::Network(
-            "connection closed before the reply".into(),
-        ))
-    };
-    timeout_at(deadline, exchange)
-        .await
-        .map_err(|_| AttemptError::Timeout)?
+        tracing::debug!(%endpoint, "ignored a TCP message with the wrong ID or question");
+    }
+    Err(AttemptError::Network(
+        "connection closed before the reply".into(),
+    ))
 }
 
 #[cfg(test)]

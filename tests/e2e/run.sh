@@ -24,6 +24,8 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 . "$ROOT/tests/lib/nsd.sh"
 # shellcheck source=tests/lib/netns.sh
 . "$ROOT/tests/lib/netns.sh"
+# shellcheck source=tests/e2e/configmap.sh
+. "$ROOT/tests/e2e/configmap.sh"
 E2E=$ROOT/tests/e2e
 MODE=${E2E_MODE:-full}
 E2E_VENV=${E2E_VENV:-/opt/meshdns-e2e/venv}
@@ -69,6 +71,8 @@ install_prereqs() {
 	command -v ss >/dev/null || pkgs+=(iproute2)
 	command -v unshare >/dev/null || pkgs+=(util-linux)
 	command -v timeout >/dev/null || pkgs+=(coreutils)
+	command -v stunnel4 >/dev/null || pkgs+=(stunnel4)
+	command -v openssl >/dev/null || pkgs+=(openssl)
 	/usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || pkgs+=(python3-venv)
 	if ((${#pkgs[@]})); then
 		note "installing ${pkgs[*]}"
@@ -200,6 +204,25 @@ alias IN CNAME www.example.test.
 EOF
 }
 
+# The names a platform team keeps for the peers' DNS (MESHDNS_CLUSTERS endpoints given by host
+# name), served by the kube-dns stand-in with a 5 s TTL. dns-b points at ADDR (none: NXDOMAIN).
+MESH_SERIAL=0
+gen_mesh_zone() { # [ADDR]
+	MESH_SERIAL=$((MESH_SERIAL + 1))
+	cat <<EOF
+\$ORIGIN mesh.test.
+\$TTL 5
+@ IN SOA ns1.mesh.test. hostmaster.mesh.test. $MESH_SERIAL 7200 1800 86400 5
+@ IN NS ns1.mesh.test.
+ns1 IN A 127.0.1.1
+EOF
+	[[ -z ${1:-} ]] || echo "dns-b IN A $1"
+}
+# nsdc NAME ARGS...: nsd-control of stand-in NAME (its unix socket; stats_noreset, reload ZONE)
+nsdc() { local n=$1; shift; nsd-control -c "$WORK/nsd-$n/nsd.conf" "$@"; }
+# nsd_queries NAME: queries stand-in NAME has answered since it started
+nsd_queries() { nsdc "$1" stats_noreset 2>/dev/null | sed -n 's/^num\.queries=//p'; }
+
 declare -A NSD_PID
 start_nsd() { # NAME INDEX ADDR [external]
 	local name=$1 i=$2 addr=$3 ext=${4:-} d=$WORK/nsd-$1
@@ -207,12 +230,14 @@ start_nsd() { # NAME INDEX ADDR [external]
 	gen_cluster_zone "$i" >"$d/cluster.local.zone"
 	{
 		# NSID and DNS cookies (RFC 7873) on: per-hop options meshdns must not pass around.
-		nsd_conf "$d" "$addr" 'hide-version: yes' "nsid: \"ascii_standin-$name\"" 'answer-cookie: yes' 'verbosity: 1'
+		nsd_conf_control "$d" "$addr" 'hide-version: yes' "nsid: \"ascii_standin-$name\"" 'answer-cookie: yes' 'verbosity: 1'
 		nsd_zone cluster.local "$d/cluster.local.zone"
 	} >"$d/nsd.conf"
 	if [[ -n $ext ]]; then
 		gen_external_zone >"$d/example.test.zone"
 		nsd_zone example.test "$d/example.test.zone" >>"$d/nsd.conf"
+		gen_mesh_zone 127.0.2.1 >"$d/mesh.test.zone"
+		nsd_zone mesh.test "$d/mesh.test.zone" >>"$d/nsd.conf"
 	fi
 	if ! nsd-checkconf "$d/nsd.conf" >"$d/check.log" 2>&1; then
 		cat "$d/check.log" >&2
@@ -877,6 +902,418 @@ f_nx_hidden() { # others say NXDOMAIN, a leg failed: must be SERVFAIL, never NXD
 	want_rcode SERVFAIL
 }
 
+# --- metrics and processes of one instance ----------------------------------------------------
+# metric ADDR NAME [LABEL=VALUE...]: the sum of NAME's samples at ADDR's /metrics whose labels
+# include every pair, rounded to a whole number (0 when none; -1 when /metrics did not answer)
+metric() {
+	local addr=$1 name=$2
+	shift 2
+	http_get /metrics "$addr"
+	[[ $HTTP_CODE == 200 ]] || { echo -1; return 0; }
+	awk -v n="$name" -v want="$*" '
+		{ split($1, head, "{"); if (head[1] != n) next
+		  k = split(want, w, " "); ok = 1
+		  for (i = 1; i <= k; i++) {
+			eq = index(w[i], "="); pair = substr(w[i], 1, eq) "\"" substr(w[i], eq + 1) "\""
+			if (index($1, "{" pair) == 0 && index($1, "," pair) == 0) ok = 0
+		  }
+		  if (ok) s += $NF }
+		END { printf "%.0f\n", s }' <<<"$HTTP_BODY"
+}
+# want_metric ADDR WANT NAME [LABEL=VALUE...]: WANT is "N" (equal) or ">=N"
+want_metric() {
+	local addr=$1 want=$2 got
+	shift 2
+	got=$(metric "$addr" "$@")
+	if [[ $want == '>='* ]]; then
+		((got >= ${want#>=})) && return 0
+	else
+		((got == want)) && return 0
+	fi
+	fail_with "$* at $addr is $got, want $want"
+}
+serving_pid() { # ADDR: the process holding ADDR:53/udp
+	ss -Hlnup "src $1:53" 2>/dev/null | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2
+}
+same_process() { # ADDR: still the process start_meshdns started, still serving
+	local pid
+	pid=$(serving_pid "$1")
+	[[ -n $pid && $pid == "${MD_PID[$1]}" ]] || fail_with "$1:53 is held by pid '$pid', started as ${MD_PID[$1]} (restarted?)"
+}
+md_log() { sed 's/\x1b\[[0-9;]*m//g' "$WORK/meshdns-$1.log"; } # NAME: the log without colours
+# poll SECONDS FUNC [ARGS...]: FUNC until it passes, every 0.2 s; sets POLL_MS to the time taken
+POLL_MS=0
+poll() {
+	local t0 end
+	t0=$(date +%s%N)
+	end=$((t0 + $1 * 1000000000))
+	shift
+	while :; do
+		REASON=
+		if "$@"; then
+			POLL_MS=$((($(date +%s%N) - t0) / 1000000))
+			return 0
+		fi
+		(($(date +%s%N) < end)) || return 1
+		sleep 0.2
+	done
+}
+
+# --- endpoints given by host name ---------------------------------------------------------------
+D_NAME=127.0.10.13
+NAMED_CLUSTERS="a=127.0.1.1:53; b=dns-b.mesh.test:53; c=127.0.3.1:53"
+# n_member SERVER CLUSTER CLUSTER_INDEX: mongo-1 of CLUSTER answers with the pod IP of stand-in
+# CLUSTER_INDEX (where the cluster's endpoint points now)
+n_member() {
+	dq "$1" "mongo-1.mongo.db.cluster.$2" A
+	want_rcode NOERROR || return 1
+	want_set "A" "mongo-1.mongo.db.cluster.$2. $(mongo_ip "$3" 1)" "$(rr ANSWER A)"
+}
+n_dist_srv() { # SERVER PREFIXES: the distributed SRV has exactly these clusters' targets
+	dq "$1" $DSRV SRV +tcp
+	want_rcode NOERROR || return 1
+	want_set "SRV targets" "$(seq_names "$2" $DZ.)" "$(rr ANSWER SRV | awk '{print $5}')"
+}
+n_by_name() { # cluster b's endpoint is a name kube-dns resolves: its zone and the gathered SRV
+	poll 3 n_member $D_NAME b 2 || return 1
+	n_dist_srv $D_NAME "a- b- c-" || return 1
+	want_metric $D_NAME '>=1' meshdns_endpoint_resolutions_total cluster=b result=ok || return 1
+	want_metric $D_NAME 0 meshdns_endpoint_resolutions_total cluster=b result=failed || return 1
+	want_metric $D_NAME 1 meshdns_upstream_healthy cluster=b endpoint=127.0.2.1:53
+}
+n_check_cmd() { # meshdns --check with the pod's variables lists the name with its address
+	local out rc
+	out=$(env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin MESHDNS_LISTEN="$D_NAME:53" MESHDNS_UPSTREAMS=127.0.1.1:53 \
+		MESHDNS_LOCAL_CLUSTER=a MESHDNS_CLUSTERS="$NAMED_CLUSTERS" timeout 10 "$MESHDNS_BIN" --check 2>&1)
+	rc=$?
+	[[ $rc == 0 ]] || fail_with "exit $rc: $(tr "\n" " " <<<"$out" | cut -c1-200)" || return 1
+	grep -F 'dns-b.mesh.test:53' <<<"$out" | grep -qF '[127.0.2.1:53]' ||
+		fail_with "no 'dns-b.mesh.test:53 [127.0.2.1:53]' in --check: $(grep -F -m1 'cluster.b' <<<"$out" | tr -s ' ')"
+}
+n_move() { # ADDR [INDEX SECONDS]: dns-b now points at ADDR (kube-dns reloaded); meshdns follows
+	gen_mesh_zone "$1" >"$WORK/nsd-a/mesh.test.zone"
+	nsdc a reload mesh.test >/dev/null || fail_with "nsd-control reload mesh.test failed" || return 1
+	[[ -n ${2:-} ]] || return 0
+	poll "$3" n_member $D_NAME b "$2" || { REASON="not followed within $3 s: $REASON"; return 1; }
+	note "cluster b followed its name to the stand-in at $1 in ${POLL_MS} ms"
+}
+n_last_good() { # dns-b gone from kube-dns: the failed re-resolution is counted, b keeps answering
+	n_move "" || return 1
+	poll 12 want_metric $D_NAME '>=1' meshdns_endpoint_resolutions_total cluster=b result=failed ||
+		{ REASON="no failed resolution counted within 12 s: $REASON"; return 1; }
+	n_member $D_NAME b 3 || return 1
+	n_dist_srv $D_NAME "a- b- c-"
+}
+
+# --- live configuration (MESHDNS_CONFIG_DIR, kubelet layout) -----------------------------------
+D_LIVE=127.0.10.12
+LIVE_DIR= # set when the instance starts
+# client_loop SERVER OUT STOP NAME TYPE MIN: asks NAME TYPE with dig, 0.05 s between replies,
+# until the file STOP exists; one line per query in OUT: "ok|FAIL NAME STATUS RECORDS". A query
+# fails without a reply, with a status other than NOERROR, or with fewer than MIN answer records.
+client_loop() {
+	local s=$1 out=$2 stop=$3 name=$4 type=$5 min=$6 reply status n
+	while [[ ! -e $stop ]]; do
+		reply=$(dig @"$s" +time=2 +tries=1 +noall +comments +answer "$name" "$type" 2>&1)
+		status=noreply
+		[[ $reply =~ status:\ ([A-Z]+), ]] && status=${BASH_REMATCH[1]}
+		n=$(grep -c "[[:space:]]IN[[:space:]]${type}[[:space:]]" <<<"$reply")
+		if [[ $status == NOERROR ]] && ((n >= min)); then
+			echo "ok $name $status $n"
+		else
+			echo "FAIL $name $status $n"
+		fi >>"$out"
+		sleep 0.05
+	done
+}
+l_start() { # the instance: MESHDNS_CLUSTERS "a" in the environment, "a, b" in the directory
+	LIVE_DIR=$WORK/configmap-live
+	configmap_write "$LIVE_DIR" "MESHDNS_CLUSTERS=a=127.0.1.1:53; b=127.0.2.1:53" MESHDNS_TIMEOUT=2s || fail_with "configmap_write" || return 1
+	start_meshdns live $D_LIVE "a=127.0.1.1:53" MESHDNS_CONFIG_DIR="$LIVE_DIR" || return 1
+	n_member $D_LIVE b 2 || { REASON="the directory's MESHDNS_CLUSTERS does not override the environment: $REASON"; return 1; }
+	dq $D_LIVE mongo-1.mongo.db.cluster.c A
+	[[ -z $(rr ANSWER A) ]] || fail_with "cluster c answers before it is configured: $(why)" || return 1
+	want_metric $D_LIVE 0 meshdns_config_reloads_total
+}
+l_add_cluster() { # swap in a, b, c while a client asks: c within seconds, no failed query
+	local loop=$WORK/client-loop.txt stop=$WORK/client-loop.stop lpids=() t0 n fails ms
+	rm -f "$loop" "$stop"
+	ms=$(date +%s%N)
+	# three clients, ~20 queries a second in all; the SRV must never lose a, b (6 targets)
+	client_loop $D_LIVE "$loop" "$stop" mongo-0.mongo.db.cluster.b A 1 &
+	lpids+=($!)
+	client_loop $D_LIVE "$loop" "$stop" $DSRV SRV 6 &
+	lpids+=($!)
+	client_loop $D_LIVE "$loop" "$stop" www.example.test A 1 &
+	lpids+=($!)
+	PIDS+=("${lpids[@]}")
+	sleep 1
+	t0=$(date +%s)
+	configmap_write "$LIVE_DIR" "MESHDNS_CLUSTERS=a=127.0.1.1:53; b=127.0.2.1:53; c=127.0.3.1:53" MESHDNS_TIMEOUT=2s ||
+		fail_with "configmap_write" || return 1
+	poll 5 n_member $D_LIVE c 3 || { REASON="cluster c not answering 5 s after the swap: $REASON"; return 1; }
+	note "cluster c answered ${POLL_MS} ms after the ..data swap"
+	sleep 1
+	touch "$stop"
+	wait "${lpids[@]}"
+	ms=$((($(date +%s%N) - ms) / 1000000))
+	n=$(wc -l <"$loop")
+	fails=$(grep -c '^FAIL' "$loop")
+	note "client loop: $n queries in $ms ms ($((n * 1000 / ms)) a second) through the reload, $fails failed"
+	((fails == 0)) || fail_with "$fails of $n queries failed during the reload: $(grep -m3 '^FAIL' "$loop" | tr '\n' '|')" || return 1
+	((n >= 20)) || fail_with "the client loop asked only $n queries" || return 1
+	n_dist_srv $D_LIVE "a- b- c-" || return 1
+	same_process $D_LIVE || return 1
+	want_metric $D_LIVE 1 meshdns_config_reloads_total result=applied || return 1
+	want_metric $D_LIVE 0 meshdns_config_reloads_total result=rejected || return 1
+	want_metric $D_LIVE ">=$t0" meshdns_config_last_reload_success_timestamp_seconds
+}
+l_reject() { # a cluster added with MESHDNS_TIMEOUT=forever: rejected whole, the running one stays
+	configmap_write "$LIVE_DIR" "MESHDNS_CLUSTERS=a=127.0.1.1:53; b=127.0.2.1:53; c=127.0.3.1:53; e=127.0.5.1:53" \
+		MESHDNS_TIMEOUT=forever || fail_with "configmap_write" || return 1
+	poll 3 want_metric $D_LIVE ">=1" meshdns_config_reloads_total result=rejected || return 1
+	dq $D_LIVE mongo-1.mongo.db.cluster.e A
+	[[ -z $(rr ANSWER A) ]] || fail_with "cluster e of the rejected change answers: $(why)" || return 1
+	n_member $D_LIVE c 3 || return 1
+	want_metric $D_LIVE 1 meshdns_config_reloads_total result=applied || return 1
+	md_log live | grep -i 'rejected' | grep -q 'MESHDNS_TIMEOUT' ||
+		fail_with "no log line naming MESHDNS_TIMEOUT: $(md_log live | grep -i -m1 'rejected' | cut -c1-200)" || return 1
+	same_process $D_LIVE
+}
+l_idle() { # nothing changes for 1.5 s: nothing is read again (no reload, no repeated rejection)
+	local rejected errors
+	sleep 1.5
+	rejected=$(metric $D_LIVE meshdns_config_reloads_total result=rejected)
+	errors=$(md_log live | grep -c 'change rejected')
+	((rejected == 1 && errors == 1)) ||
+		fail_with "1.5 s after one invalid change: rejected_total $rejected, $errors 'rejected' log lines (want 1, 1): the unchanged directory is read again and again"
+}
+log_count_is() { [[ $(md_log "$1" | grep -c "$2") == "$3" ]] || fail_with "want $3 '$2' lines in the log of $1"; } # NAME TEXT N
+l_sighup() { # a file rewritten in place (no inotify event, as under a bind mount), then SIGHUP
+	local applied signals
+	applied=$(metric $D_LIVE meshdns_config_reloads_total result=applied)
+	signals=$(md_log live | grep -c 'SIGHUP')
+	printf '2s\n' >"$LIVE_DIR/..data/MESHDNS_TIMEOUT" || fail_with "cannot rewrite MESHDNS_TIMEOUT" || return 1
+	kill -HUP "${MD_PID[$D_LIVE]}" || fail_with "kill -HUP failed" || return 1
+	poll 3 log_count_is live SIGHUP $((signals + 1)) || return 1
+	poll 3 n_member $D_LIVE e 5 || { REASON="cluster e not answering after SIGHUP: $REASON"; return 1; }
+	want_metric $D_LIVE $((applied + 1)) meshdns_config_reloads_total result=applied || return 1
+	n_dist_srv $D_LIVE "a- b- c- e-" || return 1
+	same_process $D_LIVE
+}
+l_sighup_unchanged() { # SIGHUP with nothing changed: nothing counted, still serving, same process
+	local applied rejected signals
+	applied=$(metric $D_LIVE meshdns_config_reloads_total result=applied)
+	rejected=$(metric $D_LIVE meshdns_config_reloads_total result=rejected)
+	signals=$(md_log live | grep -c 'SIGHUP')
+	kill -HUP "${MD_PID[$D_LIVE]}" || fail_with "kill -HUP failed" || return 1
+	poll 3 log_count_is live SIGHUP $((signals + 1)) || return 1
+	sleep 0.3 # the reload after the log line
+	n_member $D_LIVE e 5 || return 1
+	n_dist_srv $D_LIVE "a- b- c- e-" || return 1
+	want_metric $D_LIVE "$applied" meshdns_config_reloads_total result=applied || return 1
+	want_metric $D_LIVE "$rejected" meshdns_config_reloads_total result=rejected || return 1
+	same_process $D_LIVE
+}
+
+# --- DNS over TLS: stunnel (mutual TLS, verify = 2) in front of cluster t's NSD ----------------
+# Cluster t: NSD on 127.0.9.1:53 (pod IPs 10.9.x.y), reachable in TLS only through stunnel,
+# one service per meshdns instance so its log tells them apart:
+#   [good] 127.0.9.2:853  [wrongname] 127.0.9.3:853  [nocert] 127.0.9.4:853  [rotate] 127.0.9.5:853
+TLS_NAME=dot-t.mesh.test
+PKI= # set by make_pki
+D_TLS=127.0.10.11
+D_WRONG=127.0.10.14
+D_NOCERT=127.0.10.15
+D_ROTATE=127.0.10.16
+make_pki() { # a CA, a server certificate for $TLS_NAME, a client certificate, another CA
+	PKI=$WORK/pki
+	mkdir -p "$PKI"
+	local ca leaf
+	for ca in ca otherca; do
+		openssl req -x509 -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+			-keyout "$PKI/$ca.key" -out "$PKI/$ca.crt" -subj "/CN=meshdns e2e $ca" \
+			-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign || return 1
+	done
+	printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\nsubjectAltName=DNS:%s\n' \
+		"$TLS_NAME" >"$PKI/server.ext"
+	printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\nsubjectAltName=DNS:meshdns.mesh.test\n' \
+		>"$PKI/client.ext"
+	for leaf in server client; do
+		openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$leaf" \
+			-keyout "$PKI/$leaf.key" -out "$PKI/$leaf.csr" || return 1
+		openssl x509 -req -in "$PKI/$leaf.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -days 2 \
+			-set_serial "0x$(openssl rand -hex 8)" -extfile "$PKI/$leaf.ext" -out "$PKI/$leaf.crt" || return 1
+	done
+	openssl verify -CAfile "$PKI/ca.crt" "$PKI/server.crt" "$PKI/client.crt"
+}
+STUNNEL_LOG=
+start_stunnel() {
+	local d=$WORK/stunnel svc addr
+	mkdir -p "$d"
+	STUNNEL_LOG=$d/stunnel.log
+	{
+		printf 'foreground = yes\npid =\nsyslog = no\ndebug = info\noutput = %s\n' "$STUNNEL_LOG"
+		for svc in good:127.0.9.2 wrongname:127.0.9.3 nocert:127.0.9.4 rotate:127.0.9.5; do
+			addr=${svc#*:}
+			listening "$addr" 853 t && { echo "$addr:853 is already taken" >&2; return 1; }
+			printf '[%s]\naccept = %s:853\nconnect = 127.0.9.1:53\ncert = %s\nkey = %s\nCAfile = %s\nverify = 2\n' \
+				"${svc%%:*}" "$addr" "$PKI/server.crt" "$PKI/server.key" "$PKI/ca.crt"
+		done
+	} >"$d/stunnel.conf"
+	stunnel4 "$d/stunnel.conf" >"$d/stderr.log" 2>&1 &
+	PIDS+=($!)
+	local n=50 pid=$!
+	while ((n-- > 0)); do
+		kill -0 "$pid" 2>/dev/null || break
+		if listening 127.0.9.2 853 t && listening 127.0.9.3 853 t && listening 127.0.9.4 853 t && listening 127.0.9.5 853 t; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	tail -5 "$d/stderr.log" "$STUNNEL_LOG" >&2
+	return 1
+}
+# st_count SERVICE accepted|connected: connections stunnel accepted from clients of SERVICE, or
+# opened to the NSD behind it (only after a client's certificate verified)
+st_count() {
+	local what="accepted connection"
+	[[ $2 == connected ]] && what="connected remote server"
+	grep -c "Service \[$1\] $what" "$STUNNEL_LOG"
+}
+# dot_dig ADDR [dig options...]: dig over TLS to a stunnel service, verified like meshdns does
+dot_dig() {
+	local s=$1
+	shift
+	OUT=$(dig @"$s" -p 853 +tls +tls-ca="$PKI/ca.crt" +tls-hostname=$TLS_NAME +time=3 +tries=1 "$@" mongo-0.mongo.db.svc.cluster.local A 2>&1)
+	DIGRC=$?
+}
+h_dot_standin() { # dig +tls with the client certificate: cluster t's pod, through stunnel
+	dot_dig 127.0.9.2 +tls-certfile="$PKI/client.crt" +tls-keyfile="$PKI/client.key"
+	want_rcode NOERROR || return 1
+	want_set "A" "mongo-0.mongo.db.svc.cluster.local. $(mongo_ip 9 0)" "$(rr ANSWER A)"
+}
+h_dot_standin_nocert() { # dig +tls without a client certificate: refused by stunnel (verify = 2)
+	local before
+	before=$(st_count good connected)
+	dot_dig 127.0.9.2
+	[[ -z $(rcode) ]] || fail_with "stunnel answered a client without a certificate: $(why)" || return 1
+	[[ $(st_count good connected) == "$before" ]] || fail_with "stunnel reached NSD for a client without a certificate"
+}
+t_start() { # NAME ADDR STUNNEL_ADDR TLS_NAME [VAR=VALUE...]
+	local name=$1 addr=$2 st=$3 tn=$4
+	shift 4
+	start_meshdns "$name" "$addr" "a=127.0.1.1:53; b=127.0.2.1:53; t=$st transport=tls tls_name=$tn" "$@"
+}
+t_cluster() { # SERVER: cluster t's zone over DoT
+	n_member "$1" t 9 || return 1
+	m_cluster_srv_of "$1" t 9
+}
+m_cluster_srv_of() { # SERVER CLUSTER INDEX: the cluster-zone SRV, targets and additional
+	dq "$1" "_mongodb._tcp.mongo.db.cluster.$2" SRV
+	want_rcode NOERROR || return 1
+	want_set "SRV targets" "$(seq_names "" "mongo.db.cluster.$2.")" "$(rr ANSWER SRV | awk '{print $5}')" || return 1
+	want_set "additional A" "$(for n in 0 1 2; do echo "mongo-$n.mongo.db.cluster.$2. $(mongo_ip "$3" $n)"; done)" \
+		"$(rr ADDITIONAL A | grep -i '^mongo-')"
+}
+t_gathered() { # the distributed SRV and a prefixed name of cluster t, over DoT
+	n_dist_srv $D_TLS "a- b- t-" || return 1
+	dq $D_TLS t-mongo-2.$DZ A
+	want_set "A" "t-mongo-2.$DZ. $(mongo_ip 9 2)" "$(rr ANSWER A)" || return 1
+	want_metric $D_TLS 0 meshdns_upstream_requests_total cluster=t result=tls_error || return 1
+	want_metric $D_TLS '>=1' meshdns_upstream_requests_total cluster=t result=ok
+}
+established() { # ADDR:PORT: established TCP connections to it
+	ss -Htn state established "dst $1" 2>/dev/null | wc -l
+}
+# Note: `nsd-control stats_noreset` (nsd_queries) makes NSD 4.6 drop its open TCP connections,
+# stunnel's to it included, and stunnel then closes the TLS side: no NSD counters between here
+# and t_idle_close, which must see meshdns close the connection, not NSD.
+t_reuse() { # 60 cache misses in a row: one TLS connection carries them (one accepted by stunnel)
+	local e0 h0 a0 c0 names=() i h1 a1 c1 n
+	e0=$(established 127.0.9.2:853)
+	h0=$(metric $D_TLS meshdns_upstream_tls_handshakes_total cluster=t)
+	a0=$(st_count good accepted)
+	c0=$(st_count good connected)
+	for ((i = 0; i < 60; i++)); do names+=("miss-$i.mongo.db.cluster.t" A); done
+	OUT=$(dig @$D_TLS +time=3 +tries=1 "${names[@]}" 2>&1)
+	T_REUSE_DONE=$(date +%s%N)
+	n=$(grep -c 'status: NXDOMAIN' <<<"$OUT")
+	((n == 60)) || fail_with "want 60 NXDOMAIN from cluster t, got $n: $(grep -m2 'status:' <<<"$OUT" | grep -v NXDOMAIN | tr '\n' '|')" || return 1
+	[[ $(established 127.0.9.2:853) == 1 ]] || fail_with "$(established 127.0.9.2:853) connections open to stunnel, want 1" || return 1
+	h1=$(metric $D_TLS meshdns_upstream_tls_handshakes_total cluster=t)
+	a1=$(st_count good accepted)
+	c1=$(st_count good connected)
+	note "60 misses over DoT: $e0 connection open before, handshakes +$((h1 - h0)) (total $h1), stunnel accepted +$((a1 - a0))"
+	((h1 - h0 <= 1 - e0)) || fail_with "$((h1 - h0)) TLS handshakes for 60 queries ($e0 connection open before)" || return 1
+	((a1 - a0 == h1 - h0 && c1 - c0 == h1 - h0)) ||
+		fail_with "stunnel accepted $((a1 - a0)) and connected $((c1 - c0)) for $((h1 - h0)) handshakes"
+}
+T_REUSE_DONE=0
+sleep_until() { # NS: sleeps until date +%s%N reaches NS
+	local left=$(($1 - $(date +%s%N)))
+	((left <= 0)) || sleep "$(awk -v n="$left" 'BEGIN { printf "%.3f", n / 1e9 }')"
+}
+st_first_close() { # SERVICE: the first line about closing of SERVICE's latest connection
+	local id
+	id=$(grep "Service \[$1\] accepted connection" "$STUNNEL_LOG" | tail -1 | sed -n 's/.*LOG[0-9]\[\([0-9]*\)\]:.*/\1/p')
+	grep -E "LOG[0-9]\[$id\]: .*(closed|reset)" "$STUNNEL_LOG" | head -1 | sed 's/.*\]: //'
+}
+t_idle_close() { # the connection of t_reuse: open 4 s later, closed by meshdns 6 s later; a new one then
+	local h0 how
+	sleep_until $((T_REUSE_DONE + 4000000000))
+	[[ $(established 127.0.9.2:853) == 1 ]] || fail_with "the connection closed within 4 s of the last query" || return 1
+	sleep_until $((T_REUSE_DONE + 6000000000))
+	[[ $(established 127.0.9.2:853) == 0 ]] || fail_with "the connection is still open 6 s after the last query" || return 1
+	how=$(st_first_close good)
+	[[ $how == TLS* ]] || fail_with "stunnel saw the connection end with '$how': the NSD side closed it, not meshdns" || return 1
+	h0=$(metric $D_TLS meshdns_upstream_tls_handshakes_total cluster=t)
+	dq $D_TLS after-idle.mongo.db.cluster.t A # a miss
+	want_rcode NXDOMAIN || return 1
+	want_metric $D_TLS $((h0 + 1)) meshdns_upstream_tls_handshakes_total cluster=t
+}
+# t_fails_closed SERVER SERVICE LOG_TEXT: cluster t SERVFAIL, the gathered SRV without t, a
+# tls_error counted, the cause logged, and nothing reached the NSD behind stunnel
+t_fails_closed() {
+	local s=$1 svc=$2 q0 c0
+	q0=$(nsd_queries t)
+	c0=$(st_count "$svc" connected)
+	f_cluster_fails "$s" mongo-0.mongo.db.cluster.t 2500 || return 1
+	f_partial "$s" "a- b-" 2500 10 || return 1
+	want_metric "$s" '>=1' meshdns_upstream_requests_total cluster=t result=tls_error || return 1
+	want_metric "$s" 0 meshdns_upstream_requests_total cluster=t result=ok || return 1
+	grep -q "$3" "$WORK/meshdns-$svc.log" || fail_with "no '$3' in the log: $(grep -m1 -i tls "$WORK/meshdns-$svc.log" | cut -c1-200)" || return 1
+	(($(st_count "$svc" accepted) >= 1)) || fail_with "meshdns never connected to stunnel [$svc]" || return 1
+	[[ $(st_count "$svc" connected) == "$c0" && $(st_count "$svc" connected) == 0 ]] ||
+		fail_with "stunnel [$svc] forwarded to NSD" || return 1
+	[[ $(nsd_queries t) == "$q0" ]] || fail_with "the NSD behind stunnel got $(($(nsd_queries t) - q0)) queries"
+}
+ROTATE_DIR= # the Secret-like directory of the rotation instance
+t_rotate_start() { # the instance's CA bundle is the wrong CA: cluster t fails
+	ROTATE_DIR=$WORK/secret-rotate
+	configmap_write "$ROTATE_DIR" ca.crt=@"$PKI/otherca.crt" tls.crt=@"$PKI/client.crt" tls.key=@"$PKI/client.key" ||
+		fail_with "configmap_write" || return 1
+	t_start rotate $D_ROTATE 127.0.9.5 $TLS_NAME MESHDNS_TLS_CA_FILE="$ROTATE_DIR/ca.crt" \
+		MESHDNS_TLS_CERT_FILE="$ROTATE_DIR/tls.crt" MESHDNS_TLS_KEY_FILE="$ROTATE_DIR/tls.key" || return 1
+	f_cluster_fails $D_ROTATE mongo-0.mongo.db.cluster.t 2500 || return 1
+	grep -q 'UnknownIssuer' "$WORK/meshdns-rotate.log" || fail_with "no 'UnknownIssuer' in the log: $(grep -m1 -i tls "$WORK/meshdns-rotate.log" | cut -c1-200)"
+}
+ROTATE_PROBE=0
+t_rotate_answers() { # a name not asked before is answered by cluster t (NXDOMAIN from its NSD)
+	ROTATE_PROBE=$((ROTATE_PROBE + 1))
+	dq $D_ROTATE "probe-$ROTATE_PROBE.mongo.db.cluster.t" A
+	want_rcode NXDOMAIN
+}
+t_rotate() { # the right CA swapped into the Secret-like directory: t answers, same process
+	configmap_write "$ROTATE_DIR" ca.crt=@"$PKI/ca.crt" tls.crt=@"$PKI/client.crt" tls.key=@"$PKI/client.key" ||
+		fail_with "configmap_write" || return 1
+	poll 10 t_rotate_answers || { REASON="cluster t not answering 10 s after the rotation: $REASON"; return 1; }
+	note "cluster t answered ${POLL_MS} ms after the CA rotation"
+	n_member $D_ROTATE t 9 || return 1
+	want_metric $D_ROTATE 1 meshdns_config_reloads_total result=applied || return 1
+	same_process $D_ROTATE
+}
+
 # ---------------------------------------------------------------------------------------------
 # Run
 # ---------------------------------------------------------------------------------------------
@@ -904,6 +1341,13 @@ if ((setup_ok)); then
 	if ((standins_ok)); then ok "harness: 5 NSD stand-ins and 3 fault servers listening"; else
 		bad "harness: 5 NSD stand-ins and 3 fault servers listening" "see messages above"
 	fi
+	# Cluster t, reached over DNS over TLS only: its NSD behind stunnel with mutual TLS.
+	if start_nsd t 9 127.0.9.1 && make_pki >"$WORK/pki.log" 2>&1 && start_stunnel; then
+		ok "harness: PKI made with openssl, stunnel (verify = 2) on 127.0.9.2-5:853 in front of NSD t"
+	else
+		bad "harness: PKI made with openssl, stunnel (verify = 2) on 127.0.9.2-5:853 in front of NSD t" \
+			"$(tail -3 "$WORK/pki.log" 2>/dev/null | tr '\n' ' ')"
+	fi
 
 	case_ "standin a: pod A record, authoritative" h_standin_a 127.0.1.1 1
 	case_ "standin b: pod A record, authoritative" h_standin_a 127.0.2.1 2
@@ -916,6 +1360,8 @@ if ((setup_ok)); then
 	case_ "fault server: SERVFAIL at 127.0.7.1" h_servfail_server
 	case_ "fault server: no answer at 127.0.8.1" h_drop_server
 	case_ "fault server: 300 ms proxy 127.0.6.1 -> e (UDP, TCP)" h_delay_proxy
+	case_ "standin t: dig +tls with a client certificate, through stunnel" h_dot_standin
+	case_ "standin t: dig +tls without a client certificate: stunnel refuses, NSD untouched" h_dot_standin_nocert
 
 	if [[ $MODE == standin ]]; then
 		make_pod_files standin 127.0.2.1
@@ -1015,6 +1461,44 @@ if [[ $MODE == full ]] && ((setup_ok)); then
 	case_ "admin: /readyz 200" m_http_200 /readyz
 	case_ "admin: /livez 200" m_http_200 /livez
 	case_ "admin: /metrics has the meshdns_ families, no query names" m_metrics
+
+	# Endpoints given by host name (docs/design.md, "Configuration"), cache off so that a
+	# moved endpoint shows at once.
+	case_ "names: meshdns with b=dns-b.mesh.test:53 (a name kube-dns serves) starts" start_meshdns named $D_NAME \
+		"$NAMED_CLUSTERS" MESHDNS_CACHE_SIZE=0
+	case_ "names: cluster b by name -> its zone and the distributed SRV include b, resolution ok" n_by_name
+	case_ "names: meshdns --check lists dns-b.mesh.test:53 [127.0.2.1:53]" n_check_cmd
+	case_ "names: dns-b moves to stand-in c (TTL 5 s) -> followed without a restart" n_move 127.0.3.1 3 8
+	case_ "names: dns-b gone from kube-dns -> failure counted, last good address kept" n_last_good
+
+	# Live configuration (docs/design.md, "Live configuration"): a directory in the kubelet's
+	# ConfigMap layout, changed while the instance serves.
+	case_ "live: meshdns with MESHDNS_CONFIG_DIR (kubelet layout: a, b) starts; the directory wins" l_start
+	case_ "live: a, b, c swapped in under ~20 q/s -> c answers, SRV gains c, no failed query, same PID" l_add_cluster
+	case_ "live: cluster e + MESHDNS_TIMEOUT=forever -> rejected whole, e absent, log names the variable" l_reject
+	case_ "live: 1.5 s with nothing changed -> nothing read again (rejected stays 1, one log line)" l_idle
+	case_ "live: file rewritten in place (no inotify event), SIGHUP -> applied, same PID" l_sighup
+	case_ "live: SIGHUP with nothing changed -> still serving, nothing counted" l_sighup_unchanged
+
+	# DNS over TLS to cluster t (docs/design.md, "DNS over TLS"), each instance with a stunnel
+	# service of its own.
+	case_ "dot: meshdns with t=127.0.9.2 transport=tls tls_name=$TLS_NAME, client certificate, starts" \
+		t_start dot $D_TLS 127.0.9.2 $TLS_NAME MESHDNS_TLS_CA_FILE="$PKI/ca.crt" \
+		MESHDNS_TLS_CERT_FILE="$PKI/client.crt" MESHDNS_TLS_KEY_FILE="$PKI/client.key"
+	case_ "dot: cluster t's zone over TLS (A; SRV with additional)" t_cluster $D_TLS
+	case_ "dot: distributed SRV and t-mongo-2 include cluster t; no tls_error" t_gathered
+	case_ "dot: 60 misses -> one connection (handshakes and stunnel accepts +1 at most)" t_reuse
+	case_ "dot: 5 s idle -> meshdns closes the connection; the next query opens a new one" t_idle_close
+	case_ "dot: meshdns with tls_name=other.mesh.test starts" t_start wrongname $D_WRONG 127.0.9.3 other.mesh.test \
+		MESHDNS_TLS_CA_FILE="$PKI/ca.crt" MESHDNS_TLS_CERT_FILE="$PKI/client.crt" MESHDNS_TLS_KEY_FILE="$PKI/client.key"
+	case_ "dot: wrong name -> SERVFAIL for cluster.t, SRV without t, tls_error, nothing reached NSD" \
+		t_fails_closed $D_WRONG wrongname 'not valid for name'
+	case_ "dot: meshdns without a client certificate starts" t_start nocert $D_NOCERT 127.0.9.4 $TLS_NAME \
+		MESHDNS_TLS_CA_FILE="$PKI/ca.crt"
+	case_ "dot: no client certificate (stunnel verify = 2) -> fails closed the same way" \
+		t_fails_closed $D_NOCERT nocert 'CertificateRequired'
+	case_ "dot: CA bundle of another CA in a Secret-like directory -> cluster t fails (UnknownIssuer)" t_rotate_start
+	case_ "dot: the right CA swapped in kubelet-style -> cluster t answers, no restart" t_rotate
 
 	# Faults, each on a fresh meshdns instance (cold cache) with one faulty cluster.
 	kill -TERM "${NSD_PID[d]}" 2>/dev/null

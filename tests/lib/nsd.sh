@@ -1,13 +1,28 @@
 # shellcheck shell=bash
 # NSD configuration for the stand-in DNS servers of tests/e2e/run.sh, tests/soak.sh and
 # bench/run.sh: one server per loopback address, everything it writes in its own directory,
-# no remote control, and response rate limiting off (NSD limits answers per client netblock
-# by default; at load it then drops answers to meshdns, which looks like a slow upstream).
+# no remote control over the network, and response rate limiting off (NSD limits answers per
+# client netblock by default; at load it then drops answers to meshdns, which looks like a slow
+# upstream).
 #
 #   nsd_conf DIR ADDR [SERVER_OPTION...] >DIR/nsd.conf   the server part ("verbosity: 1", ...)
+#   nsd_conf_control DIR ADDR [SERVER_OPTION...]         the same, with nsd-control reaching the
+#                                                        server through the unix socket
+#                                                        DIR/control.sock (no certificates):
+#                                                        nsd-control -c DIR/nsd.conf stats_noreset
 #   nsd_zone NAME FILE >>DIR/nsd.conf                    one zone served from FILE
 
 nsd_conf() {
+	nsd_server_conf "$@"
+	printf 'remote-control:\n\tcontrol-enable: no\n'
+}
+
+nsd_conf_control() {
+	nsd_server_conf "$@"
+	printf 'remote-control:\n\tcontrol-enable: yes\n\tcontrol-interface: "%s"\n' "$1/control.sock"
+}
+
+nsd_server_conf() {
 	local dir=$1 addr=$2 option
 	shift 2
 	printf 'server:\n'
@@ -18,7 +33,6 @@ nsd_conf() {
 		"logfile: \"$dir/nsd.log\"" "$@"; do
 		printf '\t%s\n' "$option"
 	done
-	printf 'remote-control:\n\tcontrol-enable: no\n'
 }
 
 nsd_zone() {

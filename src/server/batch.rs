@@ -1,0 +1,209 @@
+//! Batched UDP I/O: one `recvmmsg` takes every datagram waiting on the socket (up to
+//! [`BATCH`]), one `sendmmsg` sends every reply of a batch. Under load that is two system
+//! calls for dozens of queries; at a pod's real rate (one query at a time) it is what lets the
+//! loop stop after one receive that did not fill the batch, instead of asking again only to
+//! hear EAGAIN. Through nix, a maintained crate with safe wrappers over the system calls.
+
+use std::io::{self, IoSlice, IoSliceMut};
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+
+use nix::sys::socket::{
+    ControlMessage, MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg, sendmmsg,
+};
+
+/// Datagrams taken per receive.
+pub const BATCH: usize = 32;
+
+/// The room for one datagram. A query is a header, a question and an OPT record — a few
+/// hundred bytes; a larger one arrives cut (and is answered FORMERR from its header).
+pub const SLOT: usize = 4096;
+
+/// One datagram of a batch.
+#[derive(Debug, Clone, Copy)]
+pub struct Datagram<'a> {
+    pub bytes: &'a [u8],
+    pub peer: SocketAddr,
+    /// Longer than [`SLOT`]: only its first bytes are here.
+    pub truncated: bool,
+}
+
+/// The receive side: [`BATCH`] slots of [`SLOT`] bytes, reused for every batch.
+pub struct Inbox {
+    buffer: Vec<u8>,
+    received: Vec<(usize, Option<SocketAddr>, bool)>,
+}
+
+impl Default for Inbox {
+    fn default() -> Self {
+        Self {
+            buffer: vec![0; BATCH * SLOT],
+            received: Vec::with_capacity(BATCH),
+        }
+    }
+}
+
+impl Inbox {
+    /// Takes what is waiting, without blocking: how many datagrams (1..=[`BATCH`]), or
+    /// `WouldBlock` when there were none.
+    pub fn receive(&mut self, socket: &UdpSocket) -> io::Result<usize> {
+        self.received.clear();
+        let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(BATCH, None);
+        let mut slices: Vec<[IoSliceMut<'_>; 1]> = self
+            .buffer
+            .chunks_mut(SLOT)
+            .map(|slot| [IoSliceMut::new(slot)])
+            .collect();
+        let results = recvmmsg(
+            socket.as_raw_fd(),
+            &mut headers,
+            slices.iter_mut(),
+            MsgFlags::MSG_DONTWAIT,
+            None,
+        )
+        .map_err(io::Error::from)?;
+        for message in results {
+            self.received.push((
+                message.bytes.min(SLOT),
+                message.address.and_then(|a| std_address(&a)),
+                message.flags.contains(MsgFlags::MSG_TRUNC),
+            ));
+        }
+        Ok(self.received.len())
+    }
+
+    /// The datagrams of the last receive (those with an address meshdns can answer).
+    pub fn datagrams(&self) -> impl Iterator<Item = Datagram<'_>> {
+        self.received
+            .iter()
+            .zip(self.buffer.chunks(SLOT))
+            .filter_map(|(&(len, peer, truncated), slot)| {
+                Some(Datagram {
+                    bytes: slot.get(..len)?,
+                    peer: peer?,
+                    truncated,
+                })
+            })
+    }
+}
+
+fn std_address(address: &SockaddrStorage) -> Option<SocketAddr> {
+    if let Some(v4) = address.as_sockaddr_in() {
+        return Some(SocketAddr::V4((*v4).into()));
+    }
+    address
+        .as_sockaddr_in6()
+        .map(|v6| SocketAddr::V6((*v6).into()))
+}
+
+/// Sends `replies` without blocking, in one system call when the kernel takes them all; a
+/// reply that finds the send buffer full is dropped, as the network would drop it (the client
+/// asks again). Returns how many went out.
+pub fn send_all(socket: &UdpSocket, replies: &[(Vec<u8>, SocketAddr)]) -> usize {
+    match replies {
+        [] => 0,
+        [(reply, peer)] => usize::from(send_one(socket, reply, *peer)),
+        _ => {
+            let addresses: Vec<Option<SockaddrStorage>> = replies
+                .iter()
+                .map(|(_, peer)| Some(SockaddrStorage::from(*peer)))
+                .collect();
+            let slices: Vec<[IoSlice<'_>; 1]> = replies
+                .iter()
+                .map(|(reply, _)| [IoSlice::new(reply)])
+                .collect();
+            let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(replies.len(), None);
+            let no_control: [ControlMessage<'_>; 0] = [];
+            let sent = sendmmsg(
+                socket.as_raw_fd(),
+                &mut headers,
+                slices.iter(),
+                addresses,
+                no_control,
+                MsgFlags::MSG_DONTWAIT,
+            )
+            .map_or(0, Iterator::count);
+            // What the kernel did not take in one go gets one more try each.
+            sent + replies[sent..]
+                .iter()
+                .filter(|(reply, peer)| send_one(socket, reply, *peer))
+                .count()
+        }
+    }
+}
+
+/// One reply, without blocking; `false` when it could not be sent.
+pub fn send_one(socket: &UdpSocket, reply: &[u8], peer: SocketAddr) -> bool {
+    match socket.send_to(reply, peer) {
+        Ok(_) => true,
+        Err(error) => {
+            tracing::debug!(%peer, %error, "UDP send failed; reply dropped");
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair() -> (UdpSocket, UdpSocket) {
+        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+        server.set_nonblocking(true).unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.connect(server.local_addr().unwrap()).unwrap();
+        (server, client)
+    }
+
+    #[test]
+    fn one_receive_takes_every_waiting_datagram_up_to_the_batch() {
+        let (server, client) = pair();
+        let mut inbox = Inbox::default();
+        assert_eq!(
+            inbox.receive(&server).unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
+        for i in 0..BATCH + 3 {
+            client.send(&[i as u8; 20]).unwrap();
+        }
+        assert_eq!(inbox.receive(&server).unwrap(), BATCH);
+        let first: Vec<u8> = inbox.datagrams().map(|d| d.bytes[0]).collect();
+        assert_eq!(first, (0..BATCH as u8).collect::<Vec<_>>());
+        assert!(
+            inbox
+                .datagrams()
+                .all(|d| d.peer == client.local_addr().unwrap())
+        );
+        assert_eq!(inbox.receive(&server).unwrap(), 3);
+    }
+
+    #[test]
+    fn a_datagram_longer_than_a_slot_arrives_cut_and_marked() {
+        let (server, client) = pair();
+        client.send(&vec![7; SLOT + 10]).unwrap();
+        let mut inbox = Inbox::default();
+        assert_eq!(inbox.receive(&server).unwrap(), 1);
+        let datagram = inbox.datagrams().next().unwrap();
+        assert!(datagram.truncated);
+        assert_eq!(datagram.bytes.len(), SLOT);
+    }
+
+    #[test]
+    fn replies_to_several_peers_go_out_in_one_call() {
+        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let (a, b) = (
+            UdpSocket::bind("127.0.0.1:0").unwrap(),
+            UdpSocket::bind("127.0.0.1:0").unwrap(),
+        );
+        let replies = vec![
+            (b"to a".to_vec(), a.local_addr().unwrap()),
+            (b"to b".to_vec(), b.local_addr().unwrap()),
+        ];
+        assert_eq!(send_all(&server, &replies), 2);
+        let mut buf = [0u8; 16];
+        let len = a.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..len], b"to a");
+        let len = b.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..len], b"to b");
+    }
+}
