@@ -24,7 +24,8 @@
 # ALLOC_WORK with the allocator added there (cargo add, two lines in src/main.rs); nothing of it
 # is committed. A variant whose binary is already there is not built again. Then bench/run.sh
 # runs with BENCH_GROUPS=hits,overload for each, results under ALLOC_WORK/results/VARIANT, and
-# the table compares them (ratios against unbound are taken within each run, so runs at
+# bench/hitcost.sh counts its instructions per cache hit (callgrind: free of the machine's
+# noise, user space only). The table compares them (ratios against unbound are taken within each run, so runs at
 # different moments of a noisy machine compare).
 set -u -o pipefail
 
@@ -95,6 +96,10 @@ for v in $VARIANTS; do
 	env "${env[@]}" MESHDNS_BIN="$(binary "$v")" BENCH_GROUPS=hits,overload BENCH_ROUNDS="$ROUNDS" \
 		BENCH_SECONDS="$SECONDS_PER_RUN" BENCH_RESULTS="$WORK/results/$v" "$ROOT/bench/run.sh" \
 		>"$WORK/results/$v.log" 2>&1 || log "bench/run.sh failed for $v (see $WORK/results/$v.log)"
+	tunables=()
+	[[ $v == glibc-tuned ]] && tunables=("GLIBC_TUNABLES=$TUNABLES")
+	"$ROOT/bench/hitcost.sh" "$(binary "$v")" "${tunables[@]}" >"$WORK/results/$v.hitcost" 2>&1 ||
+		log "bench/hitcost.sh failed for $v"
 done
 
 [[ -n ${ALLOC_BUILD_ONLY:-} ]] && exit 0
@@ -120,19 +125,25 @@ for v in variants:
         xs = sorted(R[k][a][r] / R[k][b][r] for r in R.get(k, {}).get(a, {})
                     if R[k][b].get(r) and R[k][a][r] is not None)
         return statistics.median(xs) if xs else None
-    kb = lambda k: m(k) / 1024.0 if m(k) is not None else None
+    try:
+        with open(os.path.join(res, f"{v}.hitcost"), encoding="utf-8") as fh:
+            ins = int(fh.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        ins = None
     ovl = " | ".join(f"{f(m(f'ovl_{c}_peak'))} / {f(m(f'ovl_{c}_after'))}" for c in "abc")
     rows.append(f"| {v} | {int(j['meta'].get('binary_bytes', 0)):,} | {f(m('rss_idle_kb'))} | {f(m('rss_10k_kb'))} | {ovl} | "
-                f"{f(m('cpu_us'))} ({f(ratio('cpu_us'), 2)}×) | {f(m('qps'), 0)} ({f(ratio('qps'), 2)}×) |")
+                f"{f(m('cpu_us'))} ({f(ratio('cpu_us'), 2)}×) | {f(ins, 0)} | {f(m('qps'), 0)} ({f(ratio('qps'), 2)}×) |")
     date = j["meta"].get("date", "?")
 text = f"""Commit {commit}, measured with `bench/allocators.sh` (bench/run.sh, groups hits and overload, one run per
 variant, medians of its rounds; the last run ended {date if rows else '?'}). RSS in MiB; each flood cell is
 "peak / 10 s after" (targets: ≤ 24 / ≤ 12). CPU is utime+stime per cache hit at 20,000 qps; the ratios are
-against unbound (1 thread) within the same run, which is what compares across runs on a noisy machine.
+against unbound (1 thread) within the same run, which is what compares across runs on a noisy machine;
+instructions per cache hit are callgrind's count (bench/hitcost.sh, user space only), the same whatever the
+machine is doing.
 glibc-tuned: the glibc binary with `GLIBC_TUNABLES={tunables}`.
 
-| variant | binary (bytes) | RSS idle | RSS 10k entries | (a) mangled | (b) black-holed misses | (c) TCP not reading | CPU µs/query at 20k (÷ unbound) | cache-hit QPS (÷ unbound) |
-|---|--:|--:|--:|--:|--:|--:|--:|--:|
+| variant | binary (bytes) | RSS idle | RSS 10k entries | (a) mangled | (b) black-holed misses | (c) TCP not reading | CPU µs/query at 20k (÷ unbound) | instructions per hit | cache-hit QPS (÷ unbound) |
+|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|
 """ + "\n".join(rows) + "\n"
 with open(out, "w", encoding="utf-8") as fh:
     fh.write(text)
