@@ -910,7 +910,9 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		sleep 1
 		if has hits || has lowrate; then round_fill "$r"; fi
 		has hits && round_hits "$r"
+		idle_finish
 		has lowrate && round_lowrate "$r"
+		idle_finish
 		has misses && round_misses "$r"
 		for s in meshdns unbound dnsmasq; do stop_pid "${SPID[$s]}"; done
 	fi
