@@ -7,11 +7,17 @@
  *
  *   probe SECONDS MAXSTEPS NAMEFILE TARGET...
  *   TARGET = LABEL=IP:PORT               asks NAMEFILE's line i ("name type", type A/AAAA/SRV/TXT)
+ *          | LABEL=IP:PORT+SUFFIX        the same with ".SUFFIX" added to the name
  *          | LABEL=IP:PORT/QNAME/QTYPE   asks that question every time
+ *          | LABEL=IP:PORT/QNAME/QTYPE/tcp   the same over TCP only (a fresh connection each time)
  *
  * The probe busy-polls for each reply (it is meant to have a core of its own), so its own sleep and
  * wake-up are not part of the latency. Stops after SECONDS, after MAXSTEPS steps, or at the end of NAMEFILE. Loopback servers only
  * (127.0.0.0/8): the benchmark never sends anything elsewhere.
+ *
+ * A truncated reply (TC) is followed up over TCP to the same address, as a stub resolver does;
+ * the latency is then that of both, and RCODE/ANCOUNT are the TCP reply's. PROBE_GAP_US=N in the
+ * environment sleeps N µs after each step (a paced client instead of a back-to-back one).
  *
  *   gcc -O2 -o probe probe.c
  */
@@ -33,8 +39,11 @@
 struct target {
 	char label[512];
 	int fd;
+	struct sockaddr_in sa;
 	char qname[256];
+	char suffix[128]; /* added to the name file's names */
 	int qtype; /* 0: from the name file */
+	int tcp;   /* ask over TCP only */
 };
 
 static uint64_t now_ns(void)
@@ -64,6 +73,33 @@ static int qtype_of(const char *s)
 	if (!strcasecmp(s, "TXT"))
 		return 16;
 	return 0;
+}
+
+/* The query Q (N bytes) over a fresh TCP connection to SA; the reply into R (CAP bytes).
+ * Returns the reply's length, or -1. */
+static ssize_t over_tcp(const struct sockaddr_in *sa, const unsigned char *q, size_t n, unsigned char *r, size_t cap)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0)
+		return -1;
+	struct timeval tv = {.tv_sec = 1, .tv_usec = 0};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+	unsigned char out[520];
+	out[0] = (unsigned char)(n >> 8);
+	out[1] = (unsigned char)n;
+	memcpy(out + 2, q, n);
+	ssize_t len = -1;
+	if (connect(fd, (const struct sockaddr *)sa, sizeof *sa) == 0 && send(fd, out, n + 2, MSG_NOSIGNAL) == (ssize_t)(n + 2)) {
+		unsigned char hdr[2];
+		if (recv(fd, hdr, 2, MSG_WAITALL) == 2) {
+			size_t want = (size_t)hdr[0] << 8 | hdr[1];
+			if (want <= cap && recv(fd, r, want, MSG_WAITALL) == (ssize_t)want)
+				len = (ssize_t)want;
+		}
+	}
+	close(fd);
+	return len;
 }
 
 /* Builds a query; returns its length or 0. */
@@ -127,10 +163,27 @@ int main(int argc, char **argv)
 		snprintf(t[nt].label, sizeof t[nt].label, "%s", spec);
 		char *addr = eq + 1;
 		t[nt].qtype = 0;
+		t[nt].tcp = 0;
+		t[nt].suffix[0] = 0;
+		char *plus = strchr(addr, '+');
+		if (plus) {
+			*plus = 0;
+			snprintf(t[nt].suffix, sizeof t[nt].suffix, "%s", plus + 1);
+		}
 		slash = strchr(addr, '/');
 		if (slash) {
 			*slash = 0;
 			char *q = slash + 1, *s2 = strchr(q, '/');
+			char *s3 = s2 ? strchr(s2 + 1, '/') : NULL;
+			t[nt].tcp = 0;
+			if (s3) {
+				*s3 = 0;
+				if (strcmp(s3 + 1, "tcp")) {
+					fprintf(stderr, "bad transport in %s\n", argv[a]);
+					return 2;
+				}
+				t[nt].tcp = 1;
+			}
 			if (!s2 || !(t[nt].qtype = qtype_of(s2 + 1))) {
 				fprintf(stderr, "bad question in %s\n", argv[a]);
 				return 2;
@@ -149,6 +202,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "%s: not a loopback IPv4 address\n", addr);
 			return 2;
 		}
+		t[nt].sa = sa;
 		t[nt].fd = socket(AF_INET, SOCK_DGRAM, 0);
 		struct timeval tv = {.tv_sec = 0, .tv_usec = 500000}; /* bounds the blocking recv */
 		if (t[nt].fd < 0 || setsockopt(t[nt].fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
@@ -158,6 +212,8 @@ int main(int argc, char **argv)
 		}
 	}
 	rnd_state = (uint32_t)now_ns() | 1;
+	const char *gap_env = getenv("PROBE_GAP_US");
+	long gap_us = gap_env ? atol(gap_env) : 0;
 	uint64_t end = now_ns() + (uint64_t)(seconds * 1e9);
 	char line[512];
 	unsigned char q[512], r[65536];
@@ -167,7 +223,12 @@ int main(int argc, char **argv)
 		if (have_line && sscanf(line, "%299s %15s", fname, ftype) < 1)
 			fname[0] = 0;
 		for (int k = 0; k < nt; k++) {
+			char suffixed[420];
 			const char *name = t[k].qtype ? t[k].qname : fname;
+			if (!t[k].qtype && t[k].suffix[0]) {
+				snprintf(suffixed, sizeof suffixed, "%s.%s", fname, t[k].suffix);
+				name = suffixed;
+			}
 			int qtype = t[k].qtype ? t[k].qtype : qtype_of(ftype);
 			if (!t[k].qtype && !have_line)
 				goto done;
@@ -176,6 +237,14 @@ int main(int argc, char **argv)
 			if (!n)
 				continue;
 			uint64_t t0 = now_ns();
+			if (t[k].tcp) {
+				ssize_t got = over_tcp(&t[k].sa, q, n, r, sizeof r);
+				if (got < 12 || r[0] != (unsigned char)(id >> 8) || r[1] != (unsigned char)id)
+					printf("%s -1 -1 0\n", t[k].label);
+				else
+					printf("%s %.1f %d %d\n", t[k].label, (double)(now_ns() - t0) / 1000.0, r[3] & 0x0f, (r[6] << 8) | r[7]);
+				continue;
+			}
 			if (send(t[k].fd, q, n, 0) < 0) {
 				printf("%s -1 -1 0\n", t[k].label);
 				continue;
@@ -197,11 +266,20 @@ int main(int argc, char **argv)
 				}
 				if (got < 12 || r[0] != (unsigned char)(id >> 8) || r[1] != (unsigned char)id)
 					continue; /* a late reply to an earlier query: not ours */
+				if (r[2] & 0x02) { /* TC: ask again over TCP */
+					got = over_tcp(&t[k].sa, q, n, r, sizeof r);
+					if (got < 12 || r[0] != (unsigned char)(id >> 8) || r[1] != (unsigned char)id) {
+						printf("%s -1 -1 0\n", t[k].label);
+						break;
+					}
+				}
 				uint64_t dt = now_ns() - t0;
 				printf("%s %.1f %d %d\n", t[k].label, (double)dt / 1000.0, r[3] & 0x0f, (r[6] << 8) | r[7]);
 				break;
 			}
 		}
+		if (gap_us > 0)
+			usleep((useconds_t)gap_us);
 	}
 done:
 	fflush(stdout);

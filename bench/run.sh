@@ -1,24 +1,44 @@
 #!/usr/bin/env bash
-# meshdns benchmark (issue 7; targets from issue 10). Not part of CI.
+# meshdns benchmark (issue 7; targets from issues 13, 15, 16 and 19). Not part of CI.
 #
 #   bench/run.sh                        build meshdns (cargo build --release --locked) and run
 #   MESHDNS_BIN=path bench/run.sh       use that binary, no build
 #   BENCH_SECONDS=10                    length of each timed run (default 10)
 #   BENCH_ROUNDS=3                      interleaved rounds; the table quotes medians (default 3)
+#   BENCH_GROUPS=hits,misses,...        the groups to run (default all of them):
+#                                       hits misses lowrate gather reload tls outage overload
 #   BENCH_RATE=20000                    the fixed rate of the CPU and latency runs (qps)
+#   BENCH_LOW_RATE=200                  the rate of the low-rate CPU run (qps, paced)
+#   BENCH_LOW_SECONDS=60                length of the low-rate run, split over the rounds
+#   BENCH_IDLE_SECONDS=60               the idle window of the live-configuration row
+#   BENCH_FLOOD_RATE=20000              datagrams a second of the mangled flood
+#   BENCH_RELOAD_RATE=5000              query rate while the configuration is swapped
 #   BENCH_SLICE=2                       timed runs are cut in slices this long, servers in turn
 #   BENCH_NICE=-10                      niceness of every process the bench starts (root only)
 #   BENCH_NET=20                        use 127.0.N.x, 127.0.N+1.x, 127.0.N+2.x (default 20)
+#   BENCH_MESHDNS_ENV="VAR=V ..."       more environment for every meshdns (GLIBC_TUNABLES=...)
+#   BENCH_RESULTS=dir                   where the results go (default bench/results)
 #   BENCH_KEEP=1                        keep the work directory (configs, logs, raw dnsperf output)
 #   BENCH_VENV=/opt/meshdns-bench/venv  where matplotlib is installed (pip, a venv)
 #
 # Compares meshdns with unbound (1 thread), dnsmasq and a floor (bench/floor.c: a UDP reflector
 # that does no DNS work; for cache misses the same program as a relay with no DNS work), all in
 # front of the same stand-in kube-dns (NSD). Measures, in one run and interleaved
-# (each round starts every server afresh and takes them in a rotated order): cache-hit QPS,
-# latency percentiles and CPU time per query at a fixed rate, RSS idle and with 10,000 cached
-# entries, the latency a cache miss adds over asking the upstream directly, and the latency of a
-# gathered SRV answer whose three cluster legs are delayed 20/40/80 ms.
+# (each round starts every server afresh and takes them in a rotated order):
+#   hits      cache-hit QPS, latency percentiles and CPU time per query at a fixed rate, RSS idle
+#             and with 10,000 cached entries;
+#   misses    the latency a cache miss adds over asking the upstream directly;
+#   lowrate   CPU time and wake-ups per query at a pod's rate (200 qps, paced), vs unbound;
+#   gather    a gathered SRV whose three cluster legs are delayed 20/40/80 ms, and one of
+#             3 clusters x 60 targets (legs truncated over UDP, then TCP): CPU per answer and
+#             latency over the slowest leg;
+#   reload    an idle meshdns's CPU and wake-ups with and without MESHDNS_CONFIG_DIR, the time
+#             from a kubelet-style `..data` swap to the new cluster answering, p99 during reloads;
+#   tls       cache misses to a cluster over DNS over TLS (stunnel in front of NSD, mutual TLS)
+#             vs plain UDP, TLS handshakes per 1,000 misses, RSS with DoT configured;
+#   outage    stale answers while the upstream is black-holed: latency, upstream queries per name;
+#   overload  peak and after-flood RSS under 60,000 mangled datagrams, 40,000 misses with the
+#             upstream black-holed, and 300 TCP connections that never read.
 #
 # Writes bench/results/latest.md, bench/results/latest.png and bench/results/<date>-<commit>.md,
 # and prints the table. Runs as root (port 53, apt-get, unshare -n). The packages (apt-get; pip
@@ -44,6 +64,15 @@ RATE=${BENCH_RATE:-20000}
 SLICE=${BENCH_SLICE:-2}
 NICE=${BENCH_NICE:--10}
 NET=${BENCH_NET:-20}
+GROUPS_ALL=hits,misses,lowrate,gather,reload,tls,outage,overload
+GROUPS_RUN=${BENCH_GROUPS:-$GROUPS_ALL}
+LOW_RATE=${BENCH_LOW_RATE:-200}
+LOW_SECONDS=${BENCH_LOW_SECONDS:-60}
+IDLE_SECONDS=${BENCH_IDLE_SECONDS:-60}
+FLOOD_RATE=${BENCH_FLOOD_RATE:-20000}
+RELOAD_RATE=${BENCH_RELOAD_RATE:-5000}
+RESULTS=${BENCH_RESULTS:-$ROOT/bench/results}
+read -ra MESHDNS_EXTRA_ENV <<<"${BENCH_MESHDNS_ENV:-}"
 T0=$(date +%s)
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -60,6 +89,17 @@ die() {
 [[ $SLICE =~ ^[0-9]+$ && $SLICE -ge 1 ]] || die "BENCH_SLICE must be a whole number ≥ 1"
 ((SLICE > SECONDS_PER_RUN)) && SLICE=$SECONDS_PER_RUN
 SLICES=$((SECONDS_PER_RUN / SLICE))
+for n in LOW_RATE LOW_SECONDS IDLE_SECONDS FLOOD_RATE RELOAD_RATE; do
+	[[ ${!n} =~ ^[0-9]+$ && ${!n} -ge 1 ]] || die "BENCH_$n must be a whole number ≥ 1"
+done
+for g in ${GROUPS_RUN//,/ }; do
+	[[ ,$GROUPS_ALL, == *,$g,* ]] || die "BENCH_GROUPS: unknown group '$g' (the groups: $GROUPS_ALL)"
+done
+for v in "${MESHDNS_EXTRA_ENV[@]}"; do
+	[[ $v == [A-Za-z_]*=* ]] || die "BENCH_MESHDNS_ENV: '$v' is not VAR=VALUE"
+done
+has() { [[ ,$GROUPS_RUN, == *,$1,* ]]; } # GROUP: whether this run measures it
+LOW_PER_ROUND=$(((LOW_SECONDS + ROUNDS - 1) / ROUNDS))
 
 # Addresses (all loopback, all ours).
 STANDIN=127.0.$NET.1  # stand-in kube-dns: NSD serving bench.test
@@ -69,6 +109,17 @@ DNSMASQ=127.0.$NET.4  # dnsmasq
 FLOOR=127.0.$NET.5    # the floor reflector
 GATHER=127.0.$NET.6   # meshdns for the gathered-SRV case (cache off, three clusters)
 RELAY=127.0.$NET.7    # the floor for cache misses: floor.c relaying to the stand-in, no DNS work
+GATHER_BIG=127.0.$NET.8 # meshdns for the 3 x 60 gathered SRV (cache off, legs not delayed)
+OUTAGE=127.0.$NET.9   # meshdns whose upstream goes silent
+OUTAGE_HOLE=127.0.$NET.10 # blackhole.c: relays to the stand-in, then drops everything
+IDLE_PLAIN=127.0.$NET.11  # idle meshdns, environment only
+IDLE_DIR=127.0.$NET.12    # idle meshdns with MESHDNS_CONFIG_DIR
+IDLE_TLS=127.0.$NET.13    # idle meshdns with a DoT cluster configured
+TLSMESH=127.0.$NET.14 # meshdns with one cluster over UDP, TCP and DoT each
+STUNNEL=127.0.$NET.15 # stunnel: DoT on :853 in front of the first cluster's NSD (TCP)
+OVERLOAD=127.0.$NET.16 # meshdns under the floods, default settings
+FLOOD_HOLE=127.0.$NET.17 # blackhole.c dropping everything: the black-holed upstream of flood (b)
+RELOADER=127.0.$NET.18 # meshdns whose MESHDNS_CONFIG_DIR is swapped
 CLUSTER_NSD=(127.0.$((NET + 1)).1 127.0.$((NET + 1)).2 127.0.$((NET + 1)).3)
 CLUSTER_PROXY=(127.0.$((NET + 2)).1 127.0.$((NET + 2)).2 127.0.$((NET + 2)).3)
 LEG_MS=(20 40 80)
@@ -155,10 +206,12 @@ install_prereqs() {
 	command -v ss >/dev/null || pkgs+=(iproute2)
 	command -v curl >/dev/null || pkgs+=(curl)
 	command -v taskset >/dev/null || pkgs+=(util-linux)
+	command -v stunnel4 >/dev/null || pkgs+=(stunnel4) # the DoT terminator of the tls rows
+	command -v openssl >/dev/null || pkgs+=(openssl)   # their certificates
 	/usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || pkgs+=(python3-venv)
 	if ((${#pkgs[@]})); then
 		log "installing ${pkgs[*]} (Debian)"
-		# Packages with a service (unbound, nsd) must not start one: a system unbound would
+		# Packages with a service (unbound, nsd, stunnel4) must not start one: a system unbound would
 		# fetch its trust anchor from the Internet. policy-rc.d refuses every start while we
 		# install, if the machine does not already have one.
 		if [[ ! -e /usr/sbin/policy-rc.d ]]; then
@@ -226,29 +279,45 @@ fi
 MESHDNS=$WORK/meshdns
 MESHDNS_VERSION=$("$MESHDNS" --version 2>&1 | head -1)
 
-log "compiling the floor reflector and the latency probe"
-for c in floor probe; do
+log "compiling the floor reflector, the latency probe and the flood and black-hole helpers"
+for c in floor probe flood blackhole; do
 	gcc -O2 -Wall -o "$WORK/$c" "$BENCH/$c.c" 2>"$WORK/$c-build.log" || {
 		cat "$WORK/$c-build.log" >&2
 		die "gcc failed on bench/$c.c"
 	}
 done
 
-# Our addresses must be free: other engineers run servers on other 127.x addresses.
-for a in "$STANDIN" "$MESH" "$UNBOUND" "$DNSMASQ" "$FLOOR" "$GATHER" "$RELAY" "${CLUSTER_NSD[@]}" "${CLUSTER_PROXY[@]}"; do
+# Our addresses must be free (in the bench's own network namespace they are, but BENCH_NET
+# also lets a run share one on purpose).
+for a in "$STANDIN" "$MESH" "$UNBOUND" "$DNSMASQ" "$FLOOR" "$GATHER" "$RELAY" "$GATHER_BIG" "$OUTAGE" \
+	"$OUTAGE_HOLE" "$IDLE_PLAIN" "$IDLE_DIR" "$IDLE_TLS" "$TLSMESH" "$OVERLOAD" "$FLOOD_HOLE" "$RELOADER" \
+	"${CLUSTER_NSD[@]}" "${CLUSTER_PROXY[@]}"; do
 	if listening "$a" 53 u || listening "$a" 53 t; then
 		die "$a:53 is already taken (another run of the bench? pick BENCH_NET)"
 	fi
 done
 listening "$MESH" 9153 t && die "$MESH:9153 is already taken"
+listening "$STUNNEL" 853 t && die "$STUNNEL:853 is already taken"
 
 # ---------------------------------------------------------------------------------------------
 # Query files: 20,000 names h0..h19999.bench.test. h0..h9999 fill the caches to 10k entries,
 # h0..h999 are the cache-hit set, h10000..h19999 are asked once each for the cache-miss run.
+# o0..o199.bench.test have a TTL of 2 s (the outage rows).
 # ---------------------------------------------------------------------------------------------
 awk 'BEGIN { for (i = 0; i < 10000; i++) print "h" i ".bench.test A" }' >"$WORK/fill.txt"
 awk 'BEGIN { for (i = 0; i < 1000; i++) print "h" i ".bench.test A" }' >"$WORK/hot.txt"
 awk 'BEGIN { for (i = 10000; i < 20000; i++) print "h" i ".bench.test A" }' >"$WORK/miss.txt"
+OUTAGE_NAMES=200
+awk -v n=$OUTAGE_NAMES 'BEGIN { for (i = 0; i < n; i++) print "o" i ".bench.test A" }' >"$WORK/outage-warm.txt"
+awk -v n=$OUTAGE_NAMES 'BEGIN { for (k = 0; k < 1000; k++) for (i = 0; i < n; i++) print "o" i ".bench.test A" }' >"$WORK/outage.txt"
+# 50 names no overload instance has asked: the fresh UDP misses sent during flood (c).
+awk 'BEGIN { for (i = 19950; i < 20000; i++) print "h" i ".bench.test A" }' >"$WORK/fresh50.txt"
+# Cluster names for the DoT rows: one name of the first cluster asked as cluster u (UDP),
+# p (TCP) and t (DoT), one after the other (probe.c adds the zone); each a miss.
+awk 'BEGIN { for (i = 0; i < 10000; i++) print "h" i ".mongo.db A" }' >"$WORK/cluster-names.txt"
+awk 'BEGIN { for (i = 0; i < 1000; i++) print "h" i ".mongo.db.svc.cluster.local A" }' >"$WORK/direct-cluster.txt"
+# The names asked while the configuration is swapped: cache hits of both routes that stay.
+awk 'BEGIN { for (i = 0; i < 500; i++) { print "h" i ".bench.test A"; print "h" i ".mongo.db.cluster.a A" } }' >"$WORK/reload.txt"
 
 # ---------------------------------------------------------------------------------------------
 # NSD: the stand-in kube-dns and the three stand-in clusters
@@ -274,10 +343,12 @@ start_nsd() { # NAME ADDR ZONE (zone file already at $WORK/NAME/zone)
 
 mkdir -p "$WORK/standin"
 {
+	# shellcheck disable=SC2016 # zone-file directives, not shell expansions
 	printf '$ORIGIN bench.test.\n$TTL 3600\n'
 	printf '@ IN SOA ns.bench.test. hostmaster.bench.test. 1 7200 1800 86400 60\n'
 	printf '@ IN NS ns.bench.test.\nns IN A %s\nprobe IN A 192.0.2.1\n' "$STANDIN"
 	awk 'BEGIN { for (i = 0; i < 20000; i++) printf "h%d IN A 10.%d.%d.%d\n", i, int(i / 65536), int(i / 256) % 256, i % 256 }'
+	awk -v n=$OUTAGE_NAMES 'BEGIN { for (i = 0; i < n; i++) printf "o%d 2 IN A 10.200.%d.%d\n", i, int(i / 256), i % 256 }'
 } >"$WORK/standin/zone"
 # The stand-in kube-dns shares CPU 0 with the server under test: left to the scheduler, its
 # placement made the cache-miss numbers jump by 2x from one round to the next.
@@ -286,10 +357,14 @@ NSD_PIN=("${PIN_SERVER[@]}")
 start_nsd standin "$STANDIN" bench.test probe.bench.test || die "NSD did not start"
 NSD_PIN=()
 
+# Each cluster: the mongo set (3 members), 10,000 names hN.mongo.db.svc (cluster-zone misses)
+# and _big._tcp.big.db.svc with 60 SRV targets (too large for 1232 bytes: TC, then TCP).
+BIG_TARGETS=60
 for i in 0 1 2; do
 	c=$((i + 1))
 	mkdir -p "$WORK/cluster$c"
 	{
+		# shellcheck disable=SC2016 # zone-file directives, not shell expansions
 		printf '$ORIGIN cluster.local.\n$TTL 30\n'
 		printf '@ IN SOA ns.dns.cluster.local. hostmaster.cluster.local. 1 7200 1800 86400 30\n'
 		printf '@ IN NS ns.dns.cluster.local.\nns.dns IN A 10.%d.255.10\n' "$c"
@@ -297,20 +372,13 @@ for i in 0 1 2; do
 			printf 'mongo-%d.mongo.db.svc IN A 10.%d.0.%d\n' "$p" "$c" $((10 + p))
 			printf '_mongodb._tcp.mongo.db.svc IN SRV 0 33 27017 mongo-%d.mongo.db.svc.cluster.local.\n' "$p"
 		done
+		awk -v c=$c 'BEGIN { for (i = 0; i < 10000; i++) printf "h%d.mongo.db.svc IN A 10.%d.%d.%d\n", i, 100 + c, int(i / 256), i % 256 }'
+		awk -v c=$c -v n=$BIG_TARGETS 'BEGIN { for (i = 0; i < n; i++) {
+			printf "_big._tcp.big.db.svc IN SRV 0 1 27017 big-%d.big.db.svc.cluster.local.\n", i
+			printf "big-%d.big.db.svc IN A 10.%d.1.%d\n", i, c, i } }'
 	} >"$WORK/cluster$c/zone"
 	start_nsd "cluster$c" "${CLUSTER_NSD[$i]}" cluster.local ns.dns.cluster.local || die "cluster NSD $c did not start"
 done
-
-log "starting the delaying proxies (${LEG_MS[*]} ms) and the floor"
-specs=()
-for i in 0 1 2; do specs+=("${CLUSTER_PROXY[$i]}:53=${CLUSTER_NSD[$i]}:53@${LEG_MS[$i]}"); done
-"${NICE_CMD[@]}" "$PY" "$BENCH/delayproxy.py" "${specs[@]}" >"$WORK/proxy.log" 2>&1 &
-PROXY_PID=$!
-PIDS+=("$PROXY_PID")
-wait_answers "$PROXY_PID" "${CLUSTER_PROXY[2]}" ns.dns.cluster.local 20 || {
-	cat "$WORK/proxy.log" >&2
-	die "the delaying proxies did not start"
-}
 
 "${PIN_SERVER[@]}" "${NICE_CMD[@]}" "$WORK/floor" "$FLOOR" 53 >"$WORK/floor.log" 2>&1 &
 FLOOR_PID=$!
@@ -321,22 +389,52 @@ RELAY_PID=$!
 PIDS+=("$RELAY_PID")
 wait_answers "$RELAY_PID" "$RELAY" probe.bench.test 10 || die "the floor relay did not start"
 
-# The gathered-SRV meshdns: three clusters behind the proxies, cache off so every query gathers.
+# Every meshdns: an empty environment but for these, BENCH_MESHDNS_ENV and the arguments.
 meshdns_env() { # LISTEN [VAR=VALUE...] COMMAND...: run in the background (&) only; execs
 	local listen=$1
 	shift
 	exec env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin MESHDNS_LISTEN="$listen:53" \
-		MESHDNS_UPSTREAMS="$STANDIN" MESHDNS_ADMIN_LISTEN="$listen:9153" "$@"
+		MESHDNS_UPSTREAMS="$STANDIN" MESHDNS_ADMIN_LISTEN="$listen:9153" "${MESHDNS_EXTRA_ENV[@]}" "$@"
 }
-meshdns_env "$GATHER" MESHDNS_CACHE_SIZE=0 \
-	MESHDNS_CLUSTERS="a=${CLUSTER_PROXY[0]}; b=${CLUSTER_PROXY[1]}; c=${CLUSTER_PROXY[2]}" \
-	"${NICE_CMD[@]}" "$MESHDNS" >"$WORK/meshdns-gather.log" 2>&1 &
-GATHER_PID=$!
-PIDS+=("$GATHER_PID")
-wait_answers "$GATHER_PID" "$GATHER" probe.bench.test 20 || {
-	cat "$WORK/meshdns-gather.log" >&2
-	die "meshdns (gather instance) did not start"
+start_meshdns() { # VAR LISTEN LOG [VAR=VALUE...]: a meshdns on CPU 0, its PID in VAR
+	local var=$1 listen=$2 logf=$3 pid
+	shift 3
+	meshdns_env "$listen" "$@" "${PIN_SERVER[@]}" "${NICE_CMD[@]}" "$MESHDNS" >"$logf" 2>&1 &
+	pid=$!
+	PIDS+=("$pid")
+	printf -v "$var" %s "$pid"
+	wait_answers "$pid" "$listen" probe.bench.test 20 || {
+		cat "$logf" >&2
+		die "meshdns on $listen did not start"
+	}
 }
+
+if has gather; then
+	log "starting the delaying proxies (${LEG_MS[*]} ms) and the gathering meshdns"
+	specs=()
+	for i in 0 1 2; do specs+=("${CLUSTER_PROXY[$i]}:53=${CLUSTER_NSD[$i]}:53@${LEG_MS[$i]}"); done
+	"${NICE_CMD[@]}" "$PY" "$BENCH/delayproxy.py" "${specs[@]}" >"$WORK/proxy.log" 2>&1 &
+	PROXY_PID=$!
+	PIDS+=("$PROXY_PID")
+	wait_answers "$PROXY_PID" "${CLUSTER_PROXY[2]}" ns.dns.cluster.local 20 || {
+		cat "$WORK/proxy.log" >&2
+		die "the delaying proxies did not start"
+	}
+	# The gathered-SRV meshdns: three clusters behind the proxies, cache off so every query
+	# gathers. Not pinned, as before: it shares the machine with the proxies.
+	meshdns_env "$GATHER" MESHDNS_CACHE_SIZE=0 \
+		MESHDNS_CLUSTERS="a=${CLUSTER_PROXY[0]}; b=${CLUSTER_PROXY[1]}; c=${CLUSTER_PROXY[2]}" \
+		"${NICE_CMD[@]}" "$MESHDNS" >"$WORK/meshdns-gather.log" 2>&1 &
+	GATHER_PID=$!
+	PIDS+=("$GATHER_PID")
+	wait_answers "$GATHER_PID" "$GATHER" probe.bench.test 20 || {
+		cat "$WORK/meshdns-gather.log" >&2
+		die "meshdns (gather instance) did not start"
+	}
+	# 3 x 60 targets: the clusters' NSDs asked directly, cache off.
+	start_meshdns GATHER_BIG_PID "$GATHER_BIG" "$WORK/meshdns-gather-big.log" MESHDNS_CACHE_SIZE=0 \
+		MESHDNS_CLUSTERS="a=${CLUSTER_NSD[0]}; b=${CLUSTER_NSD[1]}; c=${CLUSTER_NSD[2]}"
+fi
 
 # ---------------------------------------------------------------------------------------------
 # The servers under test, started afresh every round
@@ -415,14 +513,29 @@ RAW=$WORK/raw.tsv
 rec() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$RAW"; } # ROUND SERVER METRIC VALUE
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 cpu_ticks() { awk '{print $14, $15}' "/proc/$1/stat"; } # utime stime, every thread
-metric() {                                               # NAME: a meshdns counter, or 0
-	curl -s --noproxy '*' --max-time 2 "http://$MESH:9153/metrics" | awk -v m="$1" '$1 == m {print $2; f=1} END {if (!f) print 0}'
+sched_ns() {                                            # PID: time on a CPU, all threads (ns)
+	cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%.0f\n", s}'
 }
+ctx_switches() { # PID: voluntary + involuntary context switches, all threads
+	cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^(non)?voluntary_ctxt_switches:/ {s += $2} END {print s + 0}'
+}
+threads() { # PID: how many threads
+	local t=(/proc/"$1"/task/*)
+	echo "${#t[@]}"
+}
+metric_of() { # ADDR SERIES: a meshdns counter or gauge (SERIES with its labels, as printed), or 0
+	curl -s --noproxy '*' --max-time 2 "http://$1:9153/metrics" | awk -v m="$2" '$1 == m {print $2; f=1} END {if (!f) print 0}'
+}
+metric() { metric_of "$MESH" "$1"; } # NAME: the meshdns under comparison's
+metrics_dump() { curl -s --noproxy '*' --max-time 2 "http://$1:9153/metrics" >"$2"; } # ADDR FILE
 perf() { # dnsperf on the client core, explicit server, nothing else asked
 	"${PIN_CLIENT[@]}" "${NICE_CMD[@]}" dnsperf "$@"
 }
 probe() { # the sequential latency probe, on the client core
 	"${PIN_CLIENT[@]}" "${NICE_CMD[@]}" "$WORK/probe" "$@"
+}
+flood() { # the flood helper, on the client core
+	"${PIN_CLIENT[@]}" "${NICE_CMD[@]}" "$WORK/flood" "$@"
 }
 rotate() { # ROUND ITEMS...: the items rotated by ROUND, so each takes each slot in turn
 	local r=$1
@@ -430,16 +543,153 @@ rotate() { # ROUND ITEMS...: the items rotated by ROUND, so each takes each slot
 	local a=("$@") n=$# i
 	for ((i = 0; i < n; i++)); do printf '%s ' "${a[$(((i + r) % n))]}"; done
 }
+now() { printf '%s\n' "$EPOCHREALTIME"; } # wall clock, the sampler's and blackhole.c's axis
+elapsed_since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN {print b - a}'; }
 
 # ---------------------------------------------------------------------------------------------
-# Rounds
+# TLS: a CA, a server certificate for the stand-in cluster and a client certificate (mutual TLS),
+# made now; stunnel terminates DoT on $STUNNEL:853 and passes the queries to the first cluster's
+# NSD over TCP.
 # ---------------------------------------------------------------------------------------------
-for ((r = 1; r <= ROUNDS; r++)); do
-	log "round $r/$ROUNDS: starting meshdns, unbound, dnsmasq"
-	for s in $(rotate "$r" meshdns unbound dnsmasq); do start_server "$s" "$r"; done
-	sleep 1
+TLS_NAME=cluster-a.bench.test
+make_certs() { # DIR
+	local d=$1
+	mkdir -p "$d"
+	(
+		cd "$d" || exit 1
+		openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+			-subj "/CN=meshdns bench CA" -keyout ca.key -out ca.pem &&
+			openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$TLS_NAME" \
+				-keyout server.key -out server.csr &&
+			printf 'subjectAltName=DNS:%s\nextendedKeyUsage=serverAuth\n' "$TLS_NAME" >server.ext &&
+			openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+				-extfile server.ext -out server.pem &&
+			openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=meshdns sidecar" \
+				-keyout client.key -out client.csr &&
+			printf 'extendedKeyUsage=clientAuth\n' >client.ext &&
+			openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+				-extfile client.ext -out client.pem
+	) >"$d/openssl.log" 2>&1
+}
+TLS_ENV=()
+if has tls || has reload; then
+	make_certs "$WORK/tls" || {
+		cat "$WORK/tls/openssl.log" >&2
+		die "openssl could not make the certificates"
+	}
+	TLS_ENV=(MESHDNS_TLS_CA_FILE="$WORK/tls/ca.pem" MESHDNS_TLS_CERT_FILE="$WORK/tls/client.pem"
+		MESHDNS_TLS_KEY_FILE="$WORK/tls/client.key")
+fi
+if has tls; then
+	log "starting stunnel (DoT on $STUNNEL:853, client certificates required) in front of ${CLUSTER_NSD[0]}"
+	cat >"$WORK/tls/stunnel.conf" <<EOF
+foreground = yes
+pid =
+output = $WORK/stunnel.log
+debug = 5
+[dot]
+accept = $STUNNEL:853
+connect = ${CLUSTER_NSD[0]}:53
+cert = $WORK/tls/server.pem
+key = $WORK/tls/server.key
+CAfile = $WORK/tls/ca.pem
+verify = 2
+[dot-open]
+accept = $STUNNEL:854
+connect = ${CLUSTER_NSD[0]}:53
+cert = $WORK/tls/server.pem
+key = $WORK/tls/server.key
+EOF
+	"${PIN_SERVER[@]}" "${NICE_CMD[@]}" stunnel4 "$WORK/tls/stunnel.conf" >"$WORK/tls/stunnel.out" 2>&1 &
+	STUNNEL_PID=$!
+	PIDS+=("$STUNNEL_PID")
+	for _ in $(seq 1 50); do
+		listening "$STUNNEL" 853 t && break
+		sleep 0.1
+	done
+	listening "$STUNNEL" 853 t || {
+		cat "$WORK/tls/stunnel.out" "$WORK/stunnel.log" >&2 2>/dev/null
+		die "stunnel did not start"
+	}
+fi
+# Cluster u over UDP, p over TCP, t over DoT through stunnel: one NSD behind all three. The
+# second stunnel service (:854, no client certificate) is for dnsperf -m dot asking directly.
+TLS_CLUSTERS="u=${CLUSTER_NSD[0]}; p=${CLUSTER_NSD[0]} transport=tcp; t=$STUNNEL:853 transport=tls tls_name=$TLS_NAME"
+
+# ---------------------------------------------------------------------------------------------
+# Idle meshdns (live configuration, DoT): started now, measured over BENCH_IDLE_SECONDS while the
+# rounds run (an idle process gets no CPU time from other processes' load; nothing asks them).
+# ---------------------------------------------------------------------------------------------
+CLUSTERS3="a=${CLUSTER_NSD[0]}; b=${CLUSTER_NSD[1]}; c=${CLUSTER_NSD[2]}"
+write_config() { # DIR VAR=VALUE...: a source directory for reload.py, one file per variable
+	local d=$1 kv
+	shift
+	mkdir -p "$d"
+	for kv in "$@"; do printf '%s\n' "${kv#*=}" >"$d/${kv%%=*}"; done
+}
+declare -A IDLE_PID
+IDLE_T0=
+IDLE_DONE=
+if has reload || has tls; then
+	log "starting the idle meshdns (environment only / MESHDNS_CONFIG_DIR / DoT configured)"
+	write_config "$WORK/idle-src" MESHDNS_CLUSTERS="$CLUSTERS3" MESHDNS_CACHE_SIZE=10000
+	"$PY" "$BENCH/reload.py" write "$WORK/idle-config" "$WORK/idle-src" || die "reload.py write failed"
+	start_meshdns "IDLE_PID[plain]" "$IDLE_PLAIN" "$WORK/meshdns-idle-plain.log" MESHDNS_CLUSTERS="$CLUSTERS3"
+	start_meshdns "IDLE_PID[configdir]" "$IDLE_DIR" "$WORK/meshdns-idle-configdir.log" MESHDNS_CONFIG_DIR="$WORK/idle-config"
+	has tls && start_meshdns "IDLE_PID[dot]" "$IDLE_TLS" "$WORK/meshdns-idle-dot.log" \
+		MESHDNS_CLUSTERS="$TLS_CLUSTERS" "${TLS_ENV[@]}"
+	sleep 2 # past the start-up work and the one query each was asked
+	IDLE_T0=$(now)
+	for k in "${!IDLE_PID[@]}"; do
+		read -r u s < <(cpu_ticks "${IDLE_PID[$k]}")
+		printf '%s %s %s %s %s %s\n' "$k" "$((u + s))" "$(ctx_switches "${IDLE_PID[$k]}")" \
+			"$(sched_ns "${IDLE_PID[$k]}")" "$(rss_kb "${IDLE_PID[$k]}")" "$(threads "${IDLE_PID[$k]}")" >>"$WORK/idle-begin.txt"
+	done
+fi
+idle_finish() { # [wait]: after BENCH_IDLE_SECONDS (waiting for them with "wait"), the idle rows
+	[[ -n $IDLE_T0 && -z $IDLE_DONE ]] || return 0
+	local left
+	left=$(awk -v e="$(elapsed_since "$IDLE_T0")" -v w="$IDLE_SECONDS" 'BEGIN {l = w - e; print (l > 0 ? l : 0)}')
+	if [[ $left != 0 ]]; then
+		[[ ${1:-} == wait ]] || return 0
+		log "waiting ${left}s for the end of the idle window"
+		sleep "$left"
+	fi
+	local k u s
+	for k in "${!IDLE_PID[@]}"; do
+		read -r u s < <(cpu_ticks "${IDLE_PID[$k]}")
+		printf '%s %s %s %s %s %s\n' "$k" "$((u + s))" "$(ctx_switches "${IDLE_PID[$k]}")" \
+			"$(sched_ns "${IDLE_PID[$k]}")" "$(rss_kb "${IDLE_PID[$k]}")" "$(threads "${IDLE_PID[$k]}")" >>"$WORK/idle-end.txt"
+	done
+	elapsed_since "$IDLE_T0" >"$WORK/idle-seconds.txt"
+	for k in "${!IDLE_PID[@]}"; do stop_pid "${IDLE_PID[$k]}"; done
+	IDLE_DONE=1
+}
+
+# The meshdns whose configuration directory is swapped: clusters a and b (A), a, b and c (B).
+if has reload; then
+	write_config "$WORK/reload-a" MESHDNS_CLUSTERS="a=${CLUSTER_NSD[0]}; b=${CLUSTER_NSD[1]}"
+	write_config "$WORK/reload-b" MESHDNS_CLUSTERS="$CLUSTERS3"
+	"$PY" "$BENCH/reload.py" write "$WORK/reload-config" "$WORK/reload-a" || die "reload.py write failed"
+	start_meshdns RELOAD_PID "$RELOADER" "$WORK/meshdns-reload.log" MESHDNS_CONFIG_DIR="$WORK/reload-config"
+fi
+
+wait_ready() { # PID ADDR: /readyz answers 200 (for a meshdns whose upstream never answers)
+	local n=200
+	while ((n-- > 0)); do
+		kill -0 "$1" 2>/dev/null || return 1
+		[[ $(curl -s --noproxy '*' --max-time 1 -o /dev/null -w '%{http_code}' "http://$2:9153/readyz") == 200 ]] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# ---------------------------------------------------------------------------------------------
+# The groups of one round
+# ---------------------------------------------------------------------------------------------
+round_fill() { # ROUND: RSS idle, 10,000 names into each cache, RSS with them
+	local r=$1 s pass
 	for s in meshdns unbound dnsmasq floor; do rec "$r" "$s" rss_idle_kb "$(rss_kb "${SPID[$s]}")"; done
-
 	# 10,000 distinct names into each cache (twice: the second pass fills what a loss missed).
 	for s in $(rotate "$r" meshdns unbound dnsmasq); do
 		for pass in 1 2; do
@@ -449,7 +699,10 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	sleep 1
 	for s in meshdns unbound dnsmasq floor; do rec "$r" "$s" rss_10k_kb "$(rss_kb "${SPID[$s]}")"; done
 	rec "$r" meshdns cache_entries "$(metric meshdns_cache_entries)"
+}
 
+round_hits() { # ROUND
+	local r=$1 k s h0 u0 s0 u1 s1
 	# Timed runs come in slices of BENCH_SLICE seconds, the servers taking turns slice by slice,
 	# so a burst of load from elsewhere on the machine falls on every server alike.
 	log "round $r: cache-hit QPS (${SECONDS_PER_RUN}s each, in ${SLICES} slices)"
@@ -471,23 +724,209 @@ for ((r = 1; r <= ROUNDS; r++)); do
 			rec "$r" "$s" cpu_sys_ticks $((s1 - s0))
 		done
 	done
+}
 
+round_lowrate() { # ROUND: the servers side by side, each at LOW_RATE, cache hits
+	local r=$1 s pids=()
+	local -A c0 w0
+	log "round $r: $LOW_RATE qps paced, CPU and wake-ups per query (${LOW_PER_ROUND}s, the servers side by side)"
+	for s in meshdns unbound dnsmasq; do
+		c0[$s]=$(sched_ns "${SPID[$s]}")
+		w0[$s]=$(ctx_switches "${SPID[$s]}")
+	done
+	for s in meshdns unbound dnsmasq; do
+		perf -s "${ADDR[$s]}" -d "$WORK/hot.txt" -l "$LOW_PER_ROUND" -Q "$LOW_RATE" -c 1 -q 10 -t 1 >"$WORK/r$r-low-$s.out" 2>&1 &
+		pids+=($!)
+	done
+	wait "${pids[@]}"
+	for s in meshdns unbound dnsmasq; do
+		rec "$r" "$s" low_cpu_ns $(($(sched_ns "${SPID[$s]}") - c0[$s]))
+		rec "$r" "$s" low_ctxsw $(($(ctx_switches "${SPID[$s]}") - w0[$s]))
+		rec "$r" "$s" threads "$(threads "${SPID[$s]}")"
+	done
+}
+
+round_misses() { # ROUND
+	local r=$1 s targets=()
 	# Each of h10000..h19999 asked once of each server (a miss) and of the stand-in directly, one
 	# query in flight, the targets taking turns name by name; the floor relay shows what one more
 	# hop costs with no DNS work at all.
 	log "round $r: cache misses, one query at a time, interleaved (${SECONDS_PER_RUN}s)"
-	targets=()
 	for s in $(rotate "$r" direct meshdns unbound dnsmasq relay); do targets+=("$s=${ADDR[$s]}:53"); done
 	probe "$SECONDS_PER_RUN" 10000 "$WORK/miss.txt" "${targets[@]}" >"$WORK/r$r-miss.out" 2>"$WORK/r$r-miss.err"
+}
 
+round_gather() { # ROUND
+	local r=$1 c0 w0 legs=() i
 	log "round $r: gathered SRV, legs ${LEG_MS[*]} ms, interleaved with the slowest leg alone (${SECONDS_PER_RUN}s)"
 	probe "$SECONDS_PER_RUN" 100000 /dev/null \
 		"slowest=${CLUSTER_PROXY[2]}:53/_mongodb._tcp.mongo.db.svc.cluster.local/SRV" \
 		"gathered=$GATHER:53/_mongodb._tcp.mongo.db.svc.distributed.local/SRV" >"$WORK/r$r-gather.out" 2>"$WORK/r$r-gather.err"
 
-	for s in meshdns unbound dnsmasq; do stop_pid "${SPID[$s]}"; done
-done
+	log "round $r: gathered SRV of 3 x $BIG_TARGETS targets (legs TC, then TCP), interleaved with each leg asked directly (${SECONDS_PER_RUN}s)"
+	for i in 0 1 2; do legs+=("leg$i=${CLUSTER_NSD[$i]}:53/_big._tcp.big.db.svc.cluster.local/SRV"); done
+	c0=$(sched_ns "$GATHER_BIG_PID")
+	w0=$(ctx_switches "$GATHER_BIG_PID")
+	# meshdns asked over TCP (one gather an answer; over UDP the client's TCP retry would gather
+	# again, the cache being off); its legs go UDP, truncated, then TCP, like the direct ones.
+	probe "$SECONDS_PER_RUN" 100000 /dev/null "${legs[@]}" \
+		"gathered=$GATHER_BIG:53/_big._tcp.big.db.svc.distributed.local/SRV/tcp" >"$WORK/r$r-big.out" 2>"$WORK/r$r-big.err"
+	rec "$r" meshdns big_cpu_ns $(($(sched_ns "$GATHER_BIG_PID") - c0))
+	rec "$r" meshdns big_ctxsw $(($(ctx_switches "$GATHER_BIG_PID") - w0))
+}
 
+round_reload() { # ROUND
+	local r=$1 k s a0 a1 pairs=$(((SLICES + 1) / 2)) churn_pid
+	log "round $r: live configuration: 5 swaps timed, then $pairs x ${SLICE}s at $RELOAD_RATE qps steady and while swapping every 0.25 s"
+	"$PY" "$BENCH/reload.py" time "$WORK/reload-config" "$WORK/reload-a" "$WORK/reload-b" "$RELOADER:53" 5 "$WORK/r$r-swap.out" ||
+		log "warning: reload.py time failed"
+	perf -s "$RELOADER" -d "$WORK/reload.txt" -n 1 -c 1 -q 20 -t 2 >"$WORK/r$r-reload-fill.out" 2>&1
+	a0=$(metric_of "$RELOADER" 'meshdns_config_reloads_total{result="applied"}')
+	for ((k = 1; k <= pairs; k++)); do
+		for s in $(rotate $((r + k)) steady reloading); do
+			if [[ $s == reloading ]]; then
+				"$PY" "$BENCH/reload.py" churn "$WORK/reload-config" "$WORK/reload-a" "$WORK/reload-b" "$SLICE" 0.25 >"$WORK/r$r-churn-$k.out" 2>&1 &
+				churn_pid=$!
+			fi
+			perf -s "$RELOADER" -d "$WORK/reload.txt" -l "$SLICE" -Q "$RELOAD_RATE" -c 4 -q 200 -t 1 -v >"$WORK/r$r-reload-$s-$k.out" 2>&1
+			[[ $s == reloading ]] && wait "$churn_pid"
+		done
+	done
+	a1=$(metric_of "$RELOADER" 'meshdns_config_reloads_total{result="applied"}')
+	rec "$r" meshdns reloads_applied $((a1 - a0))
+	rec "$r" meshdns reloads_rejected "$(metric_of "$RELOADER" 'meshdns_config_reloads_total{result="rejected"}')"
+}
+
+round_tls() { # ROUND
+	local r=$1 h0 h1 hw x0 x1 targets=() s
+	log "round $r: cache misses to one cluster over UDP, TCP and DoT (${SECONDS_PER_RUN}s)"
+	start_meshdns TLS_PID "$TLSMESH" "$WORK/r$r-meshdns-tls.log" MESHDNS_CLUSTERS="$TLS_CLUSTERS" "${TLS_ENV[@]}"
+	sleep 1
+	rec "$r" meshdns tls_rss_idle_kb "$(rss_kb "$TLS_PID")"
+	hw=$(metric_of "$TLSMESH" 'meshdns_upstream_tls_handshakes_total{cluster="t"}')
+	# Warm-up: the connection opens on the first DoT query (names not asked afterwards).
+	tail -n 20 "$WORK/cluster-names.txt" >"$WORK/tls-warm.txt"
+	probe 5 20 "$WORK/tls-warm.txt" "t=$TLSMESH:53+cluster.t" >"$WORK/r$r-tls-warm.out" 2>&1
+	h0=$(metric_of "$TLSMESH" 'meshdns_upstream_tls_handshakes_total{cluster="t"}')
+	x0=$(grep -c 'accepted connection' "$WORK/stunnel.log" 2>/dev/null)
+	for s in $(rotate "$r" u p t); do targets+=("$s=$TLSMESH:53+cluster.$s"); done
+	probe "$SECONDS_PER_RUN" 9900 "$WORK/cluster-names.txt" "${targets[@]}" >"$WORK/r$r-tls.out" 2>"$WORK/r$r-tls.err"
+	h1=$(metric_of "$TLSMESH" 'meshdns_upstream_tls_handshakes_total{cluster="t"}')
+	x1=$(grep -c 'accepted connection' "$WORK/stunnel.log" 2>/dev/null)
+	rec "$r" meshdns tls_handshakes_warmup $((h0 - hw))
+	rec "$r" meshdns tls_handshakes $((h1 - h0))
+	rec "$r" meshdns tls_stunnel_accepts $((x1 - x0))
+	rec "$r" meshdns tls_rss_open_kb "$(rss_kb "$TLS_PID")"
+	metrics_dump "$TLSMESH" "$WORK/r$r-tls.metrics"
+	stop_pid "$TLS_PID"
+	# What each path costs without meshdns: dnsperf asking the NSD directly, one query at a time
+	# (TCP and DoT over one kept connection; DoT through stunnel's service without client
+	# certificates, as dnsperf has none).
+	for s in $(rotate "$r" udp tcp dot); do
+		local port=53 server=${CLUSTER_NSD[0]}
+		[[ $s == dot ]] && port=854 server=$STUNNEL
+		perf -m "$s" -s "$server" -p "$port" -d "$WORK/direct-cluster.txt" -l "$SLICE" -c 1 -q 1 -t 1 -v \
+			>"$WORK/r$r-direct-$s.out" 2>&1
+	done
+}
+
+OUTAGE_SECONDS=${BENCH_OUTAGE_SECONDS:-32}
+round_outage() { # ROUND
+	local r=$1 hole t_out t_q t_e
+	log "round $r: outage: $OUTAGE_NAMES names cached (TTL 2 s), upstream black-holed, asked for ${OUTAGE_SECONDS}s"
+	"${PIN_SERVER[@]}" "${NICE_CMD[@]}" "$WORK/blackhole" "$OUTAGE_HOLE" 53 "$WORK/r$r-hole.log" "$STANDIN:53" >"$WORK/r$r-hole.out" 2>&1 &
+	hole=$!
+	PIDS+=("$hole")
+	wait_answers "$hole" "$OUTAGE_HOLE" probe.bench.test 10 || die "blackhole.c did not start"
+	start_meshdns OUTAGE_PID "$OUTAGE" "$WORK/r$r-meshdns-outage.log" MESHDNS_UPSTREAMS="$OUTAGE_HOLE" MESHDNS_CACHE_MAX_TTL=2s
+	probe 10 "$OUTAGE_NAMES" "$WORK/outage-warm.txt" "warm=$OUTAGE:53" >"$WORK/r$r-outage-warm.out" 2>&1
+	kill -USR1 "$hole"
+	t_out=$(now)
+	sleep 2.5 # every entry expires (TTL 2 s, MESHDNS_CACHE_MAX_TTL=2s)
+	t_q=$(now)
+	PROBE_GAP_US=500 "${PIN_CLIENT[@]}" "${NICE_CMD[@]}" "$WORK/probe" "$OUTAGE_SECONDS" 100000000 "$WORK/outage.txt" \
+		"o=$OUTAGE:53" >"$WORK/r$r-outage.out" 2>"$WORK/r$r-outage.err"
+	t_e=$(now)
+	metrics_dump "$OUTAGE" "$WORK/r$r-outage.metrics"
+	stop_pid "$OUTAGE_PID"
+	stop_pid "$hole"
+	printf 'outage %s\nquery %s\nend %s\n' "$t_out" "$t_q" "$t_e" >"$WORK/r$r-outage.events"
+}
+
+overload_case() { # ROUND CASE: one flood against a fresh meshdns with default settings
+	local r=$1 c=$2 upstream=$STANDIN hole='' sampler t_start t_end pid
+	if [[ $c == b ]]; then
+		"${PIN_SERVER[@]}" "${NICE_CMD[@]}" "$WORK/blackhole" "$FLOOD_HOLE" 53 "$WORK/r$r-ovl-b-hole.log" >"$WORK/r$r-ovl-b-hole.out" 2>&1 &
+		hole=$!
+		PIDS+=("$hole")
+		upstream=$FLOOD_HOLE
+	fi
+	meshdns_env "$OVERLOAD" MESHDNS_UPSTREAMS="$upstream" "${PIN_SERVER[@]}" "${NICE_CMD[@]}" "$MESHDNS" >"$WORK/r$r-ovl-$c.log" 2>&1 &
+	pid=$!
+	PIDS+=("$pid")
+	wait_ready "$pid" "$OVERLOAD" || {
+		cat "$WORK/r$r-ovl-$c.log" >&2
+		die "meshdns (overload $c) did not start"
+	}
+	"${PIN_CLIENT[@]}" "$PY" "$BENCH/sampler.py" "$pid" "http://$OVERLOAD:9153/metrics" 120 "$WORK/r$r-ovl-$c.rss" &
+	sampler=$!
+	PIDS+=("$sampler")
+	sleep 1
+	t_start=$(now)
+	case $c in
+	a) flood mangled "$OVERLOAD:53" 60000 "$FLOOD_RATE" "$r" >"$WORK/r$r-ovl-a.flood" 2>&1 ;;
+	b) flood names "$OVERLOAD:53" 40000 4000 "f${r}x" flood.test >"$WORK/r$r-ovl-b.flood" 2>&1 ;;
+	c)
+		flood tcpstall "$OVERLOAD:53" 300 2000 8 "$WORK/hot.txt" >"$WORK/r$r-ovl-c.flood" 2>&1 &
+		local stall=$!
+		sleep 2
+		# 50 fresh UDP misses while the connections hold their queries: are any shed?
+		probe 5 50 "$WORK/fresh50.txt" "fresh=$OVERLOAD:53" >"$WORK/r$r-ovl-c-fresh.out" 2>&1
+		wait "$stall"
+		;;
+	esac
+	t_end=$(now)
+	sleep 10.3
+	metrics_dump "$OVERLOAD" "$WORK/r$r-ovl-$c.metrics"
+	stop_pid "$sampler"
+	stop_pid "$pid"
+	[[ -n $hole ]] && stop_pid "$hole"
+	printf 'start %s\nend %s\n' "$t_start" "$t_end" >"$WORK/r$r-ovl-$c.events"
+}
+
+round_overload() { # ROUND
+	local r=$1 c
+	log "round $r: overload: (a) 60,000 mangled datagrams at $FLOOD_RATE/s, (b) 40,000 misses at 4,000/s, upstream black-holed, (c) 300 TCP connections that never read; RSS every 100 ms"
+	for c in a b c; do overload_case "$r" "$c"; done
+}
+
+# ---------------------------------------------------------------------------------------------
+# Rounds
+# ---------------------------------------------------------------------------------------------
+for ((r = 1; r <= ROUNDS; r++)); do
+	if has hits || has misses || has lowrate; then
+		log "round $r/$ROUNDS: starting meshdns, unbound, dnsmasq"
+		for s in $(rotate "$r" meshdns unbound dnsmasq); do start_server "$s" "$r"; done
+		sleep 1
+		if has hits || has lowrate; then round_fill "$r"; fi
+		has hits && round_hits "$r"
+		idle_finish
+		has lowrate && round_lowrate "$r"
+		idle_finish
+		has misses && round_misses "$r"
+		for s in meshdns unbound dnsmasq; do stop_pid "${SPID[$s]}"; done
+	fi
+	has gather && round_gather "$r"
+	idle_finish
+	has reload && round_reload "$r"
+	has tls && round_tls "$r"
+	idle_finish
+	has outage && round_outage "$r"
+	idle_finish
+	has overload && round_overload "$r"
+	idle_finish
+done
+idle_finish wait
 # ---------------------------------------------------------------------------------------------
 # Report
 # ---------------------------------------------------------------------------------------------
@@ -511,8 +950,21 @@ dnsmasq=$(dnsmasq -v 2>/dev/null | awk 'NR == 1 {print $3}')
 dnsperf=$(dnsperf -h 2>&1 | awk '/^Version/ {print $2}')
 nsd=$(nsd -v 2>&1 | awk 'NR == 1 {print $3}')
 legs=${LEG_MS[*]}
+groups=$GROUPS_RUN
+low_rate=$LOW_RATE
+low_seconds=$((LOW_PER_ROUND * ROUNDS))
+idle_seconds=$IDLE_SECONDS
+flood_rate=$FLOOD_RATE
+reload_rate=$RELOAD_RATE
+outage_names=$OUTAGE_NAMES
+outage_seconds=$OUTAGE_SECONDS
+big_targets=$BIG_TARGETS
+binary_bytes=$(stat -c %s "$MESHDNS")
+binary_kind=$(ldd "$MESHDNS" >/dev/null 2>&1 && echo "dynamic (glibc)" || echo "static (musl)")
+meshdns_env=${BENCH_MESHDNS_ENV:-}
+stunnel=$(stunnel4 -version 2>&1 | awk '/^stunnel/ {print $2; exit}')
 elapsed=$(($(date +%s) - T0))
 EOF
-mkdir -p "$BENCH/results"
-"$PY" "$BENCH/report.py" "$WORK" "$BENCH/results" "$STAMP-$COMMIT" || die "report.py failed (raw data in $WORK, BENCH_KEEP=1 keeps it)"
-log "done in $(($(date +%s) - T0)) s: bench/results/latest.md, bench/results/latest.png, bench/results/$STAMP-$COMMIT.md"
+mkdir -p "$RESULTS"
+"$PY" "$BENCH/report.py" "$WORK" "$RESULTS" "$STAMP-$COMMIT" || die "report.py failed (raw data in $WORK, BENCH_KEEP=1 keeps it)"
+log "done in $(($(date +%s) - T0)) s: $RESULTS/latest.md, latest.png, $STAMP-$COMMIT.md"
