@@ -96,6 +96,7 @@ pub async fn run(
     let shared = Shared {
         resolver,
         inflight: Arc::clone(&inflight),
+        tcp_inflight: Arc::new(Semaphore::new(server::tcp_share(config.max_inflight))),
         metrics,
         shutdown: stopped,
     };

@@ -325,6 +325,52 @@ async fn udp_misses_are_not_shed_while_stalled_tcp_clients_wait() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn tcp_clients_pipelining_slow_queries_leave_udp_half_the_inflight_slots() {
+    const CAP: usize = 8;
+    let mut upstream = FakeDns::builder().otherwise(Behaviour::Delay(
+        Duration::from_secs(1),
+        Answer::nxdomain("example.com."),
+    ));
+    for i in 0..CAP {
+        let name = format!("fast-{i}.example.com.");
+        upstream = upstream.answer(
+            &name,
+            RecordType::A,
+            Answer::records([rr::a(&name, [192, 0, 2, 1])]),
+        );
+    }
+    let upstream = upstream.start().await;
+    let cap = CAP.to_string();
+    let meshdns = before(&upstream, &[("MESHDNS_MAX_INFLIGHT", &cap)]).await;
+    // Two connections pipelining more slow queries than there are slots: TCP waits for a
+    // slot where UDP would be dropped, so it must not be able to take them all.
+    let slow: Vec<u8> = (0..2 * CAP)
+        .flat_map(|i| {
+            let name = format!("slow-{i}.example.com.");
+            frame_of(&query(&name, RecordType::A).to_vec().unwrap())
+        })
+        .collect();
+    let mut connections = Vec::new();
+    for _ in 0..2 {
+        let mut stream = TcpStream::connect(meshdns.addr).await.unwrap();
+        stream.write_all(&slow).await.unwrap();
+        connections.push(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        meshdns.metric("meshdns_inflight", &[]).await,
+        (CAP / 2) as f64,
+        "TCP holds its half"
+    );
+    for i in 0..CAP {
+        let (reply, took) = timed_udp(&meshdns, &format!("fast-{i}.example.com.")).await;
+        assert_eq!(reply.msg.response_code, ResponseCode::NoError);
+        assert!(took < AT_ONCE, "fast-{i} at once, not after {took:?}");
+    }
+    assert_eq!(dropped(&meshdns, "inflight_limit").await, 0.0);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_query_frame_over_the_cap_closes_the_connection_without_a_reply() {
     let upstream = FakeDns::builder().start().await;
     let meshdns = before(&upstream, &[]).await;

@@ -151,7 +151,7 @@ pub const VARIABLES: &[Variable] = &[
     var(
         MAX_INFLIGHT,
         Some("1024"),
-        "client queries being answered at once; UDP queries beyond it are dropped",
+        "client queries being answered at once (TCP ones at most half); UDP queries beyond it are dropped",
         true,
     ),
     var(

@@ -33,6 +33,10 @@ pub struct Shared {
     /// A UDP query beyond it is dropped, a TCP connection waits; clients retry, and memory
     /// stays bounded.
     pub inflight: Arc<Semaphore>,
+    /// TCP queries' share of `inflight` (half of it): a TCP query takes one of these before
+    /// one of `inflight`, so pipelining connections, which wait for a slot instead of being
+    /// dropped, can never take the slots UDP clients need.
+    pub tcp_inflight: Arc<Semaphore>,
     pub metrics: Arc<Metrics>,
     pub shutdown: watch::Receiver<bool>,
 }
@@ -42,6 +46,11 @@ impl Shared {
     pub fn allows(&self, ip: IpAddr) -> bool {
         self.resolver.allows(ip)
     }
+}
+
+/// The in-flight slots TCP queries may hold at once out of `max_inflight`: half, at least one.
+pub fn tcp_share(max_inflight: usize) -> usize {
+    (max_inflight / 2).max(1)
 }
 
 /// Resolves when shutdown has been signalled.

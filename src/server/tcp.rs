@@ -10,7 +10,9 @@
 //! client); a client that stops reading its replies — a write that makes no progress for
 //! [`WRITE_TIMEOUT`] — loses its connection (RFC 7766 §6.2.3). A query holds one of the
 //! process's in-flight slots only while it is being answered, never while its reply waits to
-//! be written, so stalled clients cannot starve anyone else.
+//! be written, so stalled clients cannot starve anyone else; and TCP queries together hold at
+//! most half of those slots (they wait for one where a UDP query would be dropped, so without
+//! the share a few pipelining connections could take every slot UDP clients need).
 //!
 //! At shutdown a connection stops reading, finishes the queries it has, writes their replies
 //! and closes; the listener returns once its connections have.
@@ -150,6 +152,9 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) {
         let Ok(turn) = Arc::clone(&pipelined).acquire_owned().await else {
             break;
         };
+        let Ok(tcp_share) = Arc::clone(&shared.tcp_inflight).acquire_owned().await else {
+            break;
+        };
         let Ok(permit) = Arc::clone(&shared.inflight).acquire_owned().await else {
             break;
         };
@@ -157,7 +162,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) {
         let counted = shared.metrics.inflight();
         answering.spawn(async move {
             let reply = resolver.handle(&frame, Proto::Tcp).await;
-            drop((counted, permit));
+            drop((counted, permit, tcp_share));
             if let Some(reply) = reply {
                 // Waits while the writer is behind; the connection's turn is held until the
                 // reply is queued, which is what bounds a stalled connection.
