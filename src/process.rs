@@ -1,20 +1,18 @@
 //! What the binary needs around [`run`](crate::run): logging set up from the configuration
 //! (its filter replaceable while running), the tokio runtime, and the signals that end a
-//! sidecar (SIGTERM from the kubelet, SIGINT from a terminal).
+//! sidecar (SIGTERM from the kubelet, SIGINT from a terminal); and, for `--check`, the
+//! host-name endpoints resolved once on a runtime of its own.
 
 use std::io::IsTerminal;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{Registry, reload};
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-
 use crate::background::Background;
-use crate::config::{Config, Endpoint, LogFormat};
+use crate::config::{Config, Endpoint, LogFormat, Resolved};
 use crate::metrics::Metrics;
 use crate::snapshot;
 use crate::upstream::{Upstream, names};
@@ -83,7 +81,7 @@ pub async fn shutdown_signal() {
 
 /// What each host-name endpoint of `config` resolves to now, asked of its upstreams (for
 /// `--check`, which shows them): the addresses, or why there are none.
-pub fn resolve_endpoint_names(config: &Config) -> Vec<(Endpoint, Result<Vec<SocketAddr>, String>)> {
+pub fn resolve_endpoint_names(config: &Config) -> Resolved {
     let names: Vec<Endpoint> = config
         .clusters
         .iter()
@@ -112,13 +110,13 @@ pub fn resolve_endpoint_names(config: &Config) -> Vec<(Endpoint, Result<Vec<Sock
         );
         let mut resolved = Vec::with_capacity(names.len());
         for endpoint in names {
-            let result = match &endpoint {
-                Endpoint::Name { host, port } => names::resolve(&local, host, *port)
-                    .await
-                    .map(|(addrs, _)| addrs)
-                    .map_err(|e| e.to_string()),
-                Endpoint::Addr(addr) => Ok(vec![*addr]),
+            let Endpoint::Name { host, port } = &endpoint else {
+                continue;
             };
+            let result = names::resolve(&local, host, *port)
+                .await
+                .map(|(addrs, _)| addrs)
+                .map_err(|e| e.to_string());
             resolved.push((endpoint, result));
         }
         resolved

@@ -44,16 +44,6 @@ pub struct Reloader {
     background: Arc<Background>,
 }
 
-/// How one reload ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// The variables that changed and were applied (restart-only ones excluded).
-    Applied(Vec<&'static str>),
-    /// The error, naming the variable.
-    Rejected(String),
-    Unchanged,
-}
-
 impl Reloader {
     pub fn new(
         config: Config,
@@ -71,13 +61,13 @@ impl Reloader {
 
     /// Reads the environment captured at startup and the directory again, and applies the
     /// result or rejects it whole.
-    pub fn reload(&mut self) -> Outcome {
+    pub fn reload(&mut self) {
         let read = match Config::from_environment(&self.config.environment) {
             Ok(read) => read,
             Err(error) => {
                 tracing::error!(variable = %error.variable, %error, "configuration change rejected; the running configuration stays");
                 self.metrics.config_reload(ReloadResult::Rejected);
-                return Outcome::Rejected(error.to_string());
+                return;
             }
         };
         let mut changed = self.config.settings.changed(&read.settings);
@@ -87,7 +77,7 @@ impl Reloader {
         }
         if changed.is_empty() {
             tracing::debug!("configuration directory read; nothing changed");
-            return Outcome::Unchanged;
+            return;
         }
         let (restart, live): (Vec<&str>, Vec<&str>) = changed
             .iter()
@@ -108,7 +98,6 @@ impl Reloader {
         tracing::info!(changed = ?live, "configuration applied");
         self.metrics.config_reload(ReloadResult::Applied);
         self.config = applied;
-        Outcome::Applied(live)
     }
 
     /// The directories whose changes may change the configuration: the configuration directory,
@@ -136,19 +125,23 @@ impl Reloader {
         }
         let previous = self.resolver.snapshot();
         let snapshot = Snapshot::new(new, cache, &self.metrics, &self.background, Some(&previous));
-        let unchanged = unchanged_routes(old, new);
-        cache.retain(|key| unchanged(key));
+        cache.retain(unchanged_routes(
+            (old, &previous.router),
+            (new, &snapshot.router),
+        ));
         self.resolver.replace(snapshot);
     }
 }
 
-/// Whether a cache entry may outlive the change from `old` to `new`: its name routes the same
-/// way to a target that did not change. Gathered legs stay only while the clusters do.
-fn unchanged_routes(old: &Config, new: &Config) -> impl Fn(&CacheKey) -> bool {
-    let (old_router, new_router) = (Router::new(old), Router::new(new));
+/// Whether a cache entry may outlive the change from `old` to `new` (each with its router): its
+/// name routes the same way to a target that did not change. Gathered legs stay only while the
+/// clusters do.
+fn unchanged_routes<'a>(
+    (old, old_router): (&'a Config, &'a Router),
+    (new, new_router): (&'a Config, &'a Router),
+) -> impl Fn(&CacheKey) -> bool + 'a {
     let clusters_same = old.clusters == new.clusters;
     let upstreams_same = old.upstreams == new.upstreams;
-    let (old, new) = (old.clone(), new.clone());
     move |key| {
         if key.is_leg() {
             return clusters_same;

@@ -124,9 +124,7 @@ fn effective(config: &Config, variable: &str) -> String {
             UpstreamSource::Environment => "not read (MESHDNS_UPSTREAMS is set)".into(),
         },
         LOCAL_CLUSTER => config
-            .clusters
-            .iter()
-            .find(|c| c.is_local)
+            .local_cluster()
             .map_or("-".into(), |c| c.name.clone()),
         CLUSTERS => or_dash(
             config
@@ -182,13 +180,7 @@ fn effective(config: &Config, variable: &str) -> String {
                 })
         }
         // CLUSTER_DOMAIN, CLUSTER_ZONE: shown as set; their effect is in the routing table.
-        other => config
-            .settings
-            .get(other)
-            .or_else(|| find(other).and_then(|v| v.default))
-            .unwrap_or("-")
-            .trim()
-            .to_string(),
+        other => super::value(&config.settings, other).to_string(),
     }
 }
 

@@ -155,6 +155,11 @@ pub struct Config {
 }
 
 impl Config {
+    /// The cluster this pod runs in (`MESHDNS_LOCAL_CLUSTER`), when one is named.
+    pub fn local_cluster(&self) -> Option<&Cluster> {
+        self.clusters.iter().find(|c| c.is_local)
+    }
+
     /// Reads the process environment (only `MESHDNS_*` variables) and the configuration
     /// directory it names.
     pub fn from_env() -> Result<Self, ConfigError> {
@@ -174,8 +179,8 @@ impl Config {
     /// The configuration from environment settings plus the configuration directory they
     /// name (read now): what a reload calls with the environment captured at startup.
     pub fn from_environment(environment: &Settings) -> Result<Self, ConfigError> {
-        let settings = match environment.get(CONFIG_DIR).map(str::trim) {
-            None | Some("") => environment.clone(),
+        let settings = match set(environment, CONFIG_DIR) {
+            None => environment.clone(),
             Some(dir) => environment.clone().with_dir(std::path::Path::new(dir))?,
         };
         build(settings, environment.clone())
