@@ -8,8 +8,10 @@
 //! here, the one place every answer passes.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
+use bytes::Bytes;
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::RecordType;
 use tokio::time::Instant;
@@ -59,6 +61,11 @@ impl Resolver {
         self.snapshot.load().allows(ip)
     }
 
+    /// `MESHDNS_TIMEOUT`, as configured now: the deadline of one client query.
+    pub fn timeout(&self) -> Duration {
+        self.snapshot.load().timeout
+    }
+
     /// Makes `snapshot` the one new queries start on; queries in flight finish on theirs.
     pub fn replace(&self, snapshot: Snapshot) {
         self.snapshot.store(Arc::new(snapshot));
@@ -69,8 +76,8 @@ impl Resolver {
     }
 
     /// Answers one query; `None` means the input is dropped without a reply.
-    pub async fn handle(self: &Arc<Self>, bytes: &[u8], proto: Proto) -> Option<Vec<u8>> {
-        match self.answer_from_cache(bytes, proto) {
+    pub async fn handle(&self, bytes: Bytes, proto: Proto) -> Option<Vec<u8>> {
+        match self.answer_from_cache(&bytes, proto) {
             FastPath::Answered(reply) => Some(reply),
             FastPath::Miss(key) => self.handle_miss(bytes, proto, key).await,
         }
@@ -79,7 +86,7 @@ impl Resolver {
     /// The cache-hit path, synchronous and without parsing the message: a listener calls it
     /// before spending a task on the query. Only well-formed queries take it
     /// ([`wire::plain_query`]); hits are counted and timed here.
-    pub fn answer_from_cache(self: &Arc<Self>, bytes: &[u8], proto: Proto) -> FastPath {
+    pub fn answer_from_cache(&self, bytes: &[u8], proto: Proto) -> FastPath {
         let started = Instant::now();
         let Some(query) = wire::plain_query(bytes) else {
             return FastPath::Miss(None);
@@ -93,11 +100,12 @@ impl Resolver {
         let snapshot = self.snapshot.load();
         let route = snapshot
             .router
-            .route(wire::first_question_name(bytes).unwrap_or_default());
+            .route(wire::question_name(query.question).unwrap_or_default());
         if refresh && let Inspected::Query(request) = inspect(bytes) {
             let deadline = started + snapshot.timeout;
             let snapshot = arc_swap::Guard::into_inner(snapshot);
-            let resolution = resolve(snapshot, route, bytes.to_vec(), Arc::new(request), deadline);
+            let query = Bytes::copy_from_slice(bytes);
+            let resolution = resolve(snapshot, route, query, Arc::new(request), deadline);
             self.cache.refresh(&key, resolution);
         }
         let reply = reply::fit_wire(reply, proto.reply_limit(query.opt.map(|o| o.payload)));
@@ -109,15 +117,15 @@ impl Resolver {
     /// Everything but a cache hit: inspect, route, resolve through the cache (which shares the
     /// exchange with identical misses and stores the answer), and cut to the client's size.
     /// `key` is the cache key [`answer_from_cache`](Self::answer_from_cache) found no fresh
-    /// entry for, if any.
+    /// entry for, if any. `bytes` is shared with the exchange, which relays it on pass-through.
     pub async fn handle_miss(
-        self: &Arc<Self>,
-        bytes: &[u8],
+        &self,
+        bytes: Bytes,
         proto: Proto,
         key: Option<CacheKey>,
     ) -> Option<Vec<u8>> {
         let started = Instant::now();
-        let request = match inspect(bytes) {
+        let request = match inspect(&bytes) {
             Inspected::Query(request) => Arc::new(request),
             Inspected::Reply(reply) => {
                 self.metrics.dropped(DropReason::Malformed);
@@ -131,7 +139,7 @@ impl Resolver {
         let snapshot = self.snapshot.load_full();
         let route = snapshot
             .router
-            .route(wire::first_question_name(bytes).unwrap_or_default());
+            .route(wire::first_question_name(&bytes).unwrap_or_default());
         let limit = proto.reply_limit(request.edns.as_ref().map(|e| e.max_payload()));
         tracing::debug!(name = %request.queries.first()?.name(), route = route.kind().label(), proto = proto.label(), "query");
         let complete = if is_transfer(&request) {
@@ -150,14 +158,14 @@ impl Resolver {
             let resolution = resolve(
                 snapshot,
                 route,
-                bytes.to_vec(),
+                bytes.clone(),
                 Arc::clone(&request),
                 deadline,
             );
             let answered = match key {
                 Some(key) => {
                     self.cache
-                        .get_or_resolve(&key, bytes, miss, resolution)
+                        .get_or_resolve(&key, &bytes, miss, resolution)
                         .await
                 }
                 None => Some(resolution.await),
@@ -190,7 +198,7 @@ fn is_transfer(request: &Message) -> bool {
 async fn resolve(
     snapshot: Arc<Snapshot>,
     route: Route,
-    bytes: Vec<u8>,
+    bytes: Bytes,
     request: Arc<Message>,
     deadline: Instant,
 ) -> Vec<u8> {

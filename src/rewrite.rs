@@ -48,16 +48,14 @@ impl ZoneMap {
         replace_suffix(name, &self.upstream, &self.client)
     }
 
-    /// The client's query as the upstream must see it: only the question name changes (and
-    /// no EDNS option of the client's goes along: they belong to the client's hop).
+    /// The client's query as the upstream must see it: only the question name changes. (No
+    /// EDNS option of the client's goes along: [`inspect`](crate::request::inspect) parsed the
+    /// request without them.)
     pub fn request_to_upstream(&self, request: &Message) -> Option<Message> {
         let mut upstream = request.clone();
         let query = upstream.queries.first_mut()?;
         let name = self.to_upstream(query.name())?;
         query.set_name(name);
-        if let Some(edns) = upstream.edns.as_mut() {
-            edns.options_mut().as_mut().clear();
-        }
         Some(upstream)
     }
 

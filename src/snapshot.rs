@@ -24,7 +24,7 @@ pub const LOCAL_UPSTREAM: &str = "local";
 #[derive(Debug)]
 pub struct Snapshot {
     /// `MESHDNS_ALLOW_FROM`: client networks served; others get REFUSED.
-    pub allow_from: Vec<IpNet>,
+    allow_from: Vec<IpNet>,
     pub router: Router,
     /// kube-dns: pass-through, and the local cluster's names.
     pub local: Arc<Upstream>,
@@ -71,9 +71,7 @@ impl Snapshot {
         let upstream_metrics = metrics.upstream();
         let kept: Vec<&Arc<Upstream>> = previous.map_or(Vec::new(), |p| p.groups().collect());
         let local_name = config
-            .clusters
-            .iter()
-            .find(|c| c.is_local)
+            .local_cluster()
             .map_or(LOCAL_UPSTREAM, |c| c.name.as_str());
         let group = |spec: GroupSpec, local: Option<&Arc<Upstream>>| {
             // A group that resolves names through kube-dns is kept only with kube-dns.
@@ -135,7 +133,7 @@ impl Snapshot {
     }
 
     /// Every upstream group of this snapshot, kube-dns first.
-    pub fn groups(&self) -> impl Iterator<Item = &Arc<Upstream>> {
+    fn groups(&self) -> impl Iterator<Item = &Arc<Upstream>> {
         std::iter::once(&self.local).chain(
             self.clusters
                 .iter()

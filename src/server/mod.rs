@@ -9,7 +9,6 @@ mod bind;
 mod tcp;
 mod udp;
 
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use tokio::sync::{Semaphore, watch};
@@ -20,8 +19,8 @@ use crate::query::Resolver;
 pub use admin::{MAX_CONNECTIONS as ADMIN_MAX_CONNECTIONS, Readiness, serve_admin};
 pub use bind::{BindError, Listeners, bind, bind_admin};
 pub use tcp::{
-    IDLE_TIMEOUT as TCP_IDLE_TIMEOUT, MAX_CONNECTIONS as TCP_MAX_CONNECTIONS, MAX_PIPELINED,
-    MAX_QUERY_FRAME, WRITE_TIMEOUT as TCP_WRITE_TIMEOUT, serve_tcp,
+    IDLE_TIMEOUT as TCP_IDLE_TIMEOUT, MAX_CONNECTIONS as TCP_MAX_CONNECTIONS, MAX_QUERY_FRAME,
+    WRITE_TIMEOUT as TCP_WRITE_TIMEOUT, serve_tcp,
 };
 pub use udp::serve_udp;
 
@@ -39,13 +38,6 @@ pub struct Shared {
     pub tcp_inflight: Arc<Semaphore>,
     pub metrics: Arc<Metrics>,
     pub shutdown: watch::Receiver<bool>,
-}
-
-impl Shared {
-    /// Whether a client at `ip` is served (`MESHDNS_ALLOW_FROM`, as configured now).
-    pub fn allows(&self, ip: IpAddr) -> bool {
-        self.resolver.allows(ip)
-    }
 }
 
 /// The in-flight slots TCP queries may hold at once out of `max_inflight`: half, at least one.

@@ -101,7 +101,7 @@ fn is_broken_listener(error: &std::io::Error) -> bool {
 
 async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) {
     let _ = stream.set_nodelay(true);
-    let allowed = shared.allows(peer.ip());
+    let allowed = shared.resolver.allows(peer.ip());
     let (reader, writer) = stream.into_split();
     let mut frames = FramedRead::new(reader, wire::tcp_codec(MAX_QUERY_FRAME));
     let (replies, outgoing) = mpsc::channel::<Vec<u8>>(MAX_PIPELINED);
@@ -121,7 +121,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) {
         let idle_limit = if answering.is_empty() {
             IDLE_TIMEOUT
         } else {
-            IDLE_TIMEOUT.max(shared.resolver.snapshot().timeout)
+            IDLE_TIMEOUT.max(shared.resolver.timeout())
         };
         let frame = tokio::select! {
             frame = timeout(idle_limit, frames.next()) => match frame {
@@ -161,7 +161,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) {
         let (resolver, replies) = (Arc::clone(&shared.resolver), replies.clone());
         let counted = shared.metrics.inflight();
         answering.spawn(async move {
-            let reply = resolver.handle(&frame, Proto::Tcp).await;
+            let reply = resolver.handle(frame.freeze(), Proto::Tcp).await;
             drop((counted, permit, tcp_share));
             if let Some(reply) = reply {
                 // Waits while the writer is behind; the connection's turn is held until the

@@ -13,6 +13,7 @@ use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 
+use bytes::Bytes;
 use hickory_proto::op::ResponseCode;
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
@@ -80,7 +81,7 @@ fn serve(
         peer,
         truncated,
     } = datagram;
-    if !shared.allows(peer.ip()) {
+    if !shared.resolver.allows(peer.ip()) {
         shared.metrics.dropped(DropReason::NotAllowed);
         return reply::from_header(bytes, ResponseCode::Refused);
     }
@@ -98,12 +99,12 @@ fn serve(
         shared.metrics.dropped(DropReason::InflightLimit);
         return None;
     };
-    let query = bytes.to_vec();
+    let query = Bytes::copy_from_slice(bytes);
     let socket = Arc::clone(socket);
     let resolver = Arc::clone(&shared.resolver);
     let counted = shared.metrics.inflight();
     tokio::spawn(async move {
-        if let Some(reply) = resolver.handle_miss(&query, Proto::Udp, key).await {
+        if let Some(reply) = resolver.handle_miss(query, Proto::Udp, key).await {
             batch::send_one(socket.get_ref(), &reply, peer);
         }
         drop((counted, permit));

@@ -86,7 +86,11 @@ pub fn first_question(msg: &[u8]) -> Option<&[u8]> {
 
 /// The name of the first question in wire form (labels and the root, no type or class).
 pub fn first_question_name(msg: &[u8]) -> Option<&[u8]> {
-    let question = first_question(msg)?;
+    question_name(first_question(msg)?)
+}
+
+/// The name of a question given as its bytes (name, type, class).
+pub fn question_name(question: &[u8]) -> Option<&[u8]> {
     question.get(..question.len().checked_sub(4)?)
 }
 

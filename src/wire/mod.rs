@@ -17,8 +17,8 @@ pub use edns::{
 pub use header::{
     HEADER_LEN, RCODE_NOERROR, RCODE_NXDOMAIN, RCODE_SERVFAIL, checking_disabled,
     copy_request_bits, cut_to_question, first_question, first_question_name, id, is_response,
-    is_truncated, opcode, question_count, question_type, rcode, same_question, set_id,
-    with_question,
+    is_truncated, opcode, question_count, question_name, question_type, rcode, same_question,
+    set_id, with_question,
 };
 pub use name::{MAX_NAME, find_suffix, is_plain_name, skip_name};
 pub use records::{
