@@ -10,6 +10,7 @@
 //! state: loading again (after a certificate rotation) builds a new configuration, and the
 //! caller decides when endpoints switch to it.
 
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -103,33 +104,17 @@ impl std::fmt::Debug for ClientTls {
     }
 }
 
-/// [`load_client_config`] with the fingerprint of the files read.
+/// Reads the CA bundle (and the client identity, when given) and builds the configuration every
+/// DNS-over-TLS endpoint of this generation shares, with the fingerprint of the bytes read (each
+/// file is read once: the fingerprint is of what was parsed). Blocking file reads: call it where
+/// configuration is loaded, not on the query path.
 pub fn load(
     ca_file: &Path,
     identity: Option<ClientIdentity<'_>>,
 ) -> Result<ClientTls, TlsConfigError> {
-    let config = load_client_config(ca_file, identity)?;
-    let mut hasher = std::hash::DefaultHasher::new();
-    let files = std::iter::once(ca_file)
-        .chain(identity.into_iter().flat_map(|i| [i.cert_file, i.key_file]));
-    for file in files {
-        std::hash::Hash::hash(&read_bounded(file)?, &mut hasher);
-    }
-    Ok(ClientTls {
-        config,
-        fingerprint: std::hash::Hasher::finish(&hasher),
-    })
-}
-
-/// Reads the CA bundle (and the client identity, when given) and builds the configuration every
-/// DNS-over-TLS endpoint of this generation shares. Blocking file reads: call it
-/// where configuration is loaded, not on the query path.
-pub fn load_client_config(
-    ca_file: &Path,
-    identity: Option<ClientIdentity<'_>>,
-) -> Result<Arc<ClientConfig>, TlsConfigError> {
+    let mut fingerprint = DefaultHasher::new();
     let mut roots = RootCertStore::empty();
-    for cert in certificates(ca_file)? {
+    for cert in certificates(ca_file, &mut fingerprint)? {
         roots
             .add(cert)
             .map_err(|e| TlsConfigError::BadCertificate {
@@ -153,8 +138,8 @@ pub fn load_client_config(
             cert_file,
             key_file,
         }) => {
-            let chain = certificates(cert_file)?;
-            let key = private_key(key_file)?;
+            let chain = certificates(cert_file, &mut fingerprint)?;
+            let key = private_key(key_file, &mut fingerprint)?;
             // rustls parses the key and compares its public half with the certificate's, so a
             // key from another pair fails here rather than in every handshake.
             builder
@@ -166,20 +151,34 @@ pub fn load_client_config(
                 })?
         }
     };
-    Ok(Arc::new(config))
+    Ok(ClientTls {
+        config: Arc::new(config),
+        fingerprint: fingerprint.finish(),
+    })
 }
 
-/// The name a peer's certificate must carry, checked once at configuration time (DNS names and
-/// IP addresses; an IP needs an IP SAN in the certificate).
+/// [`load`] without the fingerprint.
+pub fn load_client_config(
+    ca_file: &Path,
+    identity: Option<ClientIdentity<'_>>,
+) -> Result<Arc<ClientConfig>, TlsConfigError> {
+    load(ca_file, identity).map(|loaded| loaded.config)
+}
+
+/// The name a peer's certificate must carry (DNS names and IP addresses; an IP needs an IP SAN
+/// in the certificate). An upstream group checks it once, when the group is made.
 pub fn server_name(name: &str) -> Result<ServerName<'static>, TlsConfigError> {
     ServerName::try_from(name.to_string()).map_err(|_| TlsConfigError::BadServerName {
         name: name.to_string(),
     })
 }
 
-/// Every certificate in a PEM file; at least one.
-fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsConfigError> {
-    let text = read_bounded(path)?;
+/// Every certificate in a PEM file (its bytes fed into `fingerprint`); at least one.
+fn certificates(
+    path: &Path,
+    fingerprint: &mut DefaultHasher,
+) -> Result<Vec<CertificateDer<'static>>, TlsConfigError> {
+    let text = read_into(path, fingerprint)?;
     let certs = CertificateDer::pem_slice_iter(&text)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| bad_pem(path, &e))?;
@@ -191,15 +190,26 @@ fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsConfigEr
     Ok(certs)
 }
 
-/// The first private key in a PEM file: PKCS#8, PKCS#1 (RSA) or SEC1 (EC).
-fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsConfigError> {
-    let text = read_bounded(path)?;
+/// The first private key in a PEM file (its bytes fed into `fingerprint`): PKCS#8, PKCS#1 (RSA)
+/// or SEC1 (EC).
+fn private_key(
+    path: &Path,
+    fingerprint: &mut DefaultHasher,
+) -> Result<PrivateKeyDer<'static>, TlsConfigError> {
+    let text = read_into(path, fingerprint)?;
     PrivateKeyDer::from_pem_slice(&text).map_err(|e| match e {
         pem::Error::NoItemsFound => TlsConfigError::NoKey {
             path: path.to_path_buf(),
         },
         other => bad_pem(path, &other),
     })
+}
+
+/// The bytes of `path`, also fed into `fingerprint`.
+fn read_into(path: &Path, fingerprint: &mut DefaultHasher) -> Result<Vec<u8>, TlsConfigError> {
+    let text = read_bounded(path)?;
+    text.hash(fingerprint);
+    Ok(text)
 }
 
 fn read_bounded(path: &Path) -> Result<Vec<u8>, TlsConfigError> {

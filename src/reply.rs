@@ -150,17 +150,17 @@ pub fn encode_fitted(msg: &Message, limit: usize) -> Vec<u8> {
     kept.unwrap_or_else(|| encode_servfail_header(msg))
 }
 
-/// Records grouped into RRsets (same owner, type and class), in order of first appearance.
+/// Whether two records belong to one RRset: the same owner, type and class (RFC 2181 §5).
+pub fn same_rrset(a: &Record, b: &Record) -> bool {
+    a.name == b.name && a.record_type() == b.record_type() && a.dns_class == b.dns_class
+}
+
+/// Records grouped into RRsets, in order of first appearance.
 fn rrsets(records: &[Record]) -> Vec<Vec<Record>> {
     let mut sets: Vec<Vec<Record>> = Vec::new();
     for record in records {
-        let same_set = |set: &&mut Vec<Record>| {
-            set.first().is_some_and(|first| {
-                first.name == record.name
-                    && first.record_type() == record.record_type()
-                    && first.dns_class == record.dns_class
-            })
-        };
+        let same_set =
+            |set: &&mut Vec<Record>| set.first().is_some_and(|first| same_rrset(first, record));
         match sets.iter_mut().find(same_set) {
             Some(set) => set.push(record.clone()),
             None => sets.push(vec![record.clone()]),

@@ -128,21 +128,28 @@ pub fn merge(
 /// Gives every record of an RRset (same owner, type and class) the set's smallest TTL: legs
 /// from different clusters carry different TTLs for what is now one set.
 fn one_ttl_per_rrset(records: &mut [Record]) {
-    let mut smallest: Vec<((Name, RecordType), u32)> = Vec::new();
+    // Each set by its first record, with the smallest TTL seen in it.
+    let mut smallest: Vec<(&Record, u32)> = Vec::new();
     for record in records.iter() {
-        let set = (record.name.clone(), record.record_type());
-        match smallest.iter_mut().find(|(s, _)| *s == set) {
+        match smallest
+            .iter_mut()
+            .find(|(first, _)| reply::same_rrset(first, record))
+        {
             Some((_, ttl)) => *ttl = (*ttl).min(record.ttl),
-            None => smallest.push((set, record.ttl)),
+            None => smallest.push((record, record.ttl)),
         }
     }
-    for record in records.iter_mut() {
-        if let Some((_, ttl)) = smallest
-            .iter()
-            .find(|((name, rtype), _)| *name == record.name && *rtype == record.record_type())
-        {
-            record.ttl = *ttl;
-        }
+    let ttls: Vec<u32> = records
+        .iter()
+        .map(|record| {
+            smallest
+                .iter()
+                .find(|(first, _)| reply::same_rrset(first, record))
+                .map_or(record.ttl, |(_, ttl)| *ttl)
+        })
+        .collect();
+    for (record, ttl) in records.iter_mut().zip(ttls) {
+        record.ttl = ttl;
     }
 }
 

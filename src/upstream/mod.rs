@@ -30,6 +30,8 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use hickory_proto::rr::Name;
 use prometheus::{Histogram, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec};
+use rustls::ClientConfig;
+use rustls::pki_types::ServerName;
 use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::{Instant, sleep_until};
 
@@ -191,23 +193,65 @@ impl Progress {
     }
 }
 
-/// A finished attempt: its endpoint, when it began, whether it was already counted as
-/// overdue, and the outcome.
+/// A finished attempt: its number in the exchange, its endpoint, when it began, and the
+/// outcome.
 type AttemptDone = (
+    usize,
     Arc<Endpoint>,
     Instant,
-    Arc<AtomicBool>,
     Result<Answered, AttemptError>,
 );
+
+/// How every endpoint of a group is asked, worked out once when the group is made: a new
+/// endpoint (a name resolved to a new address) only clones it.
+#[derive(Debug)]
+enum Dialing {
+    /// A fresh socket per attempt, over UDP (TCP when truncated) or TCP.
+    Plain(Via),
+    /// DNS over TLS: each endpoint its own connection, all checking one server name against
+    /// one client configuration, and counting handshakes into the group's series.
+    Tls {
+        server_name: ServerName<'static>,
+        config: Arc<ClientConfig>,
+        settings: TlsSettings,
+    },
+    /// A TLS group without its client configuration or a valid name. The configuration never
+    /// makes one; if it did, its endpoints would fail every attempt with a TLS error rather
+    /// than fall back to plain DNS.
+    Unusable(String),
+}
+
+impl Dialing {
+    /// How `spec`'s endpoints are asked; a TLS group counts its handshakes into `handshakes`.
+    fn of(spec: &GroupSpec, handshakes: IntCounter) -> Self {
+        let tls_name = match spec.transport {
+            Transport::Udp => return Dialing::Plain(Via::Udp),
+            Transport::Tcp => return Dialing::Plain(Via::Tcp),
+            Transport::Tls => spec
+                .tls_name
+                .as_ref()
+                .map(|n| n.to_ascii().trim_end_matches('.').to_string())
+                .unwrap_or_default(),
+        };
+        match (&spec.tls, crate::certificates::server_name(&tls_name)) {
+            (Some(tls), Ok(server_name)) => Dialing::Tls {
+                server_name,
+                config: Arc::clone(&tls.config),
+                settings: TlsSettings {
+                    handshake_metric: Some(handshakes),
+                    ..TlsSettings::default()
+                },
+            },
+            _ => Dialing::Unusable("no TLS client configuration or name for this cluster".into()),
+        }
+    }
+}
 
 /// A group of interchangeable endpoints.
 #[derive(Debug)]
 pub struct Upstream {
     spec: GroupSpec,
-    via: Via,
-    /// `meshdns_upstream_tls_handshakes_total` of this group (a TLS group's connections count
-    /// into it).
-    tls_handshakes: IntCounter,
+    dialing: Dialing,
     /// The endpoints now: the configured addresses, then what the host names resolved to.
     endpoints: ArcSwap<Vec<Arc<Endpoint>>>,
     /// The addresses each host-name endpoint (in configuration order) resolved to last.
@@ -242,11 +286,9 @@ impl Upstream {
         metrics: &UpstreamMetrics,
         background: Arc<Background>,
     ) -> Arc<Self> {
-        let via = match spec.transport {
-            Transport::Udp => Via::Udp,
-            Transport::Tcp | Transport::Tls => Via::Tcp,
-        };
         let name = spec.name.clone();
+        // Every group has its handshake series; it stays at 0 unless the group speaks TLS.
+        let dialing = Dialing::of(&spec, metrics.tls_handshakes.with_label_values(&[&name]));
         let hosts: Vec<(Name, u16)> = spec
             .endpoints
             .iter()
@@ -256,8 +298,7 @@ impl Upstream {
             })
             .collect();
         let group = Arc::new(Self {
-            via,
-            tls_handshakes: metrics.tls_handshakes.with_label_values(&[&name]),
+            dialing,
             endpoints: ArcSwap::from_pointee(Vec::new()),
             resolved: Mutex::new(vec![Vec::new(); hosts.len()]),
             healthy: metrics.healthy.clone(),
@@ -307,11 +348,6 @@ impl Upstream {
         &self.spec
     }
 
-    /// The addresses asked now, in order.
-    pub fn addresses(&self) -> Vec<SocketAddr> {
-        self.endpoints.load().iter().map(|e| e.addr).collect()
-    }
-
     /// Takes what host name number `index` resolved to now.
     fn set_resolved(&self, index: usize, addrs: Vec<SocketAddr>) {
         {
@@ -325,30 +361,21 @@ impl Upstream {
         tracing::info!(upstream = %self.spec.name, endpoints = ?now, "endpoint names resolved to new addresses");
     }
 
-    /// How a new endpoint of this group at `addr` is asked. A TLS group without its client
-    /// configuration or name cannot be built by the configuration; should it be, its
-    /// endpoints fail every attempt with a TLS error rather than fall back to plain DNS.
+    /// How a new endpoint of this group at `addr` is asked.
     fn dialer(&self, addr: SocketAddr) -> Dialer {
-        if self.spec.transport != Transport::Tls {
-            return Dialer::Plain(self.via);
-        }
-        let name = self
-            .spec
-            .tls_name
-            .as_ref()
-            .map(|n| n.to_ascii().trim_end_matches('.').to_string())
-            .unwrap_or_default();
-        match (&self.spec.tls, crate::certificates::server_name(&name)) {
-            (Some(tls), Ok(server_name)) => Dialer::Tls(TlsEndpoint::with_settings(
-                addr,
+        match &self.dialing {
+            Dialing::Plain(via) => Dialer::Plain(*via),
+            Dialing::Tls {
                 server_name,
-                std::sync::Arc::clone(&tls.config),
-                TlsSettings {
-                    handshake_metric: Some(self.tls_handshakes.clone()),
-                    ..TlsSettings::default()
-                },
+                config,
+                settings,
+            } => Dialer::Tls(TlsEndpoint::with_settings(
+                addr,
+                server_name.clone(),
+                Arc::clone(config),
+                settings.clone(),
             )),
-            _ => Dialer::Unusable("no TLS client configuration or name for this cluster".into()),
+            Dialing::Unusable(why) => Dialer::Unusable(why.clone()),
         }
     }
 
@@ -453,11 +480,11 @@ impl Upstream {
         // Attempts still listening; dropping the set (on return) stops them.
         let mut running: JoinSet<AttemptDone> = JoinSet::new();
         let mut listening: VecDeque<AbortHandle> = VecDeque::new();
+        // Attempts already counted as timed out: their failure is not counted again.
+        let mut overdue: Vec<usize> = Vec::new();
         let mut last_error = None;
-        for number in 0..attempts {
-            let Some(&endpoint) = order.get(number % order.len().max(1)) else {
-                break;
-            };
+        // `order` is not empty: the endpoints are cycled through, and retried from the first.
+        for (number, &endpoint) in order.iter().cycle().take(attempts).enumerate() {
             let started = Instant::now();
             if started >= deadline {
                 break;
@@ -474,16 +501,14 @@ impl Upstream {
             {
                 oldest.abort();
             }
-            let overdue = Arc::new(AtomicBool::new(false));
-            let (asked, query, attempt_timeout, counted) = (
+            let (asked, query, attempt_timeout) = (
                 Arc::clone(endpoint),
                 Arc::clone(&query),
                 self.spec.attempt_timeout,
-                Arc::clone(&overdue),
             );
             listening.push_back(running.spawn(async move {
                 let outcome = asked.attempt(&query, attempt_timeout, deadline).await;
-                (asked, started, counted, outcome)
+                (number, asked, started, outcome)
             }));
             let ask_next_at = if number + 1 < attempts {
                 deadline.min(started + self.spec.attempt_timeout)
@@ -494,7 +519,7 @@ impl Upstream {
                 tokio::select! {
                     Some(joined) = running.join_next() => {
                         let Ok(done) = joined else { continue };
-                        match self.settle(done) {
+                        match self.settle(done, &overdue) {
                             Ok(answered) => return Ok(answered),
                             Err(error) => {
                                 last_error = Some(error);
@@ -504,7 +529,7 @@ impl Upstream {
                         }
                     }
                     () = sleep_until(ask_next_at) => {
-                        overdue.store(true, Ordering::Relaxed);
+                        overdue.push(number);
                         self.attempt_failed(endpoint, &AttemptError::Timeout, started);
                         last_error = Some(AttemptError::Timeout);
                         break;
@@ -520,7 +545,7 @@ impl Upstream {
             let Ok(done) = joined else {
                 continue;
             };
-            match self.settle(done) {
+            match self.settle(done, &overdue) {
                 Ok(answered) => return Ok(answered),
                 Err(error) => last_error = Some(error),
             }
@@ -528,17 +553,17 @@ impl Upstream {
         Err(last_error.map_or(UpstreamError::NoTime, UpstreamError::Exhausted))
     }
 
-    /// A finished attempt, counted and told to its endpoint (a failure only when it was not
-    /// already counted as overdue).
-    fn settle(&self, done: AttemptDone) -> Result<Answered, AttemptError> {
-        let (endpoint, began, counted, outcome) = done;
+    /// A finished attempt, counted and told to its endpoint (a failure only when its number
+    /// is not among the `overdue` attempts, already counted).
+    fn settle(&self, done: AttemptDone, overdue: &[usize]) -> Result<Answered, AttemptError> {
+        let (number, endpoint, began, outcome) = done;
         match &outcome {
             Ok(answered) => {
                 self.series
                     .record(AttemptResult::of_reply(&answered.bytes), began.elapsed());
                 endpoint.answered(&self.spec.name);
             }
-            Err(error) if !counted.load(Ordering::Relaxed) => {
+            Err(error) if !overdue.contains(&number) => {
                 self.attempt_failed(&endpoint, error, began);
             }
             Err(_) => {}

@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use bytes::Bytes;
 use rustls::ClientConfig;
 use rustls::pki_types::ServerName;
 use tokio::sync::{Semaphore, mpsc, oneshot};
@@ -39,7 +40,7 @@ type Reply = Result<Vec<u8>, TlsError>;
 
 /// A query as written on the wire (length prefix and our ID), kept until it is answered so it
 /// can be sent again on a new connection.
-pub(super) type Frame = Arc<[u8]>;
+pub(super) type Frame = Bytes;
 
 /// What an endpoint shares with its connection task.
 pub(super) struct Shared {
@@ -162,7 +163,6 @@ impl Shared {
         self: &Arc<Self>,
         query: &[u8],
     ) -> Result<(Registration, oneshot::Receiver<Reply>), TlsError> {
-        let mut frame = wire::tcp_framed(query).ok_or(TlsError::BadQuery)?;
         let mut guard = self.lock();
         let state = &mut *guard;
         let now = Instant::now();
@@ -171,6 +171,7 @@ impl Shared {
         {
             return Err(cause.clone());
         }
+        let mut frame = wire::tcp_framed(query).ok_or(TlsError::BadQuery)?;
         // A connection whose task is gone without saying so (it cannot panic, but if it did)
         // must not swallow queries: treat it as closed.
         if let Link::Open(conn) = &state.link
@@ -198,7 +199,7 @@ impl Shared {
         }
         let frame = Frame::from(frame);
         conn.frames
-            .send(Arc::clone(&frame))
+            .send(frame.clone())
             .map_err(|_| TlsError::Network("the connection task has stopped".into()))?;
         let (reply, receiver) = oneshot::channel();
         conn.pending.insert(
@@ -344,7 +345,7 @@ impl Shared {
                     if pending.is_waiting() {
                         // The new task is alive (just spawned): the send cannot fail, and if it
                         // did the query would wait out its deadline, not hang.
-                        let _ = new.frames.send(Arc::clone(&pending.frame));
+                        let _ = new.frames.send(pending.frame.clone());
                         new.pending.insert(
                             id,
                             Pending {

@@ -39,9 +39,6 @@ use tokio::time::{Instant, timeout_at};
 use crate::wire;
 use connection::Shared;
 
-/// The port of DNS over TLS (RFC 7858 §3.1), for endpoints given without one.
-pub const DEFAULT_PORT: u16 = 853;
-
 /// How long a connection may sit without a query or a reply before we close it. Below the 8 s
 /// after which miekg/dns — the DNS library of CoreDNS — closes an idle TCP or TLS connection by
 /// default, so that in the usual setup we close first and seldom write a query into a
@@ -122,16 +119,7 @@ pub struct TlsEndpoint {
 
 impl TlsEndpoint {
     /// An endpoint whose certificate must carry `server_name` and verify against `config`'s CA
-    /// bundle. Opens nothing until the first [`exchange`](Self::exchange).
-    pub fn new(
-        addr: SocketAddr,
-        server_name: ServerName<'static>,
-        config: Arc<ClientConfig>,
-    ) -> Self {
-        Self::with_settings(addr, server_name, config, TlsSettings::default())
-    }
-
-    /// [`new`](Self::new) with other timeouts or another in-flight bound.
+    /// bundle, tuned by `settings`. Opens nothing until the first [`exchange`](Self::exchange).
     pub fn with_settings(
         addr: SocketAddr,
         server_name: ServerName<'static>,
