@@ -28,7 +28,8 @@ pub(super) struct Flights {
     next_id: AtomicU64,
 }
 
-/// What [`Cache::flight`](super::Cache::flight) hands to a miss.
+/// What a miss in [`Cache::get_or_resolve`](super::Cache::get_or_resolve) is handed: lead or
+/// follow.
 #[derive(Debug)]
 pub enum Flight {
     /// Ask upstream, then [`FlightLeader::finish`] with the reply.
@@ -88,8 +89,8 @@ impl FlightLeader {
     /// Hands the reply meant for the leader's own client (complete, before any cut to a UDP
     /// size) to every follower. Insert it into the cache first, so a miss that comes after
     /// the flight closed finds it there.
-    pub fn finish(self, reply: &[u8]) {
-        self.sender.send_replace(Some(Arc::from(reply)));
+    pub fn finish(self, reply: Arc<[u8]>) {
+        self.sender.send_replace(Some(reply));
     }
 }
 
@@ -105,7 +106,8 @@ impl Drop for FlightLeader {
 
 impl FlightFollower {
     /// The leader's reply patched for `request` (ID, RD and CD bits, question spelling), or `None` if
-    /// the leader went away without one: then call `Cache::flight` again.
+    /// the leader went away without one: then join the flight again, as
+    /// [`Cache::get_or_resolve`](super::Cache::get_or_resolve) does.
     pub async fn wait(mut self, request: &[u8]) -> Option<Vec<u8>> {
         let shared = self
             .receiver

@@ -20,8 +20,8 @@
 //! `size × BYTES_PER_ENTRY` reply bytes are held, whatever the traffic; size 0 turns caching
 //! off (in-flight sharing still works). Background work (prefetch, refreshes, exchanges that
 //! outlive their client) goes through the bounded [`Background`] set. Locking: one
-//! `std::sync::Mutex` around the table, held only for index lookups and list bookkeeping;
-//! bytes are copied and patched outside it.
+//! `std::sync::Mutex` around the table and the configuration it is read by, held only for
+//! index lookups and list bookkeeping; bytes are copied and patched outside it.
 
 mod flight;
 mod key;
@@ -42,11 +42,11 @@ use crate::config::CacheConfig;
 use crate::wire;
 
 pub use key::{CacheKey, KeyFlags};
-pub use policy::{FAILURE_TTL_FIRST, FAILURE_TTL_MAX, failure_ttl, is_failure};
+pub use policy::{FAILURE_TTL_FIRST, FAILURE_TTL_MAX};
 pub use serve::STALE_TTL;
 
 use flight::{Flight, FlightLeader, Flights};
-use policy::Worth;
+use policy::{Worth, failure_ttl, is_failure};
 use serve::{served, shareable};
 use store::{Entry, Store};
 
@@ -108,7 +108,7 @@ type Resolution = Pin<Box<dyn Future<Output = Vec<u8>> + Send>>;
 /// The cache shared by all listeners (`Arc<Cache>`).
 #[derive(Debug)]
 pub struct Cache {
-    config: Mutex<CacheConfig>,
+    /// The table and the configuration it is read by, under one lock.
     store: Mutex<Store>,
     flights: Arc<Flights>,
     metrics: CacheMetrics,
@@ -118,12 +118,7 @@ pub struct Cache {
 impl Cache {
     pub fn new(config: &CacheConfig, metrics: CacheMetrics, background: Arc<Background>) -> Self {
         Self {
-            config: Mutex::new(config.clone()),
-            store: Mutex::new(Store::new(
-                config.size,
-                byte_budget(config.size),
-                config.serve_stale,
-            )),
+            store: Mutex::new(Store::new(config, byte_budget(config.size))),
             flights: Arc::default(),
             metrics,
             background,
@@ -136,11 +131,29 @@ impl Cache {
         self.store.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The configuration now in force (a reload may change it between two calls).
     fn config(&self) -> CacheConfig {
-        self.config
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.lock().config().clone()
+    }
+
+    /// The bytes and age of the entry for `key` if `accept` takes it, given the entry, its age
+    /// and the serve-stale window under the lock; a taken entry counts as used (it moves to
+    /// the front). `accept` sees the entry under the lock, so it must be quick.
+    fn take_entry<T>(
+        &self,
+        key: &CacheKey,
+        now: Instant,
+        accept: impl FnOnce(&mut Entry, Duration, Duration) -> Option<T>,
+    ) -> Option<(Arc<[u8]>, Duration, T)> {
+        let mut store = self.lock();
+        let slot = store.get(key)?;
+        let serve_stale = store.config().serve_stale;
+        let entry = store.entry_mut(slot);
+        let age = entry.age(now);
+        let accepted = accept(entry, age, serve_stale)?;
+        let bytes = Arc::clone(&entry.bytes);
+        store.touch(slot);
+        Some((bytes, age, accepted))
     }
 
     /// A fresh reply for `request` (whose key is `key`), patched for it; see [`Lookup`].
@@ -159,29 +172,20 @@ impl Cache {
 
     /// [`lookup`](Self::lookup) without counting.
     fn fresh(&self, key: &CacheKey, request: &[u8], now: Instant) -> Option<(Vec<u8>, bool)> {
-        let found = {
-            let mut store = self.lock();
-            store.get(key).and_then(|slot| {
-                let entry = store.entry_mut(slot);
-                let age = entry.age(now);
-                if age >= entry.ttl {
-                    return None;
-                }
-                entry.hits = entry.hits.saturating_add(1);
-                let remaining = entry.ttl - age;
-                let refresh = !entry.failure
-                    && !entry.refresh_claimed
-                    && entry.hits >= PREFETCH_MIN_HITS
-                    && remaining <= entry.ttl / PREFETCH_WINDOW;
-                entry.refresh_claimed |= refresh;
-                let bytes = Arc::clone(&entry.bytes);
-                store.touch(slot);
-                Some((bytes, age, refresh))
-            })
-        };
-        found.and_then(|(stored, age, refresh)| {
-            served(&stored, Some(request), age, true).map(|reply| (reply, refresh))
-        })
+        let (stored, age, refresh) = self.take_entry(key, now, |entry, age, _| {
+            if age >= entry.ttl {
+                return None;
+            }
+            entry.hits = entry.hits.saturating_add(1);
+            let remaining = entry.ttl - age;
+            let refresh = !entry.is_failure()
+                && !entry.refresh_claimed
+                && entry.hits >= PREFETCH_MIN_HITS
+                && remaining <= entry.ttl / PREFETCH_WINDOW;
+            entry.refresh_claimed |= refresh;
+            Some(refresh)
+        })?;
+        served(&stored, Some(request), age, true).map(|reply| (reply, refresh))
     }
 
     /// Answers a miss for `request` (whose key is `key`), asking upstream through `resolve`
@@ -213,9 +217,8 @@ impl Cache {
         if let Some((reply, _)) = self.fresh(key, request, now) {
             return Some(reply);
         }
-        let mut resolve: Option<Resolution> = Some(Box::pin(resolve));
         if let Some((stale, refresh)) = self.stale_at_once(key, request, now, miss) {
-            if refresh && let Some(resolve) = resolve.take() {
+            if refresh {
                 self.refresh(key, resolve);
             }
             return Some(stale);
@@ -245,7 +248,7 @@ impl Cache {
                     }
                 }
                 Flight::Leader(leader) => {
-                    let resolution = resolve.take()?;
+                    let resolution = Box::pin(resolve);
                     return Some(self.lead(key, request, miss, leader, resolution).await);
                 }
             }
@@ -289,7 +292,7 @@ impl Cache {
         key: &CacheKey,
         request: Option<&[u8]>,
         leader: FlightLeader,
-        mut reply: Vec<u8>,
+        reply: Vec<u8>,
     ) -> Vec<u8> {
         let now = Instant::now();
         if is_failure(&reply) {
@@ -300,15 +303,21 @@ impl Cache {
             };
             if let Some(stale) = stale {
                 self.mark_refresh_failed(key, now);
-                leader.finish(&stale);
+                leader.finish(Arc::from(stale.as_slice()));
                 return stale;
             }
             self.remember_failure(key, &reply, now);
-            leader.finish(&shareable(&reply));
+            leader.finish(Arc::from(shareable(&reply)));
             return reply;
         }
-        let shared = self.store_reply(key, &mut reply, now);
-        leader.finish(&shared.unwrap_or_else(|| Arc::from(shareable(&reply).as_ref())));
+        let (reply, shared) = match self.store_reply(key, &reply, now) {
+            Some(capped_and_stored) => capped_and_stored,
+            None => {
+                let shared = Arc::from(shareable(&reply));
+                (reply, shared)
+            }
+        };
+        leader.finish(shared);
         reply
     }
 
@@ -349,30 +358,25 @@ impl Cache {
         now: Instant,
         miss: Miss,
     ) -> Option<(Vec<u8>, bool)> {
-        let serve_stale = self.config().serve_stale;
-        let (stored, age, refresh) = {
-            let mut store = self.lock();
-            let slot = store.get(key)?;
-            let entry = store.entry_mut(slot);
-            if entry.failure || entry.is_fresh(now) || !entry.is_servable(now, serve_stale) {
+        let (stored, age, refresh) = self.take_entry(key, now, |entry, _, serve_stale| {
+            // Served at once only during an outage: the route's upstream is failing, or a
+            // refresh of this entry has failed.
+            if !entry.is_stale(now, serve_stale)
+                || (!miss.upstream_failing && entry.failed_at.is_none())
+            {
                 return None;
             }
             let rechecking = entry
                 .failed_at
                 .is_some_and(|failed| now < failed + RECHECK_PERIOD);
-            if !rechecking && !miss.upstream_failing && entry.failed_at.is_none() {
-                return None;
-            }
             // One refresh per recheck period; a success replaces the entry, a failure
             // starts the next period.
             let refresh = !rechecking;
             if refresh {
                 entry.failed_at = Some(now);
             }
-            let found = (Arc::clone(&entry.bytes), entry.age(now), refresh);
-            store.touch(slot);
-            found
-        };
+            Some(refresh)
+        })?;
         let reply = served(&stored, Some(request), age, false)?;
         self.metrics.stale_served.inc();
         Some((reply, refresh))
@@ -395,14 +399,11 @@ impl Cache {
     /// Whether [`stale`](Self::stale) would serve an expired entry for `key` now (counts
     /// nothing): the leader then gives the upstream less time (RFC 8767 §5).
     fn has_stale(&self, key: &CacheKey, now: Instant) -> bool {
-        let serve_stale = self.config().serve_stale;
         let store = self.lock();
+        let serve_stale = store.config().serve_stale;
         store
             .get(key)
-            .map(|slot| store.entry(slot))
-            .is_some_and(|entry| {
-                !entry.failure && !entry.is_fresh(now) && entry.is_servable(now, serve_stale)
-            })
+            .is_some_and(|slot| store.entry(slot).is_stale(now, serve_stale))
     }
 
     /// A leg's last good reply (fresh, or stale within `MESHDNS_SERVE_STALE`), as stored but for
@@ -431,22 +432,9 @@ impl Cache {
         request: Option<&[u8]>,
         now: Instant,
     ) -> Option<(Vec<u8>, bool)> {
-        let serve_stale = self.config().serve_stale;
-        let (stored, age, fresh) = {
-            let mut store = self.lock();
-            let slot = store.get(key)?;
-            let entry = store.entry(slot);
-            if entry.failure || !entry.is_servable(now, serve_stale) {
-                return None;
-            }
-            let found = (
-                Arc::clone(&entry.bytes),
-                entry.age(now),
-                entry.is_fresh(now),
-            );
-            store.touch(slot);
-            found
-        };
+        let (stored, age, fresh) = self.take_entry(key, now, |entry, age, serve_stale| {
+            (!entry.is_failure() && entry.is_servable(now, serve_stale)).then_some(age < entry.ttl)
+        })?;
         served(&stored, request, age, fresh).map(|reply| (reply, fresh))
     }
 
@@ -454,13 +442,18 @@ impl Cache {
     /// (`policy::worth`; failures are remembered only through
     /// [`get_or_resolve`](Self::get_or_resolve)).
     pub fn insert(&self, key: &CacheKey, reply: &[u8], now: Instant) {
-        self.store_reply(key, &mut reply.to_vec(), now);
+        self.store_reply(key, reply, now);
     }
 
-    /// Stores `reply` if the rules allow, its TTLs cut to the entry's — in `reply` itself too,
-    /// so the client it goes to holds the answer no longer than one served from the cache
-    /// would — and returns the stored (shareable) bytes.
-    fn store_reply(&self, key: &CacheKey, reply: &mut [u8], now: Instant) -> Option<Arc<[u8]>> {
+    /// Stores `reply` if the rules allow. Returns it with its TTLs cut to the entry's — for
+    /// the client it goes to, which so holds the answer no longer than one served from the
+    /// cache would — and the stored (shareable) bytes.
+    fn store_reply(
+        &self,
+        key: &CacheKey,
+        reply: &[u8],
+        now: Instant,
+    ) -> Option<(Vec<u8>, Arc<[u8]>)> {
         let config = self.config();
         if config.size == 0
             || !wire::first_question(reply).is_some_and(|question| key.is_question(question))
@@ -471,11 +464,11 @@ impl Cache {
             return None;
         };
         let ttl_secs = u32::try_from(ttl.as_secs()).unwrap_or(u32::MAX);
-        let source = reply.to_vec();
-        wire::rewrite_ttls(&source, reply, |stored| stored.min(ttl_secs));
-        let bytes: Arc<[u8]> = Arc::from(shareable(reply).as_ref());
+        let mut capped = reply.to_vec();
+        wire::rewrite_ttls(reply, &mut capped, |stored| stored.min(ttl_secs));
+        let bytes: Arc<[u8]> = Arc::from(shareable(&capped));
         self.put(key, Entry::new(Arc::clone(&bytes), now, ttl), now);
-        Some(bytes)
+        Some((capped, bytes))
     }
 
     /// Remembers a failed resolution for [`failure_ttl`] unless an answer that can still be
@@ -491,17 +484,14 @@ impl Cache {
         let failures = {
             let store = self.lock();
             match store.get(key).map(|slot| store.entry(slot)) {
-                Some(old) if !old.failure && old.is_servable(now, config.serve_stale) => return,
-                Some(old) if old.failure => old.failures.saturating_add(1),
+                Some(old) if !old.is_failure() && old.is_servable(now, config.serve_stale) => {
+                    return;
+                }
+                Some(old) if old.is_failure() => old.failures.saturating_add(1),
                 _ => 1,
             }
         };
-        let mut entry = Entry::new(
-            Arc::from(shareable(reply).as_ref()),
-            now,
-            failure_ttl(failures),
-        );
-        entry.failure = true;
+        let mut entry = Entry::new(Arc::from(shareable(reply)), now, failure_ttl(failures));
         entry.failures = failures;
         self.put(key, entry, now);
     }
@@ -511,9 +501,7 @@ impl Cache {
         if let Some(evicted) = store.insert(key, entry, now) {
             self.metrics.evictions.inc_by(evicted);
         }
-        self.metrics
-            .entries
-            .set(i64::try_from(store.len()).unwrap_or(i64::MAX));
+        self.count_entries(&store);
     }
 
     /// Drops every entry whose key `keep` rejects (a reload drops the entries of the routes
@@ -522,23 +510,20 @@ impl Cache {
         let mut store = self.lock();
         let dropped = store.retain(|bytes| keep(&CacheKey::from_bytes(bytes)));
         tracing::debug!(dropped, "cache entries of changed routes dropped");
-        self.metrics
-            .entries
-            .set(i64::try_from(store.len()).unwrap_or(i64::MAX));
+        self.count_entries(&store);
     }
 
     /// New bounds and TTL policy (a reload): entries beyond the new size are evicted now;
     /// entries kept keep the TTLs they were stored with.
     pub fn reconfigure(&self, config: &CacheConfig) {
-        *self.config.lock().unwrap_or_else(PoisonError::into_inner) = config.clone();
         let mut store = self.lock();
-        let evicted = store.set_limits(
-            config.size,
-            byte_budget(config.size),
-            config.serve_stale,
-            Instant::now(),
-        );
+        let evicted = store.reconfigure(config, byte_budget(config.size), Instant::now());
         self.metrics.evictions.inc_by(evicted);
+        self.count_entries(&store);
+    }
+
+    /// Sets the `cache_entries` gauge to what `store` (locked by the caller) holds now.
+    fn count_entries(&self, store: &Store) {
         self.metrics
             .entries
             .set(i64::try_from(store.len()).unwrap_or(i64::MAX));

@@ -18,6 +18,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::key::CacheKey;
+use crate::config::CacheConfig;
 
 const NIL: u32 = u32::MAX;
 
@@ -36,10 +37,8 @@ pub(super) struct Entry {
     pub stored: Instant,
     /// How long it is fresh.
     pub ttl: Duration,
-    /// A remembered failure (SERVFAIL): never served stale, never refreshed, never replaces an
-    /// answer that can still be served stale.
-    pub failure: bool,
-    /// For a failure: how many in a row this question has had (its TTL doubles with it).
+    /// For a remembered failure (SERVFAIL): how many in a row this question has had (its TTL
+    /// doubles with it); 0 for an answer.
     pub failures: u32,
     pub hits: u32,
     /// The first caller that found a refresh due took it.
@@ -56,12 +55,17 @@ impl Entry {
             bytes,
             stored: now,
             ttl,
-            failure: false,
             failures: 0,
             hits: 0,
             refresh_claimed: false,
             failed_at: None,
         }
+    }
+
+    /// A remembered failure: never served stale, never refreshed, never replaces an answer
+    /// that can still be served stale.
+    pub fn is_failure(&self) -> bool {
+        self.failures > 0
     }
 
     pub fn age(&self, now: Instant) -> Duration {
@@ -74,12 +78,17 @@ impl Entry {
 
     /// Fresh, or expired but inside the serve-stale window (none for a SERVFAIL).
     pub fn is_servable(&self, now: Instant, serve_stale: Duration) -> bool {
-        let window = if self.failure {
+        let window = if self.is_failure() {
             Duration::ZERO
         } else {
             serve_stale
         };
         self.age(now) < self.ttl + window
+    }
+
+    /// An answer that has expired but is still inside the serve-stale `window`.
+    pub fn is_stale(&self, now: Instant, window: Duration) -> bool {
+        !self.is_failure() && !self.is_fresh(now) && self.is_servable(now, window)
     }
 }
 
@@ -119,26 +128,37 @@ pub(super) struct Store {
     slots: Vec<Slot>,
     free: Vec<u32>,
     lists: [List; 2],
-    capacity: usize,
     bytes: usize,
     byte_budget: usize,
-    serve_stale: Duration,
+    /// The bounds and TTL policy, kept here so that one lock guards the table and the rules
+    /// it is read by.
+    config: CacheConfig,
 }
 
 impl Store {
-    /// At most `capacity` entries holding at most `byte_budget` reply bytes together; entries
-    /// expired for longer than `serve_stale` are evicted first.
-    pub fn new(capacity: usize, byte_budget: usize, serve_stale: Duration) -> Self {
+    /// At most `config.size` entries holding at most `byte_budget` reply bytes together;
+    /// entries expired for longer than `config.serve_stale` are evicted first.
+    pub fn new(config: &CacheConfig, byte_budget: usize) -> Self {
         Self {
             index: HashMap::default(),
             slots: Vec::new(),
             free: Vec::new(),
             lists: [EMPTY; 2],
-            capacity: capacity.min(NIL as usize),
             bytes: 0,
             byte_budget,
-            serve_stale,
+            config: config.clone(),
         }
+    }
+
+    /// The bounds and TTL policy in force.
+    pub fn config(&self) -> &CacheConfig {
+        &self.config
+    }
+
+    /// How many entries the table holds at most: `config.size`, below [`NIL`] so that every
+    /// slot has an index.
+    fn capacity(&self) -> usize {
+        self.config.size.min(NIL as usize)
     }
 
     pub fn len(&self) -> usize {
@@ -173,7 +193,7 @@ impl Store {
     /// the byte budget and was not stored.
     pub fn insert(&mut self, key: &CacheKey, entry: Entry, now: Instant) -> Option<u64> {
         let size = entry.bytes.len();
-        if self.capacity == 0 || size > self.byte_budget {
+        if self.capacity() == 0 || size > self.byte_budget {
             return None;
         }
         if let Some(slot) = self.get(key) {
@@ -206,7 +226,7 @@ impl Store {
                         .slots
                         .len()
                         .max(16)
-                        .min(self.capacity - self.slots.len());
+                        .min(self.capacity() - self.slots.len());
                     self.slots.reserve_exact(more);
                 }
                 self.slots.push(fresh);
@@ -224,7 +244,7 @@ impl Store {
     fn make_room(&mut self, incoming: usize, now: Instant, keep: Option<u32>) -> u64 {
         let mut evicted = 0;
         loop {
-            let entries_full = keep.is_none() && self.len() >= self.capacity;
+            let entries_full = keep.is_none() && self.len() >= self.capacity();
             let bytes_full = self.bytes + incoming > self.byte_budget;
             if !(entries_full || bytes_full) {
                 return evicted;
@@ -244,7 +264,7 @@ impl Store {
         }
         let [probation, main] = self.lists.map(|list| list.tail);
         let probation_over =
-            self.lists[Segment::Probation as usize].len * PROBATION_SHARE >= self.capacity.max(1);
+            self.lists[Segment::Probation as usize].len * PROBATION_SHARE >= self.capacity().max(1);
         let order = if probation_over || !usable(main) {
             [probation, main]
         } else {
@@ -270,7 +290,7 @@ impl Store {
                     return None;
                 }
                 let slot = &self.slots[at as usize];
-                if Some(at) != keep && !slot.entry.is_servable(now, self.serve_stale) {
+                if Some(at) != keep && !slot.entry.is_servable(now, self.config.serve_stale) {
                     return Some(at);
                 }
                 at = slot.prev;
@@ -303,19 +323,13 @@ impl Store {
         doomed.len() as u64
     }
 
-    /// New bounds, applied at once (entries beyond them are evicted).
-    pub fn set_limits(
-        &mut self,
-        capacity: usize,
-        byte_budget: usize,
-        serve_stale: Duration,
-        now: Instant,
-    ) -> u64 {
-        self.capacity = capacity.min(NIL as usize);
+    /// New bounds and TTL policy, applied at once (entries beyond the bounds are evicted);
+    /// returns how many entries were evicted.
+    pub fn reconfigure(&mut self, config: &CacheConfig, byte_budget: usize, now: Instant) -> u64 {
+        self.config = config.clone();
         self.byte_budget = byte_budget;
-        self.serve_stale = serve_stale;
         let mut evicted = 0;
-        while self.len() > self.capacity || self.bytes > self.byte_budget {
+        while self.len() > self.capacity() || self.bytes > self.byte_budget {
             let Some(victim) = self.victim(now, None) else {
                 break;
             };
@@ -371,6 +385,18 @@ mod tests {
     use super::*;
     use hickory_proto::rr::{DNSClass, Name, RecordType};
 
+    /// A table of at most `capacity` entries and `byte_budget` bytes, serving stale for
+    /// `serve_stale`.
+    fn store(capacity: usize, byte_budget: usize, serve_stale: Duration) -> Store {
+        let config = CacheConfig {
+            size: capacity,
+            max_ttl: Duration::from_secs(3600),
+            negative_ttl: Duration::from_secs(5),
+            serve_stale,
+        };
+        Store::new(&config, byte_budget)
+    }
+
     fn key(i: usize) -> CacheKey {
         let name = Name::from_ascii(format!("n{i}.example.")).unwrap();
         CacheKey::for_question(&name, RecordType::A, DNSClass::IN, Default::default())
@@ -397,7 +423,7 @@ mod tests {
     #[test]
     fn entries_stay_at_the_bound_and_lists_stay_consistent() {
         let now = Instant::now();
-        let mut store = Store::new(10, usize::MAX, Duration::from_secs(60));
+        let mut store = store(10, usize::MAX, Duration::from_secs(60));
         for i in 0..100 {
             store.insert(&key(i), entry(now, 10), now).unwrap();
             if i % 3 == 0 {
@@ -413,7 +439,7 @@ mod tests {
     #[test]
     fn dead_entries_go_before_live_ones() {
         let start = Instant::now();
-        let mut store = Store::new(2, usize::MAX, Duration::ZERO);
+        let mut store = store(2, usize::MAX, Duration::ZERO);
         store.insert(&key(0), entry(start, 1), start);
         let mut short = entry(start, 1);
         short.ttl = Duration::from_secs(1);
@@ -429,7 +455,7 @@ mod tests {
     #[test]
     fn the_byte_budget_holds_even_for_large_replies() {
         let now = Instant::now();
-        let mut store = Store::new(100, 1000, Duration::from_secs(60));
+        let mut store = store(100, 1000, Duration::from_secs(60));
         for i in 0..50 {
             store.insert(&key(i), entry(now, 300), now);
             assert!(store.bytes() <= 1000);

@@ -157,6 +157,28 @@ fn upstream(
     }
 }
 
+/// A miss answered through `get_or_resolve` under `request`'s own key; the reply it gives.
+async fn ask(
+    cache: &Arc<Cache>,
+    request: &[u8],
+    miss: Miss,
+    resolve: impl Future<Output = Vec<u8>> + Send + 'static,
+) -> Vec<u8> {
+    cache
+        .get_or_resolve(&key(request), request, miss, resolve)
+        .await
+        .unwrap()
+}
+
+/// A query for `name`, A, whose entry (one record of TTL 10) expired a second ago: it can be
+/// served stale.
+async fn expired_entry(cache: &Cache, name: &str) -> Vec<u8> {
+    let request = query(name, RecordType::A, None, false);
+    cache.insert(&key(&request), &answer(&request, &[10]), Instant::now());
+    tokio::time::sleep(11 * SECOND).await;
+    request
+}
+
 fn servfail(request: &[u8]) -> Vec<u8> {
     reply_to(request, ResponseCode::ServFail).to_vec().unwrap()
 }
@@ -281,15 +303,13 @@ async fn a_failure_with_nothing_stale_is_remembered_one_second_then_longer_up_to
     let asked = Arc::new(AtomicUsize::new(0));
     let mut remembered = Vec::new();
     for _ in 0..5 {
-        let reply = cache
-            .get_or_resolve(
-                &k,
-                &request,
-                miss(false),
-                upstream(&asked, Duration::ZERO, servfail(&request)),
-            )
-            .await
-            .unwrap();
+        let reply = ask(
+            &cache,
+            &request,
+            miss(false),
+            upstream(&asked, Duration::ZERO, servfail(&request)),
+        )
+        .await;
         assert_eq!(wire::rcode(&reply), Some(2));
         // Asked again only once the failure is forgotten.
         let before = asked.load(Ordering::SeqCst);
@@ -312,20 +332,16 @@ async fn a_failure_with_nothing_stale_is_remembered_one_second_then_longer_up_to
 #[tokio::test(start_paused = true)]
 async fn a_failure_never_replaces_an_answer_that_can_be_served_stale() {
     let cache = cache(100);
-    let request = query("a.example.", RecordType::A, None, false);
+    let request = expired_entry(&cache, "a.example.").await;
     let k = key(&request);
-    cache.insert(&k, &answer(&request, &[10]), Instant::now());
-    advance(11 * SECOND).await;
     let asked = Arc::new(AtomicUsize::new(0));
-    let reply = cache
-        .get_or_resolve(
-            &k,
-            &request,
-            miss(false),
-            upstream(&asked, Duration::ZERO, servfail(&request)),
-        )
-        .await
-        .unwrap();
+    let reply = ask(
+        &cache,
+        &request,
+        miss(false),
+        upstream(&asked, Duration::ZERO, servfail(&request)),
+    )
+    .await;
     assert_eq!(wire::rcode(&reply), Some(0), "served stale");
     assert_eq!(ttls(&reply), [10]);
     let stale = cache.stale(&k, &request, Instant::now()).unwrap();
@@ -345,27 +361,23 @@ async fn stale_is_served_only_when_the_upstream_fails_and_within_serve_stale() {
     advance(50 * SECOND).await;
     // Expired: the upstream is asked first, and its answer wins.
     let asked = Arc::new(AtomicUsize::new(0));
-    let renewed = cache
-        .get_or_resolve(
-            &k,
-            &request,
-            miss(false),
-            upstream(&asked, Duration::ZERO, answer(&request, &[40])),
-        )
-        .await
-        .unwrap();
+    let renewed = ask(
+        &cache,
+        &request,
+        miss(false),
+        upstream(&asked, Duration::ZERO, answer(&request, &[40])),
+    )
+    .await;
     assert_eq!(ttls(&renewed), [40]);
     advance(41 * SECOND).await;
     // Only when it fails is the stale answer served, with TTLs of at most 30 s.
-    let stale = cache
-        .get_or_resolve(
-            &k,
-            &request,
-            miss(false),
-            upstream(&asked, Duration::ZERO, servfail(&request)),
-        )
-        .await
-        .unwrap();
+    let stale = ask(
+        &cache,
+        &request,
+        miss(false),
+        upstream(&asked, Duration::ZERO, servfail(&request)),
+    )
+    .await;
     assert_eq!(ttls(&stale), [30]);
     assert_eq!(metrics.stale_served.get(), 1);
     advance(Duration::from_secs(40 + 300 - 41) - Duration::from_millis(1)).await;
@@ -393,25 +405,21 @@ async fn with_stale_at_hand_a_slow_upstream_costs_one_client_timer_and_finishes_
     let Fixture {
         cache, background, ..
     } = fixture(config(100));
-    let request = query("slow.example.", RecordType::A, None, false);
+    let request = expired_entry(&cache, "slow.example.").await;
     let k = key(&request);
-    cache.insert(&k, &answer(&request, &[10]), Instant::now());
-    tokio::time::sleep(11 * SECOND).await;
     let asked = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
-    let reply = cache
-        .get_or_resolve(
-            &k,
-            &request,
-            miss(false),
-            upstream(
-                &asked,
-                800 * Duration::from_millis(1),
-                answer(&request, &[60]),
-            ),
-        )
-        .await
-        .unwrap();
+    let reply = ask(
+        &cache,
+        &request,
+        miss(false),
+        upstream(
+            &asked,
+            800 * Duration::from_millis(1),
+            answer(&request, &[60]),
+        ),
+    )
+    .await;
     assert_eq!(started.elapsed(), Duration::from_millis(500));
     assert_eq!(ttls(&reply), [10], "stale");
     assert_eq!(background.len(), 1, "the exchange goes on");
@@ -424,26 +432,17 @@ async fn with_stale_at_hand_a_slow_upstream_costs_one_client_timer_and_finishes_
 #[tokio::test(start_paused = true)]
 async fn during_an_outage_stale_answers_are_served_at_once_and_refreshed_once_per_recheck_period() {
     let Fixture { cache, .. } = fixture(config(100));
-    let request = query("a.example.", RecordType::A, None, false);
-    let k = key(&request);
-    cache.insert(&k, &answer(&request, &[10]), Instant::now());
-    tokio::time::sleep(11 * SECOND).await;
+    let request = expired_entry(&cache, "a.example.").await;
     let asked = Arc::new(AtomicUsize::new(0));
     // The upstream fails (after a second): this first query waits the client timer.
     let dead = || upstream(&asked, SECOND, servfail(&request));
-    cache
-        .get_or_resolve(&k, &request, miss(false), dead())
-        .await
-        .unwrap();
+    ask(&cache, &request, miss(false), dead()).await;
     tokio::time::sleep(2 * SECOND).await;
     assert_eq!(asked.load(Ordering::SeqCst), 1);
     // Every query of the next 30 s is served stale at once, without asking again.
     for _ in 0..28 {
         let started = Instant::now();
-        let reply = cache
-            .get_or_resolve(&k, &request, miss(false), dead())
-            .await
-            .unwrap();
+        let reply = ask(&cache, &request, miss(false), dead()).await;
         assert_eq!(started.elapsed(), Duration::ZERO);
         assert_eq!(wire::rcode(&reply), Some(0));
         tokio::time::sleep(SECOND).await;
@@ -453,10 +452,7 @@ async fn during_an_outage_stale_answers_are_served_at_once_and_refreshed_once_pe
     tokio::time::sleep(2 * SECOND).await;
     for _ in 0..5 {
         let started = Instant::now();
-        cache
-            .get_or_resolve(&k, &request, miss(false), dead())
-            .await
-            .unwrap();
+        ask(&cache, &request, miss(false), dead()).await;
         assert_eq!(started.elapsed(), Duration::ZERO);
     }
     tokio::time::sleep(2 * SECOND).await;
@@ -466,21 +462,16 @@ async fn during_an_outage_stale_answers_are_served_at_once_and_refreshed_once_pe
 #[tokio::test(start_paused = true)]
 async fn a_failing_upstream_serves_stale_at_once_even_for_names_not_yet_asked_in_the_outage() {
     let Fixture { cache, .. } = fixture(config(100));
-    let request = query("b.example.", RecordType::A, None, false);
-    let k = key(&request);
-    cache.insert(&k, &answer(&request, &[10]), Instant::now());
-    tokio::time::sleep(11 * SECOND).await;
+    let request = expired_entry(&cache, "b.example.").await;
     let asked = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
-    let reply = cache
-        .get_or_resolve(
-            &k,
-            &request,
-            miss(true),
-            upstream(&asked, SECOND, servfail(&request)),
-        )
-        .await
-        .unwrap();
+    let reply = ask(
+        &cache,
+        &request,
+        miss(true),
+        upstream(&asked, SECOND, servfail(&request)),
+    )
+    .await;
     assert_eq!(started.elapsed(), Duration::ZERO);
     assert_eq!(wire::rcode(&reply), Some(0));
     tokio::time::sleep(Duration::from_millis(1)).await;
@@ -755,15 +746,13 @@ async fn a_herd_of_fifty_identical_misses_makes_one_upstream_query() {
         herd.spawn(async move {
             let mut request = query("Herd.Example.", RecordType::A, None, false);
             wire::set_id(&mut request, i);
-            let reply = cache
-                .get_or_resolve(
-                    &key(&request),
-                    &request,
-                    miss(false),
-                    upstream(&asked, Duration::from_millis(50), answer(&request, &[30])),
-                )
-                .await
-                .unwrap();
+            let reply = ask(
+                &cache,
+                &request,
+                miss(false),
+                upstream(&asked, Duration::from_millis(50), answer(&request, &[30])),
+            )
+            .await;
             assert_eq!(wire::id(&reply), Some(i));
         });
     }
@@ -830,30 +819,26 @@ async fn the_first_reply_already_carries_the_capped_ttls() {
     let cache = cache(100);
     let asked = Arc::new(AtomicUsize::new(0));
     let request = query("gone.example.", RecordType::A, Some(false), false);
-    let reply = cache
-        .get_or_resolve(
-            &key(&request),
-            &request,
-            miss(false),
-            upstream(
-                &asked,
-                Duration::ZERO,
-                negative(&request, ResponseCode::NXDomain, 60, 60),
-            ),
-        )
-        .await
-        .unwrap();
+    let reply = ask(
+        &cache,
+        &request,
+        miss(false),
+        upstream(
+            &asked,
+            Duration::ZERO,
+            negative(&request, ResponseCode::NXDomain, 60, 60),
+        ),
+    )
+    .await;
     assert_eq!(ttls(&reply), [5]);
     let request = query("big.example.", RecordType::A, Some(false), false);
-    let reply = cache
-        .get_or_resolve(
-            &key(&request),
-            &request,
-            miss(false),
-            upstream(&asked, Duration::ZERO, answer(&request, &[7200])),
-        )
-        .await
-        .unwrap();
+    let reply = ask(
+        &cache,
+        &request,
+        miss(false),
+        upstream(&asked, Duration::ZERO, answer(&request, &[7200])),
+    )
+    .await;
     assert_eq!(ttls(&reply), [3600]);
 }
 

@@ -96,16 +96,22 @@ fn for_each_option(
 /// message is malformed (its option list included). With several OPT records (itself an error
 /// the full parse answers with FORMERR) the first is read.
 pub fn opt(msg: &[u8]) -> Option<Option<OptInfo>> {
-    let mut found: Option<Option<OptInfo>> = Some(None);
+    match first_opt(msg)? {
+        Some(record) => OptInfo::of(&record, msg).map(Some),
+        None => Some(None),
+    }
+}
+
+/// The first OPT record of the additional section: `Some(None)` when there is none, `None` when
+/// the message does not walk.
+fn first_opt(msg: &[u8]) -> Option<Option<RecordAt>> {
+    let mut first = None;
     for_each_record(msg, |record| {
-        if record.section == Section::Additional
-            && record.rtype == TYPE_OPT
-            && matches!(found, Some(None))
-        {
-            found = OptInfo::of(record, msg).map(Some);
+        if record.section == Section::Additional && record.rtype == TYPE_OPT && first.is_none() {
+            first = Some(*record);
         }
     })?;
-    found
+    Some(first)
 }
 
 /// A query that may be answered from the cache: its question bytes and OPT record.
@@ -150,14 +156,7 @@ pub fn plain_query(msg: &[u8]) -> Option<PlainQuery<'_>> {
 /// rewritten, nothing else touched). `None` when it carries none of them, or when its OPT
 /// record or option list is malformed: the caller keeps the message as it is.
 pub fn without_options(msg: &[u8], drop: impl Fn(u16) -> bool) -> Option<Vec<u8>> {
-    let mut opt_record = None;
-    for_each_record(msg, |record| {
-        if record.section == Section::Additional && record.rtype == TYPE_OPT && opt_record.is_none()
-        {
-            opt_record = Some(*record);
-        }
-    })?;
-    let record = opt_record?;
+    let record = first_opt(msg)??;
     let mut kept: Vec<std::ops::Range<usize>> = Vec::new();
     let mut dropped = false;
     for_each_option(msg, &record, |code, range| {

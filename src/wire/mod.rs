@@ -20,10 +20,9 @@ pub use header::{
     is_truncated, opcode, question_count, question_name, question_type, rcode, same_question,
     set_id, with_question,
 };
-pub use name::{MAX_NAME, find_suffix, is_plain_name, skip_name};
+pub use name::{find_suffix, is_plain_name};
 pub use records::{
-    RecordAt, Section, TYPE_OPT, TYPE_SOA, TtlField, for_each_record, questions_end, rewrite_ttls,
-    set_ttl, ttl_fields,
+    RecordAt, Section, TYPE_SOA, TtlField, for_each_record, rewrite_ttls, set_ttl, ttl_fields,
 };
 
 /// The largest message a DNS transport can carry (TCP's 2-byte length prefix).
@@ -85,6 +84,7 @@ mod tests {
     use hickory_proto::op::{Message, Query};
     use hickory_proto::rr::{Name, RData, Record, RecordType, rdata::A};
 
+    use super::records::TYPE_OPT;
     use super::*;
 
     fn sample() -> Vec<u8> {
