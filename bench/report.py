@@ -367,11 +367,7 @@ def main():
 
     def slices(r, test, server):
         """The texts of one round's slices of a timed test, in slice order."""
-        out, k = [], 1
-        while os.path.exists(os.path.join(work, f"r{r}-{test}-{server}-{k}.out")):
-            out.append(read(os.path.join(work, f"r{r}-{test}-{server}-{k}.out")))
-            k += 1
-        return out
+        return slices_of(work, r, f"{test}-{server}")
 
     per = defaultdict(lambda: defaultdict(dict))  # metric -> server -> round -> value
     lost = defaultdict(int)

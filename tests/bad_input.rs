@@ -11,7 +11,7 @@ use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::RecordType;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use support::{Answer, FakeDns, Meshdns, frame_of, query, rr, tcp, udp, udp_raw};
+use support::{Answer, FakeDns, Meshdns, frame_of, query, rcode_of, rr, tcp, udp, udp_raw};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpStream, UdpSocket};
 
@@ -31,18 +31,14 @@ async fn upstream() -> FakeDns {
 /// meshdns before an upstream that knows [`NAME`].
 async fn serving() -> (FakeDns, Meshdns) {
     let upstream = upstream().await;
-    let meshdns = Meshdns::start(&[("MESHDNS_UPSTREAMS", &upstream.addr.to_string())]).await;
+    let meshdns = Meshdns::before(&upstream, &[]).await;
     (upstream, meshdns)
 }
 
 /// meshdns that serves 127.0.0.2 only.
 async fn serving_127_0_0_2() -> (FakeDns, Meshdns) {
     let upstream = upstream().await;
-    let meshdns = Meshdns::start(&[
-        ("MESHDNS_UPSTREAMS", &upstream.addr.to_string()),
-        ("MESHDNS_ALLOW_FROM", "127.0.0.2/32"),
-    ])
-    .await;
+    let meshdns = Meshdns::before(&upstream, &[("MESHDNS_ALLOW_FROM", "127.0.0.2/32")]).await;
     (upstream, meshdns)
 }
 
@@ -55,12 +51,6 @@ async fn assert_still_answers(meshdns: &Meshdns) {
     );
     let reply = tcp(meshdns.addr, &query(NAME, RecordType::A)).await;
     assert_eq!(reply.answer_lines().len(), 1, "and over TCP too");
-}
-
-fn rcode_of(reply: &[u8]) -> ResponseCode {
-    Message::from_vec(reply)
-        .expect("a parseable reply")
-        .response_code
 }
 
 /// A valid query with some bytes flipped, or cut short, or random bytes altogether.

@@ -23,13 +23,9 @@ const ATTEMPT: Duration = Duration::from_millis(200);
 
 /// meshdns with its cache on, in front of `upstream`.
 async fn cached(upstream: &FakeDns, vars: &[(&str, &str)]) -> Meshdns {
-    let upstreams = upstream.addr.to_string();
-    let mut all = vec![
-        ("MESHDNS_UPSTREAMS", upstreams.as_str()),
-        ("MESHDNS_CACHE_SIZE", "10000"),
-    ];
+    let mut all = vec![("MESHDNS_CACHE_SIZE", "10000")];
     all.extend_from_slice(vars);
-    Meshdns::start(&all).await
+    Meshdns::before(upstream, &all).await
 }
 
 fn with_ttl(mut record: Record, ttl: u32) -> Record {

@@ -114,11 +114,13 @@ async fn mesh() -> Mesh {
         cluster_dns(3).start().await,
     );
     let clusters = format!("a=; b={}; c={}", b.addr, c.addr);
-    let meshdns = Meshdns::start(&[
-        ("MESHDNS_UPSTREAMS", &local.addr.to_string()),
-        ("MESHDNS_LOCAL_CLUSTER", "a"),
-        ("MESHDNS_CLUSTERS", &clusters),
-    ])
+    let meshdns = Meshdns::before(
+        &local,
+        &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", &clusters),
+        ],
+    )
     .await;
     Mesh {
         local,
@@ -131,13 +133,9 @@ async fn mesh() -> Mesh {
 /// meshdns with one peer cluster b configured by `entry` (its part after `b=`).
 async fn with_cluster_b(upstream: &FakeDns, entry: &str, vars: &[(&str, &str)]) -> Meshdns {
     let clusters = format!("b={entry}");
-    let upstreams = upstream.addr.to_string();
-    let mut all = vec![
-        ("MESHDNS_UPSTREAMS", upstreams.as_str()),
-        ("MESHDNS_CLUSTERS", clusters.as_str()),
-    ];
+    let mut all = vec![("MESHDNS_CLUSTERS", clusters.as_str())];
     all.extend_from_slice(vars);
-    Meshdns::start(&all).await
+    Meshdns::before(upstream, &all).await
 }
 
 #[tokio::test]

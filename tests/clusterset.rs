@@ -65,12 +65,14 @@ async fn mesh() -> Mesh {
         cluster_dns(3).start().await,
     );
     let clusters = format!("a=; b={}; c={}", b.addr, c.addr);
-    let meshdns = Meshdns::start(&[
-        ("MESHDNS_UPSTREAMS", &a.addr.to_string()),
-        ("MESHDNS_LOCAL_CLUSTER", "a"),
-        ("MESHDNS_CLUSTERS", &clusters),
-        ("MESHDNS_CLUSTERSET_ZONE", "clusterset.local"),
-    ])
+    let meshdns = Meshdns::before(
+        &a,
+        &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", &clusters),
+            ("MESHDNS_CLUSTERSET_ZONE", "clusterset.local"),
+        ],
+    )
     .await;
     Mesh { a, b, c, meshdns }
 }

@@ -95,14 +95,12 @@ impl Mesh {
         let clusters = clusters
             .replace("{b}", &b.addr.to_string())
             .replace("{c}", &c.addr.to_string());
-        let upstreams = a.addr.to_string();
         let mut all = vec![
-            ("MESHDNS_UPSTREAMS", upstreams.as_str()),
             ("MESHDNS_LOCAL_CLUSTER", "a"),
             ("MESHDNS_CLUSTERS", clusters.as_str()),
         ];
         all.extend_from_slice(vars);
-        let meshdns = Meshdns::start(&all).await;
+        let meshdns = Meshdns::before(&a, &all).await;
         Mesh { a, b, c, meshdns }
     }
 
@@ -638,32 +636,20 @@ async fn dead_clusters_cost_at_most_two_attempt_timeouts() {
 
 #[tokio::test(start_paused = true)]
 async fn dead_clusters_marked_down_cost_nothing_once_another_answered() {
-    let vars = [
-        ("MESHDNS_ATTEMPT_TIMEOUT", "200ms"),
-        ("MESHDNS_TIMEOUT", "1s"),
-    ];
     let mesh = Mesh::start(
         [outcome_dns(records(1)), silent(), silent()],
         CLUSTERS,
-        &vars,
+        &QUICK,
     )
     .await;
-    let healthy = |cluster: &'static str, fake: &FakeDns| {
-        let endpoint = fake.addr.to_string();
-        let meshdns = &mesh.meshdns;
-        async move {
-            meshdns
-                .metric(
-                    "meshdns_upstream_healthy",
-                    &[("cluster", cluster), ("endpoint", &endpoint)],
-                )
-                .await
-        }
-    };
     // Until health checks mark b and c down, each query costs them an attempt timeout; their
     // cut legs run on to the deadline in the background and fail there.
     let mut asked = 0;
-    while healthy("b", &mesh.b).await + healthy("c", &mesh.c).await > 0.0 {
+    let meshdns = &mesh.meshdns;
+    while meshdns.upstream_healthy("b", &mesh.b).await
+        + meshdns.upstream_healthy("c", &mesh.c).await
+        > 0.0
+    {
         assert!(asked < 3, "b and c still up after {asked} queries");
         let reply = mesh.ask(OUTCOME, RecordType::A).await;
         assert_eq!(reply.answer_lines(), [outcome_line(1)]);

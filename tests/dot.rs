@@ -403,12 +403,14 @@ async fn dropping_the_endpoint_closes_its_connection() {
 async fn meshdns_to(server: &DotServer, ca_file: &std::path::Path) -> support::Meshdns {
     let kube = support::FakeDns::silent().await;
     let clusters = format!("b={} transport=tls tls_name={SERVER_NAME}", server.addr);
-    let meshdns = support::Meshdns::start(&[
-        ("MESHDNS_UPSTREAMS", &kube.addr.to_string()),
-        ("MESHDNS_CLUSTERS", &clusters),
-        ("MESHDNS_TLS_CA_FILE", &ca_file.display().to_string()),
-        ("MESHDNS_ATTEMPT_TIMEOUT", "1s"),
-    ])
+    let meshdns = support::Meshdns::before(
+        &kube,
+        &[
+            ("MESHDNS_CLUSTERS", &clusters),
+            ("MESHDNS_TLS_CA_FILE", &ca_file.display().to_string()),
+            ("MESHDNS_ATTEMPT_TIMEOUT", "1s"),
+        ],
+    )
     .await;
     drop(kube);
     meshdns
@@ -459,24 +461,8 @@ async fn a_peer_certificate_that_does_not_verify_fails_the_cluster_with_a_tls_er
         reply.response_code,
         hickory_proto::op::ResponseCode::ServFail
     );
-    assert!(
-        meshdns
-            .metric(
-                "meshdns_upstream_requests_total",
-                &[("cluster", "b"), ("result", "tls_error")],
-            )
-            .await
-            >= 1.0
-    );
-    assert_eq!(
-        meshdns
-            .metric(
-                "meshdns_upstream_requests_total",
-                &[("cluster", "b"), ("result", "ok")],
-            )
-            .await,
-        0.0
-    );
+    assert!(meshdns.upstream_requests("b", "tls_error").await >= 1.0);
+    assert_eq!(meshdns.upstream_requests("b", "ok").await, 0.0);
 }
 
 #[tokio::test]
@@ -492,19 +478,10 @@ async fn a_rotated_ca_bundle_is_used_without_a_restart() {
         "the wrong CA: refused"
     );
     secret.update(&[("ca.crt", &right.ca_pem())]);
-    let mut answered = false;
-    for _ in 0..100 {
-        if member_b(&meshdns, 1).await.response_code == hickory_proto::op::ResponseCode::NoError {
-            answered = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let answered = support::eventually(100, || async {
+        member_b(&meshdns, 1).await.response_code == hickory_proto::op::ResponseCode::NoError
+    })
+    .await;
     assert!(answered, "the rotated bundle verifies the peer");
-    assert_eq!(
-        meshdns
-            .metric("meshdns_config_reloads_total", &[("result", "applied")])
-            .await,
-        1.0
-    );
+    assert_eq!(meshdns.config_reloads("applied").await, 1.0);
 }

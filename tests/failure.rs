@@ -39,14 +39,6 @@ fn endpoint(fake: &FakeDns) -> String {
     fake.addr.to_string()
 }
 
-/// meshdns before `upstream` as kube-dns, with `vars` on top.
-async fn before(upstream: &FakeDns, vars: &[(&str, &str)]) -> Meshdns {
-    let addr = endpoint(upstream);
-    let mut all = vec![("MESHDNS_UPSTREAMS", addr.as_str())];
-    all.extend_from_slice(vars);
-    Meshdns::start(&all).await
-}
-
 /// The reply to `name` A over UDP, and how long it took on the test's clock.
 async fn timed_udp(meshdns: &Meshdns, name: &str) -> (Reply, Duration) {
     let started = Instant::now();
@@ -67,32 +59,6 @@ fn asked(fake: &FakeDns, name: &str) -> usize {
         .iter()
         .filter(|seen| seen.eq_ignore_ascii_case(name))
         .count()
-}
-
-/// `meshdns_upstream_healthy` of `fake` in the group `cluster`.
-async fn healthy(meshdns: &Meshdns, cluster: &str, fake: &FakeDns) -> f64 {
-    meshdns
-        .metric(
-            "meshdns_upstream_healthy",
-            &[("cluster", cluster), ("endpoint", &endpoint(fake))],
-        )
-        .await
-}
-
-/// `meshdns_upstream_requests_total` of the group `cluster` with `result`.
-async fn attempts(meshdns: &Meshdns, cluster: &str, result: &str) -> f64 {
-    meshdns
-        .metric(
-            "meshdns_upstream_requests_total",
-            &[("cluster", cluster), ("result", result)],
-        )
-        .await
-}
-
-async fn dropped(meshdns: &Meshdns, reason: &str) -> f64 {
-    meshdns
-        .metric("meshdns_dropped_total", &[("reason", reason)])
-        .await
 }
 
 // An upstream error reply without a question (NSD, CoreDNS when they cannot parse a query).
@@ -127,7 +93,7 @@ async fn questionless_kube_dns() -> FakeDns {
 async fn an_error_reply_without_a_question_is_relayed_at_once_with_the_question_restored() {
     let upstream = questionless_kube_dns().await;
     // With the cache on: an error that describes meshdns's query is no answer to keep.
-    let meshdns = before(&upstream, &[("MESHDNS_CACHE_SIZE", "100")]).await;
+    let meshdns = Meshdns::before(&upstream, &[("MESHDNS_CACHE_SIZE", "100")]).await;
     let cases = [
         ("Cannot-Parse.Example.COM.", ResponseCode::Refused),
         ("MALFORMED.example.com.", ResponseCode::FormErr),
@@ -160,15 +126,15 @@ async fn an_error_reply_without_a_question_is_relayed_at_once_with_the_question_
 #[tokio::test(start_paused = true)]
 async fn an_error_reply_without_a_question_never_marks_kube_dns_down() {
     let upstream = questionless_kube_dns().await;
-    let meshdns = before(&upstream, &[]).await;
+    let meshdns = Meshdns::before(&upstream, &[]).await;
     for _ in 0..10 {
         let (reply, took) = timed_udp(&meshdns, CANNOT_PARSE).await;
         assert_eq!(reply.msg.response_code, ResponseCode::Refused);
         assert!(took < AT_ONCE, "REFUSED at once, not after {took:?}");
     }
-    assert_eq!(healthy(&meshdns, "local", &upstream).await, 1.0);
-    assert_eq!(attempts(&meshdns, "local", "refused").await, 10.0);
-    assert_eq!(attempts(&meshdns, "local", "timeout").await, 0.0);
+    assert_eq!(meshdns.upstream_healthy("local", &upstream).await, 1.0);
+    assert_eq!(meshdns.upstream_requests("local", "refused").await, 10.0);
+    assert_eq!(meshdns.upstream_requests("local", "timeout").await, 0.0);
     // kube-dns is still asked first, and answers.
     let (reply, took) = timed_udp(&meshdns, "www.example.com.").await;
     assert_eq!(reply.answer_lines(), ["www.example.com. A 192.0.2.80"]);
@@ -184,7 +150,7 @@ async fn a_peers_error_reply_without_a_question_fails_its_query_at_once_over_tcp
         .start()
         .await;
     let clusters = format!("b={} transport=tcp", peer.addr);
-    let meshdns = before(&kube_dns, &[("MESHDNS_CLUSTERS", &clusters)]).await;
+    let meshdns = Meshdns::before(&kube_dns, &[("MESHDNS_CLUSTERS", &clusters)]).await;
     for _ in 0..5 {
         let (reply, took) = timed_udp(&meshdns, "mongo-0.mongo.db.cluster.b.").await;
         // A FORMERR describes meshdns's query to the peer, not the client's question.
@@ -192,8 +158,8 @@ async fn a_peers_error_reply_without_a_question_fails_its_query_at_once_over_tcp
         assert!(took < AT_ONCE, "SERVFAIL at once, not after {took:?}");
     }
     assert_eq!(peer.count(Via::Tcp), 5);
-    assert_eq!(healthy(&meshdns, "b", &peer).await, 1.0);
-    assert_eq!(attempts(&meshdns, "b", "timeout").await, 0.0);
+    assert_eq!(meshdns.upstream_healthy("b", &peer).await, 1.0);
+    assert_eq!(meshdns.upstream_requests("b", "timeout").await, 0.0);
 }
 
 // Memory follows the configuration: fewer overlapping attempts.
@@ -203,9 +169,7 @@ async fn a_silent_upstream_costs_one_attempt_per_endpoint_and_one_retry() {
     let first = FakeDns::silent().await;
     let second = FakeDns::silent().await;
     // A long deadline: the attempts are bounded by the endpoints, not by the time left.
-    let upstreams = format!("{},{}", first.addr, second.addr);
-    let meshdns =
-        Meshdns::start(&[("MESHDNS_UPSTREAMS", &upstreams), ("MESHDNS_TIMEOUT", "4s")]).await;
+    let meshdns = Meshdns::before_all(&[&first, &second], &[("MESHDNS_TIMEOUT", "4s")]).await;
     let (reply, took) = timed_udp(&meshdns, "www.example.com.").await;
     assert_eq!(reply.msg.response_code, ResponseCode::ServFail);
     assert!(took <= Duration::from_secs(4) + AT_ONCE, "{took:?}");
@@ -235,7 +199,7 @@ async fn serving_big_answers(cap: usize) -> (FakeDns, Meshdns) {
         .start()
         .await;
     let cap = cap.to_string();
-    let meshdns = before(
+    let meshdns = Meshdns::before(
         &upstream,
         &[
             ("MESHDNS_CACHE_SIZE", "100"),
@@ -279,10 +243,10 @@ async fn a_tcp_client_that_stops_reading_loses_its_connection_and_holds_no_infli
     // Everything that can be answered has been; the writer waits for the client.
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(meshdns.metric("meshdns_inflight", &[]).await, 0.0);
-    assert_eq!(dropped(&meshdns, "tcp_stalled").await, 0.0, "not yet");
+    assert_eq!(meshdns.dropped("tcp_stalled").await, 0.0, "not yet");
     // A write that makes no progress for the write timeout closes the connection.
     tokio::time::sleep(TCP_WRITE_TIMEOUT).await;
-    assert_eq!(dropped(&meshdns, "tcp_stalled").await, 1.0);
+    assert_eq!(meshdns.dropped("tcp_stalled").await, 1.0);
     let read = frames_until_closed(&mut stalled).await;
     assert!(read < UNREAD, "closed, not served: {read} replies");
     assert_eq!(meshdns.metric("meshdns_inflight", &[]).await, 0.0);
@@ -318,10 +282,10 @@ async fn udp_misses_are_not_shed_while_stalled_tcp_clients_wait() {
         assert_eq!(reply.msg.response_code, ResponseCode::NoError);
         assert!(took < AT_ONCE);
     }
-    assert_eq!(dropped(&meshdns, "inflight_limit").await, 0.0);
-    assert_eq!(dropped(&meshdns, "tcp_stalled").await, 0.0, "still waiting");
+    assert_eq!(meshdns.dropped("inflight_limit").await, 0.0);
+    assert_eq!(meshdns.dropped("tcp_stalled").await, 0.0, "still waiting");
     tokio::time::sleep(TCP_WRITE_TIMEOUT).await;
-    assert_eq!(dropped(&meshdns, "tcp_stalled").await, 2.0);
+    assert_eq!(meshdns.dropped("tcp_stalled").await, 2.0);
 }
 
 #[tokio::test(start_paused = true)]
@@ -341,7 +305,7 @@ async fn tcp_clients_pipelining_slow_queries_leave_udp_half_the_inflight_slots()
     }
     let upstream = upstream.start().await;
     let cap = CAP.to_string();
-    let meshdns = before(&upstream, &[("MESHDNS_MAX_INFLIGHT", &cap)]).await;
+    let meshdns = Meshdns::before(&upstream, &[("MESHDNS_MAX_INFLIGHT", &cap)]).await;
     // Two connections pipelining more slow queries than there are slots: TCP waits for a
     // slot where UDP would be dropped, so it must not be able to take them all.
     let slow: Vec<u8> = (0..2 * CAP)
@@ -367,13 +331,13 @@ async fn tcp_clients_pipelining_slow_queries_leave_udp_half_the_inflight_slots()
         assert_eq!(reply.msg.response_code, ResponseCode::NoError);
         assert!(took < AT_ONCE, "fast-{i} at once, not after {took:?}");
     }
-    assert_eq!(dropped(&meshdns, "inflight_limit").await, 0.0);
+    assert_eq!(meshdns.dropped("inflight_limit").await, 0.0);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_query_frame_over_the_cap_closes_the_connection_without_a_reply() {
     let upstream = FakeDns::builder().start().await;
-    let meshdns = before(&upstream, &[]).await;
+    let meshdns = Meshdns::before(&upstream, &[]).await;
     let mut stream = TcpStream::connect(meshdns.addr).await.unwrap();
     let len = u16::try_from(MAX_QUERY_FRAME + 1).unwrap();
     let mut frame = len.to_be_bytes().to_vec();
@@ -425,7 +389,7 @@ async fn stale_answers_are_served_at_once_during_an_outage() {
     const ONE: &str = "one.example.com.";
     const TWO: &str = "two.example.com.";
     let upstream = answers_once_then_goes_down(&[ONE, TWO]).await;
-    let meshdns = before(&upstream, &[("MESHDNS_CACHE_SIZE", "100")]).await;
+    let meshdns = Meshdns::before(&upstream, &[("MESHDNS_CACHE_SIZE", "100")]).await;
     let one = answer_lines(&meshdns, ONE).await;
     let two = answer_lines(&meshdns, TWO).await;
     tokio::time::sleep(EXPIRED).await;
@@ -461,7 +425,7 @@ async fn an_outage_is_seen_at_the_first_attempt_that_times_out() {
     const ONE: &str = "one.example.com.";
     const TWO: &str = "two.example.com.";
     let upstream = answers_once_then_goes_down(&[ONE, TWO]).await;
-    let meshdns = before(&upstream, &[("MESHDNS_CACHE_SIZE", "100")]).await;
+    let meshdns = Meshdns::before(&upstream, &[("MESHDNS_CACHE_SIZE", "100")]).await;
     answer_lines(&meshdns, ONE).await;
     let two = answer_lines(&meshdns, TWO).await;
     tokio::time::sleep(EXPIRED).await;
@@ -482,7 +446,7 @@ async fn an_outage_is_seen_at_the_first_attempt_that_times_out() {
 async fn clients_that_meet_an_outage_together_each_wait_at_most_the_client_timer() {
     const ONE: &str = "one.example.com.";
     let upstream = answers_once_then_goes_down(&[ONE]).await;
-    let meshdns = before(&upstream, &[("MESHDNS_CACHE_SIZE", "100")]).await;
+    let meshdns = Meshdns::before(&upstream, &[("MESHDNS_CACHE_SIZE", "100")]).await;
     let one = answer_lines(&meshdns, ONE).await;
     tokio::time::sleep(EXPIRED).await;
     // Five clients a tenth of a second apart, before the first one's client timer runs out:
@@ -513,7 +477,7 @@ async fn an_outage_costs_each_name_at_most_two_upstream_queries_per_recheck_peri
     const ROUND: Duration = Duration::from_millis(250);
     let recheck = meshdns::cache::RECHECK_PERIOD;
     let upstream = answers_once_then_goes_down(&NAMES).await;
-    let meshdns = before(&upstream, &[("MESHDNS_CACHE_SIZE", "100")]).await;
+    let meshdns = Meshdns::before(&upstream, &[("MESHDNS_CACHE_SIZE", "100")]).await;
     for name in NAMES {
         answer_lines(&meshdns, name).await;
     }
@@ -564,7 +528,7 @@ async fn background_refreshes_in_an_outage_stay_within_the_background_bound() {
     let names: Vec<String> = (0..NAMES).map(|i| format!("n{i}.example.com.")).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let upstream = answers_once_then_goes_down(&refs).await;
-    let meshdns = before(&upstream, &[("MESHDNS_CACHE_SIZE", "1000")]).await;
+    let meshdns = Meshdns::before(&upstream, &[("MESHDNS_CACHE_SIZE", "1000")]).await;
     for name in &refs {
         answer_lines(&meshdns, name).await;
     }
@@ -606,7 +570,7 @@ async fn a_dead_name_is_asked_upstream_at_most_once_per_second() {
         )
         .start()
         .await;
-    let meshdns = before(&upstream, &[("MESHDNS_CACHE_SIZE", "100")]).await;
+    let meshdns = Meshdns::before(&upstream, &[("MESHDNS_CACHE_SIZE", "100")]).await;
     let started = Instant::now();
     let mut sent = Vec::new();
     while started.elapsed() < Duration::from_secs(20) {
@@ -654,8 +618,8 @@ async fn a_tcp_only_endpoint_marked_down_comes_back_through_a_tcp_probe() {
         .start()
         .await;
     let clusters = format!("b={} transport=tcp", peer.addr);
-    let meshdns = before(&kube_dns, &[("MESHDNS_CLUSTERS", &clusters)]).await;
-    assert_eq!(healthy(&meshdns, "b", &peer).await, 1.0);
+    let meshdns = Meshdns::before(&kube_dns, &[("MESHDNS_CLUSTERS", &clusters)]).await;
+    assert_eq!(meshdns.upstream_healthy("b", &peer).await, 1.0);
     for _ in 0..5 {
         let reply = udp(
             meshdns.addr,
@@ -663,11 +627,15 @@ async fn a_tcp_only_endpoint_marked_down_comes_back_through_a_tcp_probe() {
         )
         .await;
         assert_eq!(reply.msg.response_code, ResponseCode::ServFail);
-        if healthy(&meshdns, "b", &peer).await == 0.0 {
+        if meshdns.upstream_healthy("b", &peer).await == 0.0 {
             break;
         }
     }
-    assert_eq!(healthy(&meshdns, "b", &peer).await, 0.0, "marked down");
+    assert_eq!(
+        meshdns.upstream_healthy("b", &peer).await,
+        0.0,
+        "marked down"
+    );
     let probes = || {
         peer.seen()
             .iter()
@@ -676,11 +644,15 @@ async fn a_tcp_only_endpoint_marked_down_comes_back_through_a_tcp_probe() {
     };
     for _ in 0..10 {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        if healthy(&meshdns, "b", &peer).await == 1.0 {
+        if meshdns.upstream_healthy("b", &peer).await == 1.0 {
             break;
         }
     }
-    assert_eq!(healthy(&meshdns, "b", &peer).await, 1.0, "marked up again");
+    assert_eq!(
+        meshdns.upstream_healthy("b", &peer).await,
+        1.0,
+        "marked up again"
+    );
     assert_eq!(probes(), DROPPED_PROBES + 1, "probed until it answered");
     assert!(peer.seen().iter().all(|s| s.via == Via::Tcp));
 }
@@ -736,7 +708,7 @@ async fn with_no_descriptors_left() {
         )
         .start()
         .await;
-    let meshdns = before(&upstream, &[]).await;
+    let meshdns = Meshdns::before(&upstream, &[]).await;
     // The client's socket, made while descriptors are left.
     let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     client.connect(meshdns.addr).await.unwrap();
@@ -766,9 +738,12 @@ async fn with_no_descriptors_left() {
     }
     drop(held);
 
-    assert_eq!(healthy(&meshdns, "local", &upstream).await, 1.0);
-    assert_eq!(attempts(&meshdns, "local", "local_error").await, 10.0);
-    assert_eq!(attempts(&meshdns, "local", "error").await, 0.0);
+    assert_eq!(meshdns.upstream_healthy("local", &upstream).await, 1.0);
+    assert_eq!(
+        meshdns.upstream_requests("local", "local_error").await,
+        10.0
+    );
+    assert_eq!(meshdns.upstream_requests("local", "error").await, 0.0);
     assert_eq!(ask(&client).await, ResponseCode::NoError);
 }
 

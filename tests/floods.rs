@@ -39,12 +39,14 @@ async fn queries_beyond_the_inflight_cap_are_shed_counted_and_service_resumes() 
     const TOTAL: usize = 160;
     let upstream = slow_upstream(Duration::from_millis(1500)).await;
     let cap = CAP.to_string();
-    let meshdns = Meshdns::start(&[
-        ("MESHDNS_UPSTREAMS", &upstream.addr.to_string()),
-        ("MESHDNS_TIMEOUT", "5s"),
-        ("MESHDNS_ATTEMPT_TIMEOUT", "4s"),
-        ("MESHDNS_MAX_INFLIGHT", &cap),
-    ])
+    let meshdns = Meshdns::before(
+        &upstream,
+        &[
+            ("MESHDNS_TIMEOUT", "5s"),
+            ("MESHDNS_ATTEMPT_TIMEOUT", "4s"),
+            ("MESHDNS_MAX_INFLIGHT", &cap),
+        ],
+    )
     .await;
     // Distinct names (no sharing of in-flight misses), all sent within the upstream's delay.
     let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
@@ -57,9 +59,7 @@ async fn queries_beyond_the_inflight_cap_are_shed_counted_and_service_resumes() 
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(meshdns.metric("meshdns_inflight", &[]).await, CAP as f64);
-    let shed = meshdns
-        .metric("meshdns_dropped_total", &[("reason", "inflight_limit")])
-        .await;
+    let shed = meshdns.dropped("inflight_limit").await;
     assert_eq!(
         shed,
         (TOTAL - CAP) as f64,
@@ -103,7 +103,7 @@ async fn slowloris(server: std::net::SocketAddr) -> Vec<TcpStream> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slowloris_holds_the_tcp_cap_but_not_udp_and_slots_come_back() {
     let upstream = slow_upstream(Duration::from_millis(10)).await;
-    let meshdns = Meshdns::start(&[("MESHDNS_UPSTREAMS", &upstream.addr.to_string())]).await;
+    let meshdns = Meshdns::before(&upstream, &[]).await;
     let mut held = slowloris(meshdns.addr).await;
     // Give meshdns time to accept them all.
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -114,15 +114,7 @@ async fn a_slowloris_holds_the_tcp_cap_but_not_udp_and_slots_come_back() {
         .await
         .expect("a connection over the cap is closed at once");
     assert!(closed.is_none(), "no reply over the cap");
-    assert_eq!(
-        meshdns
-            .metric(
-                "meshdns_dropped_total",
-                &[("reason", "tcp_connection_limit")]
-            )
-            .await,
-        1.0
-    );
+    assert_eq!(meshdns.dropped("tcp_connection_limit").await, 1.0);
     // UDP does not care.
     let reply = udp(meshdns.addr, &query(FAST, RecordType::A)).await;
     assert_eq!(reply.answer_lines().len(), 1);
@@ -138,7 +130,7 @@ async fn a_slowloris_holds_the_tcp_cap_but_not_udp_and_slots_come_back() {
 #[tokio::test(start_paused = true)]
 async fn slowloris_connections_idle_out_and_tcp_serves_again() {
     let upstream = slow_upstream(Duration::from_millis(10)).await;
-    let meshdns = Meshdns::start(&[("MESHDNS_UPSTREAMS", &upstream.addr.to_string())]).await;
+    let meshdns = Meshdns::before(&upstream, &[]).await;
     let mut held = slowloris(meshdns.addr).await;
     tokio::time::sleep(meshdns::server::TCP_IDLE_TIMEOUT + Duration::from_secs(1)).await;
     for stream in &mut held {
@@ -162,11 +154,7 @@ async fn a_random_subdomain_flood_keeps_the_cache_at_its_bound() {
         .otherwise(Behaviour::Answer(Answer::nxdomain("example.com.")))
         .start()
         .await;
-    let meshdns = Meshdns::start(&[
-        ("MESHDNS_UPSTREAMS", &upstream.addr.to_string()),
-        ("MESHDNS_CACHE_SIZE", "100"),
-    ])
-    .await;
+    let meshdns = Meshdns::before(&upstream, &[("MESHDNS_CACHE_SIZE", "100")]).await;
     let mut peak = 0f64;
     for batch in 0..40 {
         let mut asks = tokio::task::JoinSet::new();

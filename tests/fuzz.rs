@@ -355,6 +355,11 @@ fn write_seed_corpus_when_asked() {
     }
 }
 
+/// A seed of a target that takes the client's UDP size first: `size`, big-endian, then `bytes`.
+fn sized(size: u16, bytes: &[u8]) -> Vec<u8> {
+    [&size.to_be_bytes()[..], bytes].concat()
+}
+
 /// Replies to the pass-through target's fixed query (ID 0x1234, `www.example.org. A` with
 /// EDNS), each after the client size it is fitted to: an answer, NXDOMAIN with the SOA, an
 /// answer too big for a 512-byte client, an error without a question section (a server that
@@ -407,7 +412,7 @@ fn passthrough_seeds() -> Vec<Vec<u8>> {
         (1232, options),
     ]
     .iter()
-    .map(|(size, msg)| [&size.to_be_bytes()[..], &msg.to_vec().unwrap()].concat())
+    .map(|(size, msg)| sized(*size, &msg.to_vec().unwrap()))
     .collect()
 }
 
@@ -516,11 +521,6 @@ fn seed_corpus() -> Vec<(&'static str, Vec<Vec<u8>>)> {
     .iter()
     .map(|m| m.to_vec().unwrap())
     .collect();
-    let sized = |size: u16, bytes: &[u8]| {
-        let mut out = size.to_be_bytes().to_vec();
-        out.extend_from_slice(bytes);
-        out
-    };
     let framed = |parts: &[&[u8]]| {
         let mut out = Vec::new();
         for part in parts {

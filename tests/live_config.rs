@@ -12,7 +12,7 @@ use std::time::Duration;
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
 use support::configmap::ConfigMapDir;
-use support::{Answer, Behaviour, FakeDns, Meshdns, query, rr, udp};
+use support::{Answer, Behaviour, FakeDns, Meshdns, eventually, query, rr, udp};
 
 const WWW: &str = "www.example.com.";
 const MEMBER: &str = "member-0.mongo.db.svc.cluster.local.";
@@ -59,24 +59,21 @@ async fn member_of(meshdns: &Meshdns, cluster: &str) -> Option<String> {
         .and_then(|line| line.rsplit(' ').next().map(str::to_string))
 }
 
-/// Asks until `want` holds (each try a second apart), at most `tries` times.
-async fn eventually<F, Fut>(tries: usize, mut want: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..tries {
-        if want().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    false
+/// meshdns in front of `kube`, reading `dir` as its `MESHDNS_CONFIG_DIR`, with `vars` on top.
+async fn with_dir(kube: &FakeDns, dir: &ConfigMapDir, vars: &[(&str, &str)]) -> Meshdns {
+    let path = dir.path.display().to_string();
+    let mut all = vec![("MESHDNS_CONFIG_DIR", path.as_str())];
+    all.extend_from_slice(vars);
+    Meshdns::before(kube, &all).await
 }
 
-async fn reloads(meshdns: &Meshdns, result: &str) -> f64 {
+/// `meshdns_endpoint_resolutions_total` of cluster b with `result`.
+async fn resolutions(meshdns: &Meshdns, result: &str) -> f64 {
     meshdns
-        .metric("meshdns_config_reloads_total", &[("result", result)])
+        .metric(
+            "meshdns_endpoint_resolutions_total",
+            &[("cluster", "b"), ("result", result)],
+        )
         .await
 }
 
@@ -88,13 +85,7 @@ async fn a_cluster_added_in_the_directory_answers_without_a_failed_query_or_a_re
         peer([10, 3, 0, 1], "127.0.0.1:0").await,
     );
     let mut dir = ConfigMapDir::new("add", &[("MESHDNS_CLUSTERS", &format!("b={}", b.addr))]);
-    let meshdns = Arc::new(
-        Meshdns::start(&[
-            ("MESHDNS_UPSTREAMS", &kube.addr.to_string()),
-            ("MESHDNS_CONFIG_DIR", &dir.path.display().to_string()),
-        ])
-        .await,
-    );
+    let meshdns = Arc::new(with_dir(&kube, &dir, &[]).await);
     assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.1"));
     // A client asking 20 times a second, over both routes, all through the change.
     let (stop, asked, failed) = (
@@ -138,8 +129,8 @@ async fn a_cluster_added_in_the_directory_answers_without_a_failed_query_or_a_re
     client.await.unwrap();
     assert!(asked.load(Ordering::Relaxed) > 10);
     assert_eq!(failed.load(Ordering::Relaxed), 0, "no query failed");
-    assert_eq!(reloads(&meshdns, "applied").await, 1.0);
-    assert_eq!(reloads(&meshdns, "rejected").await, 0.0);
+    assert_eq!(meshdns.config_reloads("applied").await, 1.0);
+    assert_eq!(meshdns.config_reloads("rejected").await, 0.0);
 }
 
 #[tokio::test]
@@ -150,20 +141,21 @@ async fn an_invalid_change_is_rejected_whole_and_the_running_configuration_stays
         peer([10, 3, 0, 1], "127.0.0.1:0").await,
     );
     let mut dir = ConfigMapDir::new("reject", &[("MESHDNS_CLUSTERS", &format!("b={}", b.addr))]);
-    let meshdns = Meshdns::start(&[
-        ("MESHDNS_UPSTREAMS", &kube.addr.to_string()),
-        ("MESHDNS_CONFIG_DIR", &dir.path.display().to_string()),
-    ])
-    .await;
+    let meshdns = with_dir(&kube, &dir, &[]).await;
     // A valid cluster list, but a timeout that cannot be meant: nothing of it is applied.
     dir.update(&[
         ("MESHDNS_CLUSTERS", &format!("b={}; c={}", b.addr, c.addr)),
         ("MESHDNS_TIMEOUT", "forever"),
     ]);
-    assert!(eventually(100, || async { reloads(&meshdns, "rejected").await == 1.0 }).await);
+    assert!(
+        eventually(100, || async {
+            meshdns.config_reloads("rejected").await == 1.0
+        })
+        .await
+    );
     // Rejected once, not again and again: reading the directory is no change.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(reloads(&meshdns, "rejected").await, 1.0);
+    assert_eq!(meshdns.config_reloads("rejected").await, 1.0);
     assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.1"));
     assert_eq!(
         member_of(&meshdns, "c").await,
@@ -179,7 +171,7 @@ async fn an_invalid_change_is_rejected_whole_and_the_running_configuration_stays
         })
         .await
     );
-    assert_eq!(reloads(&meshdns, "applied").await, 1.0);
+    assert_eq!(meshdns.config_reloads("applied").await, 1.0);
 }
 
 #[tokio::test]
@@ -187,11 +179,7 @@ async fn a_setting_that_needs_a_restart_is_not_applied_and_the_rest_is() {
     let kube = kube_dns(&[]).await;
     let b = peer([10, 2, 0, 1], "127.0.0.1:0").await;
     let mut dir = ConfigMapDir::new("restart", &[("MESHDNS_MAX_INFLIGHT", "64")]);
-    let meshdns = Meshdns::start(&[
-        ("MESHDNS_UPSTREAMS", &kube.addr.to_string()),
-        ("MESHDNS_CONFIG_DIR", &dir.path.display().to_string()),
-    ])
-    .await;
+    let meshdns = with_dir(&kube, &dir, &[]).await;
     dir.update(&[
         ("MESHDNS_MAX_INFLIGHT", "128"),
         ("MESHDNS_LISTEN", "127.0.0.1:1"),
@@ -206,7 +194,7 @@ async fn a_setting_that_needs_a_restart_is_not_applied_and_the_rest_is() {
     // Still serving where it was bound.
     let www = udp(meshdns.addr, &query(WWW, RecordType::A)).await;
     assert_eq!(www.msg.response_code, ResponseCode::NoError);
-    assert_eq!(reloads(&meshdns, "applied").await, 1.0);
+    assert_eq!(meshdns.config_reloads("applied").await, 1.0);
 }
 
 #[tokio::test]
@@ -217,12 +205,7 @@ async fn a_reload_keeps_the_cached_answers_of_routes_it_did_not_change() {
         peer([10, 2, 0, 2], "127.0.0.1:0").await,
     );
     let mut dir = ConfigMapDir::new("cache", &[("MESHDNS_CLUSTERS", &format!("b={}", b.addr))]);
-    let meshdns = Meshdns::start(&[
-        ("MESHDNS_UPSTREAMS", &kube.addr.to_string()),
-        ("MESHDNS_CONFIG_DIR", &dir.path.display().to_string()),
-        ("MESHDNS_CACHE_SIZE", "100"),
-    ])
-    .await;
+    let meshdns = with_dir(&kube, &dir, &[("MESHDNS_CACHE_SIZE", "100")]).await;
     udp(meshdns.addr, &query(WWW, RecordType::A)).await;
     assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.1"));
     assert_eq!((kube.seen().len(), b.seen().len()), (1, 1));
@@ -253,11 +236,7 @@ async fn a_host_name_endpoint_is_resolved_through_kube_dns_and_followed_when_it_
     let kube = kube_dns(&[(NAME, [127, 0, 0, 1])]).await;
     let kube_addr = kube.addr;
     let clusters = format!("b=dns-b.example.test:{port}");
-    let meshdns = Meshdns::start(&[
-        ("MESHDNS_UPSTREAMS", &kube_addr.to_string()),
-        ("MESHDNS_CLUSTERS", &clusters),
-    ])
-    .await;
+    let meshdns = Meshdns::before(&kube, &[("MESHDNS_CLUSTERS", &clusters)]).await;
     assert!(
         eventually(50, || async {
             member_of(&meshdns, "b").await.as_deref() == Some("10.2.0.1")
@@ -280,29 +259,18 @@ async fn a_host_name_endpoint_is_resolved_through_kube_dns_and_followed_when_it_
         .await;
     tokio::time::sleep(Duration::from_secs(61)).await;
     assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.2"));
-    let resolutions = |result| {
-        let meshdns = &meshdns;
-        async move {
-            meshdns
-                .metric(
-                    "meshdns_endpoint_resolutions_total",
-                    &[("cluster", "b"), ("result", result)],
-                )
-                .await
-        }
-    };
-    assert!(resolutions("ok").await >= 2.0);
-    assert!(resolutions("failed").await >= 1.0);
+    assert!(resolutions(&meshdns, "ok").await >= 2.0);
+    assert!(resolutions(&meshdns, "failed").await >= 1.0);
     assert!(!second.seen().is_empty());
 }
 
 #[tokio::test]
 async fn an_endpoint_name_that_does_not_resolve_fails_its_cluster_not_the_start() {
     let kube = kube_dns(&[]).await;
-    let meshdns = Meshdns::start(&[
-        ("MESHDNS_UPSTREAMS", &kube.addr.to_string()),
-        ("MESHDNS_CLUSTERS", "b=nowhere.example.test:30053"),
-    ])
+    let meshdns = Meshdns::before(
+        &kube,
+        &[("MESHDNS_CLUSTERS", "b=nowhere.example.test:30053")],
+    )
     .await;
     let reply = udp(
         meshdns.addr,
@@ -314,13 +282,7 @@ async fn an_endpoint_name_that_does_not_resolve_fails_its_cluster_not_the_start(
     assert_eq!(www.msg.response_code, ResponseCode::NoError);
     assert!(
         eventually(50, || async {
-            meshdns
-                .metric(
-                    "meshdns_endpoint_resolutions_total",
-                    &[("cluster", "b"), ("result", "failed")],
-                )
-                .await
-                >= 1.0
+            resolutions(&meshdns, "failed").await >= 1.0
         })
         .await
     );

@@ -8,9 +8,6 @@
 
 use std::sync::Arc;
 
-use hickory_proto::op::{Edns, Message, Query};
-use hickory_proto::rr::rdata::A;
-use hickory_proto::rr::{Name, RData, Record, RecordType};
 use meshdns::background::Background;
 use meshdns::cache::{Cache, CacheKey};
 use meshdns::config::CacheConfig;
@@ -18,6 +15,8 @@ use meshdns::metrics::Metrics;
 
 #[path = "support/counting.rs"]
 mod counting;
+#[path = "support/typical.rs"]
+mod typical;
 
 #[global_allocator]
 static ALLOCATOR: counting::Counting = counting::Counting;
@@ -33,31 +32,6 @@ const ENTRIES: usize = 10_000;
 /// change that crosses it should say why the entry grew.
 const BYTES_PER_ENTRY_BOUND: usize = 352;
 
-/// A client's query for member `i` of a StatefulSet, with EDNS, and kube-dns's A reply to it.
-fn typical(i: usize) -> (Vec<u8>, Vec<u8>) {
-    let name = Name::from_ascii(format!("mongo-{i}.mongo.db.svc.cluster.local.")).unwrap();
-    let mut query = Message::query();
-    query.metadata.id = 0x1234;
-    query.metadata.recursion_desired = true;
-    query.add_query(Query::query(name.clone(), RecordType::A));
-    let mut edns = Edns::new();
-    edns.set_max_payload(1232);
-    query.set_edns(edns.clone());
-    let mut reply = Message::response(query.id, query.op_code);
-    reply.metadata.recursion_desired = true;
-    reply.metadata.recursion_available = true;
-    reply.metadata.authoritative = true;
-    reply.queries = query.queries.clone();
-    let octets = u8::try_from(i % 250).unwrap();
-    reply.add_answer(Record::from_rdata(
-        name,
-        30,
-        RData::A(A::new(10, 1, (i / 250) as u8, octets)),
-    ));
-    reply.set_edns(edns);
-    (query.to_vec().unwrap(), reply.to_vec().unwrap())
-}
-
 #[test]
 fn memory_per_typical_entry_is_small() {
     let config = CacheConfig {
@@ -71,7 +45,7 @@ fn memory_per_typical_entry_is_small() {
     // Everything the inserts need is made first, so only the cache's own growth is measured.
     let entries: Vec<(CacheKey, Vec<u8>)> = (0..ENTRIES)
         .map(|i| {
-            let (query, reply) = typical(i);
+            let (query, reply) = typical::typical_with_ttl(i, 30);
             (
                 CacheKey::from_request(&query).expect("a cacheable query"),
                 reply,

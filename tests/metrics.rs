@@ -67,17 +67,18 @@ async fn a_scrape_after_a_scripted_mix_of_queries_shows_the_exact_deltas() {
         .start()
         .await;
     let dead = dead_port();
-    let upstreams = kube_dns.addr.to_string();
     let clusters = format!("a=; b={}; c={dead}", cluster_b.addr);
     // One attempt per exchange (timeout = attempt timeout), so every count is exact.
-    let meshdns = Meshdns::start(&[
-        ("MESHDNS_UPSTREAMS", &upstreams),
-        ("MESHDNS_LOCAL_CLUSTER", "a"),
-        ("MESHDNS_CLUSTERS", &clusters),
-        ("MESHDNS_TIMEOUT", "1s"),
-        ("MESHDNS_ATTEMPT_TIMEOUT", "1s"),
-        ("MESHDNS_CACHE_SIZE", "100"),
-    ])
+    let meshdns = Meshdns::before(
+        &kube_dns,
+        &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", &clusters),
+            ("MESHDNS_TIMEOUT", "1s"),
+            ("MESHDNS_ATTEMPT_TIMEOUT", "1s"),
+            ("MESHDNS_CACHE_SIZE", "100"),
+        ],
+    )
     .await;
     let before = meshdns.scrape().await;
 
@@ -297,7 +298,7 @@ async fn the_admin_server_caps_its_connections_and_dns_keeps_answering() {
         )
         .start()
         .await;
-    let meshdns = Meshdns::start(&[("MESHDNS_UPSTREAMS", &kube_dns.addr.to_string())]).await;
+    let meshdns = Meshdns::before(&kube_dns, &[]).await;
     // Idle connections that never send a request fill every admin slot…
     let mut idle = Vec::new();
     for _ in 0..meshdns::server::ADMIN_MAX_CONNECTIONS + 4 {

@@ -16,14 +16,6 @@ use tokio::time::Instant;
 
 const NAME: &str = "www.example.com.";
 
-async fn meshdns_before(upstreams: &[&FakeDns], vars: &[(&str, &str)]) -> Meshdns {
-    let list: Vec<String> = upstreams.iter().map(|f| f.addr.to_string()).collect();
-    let list = list.join(",");
-    let mut all = vec![("MESHDNS_UPSTREAMS", list.as_str())];
-    all.extend_from_slice(vars);
-    Meshdns::start(&all).await
-}
-
 fn www() -> Answer {
     Answer::records([rr::a(NAME, [192, 0, 2, 1]), rr::a(NAME, [192, 0, 2, 2])])
 }
@@ -34,7 +26,7 @@ async fn udp_passthrough_is_the_upstream_reply_byte_for_byte_but_the_id() {
         .answer(NAME, RecordType::A, www())
         .start()
         .await;
-    let meshdns = meshdns_before(&[&upstream], &[]).await;
+    let meshdns = Meshdns::before(&upstream, &[]).await;
     let reply = udp(meshdns.addr, &with_edns(query(NAME, RecordType::A), 1232)).await;
     assert_eq!(
         support::without_id(&reply.bytes),
@@ -49,7 +41,7 @@ async fn tcp_passthrough_is_the_upstream_reply_byte_for_byte_but_the_id() {
         .answer(NAME, RecordType::A, www())
         .start()
         .await;
-    let meshdns = meshdns_before(&[&upstream], &[]).await;
+    let meshdns = Meshdns::before(&upstream, &[]).await;
     let reply = tcp(meshdns.addr, &query(NAME, RecordType::A)).await;
     assert_eq!(
         support::without_id(&reply.bytes),
@@ -68,7 +60,7 @@ async fn nxdomain_keeps_its_soa() {
         )
         .start()
         .await;
-    let meshdns = meshdns_before(&[&upstream], &[]).await;
+    let meshdns = Meshdns::before(&upstream, &[]).await;
     let reply = udp(meshdns.addr, &query("gone.example.com.", RecordType::A)).await;
     assert_eq!(reply.msg.response_code, ResponseCode::NXDomain);
     assert_eq!(
@@ -87,7 +79,7 @@ async fn edns_options_of_the_upstream_reply_survive() {
         .answer(NAME, RecordType::A, answer)
         .start()
         .await;
-    let meshdns = meshdns_before(&[&upstream], &[]).await;
+    let meshdns = Meshdns::before(&upstream, &[]).await;
     let reply = udp(meshdns.addr, &with_edns(query(NAME, RecordType::A), 1232)).await;
     let edns = reply.msg.edns.expect("an OPT record");
     assert_eq!(edns.option(EdnsCode::NSID), Some(&nsid));
@@ -103,7 +95,7 @@ async fn the_aa_ad_and_cd_bits_survive() {
         .answer(NAME, RecordType::A, answer)
         .start()
         .await;
-    let meshdns = meshdns_before(&[&upstream], &[]).await;
+    let meshdns = Meshdns::before(&upstream, &[]).await;
     let mut asked = with_edns(query(NAME, RecordType::A), 1232);
     asked.metadata.checking_disabled = true;
     let reply = udp(meshdns.addr, &asked).await;
@@ -120,7 +112,7 @@ async fn a_client_without_edns_gets_no_opt() {
         .answer(NAME, RecordType::A, answer)
         .start()
         .await;
-    let meshdns = meshdns_before(&[&upstream], &[]).await;
+    let meshdns = Meshdns::before(&upstream, &[]).await;
     let reply = udp(meshdns.addr, &query(NAME, RecordType::A)).await;
     assert!(reply.msg.edns.is_none());
     assert_eq!(reply.answer_lines().len(), 2);
@@ -132,7 +124,7 @@ async fn a_reply_with_the_wrong_id_is_ignored_and_the_right_one_used() {
         .on(NAME, RecordType::A, Behaviour::WrongIdFirst(www()))
         .start()
         .await;
-    let meshdns = meshdns_before(&[&upstream], &[]).await;
+    let meshdns = Meshdns::before(&upstream, &[]).await;
     let reply = udp(meshdns.addr, &query(NAME, RecordType::A)).await;
     assert_eq!(reply.msg.response_code, ResponseCode::NoError);
     assert_eq!(reply.answer_lines().len(), 2);
@@ -149,7 +141,7 @@ async fn a_reply_to_another_question_is_ignored_and_the_right_one_used() {
         .on(NAME, RecordType::A, Behaviour::WrongQuestionFirst(www()))
         .start()
         .await;
-    let meshdns = meshdns_before(&[&upstream], &[]).await;
+    let meshdns = Meshdns::before(&upstream, &[]).await;
     let reply = udp(meshdns.addr, &query(NAME, RecordType::A)).await;
     assert_eq!(reply.msg.queries[0].name().to_ascii(), NAME);
     assert_eq!(reply.answer_lines().len(), 2);
@@ -174,7 +166,7 @@ async fn a_reply_from_another_port_is_ignored_and_the_right_one_used() {
         )
         .start()
         .await;
-    let meshdns = meshdns_before(&[&upstream], &[]).await;
+    let meshdns = Meshdns::before(&upstream, &[]).await;
     let reply = udp(meshdns.addr, &query(NAME, RecordType::A)).await;
     assert_eq!(
         reply.answer_lines(),
@@ -185,8 +177,8 @@ async fn a_reply_from_another_port_is_ignored_and_the_right_one_used() {
 #[tokio::test(start_paused = true)]
 async fn a_dead_upstream_gives_servfail_within_the_deadline() {
     let upstream = FakeDns::silent().await;
-    let meshdns = meshdns_before(
-        &[&upstream],
+    let meshdns = Meshdns::before(
+        &upstream,
         &[
             ("MESHDNS_TIMEOUT", "1s"),
             ("MESHDNS_ATTEMPT_TIMEOUT", "300ms"),
@@ -210,8 +202,8 @@ async fn garbage_from_the_upstream_is_ignored_until_the_deadline() {
         .otherwise(Behaviour::Garbage)
         .start()
         .await;
-    let meshdns = meshdns_before(
-        &[&upstream],
+    let meshdns = Meshdns::before(
+        &upstream,
         &[
             ("MESHDNS_TIMEOUT", "500ms"),
             ("MESHDNS_ATTEMPT_TIMEOUT", "200ms"),
@@ -231,7 +223,7 @@ async fn a_silent_first_upstream_fails_over_to_the_second() {
         .answer(NAME, RecordType::A, www())
         .start()
         .await;
-    let meshdns = meshdns_before(
+    let meshdns = Meshdns::before_all(
         &[&silent, &second],
         &[
             ("MESHDNS_TIMEOUT", "2s"),
@@ -262,8 +254,8 @@ async fn a_reply_arriving_after_the_attempt_timeout_is_still_used() {
         )
         .start()
         .await;
-    let meshdns = meshdns_before(
-        &[&slow],
+    let meshdns = Meshdns::before(
+        &slow,
         &[
             ("MESHDNS_TIMEOUT", "2s"),
             ("MESHDNS_ATTEMPT_TIMEOUT", "200ms"),
@@ -300,7 +292,7 @@ async fn an_endpoint_that_keeps_failing_is_skipped() {
     }
     let second = second.start().await;
     let meshdns =
-        meshdns_before(&[&silent, &second], &[("MESHDNS_ATTEMPT_TIMEOUT", "200ms")]).await;
+        Meshdns::before_all(&[&silent, &second], &[("MESHDNS_ATTEMPT_TIMEOUT", "200ms")]).await;
     for name in &names {
         let reply = udp(meshdns.addr, &query(name, RecordType::A)).await;
         assert_eq!(reply.answer_lines().len(), 1, "{name}");
@@ -327,7 +319,7 @@ async fn truncating_upstream_of_100_records() -> FakeDns {
 #[tokio::test]
 async fn a_truncated_upstream_reply_is_fetched_again_over_tcp() {
     let upstream = truncating_upstream_of_100_records().await;
-    let meshdns = meshdns_before(&[&upstream], &[]).await;
+    let meshdns = Meshdns::before(&upstream, &[]).await;
     let reply = tcp(meshdns.addr, &query(NAME, RecordType::A)).await;
     assert!(!reply.msg.truncation);
     assert_eq!(reply.answer_lines().len(), 100);
@@ -338,7 +330,7 @@ async fn a_truncated_upstream_reply_is_fetched_again_over_tcp() {
 #[tokio::test]
 async fn a_small_udp_client_gets_tc_and_none_of_a_set_too_big_for_512_bytes() {
     let upstream = truncating_upstream_of_100_records().await;
-    let meshdns = meshdns_before(&[&upstream], &[]).await;
+    let meshdns = Meshdns::before(&upstream, &[]).await;
     let reply = udp(meshdns.addr, &query(NAME, RecordType::A)).await;
     assert!(reply.bytes.len() <= 512, "{} bytes", reply.bytes.len());
     assert!(reply.msg.truncation);
@@ -352,7 +344,7 @@ async fn a_tcp_retry_cut_mid_frame_leaves_the_truncated_reply() {
         .on(NAME, RecordType::A, Behaviour::CloseTcpMidFrame(www()))
         .start()
         .await;
-    let meshdns = meshdns_before(&[&upstream], &[]).await;
+    let meshdns = Meshdns::before(&upstream, &[]).await;
     let reply = udp(meshdns.addr, &query(NAME, RecordType::A)).await;
     assert!(reply.msg.truncation, "the client is told to ask over TCP");
     assert_eq!(reply.msg.response_code, ResponseCode::NoError);

@@ -35,7 +35,7 @@ async fn serving() -> (FakeDns, Meshdns) {
         upstream = upstream.answer(&name, RecordType::A, Answer::records([rr::a(&name, ip)]));
     }
     let upstream = upstream.start().await;
-    let meshdns = Meshdns::start(&[("MESHDNS_UPSTREAMS", &upstream.addr.to_string())]).await;
+    let meshdns = Meshdns::before(&upstream, &[]).await;
     (upstream, meshdns)
 }
 

@@ -37,11 +37,7 @@ async fn answered_queries_of_an_open_tcp_connection_leave_the_heap() {
         .await;
     // One name, cached after the first query: the fake upstream records what it sees, and
     // only meshdns's heap should grow here.
-    let meshdns = Meshdns::start(&[
-        ("MESHDNS_UPSTREAMS", &upstream.addr.to_string()),
-        ("MESHDNS_CACHE_SIZE", "100"),
-    ])
-    .await;
+    let meshdns = Meshdns::before(&upstream, &[("MESHDNS_CACHE_SIZE", "100")]).await;
     let one = frame_of(&query("host.example.com.", RecordType::A).to_vec().unwrap());
     let queries: Vec<u8> = one.repeat(QUERIES);
     let mut stream = TcpStream::connect(meshdns.addr).await.unwrap();

@@ -10,7 +10,6 @@
 
 mod support;
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use hickory_proto::op::{Edns, Message, OpCode, Query, ResponseCode};
@@ -20,21 +19,14 @@ use meshdns::wire::{
     OPTION_CLIENT_SUBNET, OPTION_COOKIE, OPTION_NSID, OPTION_PADDING, OPTION_TCP_KEEPALIVE,
 };
 use support::{
-    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Reply, Via, query, rr, tcp, udp, with_edns,
+    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Reply, Via, query, rcode_of, rr, tcp,
+    tcp_raw, udp, with_edns,
 };
 
 const NAME: &str = "www.example.com.";
 
 /// Caching on (the test default is off).
 const CACHED: (&str, &str) = ("MESHDNS_CACHE_SIZE", "10000");
-
-/// meshdns in front of `upstream` (kube-dns), with `vars` over the test defaults.
-async fn before(upstream: &FakeDns, vars: &[(&str, &str)]) -> Meshdns {
-    let upstreams = upstream.addr.to_string();
-    let mut all = vec![("MESHDNS_UPSTREAMS", upstreams.as_str())];
-    all.extend_from_slice(vars);
-    Meshdns::start(&all).await
-}
 
 fn www() -> Answer {
     Answer::records([rr::a(NAME, [192, 0, 2, 1])])
@@ -46,7 +38,7 @@ async fn serving(answer: Answer, vars: &[(&str, &str)]) -> (FakeDns, Meshdns) {
         .answer(NAME, RecordType::A, answer)
         .start()
         .await;
-    let meshdns = before(&upstream, vars).await;
+    let meshdns = Meshdns::before(&upstream, vars).await;
     (upstream, meshdns)
 }
 
@@ -74,23 +66,6 @@ fn option_bytes(code: u16, data: &[u8]) -> Vec<u8> {
     [&code.to_be_bytes()[..], &len.to_be_bytes(), data].concat()
 }
 
-/// Sends raw bytes over TCP on a new connection; the reply frame.
-async fn tcp_raw(server: SocketAddr, bytes: &[u8]) -> Vec<u8> {
-    use tokio::io::AsyncWriteExt;
-    let mut stream = tokio::net::TcpStream::connect(server).await.unwrap();
-    stream.write_all(&support::frame_of(bytes)).await.unwrap();
-    tokio::time::timeout(support::CLIENT_TIMEOUT, support::read_frame(&mut stream))
-        .await
-        .expect("a reply over TCP in time")
-        .expect("a whole frame")
-}
-
-fn rcode_of(reply: &[u8]) -> ResponseCode {
-    Message::from_vec(reply)
-        .expect("a DNS message")
-        .response_code
-}
-
 async fn cache_hits(meshdns: &Meshdns) -> f64 {
     meshdns.metric("meshdns_cache_hits_total", &[]).await
 }
@@ -105,7 +80,7 @@ async fn a_second_client_never_gets_the_first_clients_cookie() {
         .answer(NAME, RecordType::A, www())
         .start()
         .await;
-    let meshdns = before(&upstream, &[CACHED]).await;
+    let meshdns = Meshdns::before(&upstream, &[CACHED]).await;
     let first = udp(
         meshdns.addr,
         &asking(NAME, RecordType::A, &[(OPTION_COOKIE, b"client-1")]),
@@ -190,7 +165,7 @@ async fn padding_and_tcp_keepalive_reach_only_the_client_whose_query_produced_th
         )
         .start()
         .await;
-    let meshdns = before(&upstream, &[CACHED]).await;
+    let meshdns = Meshdns::before(&upstream, &[CACHED]).await;
     let ask = || async { udp(meshdns.addr, &with_edns(query(NAME, RecordType::A), 1232)).await };
     // Two clients at once: one leads the exchange, the other follows it.
     let (one, two) = tokio::join!(ask(), ask());
@@ -363,7 +338,7 @@ fn big_srv(n: u8, pods: u8) -> FakeDnsBuilder {
 #[tokio::test]
 async fn a_big_srv_set_without_edns_is_all_or_nothing_with_tc() {
     let upstream = big_srv(1, 60).start().await;
-    let meshdns = before(&upstream, &[]).await;
+    let meshdns = Meshdns::before(&upstream, &[]).await;
     let over_udp = udp(meshdns.addr, &query(BIG_SRV, RecordType::SRV)).await;
     assert!(
         over_udp.bytes.len() <= 512,
@@ -391,15 +366,14 @@ async fn a_gathered_srv_set_without_edns_is_all_or_nothing_with_tc() {
             big_srv(2, pods).start().await,
             big_srv(3, pods).start().await,
         );
-        let (upstreams, clusters) = (
-            a.addr.to_string(),
-            format!("a=; b={}; c={}", b.addr, c.addr),
-        );
-        let meshdns = Meshdns::start(&[
-            ("MESHDNS_UPSTREAMS", &upstreams),
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            ("MESHDNS_CLUSTERS", &clusters),
-        ])
+        let clusters = format!("a=; b={}; c={}", b.addr, c.addr);
+        let meshdns = Meshdns::before(
+            &a,
+            &[
+                ("MESHDNS_LOCAL_CLUSTER", "a"),
+                ("MESHDNS_CLUSTERS", &clusters),
+            ],
+        )
         .await;
         let all = 3 * usize::from(pods);
         let noedns = udp(meshdns.addr, &query(gathered, RecordType::SRV)).await;
@@ -432,7 +406,7 @@ async fn a_gathered_srv_set_without_edns_is_all_or_nothing_with_tc() {
 async fn additional_records_are_dropped_before_any_answer_without_tc() {
     // Nine SRV records fit in 512 bytes; with their nine addresses they do not.
     let upstream = big_srv(1, 9).start().await;
-    let meshdns = before(&upstream, &[]).await;
+    let meshdns = Meshdns::before(&upstream, &[]).await;
     let reply = udp(meshdns.addr, &query(BIG_SRV, RecordType::SRV)).await;
     assert!(reply.bytes.len() <= 512, "{} bytes", reply.bytes.len());
     assert!(!reply.msg.truncation, "the answer is complete: no TC");
@@ -456,7 +430,7 @@ async fn axfr_and_ixfr_are_refused_over_udp_and_tcp_and_never_cached() {
         .start()
         .await;
     let clusters = format!("b={}", upstream.addr);
-    let meshdns = before(&upstream, &[CACHED, ("MESHDNS_CLUSTERS", &clusters)]).await;
+    let meshdns = Meshdns::before(&upstream, &[CACHED, ("MESHDNS_CLUSTERS", &clusters)]).await;
     for zone in ["example.com.", "db.cluster.b."] {
         let axfr = query(zone, RecordType::AXFR);
         // An IXFR query carries the client's SOA (its serial) in the authority section.
@@ -491,12 +465,13 @@ async fn mesh(fakes: [&FakeDns; 3], domains: [Option<&str>; 3]) -> Meshdns {
         entry("c", c.addr.to_string(), domains[2]),
     ]
     .join("; ");
-    let upstreams = a.addr.to_string();
-    Meshdns::start(&[
-        ("MESHDNS_UPSTREAMS", &upstreams),
-        ("MESHDNS_LOCAL_CLUSTER", "a"),
-        ("MESHDNS_CLUSTERS", &clusters),
-    ])
+    Meshdns::before(
+        a,
+        &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", &clusters),
+        ],
+    )
     .await
 }
 
@@ -694,14 +669,16 @@ async fn merged_rrsets_carry_one_ttl() {
 #[tokio::test]
 async fn meshdns_own_replies_echo_cd() {
     let (a, b) = (cluster().start().await, FakeDns::silent().await);
-    let (upstreams, clusters) = (a.addr.to_string(), format!("a=; b={}", b.addr));
-    let meshdns = Meshdns::start(&[
-        ("MESHDNS_UPSTREAMS", &upstreams),
-        ("MESHDNS_LOCAL_CLUSTER", "a"),
-        ("MESHDNS_CLUSTERS", &clusters),
-        ("MESHDNS_ATTEMPT_TIMEOUT", "200ms"),
-        ("MESHDNS_TIMEOUT", "500ms"),
-    ])
+    let clusters = format!("a=; b={}", b.addr);
+    let meshdns = Meshdns::before(
+        &a,
+        &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", &clusters),
+            ("MESHDNS_ATTEMPT_TIMEOUT", "200ms"),
+            ("MESHDNS_TIMEOUT", "500ms"),
+        ],
+    )
     .await;
     let cd = |mut msg: Message| {
         msg.metadata.checking_disabled = true;
@@ -825,7 +802,7 @@ async fn an_error_reply_without_a_question_is_relayed_with_the_question_restored
         )
         .start()
         .await;
-    let meshdns = before(
+    let meshdns = Meshdns::before(
         &upstream,
         &[
             CACHED,
@@ -861,15 +838,8 @@ async fn an_error_reply_without_a_question_is_relayed_with_the_question_restored
         }
     }
     assert_eq!(upstream.seen().len(), 8, "never answered from the cache");
-    let endpoint = upstream.addr.to_string();
     let healthy = meshdns
-        .metric(
-            "meshdns_upstream_healthy",
-            &[
-                ("cluster", meshdns::snapshot::LOCAL_UPSTREAM),
-                ("endpoint", &endpoint),
-            ],
-        )
+        .upstream_healthy(meshdns::snapshot::LOCAL_UPSTREAM, &upstream)
         .await;
     assert_eq!(healthy, 1.0, "the endpoint answered: never marked down");
 }

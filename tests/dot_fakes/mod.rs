@@ -18,17 +18,19 @@ use std::time::Duration;
 
 use hickory_proto::op::{Message, Metadata, Query};
 use hickory_proto::rr::rdata::A;
-use hickory_proto::rr::{Name, RData, Record, RecordType};
+use hickory_proto::rr::{RData, Record, RecordType};
 use meshdns::certificates::{ClientIdentity, load_client_config};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::{Mutex, mpsc};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_rustls::TlsAcceptor;
+
+use crate::support::{frame_of, read_frame, rr};
 
 /// The name the test servers' certificates carry, and the client expects.
 pub const SERVER_NAME: &str = "dns.cluster-b.test";
@@ -121,8 +123,7 @@ impl ClientFiles {
     /// The client configuration trusting `ca`, with `client` as our certificate when given,
     /// loaded through meshdns's loader from files as in production.
     pub fn config(&self, ca: &Pki, client: Option<&Identity>) -> Arc<ClientConfig> {
-        let ca_file = self.dir.join("ca.pem");
-        std::fs::write(&ca_file, &ca.ca_pem).expect("write the CA bundle");
+        let ca_file = self.write_ca(ca);
         let (cert_file, key_file) = (self.dir.join("client.pem"), self.dir.join("client.key"));
         let identity = client.map(|identity| {
             std::fs::write(&cert_file, &identity.cert_pem).expect("write the client cert");
@@ -295,7 +296,7 @@ where
     });
     let mut read = 0;
     let mut held: Vec<Vec<u8>> = Vec::new();
-    while let Ok(Some(query)) = read_frame(&mut reader).await {
+    while let Some(query) = read_frame(&mut reader).await {
         read += 1;
         stats.queries.fetch_add(1, Ordering::SeqCst);
         let now = stats.outstanding.fetch_add(1, Ordering::SeqCst) + 1;
@@ -307,14 +308,14 @@ where
         match &behaviour {
             Behaviour::Answer => {
                 done(stats);
-                let _ = replies.send(framed(&reply));
+                let _ = replies.send(frame_of(&reply));
             }
             Behaviour::Reverse(n) => {
                 held.push(reply);
                 if held.len() == *n {
                     for reply in held.drain(..).rev() {
                         done(stats);
-                        let _ = replies.send(framed(&reply));
+                        let _ = replies.send(frame_of(&reply));
                     }
                 }
             }
@@ -323,21 +324,21 @@ where
                 tasks.spawn(async move {
                     tokio::time::sleep(delay).await;
                     done(&stats);
-                    let _ = replies.send(framed(&reply));
+                    let _ = replies.send(frame_of(&reply));
                 });
             }
             Behaviour::DropName(name) => {
                 if question_name(&query).as_deref() != Some(name.as_str()) {
                     done(stats);
-                    let _ = replies.send(framed(&reply));
+                    let _ = replies.send(frame_of(&reply));
                 }
             }
             Behaviour::HalfFrameFirst(n) => {
                 if number > 0 {
                     done(stats);
-                    let _ = replies.send(framed(&reply));
+                    let _ = replies.send(frame_of(&reply));
                 } else if read == *n {
-                    let frame = framed(&reply);
+                    let frame = frame_of(&reply);
                     let _ = replies.send(frame[..frame.len() / 2].to_vec());
                     // Dropping the sender ends the writer, which closes the connection.
                     drop(replies);
@@ -349,7 +350,7 @@ where
             Behaviour::CloseAfter(n) => {
                 if read <= *n {
                     done(stats);
-                    let _ = replies.send(framed(&reply));
+                    let _ = replies.send(frame_of(&reply));
                 }
                 if read >= *n {
                     // The writer sends what is queued, then close_notify, then closes.
@@ -364,8 +365,8 @@ where
                 let id = u16::from_be_bytes([stray[0], stray[1]]).wrapping_add(1);
                 stray[..2].copy_from_slice(&id.to_be_bytes());
                 let _ = replies.send(vec![0, 1, 0xff]);
-                let _ = replies.send(framed(&stray));
-                let _ = replies.send(framed(&reply));
+                let _ = replies.send(frame_of(&stray));
+                let _ = replies.send(frame_of(&reply));
             }
         }
     }
@@ -400,31 +401,11 @@ fn question_name(query: &[u8]) -> Option<String> {
     Some(request.queries.first()?.name().to_ascii())
 }
 
-fn framed(message: &[u8]) -> Vec<u8> {
-    let len = u16::try_from(message.len()).expect("a test message fits a frame");
-    let mut frame = len.to_be_bytes().to_vec();
-    frame.extend_from_slice(message);
-    frame
-}
-
-async fn read_frame(reader: &mut (impl AsyncRead + Unpin)) -> std::io::Result<Option<Vec<u8>>> {
-    let len = match reader.read_u16().await {
-        Ok(len) => len,
-        Err(_) => return Ok(None),
-    };
-    let mut frame = vec![0u8; usize::from(len)];
-    reader.read_exact(&mut frame).await?;
-    Ok(Some(frame))
-}
-
 /// A query for `name` and `rtype`, with ID 0 (the client assigns its own).
 pub fn query(name: &str, rtype: RecordType) -> Vec<u8> {
     let mut message = Message::query();
     message.metadata.recursion_desired = true;
-    message.add_query(Query::query(
-        Name::from_ascii(name).expect("a valid test name"),
-        rtype,
-    ));
+    message.add_query(Query::query(rr::name(name), rtype));
     message.to_vec().expect("encode a query")
 }
 

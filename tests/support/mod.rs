@@ -20,7 +20,7 @@ use hickory_proto::op::{Edns, Message, MessageType, Metadata, Query, ResponseCod
 use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
 use hickory_proto::rr::rdata::{A, AAAA, CNAME, NS, SOA, SRV, TXT};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -654,6 +654,21 @@ impl Meshdns {
         Self::start_on("127.0.0.1:0", vars).await
     }
 
+    /// Starts meshdns in front of `upstream` as kube-dns (`MESHDNS_UPSTREAMS`), with `vars`
+    /// over the test defaults.
+    pub async fn before(upstream: &FakeDns, vars: &[(&str, &str)]) -> Meshdns {
+        Self::before_all(&[upstream], vars).await
+    }
+
+    /// [`Meshdns::before`] with several kube-dns endpoints, in this order.
+    pub async fn before_all(upstreams: &[&FakeDns], vars: &[(&str, &str)]) -> Meshdns {
+        let list: Vec<String> = upstreams.iter().map(|f| f.addr.to_string()).collect();
+        let list = list.join(",");
+        let mut all = vec![("MESHDNS_UPSTREAMS", list.as_str())];
+        all.extend_from_slice(vars);
+        Self::start(&all).await
+    }
+
     /// The admin server's `/metrics`, parsed.
     pub async fn scrape(&self) -> admin::Scrape {
         let response = admin::get(self.admin, "/metrics").await;
@@ -664,6 +679,37 @@ impl Meshdns {
     /// One series of this meshdns's registry (0 when absent).
     pub async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
         self.scrape().await.value(name, labels)
+    }
+
+    /// `meshdns_upstream_healthy` of `endpoint` in the group `cluster`.
+    pub async fn upstream_healthy(&self, cluster: &str, endpoint: &FakeDns) -> f64 {
+        let endpoint = endpoint.addr.to_string();
+        self.metric(
+            "meshdns_upstream_healthy",
+            &[("cluster", cluster), ("endpoint", &endpoint)],
+        )
+        .await
+    }
+
+    /// `meshdns_upstream_requests_total` of the group `cluster` with `result`.
+    pub async fn upstream_requests(&self, cluster: &str, result: &str) -> f64 {
+        self.metric(
+            "meshdns_upstream_requests_total",
+            &[("cluster", cluster), ("result", result)],
+        )
+        .await
+    }
+
+    /// `meshdns_dropped_total` for `reason`.
+    pub async fn dropped(&self, reason: &str) -> f64 {
+        self.metric("meshdns_dropped_total", &[("reason", reason)])
+            .await
+    }
+
+    /// `meshdns_config_reloads_total` with `result`.
+    pub async fn config_reloads(&self, result: &str) -> f64 {
+        self.metric("meshdns_config_reloads_total", &[("result", result)])
+            .await
     }
 
     pub async fn start_on(listen: &str, vars: &[(&str, &str)]) -> Meshdns {
@@ -773,16 +819,19 @@ pub async fn udp(server: SocketAddr, msg: &Message) -> Reply {
 
 /// Asks over TCP, one query on a new connection.
 pub async fn tcp(server: SocketAddr, msg: &Message) -> Reply {
+    let bytes = tcp_raw(server, &msg.to_vec().unwrap()).await;
+    Reply::parse(bytes, msg)
+}
+
+/// Sends raw bytes over TCP on a new connection; the reply frame. Fails the test when no
+/// whole frame comes in [`CLIENT_TIMEOUT`].
+pub async fn tcp_raw(server: SocketAddr, bytes: &[u8]) -> Vec<u8> {
     let mut stream = TcpStream::connect(server).await.unwrap();
-    stream
-        .write_all(&frame_of(&msg.to_vec().unwrap()))
-        .await
-        .unwrap();
-    let bytes = tokio::time::timeout(CLIENT_TIMEOUT, read_frame(&mut stream))
+    stream.write_all(&frame_of(bytes)).await.unwrap();
+    tokio::time::timeout(CLIENT_TIMEOUT, read_frame(&mut stream))
         .await
         .expect("a reply over TCP in time")
-        .expect("a whole frame");
-    Reply::parse(bytes, msg)
+        .expect("a whole frame")
 }
 
 /// Sends raw bytes over UDP from 127.0.0.1; the reply, or `None` when none came in `wait`.
@@ -804,11 +853,33 @@ pub async fn udp_raw(server: SocketAddr, bytes: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// One length-prefixed message from a TCP stream; `None` at EOF.
-pub async fn read_frame(stream: &mut TcpStream) -> Option<Vec<u8>> {
+pub async fn read_frame(stream: &mut (impl AsyncRead + Unpin)) -> Option<Vec<u8>> {
     let len = stream.read_u16().await.ok()?;
     let mut frame = vec![0u8; usize::from(len)];
     stream.read_exact(&mut frame).await.ok()?;
     Some(frame)
+}
+
+/// The response code of a reply as received.
+pub fn rcode_of(reply: &[u8]) -> ResponseCode {
+    Message::from_vec(reply)
+        .expect("a DNS message")
+        .response_code
+}
+
+/// Asks until `want` holds, at most `tries` times, 100 ms apart; whether it came to hold.
+pub async fn eventually<F, Fut>(tries: usize, mut want: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..tries {
+        if want().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
 }
 
 /// The message without its ID: what pass-through must keep byte for byte.

@@ -13,9 +13,6 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hickory_proto::op::{Edns, Message, Query};
-use hickory_proto::rr::rdata::A;
-use hickory_proto::rr::{Name, RData, Record, RecordType};
 use meshdns::background::Background;
 use meshdns::cache::{
     BYTES_PER_ENTRY, Cache, CacheKey, CacheMetrics, PREFETCH_MIN_HITS, PREFETCH_WINDOW,
@@ -34,40 +31,26 @@ pub struct Typical {
 }
 
 /// Member `i` of a StatefulSet: a client's A query with EDNS and kube-dns's 81-byte reply
-/// (TTL 30) — the typical entry of tests/memory.rs, built the same way.
+/// (TTL 30) — the typical entry of tests/memory.rs, built by the same code
+/// (tests/support/typical.rs).
 pub fn typical(i: usize) -> Typical {
     typical_with_ttl(i, 30)
 }
 
 /// [`typical`] with another TTL (0: a reply that must not be cached).
 pub fn typical_with_ttl(i: usize, ttl: u32) -> Typical {
-    let name = Name::from_ascii(format!("mongo-{i}.mongo.db.svc.cluster.local.")).unwrap();
-    let mut query = Message::query();
-    query.metadata.id = 0x1234;
-    query.metadata.recursion_desired = true;
-    query.add_query(Query::query(name.clone(), RecordType::A));
-    let mut edns = Edns::new();
-    edns.set_max_payload(1232);
-    query.set_edns(edns.clone());
-    let mut reply = Message::response(query.id, query.op_code);
-    reply.metadata.recursion_desired = true;
-    reply.metadata.recursion_available = true;
-    reply.metadata.authoritative = true;
-    reply.queries = query.queries.clone();
-    let octet = |n: usize| u8::try_from(n % 250).unwrap();
-    reply.add_answer(Record::from_rdata(
-        name,
-        ttl,
-        RData::A(A::new(10, octet(i / 62_500), octet(i / 250), octet(i))),
-    ));
-    reply.set_edns(edns);
-    let query = query.to_vec().unwrap();
+    let (query, reply) = typical_entry::typical_with_ttl(i, ttl);
     Typical {
         key: CacheKey::from_request(&query).expect("a cacheable query"),
         query,
-        reply: reply.to_vec().unwrap(),
+        reply,
     }
 }
+
+// The typical entry's wire bytes (tests/support/typical.rs, only hickory-proto), shared with
+// tests/memory.rs rather than copied.
+#[path = "../../../tests/support/typical.rs"]
+mod typical_entry;
 
 /// A small deterministic generator (SplitMix64): the same order of hits in every run and
 /// under callgrind.
