@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use hickory_proto::op::{OpCode, ResponseCode};
 use hickory_proto::rr::RecordType;
-use support::{Answer, Behaviour, FakeDns, Meshdns, frame_of, query, read_frame, rr, tcp, udp};
+use support::{
+    Answer, Behaviour, FakeDns, Meshdns, eventually, frame_of, query, read_frame, rr, udp,
+};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpStream, UdpSocket};
 
@@ -57,7 +59,14 @@ async fn queries_beyond_the_inflight_cap_are_shed_counted_and_service_resumes() 
             .unwrap();
         socket.send(&bytes).await.unwrap();
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Wait for the state itself: every query taken in, the cap's worth in flight (the
+    // upstream holds each for 1.5 s, so none has finished yet).
+    let all_taken_in = eventually(50, || async {
+        meshdns.metric("meshdns_inflight", &[]).await + meshdns.dropped("inflight_limit").await
+            >= TOTAL as f64
+    })
+    .await;
+    assert!(all_taken_in, "every query was taken in");
     assert_eq!(meshdns.metric("meshdns_inflight", &[]).await, CAP as f64);
     let shed = meshdns.dropped("inflight_limit").await;
     assert_eq!(
@@ -105,9 +114,8 @@ async fn a_slowloris_holds_the_tcp_cap_but_not_udp_and_slots_come_back() {
     let upstream = slow_upstream(Duration::from_millis(10)).await;
     let meshdns = Meshdns::before(&upstream, &[]).await;
     let mut held = slowloris(meshdns.addr).await;
-    // Give meshdns time to accept them all.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    // One more connection is closed at once, without a reply.
+    // One more connection is closed at once, without a reply. No wait is needed: meshdns
+    // accepts in order, so it has taken every slowloris before this one.
     let mut extra = TcpStream::connect(meshdns.addr).await.unwrap();
     let _ = extra.write_all(&notify_frame()).await;
     let closed = tokio::time::timeout(Duration::from_secs(2), read_frame(&mut extra))
@@ -120,9 +128,15 @@ async fn a_slowloris_holds_the_tcp_cap_but_not_udp_and_slots_come_back() {
     assert_eq!(reply.answer_lines().len(), 1);
     // A slot freed by a closing client is taken by the next one.
     held.truncate(held.len() - 1);
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let reply = tcp(meshdns.addr, &query(FAST, RecordType::A)).await;
-    assert_eq!(reply.answer_lines().len(), 1);
+    let served_again = eventually(50, || async {
+        let mut stream = TcpStream::connect(meshdns.addr).await.unwrap();
+        let _ = stream
+            .write_all(&frame_of(&query(FAST, RecordType::A).to_vec().unwrap()))
+            .await;
+        read_frame(&mut stream).await.is_some()
+    })
+    .await;
+    assert!(served_again, "the freed slot serves the next client");
 }
 
 /// The idle timeout is what frees the slots of clients that never close: on tokio's paused
