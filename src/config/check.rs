@@ -109,7 +109,7 @@ pub fn render_check(config: &Config, resolved: &Resolved) -> String {
 }
 
 /// The value in force for `variable`, as an operator would write it.
-fn effective(config: &Config, variable: &str) -> String {
+pub(crate) fn effective(config: &Config, variable: &str) -> String {
     match variable {
         LISTEN => format!("{} (udp and tcp)", join(&config.listen)),
         ALLOW_FROM => join(&config.allow_from),
@@ -198,13 +198,18 @@ fn or_dash(text: String) -> String {
     if text.is_empty() { "-".into() } else { text }
 }
 
-/// Rows under a header, each column as wide as its widest cell plus two spaces, so that no two
-/// columns ever run together.
+/// The widest a cell may make its column: a longer one (the list of every cluster) overflows
+/// its own row instead of padding every other row to its width, which would make the table
+/// grow with the square of the number of clusters.
+const MAX_COLUMN: usize = 48;
+
+/// Rows under a header, each column as wide as its widest cell (up to [`MAX_COLUMN`]) plus two
+/// spaces, so that no two columns ever run together.
 fn table<const N: usize>(header: &[[String; N]], rows: &[[String; N]]) -> String {
     let mut widths = [0usize; N];
     for row in header.iter().chain(rows) {
         for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
+            *width = (*width).max(cell.chars().count().min(MAX_COLUMN));
         }
     }
     let mut out = String::new();

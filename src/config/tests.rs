@@ -331,3 +331,131 @@ fn an_unreadable_or_empty_tls_file_is_named() {
     assert_eq!(err.variable, "MESHDNS_TLS_CERT_FILE");
     assert!(err.reason.contains("no certificate"), "{err}");
 }
+
+/// A directory of its own per test, removed on drop.
+struct ScratchDir(std::path::PathBuf);
+
+impl ScratchDir {
+    fn new(test: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "meshdns-config-{test}-{}-{}",
+            std::process::id(),
+            rand::random::<u32>()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        ScratchDir(dir)
+    }
+
+    fn shown(&self) -> String {
+        self.0.display().to_string()
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn an_empty_value_is_refused_for_every_variable_whose_emptiness_would_remove_something() {
+    let dir = ScratchDir::new("empty");
+    for variable in NOT_EMPTY {
+        for empty in ["", " \n\t", "\n"] {
+            // From a file of the configuration directory …
+            std::fs::write(dir.0.join(variable), empty).unwrap();
+            let err = config_from(&[("MESHDNS_CONFIG_DIR", &dir.shown())]).unwrap_err();
+            std::fs::remove_file(dir.0.join(variable)).unwrap();
+            assert_eq!(err.variable, variable, "{empty:?}: {err}");
+            assert!(err.reason.contains("delete its file"), "{err}");
+            // … and from the environment alike.
+            let mut vars = vec![(variable.to_string(), empty.to_string())];
+            if variable != UPSTREAMS {
+                vars.push((UPSTREAMS.into(), "127.0.0.1:5300".into()));
+            }
+            let err = Config::from_vars(vars).unwrap_err();
+            assert_eq!(err.variable, variable, "{empty:?}: {err}");
+        }
+    }
+    // Deleting the file (or leaving the variable out) is how to unset one.
+    assert!(config_from(&[("MESHDNS_CONFIG_DIR", &dir.shown())]).is_ok());
+}
+
+#[test]
+fn a_file_over_64_kib_is_refused_without_being_read_past_the_limit() {
+    let dir = ScratchDir::new("large");
+    // An endless file: read whole, it would never end.
+    std::os::unix::fs::symlink("/dev/zero", dir.0.join("MESHDNS_CLUSTERS")).unwrap();
+    let err = config_from(&[("MESHDNS_CONFIG_DIR", &dir.shown())]).unwrap_err();
+    assert_eq!(err.variable, "MESHDNS_CLUSTERS");
+    assert!(err.reason.contains("64 KiB"), "{err}");
+    std::fs::remove_file(dir.0.join("MESHDNS_CLUSTERS")).unwrap();
+    // One byte over the limit, as a file and in the environment.
+    let large = format!("b=10.9.0.1 {}", "x".repeat(MAX_VALUE));
+    std::fs::write(dir.0.join("MESHDNS_CLUSTERS"), &large).unwrap();
+    let err = config_from(&[("MESHDNS_CONFIG_DIR", &dir.shown())]).unwrap_err();
+    assert_eq!(err.variable, "MESHDNS_CLUSTERS");
+    let err = config_from(&[("MESHDNS_CLUSTERS", &large)]).unwrap_err();
+    assert_eq!(err.variable, "MESHDNS_CLUSTERS");
+}
+
+/// `c0=10.0.0.1:30053,10.0.1.1:30053; c1=…`: `n` clusters of two endpoints.
+fn clusters(n: usize) -> String {
+    (0..n)
+        .map(|i| {
+            format!(
+                "c{i}=10.{}.{}.1:30053,10.{}.{}.2:30053",
+                i / 250,
+                i % 250,
+                i / 250,
+                i % 250
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[test]
+fn cluster_257_is_refused_and_256_validate_with_the_routing_table_linear_in_size() {
+    let err = config_from(&[("MESHDNS_CLUSTERS", &clusters(257))]).unwrap_err();
+    assert_eq!(
+        (err.variable.as_str(), err.token.as_str()),
+        ("MESHDNS_CLUSTERS", "c256")
+    );
+    assert!(err.reason.contains("at most 256"), "{err}");
+    // Validation and --check grow linearly: twice the clusters, about twice the output (a table
+    // padded to its longest cell grew with the square).
+    let size = |n: usize| {
+        let config = config_from(&[("MESHDNS_CLUSTERS", &clusters(n))]).unwrap();
+        assert_eq!(config.clusters.len(), n);
+        render_check(&config, &Vec::new()).len()
+    };
+    let (half, full) = (size(128), size(256));
+    assert!(
+        full < half * 5 / 2,
+        "128 clusters: {half} bytes, 256: {full} bytes"
+    );
+}
+
+#[test]
+fn an_env_file_keeps_each_value_whole_spaces_included() {
+    let dir = ScratchDir::new("envfile");
+    let file = dir.0.join("clusters.env");
+    std::fs::write(
+        &file,
+        "# shared by every cluster\n\nMESHDNS_CLUSTERS=a=10.8.0.1:30053; b=10.9.0.1:30053 transport=tcp\n",
+    )
+    .unwrap();
+    let pairs = read_env_file(&file).unwrap();
+    assert_eq!(
+        pairs,
+        vec![(
+            "MESHDNS_CLUSTERS".to_string(),
+            "a=10.8.0.1:30053; b=10.9.0.1:30053 transport=tcp".to_string()
+        )]
+    );
+    std::fs::write(&file, "MESHDNS_CLUSTERS\n").unwrap();
+    let err = read_env_file(&file).unwrap_err();
+    assert_eq!(err.variable, "--env-file");
+    assert!(err.token.ends_with("clusters.env:1"), "{err}");
+}
