@@ -213,3 +213,99 @@ fn a_privileged_port_without_privilege_exits_71_with_the_port_53_hint() {
         "hints at port 53: {stderr}"
     );
 }
+
+/// A scratch directory removed on drop.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "meshdns-binary-{test}-{}-{}",
+            std::process::id(),
+            rand::random::<u32>()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn file(&self, name: &str, content: &str) -> String {
+        let path = self.0.join(name);
+        std::fs::write(&path, content).unwrap();
+        path.display().to_string()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn an_empty_file_in_the_configuration_directory_exits_64_naming_the_variable() {
+    let dir = Scratch::new("empty");
+    dir.file("MESHDNS_CLUSTERS", "\n");
+    let shown = dir.0.display().to_string();
+    let output = meshdns(&[], &[("MESHDNS_CONFIG_DIR", &shown)]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("MESHDNS_CLUSTERS"), "{stderr}");
+    assert!(stderr.contains("delete its file"), "{stderr}");
+}
+
+/// The walkthrough's pre-check: each env file's values are taken whole (a `MESHDNS_CLUSTERS`
+/// with spaces is not cut at the first one, as `env $(grep … | tr …)` did), so a bad cluster
+/// after the first is caught.
+#[test]
+fn check_with_env_files_reads_each_value_whole_and_catches_a_bad_cluster() {
+    let dir = Scratch::new("env-file");
+    let local = dir.file(
+        "local.env",
+        "MESHDNS_LOCAL_CLUSTER=a\nMESHDNS_UPSTREAMS=127.0.0.1:1\n",
+    );
+    let good = dir.file(
+        "clusters.env",
+        "# the same in every cluster\nMESHDNS_CLUSTERS=a=127.0.0.2:30053; b=127.0.0.3:30053 transport=tcp\n",
+    );
+    let output = meshdns(&["--check", "--env-file", &good, "--env-file", &local], &[]);
+    let stdout = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert!(stdout.contains("127.0.0.3:30053 (tcp)"), "{stdout}");
+    // Cluster b over TLS without a CA bundle: refused, though cluster a alone would pass.
+    let bad = dir.file(
+        "bad.env",
+        "MESHDNS_CLUSTERS=a=127.0.0.2:30053; b=127.0.0.3:30853 transport=tls tls_name=dns.b.example\n",
+    );
+    let output = meshdns(&["--check", "--env-file", &bad, "--env-file", &local], &[]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("MESHDNS_TLS_CA_FILE"), "{stderr}");
+    // The same files as a configuration directory: the same verdict.
+    let conf = Scratch::new("env-dir");
+    conf.file(
+        "MESHDNS_CLUSTERS",
+        "a=127.0.0.2:30053; b=127.0.0.3:30853 transport=tls tls_name=dns.b.example",
+    );
+    let shown = conf.0.display().to_string();
+    let output = meshdns(&["--check"], &[("MESHDNS_CONFIG_DIR", &shown)]);
+    assert_eq!(output.status.code(), Some(64), "{}", text(&output.stderr));
+    // An env file that is not one is named.
+    let output = meshdns(&["--check", "--env-file", "/nonexistent/x.env"], &[]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("/nonexistent/x.env"), "{stderr}");
+}
+
+#[test]
+fn an_oversized_file_exits_64_without_being_read_whole() {
+    let dir = Scratch::new("oversized");
+    std::os::unix::fs::symlink("/dev/zero", dir.0.join("MESHDNS_CLUSTERS")).unwrap();
+    let shown = dir.0.display().to_string();
+    let output = meshdns(&["--check"], &[("MESHDNS_CONFIG_DIR", &shown)]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
+    assert!(
+        stderr.contains("MESHDNS_CLUSTERS") && stderr.contains("64 KiB"),
+        "{stderr}"
+    );
+}

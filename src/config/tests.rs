@@ -459,3 +459,43 @@ fn an_env_file_keeps_each_value_whole_spaces_included() {
     assert_eq!(err.variable, "--env-file");
     assert!(err.token.ends_with("clusters.env:1"), "{err}");
 }
+
+#[test]
+fn a_rotation_names_the_variable_of_each_file_that_changed() {
+    let dir = ScratchDir::new("rotated");
+    let write_pair = |issuer: &rcgen::Issuer<'_, &rcgen::KeyPair>| {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["client.test".to_string()])
+            .unwrap()
+            .signed_by(&key, issuer)
+            .unwrap();
+        std::fs::write(dir.0.join("tls.crt"), cert.pem()).unwrap();
+        std::fs::write(dir.0.join("tls.key"), key.serialize_pem()).unwrap();
+    };
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = params.self_signed(&ca_key).unwrap();
+    std::fs::write(dir.0.join("ca.crt"), ca.pem()).unwrap();
+    let issuer = rcgen::Issuer::new(params, &ca_key);
+    write_pair(&issuer);
+    let file = |name: &str| dir.0.join(name).display().to_string();
+    let load = || {
+        config_from(&[
+            ("MESHDNS_TLS_CA_FILE", &file("ca.crt")),
+            ("MESHDNS_TLS_CERT_FILE", &file("tls.crt")),
+            ("MESHDNS_TLS_KEY_FILE", &file("tls.key")),
+        ])
+        .unwrap()
+        .tls
+        .unwrap()
+    };
+    let before = load();
+    assert!(before.rotated(&load()).is_empty());
+    // cert-manager renews the client certificate: a new certificate and key, the same CA.
+    write_pair(&issuer);
+    assert_eq!(
+        before.rotated(&load()),
+        ["MESHDNS_TLS_CERT_FILE", "MESHDNS_TLS_KEY_FILE"]
+    );
+}
