@@ -668,6 +668,9 @@ fn cluster_from(
                 }
             }
         }
+        // The local cluster is asked through MESHDNS_UPSTREAMS: the options by which the other
+        // clusters reach it (one clusters file serves every cluster) do not apply to it.
+        (_, Some(_)) if is_local => None,
         (_, Some(name)) => {
             return Err(ConfigError::new(
                 CLUSTERS,

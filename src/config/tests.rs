@@ -499,3 +499,21 @@ fn a_rotation_names_the_variable_of_each_file_that_changed() {
         ["MESHDNS_TLS_CERT_FILE", "MESHDNS_TLS_KEY_FILE"]
     );
 }
+
+/// One clusters file serves every cluster: the local cluster's own entry may say how the others
+/// reach it over TLS (the walkthrough's step 9), and is asked through the upstreams anyway.
+#[test]
+fn the_local_cluster_may_carry_the_tls_options_the_others_use() {
+    let config = config_from(&[
+        ("MESHDNS_LOCAL_CLUSTER", "a"),
+        (
+            "MESHDNS_CLUSTERS",
+            "a=10.8.0.1:30853 transport=tls tls_name=dns.a.mesh.example; b=10.9.0.1:30853 transport=tls tls_name=dns.b.mesh.example",
+        ),
+        ("MESHDNS_TLS_CA_FILE", &ca_file()),
+    ])
+    .unwrap();
+    let a = config.local_cluster().unwrap();
+    assert_eq!((a.transport, a.tls_name.as_ref()), (Transport::Udp, None));
+    assert_eq!(config.clusters[1].transport, Transport::Tls);
+}
