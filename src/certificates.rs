@@ -280,23 +280,23 @@ fn bad_pem(path: &Path, error: &pem::Error) -> TlsConfigError {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 
-    /// A directory of its own per test, removed on drop.
-    struct Scratch(PathBuf);
+    /// A directory of its own per test, removed on drop (the configuration's tests use it too).
+    pub(crate) struct Scratch(pub(crate) PathBuf);
 
     impl Scratch {
-        fn new(test: &str) -> Self {
+        pub(crate) fn new(test: &str) -> Self {
             let dir = std::env::temp_dir()
                 .join(format!("meshdns-tls-config-{}-{test}", std::process::id()));
             std::fs::create_dir_all(&dir).expect("create a scratch directory");
             Scratch(dir)
         }
 
-        fn file(&self, name: &str, content: &str) -> PathBuf {
+        pub(crate) fn file(&self, name: &str, content: &str) -> PathBuf {
             let path = self.0.join(name);
             std::fs::write(&path, content).expect("write a scratch file");
             path

@@ -4,9 +4,13 @@
 //! Each run starts from an empty environment with `MESHDNS_UPSTREAMS` pointing at a closed
 //! loopback port, so nothing reads the machine's resolv.conf or sends a packet off the host.
 
+mod support;
+
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
+
+use support::scratch::Scratch;
 
 /// Longer than any of these runs should take; a run still going then has hung.
 const RUN_LIMIT: Duration = Duration::from_secs(10);
@@ -214,36 +218,9 @@ fn a_privileged_port_without_privilege_exits_71_with_the_port_53_hint() {
     );
 }
 
-/// A scratch directory removed on drop.
-struct Scratch(std::path::PathBuf);
-
-impl Scratch {
-    fn new(test: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "meshdns-binary-{test}-{}-{}",
-            std::process::id(),
-            rand::random::<u32>()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-
-    fn file(&self, name: &str, content: &str) -> String {
-        let path = self.0.join(name);
-        std::fs::write(&path, content).unwrap();
-        path.display().to_string()
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 #[test]
 fn an_empty_file_in_the_configuration_directory_exits_64_naming_the_variable() {
-    let dir = Scratch::new("empty");
+    let dir = Scratch::new("binary-empty");
     dir.file("MESHDNS_CLUSTERS", "\n");
     let shown = dir.0.display().to_string();
     let output = meshdns(&[], &[("MESHDNS_CONFIG_DIR", &shown)]);
@@ -258,7 +235,7 @@ fn an_empty_file_in_the_configuration_directory_exits_64_naming_the_variable() {
 /// after the first is caught.
 #[test]
 fn check_with_env_files_reads_each_value_whole_and_catches_a_bad_cluster() {
-    let dir = Scratch::new("env-file");
+    let dir = Scratch::new("binary-env-file");
     let local = dir.file(
         "local.env",
         "MESHDNS_LOCAL_CLUSTER=a\nMESHDNS_UPSTREAMS=127.0.0.1:1\n",
@@ -281,7 +258,7 @@ fn check_with_env_files_reads_each_value_whole_and_catches_a_bad_cluster() {
     assert_eq!(output.status.code(), Some(64), "{stderr}");
     assert!(stderr.contains("MESHDNS_TLS_CA_FILE"), "{stderr}");
     // The same files as a configuration directory: the same verdict.
-    let conf = Scratch::new("env-dir");
+    let conf = Scratch::new("binary-env-dir");
     conf.file(
         "MESHDNS_CLUSTERS",
         "a=127.0.0.2:30053; b=127.0.0.3:30853 transport=tls tls_name=dns.b.example",
@@ -298,7 +275,7 @@ fn check_with_env_files_reads_each_value_whole_and_catches_a_bad_cluster() {
 
 #[test]
 fn an_oversized_file_exits_64_without_being_read_whole() {
-    let dir = Scratch::new("oversized");
+    let dir = Scratch::new("binary-oversized");
     std::os::unix::fs::symlink("/dev/zero", dir.0.join("MESHDNS_CLUSTERS")).unwrap();
     let shown = dir.0.display().to_string();
     let output = meshdns(&["--check"], &[("MESHDNS_CONFIG_DIR", &shown)]);

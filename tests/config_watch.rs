@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
-use support::{Answer, FakeDns, Meshdns, eventually, query, rr, udp};
+use support::scratch::Scratch;
+use support::{Answer, FakeDns, Meshdns, eventually, free_port, query, rr, udp};
 
 const MEMBER: &str = "member-0.mongo.db.svc.cluster.local.";
 
@@ -54,33 +55,22 @@ fn clusters(peers: &[(&str, &FakeDns)]) -> String {
         .join("; ")
 }
 
-/// A scratch directory (the parent of the configuration directory), removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(test: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "meshdns-watch-{test}-{}-{}",
-            std::process::id(),
-            rand::random::<u32>()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-
-    /// `self/name`, a directory holding `MESHDNS_CLUSTERS = clusters`.
-    fn config_dir(&self, name: &str, clusters: &str) -> PathBuf {
-        let dir = self.0.join(name);
-        std::fs::create_dir_all(&dir).unwrap();
-        write_clusters(&dir, clusters);
-        dir
-    }
+/// `scratch/name`, a directory holding `MESHDNS_CLUSTERS = clusters` (the scratch directory is
+/// its parent, watched too).
+fn config_dir(scratch: &Scratch, name: &str, clusters: &str) -> PathBuf {
+    let dir = scratch.0.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    write_clusters(&dir, clusters);
+    dir
 }
 
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// Three peers: b, c, and c moved elsewhere.
+async fn peers() -> (FakeDns, FakeDns, FakeDns) {
+    (
+        peer([10, 2, 0, 1]).await,
+        peer([10, 3, 0, 1]).await,
+        peer([10, 3, 0, 2]).await,
+    )
 }
 
 fn write_clusters(dir: &Path, clusters: &str) {
@@ -90,13 +80,9 @@ fn write_clusters(dir: &Path, clusters: &str) {
 #[tokio::test]
 async fn a_directory_deleted_and_recreated_is_watched_again() {
     let kube = FakeDns::builder().start().await;
-    let (b, c, c_moved) = (
-        peer([10, 2, 0, 1]).await,
-        peer([10, 3, 0, 1]).await,
-        peer([10, 3, 0, 2]).await,
-    );
-    let scratch = Scratch::new("recreated");
-    let dir = scratch.config_dir("conf", &clusters(&[("b", &b)]));
+    let (b, c, c_moved) = peers().await;
+    let scratch = Scratch::new("watch-recreated");
+    let dir = config_dir(&scratch, "conf", &clusters(&[("b", &b)]));
     let shown = dir.display().to_string();
     let meshdns = Meshdns::before(&kube, &[("MESHDNS_CONFIG_DIR", &shown)]).await;
     assert!(answers(meshdns.addr, "b", "10.2.0.1").await);
@@ -119,22 +105,18 @@ async fn a_directory_deleted_and_recreated_is_watched_again() {
 #[tokio::test]
 async fn a_directory_renamed_over_with_mv_t_is_watched_again() {
     let kube = FakeDns::builder().start().await;
-    let (b, c, c_moved) = (
-        peer([10, 2, 0, 1]).await,
-        peer([10, 3, 0, 1]).await,
-        peer([10, 3, 0, 2]).await,
-    );
-    let scratch = Scratch::new("renamed");
+    let (b, c, c_moved) = peers().await;
+    let scratch = Scratch::new("watch-renamed");
     // conf -> first; then a new symlink to second renamed over conf, the atomic swap of a
     // deployment tool (`ln -s second tmp && mv -T tmp conf`).
-    let first = scratch.config_dir("first", &clusters(&[("b", &b)]));
+    let first = config_dir(&scratch, "first", &clusters(&[("b", &b)]));
     let conf = scratch.0.join("conf");
     symlink(&first, &conf).unwrap();
     let shown = conf.display().to_string();
     let meshdns = Meshdns::before(&kube, &[("MESHDNS_CONFIG_DIR", &shown)]).await;
     assert!(answers(meshdns.addr, "b", "10.2.0.1").await);
 
-    let second = scratch.config_dir("second", &clusters(&[("b", &b), ("c", &c)]));
+    let second = config_dir(&scratch, "second", &clusters(&[("b", &b), ("c", &c)]));
     let tmp = scratch.0.join("conf.tmp");
     symlink(&second, &tmp).unwrap();
     run_ok(Command::new("mv").arg("-T").arg(&tmp).arg(&conf));
@@ -154,8 +136,8 @@ async fn a_directory_renamed_over_with_mv_t_is_watched_again() {
 async fn a_restart_only_change_counts_as_restart_required_and_moves_no_timestamp() {
     let kube = FakeDns::builder().start().await;
     let b = peer([10, 2, 0, 1]).await;
-    let scratch = Scratch::new("restart");
-    let dir = scratch.config_dir("conf", &clusters(&[("b", &b)]));
+    let scratch = Scratch::new("watch-restart");
+    let dir = config_dir(&scratch, "conf", &clusters(&[("b", &b)]));
     let shown = dir.display().to_string();
     let meshdns = Meshdns::before(&kube, &[("MESHDNS_CONFIG_DIR", &shown)]).await;
     let started = meshdns
@@ -196,8 +178,8 @@ async fn a_restart_only_change_counts_as_restart_required_and_moves_no_timestamp
 async fn an_empty_file_is_rejected_naming_nothing_removed() {
     let kube = FakeDns::builder().start().await;
     let b = peer([10, 2, 0, 1]).await;
-    let scratch = Scratch::new("empty");
-    let dir = scratch.config_dir("conf", &clusters(&[("b", &b)]));
+    let scratch = Scratch::new("watch-empty");
+    let dir = config_dir(&scratch, "conf", &clusters(&[("b", &b)]));
     let shown = dir.display().to_string();
     let meshdns = Meshdns::before(&kube, &[("MESHDNS_CONFIG_DIR", &shown)]).await;
     assert!(answers(meshdns.addr, "b", "10.2.0.1").await);
@@ -290,8 +272,8 @@ async fn writer_once_read(path: &Path) -> Option<std::fs::File> {
 async fn a_reload_whose_read_hangs_does_not_delay_a_query() {
     let kube = FakeDns::builder().start().await;
     let b = peer([10, 2, 0, 1]).await;
-    let scratch = Scratch::new("hung");
-    let dir = scratch.config_dir("conf", &clusters(&[("b", &b)]));
+    let scratch = Scratch::new("watch-hung");
+    let dir = config_dir(&scratch, "conf", &clusters(&[("b", &b)]));
     let meshdns = OneThread::start(vec![
         ("MESHDNS_UPSTREAMS".into(), kube.addr.to_string()),
         ("MESHDNS_CONFIG_DIR".into(), dir.display().to_string()),
@@ -342,17 +324,6 @@ impl Drop for Unshared {
     }
 }
 
-/// A loopback port free for UDP and TCP now.
-fn free_port() -> u16 {
-    loop {
-        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let port = udp.local_addr().unwrap().port();
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-}
-
 fn run_ok(command: &mut Command) {
     let output = command.output();
     assert!(
@@ -366,14 +337,10 @@ fn run_ok(command: &mut Command) {
 #[tokio::test]
 async fn sighup_after_a_mount_over_the_directory_reads_it_and_watches_the_mount() {
     let kube = FakeDns::builder().start().await;
-    let (b, c, c_moved) = (
-        peer([10, 2, 0, 1]).await,
-        peer([10, 3, 0, 1]).await,
-        peer([10, 3, 0, 2]).await,
-    );
-    let scratch = Scratch::new("mount");
-    let dir = scratch.config_dir("conf", &clusters(&[("b", &b)]));
-    let mounted = scratch.config_dir("mounted", &clusters(&[("b", &b), ("c", &c)]));
+    let (b, c, c_moved) = peers().await;
+    let scratch = Scratch::new("watch-mount");
+    let dir = config_dir(&scratch, "conf", &clusters(&[("b", &b)]));
+    let mounted = config_dir(&scratch, "mounted", &clusters(&[("b", &b), ("c", &c)]));
     let listen: SocketAddr = ([127, 0, 0, 1], free_port()).into();
     let child = Command::new("unshare")
         .args(["--mount", "--propagation", "private", "--"])

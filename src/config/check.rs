@@ -343,19 +343,13 @@ mod tests {
 
     #[test]
     fn a_restart_only_value_from_a_file_is_shown_pending_next_to_the_one_in_force() {
-        let dir = std::env::temp_dir().join(format!(
-            "meshdns-check-restart-{}-{}",
-            std::process::id(),
-            rand::random::<u32>()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("MESHDNS_THREADS"), "4").unwrap();
-        std::fs::write(dir.join("MESHDNS_TIMEOUT"), "3s").unwrap();
+        let dir = crate::certificates::tests::Scratch::new("check-restart");
+        dir.file("MESHDNS_THREADS", "4");
+        dir.file("MESHDNS_TIMEOUT", "3s");
         let config = config_from(&[
-            ("MESHDNS_CONFIG_DIR", &dir.display().to_string()),
+            ("MESHDNS_CONFIG_DIR", &dir.0.display().to_string()),
             ("MESHDNS_THREADS", "2"),
         ]);
-        std::fs::remove_dir_all(&dir).unwrap();
         let text = render_check(&config.unwrap(), &Vec::new());
         let line = |name: &str| {
             text.lines()

@@ -332,39 +332,17 @@ fn an_unreadable_or_empty_tls_file_is_named() {
     assert!(err.reason.contains("no certificate"), "{err}");
 }
 
-/// A directory of its own per test, removed on drop.
-struct ScratchDir(std::path::PathBuf);
-
-impl ScratchDir {
-    fn new(test: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "meshdns-config-{test}-{}-{}",
-            std::process::id(),
-            rand::random::<u32>()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        ScratchDir(dir)
-    }
-
-    fn shown(&self) -> String {
-        self.0.display().to_string()
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use crate::certificates::tests::Scratch;
 
 #[test]
 fn an_empty_value_is_refused_for_every_variable_whose_emptiness_would_remove_something() {
-    let dir = ScratchDir::new("empty");
+    let dir = Scratch::new("config-empty");
     for variable in NOT_EMPTY {
         for empty in ["", " \n\t", "\n"] {
             // From a file of the configuration directory …
             std::fs::write(dir.0.join(variable), empty).unwrap();
-            let err = config_from(&[("MESHDNS_CONFIG_DIR", &dir.shown())]).unwrap_err();
+            let err =
+                config_from(&[("MESHDNS_CONFIG_DIR", &dir.0.display().to_string())]).unwrap_err();
             std::fs::remove_file(dir.0.join(variable)).unwrap();
             assert_eq!(err.variable, variable, "{empty:?}: {err}");
             assert!(err.reason.contains("delete its file"), "{err}");
@@ -378,22 +356,22 @@ fn an_empty_value_is_refused_for_every_variable_whose_emptiness_would_remove_som
         }
     }
     // Deleting the file (or leaving the variable out) is how to unset one.
-    assert!(config_from(&[("MESHDNS_CONFIG_DIR", &dir.shown())]).is_ok());
+    assert!(config_from(&[("MESHDNS_CONFIG_DIR", &dir.0.display().to_string())]).is_ok());
 }
 
 #[test]
 fn a_file_over_64_kib_is_refused_without_being_read_past_the_limit() {
-    let dir = ScratchDir::new("large");
+    let dir = Scratch::new("config-large");
     // An endless file: read whole, it would never end.
     std::os::unix::fs::symlink("/dev/zero", dir.0.join("MESHDNS_CLUSTERS")).unwrap();
-    let err = config_from(&[("MESHDNS_CONFIG_DIR", &dir.shown())]).unwrap_err();
+    let err = config_from(&[("MESHDNS_CONFIG_DIR", &dir.0.display().to_string())]).unwrap_err();
     assert_eq!(err.variable, "MESHDNS_CLUSTERS");
     assert!(err.reason.contains("64 KiB"), "{err}");
     std::fs::remove_file(dir.0.join("MESHDNS_CLUSTERS")).unwrap();
     // One byte over the limit, as a file and in the environment.
     let large = format!("b=10.9.0.1 {}", "x".repeat(MAX_VALUE));
     std::fs::write(dir.0.join("MESHDNS_CLUSTERS"), &large).unwrap();
-    let err = config_from(&[("MESHDNS_CONFIG_DIR", &dir.shown())]).unwrap_err();
+    let err = config_from(&[("MESHDNS_CONFIG_DIR", &dir.0.display().to_string())]).unwrap_err();
     assert_eq!(err.variable, "MESHDNS_CLUSTERS");
     let err = config_from(&[("MESHDNS_CLUSTERS", &large)]).unwrap_err();
     assert_eq!(err.variable, "MESHDNS_CLUSTERS");
@@ -439,7 +417,7 @@ fn cluster_257_is_refused_and_256_validate_with_the_routing_table_linear_in_size
 
 #[test]
 fn an_env_file_keeps_each_value_whole_spaces_included() {
-    let dir = ScratchDir::new("envfile");
+    let dir = Scratch::new("config-envfile");
     let file = dir.0.join("clusters.env");
     std::fs::write(
         &file,
@@ -462,7 +440,7 @@ fn an_env_file_keeps_each_value_whole_spaces_included() {
 
 #[test]
 fn a_rotation_names_the_variable_of_each_file_that_changed() {
-    let dir = ScratchDir::new("rotated");
+    let dir = Scratch::new("config-rotated");
     let write_pair = |issuer: &rcgen::Issuer<'_, &rcgen::KeyPair>| {
         let key = rcgen::KeyPair::generate().unwrap();
         let cert = rcgen::CertificateParams::new(vec!["client.test".to_string()])
