@@ -225,6 +225,7 @@ pub async fn watch_and_reload(mut reloader: Reloader, mut shutdown: watch::Recei
     };
     let mut first = true;
     loop {
+        let mut retrying = false;
         if !first {
             let retry = watches.retry_in();
             tokio::select! {
@@ -237,13 +238,18 @@ pub async fn watch_and_reload(mut reloader: Reloader, mut shutdown: watch::Recei
                 }
                 () = async { match retry { Some(after) => tokio::time::sleep(after).await, None => std::future::pending().await } } => {
                     tracing::debug!("retrying the watches that could not be armed");
+                    retrying = true;
                 }
                 () = crate::server::stopped(&mut shutdown) => return,
             }
         }
         first = false;
         // Armed before the read: a change after this point is an event, one before it is read.
-        watches.arm(reloader.watched_dirs());
+        // A retry that fails again has nothing new to read (what cannot be watched is not there
+        // to be read either); one that succeeds reads what appeared unseen.
+        if !watches.arm(reloader.watched_dirs()) && retrying {
+            continue;
+        }
         tokio::select! {
             () = reloader.reload() => {}
             () = crate::server::stopped(&mut shutdown) => return,
@@ -251,7 +257,7 @@ pub async fn watch_and_reload(mut reloader: Reloader, mut shutdown: watch::Recei
         // A reload may move the TLS files to other directories.
         let wanted = reloader.watched_dirs();
         if wanted != watches.dirs() {
-            watches.arm(wanted);
+            let _ = watches.arm(wanted);
         }
     }
 }
@@ -294,7 +300,8 @@ impl Watches {
 
     /// Watches exactly `wanted` and their parents, each watch made anew: a directory that was
     /// deleted, replaced or mounted over since the last call is watched where it is now.
-    fn arm(&mut self, wanted: BTreeSet<PathBuf>) {
+    /// Whether every watch could be armed.
+    fn arm(&mut self, wanted: BTreeSet<PathBuf>) -> bool {
         if let Ok(mut dirs) = self.dirs.write() {
             dirs.clone_from(&wanted);
         }
@@ -302,13 +309,13 @@ impl Watches {
             self.watcher = None;
             self.armed.clear();
             self.retry = None;
-            return;
+            return true;
         }
         let armed = std::mem::take(&mut self.armed);
         let Some(watcher) = self.watcher() else {
             self.metrics.config_watch_error();
             self.back_off();
-            return;
+            return false;
         };
         for path in &armed {
             let _ = watcher.unwatch(path);
@@ -332,7 +339,7 @@ impl Watches {
             if self.retry.take().is_some() {
                 tracing::info!("every configuration directory is watched again");
             }
-            return;
+            return true;
         }
         let first = self.retry.is_none();
         self.back_off();
@@ -345,6 +352,7 @@ impl Watches {
                 tracing::debug!(dir = %path.display(), %error, "still cannot watch");
             }
         }
+        false
     }
 
     /// Sets the next retry: [`RETRY_FIRST`] after a success, twice the last one after a failure,

@@ -73,8 +73,16 @@ async fn peers() -> (FakeDns, FakeDns, FakeDns) {
     )
 }
 
+/// Writes `name` in `dir` at once, as the kubelet's swap does (a hidden file renamed over it):
+/// a reload never reads it half written.
+fn write(dir: &Path, name: &str, content: &str) {
+    let hidden = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&hidden, content).unwrap();
+    std::fs::rename(&hidden, dir.join(name)).unwrap();
+}
+
 fn write_clusters(dir: &Path, clusters: &str) {
-    std::fs::write(dir.join("MESHDNS_CLUSTERS"), clusters).unwrap();
+    write(dir, "MESHDNS_CLUSTERS", clusters);
 }
 
 #[tokio::test]
@@ -132,6 +140,48 @@ async fn a_directory_renamed_over_with_mv_t_is_watched_again() {
     );
 }
 
+/// The directory and its parent gone: nothing left to watch an event in. The failure is
+/// counted and retried, and the retry that succeeds reads what appeared meanwhile.
+#[tokio::test]
+async fn a_watch_that_cannot_be_armed_is_counted_and_retried() {
+    let kube = FakeDns::builder().start().await;
+    let (b, c, _) = peers().await;
+    let scratch = Scratch::new("watch-retried");
+    let dir = config_dir(&scratch, "conf", &clusters(&[("b", &b)]));
+    let shown = dir.display().to_string();
+    let meshdns = Meshdns::before(&kube, &[("MESHDNS_CONFIG_DIR", &shown)]).await;
+    assert!(answers(meshdns.addr, "b", "10.2.0.1").await);
+    assert_eq!(
+        meshdns
+            .metric("meshdns_config_watch_errors_total", &[])
+            .await,
+        0.0
+    );
+
+    std::fs::remove_dir_all(&scratch.0).unwrap();
+    assert!(
+        eventually(100, || async {
+            meshdns
+                .metric("meshdns_config_watch_errors_total", &[])
+                .await
+                >= 2.0
+        })
+        .await,
+        "the directory and its parent could not be watched"
+    );
+    assert_eq!(
+        member_of(meshdns.addr, "b").await.as_deref(),
+        Some("10.2.0.1"),
+        "the running configuration stays"
+    );
+    // Back where no watch can see it: only the retry finds it.
+    config_dir(&scratch, "conf", &clusters(&[("b", &b), ("c", &c)]));
+    assert!(
+        answers(meshdns.addr, "c", "10.3.0.1").await,
+        "a retry re-armed the watch and read the directory"
+    );
+}
+
 #[tokio::test]
 async fn a_restart_only_change_counts_as_restart_required_and_moves_no_timestamp() {
     let kube = FakeDns::builder().start().await;
@@ -145,7 +195,7 @@ async fn a_restart_only_change_counts_as_restart_required_and_moves_no_timestamp
         .await;
     assert!(started > 0.0);
 
-    std::fs::write(dir.join("MESHDNS_THREADS"), "4").unwrap();
+    write(&dir, "MESHDNS_THREADS", "4");
     assert!(
         eventually(100, || async {
             meshdns.config_reloads("restart_required").await == 1.0
@@ -163,7 +213,7 @@ async fn a_restart_only_change_counts_as_restart_required_and_moves_no_timestamp
     // Back to the value in force (the default): logged, nothing more to restart for; a live
     // change with it is applied and counted as such.
     std::fs::remove_file(dir.join("MESHDNS_THREADS")).unwrap();
-    std::fs::write(dir.join("MESHDNS_TIMEOUT"), "3s").unwrap();
+    write(&dir, "MESHDNS_TIMEOUT", "3s");
     assert!(
         eventually(100, || async {
             meshdns.config_reloads("applied").await == 1.0
