@@ -45,6 +45,11 @@ pub enum TlsConfigError {
         path.display()
     )]
     NoKey { path: PathBuf },
+    #[error(
+        "{}: the private key is encrypted, and encrypted keys are not supported (store it unencrypted in a Secret, e.g. openssl pkey -in KEY -out KEY.plain)",
+        path.display()
+    )]
+    EncryptedKey { path: PathBuf },
     #[error("{}: key rejected for certificate {}: {reason}", key.display(), cert.display())]
     BadKey {
         key: PathBuf,
@@ -64,7 +69,8 @@ impl TlsConfigError {
             | TlsConfigError::BadPem { path, .. }
             | TlsConfigError::NoCertificate { path }
             | TlsConfigError::BadCertificate { path, .. }
-            | TlsConfigError::NoKey { path } => Some(path),
+            | TlsConfigError::NoKey { path }
+            | TlsConfigError::EncryptedKey { path } => Some(path),
             TlsConfigError::BadKey { key, .. } => Some(key),
             TlsConfigError::BadServerName { .. } => None,
         }
@@ -86,6 +92,9 @@ pub struct ClientIdentity<'a> {
 pub struct ClientTls {
     pub config: Arc<ClientConfig>,
     pub fingerprint: u64,
+    /// One fingerprint per file, in the order CA bundle, certificate, key: which file a
+    /// rotation changed, for the log.
+    pub files: Vec<u64>,
 }
 
 impl PartialEq for ClientTls {
@@ -112,7 +121,7 @@ pub fn load(
     ca_file: &Path,
     identity: Option<ClientIdentity<'_>>,
 ) -> Result<ClientTls, TlsConfigError> {
-    let mut fingerprint = DefaultHasher::new();
+    let mut fingerprint = Fingerprint::default();
     let mut roots = RootCertStore::empty();
     for cert in certificates(ca_file, &mut fingerprint)? {
         roots
@@ -153,8 +162,16 @@ pub fn load(
     };
     Ok(ClientTls {
         config: Arc::new(config),
-        fingerprint: fingerprint.finish(),
+        fingerprint: fingerprint.all.finish(),
+        files: fingerprint.files,
     })
+}
+
+/// The fingerprint of every byte read, and of each file on its own.
+#[derive(Default)]
+struct Fingerprint {
+    all: DefaultHasher,
+    files: Vec<u64>,
 }
 
 /// [`load`] without the fingerprint.
@@ -176,7 +193,7 @@ pub fn server_name(name: &str) -> Result<ServerName<'static>, TlsConfigError> {
 /// Every certificate in a PEM file (its bytes fed into `fingerprint`); at least one.
 fn certificates(
     path: &Path,
-    fingerprint: &mut DefaultHasher,
+    fingerprint: &mut Fingerprint,
 ) -> Result<Vec<CertificateDer<'static>>, TlsConfigError> {
     let text = read_into(path, fingerprint)?;
     let certs = CertificateDer::pem_slice_iter(&text)
@@ -194,9 +211,23 @@ fn certificates(
 /// or SEC1 (EC).
 fn private_key(
     path: &Path,
-    fingerprint: &mut DefaultHasher,
+    fingerprint: &mut Fingerprint,
 ) -> Result<PrivateKeyDer<'static>, TlsConfigError> {
     let text = read_into(path, fingerprint)?;
+    // PKCS#8 "ENCRYPTED PRIVATE KEY", or OpenSSL's legacy "Proc-Type: 4,ENCRYPTED" header:
+    // without this, both would read as "no private key in it".
+    let encrypted = [
+        &b"ENCRYPTED PRIVATE KEY-----"[..],
+        b"Proc-Type: 4,ENCRYPTED",
+    ];
+    if encrypted
+        .iter()
+        .any(|marker| text.windows(marker.len()).any(|w| w == *marker))
+    {
+        return Err(TlsConfigError::EncryptedKey {
+            path: path.to_path_buf(),
+        });
+    }
     PrivateKeyDer::from_pem_slice(&text).map_err(|e| match e {
         pem::Error::NoItemsFound => TlsConfigError::NoKey {
             path: path.to_path_buf(),
@@ -206,9 +237,12 @@ fn private_key(
 }
 
 /// The bytes of `path`, also fed into `fingerprint`.
-fn read_into(path: &Path, fingerprint: &mut DefaultHasher) -> Result<Vec<u8>, TlsConfigError> {
+fn read_into(path: &Path, fingerprint: &mut Fingerprint) -> Result<Vec<u8>, TlsConfigError> {
     let text = read_bounded(path)?;
-    text.hash(fingerprint);
+    text.hash(&mut fingerprint.all);
+    let mut file = DefaultHasher::new();
+    text.hash(&mut file);
+    fingerprint.files.push(file.finish());
     Ok(text)
 }
 
@@ -246,23 +280,23 @@ fn bad_pem(path: &Path, error: &pem::Error) -> TlsConfigError {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 
-    /// A directory of its own per test, removed on drop.
-    struct Scratch(PathBuf);
+    /// A directory of its own per test, removed on drop (the configuration's tests use it too).
+    pub(crate) struct Scratch(pub(crate) PathBuf);
 
     impl Scratch {
-        fn new(test: &str) -> Self {
+        pub(crate) fn new(test: &str) -> Self {
             let dir = std::env::temp_dir()
                 .join(format!("meshdns-tls-config-{}-{test}", std::process::id()));
             std::fs::create_dir_all(&dir).expect("create a scratch directory");
             Scratch(dir)
         }
 
-        fn file(&self, name: &str, content: &str) -> PathBuf {
+        pub(crate) fn file(&self, name: &str, content: &str) -> PathBuf {
             let path = self.0.join(name);
             std::fs::write(&path, content).expect("write a scratch file");
             path
@@ -429,6 +463,39 @@ mod tests {
             error.to_string().contains(&*key.display().to_string()),
             "{error}"
         );
+    }
+
+    #[test]
+    fn an_encrypted_key_is_refused_saying_encrypted_keys_are_not_supported() {
+        let scratch = Scratch::new("encrypted");
+        let (ca, cert, _) = ca_and_client();
+        let ca = scratch.file("ca.pem", &ca);
+        let cert = scratch.file("client.pem", &cert);
+        // What `openssl pkcs8 -topk8 -v2 aes-256-cbc` and `openssl genrsa -aes256` write.
+        let pkcs8 = scratch.file(
+            "pkcs8.key",
+            "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIBvTBXBgkqhkiG9w0BBQ0wSjApBgkqhkiG9w0BBQwwHAQI\n-----END ENCRYPTED PRIVATE KEY-----\n",
+        );
+        let legacy = scratch.file(
+            "legacy.key",
+            "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-256-CBC,0123456789ABCDEF0123456789ABCDEF\n\nAAAA\n-----END RSA PRIVATE KEY-----\n",
+        );
+        for key in [pkcs8, legacy] {
+            let error = load_with(&ca, &cert, &key).expect_err("an encrypted key");
+            assert!(
+                matches!(error, TlsConfigError::EncryptedKey { .. }),
+                "{error:?}"
+            );
+            let message = error.to_string();
+            assert!(
+                message.starts_with(&*key.display().to_string()),
+                "{message}"
+            );
+            assert!(
+                message.contains("encrypted keys are not supported"),
+                "{message}"
+            );
+        }
     }
 
     #[test]

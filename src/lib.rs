@@ -113,10 +113,10 @@ pub async fn run(
     }
     readiness.set(true);
     tracing::info!(
-        listen = ?bound,
+        listen = %bound.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
         admin = %admin_addr.map_or("disabled".to_string(), |a| a.to_string()),
-        upstreams = ?config.upstreams,
-        clusters = ?config.clusters.iter().map(|c| format!("{}={:?}", c.name, c.endpoints)).collect::<Vec<_>>(),
+        upstreams = %config.upstreams.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
+        clusters = %config.clusters_in_words(),
         "meshdns {} serving DNS over UDP and TCP",
         env!("CARGO_PKG_VERSION"),
     );

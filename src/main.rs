@@ -3,21 +3,49 @@
 
 #![forbid(unsafe_code)]
 
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::process::ExitCode;
+use std::time::Duration;
 
-use meshdns::config::{Config, render_check, variables};
+use meshdns::config::{Config, ConfigError, read_env_file, render_check, variables};
 use meshdns::process;
 
 const EXIT_CONFIG: u8 = 64;
 const EXIT_BIND: u8 = 71;
-const USAGE: &str = "usage: meshdns [--check | --version | --help]  (configured by MESHDNS_* environment variables; meshdns --help lists them)";
+const USAGE: &str = "usage: meshdns [--check [--env-file FILE]... | --version | --help]  (configured by MESHDNS_* environment variables; meshdns --help lists them)";
+
+/// How long the exit waits for blocking work still running (a reload reading a hung mount):
+/// the queries are drained by then, and such a read must not hold the pod's shutdown.
+const BLOCKING_GRACE: Duration = Duration::from_secs(1);
+
+/// The process environment with the `--env-file` files laid over it, in order.
+fn environment(env_files: &[&str]) -> Result<Vec<(String, String)>, ConfigError> {
+    let mut vars: BTreeMap<String, String> = std::env::vars().collect();
+    for file in env_files {
+        vars.extend(read_env_file(Path::new(file))?);
+    }
+    Ok(vars.into_iter().collect())
+}
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut env_files = Vec::new();
     let check = match args.as_slice() {
         [] => false,
-        ["--check"] => true,
+        ["--check", rest @ ..] if rest.len() % 2 == 0 => {
+            for pair in rest.chunks(2) {
+                match pair {
+                    ["--env-file", file] => env_files.push(*file),
+                    _ => {
+                        eprintln!("{USAGE}");
+                        return ExitCode::from(EXIT_CONFIG);
+                    }
+                }
+            }
+            true
+        }
         ["--version"] => {
             println!("meshdns {}", env!("CARGO_PKG_VERSION"));
             return ExitCode::SUCCESS;
@@ -31,7 +59,7 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    let config = match Config::from_env() {
+    let config = match environment(&env_files).and_then(Config::from_vars) {
         Ok(config) => config,
         Err(error) => {
             eprintln!("meshdns: bad configuration: {error}");
@@ -64,7 +92,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(meshdns::run(config, listeners, process::shutdown_signal())) {
+    let served = runtime.block_on(meshdns::run(config, listeners, process::shutdown_signal()));
+    runtime.shutdown_timeout(BLOCKING_GRACE);
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("meshdns: {error}");

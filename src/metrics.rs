@@ -155,7 +155,7 @@ pub const CONFIG_RELOADS_TOTAL: Family = Family {
     name: "meshdns_config_reloads_total",
     kind: Kind::Counter,
     labels: &["result"],
-    help: "Reloads of MESHDNS_CONFIG_DIR, by result: applied, or rejected (the running configuration stays).",
+    help: "Reloads of MESHDNS_CONFIG_DIR, by result: applied, rejected (the running configuration stays), or restart_required (a restart-only variable changed; not applied).",
 };
 pub const CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP_SECONDS: Family = Family {
     name: "meshdns_config_last_reload_success_timestamp_seconds",
@@ -164,8 +164,15 @@ pub const CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP_SECONDS: Family = Family {
     help: "Unix time of the last configuration applied (the start, or the last applied reload).",
 };
 
+pub const CONFIG_WATCH_ERRORS_TOTAL: Family = Family {
+    name: "meshdns_config_watch_errors_total",
+    kind: Kind::Counter,
+    labels: &[],
+    help: "Failures to watch a directory of the configuration (it is retried; until then its changes are applied on SIGHUP).",
+};
+
 /// Every family, in the order of the README's table.
-pub const FAMILIES: [&Family; 18] = [
+pub const FAMILIES: [&Family; 19] = [
     &REQUESTS_TOTAL,
     &REQUEST_DURATION_SECONDS,
     &CACHE_HITS_TOTAL,
@@ -184,6 +191,7 @@ pub const FAMILIES: [&Family; 18] = [
     &BUILD_INFO,
     &CONFIG_RELOADS_TOTAL,
     &CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP_SECONDS,
+    &CONFIG_WATCH_ERRORS_TOTAL,
 ];
 
 /// Buckets of `request_duration_seconds`: a cache hit over loopback takes tens of µs, a
@@ -252,15 +260,22 @@ impl DropReason {
 pub enum ReloadResult {
     Applied,
     Rejected,
+    /// A restart-only variable changed: logged, not applied, the success time not moved.
+    RestartRequired,
 }
 
 impl ReloadResult {
-    pub const ALL: [ReloadResult; 2] = [ReloadResult::Applied, ReloadResult::Rejected];
+    pub const ALL: [ReloadResult; 3] = [
+        ReloadResult::Applied,
+        ReloadResult::Rejected,
+        ReloadResult::RestartRequired,
+    ];
 
     pub fn label(self) -> &'static str {
         match self {
             ReloadResult::Applied => "applied",
             ReloadResult::Rejected => "rejected",
+            ReloadResult::RestartRequired => "restart_required",
         }
     }
 }
@@ -278,6 +293,7 @@ pub struct Metrics {
     /// Indexed like [`ReloadResult::ALL`].
     reloads: Vec<IntCounter>,
     last_reload_success: Gauge,
+    watch_errors: IntCounter,
     cache: CacheMetrics,
     upstream: UpstreamMetrics,
     gather_partial: IntCounter,
@@ -359,6 +375,7 @@ impl Metrics {
         let inflight = gauge(&INFLIGHT);
         let dropped = counter_vec(&DROPPED_TOTAL);
         let reloads = counter_vec(&CONFIG_RELOADS_TOTAL);
+        let watch_errors = counter(&CONFIG_WATCH_ERRORS_TOTAL);
         let last_reload_success = register(
             &registry,
             Gauge::with_opts(opts(&CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP_SECONDS)),
@@ -400,6 +417,7 @@ impl Metrics {
                 .map(|result| reloads.with_label_values(&[result.label()]))
                 .collect(),
             last_reload_success,
+            watch_errors,
             cache,
             upstream,
             gather_partial,
@@ -450,6 +468,11 @@ impl Metrics {
         if result == ReloadResult::Applied {
             self.set_last_reload_success_now();
         }
+    }
+
+    /// A directory of the configuration could not be watched.
+    pub fn config_watch_error(&self) {
+        self.watch_errors.inc();
     }
 
     fn set_last_reload_success_now(&self) {

@@ -1,23 +1,34 @@
 //! Live configuration: `MESHDNS_CONFIG_DIR` and the directories of the TLS files watched with
 //! inotify (the kubelet swaps a mounted ConfigMap or Secret atomically by renaming its `..data`
 //! symlink, an event in the directory itself), and SIGHUP, which forces a reload where no event
-//! comes (a file bind-mounted over another).
+//! comes (a file or directory bind-mounted over another).
 //!
-//! A change is read and validated as a whole. An invalid one is rejected whole: the running
-//! configuration stays, the error is logged naming the variable, and
-//! `meshdns_config_reloads_total{result="rejected"}` counts it. A valid one is applied without
-//! dropping or delaying a query: a new immutable snapshot is swapped in (queries in flight
-//! finish on theirs), upstream groups that did not change are carried over with their health,
-//! the cache keeps every entry but those of routes that changed, and the log filter and cache
-//! limits follow. Settings that need a restart (sockets, threads, the in-flight cap, the log
-//! format) are logged as such and not applied.
+//! A change is read and validated as a whole, off the thread that answers queries (the files
+//! are read and the keys parsed on tokio's blocking pool: a hung mount delays the reload, never
+//! a query). An invalid one is rejected whole: the running configuration stays, the error is
+//! logged naming the variable, and `meshdns_config_reloads_total{result="rejected"}` counts it.
+//! A valid one is applied without dropping or delaying a query: a new immutable snapshot is
+//! swapped in (queries in flight finish on theirs), upstream groups that did not change are
+//! carried over with their health, the cache keeps every entry but those of routes that
+//! changed, and the log filter and cache limits follow. A change of a restart-only variable
+//! (see [`variables::RESTART_ONLY`]) is logged with the value in force and the pending one,
+//! counted as `restart_required` and not applied; one back to the value in force is logged too.
 //!
-//! Nothing runs while nothing changes: inotify wakes the task only on an event, and the short
-//! settling delay (the kubelet writes several entries per update) starts only after one.
+//! The watch never goes blind. Each directory is watched together with its parent, so that the
+//! directory deleted and recreated, or renamed over (`mv -T`), is an event too; every reload
+//! re-arms every watch before it reads (a directory replaced in any way is then watched
+//! anew), and SIGHUP reloads and so re-arms (the way out after a mount over the directory,
+//! which no inotify event reports). A watch that cannot be armed is logged, counted in
+//! `meshdns_config_watch_errors_total`, and retried with a backoff from [`RETRY_FIRST`] to
+//! [`RETRY_MAX`].
+//!
+//! Nothing runs while nothing changes: inotify wakes the task only on an event, the short
+//! settling delay (the kubelet writes several entries per update) starts only after one, and
+//! the retry timer exists only while a watch is failing.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use notify::Watcher;
@@ -25,7 +36,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::background::Background;
 use crate::cache::CacheKey;
-use crate::config::{Config, variables};
+use crate::config::{Config, ConfigError, Settings, effective, variables};
 use crate::metrics::{Metrics, ReloadResult};
 use crate::process;
 use crate::query::Resolver;
@@ -34,6 +45,12 @@ use crate::snapshot::Snapshot;
 
 /// How long a burst of events must be quiet before the directory is read.
 pub const SETTLE: Duration = Duration::from_millis(200);
+
+/// The first retry of a watch that could not be armed, doubled after every failure ...
+pub const RETRY_FIRST: Duration = Duration::from_secs(1);
+
+/// ... up to this.
+pub const RETRY_MAX: Duration = Duration::from_secs(30);
 
 /// What a reload works on: the configuration in force and what it configures.
 #[derive(Debug)]
@@ -59,10 +76,10 @@ impl Reloader {
         }
     }
 
-    /// Reads the environment captured at startup and the directory again, and applies the
-    /// result or rejects it whole.
-    pub fn reload(&mut self) {
-        let read = match Config::from_environment(&self.config.environment) {
+    /// Reads the environment captured at startup and the directory again (off this thread),
+    /// and applies the result or rejects it whole.
+    pub async fn reload(&mut self) {
+        let read = match read_off_thread(&self.config.environment).await {
             Ok(read) => read,
             Err(error) => {
                 tracing::error!(variable = %error.variable, %error, "configuration change rejected; the running configuration stays");
@@ -71,9 +88,14 @@ impl Reloader {
             }
         };
         let mut changed = self.config.settings.changed(&read.settings);
-        // The TLS files may change under the same paths (cert-manager rotating a Secret).
-        if self.config.tls != read.tls && !changed.contains(&variables::TLS_CA_FILE) {
-            changed.push(variables::TLS_CA_FILE);
+        // The TLS files may change under the same paths (cert-manager rotating a Secret): name
+        // the variable of each file whose content changed.
+        if let (Some(old), Some(new)) = (&self.config.tls, &read.tls) {
+            for variable in old.rotated(new) {
+                if !changed.contains(&variable) {
+                    changed.push(variable);
+                }
+            }
         }
         if changed.is_empty() {
             tracing::debug!("configuration directory read; nothing changed");
@@ -81,9 +103,19 @@ impl Reloader {
         }
         let (restart, live): (Vec<&str>, Vec<&str>) = changed
             .iter()
-            .partition(|name| variables::find(name).is_some_and(|v| v.restart));
-        for variable in &restart {
-            tracing::warn!(%variable, "changed, but only a restart applies it; the running value stays");
+            .partition(|name| variables::RESTART_ONLY.contains(name));
+        let mut restart_required = false;
+        for variable in restart {
+            let (running, pending) = (
+                effective(&self.config, variable),
+                effective(&read, variable),
+            );
+            if running == pending {
+                tracing::info!(%variable, value = %running, "back to the value in force; no restart needed");
+            } else {
+                tracing::warn!(%variable, %running, %pending, "changed, but only a restart applies it; the running value stays");
+                restart_required = true;
+            }
         }
         let applied = Config {
             listen: self.config.listen.clone(),
@@ -94,9 +126,14 @@ impl Reloader {
             config_dir: self.config.config_dir.clone(),
             ..read
         };
-        self.apply(&applied);
-        tracing::info!(changed = ?live, "configuration applied");
-        self.metrics.config_reload(ReloadResult::Applied);
+        if !live.is_empty() {
+            self.apply(&applied);
+            tracing::info!(changed = %live.join(","), "configuration applied");
+            self.metrics.config_reload(ReloadResult::Applied);
+        }
+        if restart_required {
+            self.metrics.config_reload(ReloadResult::RestartRequired);
+        }
         self.config = applied;
     }
 
@@ -158,15 +195,27 @@ fn unchanged_routes<'a>(
     }
 }
 
+/// [`Config::from_environment`] on tokio's blocking pool: the directory and the PEM files are
+/// read, and the keys parsed, off the thread that answers queries.
+async fn read_off_thread(environment: &Settings) -> Result<Config, ConfigError> {
+    let environment = environment.clone();
+    tokio::task::spawn_blocking(move || Config::from_environment(&environment))
+        .await
+        .unwrap_or_else(|failed| {
+            Err(ConfigError {
+                variable: variables::CONFIG_DIR.to_string(),
+                token: String::new(),
+                reason: format!("could not be read: {failed}"),
+            })
+        })
+}
+
 /// Reloads on every change of the watched directories (see [`Reloader::watched_dirs`]) and on
 /// SIGHUP until `shutdown` is signalled. With nothing to watch it only waits for SIGHUP (which
 /// then never ends the process, as its default action would).
 pub async fn watch_and_reload(mut reloader: Reloader, mut shutdown: watch::Receiver<bool>) {
     let (events, mut changed) = mpsc::channel::<()>(1);
-    let mut watches = Watches::new(events);
-    watches.follow(reloader.watched_dirs());
-    // Whatever changed between the start's read and the watch's start is read now.
-    reloader.reload();
+    let mut watches = Watches::new(events, Arc::clone(&reloader.metrics));
     let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
         Ok(hangup) => Some(hangup),
         Err(error) => {
@@ -174,68 +223,160 @@ pub async fn watch_and_reload(mut reloader: Reloader, mut shutdown: watch::Recei
             None
         }
     };
+    let mut first = true;
     loop {
+        let mut retrying = false;
+        if !first {
+            let retry = watches.retry_in();
+            tokio::select! {
+                Some(()) = changed.recv() => {
+                    // Let the burst of a kubelet update settle, then read it once.
+                    while tokio::time::timeout(SETTLE, changed.recv()).await.is_ok_and(|e| e.is_some()) {}
+                }
+                Some(()) = async { match hangup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => {
+                    tracing::info!("SIGHUP: re-reading the configuration and re-arming its watches");
+                }
+                () = async { match retry { Some(after) => tokio::time::sleep(after).await, None => std::future::pending().await } } => {
+                    tracing::debug!("retrying the watches that could not be armed");
+                    retrying = true;
+                }
+                () = crate::server::stopped(&mut shutdown) => return,
+            }
+        }
+        first = false;
+        // Armed before the read: a change after this point is an event, one before it is read.
+        // A retry that fails again has nothing new to read (what cannot be watched is not there
+        // to be read either); one that succeeds reads what appeared unseen.
+        if !watches.arm(reloader.watched_dirs()) && retrying {
+            continue;
+        }
         tokio::select! {
-            Some(()) = changed.recv() => {
-                // Let the burst of a kubelet update settle, then read it once.
-                while tokio::time::timeout(SETTLE, changed.recv()).await.is_ok_and(|e| e.is_some()) {}
-            }
-            Some(()) = async { match hangup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => {
-                tracing::info!("SIGHUP: reloading the configuration");
-            }
+            () = reloader.reload() => {}
             () = crate::server::stopped(&mut shutdown) => return,
         }
-        reloader.reload();
-        watches.follow(reloader.watched_dirs());
+        // A reload may move the TLS files to other directories.
+        let wanted = reloader.watched_dirs();
+        if wanted != watches.dirs() {
+            let _ = watches.arm(wanted);
+        }
     }
 }
 
 /// The inotify watches: made only while there is something to watch (no watcher thread
-/// otherwise), following the set of directories as reloads change it.
+/// otherwise). Each directory is watched with its parent; events in a parent count only when
+/// they concern a watched directory itself.
 struct Watches {
     events: mpsc::Sender<()>,
+    metrics: Arc<Metrics>,
     watcher: Option<notify::RecommendedWatcher>,
-    watched: BTreeSet<PathBuf>,
+    /// The directories wanted, shared with the watcher's callback to filter the parents' events.
+    dirs: Arc<RwLock<BTreeSet<PathBuf>>>,
+    /// The paths watched now (directories and their parents).
+    armed: BTreeSet<PathBuf>,
+    /// While a watch is failing: when to try again.
+    retry: Option<Duration>,
 }
 
 impl Watches {
-    fn new(events: mpsc::Sender<()>) -> Self {
+    fn new(events: mpsc::Sender<()>, metrics: Arc<Metrics>) -> Self {
         Self {
             events,
+            metrics,
             watcher: None,
-            watched: BTreeSet::new(),
+            dirs: Arc::default(),
+            armed: BTreeSet::new(),
+            retry: None,
         }
     }
 
-    /// Watches exactly `wanted`.
-    fn follow(&mut self, wanted: BTreeSet<PathBuf>) {
+    fn dirs(&self) -> BTreeSet<PathBuf> {
+        self.dirs.read().map(|d| d.clone()).unwrap_or_default()
+    }
+
+    /// When to re-arm a watch that failed, if one did.
+    fn retry_in(&self) -> Option<Duration> {
+        self.retry
+    }
+
+    /// Watches exactly `wanted` and their parents, each watch made anew: a directory that was
+    /// deleted, replaced or mounted over since the last call is watched where it is now.
+    /// Whether every watch could be armed.
+    fn arm(&mut self, wanted: BTreeSet<PathBuf>) -> bool {
+        if let Ok(mut dirs) = self.dirs.write() {
+            dirs.clone_from(&wanted);
+        }
         if wanted.is_empty() {
             self.watcher = None;
-            self.watched.clear();
-            return;
+            self.armed.clear();
+            self.retry = None;
+            return true;
         }
-        let watched = std::mem::take(&mut self.watched);
+        let armed = std::mem::take(&mut self.armed);
         let Some(watcher) = self.watcher() else {
-            return;
+            self.metrics.config_watch_error();
+            self.back_off();
+            return false;
         };
-        for gone in watched.difference(&wanted) {
-            let _ = watcher.unwatch(gone);
+        for path in &armed {
+            let _ = watcher.unwatch(path);
         }
-        for new in wanted.difference(&watched) {
-            if let Err(error) = watcher.watch(new, notify::RecursiveMode::NonRecursive) {
-                tracing::warn!(dir = %new.display(), %error, "cannot watch; its changes are applied on SIGHUP only");
+        let paths: BTreeSet<PathBuf> = wanted
+            .iter()
+            .flat_map(|dir| std::iter::once(dir.clone()).chain(dir.parent().map(Path::to_path_buf)))
+            .collect();
+        let mut armed = BTreeSet::new();
+        let mut failures = Vec::new();
+        for path in paths {
+            match watcher.watch(&path, notify::RecursiveMode::NonRecursive) {
+                Ok(()) => {
+                    armed.insert(path);
+                }
+                Err(error) => failures.push((path, error)),
             }
         }
-        self.watched = wanted;
+        self.armed = armed;
+        if failures.is_empty() {
+            if self.retry.take().is_some() {
+                tracing::info!("every configuration directory is watched again");
+            }
+            return true;
+        }
+        let first = self.retry.is_none();
+        self.back_off();
+        for (path, error) in &failures {
+            self.metrics.config_watch_error();
+            // The first failure of a streak is a warning; its retries are not news.
+            if first {
+                tracing::warn!(dir = %path.display(), %error, "cannot watch; retrying, and its changes are applied on SIGHUP until then");
+            } else {
+                tracing::debug!(dir = %path.display(), %error, "still cannot watch");
+            }
+        }
+        false
+    }
+
+    /// Sets the next retry: [`RETRY_FIRST`] after a success, twice the last one after a failure,
+    /// at most [`RETRY_MAX`].
+    fn back_off(&mut self) {
+        self.retry = Some(self.retry.map_or(RETRY_FIRST, |r| (r * 2).min(RETRY_MAX)));
     }
 
     fn watcher(&mut self) -> Option<&mut notify::RecommendedWatcher> {
         if self.watcher.is_none() {
             let events = self.events.clone();
+            let dirs = Arc::clone(&self.dirs);
             let made = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
                 // Reading the directory opens it, and an open is an event too: only changes
-                // count, or every reload would announce the next one.
-                if event.is_ok_and(|event| !matches!(event.kind, notify::EventKind::Access(_))) {
+                // count, or every reload would announce the next one. An error (the kernel's
+                // queue overflowed) may hide a change: reload.
+                let relevant = match event {
+                    Ok(event) => {
+                        !matches!(event.kind, notify::EventKind::Access(_))
+                            && concerns(&dirs, &event.paths)
+                    }
+                    Err(_) => true,
+                };
+                if relevant {
                     // A reload is already due when the channel is full.
                     let _ = events.try_send(());
                 }
@@ -243,10 +384,23 @@ impl Watches {
             match made {
                 Ok(watcher) => self.watcher = Some(watcher),
                 Err(error) => {
-                    tracing::warn!(%error, "cannot watch for configuration changes; they are applied on SIGHUP only");
+                    tracing::warn!(%error, "cannot watch for configuration changes; retrying, and they are applied on SIGHUP until then");
                 }
             }
         }
         self.watcher.as_mut()
     }
+}
+
+/// Whether an event on `paths` concerns a watched directory: something in it, or the
+/// directory itself (deleted, created, renamed, seen from its parent). Other entries of a
+/// parent are not ours.
+fn concerns(dirs: &RwLock<BTreeSet<PathBuf>>, paths: &[PathBuf]) -> bool {
+    let Ok(dirs) = dirs.read() else {
+        return true;
+    };
+    paths.is_empty()
+        || paths.iter().any(|path| {
+            dirs.contains(path) || path.parent().is_some_and(|parent| dirs.contains(parent))
+        })
 }

@@ -4,9 +4,13 @@
 //! Each run starts from an empty environment with `MESHDNS_UPSTREAMS` pointing at a closed
 //! loopback port, so nothing reads the machine's resolv.conf or sends a packet off the host.
 
+mod support;
+
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
+
+use support::scratch::Scratch;
 
 /// Longer than any of these runs should take; a run still going then has hung.
 const RUN_LIMIT: Duration = Duration::from_secs(10);
@@ -211,5 +215,74 @@ fn a_privileged_port_without_privilege_exits_71_with_the_port_53_hint() {
     assert!(
         stderr.contains("CAP_NET_BIND_SERVICE") && stderr.contains("ip_unprivileged_port_start"),
         "hints at port 53: {stderr}"
+    );
+}
+
+#[test]
+fn an_empty_file_in_the_configuration_directory_exits_64_naming_the_variable() {
+    let dir = Scratch::new("binary-empty");
+    dir.file("MESHDNS_CLUSTERS", "\n");
+    let shown = dir.0.display().to_string();
+    let output = meshdns(&[], &[("MESHDNS_CONFIG_DIR", &shown)]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("MESHDNS_CLUSTERS"), "{stderr}");
+    assert!(stderr.contains("delete its file"), "{stderr}");
+}
+
+/// The walkthrough's pre-check: each env file's values are taken whole (a `MESHDNS_CLUSTERS`
+/// with spaces is not cut at the first one, as `env $(grep … | tr …)` did), so a bad cluster
+/// after the first is caught.
+#[test]
+fn check_with_env_files_reads_each_value_whole_and_catches_a_bad_cluster() {
+    let dir = Scratch::new("binary-env-file");
+    let local = dir.file(
+        "local.env",
+        "MESHDNS_LOCAL_CLUSTER=a\nMESHDNS_UPSTREAMS=127.0.0.1:1\n",
+    );
+    let good = dir.file(
+        "clusters.env",
+        "# the same in every cluster\nMESHDNS_CLUSTERS=a=127.0.0.2:30053; b=127.0.0.3:30053 transport=tcp\n",
+    );
+    let output = meshdns(&["--check", "--env-file", &good, "--env-file", &local], &[]);
+    let stdout = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert!(stdout.contains("127.0.0.3:30053 (tcp)"), "{stdout}");
+    // Cluster b over TLS without a CA bundle: refused, though cluster a alone would pass.
+    let bad = dir.file(
+        "bad.env",
+        "MESHDNS_CLUSTERS=a=127.0.0.2:30053; b=127.0.0.3:30853 transport=tls tls_name=dns.b.example\n",
+    );
+    let output = meshdns(&["--check", "--env-file", &bad, "--env-file", &local], &[]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("MESHDNS_TLS_CA_FILE"), "{stderr}");
+    // The same files as a configuration directory: the same verdict.
+    let conf = Scratch::new("binary-env-dir");
+    conf.file(
+        "MESHDNS_CLUSTERS",
+        "a=127.0.0.2:30053; b=127.0.0.3:30853 transport=tls tls_name=dns.b.example",
+    );
+    let shown = conf.0.display().to_string();
+    let output = meshdns(&["--check"], &[("MESHDNS_CONFIG_DIR", &shown)]);
+    assert_eq!(output.status.code(), Some(64), "{}", text(&output.stderr));
+    // An env file that is not one is named.
+    let output = meshdns(&["--check", "--env-file", "/nonexistent/x.env"], &[]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("/nonexistent/x.env"), "{stderr}");
+}
+
+#[test]
+fn an_oversized_file_exits_64_without_being_read_whole() {
+    let dir = Scratch::new("binary-oversized");
+    std::os::unix::fs::symlink("/dev/zero", dir.0.join("MESHDNS_CLUSTERS")).unwrap();
+    let shown = dir.0.display().to_string();
+    let output = meshdns(&["--check"], &[("MESHDNS_CONFIG_DIR", &shown)]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
+    assert!(
+        stderr.contains("MESHDNS_CLUSTERS") && stderr.contains("64 KiB"),
+        "{stderr}"
     );
 }

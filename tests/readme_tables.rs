@@ -40,7 +40,7 @@ fn the_readme_configuration_table_is_the_variable_table() {
                 format!("`{}`", v.name),
                 v.default.map_or("unset".to_string(), |d| format!("`{d}`")),
                 v.meaning.to_string(),
-                if v.restart { "restart" } else { "live" }.to_string(),
+                v.applies().to_string(),
             ]
         })
         .collect();

@@ -14,24 +14,15 @@ use std::time::Duration;
 
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::RecordType;
-use support::{Answer, Behaviour, FakeDns, frame_of, query, read_frame, rr, udp_raw_within};
+use support::{
+    Answer, Behaviour, FakeDns, frame_of, free_port, query, read_frame, rr, udp_raw_within,
+};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpStream, UdpSocket};
 
 const FAST: &str = "fast.example.com.";
 const SLOW_ANSWER: Duration = Duration::from_millis(1000);
 const IN_FLIGHT: usize = 50;
-
-/// A port free for UDP and TCP on 127.0.0.1 a moment ago (the binary must be told its port).
-fn free_port() -> u16 {
-    loop {
-        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let port = udp.local_addr().unwrap().port();
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_under_load_answers_in_flight_queries_and_exits_0() {

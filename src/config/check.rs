@@ -1,12 +1,19 @@
 //! `meshdns --check`: the effective configuration and the routing table, as an operator reads
 //! them when a name does not resolve. Every variable is shown with the value in force after
 //! defaults and where it came from (default, environment, configuration directory).
+//!
+//! A restart-only variable set by a file of the configuration directory to something else
+//! than the environment gives is shown as pending, next to the environment's value: `--check`
+//! cannot ask the running process, so it takes the value in force to be what the environment
+//! (or the default) gives, as for a process started before the file said otherwise. The
+//! running process logs each such change with both values and counts it as
+//! `restart_required`.
 
 use std::fmt::Write;
 use std::net::SocketAddr;
 
 use super::variables::*;
-use super::{Config, Endpoint, Transport, UpstreamSource, show_duration};
+use super::{Config, Endpoint, Source, Transport, UpstreamSource, show_duration};
 
 /// What a host-name endpoint resolved to for `--check`: its addresses, or why none.
 pub type Resolved = Vec<(Endpoint, Result<Vec<SocketAddr>, String>)>;
@@ -21,7 +28,7 @@ pub fn render_check(config: &Config, resolved: &Resolved) -> String {
         .map(|variable| {
             [
                 variable.name.to_string(),
-                effective(config, variable.name),
+                shown(config, variable.name),
                 config.settings.source(variable.name).to_string(),
             ]
         })
@@ -108,8 +115,27 @@ pub fn render_check(config: &Config, resolved: &Resolved) -> String {
     out
 }
 
+/// [`effective`], and for a restart-only variable that a file changed, the value in force too.
+fn shown(config: &Config, variable: &str) -> String {
+    let value = effective(config, variable);
+    let from_file = matches!(config.settings.source(variable), Source::ConfigDir(_));
+    if !RESTART_ONLY.contains(&variable) || !from_file {
+        return value;
+    }
+    let in_force = super::value(&config.environment, variable);
+    if in_force == super::value(&config.settings, variable) {
+        return value;
+    }
+    let in_force = if in_force.is_empty() {
+        "(empty)"
+    } else {
+        in_force
+    };
+    format!("{value} (pending a restart; in force: {in_force}, from the environment or default)")
+}
+
 /// The value in force for `variable`, as an operator would write it.
-fn effective(config: &Config, variable: &str) -> String {
+pub(crate) fn effective(config: &Config, variable: &str) -> String {
     match variable {
         LISTEN => format!("{} (udp and tcp)", join(&config.listen)),
         ALLOW_FROM => join(&config.allow_from),
@@ -198,13 +224,18 @@ fn or_dash(text: String) -> String {
     if text.is_empty() { "-".into() } else { text }
 }
 
-/// Rows under a header, each column as wide as its widest cell plus two spaces, so that no two
-/// columns ever run together.
+/// The widest a cell may make its column: a longer one (the list of every cluster) overflows
+/// its own row instead of padding every other row to its width, which would make the table
+/// grow with the square of the number of clusters.
+const MAX_COLUMN: usize = 48;
+
+/// Rows under a header, each column as wide as its widest cell (up to [`MAX_COLUMN`]) plus two
+/// spaces, so that no two columns ever run together.
 fn table<const N: usize>(header: &[[String; N]], rows: &[[String; N]]) -> String {
     let mut widths = [0usize; N];
     for row in header.iter().chain(rows) {
         for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
+            *width = (*width).max(cell.chars().count().min(MAX_COLUMN));
         }
     }
     let mut out = String::new();
@@ -308,6 +339,30 @@ mod tests {
             text.contains("dns-c.example.net:853 [unresolved: the name has no A or AAAA record] (tls, tls_name dns-c.example.net.)"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_restart_only_value_from_a_file_is_shown_pending_next_to_the_one_in_force() {
+        let dir = crate::certificates::tests::Scratch::new("check-restart");
+        dir.file("MESHDNS_THREADS", "4");
+        dir.file("MESHDNS_TIMEOUT", "3s");
+        let config = config_from(&[
+            ("MESHDNS_CONFIG_DIR", &dir.0.display().to_string()),
+            ("MESHDNS_THREADS", "2"),
+        ]);
+        let text = render_check(&config.unwrap(), &Vec::new());
+        let line = |name: &str| {
+            text.lines()
+                .find(|l| l.trim_start().starts_with(name))
+                .unwrap_or_else(|| panic!("{name} missing:\n{text}"))
+                .to_string()
+        };
+        assert!(
+            line("MESHDNS_THREADS ").contains("4 (pending a restart; in force: 2"),
+            "{text}"
+        );
+        // A live variable is simply in force.
+        assert!(!line("MESHDNS_TIMEOUT ").contains("pending"), "{text}");
     }
 
     #[test]

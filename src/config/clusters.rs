@@ -14,6 +14,11 @@ use hickory_proto::rr::Name;
 
 use super::values::{check_cluster_name, parse_host_name, parse_zone};
 
+/// The most clusters `MESHDNS_CLUSTERS` may list. Every cluster is a leg of every gathered
+/// query, so a mesh far beyond this could not answer within a query's deadline anyway; the
+/// bound also keeps validation and the routing table small.
+pub const MAX_CLUSTERS: usize = 256;
+
 /// The port of DNS over TLS (RFC 7858).
 pub const DOT_PORT: u16 = 853;
 
@@ -113,14 +118,26 @@ fn error(token: &str, reason: impl Into<String>) -> EntryError {
     }
 }
 
-/// Parses the whole variable; empty entries (a trailing `;`) are skipped.
+/// Parses the whole variable; empty entries (a trailing `;`) are skipped. More than
+/// [`MAX_CLUSTERS`] entries are refused before any is parsed.
 pub fn parse_clusters(value: &str) -> Result<Vec<ClusterEntry>, EntryError> {
-    value
-        .split(';')
-        .map(str::trim)
-        .filter(|entry| !entry.is_empty())
-        .map(parse_entry)
-        .collect()
+    let entries = || {
+        value
+            .split(';')
+            .map(str::trim)
+            .filter(|entry| !entry.is_empty())
+    };
+    if let Some(extra) = entries().nth(MAX_CLUSTERS) {
+        let name = extra.split_once('=').map_or(extra, |(name, _)| name.trim());
+        return Err(error(
+            name,
+            format!(
+                "is cluster number {}: at most {MAX_CLUSTERS} clusters may be listed",
+                MAX_CLUSTERS + 1
+            ),
+        ));
+    }
+    entries().map(parse_entry).collect()
 }
 
 fn parse_entry(entry: &str) -> Result<ClusterEntry, EntryError> {

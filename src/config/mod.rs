@@ -20,9 +20,10 @@ use hickory_proto::rr::Name;
 
 use crate::certificates::{self, ClientIdentity, ClientTls};
 
+pub(crate) use check::effective;
 pub use check::{Resolved, render_check};
 pub use clusters::{Endpoint, Transport};
-pub use source::{Settings, Source};
+pub use source::{MAX_VALUE, Settings, Source, read_env_file};
 pub use values::{IpNet, show_duration};
 
 use clusters::parse_clusters;
@@ -112,6 +113,19 @@ pub struct TlsFiles {
     pub loaded: ClientTls,
 }
 
+impl TlsFiles {
+    /// The variables whose file's content differs between `self` and `other`: what a
+    /// rotation changed, for the log.
+    pub fn rotated(&self, other: &TlsFiles) -> Vec<&'static str> {
+        [TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE]
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| self.loaded.files.get(*i) != other.loaded.files.get(*i))
+            .map(|(_, variable)| variable)
+            .collect()
+    }
+}
+
 /// Cache bounds and TTL policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CacheConfig {
@@ -160,10 +174,24 @@ impl Config {
         self.clusters.iter().find(|c| c.is_local)
     }
 
-    /// Reads the process environment (only `MESHDNS_*` variables) and the configuration
-    /// directory it names.
-    pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_vars(std::env::vars())
+    /// The clusters in plain words, for the startup line: `a=10.96.0.10:53 (local);
+    /// b=127.0.1.1:30053,dns-c.example.net:53` — addresses and host names as written.
+    pub fn clusters_in_words(&self) -> String {
+        let words: Vec<String> = self
+            .clusters
+            .iter()
+            .map(|cluster| {
+                let endpoints: Vec<String> =
+                    cluster.endpoints.iter().map(ToString::to_string).collect();
+                let local = if cluster.is_local { " (local)" } else { "" };
+                format!("{}={}{local}", cluster.name, endpoints.join(","))
+            })
+            .collect();
+        if words.is_empty() {
+            "none".to_string()
+        } else {
+            words.join("; ")
+        }
     }
 
     /// Builds the configuration from `(name, value)` pairs as if they were the environment:
@@ -201,7 +229,35 @@ fn set<'a>(settings: &'a Settings, name: &str) -> Option<&'a str> {
     settings.get(name).map(str::trim).filter(|v| !v.is_empty())
 }
 
+/// The variables whose empty value would remove something (every peer, the local members, the
+/// zones): empty or whitespace-only is refused for them, from a file or from the environment
+/// alike (a template whose variable was unset renders an empty value in both). Unset one by
+/// deleting its file, or leaving it out of the environment.
+pub const NOT_EMPTY: [&str; 6] = [
+    CLUSTERS,
+    LOCAL_CLUSTER,
+    UPSTREAMS,
+    CLUSTER_ZONE,
+    DISTRIBUTED_ZONES,
+    CLUSTERSET_ZONE,
+];
+
+fn check_not_empty(settings: &Settings) -> Result<(), ConfigError> {
+    match NOT_EMPTY
+        .iter()
+        .find(|name| settings.get(name).is_some_and(|v| v.trim().is_empty()))
+    {
+        Some(name) => Err(ConfigError::new(
+            name,
+            settings.get(name).unwrap_or_default(),
+            "is set but empty; to unset it, delete its file in the configuration directory (or leave it out of the environment)",
+        )),
+        None => Ok(()),
+    }
+}
+
 fn build(settings: Settings, environment: Settings) -> Result<Config, ConfigError> {
+    check_not_empty(&settings)?;
     let listen = list(LISTEN, value(&settings, LISTEN), |t| {
         parse_socket_addr(t, DNS_PORT)
     })?;
@@ -530,8 +586,9 @@ fn clusters(
             true,
         )?);
     }
-    for (i, entry) in entries.iter().enumerate() {
-        if entries[..i].iter().any(|e| e.name == entry.name) {
+    let mut names = std::collections::HashSet::with_capacity(entries.len());
+    for entry in &entries {
+        if !names.insert(entry.name.as_str()) {
             return Err(ConfigError::new(
                 CLUSTERS,
                 &entry.name,
@@ -556,12 +613,13 @@ fn clusters(
     }
     // The local cluster answers first in every merge.
     clusters.sort_by_key(|c| !c.is_local);
-    for (i, a) in clusters.iter().enumerate() {
-        if let Some(b) = clusters[..i].iter().find(|b| b.prefix == a.prefix) {
+    let mut prefixes = std::collections::HashMap::with_capacity(clusters.len());
+    for a in &clusters {
+        if let Some(b) = prefixes.insert(a.prefix.as_str(), a.name.as_str()) {
             return Err(ConfigError::new(
                 CLUSTERS,
                 &format!("prefix={}", a.prefix),
-                format!("is the prefix of both {} and {}", b.name, a.name),
+                format!("is the prefix of both {b} and {}", a.name),
             ));
         }
     }
@@ -610,6 +668,9 @@ fn cluster_from(
                 }
             }
         }
+        // The local cluster is asked through MESHDNS_UPSTREAMS: the options by which the other
+        // clusters reach it (one clusters file serves every cluster) do not apply to it.
+        (_, Some(_)) if is_local => None,
         (_, Some(name)) => {
             return Err(ConfigError::new(
                 CLUSTERS,
@@ -646,17 +707,18 @@ fn check_zones(
     distributed: &[Name],
     clusterset: Option<&Name>,
 ) -> Result<(), ConfigError> {
-    let domains: Vec<&Name> = std::iter::once(cluster_domain)
+    // Sets, so that validation stays linear in the number of clusters.
+    let domains: std::collections::BTreeSet<&Name> = std::iter::once(cluster_domain)
         .chain(clusters.iter().map(|c| &c.domain))
         .collect();
-    let mut seen: Vec<(&Name, &str)> = Vec::new();
+    let mut seen: std::collections::HashMap<&Name, &str> = std::collections::HashMap::new();
     let named = clusters
         .iter()
         .map(|c| (&c.zone, CLUSTER_ZONE))
         .chain(distributed.iter().map(|z| (z, DISTRIBUTED_ZONES)))
         .chain(clusterset.map(|z| (z, CLUSTERSET_ZONE)));
     for (zone, variable) in named {
-        if let Some((_, other)) = seen.iter().find(|(z, _)| *z == zone) {
+        if let Some(other) = seen.get(zone) {
             return Err(ConfigError::new(
                 variable,
                 &zone.to_ascii(),
@@ -673,7 +735,7 @@ fn check_zones(
                 ),
             ));
         }
-        seen.push((zone, variable));
+        seen.insert(zone, variable);
     }
     Ok(())
 }

@@ -6,12 +6,21 @@
 //! most likely stands for), except the service-link variables Kubernetes injects for a Service
 //! named `meshdns`. In the directory, hidden entries (the kubelet's `..data` and timestamped
 //! directories) and files not named `MESHDNS_*` are skipped.
+//!
+//! No value is longer than [`MAX_VALUE`]: a file is read no further than one byte past it, and
+//! a longer environment variable is refused before anything parses it, so a wrong file (or a
+//! runaway template) costs neither memory nor time.
 
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::ConfigError;
 use super::variables::{self, CONFIG_DIR};
+
+/// The longest value of any variable, from a file or the environment: 64 KiB holds 256
+/// clusters with several endpoints and options each, and no meaningful value comes near it.
+pub const MAX_VALUE: usize = 64 * 1024;
 
 /// Where a value came from (shown by `--check`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,7 +35,7 @@ impl std::fmt::Display for Source {
         match self {
             Source::Default => f.write_str("default"),
             Source::Environment => f.write_str("environment"),
-            Source::ConfigDir(file) => write!(f, "config directory ({})", file.display()),
+            Source::ConfigDir(file) => write!(f, "configuration directory ({})", file.display()),
         }
     }
 }
@@ -35,6 +44,56 @@ impl std::fmt::Display for Source {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Settings {
     values: BTreeMap<&'static str, (String, Source)>,
+}
+
+/// The content of `path`, read no further than one byte past `limit`; `variable` is what an
+/// error names.
+fn read_text(variable: &str, path: &Path, limit: usize) -> Result<String, ConfigError> {
+    let shown = path.display().to_string();
+    let unreadable = |error: std::io::Error| {
+        ConfigError::new(variable, &shown, format!("cannot be read ({error})"))
+    };
+    let file = std::fs::File::open(path).map_err(unreadable)?;
+    let mut bytes = Vec::new();
+    file.take(u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(unreadable)?;
+    if bytes.len() > limit {
+        return Err(ConfigError::new(
+            variable,
+            &shown,
+            format!(
+                "is longer than {} KiB; is this the right file?",
+                limit / 1024
+            ),
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| ConfigError::new(variable, &shown, "is not UTF-8 text"))
+}
+
+/// The `KEY=VALUE` lines of an env file (`meshdns --check --env-file`), as a ConfigMap's
+/// `configMapGenerator` `envs:` and `docker run --env-file` read them: blank lines and `#`
+/// comments skipped, the value everything after the first `=`, spaces included — so a
+/// `MESHDNS_CLUSTERS` with spaces is checked whole, as the sidecar will read it.
+pub fn read_env_file(path: &Path) -> Result<Vec<(String, String)>, ConfigError> {
+    const FLAG: &str = "--env-file";
+    let text = read_text(FLAG, path, MAX_VALUE * variables::VARIABLES.len())?;
+    let mut pairs = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        let line = line.trim_start();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (name, value) = line.split_once('=').ok_or_else(|| {
+            ConfigError::new(
+                FLAG,
+                &format!("{}:{}", path.display(), number + 1),
+                "is not a KEY=VALUE line",
+            )
+        })?;
+        pairs.push((name.trim_end().to_string(), value.to_string()));
+    }
+    Ok(pairs)
 }
 
 /// `MESHDNS_SERVICE_HOST`, `MESHDNS_PORT`, `MESHDNS_PORT_53_UDP_PROTO`, …: what Kubernetes
@@ -67,6 +126,13 @@ impl Settings {
         let mut settings = Settings::default();
         for (name, value) in found {
             let variable = variables::find(&name).ok_or_else(|| unknown(&name))?;
+            if value.len() > MAX_VALUE {
+                return Err(ConfigError::new(
+                    variable.name,
+                    "(its value in the environment)",
+                    format!("is longer than {} KiB", MAX_VALUE / 1024),
+                ));
+            }
             settings
                 .values
                 .insert(variable.name, (value, Source::Environment));
@@ -101,13 +167,7 @@ impl Settings {
                     "can only be set in the environment",
                 ));
             }
-            let value = std::fs::read_to_string(&path).map_err(|error| {
-                ConfigError::new(
-                    variable.name,
-                    &path.display().to_string(),
-                    format!("cannot be read ({error})"),
-                )
-            })?;
+            let value = read_text(variable.name, &path, MAX_VALUE)?;
             // A ConfigMap value usually ends with a newline.
             let value = value.trim_end_matches(['\n', '\r']).to_string();
             self.values

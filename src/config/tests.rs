@@ -331,3 +331,167 @@ fn an_unreadable_or_empty_tls_file_is_named() {
     assert_eq!(err.variable, "MESHDNS_TLS_CERT_FILE");
     assert!(err.reason.contains("no certificate"), "{err}");
 }
+
+use crate::certificates::tests::Scratch;
+
+#[test]
+fn an_empty_value_is_refused_for_every_variable_whose_emptiness_would_remove_something() {
+    let dir = Scratch::new("config-empty");
+    for variable in NOT_EMPTY {
+        for empty in ["", " \n\t", "\n"] {
+            // From a file of the configuration directory …
+            std::fs::write(dir.0.join(variable), empty).unwrap();
+            let err =
+                config_from(&[("MESHDNS_CONFIG_DIR", &dir.0.display().to_string())]).unwrap_err();
+            std::fs::remove_file(dir.0.join(variable)).unwrap();
+            assert_eq!(err.variable, variable, "{empty:?}: {err}");
+            assert!(err.reason.contains("delete its file"), "{err}");
+            // … and from the environment alike.
+            let mut vars = vec![(variable.to_string(), empty.to_string())];
+            if variable != UPSTREAMS {
+                vars.push((UPSTREAMS.into(), "127.0.0.1:5300".into()));
+            }
+            let err = Config::from_vars(vars).unwrap_err();
+            assert_eq!(err.variable, variable, "{empty:?}: {err}");
+        }
+    }
+    // Deleting the file (or leaving the variable out) is how to unset one.
+    assert!(config_from(&[("MESHDNS_CONFIG_DIR", &dir.0.display().to_string())]).is_ok());
+}
+
+#[test]
+fn a_file_over_64_kib_is_refused_without_being_read_past_the_limit() {
+    let dir = Scratch::new("config-large");
+    // An endless file: read whole, it would never end.
+    std::os::unix::fs::symlink("/dev/zero", dir.0.join("MESHDNS_CLUSTERS")).unwrap();
+    let err = config_from(&[("MESHDNS_CONFIG_DIR", &dir.0.display().to_string())]).unwrap_err();
+    assert_eq!(err.variable, "MESHDNS_CLUSTERS");
+    assert!(err.reason.contains("64 KiB"), "{err}");
+    std::fs::remove_file(dir.0.join("MESHDNS_CLUSTERS")).unwrap();
+    // One byte over the limit, as a file and in the environment.
+    let large = format!("b=10.9.0.1 {}", "x".repeat(MAX_VALUE));
+    std::fs::write(dir.0.join("MESHDNS_CLUSTERS"), &large).unwrap();
+    let err = config_from(&[("MESHDNS_CONFIG_DIR", &dir.0.display().to_string())]).unwrap_err();
+    assert_eq!(err.variable, "MESHDNS_CLUSTERS");
+    let err = config_from(&[("MESHDNS_CLUSTERS", &large)]).unwrap_err();
+    assert_eq!(err.variable, "MESHDNS_CLUSTERS");
+}
+
+/// `c0=10.0.0.1:30053,10.0.1.1:30053; c1=…`: `n` clusters of two endpoints.
+fn clusters(n: usize) -> String {
+    (0..n)
+        .map(|i| {
+            format!(
+                "c{i}=10.{}.{}.1:30053,10.{}.{}.2:30053",
+                i / 250,
+                i % 250,
+                i / 250,
+                i % 250
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[test]
+fn cluster_257_is_refused_and_256_validate_with_the_routing_table_linear_in_size() {
+    let err = config_from(&[("MESHDNS_CLUSTERS", &clusters(257))]).unwrap_err();
+    assert_eq!(
+        (err.variable.as_str(), err.token.as_str()),
+        ("MESHDNS_CLUSTERS", "c256")
+    );
+    assert!(err.reason.contains("at most 256"), "{err}");
+    // Validation and --check grow linearly: twice the clusters, about twice the output (a table
+    // padded to its longest cell grew with the square).
+    let size = |n: usize| {
+        let config = config_from(&[("MESHDNS_CLUSTERS", &clusters(n))]).unwrap();
+        assert_eq!(config.clusters.len(), n);
+        render_check(&config, &Vec::new()).len()
+    };
+    let (half, full) = (size(128), size(256));
+    assert!(
+        full < half * 5 / 2,
+        "128 clusters: {half} bytes, 256: {full} bytes"
+    );
+}
+
+#[test]
+fn an_env_file_keeps_each_value_whole_spaces_included() {
+    let dir = Scratch::new("config-envfile");
+    let file = dir.0.join("clusters.env");
+    std::fs::write(
+        &file,
+        "# shared by every cluster\n\nMESHDNS_CLUSTERS=a=10.8.0.1:30053; b=10.9.0.1:30053 transport=tcp\n",
+    )
+    .unwrap();
+    let pairs = read_env_file(&file).unwrap();
+    assert_eq!(
+        pairs,
+        vec![(
+            "MESHDNS_CLUSTERS".to_string(),
+            "a=10.8.0.1:30053; b=10.9.0.1:30053 transport=tcp".to_string()
+        )]
+    );
+    std::fs::write(&file, "MESHDNS_CLUSTERS\n").unwrap();
+    let err = read_env_file(&file).unwrap_err();
+    assert_eq!(err.variable, "--env-file");
+    assert!(err.token.ends_with("clusters.env:1"), "{err}");
+}
+
+#[test]
+fn a_rotation_names_the_variable_of_each_file_that_changed() {
+    let dir = Scratch::new("config-rotated");
+    let write_pair = |issuer: &rcgen::Issuer<'_, &rcgen::KeyPair>| {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["client.test".to_string()])
+            .unwrap()
+            .signed_by(&key, issuer)
+            .unwrap();
+        std::fs::write(dir.0.join("tls.crt"), cert.pem()).unwrap();
+        std::fs::write(dir.0.join("tls.key"), key.serialize_pem()).unwrap();
+    };
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = params.self_signed(&ca_key).unwrap();
+    std::fs::write(dir.0.join("ca.crt"), ca.pem()).unwrap();
+    let issuer = rcgen::Issuer::new(params, &ca_key);
+    write_pair(&issuer);
+    let file = |name: &str| dir.0.join(name).display().to_string();
+    let load = || {
+        config_from(&[
+            ("MESHDNS_TLS_CA_FILE", &file("ca.crt")),
+            ("MESHDNS_TLS_CERT_FILE", &file("tls.crt")),
+            ("MESHDNS_TLS_KEY_FILE", &file("tls.key")),
+        ])
+        .unwrap()
+        .tls
+        .unwrap()
+    };
+    let before = load();
+    assert!(before.rotated(&load()).is_empty());
+    // cert-manager renews the client certificate: a new certificate and key, the same CA.
+    write_pair(&issuer);
+    assert_eq!(
+        before.rotated(&load()),
+        ["MESHDNS_TLS_CERT_FILE", "MESHDNS_TLS_KEY_FILE"]
+    );
+}
+
+/// One clusters file serves every cluster: the local cluster's own entry may say how the others
+/// reach it over TLS (the walkthrough's step 9), and is asked through the upstreams anyway.
+#[test]
+fn the_local_cluster_may_carry_the_tls_options_the_others_use() {
+    let config = config_from(&[
+        ("MESHDNS_LOCAL_CLUSTER", "a"),
+        (
+            "MESHDNS_CLUSTERS",
+            "a=10.8.0.1:30853 transport=tls tls_name=dns.a.mesh.example; b=10.9.0.1:30853 transport=tls tls_name=dns.b.mesh.example",
+        ),
+        ("MESHDNS_TLS_CA_FILE", &ca_file()),
+    ])
+    .unwrap();
+    let a = config.local_cluster().unwrap();
+    assert_eq!((a.transport, a.tls_name.as_ref()), (Transport::Udp, None));
+    assert_eq!(config.clusters[1].transport, Transport::Tls);
+}

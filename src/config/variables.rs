@@ -10,9 +10,24 @@ pub struct Variable {
     /// (the meaning says which).
     pub default: Option<&'static str>,
     pub meaning: &'static str,
-    /// A change only takes effect after a restart (sockets and threads are made once); every
-    /// other variable is applied live when it changes in `MESHDNS_CONFIG_DIR`.
+    /// A change only takes effect after a restart (sockets, threads, the in-flight cap and the
+    /// log format are made once): the [`RESTART_ONLY`] list. Every other variable is applied
+    /// live when it changes in `MESHDNS_CONFIG_DIR`, but `MESHDNS_CONFIG_DIR` itself, which
+    /// only the environment may set.
     pub restart: bool,
+}
+
+impl Variable {
+    /// When a change takes effect, as `--help` and the README say it.
+    pub fn applies(&self) -> &'static str {
+        if self.name == CONFIG_DIR {
+            "environment only"
+        } else if self.restart {
+            "restart"
+        } else {
+            "live"
+        }
+    }
 }
 
 const fn var(
@@ -177,7 +192,7 @@ pub const VARIABLES: &[Variable] = &[
         CONFIG_DIR,
         None,
         "directory of files named after these variables (a mounted ConfigMap), watched and applied live; a file overrides the environment",
-        true,
+        false,
     ),
     var(
         TLS_CA_FILE,
@@ -198,6 +213,11 @@ pub const VARIABLES: &[Variable] = &[
         false,
     ),
 ];
+
+/// The restart-only variables: a change in `MESHDNS_CONFIG_DIR` is logged with the value in
+/// force and the pending one, counted as `restart_required`, and applied at the next start.
+/// The table's `restart` column; a unit test keeps the two equal.
+pub const RESTART_ONLY: [&str; 5] = [LISTEN, ADMIN_LISTEN, THREADS, MAX_INFLIGHT, LOG_FORMAT];
 
 /// The variable called `name`.
 pub fn find(name: &str) -> Option<&'static Variable> {
@@ -236,9 +256,12 @@ pub fn help() -> String {
     let mut out = String::from(
         "meshdns: a DNS stub resolver for workloads stretched over several Kubernetes clusters\n\
          \n\
-         usage: meshdns [--check | --version | --help]\n\
+         usage: meshdns [--check [--env-file FILE]... | --version | --help]\n\
          \x20 (none)     serve DNS as configured\n\
          \x20 --check    print the effective configuration and routing table, then exit (0, or 64)\n\
+         \x20 --env-file FILE\n\
+         \x20            with --check: KEY=VALUE lines (a ConfigMap's env file) laid over the\n\
+         \x20            environment, each value taken whole, spaces included; repeatable\n\
          \x20 --version  print the version\n\
          \x20 --help     print this text\n\
          \n\
@@ -246,17 +269,25 @@ pub fn help() -> String {
     );
     for variable in VARIABLES {
         let default = variable.default.unwrap_or("(unset)");
-        let restart = if variable.restart { " [restart]" } else { "" };
+        let restart = match variable.applies() {
+            "live" => String::new(),
+            applies => format!(" [{applies}]"),
+        };
         out.push_str(&format!(
             "  {:<width$}  {}{restart}\n  {:<width$}  default: {default}\n",
             variable.name, variable.meaning, ""
         ));
     }
-    out.push_str(
-        "\nDurations take ms, s, m or h (e.g. 500ms, 1.5s). [restart]: a change in \
-         MESHDNS_CONFIG_DIR is logged and applied at the next start.\n\
+    out.push_str(&format!(
+        "\nDurations take ms, s, m or h (e.g. 500ms, 1.5s).\n\
+         [restart]: {} — a change in MESHDNS_CONFIG_DIR is logged, counted as \
+         restart_required, and applied at the next start.\n\
+         Empty is not unset: {} set to an empty value is refused; delete its file (or leave \
+         the variable out) to unset it.\n\
          Exit codes: 0 after a clean shutdown, 64 bad configuration, 71 cannot bind.\n",
-    );
+        RESTART_ONLY.join(", "),
+        super::NOT_EMPTY.join(", "),
+    ));
     out
 }
 
@@ -270,6 +301,22 @@ mod tests {
         assert_eq!(suggestion("MESHDNS_CLUSTRES"), Some(CLUSTERS));
         assert_eq!(suggestion("MESHDNS_TIMEOUTS"), Some(TIMEOUT));
         assert_eq!(suggestion("MESHDNS_SOMETHING_ELSE"), None);
+    }
+
+    #[test]
+    fn the_restart_only_list_is_the_restart_column_of_the_table() {
+        let mut column: Vec<&str> = VARIABLES
+            .iter()
+            .filter(|v| v.restart)
+            .map(|v| v.name)
+            .collect();
+        column.sort_unstable();
+        let mut list = RESTART_ONLY.to_vec();
+        list.sort_unstable();
+        assert_eq!(column, list);
+        let text = help();
+        assert!(text.contains(&RESTART_ONLY.join(", ")), "{text}");
+        assert_eq!(text.matches(" [restart]\n").count(), RESTART_ONLY.len());
     }
 
     #[test]

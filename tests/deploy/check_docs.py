@@ -8,7 +8,8 @@ Usage: check_docs.py REPO_ROOT
 - every MESHDNS_* variable named in docs/, k8s/ and the Dockerfile is one of the README's
   configuration table (which a Rust test keeps equal to the variable table the parser and
   --help use), and every meshdns_* metric one of docs/design.md's observability list;
-- relative links in docs/ point at files that exist.
+- relative links in docs/ point at files that exist;
+- no pre-check feeds meshdns --check through `env $(...)` word splitting.
 Prints one PASS/FAIL line per check, exits 1 on any failure.
 """
 import pathlib
@@ -111,6 +112,13 @@ def main():
                         if m not in METRICS}
     check(f"every MESHDNS_* variable named is one of {DESIGN}'s", not bad_vars, f"{sorted(bad_vars)}")
     check(f"every meshdns_* metric named is one of {DESIGN}'s", not bad_metrics, f"{sorted(bad_metrics)}")
+
+    # A pre-check fed by word splitting (`env $(grep … | tr '\n' ' ') meshdns --check`) cuts
+    # MESHDNS_CLUSTERS at its first space and passes what it never saw; --env-file reads it whole.
+    split = [f"{p.relative_to(root)}" for p in list((root / "docs").glob("**/*.md")) + [root / "README.md"]
+             if re.search(r"^\s*env \$\(", p.read_text(), re.M)]
+    check("no pre-check builds the environment by word splitting (env $(...)); use --env-file", not split,
+          f"{split}")
 
     broken = []
     for p in (root / "docs").glob("**/*.md"):

@@ -356,6 +356,13 @@ absorb "dashboard" "$PY" "$HERE/check_dashboard.py" k8s/grafana/meshdns.json REA
 
 # ---------------------------------------------------------------- docs
 absorb "docs" "$PY" "$HERE/check_docs.py" "$ROOT"
+# Every command block of the walkthrough that runs offline, run (in a network namespace of its
+# own), its meshdns --check also against a broken cluster list; needs the built binary.
+if [ -n "${MESHDNS_BIN:-}" ]; then
+    absorb "walkthrough" "$PY" "$HERE/run_walkthrough.py" "$ROOT"
+else
+    fail "walkthrough: no built meshdns binary to run its blocks with (target/{release,debug}/meshdns or MESHDNS_BIN)"
+fi
 # The repository carries its own design document (docs/design.md); no tracked file may point
 # at a document outside it. The patterns are assembled here so this file does not match itself.
 outside_refs() {

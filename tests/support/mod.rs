@@ -10,6 +10,7 @@
 
 pub mod admin;
 pub mod configmap;
+pub mod scratch;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -865,6 +866,17 @@ pub fn rcode_of(reply: &[u8]) -> ResponseCode {
     Message::from_vec(reply)
         .expect("a DNS message")
         .response_code
+}
+
+/// A port free for UDP and TCP on 127.0.0.1 a moment ago (a binary must be told its port).
+pub fn free_port() -> u16 {
+    loop {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = udp.local_addr().unwrap().port();
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// Asks until `want` holds, at most `tries` times, 100 ms apart; whether it came to hold.
