@@ -266,7 +266,7 @@ fn apply_option(
             let networks = items(
                 token,
                 value,
-                "cidr= names no network (e.g. cidr=10.9.0.0/16,fd00:9::/56)",
+                "names no network (e.g. cidr=10.9.0.0/16,fd00:9::/56)",
             )?;
             for network in networks {
                 entry
@@ -278,7 +278,7 @@ fn apply_option(
             let namespaces = items(
                 token,
                 value,
-                "namespaces= names no namespace (e.g. namespaces=crdb-eu,crdb-eu-2)",
+                "names no namespace (e.g. namespaces=crdb-eu,crdb-eu-2)",
             )?;
             for namespace in namespaces {
                 check_cluster_name(namespace).map_err(|_| {
