@@ -49,18 +49,23 @@ async fn address(meshdns: &Meshdns, name: &str) -> Option<String> {
         .and_then(|line| line.rsplit(' ').next().map(str::to_string))
 }
 
-#[tokio::test]
-async fn names_of_a_claimed_namespace_are_asked_of_its_cluster_verbatim() {
-    let (kube, b) = (cluster_dns(8).await, cluster_dns(9).await);
+/// meshdns in cluster a (which holds `crdb-us`), with `crdb-eu` in cluster b.
+async fn in_cluster_a(kube: &FakeDns, b: &FakeDns) -> Meshdns {
     let clusters = format!("a= namespaces=crdb-us; b={} namespaces=crdb-eu", b.addr);
-    let meshdns = Meshdns::before(
-        &kube,
+    Meshdns::before(
+        kube,
         &[
             ("MESHDNS_LOCAL_CLUSTER", "a"),
             ("MESHDNS_CLUSTERS", &clusters),
         ],
     )
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn names_of_a_claimed_namespace_are_asked_of_its_cluster_verbatim() {
+    let (kube, b) = (cluster_dns(8).await, cluster_dns(9).await);
+    let meshdns = in_cluster_a(&kube, &b).await;
     let reply = udp(meshdns.addr, &query(NODE_EU, RecordType::A)).await;
     assert_eq!(reply.answer_lines(), [format!("{NODE_EU} A 10.9.1.0")]);
     assert_eq!(
@@ -89,15 +94,7 @@ async fn names_of_a_claimed_namespace_are_asked_of_its_cluster_verbatim() {
 #[tokio::test]
 async fn other_namespaces_and_the_local_clusters_stay_with_kube_dns() {
     let (kube, b) = (cluster_dns(8).await, cluster_dns(9).await);
-    let clusters = format!("a= namespaces=crdb-us; b={} namespaces=crdb-eu", b.addr);
-    let meshdns = Meshdns::before(
-        &kube,
-        &[
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            ("MESHDNS_CLUSTERS", &clusters),
-        ],
-    )
-    .await;
+    let meshdns = in_cluster_a(&kube, &b).await;
     assert_eq!(
         address(&meshdns, NODE_US).await.as_deref(),
         Some("10.8.2.0")
