@@ -16,7 +16,10 @@ use std::time::Duration;
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::rdata::PTR;
 use hickory_proto::rr::{RData, Record, RecordType};
-use support::{Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, query, rr, udp, without_id};
+use support::configmap::ConfigMapDir;
+use support::{
+    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, eventually, query, rr, udp, without_id,
+};
 
 const B_POD_V4: &str = "10.9.1.4";
 const B_POD_V6: &str = "fd00:9::1:4";
@@ -308,4 +311,50 @@ fn the_test_reverse_names_are_what_resolvers_ask() {
     assert!(v6.starts_with("4.0.0.0.1.0.0.0."), "{v6}");
     assert!(v6.ends_with("9.0.0.0.0.0.d.f.ip6.arpa."), "{v6}");
     assert_eq!(v6.split('.').count(), 35);
+}
+
+#[tokio::test]
+async fn a_reload_with_overlapping_networks_is_rejected_and_the_reverse_route_stays() {
+    let (kube, b) = (kube_dns().start().await, cluster_b().start().await);
+    let c = FakeDns::silent().await;
+    let clusters = |c_networks: &str| {
+        format!(
+            "a= cidr=10.8.0.0/16; b={} cidr=10.9.0.0/16,fd00:9::/56; c={} cidr={c_networks}",
+            b.addr, c.addr
+        )
+    };
+    let mut dir = ConfigMapDir::new(
+        "reverse-overlap",
+        &[("MESHDNS_CLUSTERS", &clusters("10.10.0.0/16"))],
+    );
+    let path = dir.path.display().to_string();
+    let meshdns = Meshdns::before(
+        &kube,
+        &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CONFIG_DIR", &path),
+        ],
+    )
+    .await;
+    // c claims part of b's network: refused whole.
+    dir.update(&[("MESHDNS_CLUSTERS", &clusters("10.9.1.0/24"))]);
+    assert!(
+        eventually(100, || async {
+            meshdns.config_reloads("rejected").await == 1.0
+        })
+        .await
+    );
+    let reply = udp(
+        meshdns.addr,
+        &query(&reverse_name(B_POD_V4), RecordType::PTR),
+    )
+    .await;
+    assert_eq!(
+        reply.answer_lines(),
+        [format!(
+            "{} PTR mongo-4.mongo.db.cluster.b.",
+            reverse_name(B_POD_V4)
+        )]
+    );
+    assert!(c.seen().is_empty());
 }
