@@ -29,6 +29,7 @@ pub mod query;
 pub mod reload;
 pub mod reply;
 pub mod request;
+pub mod reverse;
 pub mod rewrite;
 pub mod route;
 pub mod server;

@@ -222,5 +222,15 @@ async fn resolve(
                 .answer(snapshot.gatherer.clusterset(), &request, deadline)
                 .await
         }
+        Route::Reverse(index) => match snapshot.clusters.get(index) {
+            Some(cluster) => cluster.ask_verbatim(&request, deadline).await,
+            None => reply::servfail_bytes(&request, ExtendedError::NetworkError, "no such cluster"),
+        },
+        Route::Namespace(index) => match snapshot.clusters.get(index) {
+            Some(cluster) => {
+                passthrough::forward(&cluster.upstream, &bytes, &request, deadline).await
+            }
+            None => reply::servfail_bytes(&request, ExtendedError::NetworkError, "no such cluster"),
+        },
     }
 }

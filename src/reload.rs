@@ -185,7 +185,11 @@ fn unchanged_routes<'a>(
         }
         match (old_router.route(key.name()), new_router.route(key.name())) {
             (Route::Passthrough, Route::Passthrough) => upstreams_same,
-            (Route::Cluster(a), Route::Cluster(b)) => old.clusters.get(a) == new.clusters.get(b),
+            (Route::Cluster(a), Route::Cluster(b))
+            | (Route::Reverse(a), Route::Reverse(b))
+            | (Route::Namespace(a), Route::Namespace(b)) => {
+                old.clusters.get(a) == new.clusters.get(b)
+            }
             (Route::Distributed(a), Route::Distributed(b)) => {
                 clusters_same && old.distributed_zones.get(a) == new.distributed_zones.get(b)
             }

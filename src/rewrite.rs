@@ -137,10 +137,7 @@ impl ClusterRoute {
         negative_ttl: Duration,
     ) -> Vec<u8> {
         let Some(asked) = request.queries.first() else {
-            return reply::encode_fitted(
-                &reply::synthesized(request, ResponseCode::FormErr),
-                wire::MAX_MESSAGE,
-            );
+            return form_error(request);
         };
         let Some(upstream_bytes) = self
             .map
@@ -156,7 +153,31 @@ impl ClusterRoute {
             );
             return reply::encode_fitted(&reply, wire::MAX_MESSAGE);
         };
-        let answered = match self.upstream.exchange(&upstream_bytes, deadline).await {
+        self.exchange(request, asked, &upstream_bytes, deadline)
+            .await
+    }
+
+    /// Asks the cluster the question as the client asked it, and maps the reply's names back all
+    /// the same: the reverse route (a PTR target `mongo-4.mongo.db.svc.cluster.local` comes back
+    /// as `mongo-4.mongo.db.cluster.b`, the name that resolves forward to the address).
+    pub async fn ask_verbatim(&self, request: &Message, deadline: Instant) -> Vec<u8> {
+        let (Some(asked), Ok(upstream_bytes)) = (request.queries.first(), request.to_vec()) else {
+            return form_error(request);
+        };
+        self.exchange(request, asked, &upstream_bytes, deadline)
+            .await
+    }
+
+    /// Sends `upstream_bytes` (the client's `request`, question `asked`, as the cluster must see
+    /// it) and maps the reply back for the client.
+    async fn exchange(
+        &self,
+        request: &Message,
+        asked: &Query,
+        upstream_bytes: &[u8],
+        deadline: Instant,
+    ) -> Vec<u8> {
+        let answered = match self.upstream.exchange(upstream_bytes, deadline).await {
             Ok(answered) => answered,
             Err(error) => {
                 tracing::debug!(cluster = self.upstream.name(), %error, "cluster query failed");
@@ -187,6 +208,13 @@ impl ClusterRoute {
         client_reply.metadata.id = request.id;
         reply::encode_fitted(&client_reply, wire::MAX_MESSAGE)
     }
+}
+
+fn form_error(request: &Message) -> Vec<u8> {
+    reply::encode_fitted(
+        &reply::synthesized(request, ResponseCode::FormErr),
+        wire::MAX_MESSAGE,
+    )
 }
 
 /// Maps a record's owner and the names inside its data.

@@ -1,6 +1,11 @@
 //! Routing: which way a query name goes. Zones match on label boundaries and ignore case;
 //! the longest matching zone wins; a name under none of them passes through to kube-dns.
 //!
+//! Besides zones, two kinds of claims route names to one peer: the namespaces a cluster claims
+//! (`namespaces=`, zones `<ns>.svc.<local domain>` in the same table) and the reverse names of
+//! the addresses in its networks (`cidr=`, see [`reverse`](crate::reverse)); a claim of the local
+//! cluster routes nowhere new (kube-dns has its names).
+//!
 //! Routing works on the wire form of the question name, so the cache-hit path can route a
 //! query (for its metric label) without parsing the message.
 
@@ -8,6 +13,7 @@ use hickory_proto::rr::Name;
 use hickory_proto::serialize::binary::BinEncodable;
 
 use crate::config::Config;
+use crate::reverse::Networks;
 use crate::wire;
 
 /// Where a query goes. Indexes point into `Config::clusters` / `Config::distributed_zones`.
@@ -21,6 +27,11 @@ pub enum Route {
     Distributed(usize),
     /// Under the clusterset zone (Kubernetes MCS naming).
     Clusterset,
+    /// The reverse name of an address in `clusters[i]`'s networks: asked of that cluster as is,
+    /// the names of the reply mapped back under its zone.
+    Reverse(usize),
+    /// Under a namespace that `clusters[i]` claims: asked of that cluster verbatim.
+    Namespace(usize),
 }
 
 impl Route {
@@ -31,6 +42,8 @@ impl Route {
             Route::Cluster(_) => RouteKind::Cluster,
             Route::Distributed(_) => RouteKind::Distributed,
             Route::Clusterset => RouteKind::Clusterset,
+            Route::Reverse(_) => RouteKind::Reverse,
+            Route::Namespace(_) => RouteKind::Namespace,
         }
     }
 }
@@ -42,14 +55,18 @@ pub enum RouteKind {
     Cluster,
     Distributed,
     Clusterset,
+    Reverse,
+    Namespace,
 }
 
 impl RouteKind {
-    pub const ALL: [RouteKind; 4] = [
+    pub const ALL: [RouteKind; 6] = [
         RouteKind::Passthrough,
         RouteKind::Cluster,
         RouteKind::Distributed,
         RouteKind::Clusterset,
+        RouteKind::Reverse,
+        RouteKind::Namespace,
     ];
 
     pub fn label(self) -> &'static str {
@@ -58,14 +75,17 @@ impl RouteKind {
             RouteKind::Cluster => "cluster",
             RouteKind::Distributed => "distributed",
             RouteKind::Clusterset => "clusterset",
+            RouteKind::Reverse => "reverse",
+            RouteKind::Namespace => "namespace",
         }
     }
 }
 
-/// The zone table: each zone's lowercase wire form and its route.
+/// The zone table (each zone's lowercase wire form and its route) and the peers' networks.
 #[derive(Debug, Clone)]
 pub struct Router {
     zones: Vec<(Vec<u8>, Route)>,
+    networks: Networks,
 }
 
 impl Router {
@@ -88,13 +108,25 @@ impl Router {
                     .iter()
                     .map(|z| (z, Route::Clusterset)),
             )
+            .chain(
+                config
+                    .clusters
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| !c.is_local)
+                    .flat_map(|(i, c)| c.namespaces.iter().map(move |z| (z, Route::Namespace(i)))),
+            )
             .map(|(zone, route)| (wire_name(zone), route))
             .collect();
-        Self { zones }
+        Self {
+            zones,
+            networks: Networks::new(config),
+        }
     }
 
     /// The route of a question name in wire form (uncompressed labels ending in the root).
-    /// Label starts are tried left to right, so the first zone found is the longest match.
+    /// Label starts are tried left to right, so the first zone found is the longest match;
+    /// a name under no zone may still be the reverse name of a peer's address.
     pub fn route(&self, name: &[u8]) -> Route {
         wire::find_suffix(name, |suffix| {
             self.zones
@@ -102,6 +134,7 @@ impl Router {
                 .find(|(zone, _)| zone.eq_ignore_ascii_case(suffix))
                 .map(|(_, route)| *route)
         })
+        .or_else(|| self.networks.cluster_of(name).map(Route::Reverse))
         .unwrap_or(Route::Passthrough)
     }
 }
@@ -119,7 +152,10 @@ mod tests {
     fn router() -> Router {
         let config = config_from(&[
             ("MESHDNS_LOCAL_CLUSTER", "a"),
-            ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1"),
+            (
+                "MESHDNS_CLUSTERS",
+                "a= cidr=10.8.0.0/16 namespaces=crdb-us; b=10.9.0.1 cidr=10.9.0.0/16 namespaces=crdb-eu,crdb-eu-2",
+            ),
             (
                 "MESHDNS_DISTRIBUTED_ZONES",
                 "distributed.local,deep.cluster.b",
@@ -159,6 +195,26 @@ mod tests {
         assert_eq!(route("x.clusterset.local."), Route::Clusterset);
         assert_eq!(route("example.com."), Route::Passthrough);
         assert_eq!(route("."), Route::Passthrough);
+    }
+
+    #[test]
+    fn a_peers_namespace_and_everything_under_it_go_to_that_peer() {
+        assert_eq!(
+            route("cockroachdb-0.cockroachdb.crdb-eu.svc.cluster.local."),
+            Route::Namespace(1)
+        );
+        assert_eq!(route("CRDB-EU-2.svc.Cluster.Local."), Route::Namespace(1));
+        assert_eq!(route("x.crdb-eu-3.svc.cluster.local."), Route::Passthrough);
+        assert_eq!(route("x.crdb-us.svc.cluster.local."), Route::Passthrough);
+        assert_eq!(route("crdb-eu.cluster.local."), Route::Passthrough);
+    }
+
+    #[test]
+    fn reverse_names_of_a_peers_addresses_go_to_that_peer() {
+        assert_eq!(route("4.1.9.10.in-addr.arpa."), Route::Reverse(1));
+        assert_eq!(route("4.1.8.10.in-addr.arpa."), Route::Passthrough);
+        assert_eq!(route("9.10.in-addr.arpa."), Route::Passthrough);
+        assert_eq!(route("4.1.7.10.in-addr.arpa."), Route::Passthrough);
     }
 
     #[test]

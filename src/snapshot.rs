@@ -152,7 +152,7 @@ impl Snapshot {
     pub fn upstream_failing(&self, route: Route) -> bool {
         match route {
             Route::Passthrough => self.local.is_failing(),
-            Route::Cluster(index) => self
+            Route::Cluster(index) | Route::Reverse(index) | Route::Namespace(index) => self
                 .clusters
                 .get(index)
                 .is_some_and(|c| c.upstream.is_failing()),

@@ -43,6 +43,8 @@ pub fn render_check(config: &Config, resolved: &Resolved) -> String {
         "\nrouting (zones match on label boundaries, case-insensitively; the longest wins)"
     );
     let mut routes: Vec<[String; 4]> = Vec::new();
+    // A cluster's claims (namespaces, networks) come after every zone, as routing tries them.
+    let mut claims: Vec<[String; 4]> = Vec::new();
     for cluster in &config.clusters {
         let asks = if cluster.is_local {
             format!("upstreams {} (udp)", join(&config.upstreams))
@@ -64,6 +66,36 @@ pub fn render_check(config: &Config, resolved: &Resolved) -> String {
             };
             format!("{} ({}{tls})", endpoints.join(","), cluster.transport)
         };
+        let (namespace_route, reverse_route, mapped) = if cluster.is_local {
+            let local = format!("passthrough (cluster {}, local)", cluster.name);
+            (local.clone(), local, "verbatim".to_string())
+        } else {
+            (
+                format!("namespace (cluster {})", cluster.name),
+                format!("reverse (cluster {})", cluster.name),
+                format!(
+                    "verbatim; names NAME.svc.{} in the reply -> NAME.{}",
+                    cluster.domain.to_ascii(),
+                    cluster.zone.to_ascii()
+                ),
+            )
+        };
+        for zone in &cluster.namespaces {
+            claims.push([
+                zone.to_ascii(),
+                namespace_route.clone(),
+                asks.clone(),
+                "verbatim".into(),
+            ]);
+        }
+        for network in &cluster.networks {
+            claims.push([
+                format!("reverse names of {network}"),
+                reverse_route.clone(),
+                asks.clone(),
+                mapped.clone(),
+            ]);
+        }
         routes.push([
             cluster.zone.to_ascii(),
             format!("cluster {}", cluster.name),
@@ -96,6 +128,7 @@ pub fn render_check(config: &Config, resolved: &Resolved) -> String {
             "NAME -> NAME.<domain>; host.CLUSTER.service.ns.svc -> that cluster only".into(),
         ]);
     }
+    routes.append(&mut claims);
     routes.push([
         ". (everything else)".into(),
         "passthrough".into(),
@@ -283,6 +316,40 @@ mod tests {
         assert!(text.contains("b (prefix west-)"), "{text}");
         assert!(text.contains("clusterset.local."), "{text}");
         assert!(text.contains("passthrough"), "{text}");
+    }
+
+    #[test]
+    fn namespace_and_reverse_claims_are_rows_of_the_routing_table() {
+        let config = config_from(&[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            (
+                "MESHDNS_CLUSTERS",
+                "a= cidr=10.8.0.0/16; b=10.9.0.1:30053 cidr=10.9.0.0/16,fd00:9::/56 namespaces=crdb-eu",
+            ),
+        ])
+        .unwrap();
+        let text = render_check(&config, &Vec::new());
+        let row = |start: &str| {
+            text.lines()
+                .find(|l| l.trim_start().starts_with(start))
+                .unwrap_or_else(|| panic!("no row {start}:\n{text}"))
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(
+            row("crdb-eu.svc.cluster.local."),
+            "crdb-eu.svc.cluster.local. namespace (cluster b) 10.9.0.1:30053 (udp) verbatim"
+        );
+        assert_eq!(
+            row("reverse names of 10.9.0.0/16"),
+            "reverse names of 10.9.0.0/16 reverse (cluster b) 10.9.0.1:30053 (udp) verbatim; names NAME.svc.cluster.local. in the reply -> NAME.cluster.b."
+        );
+        assert!(row("reverse names of fd00:9::/56").contains("reverse (cluster b)"));
+        assert!(
+            row("reverse names of 10.8.0.0/16").contains("passthrough (cluster a, local)"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -1,7 +1,12 @@
 //! The `MESHDNS_CLUSTERS` grammar: `NAME=ENDPOINT[,ENDPOINT…] [domain=…] [prefix=…]
-//! [transport=udp|tcp|tls] [tls_name=…]` entries separated by `;`. An endpoint is an address
-//! (`10.9.0.1:30053`, `[fd00::1]:30053`) or a host name (`dns-b.example.net:30053`) that
-//! meshdns resolves; the port defaults to 53, or 853 for `transport=tls`.
+//! [transport=udp|tcp|tls] [tls_name=…] [cidr=…] [namespaces=…]` entries separated by `;`. An
+//! endpoint is an address (`10.9.0.1:30053`, `[fd00::1]:30053`) or a host name
+//! (`dns-b.example.net:30053`) that meshdns resolves; the port defaults to 53, or 853 for
+//! `transport=tls`.
+//!
+//! `cidr=` and `namespaces=` are claims: the cluster's pod and service networks (reverse
+//! lookups of those addresses are its own) and namespaces that live in it only (their names are
+//! asked of it). [`check_claims`] refuses two clusters claiming the same thing.
 //!
 //! Whitespace around tokens, commas and `=` is ignored, so a ConfigMap may spread the list over
 //! several lines. An entry may name no endpoints only when it is the local cluster (whose
@@ -11,7 +16,9 @@
 use std::net::{IpAddr, SocketAddr};
 
 use hickory_proto::rr::Name;
+use ipnet::IpNet;
 
+use super::Cluster;
 use super::values::{check_cluster_name, parse_host_name, parse_zone};
 
 /// The most clusters `MESHDNS_CLUSTERS` may list. Every cluster is a leg of every gathered
@@ -102,6 +109,10 @@ pub struct ClusterEntry {
     pub transport: Option<Transport>,
     /// The name the peer's certificate must carry (`transport=tls`).
     pub tls_name: Option<Name>,
+    /// `cidr=`: its pod and service networks, for reverse lookups.
+    pub networks: Vec<IpNet>,
+    /// `namespaces=`: namespaces that live in this cluster only, each once.
+    pub namespaces: Vec<String>,
 }
 
 /// A parse failure: the offending token and why.
@@ -109,6 +120,13 @@ pub struct ClusterEntry {
 pub struct EntryError {
     pub token: String,
     pub reason: String,
+}
+
+/// Every entry error is about `MESHDNS_CLUSTERS`.
+impl From<EntryError> for super::ConfigError {
+    fn from(e: EntryError) -> Self {
+        Self::new(super::variables::CLUSTERS, &e.token, e.reason)
+    }
 }
 
 fn error(token: &str, reason: impl Into<String>) -> EntryError {
@@ -156,6 +174,8 @@ fn parse_entry(entry: &str) -> Result<ClusterEntry, EntryError> {
         prefix: None,
         transport: None,
         tls_name: None,
+        networks: Vec::new(),
+        namespaces: Vec::new(),
     };
     for token in tokens(rest) {
         match token.split_once('=') {
@@ -259,11 +279,146 @@ fn apply_option(
                     .map_err(|reason| error(token, format!("tls_name {reason}")))?,
             )
         }
+        "cidr" => {
+            let networks = items(
+                token,
+                value,
+                "names no network (e.g. cidr=10.9.0.0/16,fd00:9::/56)",
+            )?;
+            for network in networks {
+                entry
+                    .networks
+                    .push(parse_network(network).map_err(|reason| error(network, reason))?);
+            }
+        }
+        "namespaces" => {
+            let namespaces = items(
+                token,
+                value,
+                "names no namespace (e.g. namespaces=crdb-eu,crdb-eu-2)",
+            )?;
+            for namespace in namespaces {
+                check_cluster_name(namespace).map_err(|_| {
+                    error(
+                        namespace,
+                        "is not a namespace name (a DNS label: a-z, 0-9 and '-', at most 63 characters)",
+                    )
+                })?;
+                if !entry.namespaces.iter().any(|n| n == namespace) {
+                    entry.namespaces.push(namespace.to_string());
+                }
+            }
+        }
         _ => {
             return Err(error(
                 token,
-                "unknown option (known: domain, prefix, transport, tls_name)",
+                "unknown option (known: domain, prefix, transport, tls_name, cidr, namespaces)",
             ));
+        }
+    }
+    Ok(())
+}
+
+/// The items of a comma list option; an empty list is an error (`why`): an option written
+/// without a value is a template whose variable was not filled, not a wish for nothing.
+fn items<'a>(token: &str, value: &'a str, why: &str) -> Result<Vec<&'a str>, EntryError> {
+    let items: Vec<&str> = value
+        .split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .collect();
+    if items.is_empty() {
+        return Err(error(token, why));
+    }
+    Ok(items)
+}
+
+/// A network in CIDR notation with its host part zero (`10.9.0.0/16`, `fd00:9::/56`): a bare
+/// address, or one with host bits set, is refused with the network that was probably meant.
+fn parse_network(token: &str) -> Result<IpNet, String> {
+    let network = token.parse::<IpNet>().map_err(|_| {
+        "is not a network in CIDR notation (e.g. 10.9.0.0/16 or fd00:9::/56)".to_string()
+    })?;
+    if network.prefix_len() == 0 {
+        return Err("claims every address of its family; name the cluster's own networks".into());
+    }
+    if network.trunc() != network {
+        return Err(format!(
+            "has bits set after the prefix length: did you mean {}?",
+            network.trunc()
+        ));
+    }
+    Ok(network)
+}
+
+/// The zones `<ns>.svc.<local domain>.` of an entry's namespaces. Their names are asked of the
+/// cluster verbatim, so it must share the local cluster domain: its DNS answers only its own.
+pub fn namespace_zones(
+    entry: &ClusterEntry,
+    domain: &Name,
+    local_domain: &Name,
+) -> Result<Vec<Name>, EntryError> {
+    let Some(first) = entry.namespaces.first() else {
+        return Ok(Vec::new());
+    };
+    if domain != local_domain {
+        return Err(error(
+            &format!("namespaces={first}"),
+            format!(
+                "needs cluster {} to share the local cluster domain {} (its domain is {}): its names are asked verbatim",
+                entry.name,
+                local_domain.to_ascii(),
+                domain.to_ascii()
+            ),
+        ));
+    }
+    entry
+        .namespaces
+        .iter()
+        .map(|namespace| {
+            Name::from_ascii(namespace)
+                .and_then(|label| label.append_domain(&local_domain.prepend_label("svc")?))
+                .map_err(|e| error(namespace, format!("makes no valid zone: {e}")))
+        })
+        .collect()
+}
+
+/// Refuses claims that two clusters share: a network overlapping another cluster's (a reverse
+/// name would have two owners) and a namespace claimed twice (its names would have two homes).
+/// The local cluster's claims count too: its addresses and namespaces stay with kube-dns, and
+/// a peer claiming them would take them away.
+pub fn check_claims(clusters: &[Cluster]) -> Result<(), EntryError> {
+    for (i, a) in clusters.iter().enumerate() {
+        for b in &clusters[..i] {
+            for network in &a.networks {
+                if let Some(other) = b
+                    .networks
+                    .iter()
+                    .find(|o| o.contains(network) || network.contains(*o))
+                {
+                    return Err(error(
+                        &format!("cidr={network}"),
+                        format!(
+                            "of cluster {} overlaps {other} of cluster {}: a reverse name would have two owners; give each cluster its own networks",
+                            a.name, b.name
+                        ),
+                    ));
+                }
+            }
+            if let Some(zone) = a.namespaces.iter().find(|z| b.namespaces.contains(z)) {
+                let namespace = zone
+                    .iter()
+                    .next()
+                    .map(String::from_utf8_lossy)
+                    .unwrap_or_default();
+                return Err(error(
+                    &format!("namespaces={namespace}"),
+                    format!(
+                        "is claimed by both {} and {}: a namespace lives in one cluster",
+                        b.name, a.name
+                    ),
+                ));
+            }
         }
     }
     Ok(())
@@ -339,9 +494,118 @@ mod tests {
             ("a=10.0.0.1 tls_name=a..b", "tls_name=a..b"),
             ("a=10.0.0.1 prefix=Bad_", "prefix=Bad_"),
             ("a=10.0.0.1 domain=a..b", "domain=a..b"),
+            ("a=10.0.0.1 cidr=", "cidr="),
+            ("a=10.0.0.1 cidr=10.9.0.0", "10.9.0.0"),
+            ("a=10.0.0.1 cidr=10.9.0.0/16,nope/8", "nope/8"),
+            ("a=10.0.0.1 cidr=10.9.0.0/33", "10.9.0.0/33"),
+            ("a=10.0.0.1 cidr=10.9.1.0/16", "10.9.1.0/16"),
+            ("a=10.0.0.1 cidr=0.0.0.0/0", "0.0.0.0/0"),
+            ("a=10.0.0.1 namespaces=", "namespaces="),
+            ("a=10.0.0.1 namespaces= , ", "namespaces=,"),
+            ("a=10.0.0.1 namespaces=crdb-eu,CRDB_EU", "CRDB_EU"),
+            ("a=10.0.0.1 namespaces=-eu", "-eu"),
         ];
         for (value, token) in cases {
             assert_eq!(parse_clusters(value).unwrap_err().token, token, "{value}");
+        }
+    }
+
+    #[test]
+    fn networks_and_namespaces_parse_as_lists() {
+        let entries = parse_clusters(
+            "b=10.9.0.1 cidr=10.9.0.0/16, fd00:9::/56 namespaces=crdb-eu,crdb-eu-2,crdb-eu",
+        )
+        .unwrap();
+        let networks: Vec<String> = entries[0].networks.iter().map(|n| n.to_string()).collect();
+        assert_eq!(networks, ["10.9.0.0/16", "fd00:9::/56"]);
+        assert_eq!(entries[0].namespaces, ["crdb-eu", "crdb-eu-2"]);
+    }
+
+    #[test]
+    fn a_network_with_host_bits_set_suggests_the_network_meant() {
+        let error = parse_clusters("b=10.9.0.1 cidr=10.9.1.0/16").unwrap_err();
+        assert!(
+            error.reason.contains("did you mean 10.9.0.0/16?"),
+            "{}",
+            error.reason
+        );
+    }
+
+    mod claims {
+        use crate::config::tests::config_from;
+
+        fn refused(clusters: &str) -> String {
+            let error = config_from(&[
+                ("MESHDNS_LOCAL_CLUSTER", "a"),
+                ("MESHDNS_CLUSTERS", clusters),
+            ])
+            .unwrap_err();
+            assert_eq!(error.variable, "MESHDNS_CLUSTERS");
+            error.to_string()
+        }
+
+        #[test]
+        fn overlapping_networks_of_two_clusters_are_refused_naming_both() {
+            let error = refused(
+                "a= cidr=10.8.0.0/16; b=10.9.0.1 cidr=10.9.0.0/16; c=10.10.0.1 cidr=10.9.128.0/17",
+            );
+            assert!(error.contains("\"cidr=10.9.128.0/17\""), "{error}");
+            assert!(
+                error.contains("cluster c overlaps 10.9.0.0/16 of cluster b"),
+                "{error}"
+            );
+            let error = refused("a= cidr=fd00::/8; b=10.9.0.1 cidr=fd00:9::/56");
+            assert!(
+                error.contains("cluster b overlaps fd00::/8 of cluster a"),
+                "{error}"
+            );
+        }
+
+        #[test]
+        fn nested_networks_of_one_cluster_are_its_own_business() {
+            let config = config_from(&[(
+                "MESHDNS_CLUSTERS",
+                "b=10.9.0.1 cidr=10.9.0.0/16,10.9.1.0/24; c=10.10.0.1 cidr=10.10.0.0/16",
+            )])
+            .unwrap();
+            assert_eq!(config.clusters[0].networks.len(), 2);
+        }
+
+        #[test]
+        fn a_namespace_claimed_by_two_clusters_is_refused() {
+            let error =
+                refused("b=10.9.0.1 namespaces=crdb-eu; c=10.10.0.1 namespaces=crdb-us,crdb-eu");
+            assert!(
+                error.contains("\"namespaces=crdb-eu\" is claimed by both b and c"),
+                "{error}"
+            );
+            // The local cluster's claim counts: its namespaces stay with kube-dns.
+            let error = refused("a= namespaces=crdb-us; b=10.9.0.1 namespaces=crdb-us");
+            assert!(error.contains("claimed by both a and b"), "{error}");
+        }
+
+        #[test]
+        fn namespace_zones_lie_under_the_local_cluster_domain() {
+            let config = config_from(&[
+                ("MESHDNS_LOCAL_CLUSTER", "a"),
+                (
+                    "MESHDNS_CLUSTERS",
+                    "a= domain=a.example namespaces=crdb-us; b=10.9.0.1 domain=a.example namespaces=crdb-eu",
+                ),
+            ])
+            .unwrap();
+            let zones: Vec<String> = config
+                .clusters
+                .iter()
+                .flat_map(|c| c.namespaces.iter().map(|z| z.to_ascii()))
+                .collect();
+            assert_eq!(zones, ["crdb-us.svc.a.example.", "crdb-eu.svc.a.example."]);
+        }
+
+        #[test]
+        fn a_namespace_route_to_a_cluster_of_another_domain_is_refused() {
+            let error = refused("a=; b=10.9.0.1 domain=b.example namespaces=crdb-eu");
+            assert!(error.contains("\"namespaces=crdb-eu\" needs cluster b to share the local cluster domain cluster.local."), "{error}");
         }
     }
 }

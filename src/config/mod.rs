@@ -99,6 +99,11 @@ pub struct Cluster {
     /// `transport=tls`: the name the peer's certificate must carry (`tls_name=`, or the host
     /// name of the endpoint when it has one).
     pub tls_name: Option<Name>,
+    /// `cidr=`: its pod and service networks; reverse names of their addresses are its own.
+    pub networks: Vec<ipnet::IpNet>,
+    /// `namespaces=`: the zones `<ns>.svc.<local domain>.` of the namespaces that live in this
+    /// cluster only, asked of it verbatim.
+    pub namespaces: Vec<Name>,
     pub is_local: bool,
 }
 
@@ -556,8 +561,7 @@ fn clusters(
     zone_template: &str,
     upstreams: &[SocketAddr],
 ) -> Result<Vec<Cluster>, ConfigError> {
-    let entries = parse_clusters(value(settings, CLUSTERS))
-        .map_err(|e| ConfigError::new(CLUSTERS, &e.token, e.reason))?;
+    let entries = parse_clusters(value(settings, CLUSTERS))?;
     let local = match set(settings, LOCAL_CLUSTER) {
         None => None,
         Some(name) => {
@@ -566,6 +570,12 @@ fn clusters(
             Some(name.to_string())
         }
     };
+    // The domain names of this pod's cluster live in: namespace routes are zones under it.
+    let local_domain = entries
+        .iter()
+        .find(|e| local.as_ref() == Some(&e.name))
+        .and_then(|e| e.domain.as_ref())
+        .unwrap_or(default_domain);
     let mut clusters: Vec<Cluster> = Vec::with_capacity(entries.len() + 1);
     if let Some(local) = &local
         && !entries.iter().any(|e| &e.name == local)
@@ -577,10 +587,12 @@ fn clusters(
             prefix: None,
             transport: None,
             tls_name: None,
+            networks: Vec::new(),
+            namespaces: Vec::new(),
         };
         clusters.push(cluster_from(
             &implicit,
-            default_domain,
+            (default_domain, local_domain),
             zone_template,
             upstreams,
             true,
@@ -605,7 +617,7 @@ fn clusters(
         }
         clusters.push(cluster_from(
             entry,
-            default_domain,
+            (default_domain, local_domain),
             zone_template,
             upstreams,
             is_local,
@@ -613,6 +625,7 @@ fn clusters(
     }
     // The local cluster answers first in every merge.
     clusters.sort_by_key(|c| !c.is_local);
+    clusters::check_claims(&clusters)?;
     let mut prefixes = std::collections::HashMap::with_capacity(clusters.len());
     for a in &clusters {
         if let Some(b) = prefixes.insert(a.prefix.as_str(), a.name.as_str()) {
@@ -626,9 +639,10 @@ fn clusters(
     Ok(clusters)
 }
 
+/// The cluster of `entry`; `domains` are the default cluster domain and the local one.
 fn cluster_from(
     entry: &clusters::ClusterEntry,
-    default_domain: &Name,
+    (default_domain, local_domain): (&Name, &Name),
     zone_template: &str,
     upstreams: &[SocketAddr],
     is_local: bool,
@@ -680,13 +694,15 @@ fn cluster_from(
         }
         (_, None) => None,
     };
+    let domain = entry
+        .domain
+        .clone()
+        .unwrap_or_else(|| default_domain.clone());
+    let namespaces = clusters::namespace_zones(entry, &domain, local_domain)?;
     Ok(Cluster {
         name: entry.name.clone(),
         zone,
-        domain: entry
-            .domain
-            .clone()
-            .unwrap_or_else(|| default_domain.clone()),
+        domain,
         prefix: entry
             .prefix
             .clone()
@@ -694,6 +710,8 @@ fn cluster_from(
         endpoints,
         transport,
         tls_name,
+        networks: entry.networks.clone(),
+        namespaces,
         is_local,
     })
 }

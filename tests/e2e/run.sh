@@ -1314,6 +1314,97 @@ t_rotate() { # the right CA swapped into the Secret-like directory: t answers, s
 	same_process $D_ROTATE
 }
 
+# --- reverse lookups and namespace routes (cidr=, namespaces=): stand-in r, its own instance --
+# Cluster r (index 24: pods 10.24.0.x, fd00:24::x) serves its reverse zones as CoreDNS's
+# kubernetes plugin does for a headless service's pods, and a CockroachDB-style namespace.
+R_NSD=127.0.24.1
+D_REVERSE=127.0.24.2
+R_V6_ZONE=4.2.0.0.0.0.d.f.ip6.arpa
+gen_reverse_zones() { # DIR: 24.10.in-addr.arpa and fd00:24::/32 under ip6.arpa
+	local p
+	{
+		printf '$ORIGIN 24.10.in-addr.arpa.\n$TTL 30\n'
+		printf '@ IN SOA ns.dns.cluster.local. hostmaster.cluster.local. 1 7200 1800 86400 30\n'
+		printf '@ IN NS ns.dns.cluster.local.\n'
+		for p in 0 1 2; do printf '%s.0 IN PTR mongo-%s.mongo.db.svc.cluster.local.\n' $((10 + p)) $p; done
+	} >"$1/v4.zone"
+	{
+		printf '$ORIGIN %s.\n$TTL 30\n' $R_V6_ZONE
+		printf '@ IN SOA ns.dns.cluster.local. hostmaster.cluster.local. 1 7200 1800 86400 30\n'
+		printf '@ IN NS ns.dns.cluster.local.\n'
+		# fd00:24::1p: its last group 001p, nibbles lowest first, then 20 zero nibbles
+		for p in 0 1 2; do
+			printf '%s.1.0.0%s IN PTR mongo-%s.mongo.db.svc.cluster.local.\n' $p "$(printf '.0%.0s' {1..20})" $p
+		done
+	} >"$1/v6.zone"
+}
+r_start() { # stand-in r (NSD) and meshdns claiming r's networks and namespace crdb-eu
+	local d=$WORK/nsd-r
+	mkdir -p "$d"
+	{
+		gen_cluster_zone 24
+		echo 'cockroachdb-0.cockroachdb.crdb-eu.svc IN A 10.24.3.1'
+	} >"$d/cluster.local.zone"
+	gen_reverse_zones "$d"
+	{
+		nsd_conf_control "$d" $R_NSD 'verbosity: 1'
+		nsd_zone cluster.local "$d/cluster.local.zone"
+		nsd_zone 24.10.in-addr.arpa "$d/v4.zone"
+		nsd_zone $R_V6_ZONE "$d/v6.zone"
+	} >"$d/nsd.conf"
+	nsd-checkconf "$d/nsd.conf" >"$d/check.log" 2>&1 || fail_with "nsd-checkconf: $(tail -2 "$d/check.log")" || return 1
+	nsd -d -c "$d/nsd.conf" >>"$d/nsd.log" 2>&1 &
+	NSD_PID[r]=$!
+	PIDS+=($!)
+	wait_listen $! $R_NSD 53 10 || fail_with "stand-in r did not start: $(tail -2 "$d/nsd.log")" || return 1
+	start_meshdns reverse $D_REVERSE \
+		"a= cidr=10.1.0.0/16; r=$R_NSD:53 cidr=10.24.0.0/16,fd00:24::/32 namespaces=crdb-eu" &&
+		make_pod_files reverse $D_REVERSE
+}
+r_ptr() { # IP NAME: dig -x IP answers NAME, whose forward lookup (A or AAAA) gives IP back
+	local type=A
+	[[ $1 == *:* ]] && type=AAAA
+	dq $D_REVERSE -x "$1"
+	want_rcode NOERROR || return 1
+	want_set "PTR of $1" "$2." "$(rr ANSWER PTR | awk '{print $2}')" || return 1
+	dq $D_REVERSE "$2" $type
+	want_rcode NOERROR || return 1
+	want_set "$type of $2" "$1" "$(rr ANSWER $type | awk '{print $2}')"
+}
+r_getent() { # IP NAME: glibc getent hosts IP (a PTR query), then getent ahosts NAME
+	pod_run reverse getent hosts "$1"
+	[[ $POD_RC == 0 ]] || fail_with "getent hosts $1: exit $POD_RC: $POD_OUT" || return 1
+	want_set "getent hosts $1" "$1 $2" "$(awk '{print $1, $2}' <<<"$POD_OUT")" || return 1
+	c_getent reverse "$2" "$1"
+}
+r_python() { # IP NAME: socket.gethostbyaddr, then the forward confirmation
+	pod_run reverse "$PY" -c '
+import socket, sys
+name, _, _ = socket.gethostbyaddr(sys.argv[1])
+print(name, socket.gethostbyname(name))' "$1"
+	[[ $POD_RC == 0 ]] || fail_with "python: exit $POD_RC: $(echo $POD_OUT | tail -c 300)" || return 1
+	want_set "gethostbyaddr($1), gethostbyname" "$2 $1" "$POD_OUT"
+}
+r_local_passthrough() { # an address of the local cluster: kube-dns's answer (NSD a: no such zone)
+	local before
+	before=$(nsd_queries r)
+	dq $D_REVERSE -x 10.1.0.10
+	want_rcode REFUSED || return 1
+	[[ $(nsd_queries r) == "$before" ]] || fail_with "stand-in r was asked ($before -> $(nsd_queries r))"
+}
+r_namespace() { # a CockroachDB node's name, asked of r verbatim: owner under svc.cluster.local
+	local name=cockroachdb-0.cockroachdb.crdb-eu.svc.cluster.local
+	dq $D_REVERSE $name A
+	want_rcode NOERROR || return 1
+	want_set "A" "$name. 10.24.3.1" "$(rr ANSWER A)"
+}
+r_down() { # stand-in r stopped: a reverse name not cached is SERVFAIL, never NXDOMAIN
+	kill -TERM "${NSD_PID[r]}" 2>/dev/null
+	wait "${NSD_PID[r]}" 2>/dev/null
+	dq $D_REVERSE -x 10.24.9.9
+	want_rcode SERVFAIL
+}
+
 # ---------------------------------------------------------------------------------------------
 # Run
 # ---------------------------------------------------------------------------------------------
@@ -1499,6 +1590,17 @@ if [[ $MODE == full ]] && ((setup_ok)); then
 		t_fails_closed $D_NOCERT nocert 'CertificateRequired'
 	case_ "dot: CA bundle of another CA in a Secret-like directory -> cluster t fails (UnknownIssuer)" t_rotate_start
 	case_ "dot: the right CA swapped in kubelet-style -> cluster t answers, no restart" t_rotate
+
+	# Reverse lookups across clusters and namespace routes (docs/design.md), on their own
+	# stand-in r and instance.
+	case_ "reverse: stand-in r with reverse zones, meshdns with cidr= and namespaces= starts" r_start
+	case_ "reverse: dig -x 10.24.0.11 -> mongo-1.mongo.db.cluster.r, which resolves back" r_ptr 10.24.0.11 mongo-1.mongo.db.cluster.r
+	case_ "reverse: dig -x fd00:24::11 (nibbles) -> mongo-1.mongo.db.cluster.r, AAAA back" r_ptr fd00:24::11 mongo-1.mongo.db.cluster.r
+	case_ "reverse: glibc getent hosts 10.24.0.12, then getent ahosts of the name" r_getent 10.24.0.12 mongo-2.mongo.db.cluster.r
+	case_ "reverse: Python socket.gethostbyaddr(10.24.0.10), then gethostbyname" r_python 10.24.0.10 mongo-0.mongo.db.cluster.r
+	case_ "reverse: an address of the local cluster goes to kube-dns, r not asked" r_local_passthrough
+	case_ "namespace: cockroachdb-0.cockroachdb.crdb-eu.svc.cluster.local -> cluster r verbatim" r_namespace
+	case_ "reverse: cluster r stopped -> SERVFAIL, not NXDOMAIN" r_down
 
 	# Faults, each on a fresh meshdns instance (cold cache) with one faulty cluster.
 	kill -TERM "${NSD_PID[d]}" 2>/dev/null
