@@ -23,6 +23,7 @@ pub mod certificates;
 pub mod config;
 pub mod gather;
 pub mod metrics;
+pub mod own_names;
 pub mod passthrough;
 pub mod process;
 pub mod query;
@@ -120,6 +121,7 @@ pub async fn run(
         "meshdns {} serving DNS over UDP and TCP",
         env!("CARGO_PKG_VERSION"),
     );
+    own_names::log_startup(&config);
 
     tokio::select! {
         () = shutdown => tracing::info!("shutting down: draining in-flight queries"),

@@ -222,5 +222,6 @@ async fn resolve(
                 .answer(snapshot.gatherer.clusterset(), &request, deadline)
                 .await
         }
+        Route::SelfName(index) => snapshot.router.own_names().answer(index, &request),
     }
 }

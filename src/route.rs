@@ -1,5 +1,7 @@
-//! Routing: which way a query name goes. Zones match on label boundaries and ignore case;
-//! the longest matching zone wins; a name under none of them passes through to kube-dns.
+//! Routing: which way a query name goes. The pod's own names (exact names, any letter case)
+//! come first: they are answered locally, whatever zone they lie in. Then zones, matched on
+//! label boundaries ignoring case; the longest matching zone wins; a name under none of them
+//! passes through to kube-dns.
 //!
 //! Routing works on the wire form of the question name, so the cache-hit path can route a
 //! query (for its metric label) without parsing the message.
@@ -8,6 +10,7 @@ use hickory_proto::rr::Name;
 use hickory_proto::serialize::binary::BinEncodable;
 
 use crate::config::Config;
+use crate::own_names::OwnNames;
 use crate::wire;
 
 /// Where a query goes. Indexes point into `Config::clusters` / `Config::distributed_zones`.
@@ -21,6 +24,8 @@ pub enum Route {
     Distributed(usize),
     /// Under the clusterset zone (Kubernetes MCS naming).
     Clusterset,
+    /// One of the pod's own names (`OwnNames`' index `i`): answered locally.
+    SelfName(usize),
 }
 
 impl Route {
@@ -31,6 +36,7 @@ impl Route {
             Route::Cluster(_) => RouteKind::Cluster,
             Route::Distributed(_) => RouteKind::Distributed,
             Route::Clusterset => RouteKind::Clusterset,
+            Route::SelfName(_) => RouteKind::SelfName,
         }
     }
 }
@@ -42,14 +48,17 @@ pub enum RouteKind {
     Cluster,
     Distributed,
     Clusterset,
+    /// Label `self`.
+    SelfName,
 }
 
 impl RouteKind {
-    pub const ALL: [RouteKind; 4] = [
+    pub const ALL: [RouteKind; 5] = [
         RouteKind::Passthrough,
         RouteKind::Cluster,
         RouteKind::Distributed,
         RouteKind::Clusterset,
+        RouteKind::SelfName,
     ];
 
     pub fn label(self) -> &'static str {
@@ -58,13 +67,15 @@ impl RouteKind {
             RouteKind::Cluster => "cluster",
             RouteKind::Distributed => "distributed",
             RouteKind::Clusterset => "clusterset",
+            RouteKind::SelfName => "self",
         }
     }
 }
 
-/// The zone table: each zone's lowercase wire form and its route.
+/// The routing table: the pod's own names, then each zone's lowercase wire form and its route.
 #[derive(Debug, Clone)]
 pub struct Router {
+    own: OwnNames,
     zones: Vec<(Vec<u8>, Route)>,
 }
 
@@ -90,12 +101,23 @@ impl Router {
             )
             .map(|(zone, route)| (wire_name(zone), route))
             .collect();
-        Self { zones }
+        Self {
+            own: OwnNames::new(config),
+            zones,
+        }
+    }
+
+    /// The pod's own names, which [`Route::SelfName`] indexes.
+    pub fn own_names(&self) -> &OwnNames {
+        &self.own
     }
 
     /// The route of a question name in wire form (uncompressed labels ending in the root).
     /// Label starts are tried left to right, so the first zone found is the longest match.
     pub fn route(&self, name: &[u8]) -> Route {
+        if let Some(index) = self.own.find(name) {
+            return Route::SelfName(index);
+        }
         wire::find_suffix(name, |suffix| {
             self.zones
                 .iter()

@@ -54,6 +54,12 @@ pub const CONFIG_DIR: &str = "MESHDNS_CONFIG_DIR";
 pub const TLS_CA_FILE: &str = "MESHDNS_TLS_CA_FILE";
 pub const TLS_CERT_FILE: &str = "MESHDNS_TLS_CERT_FILE";
 pub const TLS_KEY_FILE: &str = "MESHDNS_TLS_KEY_FILE";
+pub const POD_IP: &str = "MESHDNS_POD_IP";
+pub const POD_IPS: &str = "MESHDNS_POD_IPS";
+pub const POD_HOSTNAME: &str = "MESHDNS_POD_HOSTNAME";
+pub const POD_SUBDOMAIN: &str = "MESHDNS_POD_SUBDOMAIN";
+pub const POD_NAMESPACE: &str = "MESHDNS_POD_NAMESPACE";
+pub const HOSTS_FILE: &str = "MESHDNS_HOSTS_FILE";
 
 /// Every variable, in the order `--help`, `--check` and the README show them.
 pub const VARIABLES: &[Variable] = &[
@@ -196,6 +202,44 @@ pub const VARIABLES: &[Variable] = &[
         None,
         "PEM private key of MESHDNS_TLS_CERT_FILE; re-read when it changes",
         false,
+    ),
+    // The pod's identity is fixed for its life (its IPs, hostname, subdomain and namespace
+    // never change while it runs), so these are read once, at startup.
+    var(
+        POD_IP,
+        None,
+        "the pod's IP (downward API status.podIP); with it, meshdns answers the pod's own names itself",
+        true,
+    ),
+    var(
+        POD_IPS,
+        None,
+        "the pod's IPs, comma list (downward API status.podIPs, dual stack)",
+        true,
+    ),
+    var(
+        POD_HOSTNAME,
+        None,
+        "the pod's hostname; unset: from its line in MESHDNS_HOSTS_FILE",
+        true,
+    ),
+    var(
+        POD_SUBDOMAIN,
+        None,
+        "the pod's subdomain (its headless Service); unset: from its line in MESHDNS_HOSTS_FILE",
+        true,
+    ),
+    var(
+        POD_NAMESPACE,
+        None,
+        "the pod's namespace (downward API metadata.namespace); unset: from its line in MESHDNS_HOSTS_FILE",
+        true,
+    ),
+    var(
+        HOSTS_FILE,
+        Some("/etc/hosts"),
+        "where the kubelet wrote the pod's line (IP, FQDN, hostname); read at startup when a pod variable is missing",
+        true,
     ),
 ];
 
