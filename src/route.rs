@@ -184,6 +184,42 @@ mod tests {
     }
 
     #[test]
+    fn the_pods_own_names_win_over_their_zones_and_only_exact_names_match() {
+        let config = config_from(&[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1"),
+            ("MESHDNS_POD_IP", "10.8.1.2"),
+            ("MESHDNS_POD_HOSTNAME", "mongo-0"),
+            ("MESHDNS_POD_SUBDOMAIN", "mongo"),
+            ("MESHDNS_POD_NAMESPACE", "db"),
+        ])
+        .unwrap();
+        let router = Router::new(&config);
+        let route = |name: &str| router.route(&Name::from_ascii(name).unwrap().to_bytes().unwrap());
+        assert_eq!(
+            route("mongo-0.mongo.db.svc.cluster.local."),
+            Route::SelfName(0)
+        );
+        assert_eq!(route("MONGO-0.mongo.db.Cluster.A."), Route::SelfName(1));
+        assert_eq!(
+            route("a-mongo-0.mongo.db.svc.distributed.local."),
+            Route::SelfName(2)
+        );
+        assert_eq!(route("2.1.8.10.in-addr.arpa."), Route::SelfName(3));
+        assert_eq!(route("mongo-1.mongo.db.cluster.a."), Route::Cluster(0));
+        assert_eq!(route("x.mongo-0.mongo.db.cluster.a."), Route::Cluster(0));
+        assert_eq!(
+            route("b-mongo-0.mongo.db.svc.distributed.local."),
+            Route::Distributed(0)
+        );
+        assert_eq!(
+            route("mongo-1.mongo.db.svc.cluster.local."),
+            Route::Passthrough
+        );
+        assert_eq!(route("3.1.8.10.in-addr.arpa."), Route::Passthrough);
+    }
+
+    #[test]
     fn a_label_that_contains_the_zone_bytes_does_not_match() {
         // The label "\x07cluster\x01b" inside another label must not be taken for the zone.
         let mut tricky = vec![11u8];
