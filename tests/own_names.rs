@@ -13,7 +13,8 @@ mod support;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{RData, RecordType};
-use support::{Answer, FakeDns, Meshdns, Via, query, rr, tcp, udp, with_edns};
+use support::configmap::ConfigMapDir;
+use support::{Answer, FakeDns, Meshdns, Via, eventually, query, rr, tcp, udp, with_edns};
 
 const SVC: &str = "mongo-0.mongo.db.svc.cluster.local.";
 const IN_CLUSTER: &str = "mongo-0.mongo.db.cluster.a.";
@@ -382,4 +383,59 @@ async fn without_a_hosts_line_for_the_pod_its_names_go_to_kube_dns_as_before() {
     let reply = udp(pod.meshdns.addr, &query(SVC, RecordType::A)).await;
     assert_eq!(reply.msg.response_code, ResponseCode::NXDomain);
     assert_eq!(pod.kube_dns.count(Via::Udp), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_keeps_the_identity_and_the_names_follow_the_zones() {
+    let mut dir = ConfigMapDir::new(
+        "own-names",
+        &[
+            ("MESHDNS_DISTRIBUTED_ZONES", "distributed.local"),
+            ("MESHDNS_POD_HOSTNAME", "mongo-0"),
+        ],
+    );
+    let path = dir.path.display().to_string();
+    let pod = pod_with(
+        &[
+            ("MESHDNS_POD_IP", "10.8.1.2"),
+            ("MESHDNS_POD_SUBDOMAIN", "mongo"),
+            ("MESHDNS_POD_NAMESPACE", "db"),
+            ("MESHDNS_CONFIG_DIR", &path),
+        ],
+        &[],
+    )
+    .await;
+    let added = "a-mongo-0.mongo.db.svc.mesh.example.";
+    dir.update(&[
+        (
+            "MESHDNS_DISTRIBUTED_ZONES",
+            "distributed.local,mesh.example",
+        ),
+        ("MESHDNS_POD_HOSTNAME", "mongo-9"),
+    ]);
+    assert!(
+        eventually(100, || async {
+            udp(pod.meshdns.addr, &query(added, RecordType::A))
+                .await
+                .answer_lines()
+                == [format!("{added} A 10.8.1.2")]
+        })
+        .await,
+        "the pod's name in a zone added live is answered locally"
+    );
+    // Until the reload, that name went to kube-dns like any other.
+    let before = pod.kube_dns.names().len();
+    // The hostname is restart-only: the running identity stays.
+    let reply = udp(pod.meshdns.addr, &query(IN_CLUSTER, RecordType::A)).await;
+    assert_eq!(reply.answer_lines(), [format!("{IN_CLUSTER} A 10.8.1.2")]);
+    udp(
+        pod.meshdns.addr,
+        &query("mongo-9.mongo.db.cluster.a.", RecordType::A),
+    )
+    .await;
+    assert_eq!(
+        pod.kube_dns.names()[before..],
+        ["mongo-9.mongo.db.svc.cluster.local."]
+    );
+    assert!(pod.b.seen().is_empty());
 }

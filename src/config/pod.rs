@@ -381,14 +381,23 @@ mod tests {
         );
     }
 
-    fn hosts_file(text: &str) -> String {
+    /// A hosts file in the temp directory, removed when dropped.
+    struct TempHosts(String);
+
+    impl Drop for TempHosts {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    fn hosts_file(text: &str) -> TempHosts {
         let path = std::env::temp_dir().join(format!(
             "meshdns-hosts-{}-{}",
             std::process::id(),
             rand::random::<u32>()
         ));
         std::fs::write(&path, text).unwrap();
-        path.display().to_string()
+        TempHosts(path.display().to_string())
     }
 
     fn pod_of(pairs: &[(&str, &str)]) -> PodIdentity {
@@ -401,7 +410,7 @@ mod tests {
         let PodIdentity::On(pod) = pod_of(&[
             ("MESHDNS_POD_IP", "10.8.1.2"),
             ("MESHDNS_POD_IPS", "10.8.1.2,fd00::8:1:2"),
-            ("MESHDNS_HOSTS_FILE", &hosts),
+            ("MESHDNS_HOSTS_FILE", &hosts.0),
         ]) else {
             panic!("the identity is complete");
         };
@@ -414,7 +423,7 @@ mod tests {
             ("mongo-0", "mongo", "db")
         );
         assert_eq!(pod.ips, [ip("10.8.1.2"), ip("fd00::8:1:2")]);
-        assert_eq!(pod.hosts_file, Some(PathBuf::from(hosts)));
+        assert_eq!(pod.hosts_file, Some(PathBuf::from(&hosts.0)));
     }
 
     #[test]
@@ -424,7 +433,7 @@ mod tests {
             ("MESHDNS_POD_IP", "10.8.1.2"),
             ("MESHDNS_POD_NAMESPACE", "prod"),
             ("MESHDNS_POD_SUBDOMAIN", "rs0"),
-            ("MESHDNS_HOSTS_FILE", &hosts),
+            ("MESHDNS_HOSTS_FILE", &hosts.0),
         ]) else {
             panic!("the identity is complete");
         };
@@ -461,7 +470,7 @@ mod tests {
         let hosts = hosts_file("127.0.0.1\tlocalhost\n10.8.1.9\tsomeone-else\n");
         let PodIdentity::Off(why) = pod_of(&[
             ("MESHDNS_POD_IP", "10.8.1.2"),
-            ("MESHDNS_HOSTS_FILE", &hosts),
+            ("MESHDNS_HOSTS_FILE", &hosts.0),
         ]) else {
             panic!("no identity without a line for the pod");
         };
@@ -471,7 +480,7 @@ mod tests {
             ),
             "{why}"
         );
-        assert!(why.contains(&hosts) && why.contains("10.8.1.2"), "{why}");
+        assert!(why.contains(&hosts.0) && why.contains("10.8.1.2"), "{why}");
     }
 
     #[test]
