@@ -115,7 +115,8 @@ pub(super) fn pod_identity(settings: &Settings, domain: &Name) -> Result<PodIden
             namespace,
             domain: domain.clone(),
             ips,
-            hosts_file: hosts_file.filter(|_| line != HostsLine::default()),
+            // Read only when a variable was missing, so it supplied something.
+            hosts_file,
         })),
         (hostname, subdomain, namespace) => {
             let missing: Vec<&str> = [
@@ -400,28 +401,36 @@ mod tests {
         TempHosts(path.display().to_string())
     }
 
-    fn pod_of(pairs: &[(&str, &str)]) -> PodIdentity {
-        config_from(pairs).unwrap().pod
+    /// The identity `pairs` give, which must be complete.
+    fn pod_on(pairs: &[(&str, &str)]) -> Pod {
+        match config_from(pairs).unwrap().pod {
+            PodIdentity::On(pod) => pod,
+            PodIdentity::Off(why) => panic!("the identity is off: {why}"),
+        }
+    }
+
+    /// Why the identity `pairs` give is off.
+    fn pod_off(pairs: &[(&str, &str)]) -> String {
+        match config_from(pairs).unwrap().pod {
+            PodIdentity::Off(why) => why,
+            PodIdentity::On(pod) => panic!("the identity is on: {pod:?}"),
+        }
+    }
+
+    /// Hostname, subdomain and namespace.
+    fn who(pod: &Pod) -> [&str; 3] {
+        [&pod.hostname, &pod.subdomain, &pod.namespace].map(String::as_str)
     }
 
     #[test]
     fn the_identity_comes_from_the_hosts_file_and_the_pod_ips() {
         let hosts = hosts_file(KUBELET_HOSTS);
-        let PodIdentity::On(pod) = pod_of(&[
+        let pod = pod_on(&[
             ("MESHDNS_POD_IP", "10.8.1.2"),
             ("MESHDNS_POD_IPS", "10.8.1.2,fd00::8:1:2"),
             ("MESHDNS_HOSTS_FILE", &hosts.0),
-        ]) else {
-            panic!("the identity is complete");
-        };
-        assert_eq!(
-            (
-                pod.hostname.as_str(),
-                pod.subdomain.as_str(),
-                pod.namespace.as_str()
-            ),
-            ("mongo-0", "mongo", "db")
-        );
+        ]);
+        assert_eq!(who(&pod), ["mongo-0", "mongo", "db"]);
         assert_eq!(pod.ips, [ip("10.8.1.2"), ip("fd00::8:1:2")]);
         assert_eq!(pod.hosts_file, Some(PathBuf::from(&hosts.0)));
     }
@@ -429,51 +438,35 @@ mod tests {
     #[test]
     fn the_variables_override_what_the_hosts_file_says() {
         let hosts = hosts_file(KUBELET_HOSTS);
-        let PodIdentity::On(pod) = pod_of(&[
+        let pod = pod_on(&[
             ("MESHDNS_POD_IP", "10.8.1.2"),
             ("MESHDNS_POD_NAMESPACE", "prod"),
             ("MESHDNS_POD_SUBDOMAIN", "rs0"),
             ("MESHDNS_HOSTS_FILE", &hosts.0),
-        ]) else {
-            panic!("the identity is complete");
-        };
-        assert_eq!(
-            (
-                pod.hostname.as_str(),
-                pod.subdomain.as_str(),
-                pod.namespace.as_str()
-            ),
-            ("mongo-0", "rs0", "prod")
-        );
+        ]);
+        assert_eq!(who(&pod), ["mongo-0", "rs0", "prod"]);
     }
 
     #[test]
     fn with_every_variable_set_no_hosts_file_is_needed() {
-        let identity = pod_of(&[
+        let pod = pod_on(&[
             ("MESHDNS_POD_IP", "10.8.1.2"),
             ("MESHDNS_POD_HOSTNAME", "mongo-0"),
             ("MESHDNS_POD_SUBDOMAIN", "mongo"),
             ("MESHDNS_POD_NAMESPACE", "db"),
             ("MESHDNS_HOSTS_FILE", "/nonexistent/hosts"),
         ]);
-        assert!(matches!(
-            identity,
-            PodIdentity::On(Pod {
-                hosts_file: None,
-                ..
-            })
-        ));
+        assert_eq!(who(&pod), ["mongo-0", "mongo", "db"]);
+        assert_eq!(pod.hosts_file, None);
     }
 
     #[test]
     fn without_a_line_for_the_pod_the_feature_is_off_and_says_why() {
         let hosts = hosts_file("127.0.0.1\tlocalhost\n10.8.1.9\tsomeone-else\n");
-        let PodIdentity::Off(why) = pod_of(&[
+        let why = pod_off(&[
             ("MESHDNS_POD_IP", "10.8.1.2"),
             ("MESHDNS_HOSTS_FILE", &hosts.0),
-        ]) else {
-            panic!("no identity without a line for the pod");
-        };
+        ]);
         assert!(
             why.contains(
                 "MESHDNS_POD_HOSTNAME, MESHDNS_POD_SUBDOMAIN, MESHDNS_POD_NAMESPACE unset"
@@ -485,20 +478,16 @@ mod tests {
 
     #[test]
     fn without_pod_ips_the_feature_is_off_and_nothing_is_read() {
-        let PodIdentity::Off(why) = pod_of(&[("MESHDNS_HOSTS_FILE", "/nonexistent/hosts")]) else {
-            panic!("no identity without an address");
-        };
+        let why = pod_off(&[("MESHDNS_HOSTS_FILE", "/nonexistent/hosts")]);
         assert!(why.contains("MESHDNS_POD_IP"), "{why}");
     }
 
     #[test]
     fn an_unreadable_hosts_file_turns_the_feature_off() {
-        let PodIdentity::Off(why) = pod_of(&[
+        let why = pod_off(&[
             ("MESHDNS_POD_IP", "10.8.1.2"),
             ("MESHDNS_HOSTS_FILE", "/nonexistent/hosts"),
-        ]) else {
-            panic!("no identity without the hosts file");
-        };
+        ]);
         assert!(why.contains("/nonexistent/hosts cannot be read"), "{why}");
     }
 
