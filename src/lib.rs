@@ -4,8 +4,9 @@
 //! [`server`] (sockets, framing, limits) → [`request`] (parse, FORMERR/NOTIMP) →
 //! [`query`] (routing, over one [`snapshot`] of the configuration) → [`route`] (which zone) →
 //! the route's resolver: [`passthrough`] (kube-dns), [`rewrite`] (a cluster's zone: names
-//! there and back), [`gather`] (every cluster, merged) → [`upstream`] (endpoints, one
-//! exchange, health) → [`reply`] (errors, fitting to size).
+//! there and back), [`gather`] (every cluster, merged), [`own_names`] (the pod's own names,
+//! answered locally) → [`upstream`] (endpoints, one exchange, health) → [`reply`] (errors,
+//! fitting to size).
 //! [`cache`] keeps answers (keys, TTLs, stale, in-flight sharing) for every route, behind one
 //! entry point. [`background`] owns the work done off a client's path.
 //! [`config`] reads the environment once; [`wire`] reads raw bytes without a full parse;

@@ -3,7 +3,7 @@
 //! A database member checks its own name at startup, before it is ready, and a headless
 //! Service publishes only ready pods: kube-dns says NXDOMAIN for the pod's name until the pod
 //! is ready, which it cannot become without resolving itself. meshdns knows the pod (its
-//! [`PodIdentity`](crate::config::PodIdentity)), so it answers the exact names of
+//! [`PodIdentity`]), so it answers the exact names of
 //! [`Config::own_names`] from its first query on, without asking anyone: A and AAAA from the
 //! pod's addresses, PTR of each address to the pod's name, NODATA (with the SOA of the name's
 //! zone) for every other type and for a family the pod has no address of. Every record and

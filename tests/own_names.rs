@@ -167,6 +167,25 @@ async fn other_types_of_an_own_name_are_nodata() {
 }
 
 #[tokio::test]
+async fn any_gets_every_record_of_the_name() {
+    let pod = dual_stack_pod().await;
+    let reply = udp(pod.meshdns.addr, &query(DISTRIBUTED, RecordType::ANY)).await;
+    assert_eq!(
+        reply.answer_lines(),
+        [
+            format!("{DISTRIBUTED} A 10.8.1.2"),
+            format!("{DISTRIBUTED} AAAA fd00::8:1:2")
+        ]
+    );
+    let reply = udp(pod.meshdns.addr, &query(REVERSE_V4, RecordType::ANY)).await;
+    assert_eq!(
+        reply.answer_lines(),
+        [format!("{REVERSE_V4} PTR {IN_CLUSTER}")]
+    );
+    assert!(pod.asked_nobody());
+}
+
+#[tokio::test]
 async fn the_ptr_of_each_own_address_is_the_cluster_zone_name_and_it_resolves_back() {
     let pod = dual_stack_pod().await;
     for (reverse, rtype, address) in [
