@@ -267,37 +267,34 @@ impl Config {
             .as_ref()
             .or(svc.as_ref())
             .map(|own| own.name.clone());
-        let mut forward: Vec<OwnName> = svc.into_iter().chain(in_cluster).collect();
+        let mut names: Vec<OwnName> = svc.into_iter().chain(in_cluster).collect();
         if let Some(local) = local {
             for zone in &self.distributed_zones {
                 // A prefixed hostname longer than a label has no distributed name.
-                forward.extend(under(
+                names.extend(under(
                     format!("{}{host}.{sub}.{ns}.svc", local.prefix),
                     zone,
                 ));
             }
             if let Some(zone) = &self.clusterset_zone {
-                forward.extend(under(format!("{host}.{}.{sub}.{ns}.svc", local.name), zone));
+                names.extend(under(format!("{host}.{}.{sub}.{ns}.svc", local.name), zone));
             }
         }
-        let reverse = pod
-            .ips
-            .iter()
-            .zip(std::iter::repeat(target))
-            .filter_map(|(ip, target)| {
-                let zone = match ip {
-                    IpAddr::V4(_) => "in-addr.arpa.",
-                    IpAddr::V6(_) => "ip6.arpa.",
+        if let Some(target) = target {
+            for ip in &pod.ips {
+                let zone = if ip.is_ipv4() {
+                    "in-addr.arpa."
+                } else {
+                    "ip6.arpa."
                 };
-                Some(OwnName {
+                names.extend(Name::from_ascii(zone).ok().map(|zone| OwnName {
                     name: Name::from(*ip),
-                    zone: Name::from_ascii(zone).ok()?,
-                    data: OwnData::Pointer(target?),
-                })
-            });
-        let reverse: Vec<OwnName> = reverse.collect();
-        forward.extend(reverse);
-        forward
+                    zone,
+                    data: OwnData::Pointer(target.clone()),
+                }));
+            }
+        }
+        names
     }
 }
 
