@@ -4,8 +4,9 @@
 //! [`server`] (sockets, framing, limits) → [`request`] (parse, FORMERR/NOTIMP) →
 //! [`query`] (routing, over one [`snapshot`] of the configuration) → [`route`] (which zone) →
 //! the route's resolver: [`passthrough`] (kube-dns), [`rewrite`] (a cluster's zone: names
-//! there and back), [`gather`] (every cluster, merged) → [`upstream`] (endpoints, one
-//! exchange, health) → [`reply`] (errors, fitting to size).
+//! there and back), [`gather`] (every cluster, merged), [`own_names`] (the pod's own names,
+//! answered locally) → [`upstream`] (endpoints, one exchange, health) → [`reply`] (errors,
+//! fitting to size).
 //! [`cache`] keeps answers (keys, TTLs, stale, in-flight sharing) for every route, behind one
 //! entry point. [`background`] owns the work done off a client's path.
 //! [`config`] reads the environment once; [`wire`] reads raw bytes without a full parse;
@@ -23,6 +24,7 @@ pub mod certificates;
 pub mod config;
 pub mod gather;
 pub mod metrics;
+pub mod own_names;
 pub mod passthrough;
 pub mod process;
 pub mod query;
@@ -121,6 +123,7 @@ pub async fn run(
         "meshdns {} serving DNS over UDP and TCP",
         env!("CARGO_PKG_VERSION"),
     );
+    own_names::log_startup(&config);
 
     tokio::select! {
         () = shutdown => tracing::info!("shutting down: draining in-flight queries"),

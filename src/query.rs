@@ -232,5 +232,6 @@ async fn resolve(
             }
             None => reply::servfail_bytes(&request, ExtendedError::NetworkError, "no such cluster"),
         },
+        Route::SelfName(index) => snapshot.router.own_names().answer(index, &request),
     }
 }

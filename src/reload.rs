@@ -124,6 +124,8 @@ impl Reloader {
             max_inflight: self.config.max_inflight,
             log_format: self.config.log_format,
             config_dir: self.config.config_dir.clone(),
+            // The pod's identity is fixed for its life: the one read at startup stays.
+            pod: self.config.pod.clone(),
             ..read
         };
         if !live.is_empty() {

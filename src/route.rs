@@ -1,5 +1,7 @@
-//! Routing: which way a query name goes. Zones match on label boundaries and ignore case;
-//! the longest matching zone wins; a name under none of them passes through to kube-dns.
+//! Routing: which way a query name goes. The pod's own names (exact names, any letter case)
+//! come first: they are answered locally, whatever zone they lie in. Then zones, matched on
+//! label boundaries ignoring case; the longest matching zone wins; a name under none of them
+//! passes through to kube-dns.
 //!
 //! Besides zones, two kinds of claims route names to one peer: the namespaces a cluster claims
 //! (`namespaces=`, zones `<ns>.svc.<local domain>` in the same table) and the reverse names of
@@ -13,6 +15,7 @@ use hickory_proto::rr::Name;
 use hickory_proto::serialize::binary::BinEncodable;
 
 use crate::config::Config;
+use crate::own_names::OwnNames;
 use crate::reverse::Networks;
 use crate::wire;
 
@@ -32,6 +35,8 @@ pub enum Route {
     Reverse(usize),
     /// Under a namespace that `clusters[i]` claims: asked of that cluster verbatim.
     Namespace(usize),
+    /// One of the pod's own names (`OwnNames`' index `i`): answered locally.
+    SelfName(usize),
 }
 
 impl Route {
@@ -44,6 +49,7 @@ impl Route {
             Route::Clusterset => RouteKind::Clusterset,
             Route::Reverse(_) => RouteKind::Reverse,
             Route::Namespace(_) => RouteKind::Namespace,
+            Route::SelfName(_) => RouteKind::SelfName,
         }
     }
 }
@@ -57,16 +63,19 @@ pub enum RouteKind {
     Clusterset,
     Reverse,
     Namespace,
+    /// Label `self`.
+    SelfName,
 }
 
 impl RouteKind {
-    pub const ALL: [RouteKind; 6] = [
+    pub const ALL: [RouteKind; 7] = [
         RouteKind::Passthrough,
         RouteKind::Cluster,
         RouteKind::Distributed,
         RouteKind::Clusterset,
         RouteKind::Reverse,
         RouteKind::Namespace,
+        RouteKind::SelfName,
     ];
 
     pub fn label(self) -> &'static str {
@@ -77,13 +86,16 @@ impl RouteKind {
             RouteKind::Clusterset => "clusterset",
             RouteKind::Reverse => "reverse",
             RouteKind::Namespace => "namespace",
+            RouteKind::SelfName => "self",
         }
     }
 }
 
-/// The zone table (each zone's lowercase wire form and its route) and the peers' networks.
+/// The routing table: the pod's own names, then each zone's lowercase wire form and its route,
+/// then the peers' networks.
 #[derive(Debug, Clone)]
 pub struct Router {
+    own: OwnNames,
     zones: Vec<(Vec<u8>, Route)>,
     networks: Networks,
 }
@@ -119,15 +131,24 @@ impl Router {
             .map(|(zone, route)| (wire_name(zone), route))
             .collect();
         Self {
+            own: OwnNames::new(config),
             zones,
             networks: Networks::new(config),
         }
+    }
+
+    /// The pod's own names, which [`Route::SelfName`] indexes.
+    pub fn own_names(&self) -> &OwnNames {
+        &self.own
     }
 
     /// The route of a question name in wire form (uncompressed labels ending in the root).
     /// Label starts are tried left to right, so the first zone found is the longest match;
     /// a name under no zone may still be the reverse name of a peer's address.
     pub fn route(&self, name: &[u8]) -> Route {
+        if let Some(index) = self.own.find(name) {
+            return Route::SelfName(index);
+        }
         wire::find_suffix(name, |suffix| {
             self.zones
                 .iter()
@@ -215,6 +236,42 @@ mod tests {
         assert_eq!(route("4.1.8.10.in-addr.arpa."), Route::Passthrough);
         assert_eq!(route("9.10.in-addr.arpa."), Route::Passthrough);
         assert_eq!(route("4.1.7.10.in-addr.arpa."), Route::Passthrough);
+    }
+
+    #[test]
+    fn the_pods_own_names_win_over_their_zones_and_only_exact_names_match() {
+        let config = config_from(&[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1"),
+            ("MESHDNS_POD_IP", "10.8.1.2"),
+            ("MESHDNS_POD_HOSTNAME", "mongo-0"),
+            ("MESHDNS_POD_SUBDOMAIN", "mongo"),
+            ("MESHDNS_POD_NAMESPACE", "db"),
+        ])
+        .unwrap();
+        let router = Router::new(&config);
+        let route = |name: &str| router.route(&Name::from_ascii(name).unwrap().to_bytes().unwrap());
+        assert_eq!(
+            route("mongo-0.mongo.db.svc.cluster.local."),
+            Route::SelfName(0)
+        );
+        assert_eq!(route("MONGO-0.mongo.db.Cluster.A."), Route::SelfName(1));
+        assert_eq!(
+            route("a-mongo-0.mongo.db.svc.distributed.local."),
+            Route::SelfName(2)
+        );
+        assert_eq!(route("2.1.8.10.in-addr.arpa."), Route::SelfName(3));
+        assert_eq!(route("mongo-1.mongo.db.cluster.a."), Route::Cluster(0));
+        assert_eq!(route("x.mongo-0.mongo.db.cluster.a."), Route::Cluster(0));
+        assert_eq!(
+            route("b-mongo-0.mongo.db.svc.distributed.local."),
+            Route::Distributed(0)
+        );
+        assert_eq!(
+            route("mongo-1.mongo.db.svc.cluster.local."),
+            Route::Passthrough
+        );
+        assert_eq!(route("3.1.8.10.in-addr.arpa."), Route::Passthrough);
     }
 
     #[test]

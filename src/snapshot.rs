@@ -157,6 +157,8 @@ impl Snapshot {
                 .get(index)
                 .is_some_and(|c| c.upstream.is_failing()),
             Route::Distributed(_) | Route::Clusterset => false,
+            // Answered locally: nothing upstream to fail.
+            Route::SelfName(_) => false,
         }
     }
 }

@@ -54,6 +54,8 @@ fn a_bad_variable_exits_64_naming_it() {
         ("MESHDNS_LISTEN", "127.0.0.1:99999"),
         ("MESHDNS_CLUSTERS", "b=10.9.0.1 colour=red"),
         ("MESHDNS_UPSTREAMS", "kube-dns"),
+        ("MESHDNS_POD_IP", "10.8.1"),
+        ("MESHDNS_POD_NAMESPACE", "Prod_DB"),
     ];
     for (variable, value) in cases {
         let output = meshdns(&[], &[(variable, value)]);

@@ -13,7 +13,9 @@ use std::fmt::Write;
 use std::net::SocketAddr;
 
 use super::variables::*;
-use super::{Config, Endpoint, Source, Transport, UpstreamSource, show_duration};
+use super::{
+    Config, Endpoint, OwnData, PodIdentity, Source, Transport, UpstreamSource, show_duration,
+};
 
 /// What a host-name endpoint resolved to for `--check`: its addresses, or why none.
 pub type Resolved = Vec<(Endpoint, Result<Vec<SocketAddr>, String>)>;
@@ -42,9 +44,25 @@ pub fn render_check(config: &Config, resolved: &Resolved) -> String {
         out,
         "\nrouting (zones match on label boundaries, case-insensitively; the longest wins)"
     );
-    let mut routes: Vec<[String; 4]> = Vec::new();
     // A cluster's claims (namespaces, networks) come after every zone, as routing tries them.
     let mut claims: Vec<[String; 4]> = Vec::new();
+    // The pod's own names come first: they win over the zone they lie in.
+    let mut routes: Vec<[String; 4]> = config
+        .own_names()
+        .into_iter()
+        .map(|own| {
+            let data = match &own.data {
+                OwnData::Addresses(ips) => format!("A/AAAA {} (TTL 5s)", join(ips)),
+                OwnData::Pointer(target) => format!("PTR {} (TTL 5s)", target.to_ascii()),
+            };
+            [
+                own.name.to_ascii(),
+                "self".into(),
+                "answered locally".into(),
+                data,
+            ]
+        })
+        .collect();
     for cluster in &config.clusters {
         let asks = if cluster.is_local {
             format!("upstreams {} (udp)", join(&config.upstreams))
@@ -139,6 +157,12 @@ pub fn render_check(config: &Config, resolved: &Resolved) -> String {
         &[["zone", "route", "asks", "sent as"].map(String::from)],
         &routes,
     ));
+    if let PodIdentity::Off(why) = &config.pod {
+        let _ = writeln!(
+            out,
+            "\nnote: the pod's own names are not answered locally: {why}"
+        );
+    }
     if config.clusters.is_empty() {
         let _ = writeln!(
             out,
@@ -238,6 +262,20 @@ pub(crate) fn effective(config: &Config, variable: &str) -> String {
                         .to_string()
                 })
         }
+        POD_HOSTNAME | POD_SUBDOMAIN | POD_NAMESPACE => match &config.pod {
+            PodIdentity::On(pod) => {
+                let value = match variable {
+                    POD_HOSTNAME => &pod.hostname,
+                    POD_SUBDOMAIN => &pod.subdomain,
+                    _ => &pod.namespace,
+                };
+                match (&pod.hosts_file, config.settings.get(variable)) {
+                    (Some(file), None) => format!("{value} (from {})", file.display()),
+                    _ => value.clone(),
+                }
+            }
+            PodIdentity::Off(_) => or_dash(super::value(&config.settings, variable).into()),
+        },
         // CLUSTER_DOMAIN, CLUSTER_ZONE: shown as set; their effect is in the routing table.
         other => super::value(&config.settings, other).to_string(),
     }

@@ -8,6 +8,7 @@
 
 mod check;
 mod clusters;
+mod pod;
 mod source;
 mod values;
 pub mod variables;
@@ -23,6 +24,7 @@ use crate::certificates::{self, ClientIdentity, ClientTls};
 pub(crate) use check::effective;
 pub use check::{Resolved, render_check};
 pub use clusters::{Endpoint, Transport};
+pub use pod::{OwnData, OwnName, Pod, PodIdentity};
 pub use source::{MAX_VALUE, Settings, Source, read_env_file};
 pub use values::{IpNet, show_duration};
 
@@ -167,6 +169,8 @@ pub struct Config {
     pub tls: Option<TlsFiles>,
     /// `MESHDNS_CONFIG_DIR`, watched for changes when set.
     pub config_dir: Option<PathBuf>,
+    /// `MESHDNS_POD_*` and the hosts file: who this pod is (read once; restart-only).
+    pub pod: PodIdentity,
     /// The raw values this configuration was built from, and their sources.
     pub settings: Settings,
     /// The environment's part of `settings`: what a reload lays the directory over again.
@@ -313,6 +317,12 @@ fn build(settings: Settings, environment: Settings) -> Result<Config, ConfigErro
         clusterset_zone.as_ref(),
     )?;
 
+    let local_domain = clusters
+        .iter()
+        .find(|c| c.is_local)
+        .map_or(&cluster_domain, |c| &c.domain);
+    let pod = pod::pod_identity(&settings, local_domain)?;
+
     let timeout = duration(&settings, TIMEOUT, MAX_QUERY_TIMEOUT)?;
     let attempt_timeout = duration(&settings, ATTEMPT_TIMEOUT, MAX_QUERY_TIMEOUT)?;
     if timeout.is_zero() {
@@ -389,6 +399,7 @@ fn build(settings: Settings, environment: Settings) -> Result<Config, ConfigErro
         threads,
         tls,
         config_dir,
+        pod,
         settings,
         environment,
     })

@@ -175,17 +175,22 @@ pub fn parse_host_name(token: &str) -> Result<Name, String> {
     Ok(name.to_lowercase())
 }
 
-/// A cluster name: one DNS label of `[a-z0-9-]`, at most 63 characters, so that it can stand
-/// in a zone name (`cluster.NAME`), a prefix (`NAME-`) and a metric label.
-pub fn check_cluster_name(token: &str) -> Result<(), String> {
-    let valid = !token.is_empty()
+/// One lowercase DNS label as Kubernetes names use them (RFC 1123): `[a-z0-9-]`, at most 63
+/// characters, no '-' at either end.
+pub fn is_dns_label(token: &str) -> bool {
+    !token.is_empty()
         && token.len() <= 63
         && token
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !token.starts_with('-')
-        && !token.ends_with('-');
-    if valid {
+        && !token.ends_with('-')
+}
+
+/// A cluster name: one DNS label of `[a-z0-9-]`, at most 63 characters, so that it can stand
+/// in a zone name (`cluster.NAME`), a prefix (`NAME-`) and a metric label.
+pub fn check_cluster_name(token: &str) -> Result<(), String> {
+    if is_dns_label(token) {
         Ok(())
     } else {
         Err(

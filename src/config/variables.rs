@@ -69,6 +69,12 @@ pub const CONFIG_DIR: &str = "MESHDNS_CONFIG_DIR";
 pub const TLS_CA_FILE: &str = "MESHDNS_TLS_CA_FILE";
 pub const TLS_CERT_FILE: &str = "MESHDNS_TLS_CERT_FILE";
 pub const TLS_KEY_FILE: &str = "MESHDNS_TLS_KEY_FILE";
+pub const POD_IP: &str = "MESHDNS_POD_IP";
+pub const POD_IPS: &str = "MESHDNS_POD_IPS";
+pub const POD_HOSTNAME: &str = "MESHDNS_POD_HOSTNAME";
+pub const POD_SUBDOMAIN: &str = "MESHDNS_POD_SUBDOMAIN";
+pub const POD_NAMESPACE: &str = "MESHDNS_POD_NAMESPACE";
+pub const HOSTS_FILE: &str = "MESHDNS_HOSTS_FILE";
 
 /// Every variable, in the order `--help`, `--check` and the README show them.
 pub const VARIABLES: &[Variable] = &[
@@ -212,12 +218,62 @@ pub const VARIABLES: &[Variable] = &[
         "PEM private key of MESHDNS_TLS_CERT_FILE; re-read when it changes",
         false,
     ),
+    // The pod's identity is fixed for its life (its IPs, hostname, subdomain and namespace
+    // never change while it runs), so these are read once, at startup.
+    var(
+        POD_IP,
+        None,
+        "the pod's IP (downward API status.podIP); with it, meshdns answers the pod's own names itself",
+        true,
+    ),
+    var(
+        POD_IPS,
+        None,
+        "the pod's IPs, comma list (downward API status.podIPs, dual stack)",
+        true,
+    ),
+    var(
+        POD_HOSTNAME,
+        None,
+        "the pod's hostname; unset: from its line in MESHDNS_HOSTS_FILE",
+        true,
+    ),
+    var(
+        POD_SUBDOMAIN,
+        None,
+        "the pod's subdomain (its headless Service); unset: from its line in MESHDNS_HOSTS_FILE",
+        true,
+    ),
+    var(
+        POD_NAMESPACE,
+        None,
+        "the pod's namespace (downward API metadata.namespace); unset: from its line in MESHDNS_HOSTS_FILE",
+        true,
+    ),
+    var(
+        HOSTS_FILE,
+        Some("/etc/hosts"),
+        "where the kubelet wrote the pod's line (IP, FQDN, hostname); read at startup when a pod variable is missing",
+        true,
+    ),
 ];
 
 /// The restart-only variables: a change in `MESHDNS_CONFIG_DIR` is logged with the value in
 /// force and the pending one, counted as `restart_required`, and applied at the next start.
 /// The table's `restart` column; a unit test keeps the two equal.
-pub const RESTART_ONLY: [&str; 5] = [LISTEN, ADMIN_LISTEN, THREADS, MAX_INFLIGHT, LOG_FORMAT];
+pub const RESTART_ONLY: [&str; 11] = [
+    LISTEN,
+    ADMIN_LISTEN,
+    THREADS,
+    MAX_INFLIGHT,
+    LOG_FORMAT,
+    POD_IP,
+    POD_IPS,
+    POD_HOSTNAME,
+    POD_SUBDOMAIN,
+    POD_NAMESPACE,
+    HOSTS_FILE,
+];
 
 /// The variable called `name`.
 pub fn find(name: &str) -> Option<&'static Variable> {

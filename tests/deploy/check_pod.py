@@ -39,7 +39,11 @@ POD_LABEL = ("meshdns/sidecar", "true")
 CONFIG_MAPS = ["meshdns-clusters", "meshdns-local"]   # the sidecar component's volume sources
 ENV_REQUIRED = ("MESHDNS_CLUSTERS", "MESHDNS_LOCAL_CLUSTER", "MESHDNS_UPSTREAMS")
 # Settings that need a restart (docs/design.md, "Live configuration"): environment only.
-RESTART_ONLY = ("MESHDNS_LISTEN", "MESHDNS_ADMIN_LISTEN", "MESHDNS_THREADS")
+RESTART_ONLY = ("MESHDNS_LISTEN", "MESHDNS_ADMIN_LISTEN", "MESHDNS_THREADS",
+                "MESHDNS_POD_IP", "MESHDNS_POD_IPS", "MESHDNS_POD_NAMESPACE")
+# The pod's identity from the downward API (docs/design.md, "The pod's own names").
+POD_FIELDS = {"MESHDNS_POD_IP": "status.podIP", "MESHDNS_POD_IPS": "status.podIPs",
+              "MESHDNS_POD_NAMESPACE": "metadata.namespace"}
 TLS_VARS = ("MESHDNS_TLS_CA_FILE", "MESHDNS_TLS_CERT_FILE", "MESHDNS_TLS_KEY_FILE")
 LABEL_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 HOST_RE = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.?$", re.I)
@@ -281,6 +285,10 @@ def main():
             env[e["name"]] = e.get("value")
         check(wl, "no environment variable comes from a ConfigMap (a change there would restart the pod)",
               not from_cm, f"{from_cm}")
+        fields = {e["name"]: ((e.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+                  for e in m.get("env", []) if e["name"] in POD_FIELDS}
+        check(wl, "the pod's identity comes from the downward API (MESHDNS_POD_IP, _IPS, _NAMESPACE)",
+              fields == POD_FIELDS, f"{fields}")
         conf_dir = env.get("MESHDNS_CONFIG_DIR")
         check(wl, "MESHDNS_CONFIG_DIR is set", bool(conf_dir), f"env keys={sorted(env)}")
         vm, vol = mounted_dir(m, volumes, conf_dir or "/nonexistent")
