@@ -16,13 +16,19 @@ pub const OPTION_TCP_KEEPALIVE: u16 = 11;
 /// PADDING (RFC 7830): sized for one message.
 pub const OPTION_PADDING: u16 = 12;
 
-/// Options that belong to one hop: they reach only the client whose query produced the reply,
-/// never a cached or shared copy.
+/// Options about one hop, relayed in neither direction: COOKIE (made for one client and one
+/// server), TCP-KEEPALIVE (about one TCP connection; never sent over UDP, RFC 7828 §3.2.1,
+/// §3.3.2) and PADDING (sized for one message on one encrypted hop, RFC 7830). meshdns is a
+/// server supporting none of them towards its clients, and a client towards its upstreams.
+pub fn is_hop_by_hop_option(code: u16) -> bool {
+    matches!(code, OPTION_COOKIE | OPTION_TCP_KEEPALIVE | OPTION_PADDING)
+}
+
+/// Options that belong to one client: the hop-by-hop ones, and NSID (the identity of the
+/// server that answered, for the client that asked it). They reach only the client whose
+/// query produced the reply, never a cached or shared copy.
 pub fn is_per_client_option(code: u16) -> bool {
-    matches!(
-        code,
-        OPTION_NSID | OPTION_COOKIE | OPTION_TCP_KEEPALIVE | OPTION_PADDING
-    )
+    code == OPTION_NSID || is_hop_by_hop_option(code)
 }
 
 /// Which option codes below 32 a message carries: enough for the codes above.

@@ -12,13 +12,14 @@ mod records;
 
 pub use edns::{
     OPTION_CLIENT_SUBNET, OPTION_COOKIE, OPTION_NSID, OPTION_PADDING, OPTION_TCP_KEEPALIVE,
-    OptInfo, OptionSet, PlainQuery, is_per_client_option, opt, plain_query, without_options,
+    OptInfo, OptionSet, PlainQuery, is_hop_by_hop_option, is_per_client_option, opt, plain_query,
+    without_options,
 };
 pub use header::{
-    HEADER_LEN, RCODE_NOERROR, RCODE_NXDOMAIN, RCODE_SERVFAIL, checking_disabled,
-    copy_request_bits, cut_to_question, first_question, first_question_name, id, is_response,
-    is_truncated, opcode, question_count, question_name, question_type, rcode, same_question,
-    set_id, with_question,
+    HEADER_LEN, RCODE_NOERROR, RCODE_NXDOMAIN, RCODE_SERVFAIL, authentic_data, checking_disabled,
+    clear_unasked_ad, copy_request_bits, cut_to_question, first_question, first_question_name, id,
+    is_response, is_truncated, opcode, question_count, question_name, question_type, rcode,
+    same_question, set_id, with_question,
 };
 pub use name::{find_suffix, is_plain_name};
 pub use records::{
