@@ -918,3 +918,206 @@ async fn a_reply_to_another_question_is_not_stored_under_the_key() {
         Lookup::Fresh { .. }
     ));
 }
+
+// --- Generations (docs/design.md, "Live configuration") -------------------------------------
+
+/// A miss as a query of configuration `generation` makes it.
+fn miss_of(generation: Generation) -> Miss {
+    Miss {
+        generation,
+        ..miss(false)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_of_a_previous_configuration_arriving_after_a_reload_is_not_cached() {
+    let cache = cache(100);
+    let request = query("member-0.mongo.db.cluster.b.", RecordType::A, None, false);
+    let k = key(&request);
+    let asked = Arc::new(AtomicUsize::new(0));
+    let old = {
+        let (cache, request, k) = (Arc::clone(&cache), request.clone(), k.clone());
+        let slow = upstream(&asked, SECOND, answer(&request, &[30]));
+        tokio::spawn(async move { cache.get_or_resolve(&k, &request, miss(false), slow).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The reload: the route of the name changed.
+    cache.advance(FIRST.next(), |_| false);
+    let answered = old.await.unwrap().unwrap();
+    assert_eq!(
+        wire::rcode(&answered),
+        Some(0),
+        "its own client is answered"
+    );
+    assert_eq!(
+        cache.lookup(&k, &request, Instant::now()),
+        Lookup::Miss,
+        "but nothing of it is cached"
+    );
+    // Nor is a leg of the old configuration, nor a refresh of it.
+    cache.insert(&k, &answer(&request, &[30]), Instant::now(), FIRST);
+    cache.refresh(&k, FIRST, upstream(&asked, SECOND, answer(&request, &[30])));
+    tokio::time::sleep(2 * SECOND).await;
+    assert_eq!(cache.lookup(&k, &request, Instant::now()), Lookup::Miss);
+    // Work of the new configuration is cached as ever.
+    cache.insert(&k, &answer(&request, &[30]), Instant::now(), FIRST.next());
+    assert!(matches!(
+        cache.lookup(&k, &request, Instant::now()),
+        Lookup::Fresh { .. }
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_reload_a_miss_never_waits_on_nor_inherits_the_failure_of_an_old_exchange() {
+    let cache = cache(100);
+    let request = query("member-0.mongo.db.cluster.b.", RecordType::A, None, false);
+    let k = key(&request);
+    let asked = Arc::new(AtomicUsize::new(0));
+    // An exchange to a black-holed endpoint: it fails at the query's deadline.
+    let old = {
+        let (cache, request, k) = (Arc::clone(&cache), request.clone(), k.clone());
+        let black_hole = upstream(&asked, 2 * SECOND, servfail(&request));
+        tokio::spawn(async move {
+            cache
+                .get_or_resolve(&k, &request, miss(false), black_hole)
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let new = FIRST.next();
+    cache.advance(new, |_| false);
+    let started = Instant::now();
+    let reply = cache
+        .get_or_resolve(
+            &k,
+            &request,
+            miss_of(new),
+            upstream(&asked, Duration::ZERO, answer(&request, &[30])),
+        )
+        .await
+        .unwrap();
+    assert_eq!(wire::rcode(&reply), Some(0));
+    assert_eq!(started.elapsed(), Duration::ZERO, "answered at once");
+    assert_eq!(asked.load(Ordering::SeqCst), 2, "its own exchange");
+    // The old exchange fails; its own client gets what the new configuration has cached
+    // meanwhile (as for any failure with an answer at hand), and the failure is neither
+    // remembered nor marked on the new entry.
+    assert_eq!(wire::rcode(&old.await.unwrap().unwrap()), Some(0));
+    let (hit, _) = fresh(cache.lookup(&k, &request, Instant::now()));
+    assert_eq!(wire::rcode(&hit), Some(0));
+    let store = cache.lock();
+    let failed_at = store.get(&k).map(|slot| store.entry(slot).failed_at);
+    assert_eq!(
+        failed_at,
+        Some(None),
+        "no recheck period from the old failure"
+    );
+    drop(store);
+    assert_eq!(cache.flights.len(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failure_remembered_before_a_reload_is_dropped_with_the_changed_route() {
+    let cache = cache(100);
+    let request = query("member-0.mongo.db.cluster.b.", RecordType::A, None, false);
+    let asked = Arc::new(AtomicUsize::new(0));
+    let failed = ask(
+        &cache,
+        &request,
+        miss(false),
+        upstream(&asked, Duration::ZERO, servfail(&request)),
+    )
+    .await;
+    assert_eq!(wire::rcode(&failed), Some(2));
+    assert!(matches!(
+        cache.lookup(&key(&request), &request, Instant::now()),
+        Lookup::Fresh { .. }
+    ));
+    let new = FIRST.next();
+    cache.advance(new, |k| k != &key(&request));
+    let reply = ask(
+        &cache,
+        &request,
+        miss_of(new),
+        upstream(&asked, Duration::ZERO, answer(&request, &[30])),
+    )
+    .await;
+    assert_eq!(wire::rcode(&reply), Some(0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reload_keeps_the_entries_it_is_told_to_keep() {
+    let cache = cache(100);
+    let kept = query("www.example.com.", RecordType::A, None, false);
+    let dropped = query("member-0.mongo.db.cluster.b.", RecordType::A, None, false);
+    for request in [&kept, &dropped] {
+        cache.insert(
+            &key(request),
+            &answer(request, &[30]),
+            Instant::now(),
+            FIRST,
+        );
+    }
+    cache.advance(FIRST.next(), |k| k == &key(&kept));
+    assert!(matches!(
+        cache.lookup(&key(&kept), &kept, Instant::now()),
+        Lookup::Fresh { .. }
+    ));
+    assert_eq!(
+        cache.lookup(&key(&dropped), &dropped, Instant::now()),
+        Lookup::Miss
+    );
+    // Never back: an older generation does not reopen the door.
+    cache.advance(FIRST, |_| true);
+    cache.insert(
+        &key(&dropped),
+        &answer(&dropped, &[30]),
+        Instant::now(),
+        FIRST,
+    );
+    assert_eq!(
+        cache.lookup(&key(&dropped), &dropped, Instant::now()),
+        Lookup::Miss
+    );
+}
+
+// --- AD (RFC 6840 §5.8) --------------------------------------------------------------------
+
+/// `request` with the AD bit set.
+fn with_ad(mut request: Vec<u8>) -> Vec<u8> {
+    request[3] |= 0x20;
+    request
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cached_reply_carries_ad_only_to_a_client_that_set_ad_or_do() {
+    let cache = cache(100);
+    let asked_with_ad = with_ad(query("signed.example.", RecordType::A, Some(false), false));
+    let mut validated = Message::from_vec(&answer(&asked_with_ad, &[30])).unwrap();
+    validated.metadata.authentic_data = true;
+    let k = key(&asked_with_ad);
+    cache.insert(&k, &validated.to_vec().unwrap(), Instant::now(), FIRST);
+    let ad = |reply: &[u8]| wire::authentic_data(reply);
+    let (hit, _) = fresh(cache.lookup(&k, &asked_with_ad, Instant::now()));
+    assert!(ad(&hit), "kept for a client that set AD");
+    let plain = query("signed.example.", RecordType::A, Some(false), false);
+    let (hit, _) = fresh(cache.lookup(&key(&plain), &plain, Instant::now()));
+    assert!(!ad(&hit), "cleared for one that set neither AD nor DO");
+    assert_eq!(
+        hit[3] & 0x0f,
+        0,
+        "nothing else of the header's fourth byte changed"
+    );
+
+    let with_do = query("signed.example.", RecordType::A, Some(true), false);
+    let mut validated = Message::from_vec(&answer(&with_do, &[30])).unwrap();
+    validated.metadata.authentic_data = true;
+    cache.insert(
+        &key(&with_do),
+        &validated.to_vec().unwrap(),
+        Instant::now(),
+        FIRST,
+    );
+    let (hit, _) = fresh(cache.lookup(&key(&with_do), &with_do, Instant::now()));
+    assert!(ad(&hit), "kept for a client that set DO");
+}
