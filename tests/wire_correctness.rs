@@ -19,8 +19,8 @@ use meshdns::wire::{
     OPTION_CLIENT_SUBNET, OPTION_COOKIE, OPTION_NSID, OPTION_PADDING, OPTION_TCP_KEEPALIVE,
 };
 use support::{
-    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Reply, Via, query, rcode_of, rr, tcp,
-    tcp_raw, udp, with_edns,
+    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Via, query, rcode_of, rr, tcp, tcp_raw,
+    udp, with_edns,
 };
 
 const NAME: &str = "www.example.com.";
