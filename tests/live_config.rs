@@ -569,3 +569,52 @@ async fn a_leg_finishing_after_a_reload_that_reordered_clusters_never_fills_anot
     }
     assert!(d.seen().len() > 1, "d was asked again");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_prefetch_started_before_a_reload_is_not_cached_after_it() {
+    let kube = kube_dns(&[]).await;
+    // The old peer takes a second for every answer (TTL 30 s), the prefetch's included.
+    let old = FakeDns::builder()
+        .on(
+            MEMBER,
+            RecordType::A,
+            Behaviour::Delay(
+                Duration::from_secs(1),
+                Answer::records([rr::a(MEMBER, [10, 2, 0, 1])]),
+            ),
+        )
+        .start()
+        .await;
+    let new = peer([10, 2, 0, 2], "127.0.0.1:0").await;
+    let mut dir = ConfigMapDir::new(
+        "prefetch",
+        &[("MESHDNS_CLUSTERS", &format!("b={}", old.addr))],
+    );
+    let vars = [
+        ("MESHDNS_CACHE_SIZE", "100"),
+        ("MESHDNS_ATTEMPT_TIMEOUT", "2s"),
+        ("MESHDNS_TIMEOUT", "3s"),
+    ];
+    let meshdns = with_dir(&kube, &dir, &vars).await;
+    assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.1"));
+    // Popular, and in the last tenth of its TTL: the third hit starts a prefetch.
+    tokio::time::sleep(Duration::from_millis(28_500)).await;
+    for _ in 0..meshdns::cache::PREFETCH_MIN_HITS {
+        assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.1"));
+    }
+    reload(
+        &meshdns,
+        &mut dir,
+        &[("MESHDNS_CLUSTERS", &format!("b={}", new.addr))],
+    )
+    .await;
+    assert_eq!(
+        old.seen().len(),
+        2,
+        "the prefetch was asked before the reload"
+    );
+    // The prefetch's answer comes after the reload; the entry would have lived until 31 s.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.2"));
+    assert_eq!(new.seen().len(), 1);
+}

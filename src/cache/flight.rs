@@ -2,12 +2,12 @@
 //!
 //! The first miss for a key becomes the [`FlightLeader`] and asks upstream; misses for the same
 //! key that arrive meanwhile get a [`FlightFollower`] and wait for the leader's reply, which
-//! they patch with their own ID, RD and CD bits and question spelling. If the leader goes away without
-//! a reply (its task cancelled, or it panicked), its guard's `Drop` closes the flight and every
-//! follower's [`FlightFollower::wait`] returns `None`: the caller then asks for a flight again,
-//! so one follower becomes the new leader and the others follow it — never a herd, never a
-//! SERVFAIL caused only by someone else's cancellation. Waiting is bounded by the caller's own
-//! deadline (`get_or_resolve` wraps `wait` in `tokio::time::timeout_at`).
+//! they patch with their own ID, RD, CD and AD bits and question spelling. If the leader goes
+//! away without a reply (its task cancelled, or it panicked), its guard's `Drop` closes the
+//! flight and every follower's [`FlightFollower::wait`] returns `None`: the caller then asks
+//! for a flight again, so one follower becomes the new leader and the others follow it — never
+//! a herd, never a SERVFAIL caused only by someone else's cancellation. Waiting is bounded by
+//! the caller's own deadline (`get_or_resolve` wraps `wait` in `tokio::time::timeout_at`).
 //!
 //! Flights belong to a generation (the configuration their exchange runs on): a miss never
 //! follows a flight of an older generation than its own — after a reload it leads a new one
