@@ -52,14 +52,12 @@ async fn peer(ip: [u8; 4], on: &str) -> FakeDns {
 
 /// The address `member-0.mongo.db.cluster.<cluster>` resolves to through meshdns, if any.
 async fn member_of(meshdns: &Meshdns, cluster: &str) -> Option<String> {
-    let reply = udp(
-        meshdns.addr,
-        &query(
-            &format!("member-0.mongo.db.cluster.{cluster}."),
-            RecordType::A,
-        ),
-    )
-    .await;
+    address_of(meshdns, &format!("member-0.mongo.db.cluster.{cluster}.")).await
+}
+
+/// The address `name` (a client name) resolves to through meshdns, if any.
+async fn address_of(meshdns: &Meshdns, name: &str) -> Option<String> {
+    let reply = udp(meshdns.addr, &query(name, RecordType::A)).await;
     (reply.msg.response_code == ResponseCode::NoError)
         .then(|| reply.answer_lines().first().cloned())
         .flatten()
@@ -317,45 +315,52 @@ async fn reload(meshdns: &Meshdns, dir: &mut ConfigMapDir, files: &[(&str, &str)
     panic!("the change was not applied");
 }
 
-/// The address `name` (a client name) resolves to through meshdns, if any.
-async fn address_of(meshdns: &Meshdns, name: &str) -> Option<String> {
-    let reply = udp(meshdns.addr, &query(name, RecordType::A)).await;
-    (reply.msg.response_code == ResponseCode::NoError)
-        .then(|| reply.answer_lines().first().cloned())
-        .flatten()
-        .and_then(|line| line.rsplit(' ').next().map(str::to_string))
+/// A peer cluster's DNS that knows [`MEMBER`] as `ip` and answers after `delay`.
+async fn slow_peer(ip: [u8; 4], delay: Duration) -> FakeDns {
+    let answer = Answer::records([rr::a(MEMBER, ip)]);
+    FakeDns::builder()
+        .on(MEMBER, RecordType::A, Behaviour::Delay(delay, answer))
+        .start()
+        .await
+}
+
+/// meshdns in front of `kube` with caching on and one peer cluster, `cluster=endpoint`, in a
+/// new configuration directory; one attempt may take `attempt`, a query a second more.
+async fn one_cluster_cached(
+    kube: &FakeDns,
+    cluster: &str,
+    endpoint: &FakeDns,
+    attempt: Duration,
+) -> (ConfigMapDir, Arc<Meshdns>) {
+    let line = format!("{cluster}={}", endpoint.addr);
+    let dir = ConfigMapDir::new("generations", &[("MESHDNS_CLUSTERS", &line)]);
+    let (attempt, timeout) = (
+        format!("{}ms", attempt.as_millis()),
+        format!("{}ms", (attempt + Duration::from_secs(1)).as_millis()),
+    );
+    let vars = [
+        ("MESHDNS_CACHE_SIZE", "100"),
+        ("MESHDNS_ATTEMPT_TIMEOUT", attempt.as_str()),
+        ("MESHDNS_TIMEOUT", timeout.as_str()),
+    ];
+    let meshdns = Arc::new(with_dir(kube, &dir, &vars).await);
+    (dir, meshdns)
+}
+
+/// Asks for `name` from a task of its own: a query left in flight.
+fn in_flight(meshdns: &Arc<Meshdns>, name: &str) -> tokio::task::JoinHandle<Option<String>> {
+    let (meshdns, name) = (Arc::clone(meshdns), name.to_string());
+    tokio::spawn(async move { address_of(&meshdns, &name).await })
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_slow_answer_of_the_old_peer_is_neither_cached_nor_served_after_the_reload() {
     let kube = kube_dns(&[]).await;
     // Cluster b's old peer answers after 2 s; the new one at once.
-    let old = FakeDns::builder()
-        .on(
-            MEMBER,
-            RecordType::A,
-            Behaviour::Delay(
-                Duration::from_secs(2),
-                Answer::records([rr::a(MEMBER, [10, 2, 0, 1])]),
-            ),
-        )
-        .start()
-        .await;
+    let old = slow_peer([10, 2, 0, 1], Duration::from_secs(2)).await;
     let new = peer([10, 2, 0, 2], "127.0.0.1:0").await;
-    let mut dir = ConfigMapDir::new(
-        "slow-old",
-        &[("MESHDNS_CLUSTERS", &format!("b={}", old.addr))],
-    );
-    let vars = [
-        ("MESHDNS_CACHE_SIZE", "100"),
-        ("MESHDNS_ATTEMPT_TIMEOUT", "3s"),
-        ("MESHDNS_TIMEOUT", "4s"),
-    ];
-    let meshdns = Arc::new(with_dir(&kube, &dir, &vars).await);
-    let pending = {
-        let meshdns = Arc::clone(&meshdns);
-        tokio::spawn(async move { member_of(&meshdns, "b").await })
-    };
+    let (mut dir, meshdns) = one_cluster_cached(&kube, "b", &old, Duration::from_secs(3)).await;
+    let pending = in_flight(&meshdns, "member-0.mongo.db.cluster.b.");
     tokio::time::sleep(Duration::from_millis(100)).await;
     reload(
         &meshdns,
@@ -381,28 +386,9 @@ async fn a_slow_answer_of_the_old_peer_is_neither_cached_nor_served_after_the_re
 async fn a_cluster_removed_while_its_answer_is_pending_leaves_nothing_of_it_behind() {
     // kube-dns does not know cluster c's zone: after the removal its names go there.
     let kube = kube_dns(&[]).await;
-    let c = FakeDns::builder()
-        .on(
-            MEMBER,
-            RecordType::A,
-            Behaviour::Delay(
-                Duration::from_secs(2),
-                Answer::records([rr::a(MEMBER, [10, 3, 0, 1])]),
-            ),
-        )
-        .start()
-        .await;
-    let mut dir = ConfigMapDir::new("removed", &[("MESHDNS_CLUSTERS", &format!("c={}", c.addr))]);
-    let vars = [
-        ("MESHDNS_CACHE_SIZE", "100"),
-        ("MESHDNS_ATTEMPT_TIMEOUT", "3s"),
-        ("MESHDNS_TIMEOUT", "4s"),
-    ];
-    let meshdns = Arc::new(with_dir(&kube, &dir, &vars).await);
-    let pending = {
-        let meshdns = Arc::clone(&meshdns);
-        tokio::spawn(async move { member_of(&meshdns, "c").await })
-    };
+    let c = slow_peer([10, 3, 0, 1], Duration::from_secs(2)).await;
+    let (mut dir, meshdns) = one_cluster_cached(&kube, "c", &c, Duration::from_secs(3)).await;
+    let pending = in_flight(&meshdns, "member-0.mongo.db.cluster.c.");
     tokio::time::sleep(Duration::from_millis(100)).await;
     reload(
         &meshdns,
@@ -436,24 +422,11 @@ async fn a_cluster_moved_off_a_black_holed_endpoint_answers_from_the_new_one_at_
         )
         .start()
         .await;
-    let mut dir = ConfigMapDir::new(
-        "black-hole",
-        &[("MESHDNS_CLUSTERS", &format!("b={}", black_hole.addr))],
-    );
-    let vars = [
-        ("MESHDNS_CACHE_SIZE", "100"),
-        ("MESHDNS_ATTEMPT_TIMEOUT", "1s"),
-        ("MESHDNS_TIMEOUT", "3s"),
-    ];
-    let meshdns = Arc::new(with_dir(&kube, &dir, &vars).await);
+    let (mut dir, meshdns) =
+        one_cluster_cached(&kube, "b", &black_hole, Duration::from_secs(1)).await;
     // Queries for both members are stuck on the black hole when b moves.
-    let stuck: Vec<_> = ["member-0", "member-1"]
-        .map(|member| {
-            let meshdns = Arc::clone(&meshdns);
-            let name = format!("{member}.mongo.db.cluster.b.");
-            tokio::spawn(async move { address_of(&meshdns, &name).await })
-        })
-        .into();
+    let stuck = ["member-0", "member-1"]
+        .map(|member| in_flight(&meshdns, &format!("{member}.mongo.db.cluster.b.")));
     tokio::time::sleep(Duration::from_millis(100)).await;
     reload(
         &meshdns,
@@ -574,28 +547,9 @@ async fn a_leg_finishing_after_a_reload_that_reordered_clusters_never_fills_anot
 async fn a_prefetch_started_before_a_reload_is_not_cached_after_it() {
     let kube = kube_dns(&[]).await;
     // The old peer takes a second for every answer (TTL 30 s), the prefetch's included.
-    let old = FakeDns::builder()
-        .on(
-            MEMBER,
-            RecordType::A,
-            Behaviour::Delay(
-                Duration::from_secs(1),
-                Answer::records([rr::a(MEMBER, [10, 2, 0, 1])]),
-            ),
-        )
-        .start()
-        .await;
+    let old = slow_peer([10, 2, 0, 1], Duration::from_secs(1)).await;
     let new = peer([10, 2, 0, 2], "127.0.0.1:0").await;
-    let mut dir = ConfigMapDir::new(
-        "prefetch",
-        &[("MESHDNS_CLUSTERS", &format!("b={}", old.addr))],
-    );
-    let vars = [
-        ("MESHDNS_CACHE_SIZE", "100"),
-        ("MESHDNS_ATTEMPT_TIMEOUT", "2s"),
-        ("MESHDNS_TIMEOUT", "3s"),
-    ];
-    let meshdns = with_dir(&kube, &dir, &vars).await;
+    let (mut dir, meshdns) = one_cluster_cached(&kube, "b", &old, Duration::from_secs(2)).await;
     assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.1"));
     // Popular, and in the last tenth of its TTL: the third hit starts a prefetch.
     tokio::time::sleep(Duration::from_millis(28_500)).await;
