@@ -929,17 +929,39 @@ fn miss_of(generation: Generation) -> Miss {
     }
 }
 
+/// Whether a fresh entry answers `request` now.
+fn is_cached(cache: &Cache, request: &[u8]) -> bool {
+    matches!(
+        cache.lookup(&key(request), request, Instant::now()),
+        Lookup::Fresh { .. }
+    )
+}
+
+/// A miss of the first configuration for `request`, left in flight on a task of its own.
+fn in_flight(
+    cache: &Arc<Cache>,
+    request: &[u8],
+    resolve: impl Future<Output = Vec<u8>> + Send + 'static,
+) -> tokio::task::JoinHandle<Option<Vec<u8>>> {
+    let (cache, request) = (Arc::clone(cache), request.to_vec());
+    tokio::spawn(async move {
+        cache
+            .get_or_resolve(&key(&request), &request, miss(false), resolve)
+            .await
+    })
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_answer_of_a_previous_configuration_arriving_after_a_reload_is_not_cached() {
     let cache = cache(100);
     let request = query("member-0.mongo.db.cluster.b.", RecordType::A, None, false);
     let k = key(&request);
     let asked = Arc::new(AtomicUsize::new(0));
-    let old = {
-        let (cache, request, k) = (Arc::clone(&cache), request.clone(), k.clone());
-        let slow = upstream(&asked, SECOND, answer(&request, &[30]));
-        tokio::spawn(async move { cache.get_or_resolve(&k, &request, miss(false), slow).await })
-    };
+    let old = in_flight(
+        &cache,
+        &request,
+        upstream(&asked, SECOND, answer(&request, &[30])),
+    );
     tokio::time::sleep(Duration::from_millis(100)).await;
     // The reload: the route of the name changed.
     cache.advance(FIRST.next(), |_| false);
@@ -949,22 +971,15 @@ async fn an_answer_of_a_previous_configuration_arriving_after_a_reload_is_not_ca
         Some(0),
         "its own client is answered"
     );
-    assert_eq!(
-        cache.lookup(&k, &request, Instant::now()),
-        Lookup::Miss,
-        "but nothing of it is cached"
-    );
+    assert!(!is_cached(&cache, &request), "but nothing of it is cached");
     // Nor is a leg of the old configuration, nor a refresh of it.
     cache.insert(&k, &answer(&request, &[30]), Instant::now(), FIRST);
     cache.refresh(&k, FIRST, upstream(&asked, SECOND, answer(&request, &[30])));
     tokio::time::sleep(2 * SECOND).await;
-    assert_eq!(cache.lookup(&k, &request, Instant::now()), Lookup::Miss);
+    assert!(!is_cached(&cache, &request));
     // Work of the new configuration is cached as ever.
     cache.insert(&k, &answer(&request, &[30]), Instant::now(), FIRST.next());
-    assert!(matches!(
-        cache.lookup(&k, &request, Instant::now()),
-        Lookup::Fresh { .. }
-    ));
+    assert!(is_cached(&cache, &request));
 }
 
 #[tokio::test(start_paused = true)]
@@ -974,15 +989,11 @@ async fn after_a_reload_a_miss_never_waits_on_nor_inherits_the_failure_of_an_old
     let k = key(&request);
     let asked = Arc::new(AtomicUsize::new(0));
     // An exchange to a black-holed endpoint: it fails at the query's deadline.
-    let old = {
-        let (cache, request, k) = (Arc::clone(&cache), request.clone(), k.clone());
-        let black_hole = upstream(&asked, 2 * SECOND, servfail(&request));
-        tokio::spawn(async move {
-            cache
-                .get_or_resolve(&k, &request, miss(false), black_hole)
-                .await
-        })
-    };
+    let old = in_flight(
+        &cache,
+        &request,
+        upstream(&asked, 2 * SECOND, servfail(&request)),
+    );
     tokio::time::sleep(Duration::from_millis(100)).await;
     let new = FIRST.next();
     cache.advance(new, |_| false);
@@ -1029,10 +1040,7 @@ async fn a_failure_remembered_before_a_reload_is_dropped_with_the_changed_route(
     )
     .await;
     assert_eq!(wire::rcode(&failed), Some(2));
-    assert!(matches!(
-        cache.lookup(&key(&request), &request, Instant::now()),
-        Lookup::Fresh { .. }
-    ));
+    assert!(is_cached(&cache, &request), "the failure is remembered");
     let new = FIRST.next();
     cache.advance(new, |k| k != &key(&request));
     let reply = ask(
@@ -1059,14 +1067,8 @@ async fn a_reload_keeps_the_entries_it_is_told_to_keep() {
         );
     }
     cache.advance(FIRST.next(), |k| k == &key(&kept));
-    assert!(matches!(
-        cache.lookup(&key(&kept), &kept, Instant::now()),
-        Lookup::Fresh { .. }
-    ));
-    assert_eq!(
-        cache.lookup(&key(&dropped), &dropped, Instant::now()),
-        Lookup::Miss
-    );
+    assert!(is_cached(&cache, &kept));
+    assert!(!is_cached(&cache, &dropped));
     // Never back: an older generation does not reopen the door.
     cache.advance(FIRST, |_| true);
     cache.insert(
@@ -1075,10 +1077,7 @@ async fn a_reload_keeps_the_entries_it_is_told_to_keep() {
         Instant::now(),
         FIRST,
     );
-    assert_eq!(
-        cache.lookup(&key(&dropped), &dropped, Instant::now()),
-        Lookup::Miss
-    );
+    assert!(!is_cached(&cache, &dropped));
 }
 
 // --- AD (RFC 6840 §5.8) --------------------------------------------------------------------
