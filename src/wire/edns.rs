@@ -227,6 +227,33 @@ mod tests {
     }
 
     #[test]
+    fn hop_by_hop_options_are_stripped_and_nsid_kept_for_its_client() {
+        let msg = query_with(&[
+            (OPTION_COOKIE, &[1; 8]),
+            (OPTION_TCP_KEEPALIVE, &[]),
+            (OPTION_PADDING, &[0; 5]),
+            (OPTION_NSID, &[]),
+            (65001, b"private"),
+        ]);
+        let relayed = without_options(&msg, is_hop_by_hop_option).unwrap();
+        let info = opt(&relayed).unwrap().unwrap();
+        for code in [OPTION_COOKIE, OPTION_TCP_KEEPALIVE, OPTION_PADDING] {
+            assert!(!info.options.contains(code), "{code}");
+        }
+        assert!(info.options.contains(OPTION_NSID));
+        let shared = without_options(&relayed, is_per_client_option).unwrap();
+        assert!(!opt(&shared).unwrap().unwrap().options.contains(OPTION_NSID));
+        assert!(
+            Message::from_vec(&shared)
+                .unwrap()
+                .edns
+                .unwrap()
+                .option(hickory_proto::rr::rdata::opt::EdnsCode::Unknown(65001))
+                .is_some()
+        );
+    }
+
+    #[test]
     fn an_option_running_past_its_record_is_malformed() {
         let mut msg = query_with(&[(OPTION_NSID, &[1, 2])]);
         let len = msg.len();

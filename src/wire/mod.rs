@@ -205,6 +205,17 @@ mod tests {
         copy_request_bits(&mut msg, &[0u8; HEADER_LEN]);
         assert_eq!(msg[2] & 0x01, 0);
         assert!(!checking_disabled(&msg));
+        // AD stays for a request with AD or DO, and only for those (RFC 6840 §5.8).
+        let with_ad = [0, 0, 0, 0x20];
+        for (request, dnssec_ok, kept) in [
+            (&with_ad[..], false, true),
+            (&[0u8; 4][..], true, true),
+            (&[0u8; 4][..], false, false),
+        ] {
+            msg[3] |= 0x20;
+            clear_unasked_ad(&mut msg, request, dnssec_ok);
+            assert_eq!(authentic_data(&msg), kept, "{request:?} {dnssec_ok}");
+        }
         for cut in 0..msg.len() {
             let _ = opt(&msg[..cut]);
             let _ = for_each_record(&msg[..cut], |_| {});
