@@ -16,8 +16,9 @@
 //! the AD bit (cleared for a client that set neither AD nor DO, RFC 6840 §5.8), the question
 //! (the client's spelling) and every TTL (counting down from when the reply was received; OPT
 //! untouched). Replies never carry a TTL above the entry's capped TTL. Stored and
-//! shared copies carry no per-client EDNS option (NSID, PADDING, TCP-KEEPALIVE, COOKIE): those
-//! reach only the client whose query produced them. At most `MESHDNS_CACHE_SIZE` entries and
+//! shared copies carry no per-client EDNS option: NSID reaches only the client whose query
+//! produced it, and the hop-by-hop ones (COOKIE, PADDING, TCP-KEEPALIVE), which pass-through
+//! already strips, none. At most `MESHDNS_CACHE_SIZE` entries and
 //! `size × BYTES_PER_ENTRY` reply bytes are held, whatever the traffic; size 0 turns caching
 //! off (in-flight sharing still works). Background work (prefetch, refreshes, exchanges that
 //! outlive their client) goes through the bounded [`Background`] set. Locking: one

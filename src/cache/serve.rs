@@ -57,7 +57,8 @@ pub fn patch_header_and_question(reply: &mut [u8], request: &[u8], key: &CacheKe
 }
 
 /// The reply as it may be stored or handed to other clients: without the EDNS options that
-/// belong to the one client whose query produced it (NSID, PADDING, TCP-KEEPALIVE, COOKIE).
+/// belong to the one client whose query produced it (NSID) or to one hop (COOKIE, PADDING,
+/// TCP-KEEPALIVE: [`wire::is_per_client_option`]).
 pub fn shareable(reply: &[u8]) -> Cow<'_, [u8]> {
     match wire::without_options(reply, wire::is_per_client_option) {
         Some(stripped) => Cow::Owned(stripped),
