@@ -253,7 +253,7 @@ pub fn cache(data: &[u8]) {
         background,
     );
     let now = Instant::now();
-    cache.insert(&key, reply, now);
+    cache.insert(&key, reply, now, meshdns::cache::Generation::default());
     if let Lookup::Fresh { reply: served, .. } = cache.lookup(&key, request, now) {
         assert_eq!(
             wire::id(&served),

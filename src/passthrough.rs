@@ -2,11 +2,14 @@
 //! DNS (kube-dns) as the client sent it, and the reply comes back as kube-dns sent it.
 //!
 //! Only what belongs to one hop changes: the ID (a fresh random one upstream, the client's
-//! restored), COOKIE options (relayed in neither direction: towards its loopback clients
-//! meshdns is a server without cookie support, and a cookie made for one client must never
-//! reach another through the cache), and the question of an error reply that omitted it (the
-//! client's own is put back). Every other byte — flags, rcode, sections, EDNS options meshdns
-//! does not use — passes untouched.
+//! restored), the hop-by-hop EDNS options ([`wire::is_hop_by_hop_option`]: COOKIE,
+//! TCP-KEEPALIVE, PADDING, relayed in neither direction — towards its loopback clients meshdns
+//! is a server supporting none of them, a cookie made for one client must never reach another
+//! through the cache, and kube-dns's keepalive describes its connection to meshdns, not the
+//! client's), the question of an error reply that omitted it (the client's own is put back),
+//! and the AD bit for a client that did not ask for it (RFC 6840 §5.8, cleared by
+//! [`Resolver`](crate::query::Resolver) for every route). Every other byte — flags, rcode,
+//! sections, EDNS options meshdns does not use — passes untouched.
 
 use hickory_proto::op::Message;
 use tokio::time::Instant;
@@ -23,8 +26,8 @@ pub async fn forward(
     request: &Message,
     deadline: Instant,
 ) -> Vec<u8> {
-    let without_cookie = wire::without_options(bytes, |code| code == wire::OPTION_COOKIE);
-    let query = without_cookie.as_deref().unwrap_or(bytes);
+    let without_hop_options = wire::without_options(bytes, wire::is_hop_by_hop_option);
+    let query = without_hop_options.as_deref().unwrap_or(bytes);
     match upstream.exchange(query, deadline).await {
         Ok(answered) => to_client(answered.bytes, bytes),
         Err(error) => {
@@ -39,7 +42,7 @@ pub async fn forward(
 }
 
 /// An accepted upstream reply as the client who sent `query` gets it: its ID, its question
-/// when the reply omitted it, no COOKIE; every other byte as kube-dns sent it.
+/// when the reply omitted it, no hop-by-hop option; every other byte as kube-dns sent it.
 pub fn to_client(mut reply: Vec<u8>, query: &[u8]) -> Vec<u8> {
     if wire::question_count(&reply) == Some(0)
         && let Some(with) =
@@ -47,7 +50,7 @@ pub fn to_client(mut reply: Vec<u8>, query: &[u8]) -> Vec<u8> {
     {
         reply = with;
     }
-    if let Some(without) = wire::without_options(&reply, |code| code == wire::OPTION_COOKIE) {
+    if let Some(without) = wire::without_options(&reply, wire::is_hop_by_hop_option) {
         reply = without;
     }
     wire::set_id(&mut reply, wire::id(query).unwrap_or_default());

@@ -105,8 +105,9 @@ impl Resolver {
             let deadline = started + snapshot.timeout;
             let snapshot = arc_swap::Guard::into_inner(snapshot);
             let query = Bytes::copy_from_slice(bytes);
+            let generation = snapshot.generation;
             let resolution = resolve(snapshot, route, query, Arc::new(request), deadline);
-            self.cache.refresh(&key, resolution);
+            self.cache.refresh(&key, generation, resolution);
         }
         let reply = reply::fit_wire(reply, proto.reply_limit(query.opt.map(|o| o.payload)));
         self.metrics
@@ -154,6 +155,7 @@ impl Resolver {
                 deadline,
                 client_timer: snapshot.attempt_timeout,
                 upstream_failing: snapshot.upstream_failing(route),
+                generation: snapshot.generation,
             };
             let resolution = resolve(
                 snapshot,
@@ -178,7 +180,10 @@ impl Resolver {
                 )
             })
         };
-        let reply = reply::fit_wire(complete, limit);
+        let mut reply = reply::fit_wire(complete, limit);
+        // RFC 6840 §5.8 for every route (a hit patches its copy the same way).
+        let dnssec_ok = request.edns.as_ref().is_some_and(|e| e.flags().dnssec_ok);
+        wire::clear_unasked_ad(&mut reply, &bytes, dnssec_ok);
         self.metrics
             .record_request(proto, route.kind(), &reply, started.elapsed());
         Some(reply)

@@ -26,7 +26,7 @@
 //! settling delay (the kubelet writes several entries per update) starts only after one, and
 //! the retry timer exists only while a watch is failing.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -35,7 +35,7 @@ use notify::Watcher;
 use tokio::sync::{mpsc, watch};
 
 use crate::background::Background;
-use crate::cache::CacheKey;
+use crate::cache::{CacheKey, LegScope};
 use crate::config::{Config, ConfigError, Settings, effective, variables};
 use crate::metrics::{Metrics, ReloadResult};
 use crate::process;
@@ -153,6 +153,12 @@ impl Reloader {
             .collect()
     }
 
+    /// Makes `new` the running configuration: the next generation. The cache moves on to it
+    /// first — from then on it refuses what work of the previous generations writes (a slow
+    /// answer, a straggling leg, a refresh, a failure), and the entries of the routes that
+    /// changed are gone — and only then do queries start on it, so none of them can meet an
+    /// answer of a changed route. A query that starts in between runs on the previous
+    /// configuration, as if it had come a moment earlier, and caches nothing.
     fn apply(&self, new: &Config) {
         let old = &self.config;
         if new.log != old.log {
@@ -164,26 +170,27 @@ impl Reloader {
         }
         let previous = self.resolver.snapshot();
         let snapshot = Snapshot::new(new, cache, &self.metrics, &self.background, Some(&previous));
-        cache.retain(unchanged_routes(
-            (old, &previous.router),
-            (new, &snapshot.router),
-        ));
+        cache.advance(
+            snapshot.generation,
+            unchanged_routes((old, &previous.router), (new, &snapshot.router)),
+        );
         self.resolver.replace(snapshot);
     }
 }
 
 /// Whether a cache entry may outlive the change from `old` to `new` (each with its router): its
-/// name routes the same way to a target that did not change. Gathered legs stay only while the
-/// clusters do.
+/// name routes the same way to a target that did not change. A gathered leg stays while its
+/// cluster (by identity: name, endpoints, domain) is still configured, wherever in the list.
 fn unchanged_routes<'a>(
     (old, old_router): (&'a Config, &'a Router),
     (new, new_router): (&'a Config, &'a Router),
 ) -> impl Fn(&CacheKey) -> bool + 'a {
     let clusters_same = old.clusters == new.clusters;
     let upstreams_same = old.upstreams == new.upstreams;
+    let scopes: HashSet<LegScope> = new.clusters.iter().map(LegScope::of).collect();
     move |key| {
-        if key.is_leg() {
-            return clusters_same;
+        if let Some(scope) = key.leg_scope() {
+            return scopes.contains(&scope);
         }
         match (old_router.route(key.name()), new_router.route(key.name())) {
             (Route::Passthrough, Route::Passthrough) => upstreams_same,

@@ -3,13 +3,17 @@
 //! the configuration. The resolver holds the current snapshot behind an atomic pointer; a
 //! query takes it once and finishes on it, so a reload swaps in a new one without touching a
 //! query in flight.
+//!
+//! Each snapshot is a [`Generation`], one more than the snapshot it replaces: what a query (and
+//! the work it leaves behind: a refresh, a straggling leg) writes into the cache carries it, so
+//! the cache can refuse what comes from a configuration it has moved past.
 
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::background::Background;
-use crate::cache::Cache;
+use crate::cache::{Cache, Generation};
 use crate::config::{Config, Endpoint, IpNet, Transport};
 use crate::gather::Gatherer;
 use crate::metrics::Metrics;
@@ -23,6 +27,8 @@ pub const LOCAL_UPSTREAM: &str = "local";
 /// One configuration, ready to answer queries.
 #[derive(Debug)]
 pub struct Snapshot {
+    /// Which applied configuration this is (the first is the default generation).
+    pub generation: Generation,
     /// `MESHDNS_ALLOW_FROM`: client networks served; others get REFUSED.
     allow_from: Vec<IpNet>,
     pub router: Router,
@@ -68,6 +74,7 @@ impl Snapshot {
         background: &Arc<Background>,
         previous: Option<&Snapshot>,
     ) -> Self {
+        let generation = previous.map_or(Generation::default(), |p| p.generation.next());
         let upstream_metrics = metrics.upstream();
         let kept: Vec<&Arc<Upstream>> = previous.map_or(Vec::new(), |p| p.groups().collect());
         let local_name = config
@@ -119,8 +126,10 @@ impl Snapshot {
             clusters.iter().map(|c| Arc::clone(&c.upstream)).collect(),
             metrics.gather_partial(),
             Arc::clone(background),
+            generation,
         );
         Self {
+            generation,
             allow_from: config.allow_from.clone(),
             router: Router::new(config),
             local,

@@ -2,6 +2,12 @@
 //! `MESHDNS_CONFIG_DIR` written exactly as the kubelet writes a mounted ConfigMap, changed
 //! while clients ask; and endpoints given by host name, resolved through kube-dns and followed
 //! when they move.
+//!
+//! Generations (docs/design.md, "Live configuration"): what a query, a leg or a refresh of the
+//! previous configuration brings back after a reload is neither cached nor served, a query
+//! never waits on an exchange of the previous configuration, and gathered legs are cached by
+//! their cluster's identity. Those tests run on the paused clock: a reload is made to happen
+//! at a known virtual moment ([`reload`]).
 
 mod support;
 
@@ -12,10 +18,11 @@ use std::time::Duration;
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
 use support::configmap::ConfigMapDir;
-use support::{Answer, Behaviour, FakeDns, Meshdns, eventually, query, rr, udp};
+use support::{Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, eventually, query, rr, udp};
 
 const WWW: &str = "www.example.com.";
 const MEMBER: &str = "member-0.mongo.db.svc.cluster.local.";
+const MEMBER_1: &str = "member-1.mongo.db.svc.cluster.local.";
 
 /// kube-dns answering [`WWW`], and `extra` records of its own.
 async fn kube_dns(extra: &[(&str, [u8; 4])]) -> FakeDns {
@@ -45,14 +52,12 @@ async fn peer(ip: [u8; 4], on: &str) -> FakeDns {
 
 /// The address `member-0.mongo.db.cluster.<cluster>` resolves to through meshdns, if any.
 async fn member_of(meshdns: &Meshdns, cluster: &str) -> Option<String> {
-    let reply = udp(
-        meshdns.addr,
-        &query(
-            &format!("member-0.mongo.db.cluster.{cluster}."),
-            RecordType::A,
-        ),
-    )
-    .await;
+    address_of(meshdns, &format!("member-0.mongo.db.cluster.{cluster}.")).await
+}
+
+/// The address `name` (a client name) resolves to through meshdns, if any.
+async fn address_of(meshdns: &Meshdns, name: &str) -> Option<String> {
+    let reply = udp(meshdns.addr, &query(name, RecordType::A)).await;
     (reply.msg.response_code == ResponseCode::NoError)
         .then(|| reply.answer_lines().first().cloned())
         .flatten()
@@ -286,4 +291,284 @@ async fn an_endpoint_name_that_does_not_resolve_fails_its_cluster_not_the_start(
         })
         .await
     );
+}
+
+// --- Generations ---------------------------------------------------------------------------
+
+/// Writes `files` into `dir` the kubelet's way and returns once meshdns has applied them, on
+/// the paused clock: inotify's thread is given real time to deliver the change while the
+/// clock stands still (a blocking task holds it), then the settling delay runs out in virtual
+/// time. So the reload lands about [`meshdns::reload::SETTLE`] after the call, whatever the
+/// machine's load, and the test's other timers keep their order around it.
+async fn reload(meshdns: &Meshdns, dir: &mut ConfigMapDir, files: &[(&str, &str)]) {
+    let applied = meshdns.config_reloads("applied").await;
+    dir.update(files);
+    tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(300)))
+        .await
+        .unwrap();
+    for _ in 0..5 {
+        tokio::time::sleep(meshdns::reload::SETTLE).await;
+        if meshdns.config_reloads("applied").await > applied {
+            return;
+        }
+    }
+    panic!("the change was not applied");
+}
+
+/// A peer cluster's DNS that knows [`MEMBER`] as `ip` and answers after `delay`.
+async fn slow_peer(ip: [u8; 4], delay: Duration) -> FakeDns {
+    let answer = Answer::records([rr::a(MEMBER, ip)]);
+    FakeDns::builder()
+        .on(MEMBER, RecordType::A, Behaviour::Delay(delay, answer))
+        .start()
+        .await
+}
+
+/// meshdns in front of `kube` with caching on and one peer cluster, `cluster=endpoint`, in a
+/// new configuration directory; one attempt may take `attempt`, a query a second more.
+async fn one_cluster_cached(
+    kube: &FakeDns,
+    cluster: &str,
+    endpoint: &FakeDns,
+    attempt: Duration,
+) -> (ConfigMapDir, Arc<Meshdns>) {
+    let line = format!("{cluster}={}", endpoint.addr);
+    let dir = ConfigMapDir::new("generations", &[("MESHDNS_CLUSTERS", &line)]);
+    let (attempt, timeout) = (
+        format!("{}ms", attempt.as_millis()),
+        format!("{}ms", (attempt + Duration::from_secs(1)).as_millis()),
+    );
+    let vars = [
+        ("MESHDNS_CACHE_SIZE", "100"),
+        ("MESHDNS_ATTEMPT_TIMEOUT", attempt.as_str()),
+        ("MESHDNS_TIMEOUT", timeout.as_str()),
+    ];
+    let meshdns = Arc::new(with_dir(kube, &dir, &vars).await);
+    (dir, meshdns)
+}
+
+/// Asks for `name` from a task of its own: a query left in flight.
+fn in_flight(meshdns: &Arc<Meshdns>, name: &str) -> tokio::task::JoinHandle<Option<String>> {
+    let (meshdns, name) = (Arc::clone(meshdns), name.to_string());
+    tokio::spawn(async move { address_of(&meshdns, &name).await })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_answer_of_the_old_peer_is_neither_cached_nor_served_after_the_reload() {
+    let kube = kube_dns(&[]).await;
+    // Cluster b's old peer answers after 2 s; the new one at once.
+    let old = slow_peer([10, 2, 0, 1], Duration::from_secs(2)).await;
+    let new = peer([10, 2, 0, 2], "127.0.0.1:0").await;
+    let (mut dir, meshdns) = one_cluster_cached(&kube, "b", &old, Duration::from_secs(3)).await;
+    let pending = in_flight(&meshdns, "member-0.mongo.db.cluster.b.");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    reload(
+        &meshdns,
+        &mut dir,
+        &[("MESHDNS_CLUSTERS", &format!("b={}", new.addr))],
+    )
+    .await;
+    assert!(
+        !pending.is_finished(),
+        "the reload came before the old answer"
+    );
+    // The query that started before the reload finishes on its configuration.
+    assert_eq!(pending.await.unwrap().as_deref(), Some("10.2.0.1"));
+    // Every query after it: the new peer, at once and 7 s later (the old answer's TTL is 30 s).
+    assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.2"));
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.2"));
+    assert_eq!(old.seen().len(), 1);
+    assert_eq!(new.seen().len(), 1, "asked once, then cached");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cluster_removed_while_its_answer_is_pending_leaves_nothing_of_it_behind() {
+    // kube-dns does not know cluster c's zone: after the removal its names go there.
+    let kube = kube_dns(&[]).await;
+    let c = slow_peer([10, 3, 0, 1], Duration::from_secs(2)).await;
+    let (mut dir, meshdns) = one_cluster_cached(&kube, "c", &c, Duration::from_secs(3)).await;
+    let pending = in_flight(&meshdns, "member-0.mongo.db.cluster.c.");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    reload(
+        &meshdns,
+        &mut dir,
+        &[("MESHDNS_UPSTREAMS", &kube.addr.to_string())],
+    )
+    .await;
+    assert!(!pending.is_finished());
+    pending.await.unwrap();
+    for _ in 0..3 {
+        assert_eq!(member_of(&meshdns, "c").await, None, "kube-dns's REFUSED");
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+    assert_eq!(c.seen().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cluster_moved_off_a_black_holed_endpoint_answers_from_the_new_one_at_once() {
+    let kube = kube_dns(&[]).await;
+    let black_hole = FakeDns::silent().await;
+    let healthy = FakeDns::builder()
+        .answer(
+            MEMBER,
+            RecordType::A,
+            Answer::records([rr::a(MEMBER, [10, 2, 0, 2])]),
+        )
+        .answer(
+            MEMBER_1,
+            RecordType::A,
+            Answer::records([rr::a(MEMBER_1, [10, 2, 1, 2])]),
+        )
+        .start()
+        .await;
+    let (mut dir, meshdns) =
+        one_cluster_cached(&kube, "b", &black_hole, Duration::from_secs(1)).await;
+    // Queries for both members are stuck on the black hole when b moves.
+    let stuck = ["member-0", "member-1"]
+        .map(|member| in_flight(&meshdns, &format!("{member}.mongo.db.cluster.b.")));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    reload(
+        &meshdns,
+        &mut dir,
+        &[("MESHDNS_CLUSTERS", &format!("b={}", healthy.addr))],
+    )
+    .await;
+    // A new query for member-0 waits on no exchange of the old configuration.
+    let asked = tokio::time::Instant::now();
+    let member_0 = address_of(&meshdns, "member-0.mongo.db.cluster.b.").await;
+    assert_eq!(member_0.as_deref(), Some("10.2.0.2"));
+    assert!(
+        asked.elapsed() < Duration::from_millis(100),
+        "{:?}",
+        asked.elapsed()
+    );
+    // member-1 is asked only once the old exchange has failed: its failure is not inherited.
+    for query in stuck {
+        query.await.unwrap();
+    }
+    let member_1 = address_of(&meshdns, "member-1.mongo.db.cluster.b.").await;
+    assert_eq!(member_1.as_deref(), Some("10.2.1.2"));
+}
+
+/// A cluster DNS that knows the `mongo` service of namespace `db` as `ip`, with `behaviour`
+/// wrapping its answer.
+fn service_dns(ip: [u8; 4], behaviour: impl FnOnce(Answer) -> Behaviour) -> FakeDnsBuilder {
+    const SERVICE: &str = "mongo.db.svc.cluster.local.";
+    let answer = Answer::records([rr::a(SERVICE, ip)]);
+    FakeDns::builder().on(SERVICE, RecordType::A, behaviour(answer))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_leg_finishing_after_a_reload_that_reordered_clusters_never_fills_another_clusters_leg() {
+    const GATHERED: &str = "mongo.db.svc.distributed.local.";
+    // a (local), b, c, d. c's leg takes 800 ms; d answers once, then is silent.
+    let a = service_dns([10, 1, 0, 1], Behaviour::Answer).start().await;
+    let b = service_dns([10, 2, 0, 1], Behaviour::Answer).start().await;
+    let c = service_dns([10, 3, 0, 1], |answer| {
+        Behaviour::Delay(Duration::from_millis(800), answer)
+    })
+    .start()
+    .await;
+    let d = service_dns([10, 4, 0, 1], |answer| Behaviour::AnswerThenDrop(1, answer))
+        .start()
+        .await;
+    let clusters = |list: &[(&str, &FakeDns)]| {
+        let mut line = vec!["a=".to_string()];
+        line.extend(
+            list.iter()
+                .map(|(name, fake)| format!("{name}={}", fake.addr)),
+        );
+        line.join("; ")
+    };
+    let mut dir = ConfigMapDir::new(
+        "reorder",
+        &[(
+            "MESHDNS_CLUSTERS",
+            &clusters(&[("b", &b), ("c", &c), ("d", &d)]),
+        )],
+    );
+    let vars = [
+        ("MESHDNS_LOCAL_CLUSTER", "a"),
+        ("MESHDNS_CACHE_SIZE", "1000"),
+        ("MESHDNS_ATTEMPT_TIMEOUT", "1s"),
+        ("MESHDNS_TIMEOUT", "3s"),
+    ];
+    let meshdns = Arc::new(with_dir(&a, &dir, &vars).await);
+    let addresses = |reply: &support::Reply| -> Vec<String> {
+        reply
+            .answer_lines()
+            .iter()
+            .filter_map(|line| line.rsplit(' ').next().map(str::to_string))
+            .collect()
+    };
+    let first = {
+        let meshdns = Arc::clone(&meshdns);
+        tokio::spawn(async move { udp(meshdns.addr, &query(GATHERED, RecordType::A)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // c is removed while its leg is out: d moves from 4th to 3rd place.
+    reload(
+        &meshdns,
+        &mut dir,
+        &[("MESHDNS_CLUSTERS", &clusters(&[("b", &b), ("d", &d)]))],
+    )
+    .await;
+    assert!(!first.is_finished(), "c's leg is still out");
+    let first = first.await.unwrap();
+    assert_eq!(
+        addresses(&first),
+        ["10.1.0.1", "10.2.0.1", "10.3.0.1", "10.4.0.1"],
+        "the query of the old configuration"
+    );
+    // d is silent now: its leg is filled from d's own last answer, never from c's. Asked with
+    // EDNS (another entry than the first query's, the same legs) and without.
+    for _ in 0..3 {
+        for (how, asked) in [
+            (
+                "edns",
+                support::with_edns(query(GATHERED, RecordType::A), 1232),
+            ),
+            ("plain", query(GATHERED, RecordType::A)),
+        ] {
+            let reply = udp(meshdns.addr, &asked).await;
+            assert_eq!(
+                addresses(&reply),
+                ["10.1.0.1", "10.2.0.1", "10.4.0.1"],
+                "{how}"
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    assert!(d.seen().len() > 1, "d was asked again");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_prefetch_started_before_a_reload_is_not_cached_after_it() {
+    let kube = kube_dns(&[]).await;
+    // The old peer takes a second for every answer (TTL 30 s), the prefetch's included.
+    let old = slow_peer([10, 2, 0, 1], Duration::from_secs(1)).await;
+    let new = peer([10, 2, 0, 2], "127.0.0.1:0").await;
+    let (mut dir, meshdns) = one_cluster_cached(&kube, "b", &old, Duration::from_secs(2)).await;
+    assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.1"));
+    // Popular, and in the last tenth of its TTL: the third hit starts a prefetch.
+    tokio::time::sleep(Duration::from_millis(28_500)).await;
+    for _ in 0..meshdns::cache::PREFETCH_MIN_HITS {
+        assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.1"));
+    }
+    reload(
+        &meshdns,
+        &mut dir,
+        &[("MESHDNS_CLUSTERS", &format!("b={}", new.addr))],
+    )
+    .await;
+    assert_eq!(
+        old.seen().len(),
+        2,
+        "the prefetch was asked before the reload"
+    );
+    // The prefetch's answer comes after the reload; the entry would have lived until 31 s.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.2"));
+    assert_eq!(new.seen().len(), 1);
 }

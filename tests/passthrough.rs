@@ -98,10 +98,63 @@ async fn the_aa_ad_and_cd_bits_survive() {
     let meshdns = Meshdns::before(&upstream, &[]).await;
     let mut asked = with_edns(query(NAME, RecordType::A), 1232);
     asked.metadata.checking_disabled = true;
+    // AD only for a client that asks for it (RFC 6840 §5.8; see the next test).
+    asked.metadata.authentic_data = true;
     let reply = udp(meshdns.addr, &asked).await;
     assert!(reply.msg.authoritative, "AA");
     assert!(reply.msg.authentic_data, "AD");
     assert!(reply.msg.checking_disabled, "CD");
+}
+
+/// A query for [`NAME`] that sets AD, DO (over EDNS), or neither.
+fn asking_ad(ad: bool, dnssec_ok: bool) -> hickory_proto::op::Message {
+    let mut asked = with_edns(query(NAME, RecordType::A), 1232);
+    asked.metadata.authentic_data = ad;
+    if let Some(edns) = asked.edns.as_mut() {
+        edns.set_dnssec_ok(dnssec_ok);
+    }
+    asked
+}
+
+#[tokio::test]
+async fn ad_reaches_only_a_client_that_set_ad_or_do_on_a_miss_and_on_a_hit() {
+    // kube-dns validates and sets AD whoever asks (as some resolvers do).
+    let mut answer = www();
+    answer.authentic_data = true;
+    let upstream = FakeDns::builder()
+        .answer(NAME, RecordType::A, answer)
+        .start()
+        .await;
+    let meshdns = Meshdns::before(&upstream, &[("MESHDNS_CACHE_SIZE", "100")]).await;
+    let ad_of = |reply: &support::Reply| reply.msg.authentic_data;
+    // Without EDNS, with EDNS but neither bit: AD=0, on the miss and on the hit.
+    for asked in [query(NAME, RecordType::A), asking_ad(false, false)] {
+        let miss = udp(meshdns.addr, &asked).await;
+        let hit = udp(meshdns.addr, &asked).await;
+        assert!(!ad_of(&miss) && !ad_of(&hit), "{:?}", asked.edns);
+        assert_eq!(miss.answer_lines().len(), 2);
+        assert_eq!(hit.answer_lines().len(), 2);
+    }
+    assert_eq!(
+        upstream.seen().len(),
+        2,
+        "the second of each pair was a hit"
+    );
+    // AD set, DO set: AD as kube-dns said, on a hit of what an AD=0 client's query stored
+    // and on a miss.
+    let with_ad = udp(meshdns.addr, &asking_ad(true, false)).await;
+    assert!(ad_of(&with_ad), "AD, a hit");
+    let with_do = udp(meshdns.addr, &asking_ad(false, true)).await;
+    assert!(ad_of(&with_do), "DO, a miss");
+    assert!(
+        ad_of(&udp(meshdns.addr, &asking_ad(false, true)).await),
+        "DO, a hit"
+    );
+    assert_eq!(upstream.seen().len(), 3);
+    // And the other bits of the reply are kube-dns's, but for AD.
+    let cleared = udp(meshdns.addr, &asking_ad(false, false)).await;
+    assert_eq!(cleared.bytes[2..3], upstream.last_reply()[2..3]);
+    assert_eq!(cleared.bytes[3] | 0x20, upstream.last_reply()[3]);
 }
 
 #[tokio::test]

@@ -1,17 +1,26 @@
 //! Cache keys, built from the client's raw bytes (the hot path) or from a parsed question (the
 //! gather legs), without allocating for names of ordinary length.
+//!
+//! A gathered leg's key carries its cluster's identity ([`LegScope`]: name, endpoints,
+//! domain), never the cluster's position in the list, so a reload that removes or reorders
+//! clusters can never file one cluster's records under another's.
 
-use std::hash::{Hash, Hasher};
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::num::NonZeroU64;
 
 use hickory_proto::rr::{DNSClass, Name, RecordType};
 
+use crate::config::Cluster;
 use crate::wire;
 
-/// Key bytes kept on the stack; longer names (rare: 89+ bytes of wire name) spill to the heap.
-const INLINE_KEY: usize = 96;
+/// Key bytes kept on the stack; longer names (rare: 92+ bytes of wire name) spill to the heap.
+const INLINE_KEY: usize = 104;
 
-/// scope (2) + flags (1) + type (2) + class (2), then the lowercased wire name.
-const PREFIX_LEN: usize = 7;
+/// scope (8) + flags (1) + type (2) + class (2), then the lowercased wire name.
+const PREFIX_LEN: usize = 13;
+
+/// Where the flags byte sits in the key: after the scope.
+const FLAGS_AT: usize = 8;
 
 const FLAG_EDNS: u8 = 0x01;
 const FLAG_DO: u8 = 0x02;
@@ -43,10 +52,31 @@ impl KeyFlags {
     }
 }
 
-/// Which cache "namespace" a key lives in: the client's question, or one cluster's leg of a
-/// gathered query (so cluster b's answer for `x.svc.cluster.local` never meets cluster c's, nor
-/// a pass-through answer for the same name from kube-dns).
-const SCOPE_CLIENT: u16 = 0;
+/// Which cache "namespace" a key lives in: the client's question (0), or one cluster's leg of
+/// a gathered query, under its [`LegScope`] (so cluster b's answer for `x.svc.cluster.local`
+/// never meets cluster c's, nor a pass-through answer for the same name from kube-dns).
+const SCOPE_CLIENT: u64 = 0;
+
+/// The identity of a cluster as its gathered legs are cached under: a hash of its name, its
+/// endpoints and its domain — what decides which records its DNS gives. Equal for the same
+/// cluster in two configurations (so a reload that only adds, removes or reorders other
+/// clusters keeps its legs), different as soon as any of the three changes. Never zero (zero
+/// is the client scope). 64 bits: the clusters of a configuration are chosen by its operator,
+/// not by an attacker, and a few hundred at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LegScope(NonZeroU64);
+
+impl LegScope {
+    pub fn of(cluster: &Cluster) -> LegScope {
+        // `DefaultHasher::new()` is keyed with constants: the same cluster hashes the same way
+        // for the life of the process, which is all a cache key needs.
+        let mut hasher = DefaultHasher::new();
+        cluster.name.hash(&mut hasher);
+        cluster.endpoints.hash(&mut hasher);
+        cluster.domain.hash(&mut hasher);
+        LegScope(NonZeroU64::new(hasher.finish()).unwrap_or(NonZeroU64::MIN))
+    }
+}
 
 /// What identifies a cached reply: lowercased question name, type, class, the DO/CD/EDNS
 /// request bits, and the scope (client question or a cluster's leg).
@@ -104,19 +134,18 @@ impl CacheKey {
         Self::build(SCOPE_CLIENT, name, qtype, qclass, flags)
     }
 
-    /// The key of one leg of a gathered query: the question as sent to cluster number
-    /// `cluster` (its index in `Config::clusters`), with the flags of the leg's own request.
-    /// The gather code stores each leg's reply under it so a failed leg can be filled from
+    /// The key of one leg of a gathered query: the question as sent to the cluster whose
+    /// identity is `cluster`, with the flags of the leg's own request. The gather code stores
+    /// each leg's reply under it so a failed leg can be filled from
     /// [`Cache::last_good`](super::Cache::last_good).
     pub fn for_leg(
-        cluster: usize,
+        cluster: LegScope,
         name: &Name,
         qtype: RecordType,
         qclass: DNSClass,
         flags: KeyFlags,
     ) -> CacheKey {
-        let scope = u16::try_from(cluster).map_or(u16::MAX, |c| c.saturating_add(1));
-        Self::build(scope, name, qtype, qclass, flags)
+        Self::build(cluster.0.get(), name, qtype, qclass, flags)
     }
 
     /// Whether `question` (the bytes of a message's first question: name, type, class) asks
@@ -128,7 +157,7 @@ impl CacheKey {
         let Some((name, fixed)) = question.split_at_checked(question.len().wrapping_sub(4)) else {
             return false;
         };
-        key.get(3..PREFIX_LEN) == Some(fixed)
+        key.get(FLAGS_AT + 1..PREFIX_LEN) == Some(fixed)
             && key
                 .get(PREFIX_LEN..)
                 .is_some_and(|k| k.eq_ignore_ascii_case(name))
@@ -136,17 +165,17 @@ impl CacheKey {
 
     /// A key of `PREFIX_LEN + name_len` bytes with its prefix written: scope, flags, and the
     /// question's type and class (`fixed`, as on the wire); the name is the caller's to fill.
-    fn with_prefix(scope: u16, flags: KeyFlags, fixed: &[u8], name_len: usize) -> CacheKey {
+    fn with_prefix(scope: u64, flags: KeyFlags, fixed: &[u8], name_len: usize) -> CacheKey {
         let mut key = Self::empty(PREFIX_LEN + name_len);
         let bytes = key.bytes_mut();
-        bytes[..2].copy_from_slice(&scope.to_be_bytes());
-        bytes[2] = flags.bits();
-        bytes[3..PREFIX_LEN].copy_from_slice(fixed);
+        bytes[..FLAGS_AT].copy_from_slice(&scope.to_be_bytes());
+        bytes[FLAGS_AT] = flags.bits();
+        bytes[FLAGS_AT + 1..PREFIX_LEN].copy_from_slice(fixed);
         key
     }
 
     fn build(
-        scope: u16,
+        scope: u64,
         name: &Name,
         qtype: RecordType,
         qclass: DNSClass,
@@ -202,9 +231,16 @@ impl CacheKey {
         }
     }
 
-    /// Whether this is the key of a gathered leg (see [`for_leg`](Self::for_leg)).
-    pub fn is_leg(&self) -> bool {
-        self.as_bytes()[..2] != SCOPE_CLIENT.to_be_bytes()
+    fn scope(&self) -> u64 {
+        let mut scope = [0; FLAGS_AT];
+        scope.copy_from_slice(&self.as_bytes()[..FLAGS_AT]);
+        u64::from_be_bytes(scope)
+    }
+
+    /// The cluster this is the key of a gathered leg of (see [`for_leg`](Self::for_leg));
+    /// `None` for a client's question.
+    pub fn leg_scope(&self) -> Option<LegScope> {
+        NonZeroU64::new(self.scope()).map(LegScope)
     }
 
     /// The question name, lowercased, in wire form.
@@ -214,7 +250,7 @@ impl CacheKey {
 
     /// The request bits this key was built with.
     pub fn flags(&self) -> KeyFlags {
-        let bits = self.as_bytes()[2];
+        let bits = self.as_bytes()[FLAGS_AT];
         KeyFlags {
             edns: bits & FLAG_EDNS != 0,
             dnssec_ok: bits & FLAG_DO != 0,
@@ -242,10 +278,10 @@ impl std::fmt::Debug for CacheKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let bytes = self.as_bytes();
         f.debug_struct("CacheKey")
-            .field("scope", &u16::from_be_bytes([bytes[0], bytes[1]]))
+            .field("scope", &self.scope())
             .field("flags", &self.flags())
-            .field("type", &u16::from_be_bytes([bytes[3], bytes[4]]))
-            .field("class", &u16::from_be_bytes([bytes[5], bytes[6]]))
+            .field("type", &u16::from_be_bytes([bytes[9], bytes[10]]))
+            .field("class", &u16::from_be_bytes([bytes[11], bytes[12]]))
             .field("name", &String::from_utf8_lossy(&bytes[PREFIX_LEN..]))
             .finish()
     }
@@ -254,7 +290,7 @@ impl std::fmt::Debug for CacheKey {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::tests::query;
+    use crate::cache::tests::{cluster, query};
 
     fn key(name: &str, qtype: RecordType, edns: Option<bool>, cd: bool) -> CacheKey {
         CacheKey::from_request(&query(name, qtype, edns, cd)).unwrap()
@@ -305,12 +341,35 @@ mod tests {
             CacheKey::for_question(&name, RecordType::SRV, DNSClass::IN, flags),
             from_bytes
         );
-        let leg = CacheKey::for_leg(0, &name, RecordType::SRV, DNSClass::IN, flags);
+        let b = LegScope::of(&cluster("b", "127.0.0.1:53"));
+        let leg = CacheKey::for_leg(b, &name, RecordType::SRV, DNSClass::IN, flags);
         assert_ne!(leg, from_bytes);
+        assert_eq!(from_bytes.leg_scope(), None);
+        assert_eq!(leg.leg_scope(), Some(b));
+        let c = LegScope::of(&cluster("c", "127.0.0.1:53"));
         assert_ne!(
             leg,
-            CacheKey::for_leg(1, &name, RecordType::SRV, DNSClass::IN, flags)
+            CacheKey::for_leg(c, &name, RecordType::SRV, DNSClass::IN, flags)
         );
+    }
+
+    #[test]
+    fn a_legs_scope_is_its_clusters_identity_not_its_place_in_the_list() {
+        let b = cluster("b", "127.0.0.1:53");
+        // The same cluster, written again (a reload that moved others around it).
+        assert_eq!(LegScope::of(&b), LegScope::of(&b.clone()));
+        let mut moved = b.clone();
+        moved.endpoints = cluster("b", "127.0.0.2:53").endpoints;
+        let mut other_domain = b.clone();
+        other_domain.domain = Name::from_ascii("other.local.").unwrap();
+        let renamed = cluster("d", "127.0.0.1:53");
+        for changed in [moved, other_domain, renamed] {
+            assert_ne!(LegScope::of(&b), LegScope::of(&changed), "{changed:?}");
+        }
+        // What does not decide the records a leg brings back leaves the identity alone.
+        let mut prefixed = b.clone();
+        prefixed.prefix = "bee-".into();
+        assert_eq!(LegScope::of(&b), LegScope::of(&prefixed));
     }
 
     #[test]

@@ -13,15 +13,25 @@
 //! is filled from its last good answer).
 //!
 //! Promises: a hit copies the stored wire bytes once and patches the ID, the RD and CD bits,
-//! the question (the client's spelling) and every TTL (counting down from when the reply was
-//! received; OPT untouched). Replies never carry a TTL above the entry's capped TTL. Stored and
-//! shared copies carry no per-client EDNS option (NSID, PADDING, TCP-KEEPALIVE, COOKIE): those
-//! reach only the client whose query produced them. At most `MESHDNS_CACHE_SIZE` entries and
+//! the AD bit (cleared for a client that set neither AD nor DO, RFC 6840 §5.8), the question
+//! (the client's spelling) and every TTL (counting down from when the reply was received; OPT
+//! untouched). Replies never carry a TTL above the entry's capped TTL. Stored and
+//! shared copies carry no per-client EDNS option: NSID reaches only the client whose query
+//! produced it, and the hop-by-hop ones (COOKIE, PADDING, TCP-KEEPALIVE), which pass-through
+//! already strips, none. At most `MESHDNS_CACHE_SIZE` entries and
 //! `size × BYTES_PER_ENTRY` reply bytes are held, whatever the traffic; size 0 turns caching
 //! off (in-flight sharing still works). Background work (prefetch, refreshes, exchanges that
 //! outlive their client) goes through the bounded [`Background`] set. Locking: one
 //! `std::sync::Mutex` around the table and the configuration it is read by, held only for
 //! index lookups and list bookkeeping; bytes are copied and patched outside it.
+//!
+//! Generations: every write (an answer, a remembered failure, a failed refresh's mark) carries
+//! the [`Generation`] of the configuration its work started under, and is dropped when the
+//! cache has moved on to a newer one ([`Cache::advance`], which also drops the entries of the
+//! routes a reload changed, under the same lock). In-flight sharing is per generation too: a
+//! miss never waits for an exchange started under an older configuration. So after a reload
+//! nothing of a changed route — a slow answer, a straggling leg, a refresh, a failure — is
+//! cached, served or inherited.
 
 mod flight;
 mod key;
@@ -41,7 +51,7 @@ use crate::background::Background;
 use crate::config::CacheConfig;
 use crate::wire;
 
-pub use key::{CacheKey, KeyFlags};
+pub use key::{CacheKey, KeyFlags, LegScope};
 pub use policy::{FAILURE_TTL_FIRST, FAILURE_TTL_MAX};
 pub use serve::STALE_TTL;
 
@@ -78,6 +88,19 @@ pub struct CacheMetrics {
     pub evictions: IntCounter,
 }
 
+/// The number of an applied configuration (each reload applies the next one). Work carries the
+/// generation it started under; the cache takes its writes only while it has not moved on to a
+/// newer one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Generation(u64);
+
+impl Generation {
+    /// The generation after this one.
+    pub fn next(self) -> Generation {
+        Generation(self.0.saturating_add(1))
+    }
+}
+
 /// What a lookup found.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Lookup {
@@ -99,6 +122,8 @@ pub struct Miss {
     /// The route's upstream failed and has not answered since: a stale answer is served at
     /// once (and refreshed in the background), so an outage costs no client a timeout.
     pub upstream_failing: bool,
+    /// The configuration the query runs on: it shares and writes only within it.
+    pub generation: Generation,
 }
 
 /// A resolution: the future that asks upstream and returns the complete reply (SERVFAIL when
@@ -136,21 +161,22 @@ impl Cache {
         self.lock().config().clone()
     }
 
-    /// The bytes and age of the entry for `key` if `accept` takes it, given the entry, its age
-    /// and the serve-stale window under the lock; a taken entry counts as used (it moves to
-    /// the front). `accept` sees the entry under the lock, so it must be quick.
+    /// The bytes and age of the entry for `key` if `accept` takes it, given the entry, its age,
+    /// the serve-stale window and the cache's generation under the lock; a taken entry counts
+    /// as used (it moves to the front). `accept` sees the entry under the lock, so it must be
+    /// quick.
     fn take_entry<T>(
         &self,
         key: &CacheKey,
         now: Instant,
-        accept: impl FnOnce(&mut Entry, Duration, Duration) -> Option<T>,
+        accept: impl FnOnce(&mut Entry, Duration, Duration, Generation) -> Option<T>,
     ) -> Option<(Arc<[u8]>, Duration, T)> {
         let mut store = self.lock();
         let slot = store.get(key)?;
-        let serve_stale = store.config().serve_stale;
+        let (serve_stale, generation) = (store.config().serve_stale, store.generation());
         let entry = store.entry_mut(slot);
         let age = entry.age(now);
-        let accepted = accept(entry, age, serve_stale)?;
+        let accepted = accept(entry, age, serve_stale, generation)?;
         let bytes = Arc::clone(&entry.bytes);
         store.touch(slot);
         Some((bytes, age, accepted))
@@ -172,7 +198,7 @@ impl Cache {
 
     /// [`lookup`](Self::lookup) without counting.
     fn fresh(&self, key: &CacheKey, request: &[u8], now: Instant) -> Option<(Vec<u8>, bool)> {
-        let (stored, age, refresh) = self.take_entry(key, now, |entry, age, _| {
+        let (stored, age, refresh) = self.take_entry(key, now, |entry, age, _, _| {
             if age >= entry.ttl {
                 return None;
             }
@@ -185,7 +211,7 @@ impl Cache {
             entry.refresh_claimed |= refresh;
             Some(refresh)
         })?;
-        served(&stored, Some(request), age, true).map(|reply| (reply, refresh))
+        served(&stored, Some((request, key)), age, true).map(|reply| (reply, refresh))
     }
 
     /// Answers a miss for `request` (whose key is `key`), asking upstream through `resolve`
@@ -198,12 +224,14 @@ impl Cache {
     ///    in the background (de-duplicated by the flight);
     /// 3. identical misses in flight share one exchange: the first leads, the others wait
     ///    (until `miss.deadline`; with a stale entry at hand, `miss.client_timer` at most,
-    ///    then they serve it) for its reply, patched for them;
+    ///    then they serve it) for its reply, patched for them. A miss never waits for an
+    ///    exchange of an older generation than its own: it leads a new one;
     /// 4. the leader resolves. With a stale entry at hand it waits at most
     ///    `miss.client_timer`, then serves stale and lets the exchange finish in the
     ///    background. A reply is stored (its TTLs, and those of the leader's copy, cut to the
     ///    cached ones); a failure is answered stale when it can be, else remembered for a
-    ///    second or a few (RFC 9520).
+    ///    second or a few (RFC 9520). Neither is written once the cache has moved on to a
+    ///    generation newer than `miss.generation`.
     ///
     /// `None` when waiting for another client's exchange ran past the deadline.
     pub async fn get_or_resolve(
@@ -219,12 +247,12 @@ impl Cache {
         }
         if let Some((stale, refresh)) = self.stale_at_once(key, request, now, miss) {
             if refresh {
-                self.refresh(key, resolve);
+                self.refresh(key, miss.generation, resolve);
             }
             return Some(stale);
         }
         loop {
-            match self.flights.join(key) {
+            match self.flights.join(key, miss.generation) {
                 Flight::Follower(follower) => {
                     // With a stale answer at hand a follower waits no longer than its leader
                     // does (the client timer), then serves it; the shared exchange goes on.
@@ -234,7 +262,7 @@ impl Cache {
                     } else {
                         miss.deadline
                     };
-                    match timeout_at(until, follower.wait(request)).await {
+                    match timeout_at(until, follower.wait(request, key)).await {
                         Ok(Some(reply)) => return Some(reply),
                         // The leader went away without an answer: lead or follow anew.
                         Ok(None) => continue,
@@ -270,7 +298,7 @@ impl Cache {
                 Err(_) => {
                     let now = Instant::now();
                     if let Some(stale) = self.stale(key, request, now) {
-                        self.mark_refresh_failed(key, now);
+                        self.mark_refresh_failed(key, now, leader.generation());
                         self.finish_in_background(key, leader, resolution);
                         return stale;
                     }
@@ -286,7 +314,8 @@ impl Cache {
 
     /// Stores (or answers stale for) the reply of a finished exchange, hands the shareable
     /// copy to the flight's followers, and returns the leader's copy. `request` is the
-    /// leader's client, `None` for a background refresh.
+    /// leader's client, `None` for a background refresh. What is written carries the flight's
+    /// generation (and is dropped if the cache has moved on).
     fn settle(
         &self,
         key: &CacheKey,
@@ -295,6 +324,7 @@ impl Cache {
         reply: Vec<u8>,
     ) -> Vec<u8> {
         let now = Instant::now();
+        let generation = leader.generation();
         if is_failure(&reply) {
             // The followers patch whatever they get; the leader's client counts as served stale.
             let stale = match request {
@@ -302,15 +332,15 @@ impl Cache {
                 None => self.servable(key, None, now).map(|(reply, _)| reply),
             };
             if let Some(stale) = stale {
-                self.mark_refresh_failed(key, now);
+                self.mark_refresh_failed(key, now, generation);
                 leader.finish(Arc::from(stale.as_slice()));
                 return stale;
             }
-            self.remember_failure(key, &reply, now);
+            self.remember_failure(key, &reply, now, generation);
             leader.finish(Arc::from(shareable(&reply)));
             return reply;
         }
-        let (reply, shared) = match self.store_reply(key, &reply, now) {
+        let (reply, shared) = match self.store_reply(key, &reply, now, generation) {
             Some(capped_and_stored) => capped_and_stored,
             None => {
                 let shared = Arc::from(shareable(&reply));
@@ -323,13 +353,15 @@ impl Cache {
 
     /// Resolves again in the background and stores the answer, unless an exchange for `key`
     /// is already in flight or the background set is full: a popular entry about to expire
-    /// (prefetch), or a stale one whose upstream is failing.
+    /// (prefetch), or a stale one whose upstream is failing. `generation`: the configuration
+    /// `resolve` runs on.
     pub fn refresh(
         self: &Arc<Self>,
         key: &CacheKey,
+        generation: Generation,
         resolve: impl Future<Output = Vec<u8>> + Send + 'static,
     ) {
-        if let Flight::Leader(leader) = self.flights.join(key) {
+        if let Flight::Leader(leader) = self.flights.join(key, generation) {
             self.finish_in_background(key, leader, Box::pin(resolve));
         }
     }
@@ -358,32 +390,40 @@ impl Cache {
         now: Instant,
         miss: Miss,
     ) -> Option<(Vec<u8>, bool)> {
-        let (stored, age, refresh) = self.take_entry(key, now, |entry, _, serve_stale| {
-            // Served at once only during an outage: the route's upstream is failing, or a
-            // refresh of this entry has failed.
-            if !entry.is_stale(now, serve_stale)
-                || (!miss.upstream_failing && entry.failed_at.is_none())
-            {
-                return None;
-            }
-            let rechecking = entry
-                .failed_at
-                .is_some_and(|failed| now < failed + RECHECK_PERIOD);
-            // One refresh per recheck period; a success replaces the entry, a failure
-            // starts the next period.
-            let refresh = !rechecking;
-            if refresh {
-                entry.failed_at = Some(now);
-            }
-            Some(refresh)
-        })?;
-        let reply = served(&stored, Some(request), age, false)?;
+        let (stored, age, refresh) =
+            self.take_entry(key, now, |entry, _, serve_stale, current| {
+                // Served at once only during an outage: the route's upstream is failing, or a
+                // refresh of this entry has failed. Only a query of the cache's own generation
+                // judges that: one of an older configuration saw an upstream that may be gone.
+                if !entry.is_stale(now, serve_stale)
+                    || miss.generation < current
+                    || (!miss.upstream_failing && entry.failed_at.is_none())
+                {
+                    return None;
+                }
+                let rechecking = entry
+                    .failed_at
+                    .is_some_and(|failed| now < failed + RECHECK_PERIOD);
+                // One refresh per recheck period; a success replaces the entry, a failure
+                // starts the next period.
+                let refresh = !rechecking;
+                if refresh {
+                    entry.failed_at = Some(now);
+                }
+                Some(refresh)
+            })?;
+        let reply = served(&stored, Some((request, key)), age, false)?;
         self.metrics.stale_served.inc();
         Some((reply, refresh))
     }
 
-    fn mark_refresh_failed(&self, key: &CacheKey, now: Instant) {
+    /// Notes that refreshing the entry for `key` failed (stale answers are then served at once
+    /// for a recheck period) — unless the failure is of an older generation than the cache's.
+    fn mark_refresh_failed(&self, key: &CacheKey, now: Instant, generation: Generation) {
         let mut store = self.lock();
+        if generation < store.generation() {
+            return;
+        }
         if let Some(slot) = store.get(key) {
             store.entry_mut(slot).failed_at = Some(now);
         }
@@ -432,17 +472,18 @@ impl Cache {
         request: Option<&[u8]>,
         now: Instant,
     ) -> Option<(Vec<u8>, bool)> {
-        let (stored, age, fresh) = self.take_entry(key, now, |entry, age, serve_stale| {
+        let (stored, age, fresh) = self.take_entry(key, now, |entry, age, serve_stale, _| {
             (!entry.is_failure() && entry.is_servable(now, serve_stale)).then_some(age < entry.ttl)
         })?;
-        served(&stored, request, age, fresh).map(|reply| (reply, fresh))
+        served(&stored, request.map(|r| (r, key)), age, fresh).map(|reply| (reply, fresh))
     }
 
-    /// Caches an upstream reply (or a merged one) received at `now`, if the rules allow
-    /// (`policy::worth`; failures are remembered only through
-    /// [`get_or_resolve`](Self::get_or_resolve)).
-    pub fn insert(&self, key: &CacheKey, reply: &[u8], now: Instant) {
-        self.store_reply(key, reply, now);
+    /// Caches an upstream reply (or a merged one) received at `now` by work of `generation`,
+    /// if the rules allow (`policy::worth`; failures are remembered only through
+    /// [`get_or_resolve`](Self::get_or_resolve)) and the cache has not moved on to a newer
+    /// generation.
+    pub fn insert(&self, key: &CacheKey, reply: &[u8], now: Instant, generation: Generation) {
+        self.store_reply(key, reply, now, generation);
     }
 
     /// Stores `reply` if the rules allow. Returns it with its TTLs cut to the entry's — for
@@ -453,6 +494,7 @@ impl Cache {
         key: &CacheKey,
         reply: &[u8],
         now: Instant,
+        generation: Generation,
     ) -> Option<(Vec<u8>, Arc<[u8]>)> {
         let config = self.config();
         if config.size == 0
@@ -467,13 +509,18 @@ impl Cache {
         let mut capped = reply.to_vec();
         wire::rewrite_ttls(reply, &mut capped, |stored| stored.min(ttl_secs));
         let bytes: Arc<[u8]> = Arc::from(shareable(&capped));
-        self.put(key, Entry::new(Arc::clone(&bytes), now, ttl), now);
+        self.put(
+            key,
+            Entry::new(Arc::clone(&bytes), now, ttl),
+            now,
+            generation,
+        );
         Some((capped, bytes))
     }
 
     /// Remembers a failed resolution for [`failure_ttl`] unless an answer that can still be
     /// served stale is there.
-    fn remember_failure(&self, key: &CacheKey, reply: &[u8], now: Instant) {
+    fn remember_failure(&self, key: &CacheKey, reply: &[u8], now: Instant, generation: Generation) {
         let config = self.config();
         if config.size == 0
             || !wire::first_question(reply).is_some_and(|question| key.is_question(question))
@@ -493,21 +540,30 @@ impl Cache {
         };
         let mut entry = Entry::new(Arc::from(shareable(reply)), now, failure_ttl(failures));
         entry.failures = failures;
-        self.put(key, entry, now);
+        self.put(key, entry, now, generation);
     }
 
-    fn put(&self, key: &CacheKey, entry: Entry, now: Instant) {
+    /// Stores `entry` under `key`, unless it comes from work of an older generation than the
+    /// cache's (a reload happened since that work started: its route may have changed).
+    fn put(&self, key: &CacheKey, entry: Entry, now: Instant, generation: Generation) {
         let mut store = self.lock();
+        if generation < store.generation() {
+            tracing::debug!(?key, "an answer of a previous configuration is not cached");
+            return;
+        }
         if let Some(evicted) = store.insert(key, entry, now) {
             self.metrics.evictions.inc_by(evicted);
         }
         self.count_entries(&store);
     }
 
-    /// Drops every entry whose key `keep` rejects (a reload drops the entries of the routes
-    /// it changed).
-    pub fn retain(&self, keep: impl Fn(&CacheKey) -> bool) {
+    /// A reload to configuration `generation`: from now on writes of older generations are
+    /// dropped, and every entry whose key `keep` rejects (the routes the reload changed) is
+    /// dropped now. Both happen under one lock, so no write of the previous configuration can
+    /// land between them. Call it before queries start on the new configuration.
+    pub fn advance(&self, generation: Generation, keep: impl Fn(&CacheKey) -> bool) {
         let mut store = self.lock();
+        store.advance(generation);
         let dropped = store.retain(|bytes| keep(&CacheKey::from_bytes(bytes)));
         tracing::debug!(dropped, "cache entries of changed routes dropped");
         self.count_entries(&store);

@@ -4,22 +4,24 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
+use super::key::CacheKey;
 use crate::wire;
 
 /// The TTL of a stale reply, at most (RFC 8767 §4 recommends 30 s).
 pub const STALE_TTL: u32 = 30;
 
 /// The stored reply as served: copied once, header and question patched for `request` (if
-/// any), TTLs counted down by `age` (fresh) or cut to [`STALE_TTL`] (stale).
+/// any, with the key it was looked up under), TTLs counted down by `age` (fresh) or cut to
+/// [`STALE_TTL`] (stale).
 pub fn served(
     stored: &[u8],
-    request: Option<&[u8]>,
+    request: Option<(&[u8], &CacheKey)>,
     age: Duration,
     fresh: bool,
 ) -> Option<Vec<u8>> {
     let mut reply = stored.to_vec();
-    if let Some(request) = request
-        && !patch_header_and_question(&mut reply, request)
+    if let Some((request, key)) = request
+        && !patch_header_and_question(&mut reply, request, key)
     {
         return None;
     }
@@ -33,9 +35,11 @@ pub fn served(
     Some(reply)
 }
 
-/// Gives `reply` the request's ID, RD and CD bits, and the request's question bytes (its
-/// spelling) over the stored question. `false` when the questions differ beyond letter case.
-pub fn patch_header_and_question(reply: &mut [u8], request: &[u8]) -> bool {
+/// Gives `reply` the request's ID, RD and CD bits, AD only if the request asked for it (AD
+/// set, or DO — which its `key` carries — RFC 6840 §5.8), and the request's question bytes
+/// (its spelling) over the stored question. `false` when the questions differ beyond letter
+/// case.
+pub fn patch_header_and_question(reply: &mut [u8], request: &[u8], key: &CacheKey) -> bool {
     let (Some(asked), Some(id)) = (wire::first_question(request), wire::id(request)) else {
         return false;
     };
@@ -48,11 +52,13 @@ pub fn patch_header_and_question(reply: &mut [u8], request: &[u8]) -> bool {
     stored.copy_from_slice(asked);
     wire::set_id(reply, id);
     wire::copy_request_bits(reply, request);
+    wire::clear_unasked_ad(reply, request, key.flags().dnssec_ok);
     true
 }
 
 /// The reply as it may be stored or handed to other clients: without the EDNS options that
-/// belong to the one client whose query produced it (NSID, PADDING, TCP-KEEPALIVE, COOKIE).
+/// belong to the one client whose query produced it (NSID) or to one hop (COOKIE, PADDING,
+/// TCP-KEEPALIVE: [`wire::is_per_client_option`]).
 pub fn shareable(reply: &[u8]) -> Cow<'_, [u8]> {
     match wire::without_options(reply, wire::is_per_client_option) {
         Some(stripped) => Cow::Owned(stripped),

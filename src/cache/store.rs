@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::Generation;
 use super::key::CacheKey;
 use crate::config::CacheConfig;
 
@@ -133,6 +134,9 @@ pub(super) struct Store {
     /// The bounds and TTL policy, kept here so that one lock guards the table and the rules
     /// it is read by.
     config: CacheConfig,
+    /// The configuration the table serves: writes of older ones are refused (by the cache,
+    /// under the same lock).
+    generation: Generation,
 }
 
 impl Store {
@@ -147,12 +151,23 @@ impl Store {
             bytes: 0,
             byte_budget,
             config: config.clone(),
+            generation: Generation::default(),
         }
     }
 
     /// The bounds and TTL policy in force.
     pub fn config(&self) -> &CacheConfig {
         &self.config
+    }
+
+    /// The configuration the table serves now.
+    pub fn generation(&self) -> Generation {
+        self.generation
+    }
+
+    /// Moves on to `generation` (never back).
+    pub fn advance(&mut self, generation: Generation) {
+        self.generation = self.generation.max(generation);
     }
 
     /// How many entries the table holds at most: `config.size`, below [`NIL`] so that every

@@ -15,6 +15,9 @@ use super::*;
 
 const SECOND: Duration = Duration::from_secs(1);
 
+/// The generation of a cache no reload has touched.
+const FIRST: Generation = Generation(0);
+
 fn config(size: usize) -> CacheConfig {
     CacheConfig {
         size,
@@ -37,6 +40,20 @@ pub(super) fn query(name: &str, qtype: RecordType, edns: Option<bool>, cd: bool)
         msg.set_edns(e);
     }
     msg.to_vec().unwrap()
+}
+
+/// A peer cluster named `name` whose DNS is at `endpoint`, domain `cluster.local`.
+pub(super) fn cluster(name: &str, endpoint: &str) -> crate::config::Cluster {
+    crate::config::Cluster {
+        name: name.to_string(),
+        zone: Name::from_ascii(format!("cluster.{name}.")).unwrap(),
+        domain: Name::from_ascii("cluster.local.").unwrap(),
+        prefix: format!("{name}-"),
+        endpoints: vec![crate::config::Endpoint::Addr(endpoint.parse().unwrap())],
+        transport: crate::config::Transport::Udp,
+        tls_name: None,
+        is_local: false,
+    }
 }
 
 fn reply_to(request: &[u8], rcode: ResponseCode) -> Message {
@@ -140,6 +157,7 @@ fn miss(upstream_failing: bool) -> Miss {
         deadline: Instant::now() + 2 * SECOND,
         client_timer: Duration::from_millis(500),
         upstream_failing,
+        generation: FIRST,
     }
 }
 
@@ -174,7 +192,12 @@ async fn ask(
 /// served stale.
 async fn expired_entry(cache: &Cache, name: &str) -> Vec<u8> {
     let request = query(name, RecordType::A, None, false);
-    cache.insert(&key(&request), &answer(&request, &[10]), Instant::now());
+    cache.insert(
+        &key(&request),
+        &answer(&request, &[10]),
+        Instant::now(),
+        FIRST,
+    );
     tokio::time::sleep(11 * SECOND).await;
     request
 }
@@ -188,7 +211,7 @@ async fn replies_carry_the_ttl_counting_down_and_expire() {
     let Fixture { cache, metrics, .. } = fixture(config(100));
     let request = query("a.example.", RecordType::A, Some(false), false);
     let k = key(&request);
-    cache.insert(&k, &answer(&request, &[30, 60]), Instant::now());
+    cache.insert(&k, &answer(&request, &[30, 60]), Instant::now(), FIRST);
     // Every record is cut to the entry's TTL (the smallest answer TTL).
     assert_eq!(
         ttls(&fresh(cache.lookup(&k, &request, Instant::now())).0),
@@ -227,7 +250,7 @@ async fn positive_ttls_are_capped_by_max_ttl() {
     .cache;
     let request = query("a.example.", RecordType::A, None, false);
     let k = key(&request);
-    cache.insert(&k, &answer(&request, &[86_400]), Instant::now());
+    cache.insert(&k, &answer(&request, &[86_400]), Instant::now(), FIRST);
     assert_eq!(
         ttls(&fresh(cache.lookup(&k, &request, Instant::now())).0),
         [60]
@@ -245,11 +268,12 @@ async fn negative_ttl_is_the_soa_minimum_capped_by_negative_ttl() {
         &key(&nx),
         &negative(&nx, ResponseCode::NXDomain, 3, 60),
         Instant::now(),
+        FIRST,
     );
     // NODATA: min(600, 300) = 300 s, capped to 5 s.
     let nodata = query("a.example.", RecordType::AAAA, None, false);
     let nodata_reply = negative(&nodata, ResponseCode::NoError, 600, 300);
-    cache.insert(&key(&nodata), &nodata_reply, Instant::now());
+    cache.insert(&key(&nodata), &nodata_reply, Instant::now(), FIRST);
     assert_eq!(
         ttls(&fresh(cache.lookup(&key(&nx), &nx, Instant::now())).0),
         [3]
@@ -289,7 +313,7 @@ async fn negative_answers_without_soa_truncated_refused_and_failures_are_not_ins
         servfail(&request),
         request.clone(),
     ] {
-        cache.insert(&k, &reply, Instant::now());
+        cache.insert(&k, &reply, Instant::now(), FIRST);
         assert_eq!(cache.lookup(&k, &request, Instant::now()), Lookup::Miss);
     }
     assert!(cache.is_empty());
@@ -357,7 +381,7 @@ async fn stale_is_served_only_when_the_upstream_fails_and_within_serve_stale() {
     let Fixture { cache, metrics, .. } = fixture(config(100));
     let request = query("a.example.", RecordType::A, None, false);
     let k = key(&request);
-    cache.insert(&k, &answer(&request, &[120, 20]), Instant::now());
+    cache.insert(&k, &answer(&request, &[120, 20]), Instant::now(), FIRST);
     advance(50 * SECOND).await;
     // Expired: the upstream is asked first, and its answer wins.
     let asked = Arc::new(AtomicUsize::new(0));
@@ -391,7 +415,7 @@ async fn stale_ttls_are_at_most_thirty_seconds() {
     let cache = cache(100);
     let request = query("a.example.", RecordType::A, None, false);
     let k = key(&request);
-    cache.insert(&k, &answer(&request, &[600]), Instant::now());
+    cache.insert(&k, &answer(&request, &[600]), Instant::now(), FIRST);
     advance(601 * SECOND).await;
     assert_eq!(
         ttls(&cache.stale(&k, &request, Instant::now()).unwrap()),
@@ -487,7 +511,7 @@ async fn popular_entries_are_refreshed_once_shortly_before_expiry() {
     let cache = cache(100);
     let request = query("a.example.", RecordType::A, None, false);
     let k = key(&request);
-    cache.insert(&k, &answer(&request, &[100]), Instant::now());
+    cache.insert(&k, &answer(&request, &[100]), Instant::now(), FIRST);
     for _ in 0..5 {
         assert!(
             !fresh(cache.lookup(&k, &request, Instant::now())).1,
@@ -511,6 +535,7 @@ async fn popular_entries_are_refreshed_once_shortly_before_expiry() {
     let asked = Arc::new(AtomicUsize::new(0));
     cache.refresh(
         &k,
+        FIRST,
         upstream(&asked, Duration::ZERO, answer(&request, &[100])),
     );
     tokio::time::sleep(Duration::from_millis(1)).await;
@@ -527,7 +552,7 @@ async fn rarely_asked_entries_are_not_refreshed() {
     let cache = cache(100);
     let request = query("a.example.", RecordType::A, None, false);
     let k = key(&request);
-    cache.insert(&k, &answer(&request, &[100]), Instant::now());
+    cache.insert(&k, &answer(&request, &[100]), Instant::now(), FIRST);
     advance(95 * SECOND).await;
     assert!(!fresh(cache.lookup(&k, &request, Instant::now())).1);
 }
@@ -536,7 +561,7 @@ async fn rarely_asked_entries_are_not_refreshed() {
 async fn do_cd_edns_and_types_are_different_entries() {
     let cache = cache(100);
     let base = query("a.example.", RecordType::A, Some(false), false);
-    cache.insert(&key(&base), &answer(&base, &[30]), Instant::now());
+    cache.insert(&key(&base), &answer(&base, &[30]), Instant::now(), FIRST);
     for other in [
         query("a.example.", RecordType::AAAA, Some(false), false),
         query("a.example.", RecordType::A, Some(true), false),
@@ -558,7 +583,7 @@ async fn do_cd_edns_and_types_are_different_entries() {
 async fn keys_ignore_case_but_replies_echo_the_clients_spelling_id_rd_and_cd() {
     let cache = cache(100);
     let first = query("mongo-0.mongo.db.cluster.b.", RecordType::A, None, false);
-    cache.insert(&key(&first), &answer(&first, &[30]), Instant::now());
+    cache.insert(&key(&first), &answer(&first, &[30]), Instant::now(), FIRST);
     let mut second = query("Mongo-0.MONGO.db.Cluster.B.", RecordType::A, None, false);
     wire::set_id(&mut second, 0xbeef);
     second[2] &= !0x01; // RD clear
@@ -636,7 +661,12 @@ async fn partial_answers_are_capped_and_legs_keep_their_last_good_answer() {
         false,
     );
     // A partial merged answer arrives with its TTLs capped by the merge; the entry follows.
-    cache.insert(&key(&request), &answer(&request, &[5]), Instant::now());
+    cache.insert(
+        &key(&request),
+        &answer(&request, &[5]),
+        Instant::now(),
+        FIRST,
+    );
     assert_eq!(
         ttls(&fresh(cache.lookup(&key(&request), &request, Instant::now())).0),
         [5]
@@ -652,14 +682,15 @@ async fn partial_answers_are_capped_and_legs_keep_their_last_good_answer() {
         edns: true,
         ..KeyFlags::default()
     };
-    let leg = CacheKey::for_leg(1, &leg_name, RecordType::SRV, DNSClass::IN, flags);
+    let scope = LegScope::of(&cluster("b", "127.0.0.1:53"));
+    let leg = CacheKey::for_leg(scope, &leg_name, RecordType::SRV, DNSClass::IN, flags);
     let leg_request = query(
         "_db._tcp.mongo.db.svc.cluster.local.",
         RecordType::SRV,
         Some(false),
         false,
     );
-    cache.insert(&leg, &answer(&leg_request, &[30]), Instant::now());
+    cache.insert(&leg, &answer(&leg_request, &[30]), Instant::now(), FIRST);
     advance(10 * SECOND).await;
     assert_eq!(ttls(&cache.last_good(&leg, Instant::now()).unwrap()), [20]);
     advance(100 * SECOND).await;
@@ -677,6 +708,7 @@ async fn inserting_ten_times_the_size_keeps_the_entry_count_at_the_bound() {
             &key(&request),
             &negative(&request, ResponseCode::NXDomain, 5, 5),
             Instant::now(),
+            FIRST,
         );
         assert!(cache.len() <= 1000);
     }
@@ -699,7 +731,12 @@ async fn a_flood_of_random_names_keeps_popular_entries() {
         })
         .collect();
     for request in &popular {
-        cache.insert(&key(request), &answer(request, &[3600]), Instant::now());
+        cache.insert(
+            &key(request),
+            &answer(request, &[3600]),
+            Instant::now(),
+            FIRST,
+        );
         fresh(cache.lookup(&key(request), request, Instant::now()));
     }
     for i in 0..20_000 {
@@ -708,6 +745,7 @@ async fn a_flood_of_random_names_keeps_popular_entries() {
             &key(&request),
             &negative(&request, ResponseCode::NXDomain, 5, 5),
             Instant::now(),
+            FIRST,
         );
     }
     let kept = popular
@@ -727,7 +765,12 @@ async fn a_flood_of_random_names_keeps_popular_entries() {
 async fn size_zero_disables_the_cache() {
     let cache = cache(0);
     let request = query("a.example.", RecordType::A, None, false);
-    cache.insert(&key(&request), &answer(&request, &[30]), Instant::now());
+    cache.insert(
+        &key(&request),
+        &answer(&request, &[30]),
+        Instant::now(),
+        FIRST,
+    );
     assert_eq!(
         cache.lookup(&key(&request), &request, Instant::now()),
         Lookup::Miss
@@ -847,21 +890,233 @@ async fn a_reply_to_another_question_is_not_stored_under_the_key() {
     let cache = cache(100);
     let request = query("a.example.", RecordType::A, Some(false), false);
     let other = query("longer-name.example.", RecordType::A, Some(false), false);
-    cache.insert(&key(&request), &answer(&other, &[30]), Instant::now());
+    cache.insert(
+        &key(&request),
+        &answer(&other, &[30]),
+        Instant::now(),
+        FIRST,
+    );
     assert_eq!(
         cache.lookup(&key(&request), &request, Instant::now()),
         Lookup::Miss
     );
     let aaaa = query("a.example.", RecordType::AAAA, Some(false), false);
-    cache.insert(&key(&request), &answer(&aaaa, &[30]), Instant::now());
+    cache.insert(&key(&request), &answer(&aaaa, &[30]), Instant::now(), FIRST);
     assert_eq!(
         cache.lookup(&key(&request), &request, Instant::now()),
         Lookup::Miss
     );
     let spelled = query("A.Example.", RecordType::A, Some(false), false);
-    cache.insert(&key(&request), &answer(&spelled, &[30]), Instant::now());
+    cache.insert(
+        &key(&request),
+        &answer(&spelled, &[30]),
+        Instant::now(),
+        FIRST,
+    );
     assert!(matches!(
         cache.lookup(&key(&request), &request, Instant::now()),
         Lookup::Fresh { .. }
     ));
+}
+
+// --- Generations (docs/design.md, "Live configuration") -------------------------------------
+
+/// A miss as a query of configuration `generation` makes it.
+fn miss_of(generation: Generation) -> Miss {
+    Miss {
+        generation,
+        ..miss(false)
+    }
+}
+
+/// Whether a fresh entry answers `request` now.
+fn is_cached(cache: &Cache, request: &[u8]) -> bool {
+    matches!(
+        cache.lookup(&key(request), request, Instant::now()),
+        Lookup::Fresh { .. }
+    )
+}
+
+/// A miss of the first configuration for `request`, left in flight on a task of its own.
+fn in_flight(
+    cache: &Arc<Cache>,
+    request: &[u8],
+    resolve: impl Future<Output = Vec<u8>> + Send + 'static,
+) -> tokio::task::JoinHandle<Option<Vec<u8>>> {
+    let (cache, request) = (Arc::clone(cache), request.to_vec());
+    tokio::spawn(async move {
+        cache
+            .get_or_resolve(&key(&request), &request, miss(false), resolve)
+            .await
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_of_a_previous_configuration_arriving_after_a_reload_is_not_cached() {
+    let cache = cache(100);
+    let request = query("member-0.mongo.db.cluster.b.", RecordType::A, None, false);
+    let k = key(&request);
+    let asked = Arc::new(AtomicUsize::new(0));
+    let old = in_flight(
+        &cache,
+        &request,
+        upstream(&asked, SECOND, answer(&request, &[30])),
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The reload: the route of the name changed.
+    cache.advance(FIRST.next(), |_| false);
+    let answered = old.await.unwrap().unwrap();
+    assert_eq!(
+        wire::rcode(&answered),
+        Some(0),
+        "its own client is answered"
+    );
+    assert!(!is_cached(&cache, &request), "but nothing of it is cached");
+    // Nor is a leg of the old configuration, nor a refresh of it.
+    cache.insert(&k, &answer(&request, &[30]), Instant::now(), FIRST);
+    cache.refresh(&k, FIRST, upstream(&asked, SECOND, answer(&request, &[30])));
+    tokio::time::sleep(2 * SECOND).await;
+    assert!(!is_cached(&cache, &request));
+    // Work of the new configuration is cached as ever.
+    cache.insert(&k, &answer(&request, &[30]), Instant::now(), FIRST.next());
+    assert!(is_cached(&cache, &request));
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_reload_a_miss_never_waits_on_nor_inherits_the_failure_of_an_old_exchange() {
+    let cache = cache(100);
+    let request = query("member-0.mongo.db.cluster.b.", RecordType::A, None, false);
+    let k = key(&request);
+    let asked = Arc::new(AtomicUsize::new(0));
+    // An exchange to a black-holed endpoint: it fails at the query's deadline.
+    let old = in_flight(
+        &cache,
+        &request,
+        upstream(&asked, 2 * SECOND, servfail(&request)),
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let new = FIRST.next();
+    cache.advance(new, |_| false);
+    let started = Instant::now();
+    let reply = cache
+        .get_or_resolve(
+            &k,
+            &request,
+            miss_of(new),
+            upstream(&asked, Duration::ZERO, answer(&request, &[30])),
+        )
+        .await
+        .unwrap();
+    assert_eq!(wire::rcode(&reply), Some(0));
+    assert_eq!(started.elapsed(), Duration::ZERO, "answered at once");
+    assert_eq!(asked.load(Ordering::SeqCst), 2, "its own exchange");
+    // The old exchange fails; its own client gets what the new configuration has cached
+    // meanwhile (as for any failure with an answer at hand), and the failure is neither
+    // remembered nor marked on the new entry.
+    assert_eq!(wire::rcode(&old.await.unwrap().unwrap()), Some(0));
+    let (hit, _) = fresh(cache.lookup(&k, &request, Instant::now()));
+    assert_eq!(wire::rcode(&hit), Some(0));
+    let store = cache.lock();
+    let failed_at = store.get(&k).map(|slot| store.entry(slot).failed_at);
+    assert_eq!(
+        failed_at,
+        Some(None),
+        "no recheck period from the old failure"
+    );
+    drop(store);
+    assert_eq!(cache.flights.len(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failure_remembered_before_a_reload_is_dropped_with_the_changed_route() {
+    let cache = cache(100);
+    let request = query("member-0.mongo.db.cluster.b.", RecordType::A, None, false);
+    let asked = Arc::new(AtomicUsize::new(0));
+    let failed = ask(
+        &cache,
+        &request,
+        miss(false),
+        upstream(&asked, Duration::ZERO, servfail(&request)),
+    )
+    .await;
+    assert_eq!(wire::rcode(&failed), Some(2));
+    assert!(is_cached(&cache, &request), "the failure is remembered");
+    let new = FIRST.next();
+    cache.advance(new, |k| k != &key(&request));
+    let reply = ask(
+        &cache,
+        &request,
+        miss_of(new),
+        upstream(&asked, Duration::ZERO, answer(&request, &[30])),
+    )
+    .await;
+    assert_eq!(wire::rcode(&reply), Some(0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reload_keeps_the_entries_it_is_told_to_keep() {
+    let cache = cache(100);
+    let kept = query("www.example.com.", RecordType::A, None, false);
+    let dropped = query("member-0.mongo.db.cluster.b.", RecordType::A, None, false);
+    for request in [&kept, &dropped] {
+        cache.insert(
+            &key(request),
+            &answer(request, &[30]),
+            Instant::now(),
+            FIRST,
+        );
+    }
+    cache.advance(FIRST.next(), |k| k == &key(&kept));
+    assert!(is_cached(&cache, &kept));
+    assert!(!is_cached(&cache, &dropped));
+    // Never back: an older generation does not reopen the door.
+    cache.advance(FIRST, |_| true);
+    cache.insert(
+        &key(&dropped),
+        &answer(&dropped, &[30]),
+        Instant::now(),
+        FIRST,
+    );
+    assert!(!is_cached(&cache, &dropped));
+}
+
+// --- AD (RFC 6840 §5.8) --------------------------------------------------------------------
+
+/// `request` with the AD bit set.
+fn with_ad(mut request: Vec<u8>) -> Vec<u8> {
+    request[3] |= 0x20;
+    request
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cached_reply_carries_ad_only_to_a_client_that_set_ad_or_do() {
+    let cache = cache(100);
+    let asked_with_ad = with_ad(query("signed.example.", RecordType::A, Some(false), false));
+    let mut validated = Message::from_vec(&answer(&asked_with_ad, &[30])).unwrap();
+    validated.metadata.authentic_data = true;
+    let k = key(&asked_with_ad);
+    cache.insert(&k, &validated.to_vec().unwrap(), Instant::now(), FIRST);
+    let ad = |reply: &[u8]| wire::authentic_data(reply);
+    let (hit, _) = fresh(cache.lookup(&k, &asked_with_ad, Instant::now()));
+    assert!(ad(&hit), "kept for a client that set AD");
+    let plain = query("signed.example.", RecordType::A, Some(false), false);
+    let (hit, _) = fresh(cache.lookup(&key(&plain), &plain, Instant::now()));
+    assert!(!ad(&hit), "cleared for one that set neither AD nor DO");
+    assert_eq!(
+        hit[3] & 0x0f,
+        0,
+        "nothing else of the header's fourth byte changed"
+    );
+
+    let with_do = query("signed.example.", RecordType::A, Some(true), false);
+    let mut validated = Message::from_vec(&answer(&with_do, &[30])).unwrap();
+    validated.metadata.authentic_data = true;
+    cache.insert(
+        &key(&with_do),
+        &validated.to_vec().unwrap(),
+        Instant::now(),
+        FIRST,
+    );
+    let (hit, _) = fresh(cache.lookup(&key(&with_do), &with_do, Instant::now()));
+    assert!(ad(&hit), "kept for a client that set DO");
 }

@@ -9,6 +9,12 @@
 //! timeouts, and nothing once health checks have marked them down; and a cut leg keeps
 //! running in the background set, its answer, when it comes, refreshing what the cache holds
 //! for that leg (a later failure of the cluster is filled from it).
+//!
+//! A leg's cache entry is keyed by its cluster's identity ([`LegScope`]: name, endpoints,
+//! domain), never by the cluster's position in the list, and written with the generation of
+//! the configuration the leg started under: a leg that straggles past a reload which removed
+//! or reordered clusters can neither land under another cluster's key nor write into the new
+//! configuration's cache.
 
 mod merge;
 mod naming;
@@ -27,7 +33,7 @@ use prometheus::IntCounter;
 use tokio::time::{Instant, sleep_until};
 
 use crate::background::Background;
-use crate::cache::{Cache, CacheKey, KeyFlags};
+use crate::cache::{Cache, CacheKey, Generation, KeyFlags, LegScope};
 use crate::config::{Cluster, Config};
 use crate::reply::{self, ExtendedError};
 use crate::upstream::{Progress, Upstream};
@@ -46,6 +52,10 @@ type LegRun = Pin<Box<dyn Future<Output = (usize, Leg)> + Send>>;
 #[derive(Debug)]
 pub struct Gatherer {
     clusters: Vec<Cluster>,
+    /// `scopes[i]`: the identity `clusters[i]`'s legs are cached under.
+    scopes: Vec<LegScope>,
+    /// The configuration this gatherer belongs to: its legs' cache writes carry it.
+    generation: Generation,
     upstreams: Vec<Arc<Upstream>>,
     cache: Arc<Cache>,
     distributed: Vec<Naming>,
@@ -58,16 +68,19 @@ pub struct Gatherer {
 }
 
 impl Gatherer {
-    /// `upstreams[i]` asks `config.clusters[i]`.
+    /// `upstreams[i]` asks `config.clusters[i]`; `generation` is the configuration's.
     pub fn new(
         config: &Config,
         cache: Arc<Cache>,
         upstreams: Vec<Arc<Upstream>>,
         partial: IntCounter,
         background: Arc<Background>,
+        generation: Generation,
     ) -> Self {
         Self {
             clusters: config.clusters.clone(),
+            scopes: config.clusters.iter().map(LegScope::of).collect(),
+            generation,
             upstreams,
             cache,
             distributed: config
@@ -182,15 +195,16 @@ impl Gatherer {
         deadline: Instant,
     ) -> Vec<(usize, Leg)> {
         let mut gathered: Vec<(usize, Leg)> = Vec::with_capacity(legs.len());
-        let mut keys: Vec<CacheKey> = Vec::with_capacity(legs.len());
+        let mut keys: Vec<Option<CacheKey>> = Vec::with_capacity(legs.len());
         // The progress of each leg still running (`None`: finished, or never started).
         let mut progress: Vec<Option<Arc<Progress>>> = Vec::with_capacity(legs.len());
         let mut running: FuturesUnordered<LegRun> = FuturesUnordered::new();
         for (slot, (index, name)) in legs.into_iter().enumerate() {
-            let key = leg_key(index, &name, request);
             gathered.push((index, Leg::Failed));
+            let key = (self.scopes.get(index)).map(|&scope| leg_key(scope, &name, request));
             keys.push(key.clone());
-            let (Some(upstream), Some(query)) = (
+            let (Some(key), Some(upstream), Some(query)) = (
+                key,
                 self.upstreams.get(index).map(Arc::clone),
                 leg_query(request, name),
             ) else {
@@ -199,13 +213,14 @@ impl Gatherer {
             };
             let leg_progress = Arc::new(Progress::default());
             progress.push(Some(Arc::clone(&leg_progress)));
-            let cache = Arc::clone(&self.cache);
+            let (cache, generation) = (Arc::clone(&self.cache), self.generation);
             running.push(Box::pin(async move {
                 let (leg, bytes) = ask_leg(&upstream, &query, deadline, &leg_progress).await;
                 if let Some(bytes) = &bytes {
                     // Also when the reply has gone out without this leg: it refreshes the
-                    // answer a later failure of this cluster is filled from.
-                    cache.insert(&key, bytes, Instant::now());
+                    // answer a later failure of this cluster is filled from (unless a reload
+                    // came in between: then the cache refuses it).
+                    cache.insert(&key, bytes, Instant::now(), generation);
                 }
                 (slot, leg)
             }));
@@ -239,6 +254,7 @@ impl Gatherer {
         let now = Instant::now();
         for ((_, leg), key) in gathered.iter_mut().zip(&keys) {
             if matches!(leg, Leg::Failed)
+                && let Some(key) = key
                 && let Some(last) = self
                     .cache
                     .last_good(key, now)
@@ -278,9 +294,9 @@ impl Gatherer {
     }
 }
 
-/// The cache key of a leg: the cluster, the rewritten question, and the flags the leg's own
-/// query carries (EDNS always; DO and CD from the client).
-fn leg_key(cluster: usize, name: &Name, request: &Message) -> CacheKey {
+/// The cache key of a leg: the cluster's identity, the rewritten question, and the flags the
+/// leg's own query carries (EDNS always; DO and CD from the client).
+fn leg_key(cluster: LegScope, name: &Name, request: &Message) -> CacheKey {
     let (qtype, qclass) = request
         .queries
         .first()

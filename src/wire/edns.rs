@@ -16,13 +16,19 @@ pub const OPTION_TCP_KEEPALIVE: u16 = 11;
 /// PADDING (RFC 7830): sized for one message.
 pub const OPTION_PADDING: u16 = 12;
 
-/// Options that belong to one hop: they reach only the client whose query produced the reply,
-/// never a cached or shared copy.
+/// Options about one hop, relayed in neither direction: COOKIE (made for one client and one
+/// server), TCP-KEEPALIVE (about one TCP connection; never sent over UDP, RFC 7828 §3.2.1,
+/// §3.3.2) and PADDING (sized for one message on one encrypted hop, RFC 7830). meshdns is a
+/// server supporting none of them towards its clients, and a client towards its upstreams.
+pub fn is_hop_by_hop_option(code: u16) -> bool {
+    matches!(code, OPTION_COOKIE | OPTION_TCP_KEEPALIVE | OPTION_PADDING)
+}
+
+/// Options that belong to one client: the hop-by-hop ones, and NSID (the identity of the
+/// server that answered, for the client that asked it). They reach only the client whose
+/// query produced the reply, never a cached or shared copy.
 pub fn is_per_client_option(code: u16) -> bool {
-    matches!(
-        code,
-        OPTION_NSID | OPTION_COOKIE | OPTION_TCP_KEEPALIVE | OPTION_PADDING
-    )
+    code == OPTION_NSID || is_hop_by_hop_option(code)
 }
 
 /// Which option codes below 32 a message carries: enough for the codes above.
@@ -217,6 +223,33 @@ mod tests {
         assert_eq!(
             without_options(&stripped, |code| code == OPTION_COOKIE),
             None
+        );
+    }
+
+    #[test]
+    fn hop_by_hop_options_are_stripped_and_nsid_kept_for_its_client() {
+        let msg = query_with(&[
+            (OPTION_COOKIE, &[1; 8]),
+            (OPTION_TCP_KEEPALIVE, &[]),
+            (OPTION_PADDING, &[0; 5]),
+            (OPTION_NSID, &[]),
+            (65001, b"private"),
+        ]);
+        let relayed = without_options(&msg, is_hop_by_hop_option).unwrap();
+        let info = opt(&relayed).unwrap().unwrap();
+        for code in [OPTION_COOKIE, OPTION_TCP_KEEPALIVE, OPTION_PADDING] {
+            assert!(!info.options.contains(code), "{code}");
+        }
+        assert!(info.options.contains(OPTION_NSID));
+        let shared = without_options(&relayed, is_per_client_option).unwrap();
+        assert!(!opt(&shared).unwrap().unwrap().options.contains(OPTION_NSID));
+        assert!(
+            Message::from_vec(&shared)
+                .unwrap()
+                .edns
+                .unwrap()
+                .option(hickory_proto::rr::rdata::opt::EdnsCode::Unknown(65001))
+                .is_some()
         );
     }
 

@@ -9,6 +9,7 @@ const QR_BIT: u8 = 0x80;
 const TC_BIT: u8 = 0x02;
 const RD_BIT: u8 = 0x01;
 const CD_BIT: u8 = 0x10;
+const AD_BIT: u8 = 0x20;
 
 /// The header RCODEs the byte-level paths tell apart.
 pub const RCODE_NOERROR: u8 = 0;
@@ -56,6 +57,22 @@ pub fn opcode(msg: &[u8]) -> Option<u8> {
 /// Whether the CD (checking disabled) bit is set.
 pub fn checking_disabled(msg: &[u8]) -> bool {
     msg.get(3).is_some_and(|b| b & CD_BIT != 0)
+}
+
+/// Whether the AD (authentic data) bit is set.
+pub fn authentic_data(msg: &[u8]) -> bool {
+    msg.get(3).is_some_and(|b| b & AD_BIT != 0)
+}
+
+/// RFC 6840 §5.8: a reply to a client that set neither AD nor DO (`dnssec_ok`, from its OPT
+/// record) carries AD=0, whatever the upstream said; otherwise AD is left as it is.
+pub fn clear_unasked_ad(reply: &mut [u8], request: &[u8], dnssec_ok: bool) {
+    if !dnssec_ok
+        && !authentic_data(request)
+        && let Some(byte) = reply.get_mut(3)
+    {
+        *byte &= !AD_BIT;
+    }
 }
 
 /// QDCOUNT.

@@ -12,13 +12,14 @@ mod records;
 
 pub use edns::{
     OPTION_CLIENT_SUBNET, OPTION_COOKIE, OPTION_NSID, OPTION_PADDING, OPTION_TCP_KEEPALIVE,
-    OptInfo, OptionSet, PlainQuery, is_per_client_option, opt, plain_query, without_options,
+    OptInfo, OptionSet, PlainQuery, is_hop_by_hop_option, is_per_client_option, opt, plain_query,
+    without_options,
 };
 pub use header::{
-    HEADER_LEN, RCODE_NOERROR, RCODE_NXDOMAIN, RCODE_SERVFAIL, checking_disabled,
-    copy_request_bits, cut_to_question, first_question, first_question_name, id, is_response,
-    is_truncated, opcode, question_count, question_name, question_type, rcode, same_question,
-    set_id, with_question,
+    HEADER_LEN, RCODE_NOERROR, RCODE_NXDOMAIN, RCODE_SERVFAIL, authentic_data, checking_disabled,
+    clear_unasked_ad, copy_request_bits, cut_to_question, first_question, first_question_name, id,
+    is_response, is_truncated, opcode, question_count, question_name, question_type, rcode,
+    same_question, set_id, with_question,
 };
 pub use name::{find_suffix, is_plain_name};
 pub use records::{
@@ -204,6 +205,17 @@ mod tests {
         copy_request_bits(&mut msg, &[0u8; HEADER_LEN]);
         assert_eq!(msg[2] & 0x01, 0);
         assert!(!checking_disabled(&msg));
+        // AD stays for a request with AD or DO, and only for those (RFC 6840 §5.8).
+        let with_ad = [0, 0, 0, 0x20];
+        for (request, dnssec_ok, kept) in [
+            (&with_ad[..], false, true),
+            (&[0u8; 4][..], true, true),
+            (&[0u8; 4][..], false, false),
+        ] {
+            msg[3] |= 0x20;
+            clear_unasked_ad(&mut msg, request, dnssec_ok);
+            assert_eq!(authentic_data(&msg), kept, "{request:?} {dnssec_ok}");
+        }
         for cut in 0..msg.len() {
             let _ = opt(&msg[..cut]);
             let _ = for_each_record(&msg[..cut], |_| {});

@@ -32,6 +32,7 @@ async fn meshdns(ttl: u32) -> Outcome {
                 deadline: Instant::now() + Duration::from_secs(5),
                 client_timer: Duration::from_millis(1_500),
                 upstream_failing: false,
+                generation: meshdns::cache::Generation::default(),
             };
             let reply = e.reply.clone();
             let resolve = async move {

@@ -34,7 +34,7 @@ impl Table for Arc<meshdns::cache::Cache> {
         matches!(self.lookup(&e.key, &e.query, now), Lookup::Fresh { .. })
     }
     fn insert(&self, e: &Typical, now: Instant) {
-        meshdns::cache::Cache::insert(self, &e.key, &e.reply, now);
+        meshdns::cache::Cache::insert(self, &e.key, &e.reply, now, Default::default());
     }
     fn len(&self) -> usize {
         meshdns::cache::Cache::len(self)

@@ -72,7 +72,7 @@ fn main() {
     let qc_bytes: QuickCache<Arc<[u8]>> = quick_cache(ENTRIES, Some(1), Default::default());
     let ttl = Duration::from_secs(30);
     for e in &entries {
-        meshdns.insert(&e.key, &e.reply, stored);
+        meshdns.insert(&e.key, &e.reply, stored, Default::default());
         let key: Arc<[u8]> = e.key.as_bytes().into();
         qc.insert(Arc::clone(&key), QcEntry::new(&e.reply, stored, ttl));
         qc_sip.insert(Arc::clone(&key), QcEntry::new(&e.reply, stored, ttl));

@@ -47,7 +47,7 @@ fn main() {
         "meshdns" => {
             let cache = meshdns_cache(ENTRIES);
             for e in &entries {
-                cache.insert(&e.key, &e.reply, now);
+                cache.insert(&e.key, &e.reply, now, Default::default());
             }
             held = cache.len();
             (Box::new(cache), None)
