@@ -1,11 +1,14 @@
 //! What the DNS-over-TLS tests need around meshdns's client: a throwaway PKI made with rcgen at
 //! test time ([`Pki`]), the client configuration loaded from its PEM files the way the binary
 //! loads them ([`ClientFiles`]), and a small DNS-over-TLS server ([`DotServer`]) on 127.0.0.1:0
-//! whose behaviour a test picks ([`Behaviour`]).
+//! whose behaviour a test picks ([`Behaviour`]) — or the same server over plain TCP
+//! ([`DotServer::plain`]), for the pipelined TCP connections.
 //!
 //! The server is a rustls server of its own (not meshdns code): it terminates TLS, reads
 //! length-prefixed queries, and answers each with an A record, in the order and manner the
-//! behaviour says. Its tasks end when it is dropped.
+//! behaviour says. It can close connections after a number of queries, in good order or by a
+//! reset, cut idle ones, and restart (every connection dropped at once, mid-traffic). Its tasks
+//! end when it is dropped.
 
 // Each test binary uses only part of it.
 #![allow(dead_code)]
@@ -26,7 +29,7 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::net::TcpListener;
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::{Mutex, Notify, mpsc};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_rustls::TlsAcceptor;
 
@@ -164,6 +167,22 @@ pub enum Behaviour {
     CloseAfter(usize),
     /// Before each reply, send a one-byte frame and a reply with an ID nobody asked for.
     NoiseFirst,
+    /// Answer the first `n` queries of each connection, then reset it: no close_notify, and a
+    /// TCP RST (SO_LINGER 0) that takes whatever the client sent since with it.
+    ResetAfter(usize),
+    /// Answer each query at once; close a connection in good order once it has been quiet for
+    /// this long (a load balancer's idle cut, or a server's idle timeout shorter than ours).
+    IdleCut(Duration),
+    /// On the first connection: read queries and answer none, keeping it open (a peer that
+    /// hangs). Later connections answer normally.
+    SilentFirst,
+}
+
+/// What a connection task hands its writer.
+enum Out {
+    Frame(Vec<u8>),
+    /// Stop writing and drop the connection without closing it in good order.
+    Reset,
 }
 
 /// A DNS-over-TLS server on 127.0.0.1:0.
@@ -172,6 +191,8 @@ pub struct DotServer {
     pub stats: Arc<Stats>,
     /// One message per connection that ended, with how many queries it had read.
     closed: Mutex<mpsc::UnboundedReceiver<usize>>,
+    /// Wakes the accept loop to drop every connection it serves ([`DotServer::restart`]).
+    restart: Arc<Notify>,
     accept_loop: JoinHandle<()>,
 }
 
@@ -207,24 +228,46 @@ impl DotServer {
         let config = builder
             .with_single_cert(identity.chain.clone(), identity.key.clone_key())
             .expect("the server identity is valid");
-        let acceptor = TlsAcceptor::from(Arc::new(config));
+        Self::listen(Some(TlsAcceptor::from(Arc::new(config))), behaviour).await
+    }
+
+    /// The same server over plain TCP (DNS over TCP, RFC 7766).
+    pub async fn plain(behaviour: Behaviour) -> Self {
+        Self::listen(None, behaviour).await
+    }
+
+    async fn listen(acceptor: Option<TlsAcceptor>, behaviour: Behaviour) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("local addr");
         let stats = Arc::new(Stats::default());
         let (closed_tx, closed) = mpsc::unbounded_channel();
+        let restart = Arc::new(Notify::new());
         let accept_loop = tokio::spawn(accept(
             listener,
             acceptor,
             behaviour,
             Arc::clone(&stats),
             closed_tx,
+            Arc::clone(&restart),
         ));
         Self {
             addr,
             stats,
             closed: Mutex::new(closed),
+            restart,
             accept_loop,
         }
+    }
+
+    /// Drops every open connection at once, unannounced (no close_notify), as a server process
+    /// that is killed and started again behind the same address; queries in flight on them are
+    /// lost. New connections are accepted as before.
+    pub fn restart(&self) {
+        self.restart.notify_one();
+    }
+
+    pub fn queries(&self) -> u64 {
+        self.stats.queries.load(Ordering::SeqCst)
     }
 
     pub fn connections(&self) -> u64 {
@@ -248,10 +291,11 @@ impl Drop for DotServer {
 
 async fn accept(
     listener: TcpListener,
-    acceptor: TlsAcceptor,
+    acceptor: Option<TlsAcceptor>,
     behaviour: Behaviour,
     stats: Arc<Stats>,
     closed: mpsc::UnboundedSender<usize>,
+    restart: Arc<Notify>,
 ) {
     // Connection tasks live in this set, so aborting the accept loop ends them too.
     let mut connections = JoinSet::new();
@@ -259,20 +303,31 @@ async fn accept(
         tokio::select! {
             accepted = listener.accept() => {
                 let Ok((tcp, _)) = accepted else { continue };
+                // As CoreDNS's (Go sets TCP_NODELAY on every connection): each reply leaves at
+                // once, so a reset right after it cannot take it back from the send queue.
+                let _ = tcp.set_nodelay(true);
+                if matches!(behaviour, Behaviour::ResetAfter(_)) {
+                    // Dropping the socket then sends RST instead of FIN.
+                    let _ = socket2::SockRef::from(&tcp).set_linger(Some(Duration::ZERO));
+                }
                 let number = stats.connections.fetch_add(1, Ordering::SeqCst);
                 let (acceptor, behaviour, stats, closed) =
                     (acceptor.clone(), behaviour.clone(), Arc::clone(&stats), closed.clone());
                 connections.spawn(async move {
-                    let read = match acceptor.accept(tcp).await {
-                        Ok(stream) => {
-                            stats.handshakes_ok.fetch_add(1, Ordering::SeqCst);
-                            serve(stream, behaviour, number, &stats).await
-                        }
-                        Err(_) => 0,
+                    let read = match acceptor {
+                        None => serve(tcp, behaviour, number, &stats).await,
+                        Some(acceptor) => match acceptor.accept(tcp).await {
+                            Ok(stream) => {
+                                stats.handshakes_ok.fetch_add(1, Ordering::SeqCst);
+                                serve(stream, behaviour, number, &stats).await
+                            }
+                            Err(_) => 0,
+                        },
                     };
                     let _ = closed.send(read);
                 });
             }
+            () = restart.notified() => connections.abort_all(),
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
         }
     }
@@ -284,19 +339,41 @@ where
     S: AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let (mut reader, mut writer) = tokio::io::split(stream);
-    let (replies, mut outgoing) = mpsc::unbounded_channel::<Vec<u8>>();
+    let (out, mut outgoing) = mpsc::unbounded_channel::<Out>();
     let mut tasks = JoinSet::new();
     tasks.spawn(async move {
-        while let Some(frame) = outgoing.recv().await {
+        while let Some(next) = outgoing.recv().await {
+            let Out::Frame(frame) = next else {
+                // What is written goes out; then the connection is dropped with the task: no
+                // close_notify, no shutdown.
+                let _ = writer.flush().await;
+                return;
+            };
             if writer.write_all(&frame).await.is_err() {
                 return;
             }
         }
         let _ = writer.shutdown().await;
     });
+    let replies = Sender(out);
     let mut read = 0;
     let mut held: Vec<Vec<u8>> = Vec::new();
-    while let Some(query) = read_frame(&mut reader).await {
+    loop {
+        let next = match &behaviour {
+            Behaviour::IdleCut(quiet) => {
+                match tokio::time::timeout(*quiet, read_frame(&mut reader)).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        // Quiet for too long: close_notify and FIN after what is queued.
+                        drop(replies);
+                        let _ = tasks.join_next().await;
+                        return read;
+                    }
+                }
+            }
+            _ => read_frame(&mut reader).await,
+        };
+        let Some(query) = next else { break };
         read += 1;
         stats.queries.fetch_add(1, Ordering::SeqCst);
         let now = stats.outstanding.fetch_add(1, Ordering::SeqCst) + 1;
@@ -306,7 +383,7 @@ where
         };
         let done = |stats: &Stats| stats.outstanding.fetch_sub(1, Ordering::SeqCst);
         match &behaviour {
-            Behaviour::Answer => {
+            Behaviour::Answer | Behaviour::IdleCut(_) => {
                 done(stats);
                 let _ = replies.send(frame_of(&reply));
             }
@@ -359,6 +436,23 @@ where
                     return read;
                 }
             }
+            Behaviour::ResetAfter(n) => {
+                if read <= *n {
+                    done(stats);
+                    let _ = replies.send(frame_of(&reply));
+                }
+                if read >= *n {
+                    let _ = replies.0.send(Out::Reset);
+                    let _ = tasks.join_next().await;
+                    return read;
+                }
+            }
+            Behaviour::SilentFirst => {
+                if number > 0 {
+                    done(stats);
+                    let _ = replies.send(frame_of(&reply));
+                }
+            }
             Behaviour::NoiseFirst => {
                 done(stats);
                 let mut stray = reply.clone();
@@ -371,6 +465,16 @@ where
         }
     }
     read
+}
+
+/// The writer's queue, taking frames.
+#[derive(Clone)]
+struct Sender(mpsc::UnboundedSender<Out>);
+
+impl Sender {
+    fn send(&self, frame: Vec<u8>) -> Result<(), mpsc::error::SendError<Out>> {
+        self.0.send(Out::Frame(frame))
+    }
 }
 
 /// The reply to a query: its ID and question, RD copied, one A record.
