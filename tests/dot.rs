@@ -491,61 +491,15 @@ async fn a_rotated_ca_bundle_is_used_without_a_restart() {
     assert_eq!(meshdns.config_reloads("applied").await, 1.0);
 }
 
-/// What [`traffic_through_meshdns`] saw.
-#[derive(Debug, PartialEq, Eq)]
-struct Outcome {
-    asked: usize,
-    /// Replies that were not NOERROR with the peer's answer for the name asked.
-    failed: Vec<String>,
-}
-
-/// Asks meshdns `count` distinct names of cluster b (every one a miss), one every 10 ms
-/// over UDP (100 q/s, as the peer restarts were measured), and checks every reply against the
-/// peer's answer.
-async fn traffic_through_meshdns(meshdns: std::net::SocketAddr, count: usize) -> Outcome {
-    let mut pace = tokio::time::interval(Duration::from_millis(10));
-    let mut asked = tokio::task::JoinSet::new();
-    for i in 0..count {
-        pace.tick().await;
-        asked.spawn(async move {
-            let name = format!("member-{i}.mongo.db.cluster.b.");
-            let reply = support::udp(meshdns, &support::query(&name, RecordType::A)).await;
-            let expected = [format!(
-                "{name} A {}",
-                std::net::Ipv4Addr::from(dot_fakes::ANSWER)
-            )];
-            let right = reply.msg.response_code == hickory_proto::op::ResponseCode::NoError
-                && reply.answer_lines() == expected;
-            (!right).then(|| {
-                format!(
-                    "{name}: {:?} {:?}",
-                    reply.msg.response_code,
-                    reply.answer_lines()
-                )
-            })
-        });
-    }
-    let mut failed = Vec::new();
-    while let Some(done) = asked.join_next().await {
-        failed.extend(done.expect("a query task finished"));
-    }
-    Outcome {
-        asked: count,
-        failed,
-    }
-}
-
 static CHURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Runs 300 misses through meshdns to a DoT peer behaving as `behaviour`, calling `disturb`
-/// while they run; every query must be answered right, no attempt may fail, and the endpoint
-/// stays healthy. Returns the peer's connection count.
+/// while they run: see [`dot_fakes::no_query_fails`]. Returns the peer's connection count.
 async fn no_query_fails_while<F, Fut>(test: &str, behaviour: Behaviour, disturb: F) -> u64
 where
     F: FnOnce(Arc<DotServer>) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    const QUERIES: usize = 300;
     // One at a time: each makes dozens of TLS handshakes a second, and a debug build of rustls
     // running both ends of several of them at once falls behind the traffic (a capacity limit
     // of the test machine, not the behaviour under test).
@@ -554,43 +508,7 @@ where
     let server = Arc::new(DotServer::start(&pki.issue(&[SERVER_NAME]), None, behaviour).await);
     let files = ClientFiles::new(test);
     let meshdns = meshdns_to(&server, &files.write_ca(&pki)).await;
-    let traffic = tokio::spawn(traffic_through_meshdns(meshdns.addr, QUERIES));
-    disturb(Arc::clone(&server)).await;
-    let outcome = traffic.await.expect("the traffic ran");
-    let mut attempts = Vec::new();
-    for result in ["ok", "error", "timeout", "tls_error"] {
-        attempts.push((result, meshdns.upstream_requests("b", result).await));
-    }
-    assert_eq!(
-        outcome,
-        Outcome {
-            asked: QUERIES,
-            failed: Vec::new()
-        },
-        "attempts: {attempts:?}, connections: {}",
-        server.connections()
-    );
-    assert_eq!(
-        attempts,
-        [
-            ("ok", QUERIES as f64),
-            ("error", 0.0),
-            ("timeout", 0.0),
-            ("tls_error", 0.0)
-        ],
-        "no attempt failed"
-    );
-    let endpoint = server.addr.to_string();
-    assert_eq!(
-        meshdns
-            .metric(
-                "meshdns_upstream_healthy",
-                &[("cluster", "b"), ("endpoint", &endpoint)]
-            )
-            .await,
-        1.0,
-        "never marked down"
-    );
+    dot_fakes::no_query_fails(&meshdns, &server, disturb).await;
     server.connections()
 }
 

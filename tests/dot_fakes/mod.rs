@@ -527,3 +527,96 @@ pub fn parse_reply(reply: &[u8]) -> (String, bool) {
         .any(|r| matches!(&r.data, RData::A(a) if a.0 == std::net::Ipv4Addr::from(ANSWER)));
     (name, answered)
 }
+
+/// What [`traffic_through_meshdns`] saw.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Outcome {
+    pub asked: usize,
+    /// Replies that were not NOERROR with the peer's answer for the name asked.
+    pub failed: Vec<String>,
+}
+
+/// Asks meshdns `count` distinct names of cluster b (every one a miss), one every 10 ms over
+/// UDP (100 q/s, as peer restarts were measured in production), and checks every reply
+/// against the peer's answer.
+pub async fn traffic_through_meshdns(meshdns: SocketAddr, count: usize) -> Outcome {
+    let mut pace = tokio::time::interval(Duration::from_millis(10));
+    let mut asked = JoinSet::new();
+    for i in 0..count {
+        pace.tick().await;
+        asked.spawn(async move {
+            let name = format!("member-{i}.mongo.db.cluster.b.");
+            let reply =
+                crate::support::udp(meshdns, &crate::support::query(&name, RecordType::A)).await;
+            let expected = [format!("{name} A {}", std::net::Ipv4Addr::from(ANSWER))];
+            let right = reply.msg.response_code == hickory_proto::op::ResponseCode::NoError
+                && reply.answer_lines() == expected;
+            (!right).then(|| {
+                format!(
+                    "{name}: {:?} {:?}",
+                    reply.msg.response_code,
+                    reply.answer_lines()
+                )
+            })
+        });
+    }
+    let mut failed = Vec::new();
+    while let Some(done) = asked.join_next().await {
+        failed.extend(done.expect("a query task finished"));
+    }
+    Outcome {
+        asked: count,
+        failed,
+    }
+}
+
+/// Runs 300 misses through `meshdns`, whose cluster b is `server` alone, calling `disturb`
+/// while they run: every query must be answered right, no attempt may fail (so the endpoint
+/// is never marked down), and `meshdns_upstream_healthy` is 1 at the end.
+pub async fn no_query_fails<F, Fut>(
+    meshdns: &crate::support::Meshdns,
+    server: &Arc<DotServer>,
+    disturb: F,
+) where
+    F: FnOnce(Arc<DotServer>) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    const QUERIES: usize = 300;
+    let traffic = tokio::spawn(traffic_through_meshdns(meshdns.addr, QUERIES));
+    disturb(Arc::clone(server)).await;
+    let outcome = traffic.await.expect("the traffic ran");
+    let mut attempts = Vec::new();
+    for result in ["ok", "error", "timeout", "tls_error"] {
+        attempts.push((result, meshdns.upstream_requests("b", result).await));
+    }
+    assert_eq!(
+        outcome,
+        Outcome {
+            asked: QUERIES,
+            failed: Vec::new()
+        },
+        "attempts: {attempts:?}, connections: {}",
+        server.connections()
+    );
+    assert_eq!(
+        attempts,
+        [
+            ("ok", QUERIES as f64),
+            ("error", 0.0),
+            ("timeout", 0.0),
+            ("tls_error", 0.0)
+        ],
+        "no attempt failed"
+    );
+    let endpoint = server.addr.to_string();
+    assert_eq!(
+        meshdns
+            .metric(
+                "meshdns_upstream_healthy",
+                &[("cluster", "b"), ("endpoint", &endpoint)]
+            )
+            .await,
+        1.0,
+        "never marked down"
+    );
+}

@@ -40,19 +40,25 @@ pub(super) enum Ending {
 }
 
 /// The connection task: opens the connection, serves it until it ends, records the ending.
-pub(super) async fn run(shared: Arc<Shared>, serial: u64, queue: mpsc::UnboundedReceiver<Frame>) {
+pub(super) async fn run(
+    shared: Arc<Shared>,
+    serial: u64,
+    mut queue: mpsc::UnboundedReceiver<Frame>,
+) {
     shared.connects.fetch_add(1, Ordering::Relaxed);
     if let Some(metric) = &shared.settings.connect_metric {
         metric.inc();
     }
-    let ending = connect_and_serve(&shared, serial, queue).await;
+    let ending = connect_and_serve(&shared, serial, &mut queue).await;
+    // The queue lives until the ending is recorded: a query registered meanwhile (on another
+    // thread) is on this connection's table, and so moved or failed with the others.
     shared.finish(serial, ending);
 }
 
 async fn connect_and_serve(
     shared: &Shared,
     serial: u64,
-    queue: mpsc::UnboundedReceiver<Frame>,
+    queue: &mut mpsc::UnboundedReceiver<Frame>,
 ) -> Ending {
     // One limit for the connect and the TLS handshake together.
     let limit = shared.settings.connect_timeout;
@@ -92,7 +98,7 @@ async fn connect_tcp(shared: &Shared) -> Result<TcpStream, StreamError> {
 async fn serve<S>(
     shared: &Shared,
     serial: u64,
-    mut queue: mpsc::UnboundedReceiver<Frame>,
+    queue: &mut mpsc::UnboundedReceiver<Frame>,
     stream: S,
 ) -> Ending
 where
@@ -105,7 +111,7 @@ where
         tokio::pin!(replies);
         tokio::select! {
             ending = &mut replies => ending,
-            ending = write_queries(&mut writer, &mut queue) => {
+            ending = write_queries(&mut writer, queue) => {
                 // A write fails when the peer has gone; what it said last is on the read side:
                 // a TLS alert (such as CertificateRequired) says why; anything else means the
                 // peer closed or reset the connection, which our write merely crossed.
