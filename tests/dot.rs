@@ -550,6 +550,25 @@ async fn a_peer_restarted_mid_traffic_fails_no_query() {
 }
 
 #[tokio::test]
+async fn a_peer_restarted_in_place_mid_traffic_fails_no_query() {
+    let connections =
+        no_query_fails_while("restart-in-place", Behaviour::Answer, |server| async move {
+            // Its port refuses connections for 100 ms, at a third and two thirds of the traffic.
+            for at in [100, 200] {
+                while server.queries() < at {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                server.restart_after(Duration::from_millis(100)).await;
+            }
+        })
+        .await;
+    assert!(
+        connections >= 3,
+        "one connection per run of the server at least: {connections}"
+    );
+}
+
+#[tokio::test]
 async fn a_peer_cutting_idle_connections_fails_no_query() {
     // The peer cuts a connection after 2 ms without a query: between the bursts of traffic,
     // many a query is written just as the peer closes.

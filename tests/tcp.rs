@@ -157,13 +157,22 @@ async fn a_tcp_peer_restarted_mid_traffic_fails_no_query() {
     let peer = Arc::new(DotServer::plain(StreamBehaviour::Answer).await);
     let meshdns = meshdns_with_tcp_peer(&peer).await;
     dot_fakes::no_query_fails(&meshdns, &peer, |peer| async move {
-        while peer.queries() < 150 {
+        // Replaced behind its address at a third of the traffic; restarted in place, its port
+        // refusing connections for 100 ms, at two thirds.
+        while peer.queries() < 100 {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         peer.restart();
+        while peer.queries() < 200 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        peer.restart_after(Duration::from_millis(100)).await;
     })
     .await;
-    assert_eq!(peer.connections(), 2, "one per run of the server");
+    assert!(
+        peer.connections() >= 3,
+        "one per run of the server at least"
+    );
 }
 
 /// Answers every UDP query on `port` of 127.0.0.1 with its question and TC set, nothing else:

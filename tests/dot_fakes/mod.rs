@@ -193,7 +193,9 @@ pub struct DotServer {
     closed: Mutex<mpsc::UnboundedReceiver<usize>>,
     /// Wakes the accept loop to drop every connection it serves ([`DotServer::restart`]).
     restart: Arc<Notify>,
-    accept_loop: JoinHandle<()>,
+    /// What a new accept loop needs ([`DotServer::restart_after`]).
+    serving: (Option<TlsAcceptor>, Behaviour, mpsc::UnboundedSender<usize>),
+    accept_loop: std::sync::Mutex<JoinHandle<()>>,
 }
 
 /// What the server saw.
@@ -244,10 +246,10 @@ impl DotServer {
         let restart = Arc::new(Notify::new());
         let accept_loop = tokio::spawn(accept(
             listener,
-            acceptor,
-            behaviour,
+            acceptor.clone(),
+            behaviour.clone(),
             Arc::clone(&stats),
-            closed_tx,
+            closed_tx.clone(),
             Arc::clone(&restart),
         ));
         Self {
@@ -255,13 +257,40 @@ impl DotServer {
             stats,
             closed: Mutex::new(closed),
             restart,
-            accept_loop,
+            serving: (acceptor, behaviour, closed_tx),
+            accept_loop: std::sync::Mutex::new(accept_loop),
         }
     }
 
-    /// Drops every open connection at once, unannounced (no close_notify), as a server process
-    /// that is killed and started again behind the same address; queries in flight on them are
-    /// lost. New connections are accepted as before.
+    /// Stops the server — its port closed, every connection dropped unannounced — and starts
+    /// it again on the same port after `gap`, during which connections are refused: a server
+    /// process restarted in place (stunnel, unbound).
+    pub async fn restart_after(&self, gap: Duration) {
+        let old = std::mem::replace(
+            &mut *self.accept_loop.lock().expect("not poisoned"),
+            tokio::spawn(async {}),
+        );
+        old.abort();
+        let _ = old.await;
+        tokio::time::sleep(gap).await;
+        let listener = TcpListener::bind(self.addr)
+            .await
+            .expect("the port is ours again");
+        let (acceptor, behaviour, closed) = self.serving.clone();
+        let new = tokio::spawn(accept(
+            listener,
+            acceptor,
+            behaviour,
+            Arc::clone(&self.stats),
+            closed,
+            Arc::clone(&self.restart),
+        ));
+        *self.accept_loop.lock().expect("not poisoned") = new;
+    }
+
+    /// Drops every open connection at once, unannounced (no close_notify), as a server behind
+    /// a load balancer that is killed and replaced; queries in flight on them are lost. New
+    /// connections are accepted as before.
     pub fn restart(&self) {
         self.restart.notify_one();
     }
@@ -285,7 +314,10 @@ impl DotServer {
 
 impl Drop for DotServer {
     fn drop(&mut self) {
-        self.accept_loop.abort();
+        self.accept_loop
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .abort();
     }
 }
 

@@ -17,7 +17,9 @@
 //! waiting queries move to a new connection (RFC 7766 §6.2.1.1: unanswered queries may be
 //! retried on a new connection) at once, with no backoff. Only when
 //! [`MAX_UNANSWERED_CONNECTIONS`] connections in a row end without a single reply is that a
-//! failure: the peer takes connections but does not serve them.
+//! failure: the peer takes connections but does not serve them. A peer that restarts refuses
+//! connections for a moment after closing them: for [`RESTART_GRACE`] after a lost connection,
+//! a refused connect is tried again after the backoff with the queries kept waiting.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -32,7 +34,8 @@ use tokio::time::Instant;
 
 use super::task::{self, Ending};
 use super::{
-    BACKOFF_MAX, BACKOFF_MIN, Dial, MAX_UNANSWERED_CONNECTIONS, StreamError, StreamSettings,
+    BACKOFF_MAX, BACKOFF_MIN, Dial, MAX_UNANSWERED_CONNECTIONS, RESTART_GRACE, StreamError,
+    StreamSettings,
 };
 use crate::wire;
 
@@ -62,6 +65,9 @@ struct State {
     serial: u64,
     /// Connections in a row that ended without a reply; reset by a reply.
     unanswered: u32,
+    /// When the peer last closed (or reset) a connection, until a reply or a failure: a peer
+    /// restarting refuses connections for a moment after that.
+    lost_at: Option<Instant>,
 }
 
 enum Link {
@@ -101,6 +107,16 @@ struct Pending {
     reply: Option<oneshot::Sender<Reply>>,
 }
 
+impl State {
+    /// The delay before the next connection attempt, drawn from the upper half of the current
+    /// backoff, which doubles for the attempt after.
+    fn backoff(&mut self) -> Duration {
+        let delay = self.next_backoff.mul_f64(rand::random_range(0.5..=1.0));
+        self.next_backoff = (self.next_backoff * 2).min(BACKOFF_MAX);
+        delay
+    }
+}
+
 impl Pending {
     fn is_waiting(&self) -> bool {
         self.reply.is_some()
@@ -138,6 +154,7 @@ impl Shared {
                 next_backoff: BACKOFF_MIN,
                 serial: 0,
                 unanswered: 0,
+                lost_at: None,
             }),
         }
     }
@@ -178,7 +195,7 @@ impl Shared {
             state.link = Link::Closed;
         }
         if !matches!(state.link, Link::Open(_)) {
-            state.link = Link::Open(self.open(&mut state.serial, now));
+            state.link = Link::Open(self.open(&mut state.serial, now, Duration::ZERO));
         }
         state.serial += 1;
         let ticket = state.serial;
@@ -218,11 +235,12 @@ impl Shared {
         Ok((registration, receiver))
     }
 
-    /// A new connection, its task started (connecting); the caller makes it the link.
-    fn open(self: &Arc<Self>, serial: &mut u64, now: Instant) -> Conn {
+    /// A new connection, its task started (connecting after `delay`); the caller makes it the
+    /// link.
+    fn open(self: &Arc<Self>, serial: &mut u64, now: Instant, delay: Duration) -> Conn {
         *serial += 1;
         let (frames, queue) = mpsc::unbounded_channel();
-        let task = tokio::spawn(task::run(Arc::clone(self), *serial, queue)).abort_handle();
+        let task = tokio::spawn(task::run(Arc::clone(self), *serial, queue, delay)).abort_handle();
         Conn {
             serial: *serial,
             frames,
@@ -274,6 +292,7 @@ impl Shared {
                 conn.answered = true;
                 state.next_backoff = BACKOFF_MIN;
                 state.unanswered = 0;
+                state.lost_at = None;
             }
         }
     }
@@ -335,14 +354,18 @@ impl Shared {
         let hanging = matches!(ending, Ending::Hanging(_));
         let cause = match ending {
             Ending::Idle => None,
-            Ending::Closed(_) if waiting == 0 => None,
+            Ending::Closed(_) if waiting == 0 => {
+                state.lost_at.get_or_insert(Instant::now());
+                None
+            }
             Ending::Closed(cause) | Ending::Hanging(cause) => {
                 if hanging || !conn.answered {
                     state.unanswered += 1;
                 }
                 if state.unanswered < MAX_UNANSWERED_CONNECTIONS {
                     tracing::debug!(endpoint = %self.addr, %cause, waiting, "connection lost; sending its unanswered queries on a new one");
-                    self.reopen(state);
+                    state.lost_at.get_or_insert(Instant::now());
+                    self.reopen(state, Duration::ZERO);
                     return;
                 }
                 Some(StreamError::Network(format!(
@@ -350,6 +373,19 @@ impl Shared {
                     state.unanswered
                 )))
             }
+            Ending::Refused(cause) => match state.lost_at {
+                Some(lost) if lost.elapsed() < RESTART_GRACE => {
+                    let delay = state.backoff();
+                    tracing::debug!(endpoint = %self.addr, %cause, waiting, ?delay, "connect refused just after the peer closed a connection; trying again");
+                    if waiting == 0 {
+                        state.link = Link::Closed;
+                    } else {
+                        self.reopen(state, delay);
+                    }
+                    return;
+                }
+                _ => Some(cause),
+            },
             Ending::Failed(cause) => Some(cause),
         };
         let Some(cause) = cause else {
@@ -358,8 +394,8 @@ impl Shared {
             return;
         };
         state.unanswered = 0;
-        let delay = state.next_backoff.mul_f64(rand::random_range(0.5..=1.0));
-        state.next_backoff = (state.next_backoff * 2).min(BACKOFF_MAX);
+        state.lost_at = None;
+        let delay = state.backoff();
         tracing::debug!(endpoint = %self.addr, %cause, waiting, ?delay, "connection failed");
         let failed = Link::Failed {
             until: Instant::now() + delay,
@@ -372,14 +408,15 @@ impl Shared {
         }
     }
 
-    /// Replaces the open connection by a new one carrying its waiting queries, under the IDs
-    /// they had (the new connection has no others); queries whose caller gave up are dropped.
-    fn reopen(self: &Arc<Self>, state: &mut State) {
+    /// Replaces the open connection by a new one (connecting after `delay`) carrying its
+    /// waiting queries, under the IDs they had (the new connection has no others); queries
+    /// whose caller gave up are dropped.
+    fn reopen(self: &Arc<Self>, state: &mut State, delay: Duration) {
         let Link::Open(old) = std::mem::replace(&mut state.link, Link::Closed) else {
             return;
         };
         let now = Instant::now();
-        let mut new = self.open(&mut state.serial, now);
+        let mut new = self.open(&mut state.serial, now, delay);
         for (id, pending) in old.pending {
             if pending.is_waiting() {
                 // The new task is alive (just spawned): the send cannot fail, and if it did

@@ -13,8 +13,9 @@
 //!   waiting on it are sent again on a new connection, at once, within their deadlines, and
 //!   nothing counts it as a failure. So is a connection on which nothing has come back for the
 //!   idle timeout while queries wait (a peer that hangs);
-//! - a failure is what a new connection cannot get past: the connect (refused, unreachable,
-//!   not within [`CONNECT_TIMEOUT`]), the TLS handshake or the peer's certificate, a TLS alert,
+//! - a failure is what a new connection cannot get past: the connect (refused, unreachable —
+//!   except within [`RESTART_GRACE`] of a lost connection, when it is tried again — or not
+//!   within [`CONNECT_TIMEOUT`]), the TLS handshake or the peer's certificate, a TLS alert,
 //!   or [`MAX_UNANSWERED_CONNECTIONS`] connections in a row that ended without answering
 //!   anything. It fails every query waiting on the connection at once, so callers move on to
 //!   another endpoint, and the next connection waits for a backoff ([`BACKOFF_MIN`] doubling
@@ -67,6 +68,12 @@ pub const MAX_IN_FLIGHT: usize = 256;
 /// before that is a failure: a peer that accepts connections and drops them unanswered would
 /// otherwise have its queries re-sent in a loop until their deadlines.
 pub const MAX_UNANSWERED_CONNECTIONS: u32 = 3;
+
+/// How long after the peer closed or reset a connection a refused connect is tried again
+/// (after the backoff) with the queries kept waiting, instead of failing them: a server
+/// process restarting behind its port refuses connections for a moment. Bounded by each
+/// query's own deadline as well.
+pub const RESTART_GRACE: Duration = Duration::from_secs(1);
 
 /// The first delay after a failed connection; it doubles with each failure in a row.
 pub const BACKOFF_MIN: Duration = Duration::from_millis(100);

@@ -35,6 +35,9 @@ pub(super) enum Ending {
     Closed(StreamError),
     /// Nothing came back for the idle timeout while a query waited.
     Hanging(StreamError),
+    /// The TCP connect failed (refused, unreachable): a failure, unless the peer closed a
+    /// connection a moment ago (it may be restarting).
+    Refused(StreamError),
     /// The connect, the TLS handshake, or the TLS session failed.
     Failed(StreamError),
 }
@@ -44,7 +47,11 @@ pub(super) async fn run(
     shared: Arc<Shared>,
     serial: u64,
     mut queue: mpsc::UnboundedReceiver<Frame>,
+    delay: Duration,
 ) {
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
     shared.connects.fetch_add(1, Ordering::Relaxed);
     if let Some(metric) = &shared.settings.connect_metric {
         metric.inc();
@@ -65,7 +72,7 @@ async fn connect_and_serve(
     let until = Instant::now() + limit;
     let tcp = match timeout_at(until, connect_tcp(shared)).await {
         Ok(Ok(tcp)) => tcp,
-        Ok(Err(cause)) => return Ending::Failed(cause),
+        Ok(Err(cause)) => return Ending::Refused(cause),
         Err(_) => return Ending::Failed(StreamError::ConnectTimeout(limit)),
     };
     match &shared.dial {
