@@ -181,6 +181,14 @@ stop_pid() { # PID: TERM, wait up to 2 s, KILL; only processes this script start
 listening() { # ADDR PORT u|t
 	ss -Hln"$3" 2>/dev/null | awk '{print $4}' | grep -qxF "$1:$2"
 }
+comes_up() { # ADDR PORT: waits (5 s at most) for a TCP listener there
+	local _
+	for _ in $(seq 1 50); do
+		listening "$1" "$2" t && return 0
+		sleep 0.1
+	done
+	return 1
+}
 answers() { # ADDR NAME: one UDP query with an explicit server, no retries
 	dig @"$1" "$2" A +tries=1 +time=1 +nosearch +noall +comments 2>/dev/null | grep -q 'status: NOERROR'
 }
@@ -606,11 +614,7 @@ EOF
 	"${PIN_SERVER[@]}" "${NICE_CMD[@]}" stunnel4 "$WORK/tls/stunnel.conf" >"$WORK/tls/stunnel.out" 2>&1 &
 	STUNNEL_PID=$!
 	PIDS+=("$STUNNEL_PID")
-	for _ in $(seq 1 50); do
-		listening "$STUNNEL" 853 t && break
-		sleep 0.1
-	done
-	listening "$STUNNEL" 853 t || {
+	comes_up "$STUNNEL" 853 || {
 		cat "$WORK/tls/stunnel.out" "$WORK/stunnel.log" >&2 2>/dev/null
 		die "stunnel did not start"
 	}
@@ -655,11 +659,7 @@ EOF
 	}
 	"${PIN_SERVER[@]}" "${NICE_CMD[@]}" unbound -d -c "$WORK/unbound-dot/unbound.conf" >"$WORK/unbound-dot/out.log" 2>&1 &
 	PIDS+=("$!")
-	for _ in $(seq 1 50); do
-		listening "$UNBOUND_DOT" 853 t && break
-		sleep 0.1
-	done
-	listening "$UNBOUND_DOT" 853 t || {
+	comes_up "$UNBOUND_DOT" 853 || {
 		cat "$WORK/unbound-dot/out.log" "$WORK/unbound-dot/unbound.log" >&2 2>/dev/null
 		die "unbound (DoT) did not start"
 	}
