@@ -34,7 +34,8 @@
 #             latency over the slowest leg;
 #   reload    an idle meshdns's CPU and wake-ups with and without MESHDNS_CONFIG_DIR, the time
 #             from a kubelet-style `..data` swap to the new cluster answering, p99 during reloads;
-#   tls       cache misses to a cluster over DNS over TLS (stunnel in front of NSD, mutual TLS)
+#   tls       cache misses to a cluster over DNS over TLS (stunnel in front of NSD, mutual TLS;
+#             and unbound terminating TLS itself, answering from its own data: no second hop)
 #             vs plain UDP, TLS handshakes per 1,000 misses, RSS with DoT configured;
 #   outage    stale answers while the upstream is black-holed: latency, upstream queries per name;
 #   overload  peak and after-flood RSS under 60,000 mangled datagrams, 40,000 misses with the
@@ -120,6 +121,7 @@ STUNNEL=127.0.$NET.15 # stunnel: DoT on :853 in front of the first cluster's NSD
 OVERLOAD=127.0.$NET.16 # meshdns under the floods, default settings
 FLOOD_HOLE=127.0.$NET.17 # blackhole.c dropping everything: the black-holed upstream of flood (b)
 RELOADER=127.0.$NET.18 # meshdns whose MESHDNS_CONFIG_DIR is swapped
+UNBOUND_DOT=127.0.$NET.19 # unbound terminating DoT on :853 itself, the first cluster's names as its own data
 CLUSTER_NSD=(127.0.$((NET + 1)).1 127.0.$((NET + 1)).2 127.0.$((NET + 1)).3)
 CLUSTER_PROXY=(127.0.$((NET + 2)).1 127.0.$((NET + 2)).2 127.0.$((NET + 2)).3)
 LEG_MS=(20 40 80)
@@ -178,6 +180,14 @@ stop_pid() { # PID: TERM, wait up to 2 s, KILL; only processes this script start
 
 listening() { # ADDR PORT u|t
 	ss -Hln"$3" 2>/dev/null | awk '{print $4}' | grep -qxF "$1:$2"
+}
+comes_up() { # ADDR PORT: waits (5 s at most) for a TCP listener there
+	local _
+	for _ in $(seq 1 50); do
+		listening "$1" "$2" t && return 0
+		sleep 0.1
+	done
+	return 1
 }
 answers() { # ADDR NAME: one UDP query with an explicit server, no retries
 	dig @"$1" "$2" A +tries=1 +time=1 +nosearch +noall +comments 2>/dev/null | grep -q 'status: NOERROR'
@@ -298,6 +308,7 @@ for a in "$STANDIN" "$MESH" "$UNBOUND" "$DNSMASQ" "$FLOOR" "$GATHER" "$RELAY" "$
 done
 listening "$MESH" 9153 t && die "$MESH:9153 is already taken"
 listening "$STUNNEL" 853 t && die "$STUNNEL:853 is already taken"
+listening "$UNBOUND_DOT" 853 t && die "$UNBOUND_DOT:853 is already taken"
 
 # ---------------------------------------------------------------------------------------------
 # Query files: 20,000 names h0..h19999.bench.test. h0..h9999 fill the caches to 10k entries,
@@ -603,18 +614,61 @@ EOF
 	"${PIN_SERVER[@]}" "${NICE_CMD[@]}" stunnel4 "$WORK/tls/stunnel.conf" >"$WORK/tls/stunnel.out" 2>&1 &
 	STUNNEL_PID=$!
 	PIDS+=("$STUNNEL_PID")
-	for _ in $(seq 1 50); do
-		listening "$STUNNEL" 853 t && break
-		sleep 0.1
-	done
-	listening "$STUNNEL" 853 t || {
+	comes_up "$STUNNEL" 853 || {
 		cat "$WORK/tls/stunnel.out" "$WORK/stunnel.log" >&2 2>/dev/null
 		die "stunnel did not start"
 	}
 fi
-# Cluster u over UDP, p over TCP, t over DoT through stunnel: one NSD behind all three. The
-# second stunnel service (:854, no client certificate) is for dnsperf -m dot asking directly.
+# The DoT row without a second hop: unbound terminates TLS itself and answers the first
+# cluster's 10,000 names from its own data (the same addresses as that cluster's NSD). unbound
+# does not ask for client certificates; meshdns presents its own anyway.
+if has tls; then
+	log "starting unbound (DoT on $UNBOUND_DOT:853, the first cluster's names as local data)"
+	mkdir -p "$WORK/unbound-dot"
+	awk 'BEGIN { for (i = 0; i < 10000; i++) printf "local-data: \"h%d.mongo.db.svc.cluster.local. 30 IN A 10.101.%d.%d\"\n", i, int(i / 256), i % 256 }' \
+		>"$WORK/unbound-dot/names.conf"
+	cat >"$WORK/unbound-dot/unbound.conf" <<EOF
+server:
+	num-threads: 1
+	interface: $UNBOUND_DOT@853
+	tls-port: 853
+	tls-service-key: "$WORK/tls/server.key"
+	tls-service-pem: "$WORK/tls/server.pem"
+	do-ip4: yes
+	do-ip6: no
+	do-udp: no
+	do-tcp: yes
+	access-control: 127.0.0.0/8 allow
+	module-config: "iterator"
+	username: ""
+	chroot: ""
+	directory: "$WORK/unbound-dot"
+	pidfile: ""
+	use-syslog: no
+	logfile: "$WORK/unbound-dot/unbound.log"
+	verbosity: 1
+	so-reuseport: no
+	local-zone: "mongo.db.svc.cluster.local." static
+	include: "$WORK/unbound-dot/names.conf"
+remote-control:
+	control-enable: no
+EOF
+	unbound-checkconf "$WORK/unbound-dot/unbound.conf" >"$WORK/unbound-dot/check.log" 2>&1 || {
+		cat "$WORK/unbound-dot/check.log" >&2
+		die "bad unbound.conf for DoT"
+	}
+	"${PIN_SERVER[@]}" "${NICE_CMD[@]}" unbound -d -c "$WORK/unbound-dot/unbound.conf" >"$WORK/unbound-dot/out.log" 2>&1 &
+	PIDS+=("$!")
+	comes_up "$UNBOUND_DOT" 853 || {
+		cat "$WORK/unbound-dot/out.log" "$WORK/unbound-dot/unbound.log" >&2 2>/dev/null
+		die "unbound (DoT) did not start"
+	}
+fi
+# Cluster u over UDP, p over TCP, t over DoT through stunnel: one NSD behind all three; k over
+# DoT to unbound answering itself. The second stunnel service (:854, no client certificate) is
+# for dnsperf -m dot asking directly.
 TLS_CLUSTERS="u=${CLUSTER_NSD[0]}; p=${CLUSTER_NSD[0]} transport=tcp; t=$STUNNEL:853 transport=tls tls_name=$TLS_NAME"
+TLS_CLUSTERS+="; k=$UNBOUND_DOT:853 transport=tls tls_name=$TLS_NAME"
 
 # ---------------------------------------------------------------------------------------------
 # Idle meshdns (live configuration, DoT): started now, measured over BENCH_IDLE_SECONDS while the
@@ -798,7 +852,7 @@ round_reload() { # ROUND
 }
 
 round_tls() { # ROUND
-	local r=$1 h0 h1 hw x0 x1 targets=() s
+	local r=$1 h0 h1 hw k0 k1 x0 x1 targets=() s
 	log "round $r: cache misses to one cluster over UDP, TCP and DoT (${SECONDS_PER_RUN}s)"
 	start_meshdns TLS_PID "$TLSMESH" "$WORK/r$r-meshdns-tls.log" MESHDNS_CLUSTERS="$TLS_CLUSTERS" "${TLS_ENV[@]}"
 	sleep 1
@@ -806,15 +860,18 @@ round_tls() { # ROUND
 	hw=$(metric_of "$TLSMESH" 'meshdns_upstream_tls_handshakes_total{cluster="t"}')
 	# Warm-up: the connection opens on the first DoT query (names not asked afterwards).
 	tail -n 20 "$WORK/cluster-names.txt" >"$WORK/tls-warm.txt"
-	probe 5 20 "$WORK/tls-warm.txt" "t=$TLSMESH:53+cluster.t" >"$WORK/r$r-tls-warm.out" 2>&1
+	probe 5 20 "$WORK/tls-warm.txt" "t=$TLSMESH:53+cluster.t" "k=$TLSMESH:53+cluster.k" >"$WORK/r$r-tls-warm.out" 2>&1
 	h0=$(metric_of "$TLSMESH" 'meshdns_upstream_tls_handshakes_total{cluster="t"}')
+	k0=$(metric_of "$TLSMESH" 'meshdns_upstream_tls_handshakes_total{cluster="k"}')
 	x0=$(grep -c 'accepted connection' "$WORK/stunnel.log" 2>/dev/null)
-	for s in $(rotate "$r" u p t); do targets+=("$s=$TLSMESH:53+cluster.$s"); done
+	for s in $(rotate "$r" u p t k); do targets+=("$s=$TLSMESH:53+cluster.$s"); done
 	probe "$SECONDS_PER_RUN" 9900 "$WORK/cluster-names.txt" "${targets[@]}" >"$WORK/r$r-tls.out" 2>"$WORK/r$r-tls.err"
 	h1=$(metric_of "$TLSMESH" 'meshdns_upstream_tls_handshakes_total{cluster="t"}')
+	k1=$(metric_of "$TLSMESH" 'meshdns_upstream_tls_handshakes_total{cluster="k"}')
 	x1=$(grep -c 'accepted connection' "$WORK/stunnel.log" 2>/dev/null)
 	rec "$r" meshdns tls_handshakes_warmup $((h0 - hw))
 	rec "$r" meshdns tls_handshakes $((h1 - h0))
+	rec "$r" meshdns tls_handshakes_unbound $((k1 - k0))
 	rec "$r" meshdns tls_stunnel_accepts $((x1 - x0))
 	rec "$r" meshdns tls_rss_open_kb "$(rss_kb "$TLS_PID")"
 	metrics_dump "$TLSMESH" "$WORK/r$r-tls.metrics"
@@ -822,10 +879,11 @@ round_tls() { # ROUND
 	# What each path costs without meshdns: dnsperf asking the NSD directly, one query at a time
 	# (TCP and DoT over one kept connection; DoT through stunnel's service without client
 	# certificates, as dnsperf has none).
-	for s in $(rotate "$r" udp tcp dot); do
-		local port=53 server=${CLUSTER_NSD[0]}
+	for s in $(rotate "$r" udp tcp dot dotunbound); do
+		local port=53 server=${CLUSTER_NSD[0]} mode=$s
 		[[ $s == dot ]] && port=854 server=$STUNNEL
-		perf -m "$s" -s "$server" -p "$port" -d "$WORK/direct-cluster.txt" -l "$SLICE" -c 1 -q 1 -t 1 -v \
+		[[ $s == dotunbound ]] && port=853 server=$UNBOUND_DOT mode=dot
+		perf -m "$mode" -s "$server" -p "$port" -d "$WORK/direct-cluster.txt" -l "$SLICE" -c 1 -q 1 -t 1 -v \
 			>"$WORK/r$r-direct-$s.out" 2>&1
 	done
 }

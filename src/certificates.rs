@@ -1,4 +1,4 @@
-//! The TLS client configuration shared by every DNS-over-TLS endpoint (`upstream::tls`): the
+//! The TLS client configuration shared by every DNS-over-TLS endpoint (`upstream::stream`): the
 //! CA bundle that signs the peers' certificates and, for mutual TLS, our own certificate and
 //! key, all read from PEM files. The configuration module loads it to validate
 //! `MESHDNS_TLS_*` (exit 64, or a rejected reload, naming the file); the snapshot hands it to

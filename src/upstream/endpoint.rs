@@ -17,9 +17,9 @@ use hickory_proto::rr::{Name, RecordType};
 use prometheus::IntGauge;
 use tokio::time::Instant;
 
-use super::exchange::{Answered, AttemptError, Via, attempt, over_tls};
+use super::exchange::{Answered, AttemptError, over_stream, udp_then_tcp};
 use super::log_limit::LogLimit;
-use super::tls::TlsEndpoint;
+use super::stream::StreamEndpoint;
 use crate::background::Background;
 
 /// Failures in a row after which an endpoint is considered down (CoreDNS forward uses 3 too).
@@ -31,10 +31,11 @@ pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 /// How an endpoint is asked.
 #[derive(Debug)]
 pub enum Dialer {
-    /// A fresh socket per attempt, over UDP (TCP when truncated) or TCP.
-    Plain(Via),
-    /// Its one pipelined DNS-over-TLS connection.
-    Tls(TlsEndpoint),
+    /// A fresh UDP socket per attempt; a truncated reply is asked again over the endpoint's
+    /// one pipelined TCP connection.
+    Udp { tcp: StreamEndpoint },
+    /// Its one pipelined connection, over TCP or TLS.
+    Stream(StreamEndpoint),
     /// Cannot be asked (a TLS endpoint without what TLS needs): every attempt fails, saying why.
     Unusable(String),
 }
@@ -76,7 +77,7 @@ impl Endpoint {
     }
 
     /// One attempt at this endpoint over the group's transport, until it answers or fails, or
-    /// the caller drops it (plain attempts keep no timer; a TLS exchange gives its query slot
+    /// the caller drops it (UDP attempts keep no timer; a stream exchange gives its query slot
     /// back at `deadline`).
     pub async fn attempt(
         &self,
@@ -85,8 +86,8 @@ impl Endpoint {
         deadline: Instant,
     ) -> Result<Answered, AttemptError> {
         match &self.dialer {
-            Dialer::Plain(via) => attempt(self.addr, query, *via, attempt_timeout).await,
-            Dialer::Tls(tls) => over_tls(tls, query, deadline).await,
+            Dialer::Udp { tcp } => udp_then_tcp(self.addr, tcp, query, attempt_timeout).await,
+            Dialer::Stream(stream) => over_stream(stream, query, deadline).await,
             Dialer::Unusable(why) => Err(AttemptError::Tls(why.clone())),
         }
     }
@@ -166,7 +167,7 @@ mod tests {
         let gauge = IntGauge::new("unit_test_healthy", "test").unwrap();
         Arc::new(Endpoint::new(
             "127.0.0.1:9".parse().unwrap(),
-            Dialer::Plain(Via::Udp),
+            Dialer::Unusable("a unit test's endpoint".into()),
             gauge,
         ))
     }

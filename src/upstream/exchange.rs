@@ -1,6 +1,7 @@
 //! One attempt at one endpoint: UDP with a fresh random ID from a fresh random source port
-//! (a connected socket, so the kernel drops datagrams from other sources), and TCP — either
-//! because the cluster is configured for it or because the UDP reply was truncated.
+//! (a connected socket, so the kernel drops datagrams from other sources), or a query over the
+//! endpoint's pipelined stream (the `stream` module: TCP or TLS) — either because the cluster
+//! is configured for it or because the UDP reply was truncated.
 //!
 //! A reply is accepted only when it is a response, carries our ID and opcode, and echoes our
 //! question (names compared ignoring case) — or when it is an error reply (FORMERR, SERVFAIL,
@@ -9,8 +10,8 @@
 //! keeps listening until its deadline: a spoofed datagram cannot cut the real answer short.
 //!
 //! Memory per attempt is what its messages need: a UDP reply is received into a buffer of the
-//! size the query advertised (512 without EDNS) and copied out at its exact length; a TCP reply
-//! grows as its bytes arrive, up to what its length prefix announces. A UDP reply larger than
+//! size the query advertised (512 without EDNS) and copied out at its exact length; a reply over
+//! a stream grows as its bytes arrive, up to what its length prefix announces. A UDP reply larger than
 //! the query allowed (a peer that ignores the advertised size) is taken as truncated and asked
 //! again over TCP, not dropped as unreadable.
 //!
@@ -22,16 +23,12 @@ use std::io::ErrorKind;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use bytes::Bytes;
-use futures_util::{SinkExt, StreamExt};
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
-use tokio::net::TcpStream;
 use tokio::time::Instant;
-use tokio_util::codec::Framed;
 
-use super::tls::{TlsEndpoint, TlsError};
+use super::stream::{StreamEndpoint, StreamError};
 use crate::wire;
 
 /// An accepted reply, still carrying the ID we chose.
@@ -87,72 +84,65 @@ fn is_local(error: &std::io::Error) -> bool {
     )
 }
 
-/// How to reach an endpoint for one attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Via {
-    /// UDP, and TCP when the UDP reply is truncated.
-    Udp,
-    Tcp,
-}
-
-/// Asks `endpoint` once and listens for the reply for as long as the caller keeps the future:
-/// the exchange that runs it decides when to try another endpoint and drops it at the query's
-/// deadline, so the attempt keeps no timer of its own (each timer costs the runtime a wake-up).
-/// Over UDP, a truncated reply is fetched again over TCP from the same endpoint, for at most
-/// `attempt_timeout`; if that fails the truncated reply is returned (it is still an answer, and
-/// the cache never stores it).
-pub async fn attempt(
+/// Asks `endpoint` once over UDP and listens for the reply for as long as the caller keeps
+/// the future: the exchange that runs it decides when to try another endpoint and drops it at
+/// the query's deadline, so the attempt keeps no timer of its own (each timer costs the
+/// runtime a wake-up). A truncated reply is fetched again over the endpoint's TCP connection
+/// `tcp`, for at most `attempt_timeout`; if that fails the truncated reply is returned (it is
+/// still an answer, and the cache never stores it).
+pub async fn udp_then_tcp(
     endpoint: SocketAddr,
+    tcp: &StreamEndpoint,
     query: &[u8],
-    via: Via,
     attempt_timeout: Duration,
 ) -> Result<Answered, AttemptError> {
-    let answered = |bytes| Answered { bytes, endpoint };
-    match via {
-        Via::Tcp => tcp(endpoint, query).await.map(answered),
-        Via::Udp => {
-            let reply = udp(endpoint, query).await?;
-            if !wire::is_truncated(&reply) {
-                return Ok(answered(reply));
-            }
-            // A trickling TCP peer must not hold the truncated answer back until the deadline.
-            let retry = tokio::time::timeout(attempt_timeout, tcp(endpoint, query)).await;
-            match retry.unwrap_or(Err(AttemptError::Timeout)) {
-                Ok(full) => Ok(answered(full)),
-                Err(error) => {
-                    tracing::debug!(%endpoint, %error, "TCP retry after truncation failed; keeping the truncated reply");
-                    Ok(answered(reply))
-                }
-            }
+    let reply = udp(endpoint, query).await?;
+    if !wire::is_truncated(&reply) {
+        return Ok(Answered {
+            bytes: reply,
+            endpoint,
+        });
+    }
+    // A trickling TCP peer must not hold the truncated answer back until the deadline.
+    let retry_deadline = Instant::now() + attempt_timeout;
+    match over_stream(tcp, query, retry_deadline).await {
+        Ok(full) => Ok(full),
+        Err(error) => {
+            tracing::debug!(%endpoint, %error, "TCP retry after truncation failed; keeping the truncated reply");
+            Ok(Answered {
+                bytes: reply,
+                endpoint,
+            })
         }
     }
 }
 
-/// One query over DNS over TLS: the endpoint's connection picks the ID and matches the reply
-/// by it; the reply must still answer the query (a response, its opcode, its question).
-pub async fn over_tls(
-    tls: &TlsEndpoint,
+/// One query over the endpoint's pipelined stream (TCP or TLS): the connection picks the ID
+/// and matches the reply by it; the reply must still answer the query (a response, its opcode,
+/// its question).
+pub async fn over_stream(
+    stream: &StreamEndpoint,
     query: &[u8],
     deadline: Instant,
 ) -> Result<Answered, AttemptError> {
     wire::first_question(query).ok_or(AttemptError::BadQuery)?;
-    let reply = tls
+    let reply = stream
         .exchange(query, deadline)
         .await
         .map_err(|error| match error {
-            TlsError::Tls(cause) => AttemptError::Tls(cause),
-            TlsError::Timeout | TlsError::HandshakeTimeout(_) => AttemptError::Timeout,
-            TlsError::BadQuery => AttemptError::BadQuery,
-            TlsError::Network(cause) => AttemptError::Network(cause),
+            StreamError::Tls(cause) => AttemptError::Tls(cause),
+            StreamError::Timeout | StreamError::ConnectTimeout(_) => AttemptError::Timeout,
+            StreamError::BadQuery => AttemptError::BadQuery,
+            StreamError::Network(cause) => AttemptError::Network(cause),
         })?;
     // The ID is used up either way: a reply that does not answer is a failed attempt.
     match wire::id(&reply) {
         Some(id) if acceptable(&reply, id, query) => Ok(Answered {
             bytes: reply,
-            endpoint: tls.addr(),
+            endpoint: stream.addr(),
         }),
         _ => Err(AttemptError::Network(
-            "a reply over TLS that does not answer the query".into(),
+            "a reply over TCP or TLS that does not answer the query".into(),
         )),
     }
 }
@@ -248,28 +238,13 @@ fn connected_udp(endpoint: SocketAddr) -> Result<std::net::UdpSocket, AttemptErr
     Ok(socket.into())
 }
 
-async fn tcp(endpoint: SocketAddr, query: &[u8]) -> Result<Vec<u8>, AttemptError> {
-    let (msg, id) = stamped(query)?;
-    let stream = TcpStream::connect(endpoint).await?;
-    stream.set_nodelay(true)?;
-    let mut framed = Framed::new(stream, wire::tcp_codec(wire::MAX_MESSAGE));
-    framed.send(Bytes::copy_from_slice(&msg)).await?;
-    while let Some(frame) = framed.next().await {
-        let reply = frame?;
-        if acceptable(&reply, id, &msg) {
-            return Ok(reply.to_vec());
-        }
-        tracing::debug!(%endpoint, "ignored a TCP message with the wrong ID or question");
-    }
-    Err(AttemptError::Network(
-        "connection closed before the reply".into(),
-    ))
-}
-
 #[cfg(test)]
 mod tests {
+    use bytes::Bytes;
+    use futures_util::{SinkExt, StreamExt};
     use hickory_proto::op::{Message, Query, ResponseCode};
     use hickory_proto::rr::{Name, RecordType};
+    use tokio_util::codec::Framed;
 
     use super::*;
 
@@ -361,7 +336,8 @@ mod tests {
             });
         }
         let timeout = Duration::from_secs(5);
-        tokio::time::timeout(timeout, attempt(peer, &query(), Via::Udp, timeout))
+        let tcp = StreamEndpoint::tcp(peer, Default::default());
+        tokio::time::timeout(timeout, udp_then_tcp(peer, &tcp, &query(), timeout))
             .await
             .expect("an answer, not silence until the deadline")
             .unwrap()

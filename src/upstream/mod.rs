@@ -19,7 +19,7 @@ mod endpoint;
 mod exchange;
 mod log_limit;
 pub mod names;
-pub mod tls;
+pub mod stream;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -40,9 +40,8 @@ use crate::certificates::ClientTls;
 use crate::config::{self, Transport};
 use crate::wire;
 use endpoint::{Dialer, Endpoint};
-use exchange::Via;
 use names::ResolutionCounters;
-use tls::{TlsEndpoint, TlsSettings};
+use stream::{StreamEndpoint, StreamSettings};
 
 pub use exchange::{Answered, AttemptError, acceptable};
 
@@ -206,14 +205,16 @@ type AttemptDone = (
 /// endpoint (a name resolved to a new address) only clones it.
 #[derive(Debug)]
 enum Dialing {
-    /// A fresh socket per attempt, over UDP (TCP when truncated) or TCP.
-    Plain(Via),
+    /// UDP; when a reply is truncated, TCP over each endpoint's pipelined connection.
+    Udp,
+    /// Each endpoint's pipelined TCP connection.
+    Tcp,
     /// DNS over TLS: each endpoint its own connection, all checking one server name against
     /// one client configuration, and counting handshakes into the group's series.
     Tls {
         server_name: ServerName<'static>,
         config: Arc<ClientConfig>,
-        settings: TlsSettings,
+        settings: StreamSettings,
     },
     /// A TLS group without its client configuration or a valid name. The configuration never
     /// makes one; if it did, its endpoints would fail every attempt with a TLS error rather
@@ -225,8 +226,8 @@ impl Dialing {
     /// How `spec`'s endpoints are asked; a TLS group counts its handshakes into `handshakes`.
     fn of(spec: &GroupSpec, handshakes: IntCounter) -> Self {
         let tls_name = match spec.transport {
-            Transport::Udp => return Dialing::Plain(Via::Udp),
-            Transport::Tcp => return Dialing::Plain(Via::Tcp),
+            Transport::Udp => return Dialing::Udp,
+            Transport::Tcp => return Dialing::Tcp,
             Transport::Tls => spec
                 .tls_name
                 .as_ref()
@@ -237,9 +238,9 @@ impl Dialing {
             (Some(tls), Ok(server_name)) => Dialing::Tls {
                 server_name,
                 config: Arc::clone(&tls.config),
-                settings: TlsSettings {
-                    handshake_metric: Some(handshakes),
-                    ..TlsSettings::default()
+                settings: StreamSettings {
+                    connect_metric: Some(handshakes),
+                    ..StreamSettings::default()
                 },
             },
             _ => Dialing::Unusable("no TLS client configuration or name for this cluster".into()),
@@ -364,12 +365,15 @@ impl Upstream {
     /// How a new endpoint of this group at `addr` is asked.
     fn dialer(&self, addr: SocketAddr) -> Dialer {
         match &self.dialing {
-            Dialing::Plain(via) => Dialer::Plain(*via),
+            Dialing::Udp => Dialer::Udp {
+                tcp: StreamEndpoint::tcp(addr, StreamSettings::default()),
+            },
+            Dialing::Tcp => Dialer::Stream(StreamEndpoint::tcp(addr, StreamSettings::default())),
             Dialing::Tls {
                 server_name,
                 config,
                 settings,
-            } => Dialer::Tls(TlsEndpoint::with_settings(
+            } => Dialer::Stream(StreamEndpoint::tls(
                 addr,
                 server_name.clone(),
                 Arc::clone(config),

@@ -1,11 +1,14 @@
 //! What the DNS-over-TLS tests need around meshdns's client: a throwaway PKI made with rcgen at
 //! test time ([`Pki`]), the client configuration loaded from its PEM files the way the binary
 //! loads them ([`ClientFiles`]), and a small DNS-over-TLS server ([`DotServer`]) on 127.0.0.1:0
-//! whose behaviour a test picks ([`Behaviour`]).
+//! whose behaviour a test picks ([`Behaviour`]) — or the same server over plain TCP
+//! ([`DotServer::plain`]), for the pipelined TCP connections.
 //!
 //! The server is a rustls server of its own (not meshdns code): it terminates TLS, reads
 //! length-prefixed queries, and answers each with an A record, in the order and manner the
-//! behaviour says. Its tasks end when it is dropped.
+//! behaviour says. It can close connections after a number of queries, in good order or by a
+//! reset, cut idle ones, and restart (every connection dropped at once, mid-traffic). Its tasks
+//! end when it is dropped.
 
 // Each test binary uses only part of it.
 #![allow(dead_code)]
@@ -26,7 +29,7 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::net::TcpListener;
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::{Mutex, Notify, mpsc};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_rustls::TlsAcceptor;
 
@@ -164,6 +167,22 @@ pub enum Behaviour {
     CloseAfter(usize),
     /// Before each reply, send a one-byte frame and a reply with an ID nobody asked for.
     NoiseFirst,
+    /// Answer the first `n` queries of each connection, then reset it: no close_notify, and a
+    /// TCP RST (SO_LINGER 0) that takes whatever the client sent since with it.
+    ResetAfter(usize),
+    /// Answer each query at once; close a connection in good order once it has been quiet for
+    /// this long (a load balancer's idle cut, or a server's idle timeout shorter than ours).
+    IdleCut(Duration),
+    /// On the first connection: read queries and answer none, keeping it open (a peer that
+    /// hangs). Later connections answer normally.
+    SilentFirst,
+}
+
+/// What a connection task hands its writer.
+enum Out {
+    Frame(Vec<u8>),
+    /// Stop writing and drop the connection without closing it in good order.
+    Reset,
 }
 
 /// A DNS-over-TLS server on 127.0.0.1:0.
@@ -172,7 +191,11 @@ pub struct DotServer {
     pub stats: Arc<Stats>,
     /// One message per connection that ended, with how many queries it had read.
     closed: Mutex<mpsc::UnboundedReceiver<usize>>,
-    accept_loop: JoinHandle<()>,
+    /// Wakes the accept loop to drop every connection it serves ([`DotServer::restart`]).
+    restart: Arc<Notify>,
+    /// What a new accept loop needs ([`DotServer::restart_after`]).
+    serving: (Option<TlsAcceptor>, Behaviour, mpsc::UnboundedSender<usize>),
+    accept_loop: std::sync::Mutex<JoinHandle<()>>,
 }
 
 /// What the server saw.
@@ -207,24 +230,73 @@ impl DotServer {
         let config = builder
             .with_single_cert(identity.chain.clone(), identity.key.clone_key())
             .expect("the server identity is valid");
-        let acceptor = TlsAcceptor::from(Arc::new(config));
+        Self::listen(Some(TlsAcceptor::from(Arc::new(config))), behaviour).await
+    }
+
+    /// The same server over plain TCP (DNS over TCP, RFC 7766).
+    pub async fn plain(behaviour: Behaviour) -> Self {
+        Self::listen(None, behaviour).await
+    }
+
+    async fn listen(acceptor: Option<TlsAcceptor>, behaviour: Behaviour) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("local addr");
         let stats = Arc::new(Stats::default());
         let (closed_tx, closed) = mpsc::unbounded_channel();
+        let restart = Arc::new(Notify::new());
         let accept_loop = tokio::spawn(accept(
             listener,
-            acceptor,
-            behaviour,
+            acceptor.clone(),
+            behaviour.clone(),
             Arc::clone(&stats),
-            closed_tx,
+            closed_tx.clone(),
+            Arc::clone(&restart),
         ));
         Self {
             addr,
             stats,
             closed: Mutex::new(closed),
-            accept_loop,
+            restart,
+            serving: (acceptor, behaviour, closed_tx),
+            accept_loop: std::sync::Mutex::new(accept_loop),
         }
+    }
+
+    /// Stops the server — its port closed, every connection dropped unannounced — and starts
+    /// it again on the same port after `gap`, during which connections are refused: a server
+    /// process restarted in place (stunnel, unbound).
+    pub async fn restart_after(&self, gap: Duration) {
+        let old = std::mem::replace(
+            &mut *self.accept_loop.lock().expect("not poisoned"),
+            tokio::spawn(async {}),
+        );
+        old.abort();
+        let _ = old.await;
+        tokio::time::sleep(gap).await;
+        let listener = TcpListener::bind(self.addr)
+            .await
+            .expect("the port is ours again");
+        let (acceptor, behaviour, closed) = self.serving.clone();
+        let new = tokio::spawn(accept(
+            listener,
+            acceptor,
+            behaviour,
+            Arc::clone(&self.stats),
+            closed,
+            Arc::clone(&self.restart),
+        ));
+        *self.accept_loop.lock().expect("not poisoned") = new;
+    }
+
+    /// Drops every open connection at once, unannounced (no close_notify), as a server behind
+    /// a load balancer that is killed and replaced; queries in flight on them are lost. New
+    /// connections are accepted as before.
+    pub fn restart(&self) {
+        self.restart.notify_one();
+    }
+
+    pub fn queries(&self) -> u64 {
+        self.stats.queries.load(Ordering::SeqCst)
     }
 
     pub fn connections(&self) -> u64 {
@@ -242,16 +314,20 @@ impl DotServer {
 
 impl Drop for DotServer {
     fn drop(&mut self) {
-        self.accept_loop.abort();
+        self.accept_loop
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .abort();
     }
 }
 
 async fn accept(
     listener: TcpListener,
-    acceptor: TlsAcceptor,
+    acceptor: Option<TlsAcceptor>,
     behaviour: Behaviour,
     stats: Arc<Stats>,
     closed: mpsc::UnboundedSender<usize>,
+    restart: Arc<Notify>,
 ) {
     // Connection tasks live in this set, so aborting the accept loop ends them too.
     let mut connections = JoinSet::new();
@@ -259,20 +335,31 @@ async fn accept(
         tokio::select! {
             accepted = listener.accept() => {
                 let Ok((tcp, _)) = accepted else { continue };
+                // As CoreDNS's (Go sets TCP_NODELAY on every connection): each reply leaves at
+                // once, so a reset right after it cannot take it back from the send queue.
+                let _ = tcp.set_nodelay(true);
+                if matches!(behaviour, Behaviour::ResetAfter(_)) {
+                    // Dropping the socket then sends RST instead of FIN.
+                    let _ = socket2::SockRef::from(&tcp).set_linger(Some(Duration::ZERO));
+                }
                 let number = stats.connections.fetch_add(1, Ordering::SeqCst);
                 let (acceptor, behaviour, stats, closed) =
                     (acceptor.clone(), behaviour.clone(), Arc::clone(&stats), closed.clone());
                 connections.spawn(async move {
-                    let read = match acceptor.accept(tcp).await {
-                        Ok(stream) => {
-                            stats.handshakes_ok.fetch_add(1, Ordering::SeqCst);
-                            serve(stream, behaviour, number, &stats).await
-                        }
-                        Err(_) => 0,
+                    let read = match acceptor {
+                        None => serve(tcp, behaviour, number, &stats).await,
+                        Some(acceptor) => match acceptor.accept(tcp).await {
+                            Ok(stream) => {
+                                stats.handshakes_ok.fetch_add(1, Ordering::SeqCst);
+                                serve(stream, behaviour, number, &stats).await
+                            }
+                            Err(_) => 0,
+                        },
                     };
                     let _ = closed.send(read);
                 });
             }
+            () = restart.notified() => connections.abort_all(),
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
         }
     }
@@ -284,19 +371,41 @@ where
     S: AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let (mut reader, mut writer) = tokio::io::split(stream);
-    let (replies, mut outgoing) = mpsc::unbounded_channel::<Vec<u8>>();
+    let (out, mut outgoing) = mpsc::unbounded_channel::<Out>();
     let mut tasks = JoinSet::new();
     tasks.spawn(async move {
-        while let Some(frame) = outgoing.recv().await {
+        while let Some(next) = outgoing.recv().await {
+            let Out::Frame(frame) = next else {
+                // What is written goes out; then the connection is dropped with the task: no
+                // close_notify, no shutdown.
+                let _ = writer.flush().await;
+                return;
+            };
             if writer.write_all(&frame).await.is_err() {
                 return;
             }
         }
         let _ = writer.shutdown().await;
     });
+    let replies = Sender(out);
     let mut read = 0;
     let mut held: Vec<Vec<u8>> = Vec::new();
-    while let Some(query) = read_frame(&mut reader).await {
+    loop {
+        let next = match &behaviour {
+            Behaviour::IdleCut(quiet) => {
+                match tokio::time::timeout(*quiet, read_frame(&mut reader)).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        // Quiet for too long: close_notify and FIN after what is queued.
+                        drop(replies);
+                        let _ = tasks.join_next().await;
+                        return read;
+                    }
+                }
+            }
+            _ => read_frame(&mut reader).await,
+        };
+        let Some(query) = next else { break };
         read += 1;
         stats.queries.fetch_add(1, Ordering::SeqCst);
         let now = stats.outstanding.fetch_add(1, Ordering::SeqCst) + 1;
@@ -306,7 +415,7 @@ where
         };
         let done = |stats: &Stats| stats.outstanding.fetch_sub(1, Ordering::SeqCst);
         match &behaviour {
-            Behaviour::Answer => {
+            Behaviour::Answer | Behaviour::IdleCut(_) => {
                 done(stats);
                 let _ = replies.send(frame_of(&reply));
             }
@@ -359,6 +468,23 @@ where
                     return read;
                 }
             }
+            Behaviour::ResetAfter(n) => {
+                if read <= *n {
+                    done(stats);
+                    let _ = replies.send(frame_of(&reply));
+                }
+                if read >= *n {
+                    let _ = replies.0.send(Out::Reset);
+                    let _ = tasks.join_next().await;
+                    return read;
+                }
+            }
+            Behaviour::SilentFirst => {
+                if number > 0 {
+                    done(stats);
+                    let _ = replies.send(frame_of(&reply));
+                }
+            }
             Behaviour::NoiseFirst => {
                 done(stats);
                 let mut stray = reply.clone();
@@ -371,6 +497,16 @@ where
         }
     }
     read
+}
+
+/// The writer's queue, taking frames.
+#[derive(Clone)]
+struct Sender(mpsc::UnboundedSender<Out>);
+
+impl Sender {
+    fn send(&self, frame: Vec<u8>) -> Result<(), mpsc::error::SendError<Out>> {
+        self.0.send(Out::Frame(frame))
+    }
 }
 
 /// The reply to a query: its ID and question, RD copied, one A record.
@@ -422,4 +558,97 @@ pub fn parse_reply(reply: &[u8]) -> (String, bool) {
         .iter()
         .any(|r| matches!(&r.data, RData::A(a) if a.0 == std::net::Ipv4Addr::from(ANSWER)));
     (name, answered)
+}
+
+/// What [`traffic_through_meshdns`] saw.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Outcome {
+    pub asked: usize,
+    /// Replies that were not NOERROR with the peer's answer for the name asked.
+    pub failed: Vec<String>,
+}
+
+/// Asks meshdns `count` distinct names of cluster b (every one a miss), one every 10 ms over
+/// UDP (100 q/s, as peer restarts were measured in production), and checks every reply
+/// against the peer's answer.
+pub async fn traffic_through_meshdns(meshdns: SocketAddr, count: usize) -> Outcome {
+    let mut pace = tokio::time::interval(Duration::from_millis(10));
+    let mut asked = JoinSet::new();
+    for i in 0..count {
+        pace.tick().await;
+        asked.spawn(async move {
+            let name = format!("member-{i}.mongo.db.cluster.b.");
+            let reply =
+                crate::support::udp(meshdns, &crate::support::query(&name, RecordType::A)).await;
+            let expected = [format!("{name} A {}", std::net::Ipv4Addr::from(ANSWER))];
+            let right = reply.msg.response_code == hickory_proto::op::ResponseCode::NoError
+                && reply.answer_lines() == expected;
+            (!right).then(|| {
+                format!(
+                    "{name}: {:?} {:?}",
+                    reply.msg.response_code,
+                    reply.answer_lines()
+                )
+            })
+        });
+    }
+    let mut failed = Vec::new();
+    while let Some(done) = asked.join_next().await {
+        failed.extend(done.expect("a query task finished"));
+    }
+    Outcome {
+        asked: count,
+        failed,
+    }
+}
+
+/// Runs 300 misses through `meshdns`, whose cluster b is `server` alone, calling `disturb`
+/// while they run: every query must be answered right, no attempt may fail (so the endpoint
+/// is never marked down), and `meshdns_upstream_healthy` is 1 at the end.
+pub async fn no_query_fails<F, Fut>(
+    meshdns: &crate::support::Meshdns,
+    server: &Arc<DotServer>,
+    disturb: F,
+) where
+    F: FnOnce(Arc<DotServer>) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    const QUERIES: usize = 300;
+    let traffic = tokio::spawn(traffic_through_meshdns(meshdns.addr, QUERIES));
+    disturb(Arc::clone(server)).await;
+    let outcome = traffic.await.expect("the traffic ran");
+    let mut attempts = Vec::new();
+    for result in ["ok", "error", "timeout", "tls_error"] {
+        attempts.push((result, meshdns.upstream_requests("b", result).await));
+    }
+    assert_eq!(
+        outcome,
+        Outcome {
+            asked: QUERIES,
+            failed: Vec::new()
+        },
+        "attempts: {attempts:?}, connections: {}",
+        server.connections()
+    );
+    assert_eq!(
+        attempts,
+        [
+            ("ok", QUERIES as f64),
+            ("error", 0.0),
+            ("timeout", 0.0),
+            ("tls_error", 0.0)
+        ],
+        "no attempt failed"
+    );
+    let endpoint = server.addr.to_string();
+    assert_eq!(
+        meshdns
+            .metric(
+                "meshdns_upstream_healthy",
+                &[("cluster", "b"), ("endpoint", &endpoint)]
+            )
+            .await,
+        1.0,
+        "never marked down"
+    );
 }

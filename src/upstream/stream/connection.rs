@@ -1,22 +1,25 @@
-//! The state of a TLS endpoint's one connection — closed, failed and backing off, or open with
+//! The state of an endpoint's one connection — closed, failed and backing off, or open with
 //! the table of queries waiting on it — and every change to it; the `task` module does the I/O
 //! and reports here.
 //!
 //! All state sits behind one short-held mutex, so registering a query, dispatching a reply,
-//! deciding that the connection is idle and failing it are each one step that cannot interleave
+//! deciding that the connection is idle and ending it are each one step that cannot interleave
 //! with another: a query is never registered on a connection that is just being closed as idle.
 //!
 //! The clock decides two things, both measured in the idle timeout: a connection nobody waits
 //! on that has been quiet that long is closed (no backoff), and a connection on which a query
-//! has waited that long with nothing at all received since it was sent is stalled — a peer
-//! that accepted the connection but no longer answers, or trickles one frame forever — and
-//! fails like a reset would, rather than swallowing every query until its deadline.
+//! has waited that long with nothing at all received since it was sent is hanging — a peer
+//! that accepted the connection but no longer answers, or trickles one frame forever — and is
+//! given up like a closed one, rather than swallowing every query until its deadline.
 //!
-//! A peer may close a connection in good order while queries wait on it: servers close idle
-//! connections, and CoreDNS's `maxtcpqueries` closes one after a number of queries. If the
-//! connection answered anything, the peer is working, so the waiting queries move to a new
-//! connection (RFC 7766 §6.2.1.1: unanswered queries may be retried on a new connection) with
-//! no backoff. A connection closed without a single answer is a failure.
+//! A peer may close or reset a connection while queries wait on it: servers restart, close
+//! idle connections, and CoreDNS's `maxtcpqueries` closes one after a number of queries. The
+//! waiting queries move to a new connection (RFC 7766 §6.2.1.1: unanswered queries may be
+//! retried on a new connection) at once, with no backoff. Only when
+//! [`MAX_UNANSWERED_CONNECTIONS`] connections in a row end without a single reply is that a
+//! failure: the peer takes connections but does not serve them. A peer that restarts refuses
+//! connections for a moment after closing them: for [`RESTART_GRACE`] after a lost connection,
+//! a refused connect is tried again after the backoff with the queries kept waiting.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -25,18 +28,18 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
-use rustls::ClientConfig;
-use rustls::pki_types::ServerName;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
-use tokio_rustls::TlsConnector;
 
 use super::task::{self, Ending};
-use super::{BACKOFF_MAX, BACKOFF_MIN, TlsError, TlsSettings};
+use super::{
+    BACKOFF_MAX, BACKOFF_MIN, Dial, MAX_UNANSWERED_CONNECTIONS, RESTART_GRACE, StreamError,
+    StreamSettings,
+};
 use crate::wire;
 
-type Reply = Result<Vec<u8>, TlsError>;
+type Reply = Result<Vec<u8>, StreamError>;
 
 /// A query as written on the wire (length prefix and our ID), kept until it is answered so it
 /// can be sent again on a new connection.
@@ -45,11 +48,10 @@ pub(super) type Frame = Bytes;
 /// What an endpoint shares with its connection task.
 pub(super) struct Shared {
     pub(super) addr: SocketAddr,
-    pub(super) server_name: ServerName<'static>,
-    pub(super) connector: TlsConnector,
-    pub(super) settings: TlsSettings,
+    pub(super) dial: Dial,
+    pub(super) settings: StreamSettings,
     /// Connection attempts; counted by the task as it starts.
-    pub(super) handshakes: AtomicU64,
+    pub(super) connects: AtomicU64,
     /// One permit per query waiting for its reply: the in-flight bound.
     pub(super) slots: Semaphore,
     state: Mutex<State>,
@@ -61,13 +63,18 @@ struct State {
     next_backoff: Duration,
     /// Numbers connections and queries, so that news about one never touches another.
     serial: u64,
+    /// Connections in a row that ended without a reply; reset by a reply.
+    unanswered: u32,
+    /// When the peer last closed (or reset) a connection, until a reply or a failure: a peer
+    /// restarting refuses connections for a moment after that.
+    lost_at: Option<Instant>,
 }
 
 enum Link {
     /// No connection: the next query opens one.
     Closed,
     /// The last connection failed; until `until`, queries fail at once with its cause.
-    Failed { until: Instant, cause: TlsError },
+    Failed { until: Instant, cause: StreamError },
     /// A connection being opened or open.
     Open(Conn),
 }
@@ -83,7 +90,8 @@ struct Conn {
     last_activity: Instant,
     /// When the last reply (or the connection, before any) came.
     last_reply: Instant,
-    /// Whether any reply came over this connection (it resets the backoff, once).
+    /// Whether any reply came over this connection (it resets the backoff and the count of
+    /// unanswered connections, once).
     answered: bool,
     task: AbortHandle,
 }
@@ -99,6 +107,16 @@ struct Pending {
     reply: Option<oneshot::Sender<Reply>>,
 }
 
+impl State {
+    /// The delay before the next connection attempt, drawn from the upper half of the current
+    /// backoff, which doubles for the attempt after.
+    fn backoff(&mut self) -> Duration {
+        let delay = self.next_backoff.mul_f64(rand::random_range(0.5..=1.0));
+        self.next_backoff = (self.next_backoff * 2).min(BACKOFF_MAX);
+        delay
+    }
+}
+
 impl Pending {
     fn is_waiting(&self) -> bool {
         self.reply.is_some()
@@ -111,7 +129,8 @@ pub(super) enum Review {
     Again(Instant),
     /// Closed for idleness (or it is no longer this connection).
     Closed,
-    Stalled(TlsError),
+    /// A query has waited the idle timeout with nothing received since it was sent.
+    Hanging(StreamError),
 }
 
 /// A query's entry in the table; dropping it (reply taken, deadline passed, caller cancelled)
@@ -123,29 +142,25 @@ pub(super) struct Registration {
 }
 
 impl Shared {
-    pub(super) fn new(
-        addr: SocketAddr,
-        server_name: ServerName<'static>,
-        config: Arc<ClientConfig>,
-        settings: TlsSettings,
-    ) -> Self {
+    pub(super) fn new(addr: SocketAddr, dial: Dial, settings: StreamSettings) -> Self {
         Self {
             addr,
-            server_name,
-            connector: TlsConnector::from(config),
+            dial,
             slots: Semaphore::new(settings.max_in_flight.max(1)),
             settings,
-            handshakes: AtomicU64::new(0),
+            connects: AtomicU64::new(0),
             state: Mutex::new(State {
                 link: Link::Closed,
                 next_backoff: BACKOFF_MIN,
                 serial: 0,
+                unanswered: 0,
+                lost_at: None,
             }),
         }
     }
 
-    pub(super) fn handshakes(&self) -> u64 {
-        self.handshakes.load(Ordering::Relaxed)
+    pub(super) fn connects(&self) -> u64 {
+        self.connects.load(Ordering::Relaxed)
     }
 
     pub(super) fn is_connected(&self) -> bool {
@@ -162,7 +177,7 @@ impl Shared {
     pub(super) fn register(
         self: &Arc<Self>,
         query: &[u8],
-    ) -> Result<(Registration, oneshot::Receiver<Reply>), TlsError> {
+    ) -> Result<(Registration, oneshot::Receiver<Reply>), StreamError> {
         let mut guard = self.lock();
         let state = &mut *guard;
         let now = Instant::now();
@@ -171,7 +186,7 @@ impl Shared {
         {
             return Err(cause.clone());
         }
-        let mut frame = wire::tcp_framed(query).ok_or(TlsError::BadQuery)?;
+        let mut frame = wire::tcp_framed(query).ok_or(StreamError::BadQuery)?;
         // A connection whose task is gone without saying so (it cannot panic, but if it did)
         // must not swallow queries: treat it as closed.
         if let Link::Open(conn) = &state.link
@@ -180,12 +195,12 @@ impl Shared {
             state.link = Link::Closed;
         }
         if !matches!(state.link, Link::Open(_)) {
-            state.link = Link::Open(self.open(&mut state.serial, now));
+            state.link = Link::Open(self.open(&mut state.serial, now, Duration::ZERO));
         }
         state.serial += 1;
         let ticket = state.serial;
         let Link::Open(conn) = &mut state.link else {
-            return Err(TlsError::Network("no connection to queue on".into()));
+            return Err(StreamError::Network("no connection to queue on".into()));
         };
         // Random, and free on this connection: at most twice the in-flight bound of 65,536 IDs
         // are taken, so the first try nearly always fits and the walk always ends.
@@ -193,14 +208,14 @@ impl Shared {
         let id = (0..=u16::MAX)
             .map(|step| start.wrapping_add(step))
             .find(|id| !conn.pending.contains_key(id))
-            .ok_or_else(|| TlsError::Network("no free message ID on the connection".into()))?;
+            .ok_or_else(|| StreamError::Network("no free message ID on the connection".into()))?;
         if let Some(message) = frame.get_mut(2..) {
             wire::set_id(message, id);
         }
         let frame = Frame::from(frame);
         conn.frames
             .send(frame.clone())
-            .map_err(|_| TlsError::Network("the connection task has stopped".into()))?;
+            .map_err(|_| StreamError::Network("the connection task has stopped".into()))?;
         let (reply, receiver) = oneshot::channel();
         conn.pending.insert(
             id,
@@ -220,11 +235,12 @@ impl Shared {
         Ok((registration, receiver))
     }
 
-    /// A new connection, its task started (connecting); the caller makes it the link.
-    fn open(self: &Arc<Self>, serial: &mut u64, now: Instant) -> Conn {
+    /// A new connection, its task started (connecting after `delay`); the caller makes it the
+    /// link.
+    fn open(self: &Arc<Self>, serial: &mut u64, now: Instant, delay: Duration) -> Conn {
         *serial += 1;
         let (frames, queue) = mpsc::unbounded_channel();
-        let task = tokio::spawn(task::run(Arc::clone(self), *serial, queue)).abort_handle();
+        let task = tokio::spawn(task::run(Arc::clone(self), *serial, queue, delay)).abort_handle();
         Conn {
             serial: *serial,
             frames,
@@ -240,7 +256,7 @@ impl Shared {
     /// Hands a reply to the query waiting for its ID; anything else is dropped.
     pub(super) fn dispatch(&self, serial: u64, frame: Vec<u8>) {
         let Some(id) = wire::id(&frame) else {
-            tracing::debug!(endpoint = %self.addr, "ignored a TLS frame shorter than a message ID");
+            tracing::debug!(endpoint = %self.addr, "ignored a frame shorter than a message ID");
             return;
         };
         let mut guard = self.lock();
@@ -275,12 +291,14 @@ impl Shared {
             if !conn.answered {
                 conn.answered = true;
                 state.next_backoff = BACKOFF_MIN;
+                state.unanswered = 0;
+                state.lost_at = None;
             }
         }
     }
 
     /// Closes the connection if nobody waits on it and it has been quiet for the idle timeout,
-    /// finds it stalled if a query has waited that long with nothing received since, or says
+    /// finds it hanging if a query has waited that long with nothing received since, or says
     /// when to look again.
     pub(super) fn review(&self, serial: u64) -> Review {
         let mut state = self.lock();
@@ -309,7 +327,7 @@ impl Shared {
             .filter(|sent| *sent >= conn.last_reply)
             .min();
         match unanswered_since {
-            Some(since) if now >= since + limit => Review::Stalled(TlsError::Network(format!(
+            Some(since) if now >= since + limit => Review::Hanging(StreamError::Network(format!(
                 "no reply for {limit:?} with {} queries outstanding",
                 conn.pending.len()
             ))),
@@ -318,9 +336,10 @@ impl Shared {
         }
     }
 
-    /// Records how the connection `serial` ended: an orderly close leaves nothing behind, or
-    /// moves the waiting queries to a new connection when the peer had been answering; a failure
-    /// fails every waiting query with its cause and starts the backoff.
+    /// Records how the connection `serial` ended: an idle close leaves nothing behind; a
+    /// connection the peer closed (or that hangs) hands its waiting queries to a new one, unless
+    /// too many in a row ended unanswered; a failure fails every waiting query with its cause
+    /// and starts the backoff.
     pub(super) fn finish(self: &Arc<Self>, serial: u64, ending: Ending) {
         let mut guard = self.lock();
         let state = &mut *guard;
@@ -331,46 +350,53 @@ impl Shared {
             return;
         }
         let waiting = conn.pending.values().filter(|p| p.is_waiting()).count();
+        // A hanging connection stopped answering, whatever it did before.
+        let hanging = matches!(ending, Ending::Hanging(_));
         let cause = match ending {
             Ending::Idle => None,
-            Ending::PeerClosed if waiting == 0 => None,
-            Ending::PeerClosed if conn.answered => {
-                tracing::debug!(endpoint = %self.addr, waiting, "the server closed the TLS connection; sending its unanswered queries on a new one");
-                let Link::Open(old) = std::mem::replace(&mut state.link, Link::Closed) else {
-                    return;
-                };
-                let now = Instant::now();
-                let mut new = self.open(&mut state.serial, now);
-                for (id, pending) in old.pending {
-                    if pending.is_waiting() {
-                        // The new task is alive (just spawned): the send cannot fail, and if it
-                        // did the query would wait out its deadline, not hang.
-                        let _ = new.frames.send(pending.frame.clone());
-                        new.pending.insert(
-                            id,
-                            Pending {
-                                sent_at: now,
-                                ..pending
-                            },
-                        );
-                    }
-                }
-                state.link = Link::Open(new);
-                return;
+            Ending::Closed(_) if waiting == 0 => {
+                state.lost_at.get_or_insert(Instant::now());
+                None
             }
-            Ending::PeerClosed => Some(TlsError::Network(format!(
-                "the server closed the connection with {waiting} queries unanswered and none answered"
-            ))),
+            Ending::Closed(cause) | Ending::Hanging(cause) => {
+                if hanging || !conn.answered {
+                    state.unanswered += 1;
+                }
+                if state.unanswered < MAX_UNANSWERED_CONNECTIONS {
+                    tracing::debug!(endpoint = %self.addr, %cause, waiting, "connection lost; sending its unanswered queries on a new one");
+                    state.lost_at.get_or_insert(Instant::now());
+                    self.reopen(state, Duration::ZERO);
+                    return;
+                }
+                Some(StreamError::Network(format!(
+                    "{} connections in a row ended without a reply (last: {cause})",
+                    state.unanswered
+                )))
+            }
+            Ending::Refused(cause) => match state.lost_at {
+                Some(lost) if lost.elapsed() < RESTART_GRACE => {
+                    let delay = state.backoff();
+                    tracing::debug!(endpoint = %self.addr, %cause, waiting, ?delay, "connect refused just after the peer closed a connection; trying again");
+                    if waiting == 0 {
+                        state.link = Link::Closed;
+                    } else {
+                        self.reopen(state, delay);
+                    }
+                    return;
+                }
+                _ => Some(cause),
+            },
             Ending::Failed(cause) => Some(cause),
         };
         let Some(cause) = cause else {
-            tracing::debug!(endpoint = %self.addr, "TLS connection closed");
+            tracing::debug!(endpoint = %self.addr, "connection closed");
             state.link = Link::Closed;
             return;
         };
-        let delay = state.next_backoff.mul_f64(rand::random_range(0.5..=1.0));
-        state.next_backoff = (state.next_backoff * 2).min(BACKOFF_MAX);
-        tracing::debug!(endpoint = %self.addr, %cause, waiting, ?delay, "TLS connection failed");
+        state.unanswered = 0;
+        state.lost_at = None;
+        let delay = state.backoff();
+        tracing::debug!(endpoint = %self.addr, %cause, waiting, ?delay, "connection failed");
         let failed = Link::Failed {
             until: Instant::now() + delay,
             cause: cause.clone(),
@@ -380,6 +406,32 @@ impl Shared {
                 let _ = reply.send(Err(cause.clone()));
             }
         }
+    }
+
+    /// Replaces the open connection by a new one (connecting after `delay`) carrying its
+    /// waiting queries, under the IDs they had (the new connection has no others); queries
+    /// whose caller gave up are dropped.
+    fn reopen(self: &Arc<Self>, state: &mut State, delay: Duration) {
+        let Link::Open(old) = std::mem::replace(&mut state.link, Link::Closed) else {
+            return;
+        };
+        let now = Instant::now();
+        let mut new = self.open(&mut state.serial, now, delay);
+        for (id, pending) in old.pending {
+            if pending.is_waiting() {
+                // The new task is alive (just spawned): the send cannot fail, and if it did
+                // the query would wait out its deadline, not hang.
+                let _ = new.frames.send(pending.frame.clone());
+                new.pending.insert(
+                    id,
+                    Pending {
+                        sent_at: now,
+                        ..pending
+                    },
+                );
+            }
+        }
+        state.link = Link::Open(new);
     }
 
     /// Stops the connection task (the endpoint is being dropped).
