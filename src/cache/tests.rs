@@ -52,6 +52,8 @@ pub(super) fn cluster(name: &str, endpoint: &str) -> crate::config::Cluster {
         endpoints: vec![crate::config::Endpoint::Addr(endpoint.parse().unwrap())],
         transport: crate::config::Transport::Udp,
         tls_name: None,
+        networks: Vec::new(),
+        namespaces: Vec::new(),
         is_local: false,
     }
 }
