@@ -76,7 +76,10 @@ pub async fn run(
             Arc::clone(&metrics),
         ));
     }
-    let background = Arc::new(Background::new(background::DEFAULT_LIMIT));
+    let background = Arc::new(Background::with_metrics(
+        background::DEFAULT_LIMIT,
+        metrics.background(),
+    ));
     let cache = Arc::new(Cache::new(
         &config.cache,
         metrics.cache(),
