@@ -244,7 +244,11 @@ mod tests {
         tokio::task::yield_now().await;
         tokio::task::yield_now().await;
         assert_eq!(Arc::strong_count(&probe_alive), 1, "the probe has ended");
-        assert_eq!(Arc::strong_count(&resolution_alive), 1, "so has the resolution");
+        assert_eq!(
+            Arc::strong_count(&resolution_alive),
+            1,
+            "so has the resolution"
+        );
         assert_eq!(metrics.tasks.get(), 0);
     }
 

@@ -13,8 +13,8 @@
 //! and its connection and its gauge go with it.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Weak};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use hickory_proto::op::{Message, Query};
@@ -197,14 +197,23 @@ mod tests {
         let metrics = BackgroundMetrics::unregistered();
         let background = Background::with_metrics(4, metrics.clone());
         for _ in 0..FAILURES_UNTIL_DOWN {
-            endpoint.failed("a", &AttemptError::Timeout, Duration::from_millis(10), &background);
+            endpoint.failed(
+                "a",
+                &AttemptError::Timeout,
+                Duration::from_millis(10),
+                &background,
+            );
         }
         assert!(!endpoint.is_up());
         assert_eq!(metrics.tasks.get(), 1, "a probe runs");
         // Probing an address where nothing answers (port 9, discard) for a while.
         tokio::time::sleep(PROBE_INTERVAL * 3).await;
         assert_eq!(metrics.tasks.get(), 1, "still probing");
-        assert_eq!(Arc::strong_count(&endpoint), 1, "the probe does not hold the endpoint");
+        assert_eq!(
+            Arc::strong_count(&endpoint),
+            1,
+            "the probe does not hold the endpoint"
+        );
         drop(endpoint);
         tokio::task::yield_now().await;
         assert_eq!(metrics.tasks.get(), 0, "the probe ended with its endpoint");

@@ -79,8 +79,12 @@ impl UpstreamMetrics {
                 .collect(),
             duration: self.duration.with_label_values(&[name]),
             resolutions: ResolutionCounters {
-                ok: self.resolutions.with_label_values(&[name, RESOLUTION_RESULTS[0]]),
-                failed: self.resolutions.with_label_values(&[name, RESOLUTION_RESULTS[1]]),
+                ok: self
+                    .resolutions
+                    .with_label_values(&[name, RESOLUTION_RESULTS[0]]),
+                failed: self
+                    .resolutions
+                    .with_label_values(&[name, RESOLUTION_RESULTS[1]]),
             },
             tls_handshakes: self.tls_handshakes.with_label_values(&[name]),
             name: name.to_string(),
@@ -95,10 +99,13 @@ impl UpstreamMetrics {
         holders.last_number += 1;
         let number = holders.last_number;
         let key = (cluster.to_string(), endpoint);
-        let entry = holders.endpoints.entry(key.clone()).or_insert(EndpointHolders {
-            count: 0,
-            newest: number,
-        });
+        let entry = holders
+            .endpoints
+            .entry(key.clone())
+            .or_insert(EndpointHolders {
+                count: 0,
+                newest: number,
+            });
         entry.count += 1;
         entry.newest = number;
         let gauge = self
@@ -152,7 +159,9 @@ impl Drop for GroupSeries {
         let name = self.name.as_str();
         // The series exist (made in `group`); a failed removal leaves one series, no harm.
         for result in AttemptResult::ALL {
-            let _ = metrics.requests.remove_label_values(&[name, result.label()]);
+            let _ = metrics
+                .requests
+                .remove_label_values(&[name, result.label()]);
         }
         for result in RESOLUTION_RESULTS {
             let _ = metrics.resolutions.remove_label_values(&[name, result]);
@@ -271,11 +280,19 @@ pub(super) mod tests {
             "the old holder no longer speaks for the endpoint"
         );
         drop(old);
-        assert_eq!(healthy(&metrics, "b", addr), Some(1), "kept for the new holder");
+        assert_eq!(
+            healthy(&metrics, "b", addr),
+            Some(1),
+            "kept for the new holder"
+        );
         new.set(false);
         assert_eq!(healthy(&metrics, "b", addr), Some(0));
         drop(new);
-        assert_eq!(healthy(&metrics, "b", addr), None, "gone with the last holder");
+        assert_eq!(
+            healthy(&metrics, "b", addr),
+            None,
+            "gone with the last holder"
+        );
     }
 
     #[test]
@@ -291,7 +308,11 @@ pub(super) mod tests {
         old.record(AttemptResult::Ok, Duration::from_millis(1));
         let new = metrics.group("b");
         drop(old);
-        assert_eq!(count(), AttemptResult::ALL.len(), "the new group keeps them");
+        assert_eq!(
+            count(),
+            AttemptResult::ALL.len(),
+            "the new group keeps them"
+        );
         assert_eq!(
             metrics.requests.with_label_values(&["b", "ok"]).get(),
             1,
