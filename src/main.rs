@@ -43,7 +43,8 @@ fn main() -> ExitCode {
         print!("{}", render_check(&config, &resolved));
         return ExitCode::SUCCESS;
     }
-    process::init_logging(&config);
+    // Kept until the end: dropping it waits (briefly) for the last log lines to be written.
+    let logs = process::init_logging(&config);
     let bound = meshdns::server::bind(&config.listen).and_then(|mut listeners| {
         if let Some(addr) = config.admin_listen {
             listeners.admin = Some(meshdns::server::bind_admin(addr)?);
@@ -64,7 +65,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(meshdns::run(config, listeners, process::shutdown_signal())) {
+    let ended = runtime.block_on(meshdns::run(config, listeners, process::shutdown_signal()));
+    drop(logs);
+    match ended {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("meshdns: {error}");
