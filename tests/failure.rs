@@ -557,6 +557,16 @@ async fn background_refreshes_in_an_outage_stay_within_the_background_bound() {
         refreshing > meshdns::background::DEFAULT_LIMIT / 2,
         "{refreshing}"
     );
+    // The set is full, and what it turned away is counted.
+    let scrape = meshdns.scrape().await;
+    assert_eq!(
+        scrape.value("meshdns_background_tasks", &[]),
+        meshdns::background::DEFAULT_LIMIT as f64
+    );
+    assert!(
+        scrape.value("meshdns_background_refused_total", &[])
+            >= (NAMES - 1 - meshdns::background::DEFAULT_LIMIT) as f64
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -64,7 +64,10 @@ impl NonBlocking {
                 for line in lines {
                     // A stderr that fails has nobody to tell; the line is lost either way.
                     let _ = output.write_all(&line);
-                    let mut count = written.written.lock().unwrap_or_else(PoisonError::into_inner);
+                    let mut count = written
+                        .written
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner);
                     *count += 1;
                     written.caught_up.notify_all();
                 }
@@ -184,7 +187,9 @@ mod tests {
             let writer = writer.clone();
             std::thread::spawn(move || {
                 for i in 1..=MORE {
-                    (&writer).write_all(format!("line {i}\n").as_bytes()).unwrap();
+                    (&writer)
+                        .write_all(format!("line {i}\n").as_bytes())
+                        .unwrap();
                 }
                 done.send(()).unwrap();
             })
@@ -221,7 +226,10 @@ mod tests {
         let lines = output.lines.lock().unwrap().clone();
         assert_eq!(lines.len(), 3);
         for (query, line) in lines.iter().enumerate() {
-            assert!(line.ends_with(&format!("answered query={query}\n")), "{line}");
+            assert!(
+                line.ends_with(&format!("answered query={query}\n")),
+                "{line}"
+            );
             assert_eq!(line.matches('\n').count(), 1);
         }
     }
