@@ -177,8 +177,9 @@ impl Owner {
         }));
     }
 
-    /// Whether the owner has been dropped (its work is ending).
-    pub fn is_ended(&self) -> bool {
+    /// Whether a parent of this owner has been dropped (its work is ending).
+    #[cfg(test)]
+    fn is_ended(&self) -> bool {
         self.token.is_cancelled()
     }
 }

@@ -670,6 +670,17 @@ async fn a_tcp_only_endpoint_marked_down_comes_back_through_a_tcp_probe() {
 
 // Work and series that end with their endpoint (docs/design.md, "Live configuration").
 
+/// A peer cluster's member as its own DNS names it.
+const MEMBER: &str = "mongo-0.mongo.db.svc.cluster.local.";
+
+/// A DNS server that answers `name` A with `ip`.
+async fn answering(name: &str, ip: [u8; 4]) -> FakeDns {
+    FakeDns::builder()
+        .answer(name, RecordType::A, Answer::records([rr::a(name, ip)]))
+        .start()
+        .await
+}
+
 /// The `. NS` probes `fake` received.
 fn probes(fake: &FakeDns) -> usize {
     fake.seen()
@@ -695,14 +706,7 @@ async fn an_endpoint_removed_while_down_is_no_longer_probed_and_its_series_go() 
     const C: &str = "mongo-0.mongo.db.cluster.c.";
     let kube = FakeDns::builder().start().await;
     let (removed, kept_down) = (FakeDns::silent().await, FakeDns::silent().await);
-    let moved_to = FakeDns::builder()
-        .answer(
-            "mongo-0.mongo.db.svc.cluster.local.",
-            RecordType::A,
-            Answer::records([rr::a("mongo-0.mongo.db.svc.cluster.local.", [10, 2, 0, 1])]),
-        )
-        .start()
-        .await;
+    let moved_to = answering(MEMBER, [10, 2, 0, 1]).await;
     let clusters = |b: &FakeDns| format!("b={}; c={}", b.addr, kept_down.addr);
     let mut dir = ConfigMapDir::new("removed-down", &[("MESHDNS_CLUSTERS", &clusters(&removed))]);
     let path = dir.path.display().to_string();
@@ -821,15 +825,7 @@ async fn a_removed_clusters_series_go_and_a_kept_clusters_stay() {
 #[tokio::test(start_paused = true)]
 async fn a_host_name_that_resolves_again_is_followed_within_15_seconds() {
     const NAME: &str = "dns-b.example.test.";
-    const MEMBER: &str = "mongo-0.mongo.db.svc.cluster.local.";
-    let peer = FakeDns::builder()
-        .answer(
-            MEMBER,
-            RecordType::A,
-            Answer::records([rr::a(MEMBER, [10, 2, 0, 1])]),
-        )
-        .start()
-        .await;
+    let peer = answering(MEMBER, [10, 2, 0, 1]).await;
     let failing = FakeDns::builder()
         .otherwise(Behaviour::Answer(Answer::rcode(ResponseCode::ServFail)))
         .start()
