@@ -8,6 +8,10 @@
 //! `MESHDNS_FUZZ_SEED` the RNG seed (default: fixed, so a failure repeats). A failing input is
 //! written to `target/fuzz-failures/` and its hex printed. The same targets run under
 //! libFuzzer with `cargo fuzz run <target>` in `fuzz/` (see fuzz/README.md).
+//!
+//! A panic is caught where a task boundary would catch it in meshdns (panics unwind in the
+//! build that ships: docs/design.md, "Panics") and fails the test. CI runs this file in the
+//! test profile and again with `--release`, the profile that ships.
 
 #[path = "../fuzz/targets.rs"]
 mod targets;
