@@ -16,7 +16,7 @@
 #   2. the dependencies, compiled against stub sources: rebuilt only when Cargo.toml or
 #      Cargo.lock change;
 #   3. the crate itself.
-# The release profile (LTO fat, 1 codegen unit, panics unwind, strip) comes from Cargo.toml.
+# The release profile (LTO fat, 1 codegen unit, panic=abort, strip) comes from Cargo.toml.
 
 ARG RUST_VERSION=1.95
 

@@ -4,8 +4,8 @@
 //!
 //! Nothing is spawned and forgotten. Two things say so:
 //! - **Bounded work** lives in one tracked set ([`Background`]): every task is held in a
-//!   [`JoinSet`] owned here, finished tasks are reaped on the next spawn (a panic is logged,
-//!   never lost), and [`Background::close`] stops what is left at shutdown. At most `limit`
+//!   [`JoinSet`] owned here, finished tasks are reaped on the next spawn, and
+//!   [`Background::close`] stops what is left at shutdown. At most `limit`
 //!   tasks run at once; beyond that [`Background::spawn`] refuses the work, counts it
 //!   (`meshdns_background_refused_total`), and the caller carries on without it (a refresh is
 //!   skipped and served stale, a straggler is cut, a probe is retried on the next failure). A
@@ -84,8 +84,8 @@ impl Background {
     }
 
     fn lock(&self) -> MutexGuard<'_, JoinSet<()>> {
-        // Nothing under the lock panics; should that change, a poisoned set is still a set
-        // (panics unwind: docs/design.md, "Panics").
+        // A panic aborts the process (docs/design.md, "Panics"): nothing poisons the lock, and
+        // this takes it without an unwrap.
         self.tasks.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -93,13 +93,9 @@ impl Background {
     /// Must be called inside the runtime.
     pub fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) -> bool {
         let mut tasks = self.lock();
-        while let Some(finished) = tasks.try_join_next() {
-            if let Err(error) = finished
-                && error.is_panic()
-            {
-                tracing::error!(%error, "a background task panicked");
-            }
-        }
+        // Finished tasks are only reaped: one ends by returning or by `close`, never by a
+        // panic (that aborts the process).
+        while tasks.try_join_next().is_some() {}
         if tasks.len() >= self.limit {
             self.metrics.refused.inc();
             return false;

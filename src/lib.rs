@@ -134,7 +134,7 @@ pub async fn run(
             let error = match ended {
                 Ok(Err(error)) => error,
                 Ok(Ok(())) => std::io::Error::other("a DNS listener stopped"),
-                Err(panicked) => std::io::Error::other(format!("a DNS listener failed: {panicked}")),
+                Err(ended) => std::io::Error::other(format!("a DNS listener task ended: {ended}")),
             };
             tracing::error!(%error, "a listener failed; exiting");
             background.close();

@@ -9,9 +9,9 @@
 //! written to `target/fuzz-failures/` and its hex printed. The same targets run under
 //! libFuzzer with `cargo fuzz run <target>` in `fuzz/` (see fuzz/README.md).
 //!
-//! A panic is caught where a task boundary would catch it in meshdns (panics unwind in the
-//! build that ships: docs/design.md, "Panics") and fails the test. CI runs this file in the
-//! test profile and again with `--release`, the profile that ships.
+//! A panic fails the test: meshdns aborts on one (docs/design.md, "Panics"), and the harness
+//! catches it only to save the input first. CI runs this file in the test profile and again
+//! with `--release`, the optimised profile that ships (cargo always unwinds in tests).
 
 #[path = "../fuzz/targets.rs"]
 mod targets;
