@@ -58,8 +58,8 @@ pub struct Background {
     metrics: BackgroundMetrics,
 }
 
-/// Counts a task as running while it lives: dropped when the task returns, is aborted, or
-/// unwinds.
+/// Counts a task as running while it lives: dropped when the task returns or is aborted
+/// (`close`, or its owner dropped).
 struct Running(IntGauge);
 
 impl Drop for Running {
