@@ -40,7 +40,7 @@ struct Progress {
     caught_up: Condvar,
 }
 
-/// Waits, when dropped, until every line queued so far is written or [`FLUSH_TIMEOUT`] has
+/// Waits, when dropped, until every line queued so far is written or `FLUSH_TIMEOUT` (1 s) has
 /// passed (a stderr that does not move must not keep the process from exiting).
 #[derive(Debug)]
 #[must_use = "dropping it waits for the queued lines; keep it until the end of main"]

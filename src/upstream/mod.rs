@@ -18,7 +18,7 @@
 //! A group owns everything started for it, and ends it when it is dropped (a reload that
 //! replaced it, shutdown): its endpoints (their probes and TLS connections), the tasks keeping
 //! its host names resolved, and its metric series (the `series` module) — through one
-//! [`Owner`](crate::background::Owner), of which each endpoint's is a child.
+//! [`Owner`], of which each endpoint's is a child.
 
 mod endpoint;
 mod exchange;

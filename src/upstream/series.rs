@@ -24,7 +24,7 @@ use super::names::ResolutionCounters;
 
 /// The families every upstream group records into (`meshdns_upstream_*`,
 /// `meshdns_endpoint_resolutions_total`), built by the metrics module; each group takes its
-/// own series by its cluster name, through [`UpstreamMetrics::group`].
+/// own series by its cluster name, through `UpstreamMetrics::group`.
 #[derive(Debug, Clone)]
 pub struct UpstreamMetrics {
     pub requests: IntCounterVec,
