@@ -1,39 +1,91 @@
 //! Work done off a client's path — refreshes of popular or stale cache entries, legs of a
-//! gathered answer that straggle past the reply, health probes of endpoints marked down —
-//! lives in one tracked, bounded set.
+//! gathered answer that straggle past the reply, health probes of endpoints marked down, the
+//! re-resolution of endpoint host names — and who ends it.
 //!
-//! Nothing is spawned and forgotten: every task is held in a [`JoinSet`] owned here, finished
-//! tasks are reaped on the next spawn (a panic is logged, never lost), and [`Background::close`]
-//! stops what is left at shutdown. At most `limit` tasks run at once; beyond that
-//! [`Background::spawn`] refuses the work and says so, and the caller carries on without it
-//! (a refresh is skipped and served stale, a straggler is cut, a probe is retried on the next
-//! failure). A flood or an outage therefore cannot grow background memory past the bound.
+//! Nothing is spawned and forgotten. Two things say so:
+//! - **Bounded work** lives in one tracked set ([`Background`]): every task is held in a
+//!   [`JoinSet`] owned here, finished tasks are reaped on the next spawn, and
+//!   [`Background::close`] stops what is left at shutdown. At most `limit`
+//!   tasks run at once; beyond that [`Background::spawn`] refuses the work, counts it
+//!   (`meshdns_background_refused_total`), and the caller carries on without it (a refresh is
+//!   skipped and served stale, a straggler is cut, a probe is retried on the next failure). A
+//!   flood or an outage therefore cannot grow background memory past the bound;
+//!   `meshdns_background_tasks` shows how full the set is.
+//! - **Work started for something that can go away** (an upstream group, one of its
+//!   endpoints) is tied to an [`Owner`]: the thing holds its owner, and dropping it — a
+//!   reload that replaces the group, a host name re-resolved away from an address — ends the
+//!   work at once, wherever it waits. Owners nest: an endpoint's owner is a child of its
+//!   group's, so dropping a group ends its endpoints' work too. This is the one mechanism for
+//!   every such task (a cancellation token whose drop guard the owner holds, as mini-redis's
+//!   `DbDropGuard` stops its purge task); the task itself holds only a `Weak` reference to
+//!   what it works for, so it never keeps its owner alive.
 
 use std::future::Future;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use prometheus::{IntCounter, IntGauge};
 use tokio::task::JoinSet;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// The default bound: a refresh, a leg or a probe each holds a few KiB at most.
 pub const DEFAULT_LIMIT: usize = 256;
+
+/// The series the background set records into, built by the metrics module.
+#[derive(Debug, Clone)]
+pub struct BackgroundMetrics {
+    /// `meshdns_background_tasks`: tasks running now.
+    pub tasks: IntGauge,
+    /// `meshdns_background_refused_total`: work refused because the set was full.
+    pub refused: IntCounter,
+}
+
+impl BackgroundMetrics {
+    /// Series registered nowhere (a set whose figures nobody scrapes: `--check`, unit tests).
+    pub fn unregistered() -> Self {
+        Self {
+            tasks: IntGauge::new("background_tasks", "unregistered").expect("a valid name"),
+            refused: IntCounter::new("background_refused_total", "unregistered")
+                .expect("a valid name"),
+        }
+    }
+}
 
 /// The set of background tasks of one meshdns instance.
 #[derive(Debug)]
 pub struct Background {
     tasks: Mutex<JoinSet<()>>,
     limit: usize,
+    metrics: BackgroundMetrics,
+}
+
+/// Counts a task as running while it lives: dropped when the task returns or is aborted
+/// (`close`, or its owner dropped).
+struct Running(IntGauge);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 impl Background {
+    /// A set of at most `limit` tasks whose figures nobody scrapes.
     pub fn new(limit: usize) -> Self {
+        Self::with_metrics(limit, BackgroundMetrics::unregistered())
+    }
+
+    /// A set of at most `limit` tasks, counted into `metrics`.
+    pub fn with_metrics(limit: usize, metrics: BackgroundMetrics) -> Self {
         Self {
             tasks: Mutex::new(JoinSet::new()),
             limit,
+            metrics,
         }
     }
 
     fn lock(&self) -> MutexGuard<'_, JoinSet<()>> {
-        // Nothing under the lock can panic; a poisoned set is still a set.
+        // A panic aborts the process (docs/design.md, "Panics"): nothing poisons the lock, and
+        // this takes it without an unwrap.
         self.tasks.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -41,18 +93,32 @@ impl Background {
     /// Must be called inside the runtime.
     pub fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) -> bool {
         let mut tasks = self.lock();
-        while let Some(finished) = tasks.try_join_next() {
-            if let Err(error) = finished
-                && error.is_panic()
-            {
-                tracing::error!(%error, "a background task panicked");
-            }
-        }
+        // Finished tasks are only reaped: one ends by returning or by `close`, never by a
+        // panic (that aborts the process).
+        while tasks.try_join_next().is_some() {}
         if tasks.len() >= self.limit {
+            self.metrics.refused.inc();
             return false;
         }
-        tasks.spawn(work);
+        self.metrics.tasks.inc();
+        let running = Running(self.metrics.tasks.clone());
+        tasks.spawn(async move {
+            let _running = running;
+            work.await;
+        });
         true
+    }
+
+    /// [`spawn`](Self::spawn) for work that ends, at the latest, when `owner` is dropped.
+    pub fn spawn_owned(
+        &self,
+        owner: &Owner,
+        work: impl Future<Output = ()> + Send + 'static,
+    ) -> bool {
+        let token = owner.token.clone();
+        self.spawn(async move {
+            token.run_until_cancelled_owned(work).await;
+        })
     }
 
     /// Tasks running now (finished ones not yet reaped included).
@@ -70,26 +136,128 @@ impl Background {
     }
 }
 
+/// What ends the work started for one thing (a group, an endpoint): held by that thing, it
+/// ends the work when dropped. See the module's documentation.
+#[derive(Debug)]
+pub struct Owner {
+    token: CancellationToken,
+    /// Cancels `token` (and so every child's) when the owner is dropped.
+    _ends_work: DropGuard,
+}
+
+impl Default for Owner {
+    fn default() -> Self {
+        Self::of(CancellationToken::new())
+    }
+}
+
+impl Owner {
+    fn of(token: CancellationToken) -> Self {
+        Self {
+            _ends_work: token.clone().drop_guard(),
+            token,
+        }
+    }
+
+    /// An owner whose work also ends when this one is dropped (an endpoint's, in its group).
+    pub fn child(&self) -> Owner {
+        Self::of(self.token.child_token())
+    }
+
+    /// Runs long-lived work (one per configured host name: it must not take a slot of the
+    /// bounded set) on a task of its own until it returns or this owner is dropped.
+    pub fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) {
+        let token = self.token.clone();
+        drop(tokio::spawn(async move {
+            token.run_until_cancelled_owned(work).await;
+        }));
+    }
+
+    /// Whether a parent of this owner has been dropped (its work is ending).
+    #[cfg(test)]
+    fn is_ended(&self) -> bool {
+        self.token.is_cancelled()
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
     use std::time::Duration;
 
     use super::*;
 
     #[tokio::test(start_paused = true)]
     async fn work_beyond_the_limit_is_refused_and_finished_work_makes_room() {
-        let background = Background::new(2);
+        let metrics = BackgroundMetrics::unregistered();
+        let background = Background::with_metrics(2, metrics.clone());
         let long = || tokio::time::sleep(Duration::from_secs(10));
         assert!(background.spawn(long()));
         assert!(background.spawn(async {}));
         tokio::task::yield_now().await;
+        assert_eq!(metrics.tasks.get(), 1, "the quick task has ended");
         // The quick task has finished and is reaped by this spawn.
         assert!(background.spawn(long()));
         assert!(!background.spawn(long()));
+        assert_eq!(metrics.refused.get(), 1);
         assert_eq!(background.len(), 2);
+        assert_eq!(metrics.tasks.get(), 2);
         tokio::time::advance(Duration::from_secs(11)).await;
         tokio::task::yield_now().await;
+        assert_eq!(metrics.tasks.get(), 0);
         assert!(background.spawn(long()));
         background.close();
+        tokio::task::yield_now().await;
+        assert_eq!(metrics.tasks.get(), 0, "an aborted task no longer counts");
+    }
+
+    /// A task that would run forever, and a flag it sets when its future is dropped.
+    fn forever() -> (impl Future<Output = ()> + Send + 'static, Arc<()>) {
+        let alive = Arc::new(());
+        let held = Arc::clone(&alive);
+        let work = async move {
+            let _held = held;
+            std::future::pending::<()>().await;
+        };
+        (work, alive)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dropping_an_owner_ends_its_work_and_its_childrens() {
+        let metrics = BackgroundMetrics::unregistered();
+        let background = Background::with_metrics(4, metrics.clone());
+        let group = Owner::default();
+        let endpoint = group.child();
+        let (probe, probe_alive) = forever();
+        let (resolution, resolution_alive) = forever();
+        assert!(background.spawn_owned(&endpoint, probe));
+        group.spawn(resolution);
+        tokio::task::yield_now().await;
+        assert_eq!(Arc::strong_count(&probe_alive), 2);
+        assert_eq!(Arc::strong_count(&resolution_alive), 2);
+        assert_eq!(metrics.tasks.get(), 1);
+        drop(group);
+        assert!(endpoint.is_ended(), "a child ends with its parent");
+        tokio::task::yield_now().await;
+        tokio::task::yield_now().await;
+        assert_eq!(Arc::strong_count(&probe_alive), 1, "the probe has ended");
+        assert_eq!(
+            Arc::strong_count(&resolution_alive),
+            1,
+            "so has the resolution"
+        );
+        assert_eq!(metrics.tasks.get(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dropping_a_child_leaves_its_parents_work_running() {
+        let group = Owner::default();
+        let endpoint = group.child();
+        let (resolution, alive) = forever();
+        group.spawn(resolution);
+        drop(endpoint);
+        tokio::task::yield_now().await;
+        assert!(!group.is_ended());
+        assert_eq!(Arc::strong_count(&alive), 2);
     }
 }

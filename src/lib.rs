@@ -79,7 +79,10 @@ pub async fn run(
             Arc::clone(&metrics),
         ));
     }
-    let background = Arc::new(Background::new(background::DEFAULT_LIMIT));
+    let background = Arc::new(Background::with_metrics(
+        background::DEFAULT_LIMIT,
+        metrics.background(),
+    ));
     let cache = Arc::new(Cache::new(
         &config.cache,
         metrics.cache(),
@@ -135,7 +138,7 @@ pub async fn run(
             let error = match ended {
                 Ok(Err(error)) => error,
                 Ok(Ok(())) => std::io::Error::other("a DNS listener stopped"),
-                Err(panicked) => std::io::Error::other(format!("a DNS listener failed: {panicked}")),
+                Err(ended) => std::io::Error::other(format!("a DNS listener task ended: {ended}")),
             };
             tracing::error!(%error, "a listener failed; exiting");
             background.close();

@@ -71,7 +71,8 @@ fn main() -> ExitCode {
         print!("{}", render_check(&config, &resolved));
         return ExitCode::SUCCESS;
     }
-    process::init_logging(&config);
+    // Kept until the end: dropping it waits (briefly) for the last log lines to be written.
+    let logs = process::init_logging(&config);
     let bound = meshdns::server::bind(&config.listen).and_then(|mut listeners| {
         if let Some(addr) = config.admin_listen {
             listeners.admin = Some(meshdns::server::bind_admin(addr)?);
@@ -94,6 +95,7 @@ fn main() -> ExitCode {
     };
     let served = runtime.block_on(meshdns::run(config, listeners, process::shutdown_signal()));
     runtime.shutdown_timeout(BLOCKING_GRACE);
+    drop(logs);
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

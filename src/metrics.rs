@@ -17,12 +17,15 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use std::sync::LazyLock;
+
 use prometheus::core::Collector;
 use prometheus::{
     Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
+use crate::background::BackgroundMetrics;
 use crate::cache::CacheMetrics;
 use crate::route::RouteKind;
 use crate::upstream::UpstreamMetrics;
@@ -163,6 +166,24 @@ pub const CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP_SECONDS: Family = Family {
     labels: &[],
     help: "Unix time of the last configuration applied (the start, or the last applied reload).",
 };
+pub const BACKGROUND_TASKS: Family = Family {
+    name: "meshdns_background_tasks",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "Background tasks running (refreshes, straggling legs, probes), at most 256.",
+};
+pub const BACKGROUND_REFUSED_TOTAL: Family = Family {
+    name: "meshdns_background_refused_total",
+    kind: Kind::Counter,
+    labels: &[],
+    help: "Background work refused because 256 tasks were running (a refresh skipped, a straggler cut, a probe deferred).",
+};
+pub const LOG_LINES_DROPPED_TOTAL: Family = Family {
+    name: "meshdns_log_lines_dropped_total",
+    kind: Kind::Counter,
+    labels: &[],
+    help: "Log lines dropped because stderr did not keep up (logging never stalls DNS).",
+};
 
 pub const CONFIG_WATCH_ERRORS_TOTAL: Family = Family {
     name: "meshdns_config_watch_errors_total",
@@ -172,7 +193,7 @@ pub const CONFIG_WATCH_ERRORS_TOTAL: Family = Family {
 };
 
 /// Every family, in the order of the README's table.
-pub const FAMILIES: [&Family; 19] = [
+pub const FAMILIES: [&Family; 22] = [
     &REQUESTS_TOTAL,
     &REQUEST_DURATION_SECONDS,
     &CACHE_HITS_TOTAL,
@@ -192,6 +213,9 @@ pub const FAMILIES: [&Family; 19] = [
     &CONFIG_RELOADS_TOTAL,
     &CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP_SECONDS,
     &CONFIG_WATCH_ERRORS_TOTAL,
+    &BACKGROUND_TASKS,
+    &BACKGROUND_REFUSED_TOTAL,
+    &LOG_LINES_DROPPED_TOTAL,
 ];
 
 /// Buckets of `request_duration_seconds`: a cache hit over loopback takes tens of µs, a
@@ -297,6 +321,7 @@ pub struct Metrics {
     cache: CacheMetrics,
     upstream: UpstreamMetrics,
     gather_partial: IntCounter,
+    background: BackgroundMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -370,7 +395,14 @@ impl Metrics {
             ),
             resolutions: counter_vec(&ENDPOINT_RESOLUTIONS_TOTAL),
             tls_handshakes: counter_vec(&UPSTREAM_TLS_HANDSHAKES_TOTAL),
+            held: Default::default(),
         };
+        let background = BackgroundMetrics {
+            tasks: gauge(&BACKGROUND_TASKS),
+            refused: counter(&BACKGROUND_REFUSED_TOTAL),
+        };
+        // The process's one log writer counts into one counter, shown by every registry.
+        register(&registry, Ok(LOG_LINES_DROPPED.clone()));
         let gather_partial = counter(&GATHER_PARTIAL_TOTAL);
         let inflight = gauge(&INFLIGHT);
         let dropped = counter_vec(&DROPPED_TOTAL);
@@ -421,6 +453,7 @@ impl Metrics {
             cache,
             upstream,
             gather_partial,
+            background,
         };
         metrics.set_last_reload_success_now();
         metrics
@@ -496,6 +529,23 @@ impl Metrics {
     pub fn gather_partial(&self) -> IntCounter {
         self.gather_partial.clone()
     }
+
+    /// The background set's series.
+    pub fn background(&self) -> BackgroundMetrics {
+        self.background.clone()
+    }
+}
+
+/// `meshdns_log_lines_dropped_total`: one per process, like the log writer it counts for
+/// (`process::init_logging`), and registered in every [`Metrics`].
+static LOG_LINES_DROPPED: LazyLock<IntCounter> = LazyLock::new(|| {
+    IntCounter::with_opts(opts(&LOG_LINES_DROPPED_TOTAL))
+        .expect("metric definitions are valid constants")
+});
+
+/// The counter the process's log writer counts its dropped lines into.
+pub fn log_lines_dropped() -> IntCounter {
+    LOG_LINES_DROPPED.clone()
 }
 
 /// The text exposition format's content type, as Prometheus expects it.

@@ -1,38 +1,59 @@
 //! What the binary needs around [`run`](crate::run): logging set up from the configuration
-//! (its filter replaceable while running), the tokio runtime, and the signals that end a
-//! sidecar (SIGTERM from the kubelet, SIGINT from a terminal); and, for `--check`, the
-//! host-name endpoints resolved once on a runtime of its own.
+//! (its filter replaceable while running, its lines written off the serving thread by the
+//! `log_writer` module), the tokio runtime, and the signals that end a sidecar (SIGTERM from
+//! the kubelet, SIGINT from a terminal); and, for `--check`, the host-name endpoints resolved
+//! once on a runtime of its own.
+
+mod log_writer;
 
 use std::io::IsTerminal;
 use std::sync::{Arc, OnceLock};
 
 use tracing_subscriber::filter::Targets;
+use tracing_subscriber::fmt::writer::BoxMakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{Registry, reload};
 
 use crate::background::Background;
 use crate::config::{Config, Endpoint, LogFormat, Resolved};
-use crate::metrics::Metrics;
+use crate::metrics::{self, Metrics};
 use crate::snapshot;
 use crate::upstream::{Upstream, names};
 
 /// The handle that swaps the log filter when `MESHDNS_LOG` changes live.
 static LOG_FILTER: OnceLock<reload::Handle<Targets, Registry>> = OnceLock::new();
 
+pub use log_writer::Flush;
+
 /// Installs the global tracing subscriber: `MESHDNS_LOG` as the filter, text or JSON lines on
-/// stderr, colours only when stderr is a terminal (not in `kubectl logs`).
-pub fn init_logging(config: &Config) {
+/// stderr, colours only when stderr is a terminal (not in `kubectl logs`). Lines are written by
+/// a thread of their own (dropped and counted when stderr does not keep up); keep the returned
+/// guard until the end of `main` so that the last lines are written. Should that thread not
+/// start, lines are written directly, as they come, and there is nothing to wait for.
+pub fn init_logging(config: &Config) -> Option<Flush> {
     let (filter, handle) = reload::Layer::new(log_filter(&config.log));
     let _ = LOG_FILTER.set(handle);
+    let (writer, flush) = match log_writer::NonBlocking::new(
+        std::io::stderr(),
+        log_writer::QUEUED_LINES,
+        metrics::log_lines_dropped(),
+    ) {
+        Ok((writer, flush)) => (BoxMakeWriter::new(writer), Some(flush)),
+        Err(error) => {
+            eprintln!("meshdns: cannot start the log thread ({error}); writing logs directly");
+            (BoxMakeWriter::new(std::io::stderr), None)
+        }
+    };
     let layer = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
+        .with_writer(writer)
         .with_ansi(std::io::stderr().is_terminal());
     let registry = tracing_subscriber::registry().with(filter);
     match config.log_format {
         LogFormat::Text => registry.with(layer).init(),
         LogFormat::Json => registry.with(layer.json()).init(),
     }
+    flush
 }
 
 /// `MESHDNS_LOG` as a filter of levels per target (validated with the configuration; a

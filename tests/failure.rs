@@ -17,6 +17,7 @@ use std::time::Duration;
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::RecordType;
 use meshdns::server::{MAX_QUERY_FRAME, TCP_WRITE_TIMEOUT};
+use support::configmap::ConfigMapDir;
 use support::{
     Answer, Behaviour, FakeDns, Meshdns, Reply, Via, frame_of, query, read_frame, rr, tcp,
     tcp_client_that_never_reads, udp,
@@ -556,6 +557,16 @@ async fn background_refreshes_in_an_outage_stay_within_the_background_bound() {
         refreshing > meshdns::background::DEFAULT_LIMIT / 2,
         "{refreshing}"
     );
+    // The set is full, and what it turned away is counted.
+    let scrape = meshdns.scrape().await;
+    assert_eq!(
+        scrape.value("meshdns_background_tasks", &[]),
+        meshdns::background::DEFAULT_LIMIT as f64
+    );
+    assert!(
+        scrape.value("meshdns_background_refused_total", &[])
+            >= (NAMES - 1 - meshdns::background::DEFAULT_LIMIT) as f64
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -655,6 +666,203 @@ async fn a_tcp_only_endpoint_marked_down_comes_back_through_a_tcp_probe() {
     );
     assert_eq!(probes(), DROPPED_PROBES + 1, "probed until it answered");
     assert!(peer.seen().iter().all(|s| s.via == Via::Tcp));
+}
+
+// Work and series that end with their endpoint (docs/design.md, "Live configuration").
+
+/// A peer cluster's member as its own DNS names it.
+const MEMBER: &str = "mongo-0.mongo.db.svc.cluster.local.";
+
+/// A DNS server that answers `name` A with `ip`.
+async fn answering(name: &str, ip: [u8; 4]) -> FakeDns {
+    FakeDns::builder()
+        .answer(name, RecordType::A, Answer::records([rr::a(name, ip)]))
+        .start()
+        .await
+}
+
+/// The `. NS` probes `fake` received.
+fn probes(fake: &FakeDns) -> usize {
+    fake.seen()
+        .iter()
+        .filter(|s| s.name == "." && s.rtype == RecordType::NS)
+        .count()
+}
+
+/// Asks `name` until `endpoint` of `cluster` is marked down.
+async fn mark_down(meshdns: &Meshdns, name: &str, cluster: &str, endpoint: &FakeDns) {
+    for _ in 0..10 {
+        udp(meshdns.addr, &query(name, RecordType::A)).await;
+        if meshdns.upstream_healthy(cluster, endpoint).await == 0.0 {
+            return;
+        }
+    }
+    panic!("{cluster}'s endpoint {} is not marked down", endpoint.addr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_removed_while_down_is_no_longer_probed_and_its_series_go() {
+    const B: &str = "mongo-0.mongo.db.cluster.b.";
+    const C: &str = "mongo-0.mongo.db.cluster.c.";
+    let kube = FakeDns::builder().start().await;
+    let (removed, kept_down) = (FakeDns::silent().await, FakeDns::silent().await);
+    let moved_to = answering(MEMBER, [10, 2, 0, 1]).await;
+    let clusters = |b: &FakeDns| format!("b={}; c={}", b.addr, kept_down.addr);
+    let mut dir = ConfigMapDir::new("removed-down", &[("MESHDNS_CLUSTERS", &clusters(&removed))]);
+    let path = dir.path.display().to_string();
+    let meshdns = Meshdns::before(
+        &kube,
+        &[
+            ("MESHDNS_CONFIG_DIR", &path),
+            ("MESHDNS_TIMEOUT", "300ms"),
+            ("MESHDNS_ATTEMPT_TIMEOUT", "100ms"),
+        ],
+    )
+    .await;
+    assert_eq!(meshdns.metric("meshdns_background_tasks", &[]).await, 0.0);
+    mark_down(&meshdns, B, "b", &removed).await;
+    mark_down(&meshdns, C, "c", &kept_down).await;
+    assert_eq!(
+        meshdns.metric("meshdns_background_tasks", &[]).await,
+        2.0,
+        "one probe per down endpoint"
+    );
+    // b moves to a healthy endpoint; c stays as it is, down and probed.
+    dir.update(&[("MESHDNS_CLUSTERS", &clusters(&moved_to))]);
+    let removed_label = endpoint(&removed);
+    assert!(
+        support::eventually(100, || async {
+            let scrape = meshdns.scrape().await;
+            scrape.value("meshdns_config_reloads_total", &[("result", "applied")]) == 1.0
+                && scrape.value("meshdns_background_tasks", &[]) == 1.0
+                && !scrape
+                    .label_values("meshdns_upstream_healthy", "endpoint")
+                    .contains(&removed_label)
+        })
+        .await,
+        "the removed endpoint's probe and series end with it"
+    );
+    // Probe rounds go on for c (two more of its probes): none reaches the removed endpoint.
+    let (after_removal, c_probes) = (probes(&removed), probes(&kept_down));
+    assert!(
+        support::eventually(100, || async { probes(&kept_down) >= c_probes + 2 }).await,
+        "c is still probed"
+    );
+    assert_eq!(
+        probes(&removed),
+        after_removal,
+        "the removed endpoint is not probed"
+    );
+    assert_eq!(
+        answer_lines(&meshdns, B).await.len(),
+        1,
+        "b answers from its new endpoint"
+    );
+    let scrape = meshdns.scrape().await;
+    assert_eq!(
+        scrape.label_values("meshdns_upstream_healthy", "endpoint"),
+        {
+            let mut now = vec![endpoint(&kube), endpoint(&kept_down), endpoint(&moved_to)];
+            now.sort_unstable();
+            now
+        },
+        "series of the endpoints configured now, and only those"
+    );
+    assert_eq!(scrape.value("meshdns_background_refused_total", &[]), 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_clusters_series_go_and_a_kept_clusters_stay() {
+    let kube = FakeDns::builder().start().await;
+    let (b, c) = (
+        FakeDns::builder().start().await,
+        FakeDns::builder().start().await,
+    );
+    let mut dir = ConfigMapDir::new(
+        "removed-cluster",
+        &[("MESHDNS_CLUSTERS", &format!("b={}; c={}", b.addr, c.addr))],
+    );
+    let path = dir.path.display().to_string();
+    let meshdns = Meshdns::before(&kube, &[("MESHDNS_CONFIG_DIR", &path)]).await;
+    for name in ["x.cluster.b.", "x.cluster.c."] {
+        udp(meshdns.addr, &query(name, RecordType::A)).await;
+    }
+    assert_eq!(meshdns.upstream_requests("c", "refused").await, 1.0);
+    // c's endpoint moves to b's address (a new group named c), b goes.
+    dir.update(&[("MESHDNS_CLUSTERS", &format!("c={}", b.addr))]);
+    assert!(
+        support::eventually(100, || async {
+            meshdns.config_reloads("applied").await == 1.0
+        })
+        .await
+    );
+    let scrape = meshdns.scrape().await;
+    assert_eq!(
+        scrape.label_values("meshdns_upstream_requests_total", "cluster"),
+        ["c", "local"],
+        "b's series are gone"
+    );
+    assert_eq!(
+        scrape.value(
+            "meshdns_upstream_requests_total",
+            &[("cluster", "c"), ("result", "refused")]
+        ),
+        1.0,
+        "c's series, kept across the change of its group"
+    );
+    assert_eq!(
+        scrape.label_values("meshdns_upstream_healthy", "endpoint"),
+        {
+            let mut now = vec![endpoint(&kube), endpoint(&b)];
+            now.sort_unstable();
+            now
+        }
+    );
+}
+
+// Host-name endpoints.
+
+#[tokio::test(start_paused = true)]
+async fn a_host_name_that_resolves_again_is_followed_within_15_seconds() {
+    const NAME: &str = "dns-b.example.test.";
+    let peer = answering(MEMBER, [10, 2, 0, 1]).await;
+    let failing = FakeDns::builder()
+        .otherwise(Behaviour::Answer(Answer::rcode(ResponseCode::ServFail)))
+        .start()
+        .await;
+    let kube_addr = failing.addr.to_string();
+    let clusters = format!("b=dns-b.example.test:{}", peer.addr.port());
+    let meshdns = Meshdns::before(&failing, &[("MESHDNS_CLUSTERS", &clusters)]).await;
+    // Minutes of failed resolutions: the retry has backed off as far as it goes.
+    tokio::time::sleep(Duration::from_secs(400)).await;
+    assert!(
+        answer_lines(&meshdns, "mongo-0.mongo.db.cluster.b.")
+            .await
+            .is_empty()
+    );
+    drop(failing);
+    tokio::time::sleep(Duration::from_millis(1)).await; // the stopped fake lets go of its port
+    let _kube = FakeDns::builder()
+        .answer(
+            NAME,
+            RecordType::A,
+            Answer::records([rr::a(NAME, [127, 0, 0, 1])]),
+        )
+        .start_on(&kube_addr)
+        .await;
+    let fixed = Instant::now();
+    while answer_lines(&meshdns, "mongo-0.mongo.db.cluster.b.")
+        .await
+        .is_empty()
+    {
+        assert!(
+            fixed.elapsed() <= meshdns::upstream::names::MAX_RETRY,
+            "not followed within {:?}",
+            meshdns::upstream::names::MAX_RETRY
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(meshdns::upstream::names::MAX_RETRY <= Duration::from_secs(15));
 }
 
 // Local resource errors are meshdns's own.

@@ -8,6 +8,10 @@
 //! `MESHDNS_FUZZ_SEED` the RNG seed (default: fixed, so a failure repeats). A failing input is
 //! written to `target/fuzz-failures/` and its hex printed. The same targets run under
 //! libFuzzer with `cargo fuzz run <target>` in `fuzz/` (see fuzz/README.md).
+//!
+//! A panic fails the test: meshdns aborts on one (docs/design.md, "Panics"), and the harness
+//! catches it only to save the input first. CI runs this file in the test profile and again
+//! with `--release`, the optimised profile that ships (cargo always unwinds in tests).
 
 #[path = "../fuzz/targets.rs"]
 mod targets;

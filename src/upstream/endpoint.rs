@@ -6,21 +6,26 @@
 //! own transport) marks it up again when it answers, whatever the rcode. Down endpoints are
 //! tried last, never dropped, so a wrong verdict cannot make a cluster unreachable. Local
 //! resource errors never count against an endpoint: they are meshdns's own.
+//!
+//! The probe lives no longer than its endpoint: it holds only a `Weak` reference to it and
+//! runs under the endpoint's [`Owner`], so an endpoint that leaves its group (a reload, a host
+//! name re-resolved away, a TLS rotation that replaces the group) stops being probed at once,
+//! and its connection and its gauge go with it.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use hickory_proto::op::{Message, Query};
 use hickory_proto::rr::{Name, RecordType};
-use prometheus::IntGauge;
 use tokio::time::Instant;
 
 use super::exchange::{Answered, AttemptError, over_stream, udp_then_tcp};
 use super::log_limit::LogLimit;
+use super::series::HealthSeries;
 use super::stream::StreamEndpoint;
-use crate::background::Background;
+use crate::background::{Background, Owner};
 
 /// Failures in a row after which an endpoint is considered down (CoreDNS forward uses 3 too).
 const FAILURES_UNTIL_DOWN: u32 = 3;
@@ -49,17 +54,19 @@ pub struct Endpoint {
     down: AtomicBool,
     /// A probe task is running for this endpoint.
     probing: AtomicBool,
-    /// `meshdns_upstream_healthy{cluster,endpoint}`.
-    healthy: IntGauge,
+    /// `meshdns_upstream_healthy{cluster,endpoint}`, removed with the endpoint.
+    healthy: HealthSeries,
     /// Warnings about failed attempts.
     failure_log: LogLimit,
     /// Lines about the endpoint going down or up (a flapping endpoint must not flood either).
     health_log: LogLimit,
+    /// Ends the endpoint's probe when the endpoint is dropped (or its group is).
+    owner: Owner,
 }
 
 impl Endpoint {
-    pub fn new(addr: SocketAddr, dialer: Dialer, healthy: IntGauge) -> Self {
-        healthy.set(1);
+    /// An endpoint considered up, whose work ends with `owner`.
+    pub fn new(addr: SocketAddr, dialer: Dialer, healthy: HealthSeries, owner: Owner) -> Self {
         Self {
             addr,
             dialer,
@@ -69,6 +76,7 @@ impl Endpoint {
             healthy,
             failure_log: LogLimit::default(),
             health_log: LogLimit::default(),
+            owner,
         }
     }
 
@@ -96,7 +104,7 @@ impl Endpoint {
     pub fn answered(&self, upstream: &str) {
         self.consecutive_failures.store(0, Ordering::Relaxed);
         if self.down.swap(false, Ordering::Relaxed) {
-            self.healthy.set(1);
+            self.healthy.set(true);
             if let Some(suppressed) = self.health_log.check() {
                 tracing::info!(%upstream, endpoint = %self.addr, suppressed, "endpoint answers again; marked up");
             }
@@ -122,7 +130,7 @@ impl Endpoint {
         let newly_down =
             failures >= FAILURES_UNTIL_DOWN && !self.down.swap(true, Ordering::Relaxed);
         if newly_down {
-            self.healthy.set(0);
+            self.healthy.set(false);
             if let Some(suppressed) = self.health_log.check() {
                 tracing::warn!(%upstream, endpoint = %self.addr, %error, suppressed, "endpoint marked down; probing it in the background");
             }
@@ -130,8 +138,8 @@ impl Endpoint {
             tracing::warn!(%upstream, endpoint = %self.addr, %error, suppressed, "upstream attempt failed");
         }
         if !self.is_up() && !self.probing.swap(true, Ordering::Relaxed) {
-            let probe = Arc::clone(self).probe(upstream.to_string(), attempt_timeout);
-            if !background.spawn(probe) {
+            let probe = Self::probe(Arc::downgrade(self), upstream.to_string(), attempt_timeout);
+            if !background.spawn_owned(&self.owner, probe) {
                 // The set is full: the next failure tries again.
                 self.probing.store(false, Ordering::Relaxed);
             }
@@ -139,37 +147,77 @@ impl Endpoint {
     }
 
     /// Probes with `. NS` every [`PROBE_INTERVAL`] until the endpoint answers (any rcode: it
-    /// is alive), then marks it up.
-    async fn probe(self: Arc<Self>, upstream: String, attempt_timeout: Duration) {
+    /// is alive), then marks it up. Holds the endpoint only during an attempt: once the
+    /// endpoint is gone, the probe ends (its owner also ends it at once).
+    async fn probe(endpoint: Weak<Self>, upstream: String, attempt_timeout: Duration) {
         let mut probe = Message::query();
         probe.add_query(Query::query(Name::root(), RecordType::NS));
         let Ok(probe) = probe.to_vec() else { return };
-        while !self.is_up() {
+        loop {
             tokio::time::sleep(PROBE_INTERVAL).await;
-            let deadline = Instant::now() + attempt_timeout;
-            let attempt = self.attempt(&probe, attempt_timeout, deadline);
-            if tokio::time::timeout_at(deadline, attempt)
-                .await
-                .is_ok_and(|outcome| outcome.is_ok())
-            {
-                self.answered(&upstream);
+            let Some(endpoint) = endpoint.upgrade() else {
+                return;
+            };
+            if !endpoint.is_up() {
+                let deadline = Instant::now() + attempt_timeout;
+                let attempt = endpoint.attempt(&probe, attempt_timeout, deadline);
+                if tokio::time::timeout_at(deadline, attempt)
+                    .await
+                    .is_ok_and(|outcome| outcome.is_ok())
+                {
+                    endpoint.answered(&upstream);
+                }
+            }
+            if endpoint.is_up() {
+                endpoint.probing.store(false, Ordering::Relaxed);
+                return;
             }
         }
-        self.probing.store(false, Ordering::Relaxed);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::background::BackgroundMetrics;
+    use crate::upstream::series;
 
     fn endpoint() -> Arc<Endpoint> {
-        let gauge = IntGauge::new("unit_test_healthy", "test").unwrap();
+        let addr = "127.0.0.1:9".parse().unwrap();
         Arc::new(Endpoint::new(
-            "127.0.0.1:9".parse().unwrap(),
+            addr,
             Dialer::Unusable("a unit test's endpoint".into()),
-            gauge,
+            series::tests::metrics().endpoint("a", addr),
+            Owner::default(),
         ))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_probe_of_a_down_endpoint_ends_when_the_endpoint_is_dropped() {
+        let endpoint = endpoint();
+        let metrics = BackgroundMetrics::unregistered();
+        let background = Background::with_metrics(4, metrics.clone());
+        for _ in 0..FAILURES_UNTIL_DOWN {
+            endpoint.failed(
+                "a",
+                &AttemptError::Timeout,
+                Duration::from_millis(10),
+                &background,
+            );
+        }
+        assert!(!endpoint.is_up());
+        assert_eq!(metrics.tasks.get(), 1, "a probe runs");
+        // Probing an address where nothing answers (port 9, discard) for a while.
+        tokio::time::sleep(PROBE_INTERVAL * 3).await;
+        assert_eq!(metrics.tasks.get(), 1, "still probing");
+        assert_eq!(
+            Arc::strong_count(&endpoint),
+            1,
+            "the probe does not hold the endpoint"
+        );
+        drop(endpoint);
+        tokio::task::yield_now().await;
+        assert_eq!(metrics.tasks.get(), 0, "the probe ended with its endpoint");
     }
 
     #[tokio::test(start_paused = true)]

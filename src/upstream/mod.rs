@@ -14,11 +14,17 @@
 //! Every attempt is counted in `meshdns_upstream_requests_total` and timed in
 //! `meshdns_upstream_duration_seconds`; failures and health changes are logged at most once
 //! per endpoint every 10 s (the `log_limit` module).
+//!
+//! A group owns everything started for it, and ends it when it is dropped (a reload that
+//! replaced it, shutdown): its endpoints (their probes and TLS connections), the tasks keeping
+//! its host names resolved, and its metric series (the `series` module) — through one
+//! [`Owner`], of which each endpoint's is a child.
 
 mod endpoint;
 mod exchange;
 mod log_limit;
 pub mod names;
+mod series;
 pub mod stream;
 
 use std::collections::VecDeque;
@@ -29,21 +35,22 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use hickory_proto::rr::Name;
-use prometheus::{Histogram, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec};
+use prometheus::IntCounter;
 use rustls::ClientConfig;
 use rustls::pki_types::ServerName;
 use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::{Instant, sleep_until};
 
-use crate::background::Background;
+use crate::background::{Background, Owner};
 use crate::certificates::ClientTls;
 use crate::config::{self, Transport};
 use crate::wire;
 use endpoint::{Dialer, Endpoint};
-use names::ResolutionCounters;
+use series::GroupSeries;
 use stream::{StreamEndpoint, StreamSettings};
 
 pub use exchange::{Answered, AttemptError, acceptable};
+pub use series::{Held, UpstreamMetrics};
 
 /// Attempts of one exchange listening at once: the one just made and the one before it.
 pub const MAX_LISTENING: usize = 2;
@@ -123,18 +130,6 @@ impl AttemptResult {
     }
 }
 
-/// The families every upstream group records into (`meshdns_upstream_*`,
-/// `meshdns_endpoint_resolutions_total`), built by the metrics module; each group takes its
-/// own series by its cluster name.
-#[derive(Debug, Clone)]
-pub struct UpstreamMetrics {
-    pub requests: IntCounterVec,
-    pub duration: HistogramVec,
-    pub healthy: IntGaugeVec,
-    pub resolutions: IntCounterVec,
-    pub tls_handshakes: IntCounterVec,
-}
-
 /// What a group is made of. Equal specs make interchangeable groups, so a reload keeps a
 /// group — and its endpoints' health, and its resolved names — when its spec did not change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,23 +143,6 @@ pub struct GroupSpec {
     /// files changes its fingerprint, and so the group).
     pub tls: Option<ClientTls>,
     pub attempt_timeout: Duration,
-}
-
-/// One group's series, resolved once so that recording an attempt is two atomic updates.
-#[derive(Debug)]
-struct GroupSeries {
-    /// Indexed like [`AttemptResult::ALL`].
-    results: Vec<IntCounter>,
-    duration: Histogram,
-}
-
-impl GroupSeries {
-    fn record(&self, result: AttemptResult, elapsed: Duration) {
-        if let Some(counter) = self.results.get(result as usize) {
-            counter.inc();
-        }
-        self.duration.observe(elapsed.as_secs_f64());
-    }
 }
 
 /// Where an exchange stands, for a gathered answer that must decide how long a straggling leg
@@ -257,25 +235,15 @@ pub struct Upstream {
     endpoints: ArcSwap<Vec<Arc<Endpoint>>>,
     /// The addresses each host-name endpoint (in configuration order) resolved to last.
     resolved: Mutex<Vec<Vec<SocketAddr>>>,
-    healthy: IntGaugeVec,
+    /// The families, for the series of endpoints to come.
+    metrics: UpstreamMetrics,
     series: GroupSeries,
     /// The last exchange failed and none has succeeded since.
     failing: AtomicBool,
     background: Arc<Background>,
-    /// The tasks keeping the host names resolved; stopped with the group.
-    resolving: Mutex<Vec<AbortHandle>>,
-}
-
-impl Drop for Upstream {
-    fn drop(&mut self) {
-        for task in self
-            .resolving
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner)
-        {
-            task.abort();
-        }
-    }
+    /// Ends the work started for the group (its host names kept resolved, its endpoints'
+    /// probes) when the group is dropped.
+    owner: Owner,
 }
 
 impl Upstream {
@@ -287,9 +255,8 @@ impl Upstream {
         metrics: &UpstreamMetrics,
         background: Arc<Background>,
     ) -> Arc<Self> {
-        let name = spec.name.clone();
-        // Every group has its handshake series; it stays at 0 unless the group speaks TLS.
-        let dialing = Dialing::of(&spec, metrics.tls_handshakes.with_label_values(&[&name]));
+        let series = metrics.group(&spec.name);
+        let dialing = Dialing::of(&spec, series.tls_handshakes.clone());
         let hosts: Vec<(Name, u16)> = spec
             .endpoints
             .iter()
@@ -302,44 +269,25 @@ impl Upstream {
             dialing,
             endpoints: ArcSwap::from_pointee(Vec::new()),
             resolved: Mutex::new(vec![Vec::new(); hosts.len()]),
-            healthy: metrics.healthy.clone(),
-            series: GroupSeries {
-                results: AttemptResult::ALL
-                    .iter()
-                    .map(|result| metrics.requests.with_label_values(&[&name, result.label()]))
-                    .collect(),
-                duration: metrics.duration.with_label_values(&[&name]),
-            },
+            metrics: metrics.clone(),
+            series,
             failing: AtomicBool::new(false),
             background,
-            resolving: Mutex::new(Vec::new()),
+            owner: Owner::default(),
             spec,
         });
         group.rebuild_endpoints();
         if let Some(local) = local {
-            let counters = ResolutionCounters {
-                ok: metrics.resolutions.with_label_values(&[&name, "ok"]),
-                failed: metrics.resolutions.with_label_values(&[&name, "failed"]),
-            };
-            let tasks = hosts
-                .into_iter()
-                .enumerate()
-                .map(|(index, (host, port))| {
-                    tokio::spawn(names::keep_resolved(
-                        Arc::downgrade(&group),
-                        Arc::clone(local),
-                        index,
-                        host,
-                        port,
-                        counters.clone(),
-                    ))
-                    .abort_handle()
-                })
-                .collect();
-            *group
-                .resolving
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner) = tasks;
+            for (index, (host, port)) in hosts.into_iter().enumerate() {
+                group.owner.spawn(names::keep_resolved(
+                    Arc::downgrade(&group),
+                    Arc::clone(local),
+                    index,
+                    host,
+                    port,
+                    group.series.resolutions.clone(),
+                ));
+            }
         }
         group
     }
@@ -412,19 +360,16 @@ impl Upstream {
             .iter()
             .map(|addr| match old.iter().find(|e| e.addr == *addr) {
                 Some(kept) => Arc::clone(kept),
-                None => {
-                    let healthy = self
-                        .healthy
-                        .with_label_values(&[&self.spec.name, &addr.to_string()]);
-                    Arc::new(Endpoint::new(*addr, self.dialer(*addr), healthy))
-                }
+                None => Arc::new(Endpoint::new(
+                    *addr,
+                    self.dialer(*addr),
+                    self.metrics.endpoint(&self.spec.name, *addr),
+                    self.owner.child(),
+                )),
             })
             .collect();
-        for gone in old.iter().filter(|e| !addrs.contains(&e.addr)) {
-            let _ = self
-                .healthy
-                .remove_label_values(&[&self.spec.name, &gone.addr.to_string()]);
-        }
+        // Endpoints left out end with their last holder (an attempt in flight may hold one):
+        // their probe, their connection and their health series go with them.
         self.endpoints.store(Arc::new(endpoints));
         addrs
     }

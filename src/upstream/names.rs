@@ -1,8 +1,10 @@
 //! Endpoints given by host name (`b=dns-b.example.net:30053`): a cloud load balancer's name or
 //! a name the platform team keeps. Each name is resolved through the local upstreams (A and
-//! AAAA; every address is an endpoint) by a task owned by its group, re-resolved when the
-//! records' TTL runs out (clamped to [`MIN_TTL`] … [`MAX_TTL`]), and its last good addresses
-//! are kept when a resolution fails. A name that does not resolve yet is not fatal: its group
+//! AAAA; every address is an endpoint) by a task owned by its group (it ends with the group),
+//! re-resolved when the records' TTL runs out (clamped to [`MIN_TTL`] … [`MAX_TTL`]), and its
+//! last good addresses are kept when a resolution fails; a failed resolution is retried after
+//! [`MIN_TTL`], doubling up to [`MAX_RETRY`], so a name that resolves again is followed within
+//! [`MAX_RETRY`]. A name that does not resolve yet is not fatal: its group
 //! simply has no address from it, and its legs fail, visibly (a warning at most once per
 //! `log_limit::LOG_INTERVAL`, and
 //! `meshdns_endpoint_resolutions_total{result="failed"}`).
@@ -25,6 +27,10 @@ pub const MIN_TTL: Duration = Duration::from_secs(5);
 /// Re-resolved at least this often, however long the TTL (a moved load balancer is followed
 /// within five minutes).
 pub const MAX_TTL: Duration = Duration::from_secs(300);
+
+/// The longest wait before a failed resolution is tried again, however long it has been
+/// failing: a record that is fixed is followed within this time (plus the resolution).
+pub const MAX_RETRY: Duration = Duration::from_secs(15);
 
 /// How long one resolution may take.
 const RESOLUTION_TIMEOUT: Duration = Duration::from_secs(2);
@@ -125,7 +131,8 @@ fn smaller(a: Option<u32>, b: Option<u32>) -> Option<u32> {
 
 /// Keeps name number `index` of `group` resolved for as long as the group lives: resolves at
 /// once, then again when the TTL runs out; after a failure, again after [`MIN_TTL`], doubling
-/// up to [`MAX_TTL`] while it keeps failing (the last good addresses stay in use).
+/// up to [`MAX_RETRY`] while it keeps failing (the last good addresses stay in use). Holds the
+/// group only while it writes to it; the group's owner ends the task when the group goes.
 pub async fn keep_resolved(
     group: Weak<Upstream>,
     local: Arc<Upstream>,
@@ -152,7 +159,7 @@ pub async fn keep_resolved(
                     tracing::warn!(upstream = group.name(), host = %host, %error, suppressed, "endpoint name did not resolve; keeping its last addresses");
                 }
                 let wait = retry;
-                retry = (retry * 2).min(MAX_TTL);
+                retry = (retry * 2).min(MAX_RETRY);
                 wait
             }
         };
