@@ -22,6 +22,7 @@ pub mod cache;
 pub mod certificates;
 pub mod config;
 pub mod gather;
+pub mod loops;
 pub mod metrics;
 pub mod passthrough;
 pub mod process;

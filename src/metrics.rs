@@ -164,8 +164,15 @@ pub const CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP_SECONDS: Family = Family {
     help: "Unix time of the last configuration applied (the start, or the last applied reload).",
 };
 
+pub const LOOPS_TOTAL: Family = Family {
+    name: "meshdns_loops_total",
+    kind: Kind::Counter,
+    labels: &[],
+    help: "Queries that came back to this meshdns (a forwarding loop through kube-dns, or an endpoint that is meshdns itself), answered SERVFAIL.",
+};
+
 /// Every family, in the order of the README's table.
-pub const FAMILIES: [&Family; 18] = [
+pub const FAMILIES: [&Family; 19] = [
     &REQUESTS_TOTAL,
     &REQUEST_DURATION_SECONDS,
     &CACHE_HITS_TOTAL,
@@ -184,6 +191,7 @@ pub const FAMILIES: [&Family; 18] = [
     &BUILD_INFO,
     &CONFIG_RELOADS_TOTAL,
     &CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP_SECONDS,
+    &LOOPS_TOTAL,
 ];
 
 /// Buckets of `request_duration_seconds`: a cache hit over loopback takes tens of µs, a
@@ -281,6 +289,7 @@ pub struct Metrics {
     cache: CacheMetrics,
     upstream: UpstreamMetrics,
     gather_partial: IntCounter,
+    loops: IntCounter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -356,6 +365,7 @@ impl Metrics {
             tls_handshakes: counter_vec(&UPSTREAM_TLS_HANDSHAKES_TOTAL),
         };
         let gather_partial = counter(&GATHER_PARTIAL_TOTAL);
+        let loops = counter(&LOOPS_TOTAL);
         let inflight = gauge(&INFLIGHT);
         let dropped = counter_vec(&DROPPED_TOTAL);
         let reloads = counter_vec(&CONFIG_RELOADS_TOTAL);
@@ -403,6 +413,7 @@ impl Metrics {
             cache,
             upstream,
             gather_partial,
+            loops,
         };
         metrics.set_last_reload_success_now();
         metrics
@@ -472,6 +483,11 @@ impl Metrics {
     /// Counts gathered answers sent without some cluster.
     pub fn gather_partial(&self) -> IntCounter {
         self.gather_partial.clone()
+    }
+
+    /// Counts queries that came back to meshdns (see `loops`).
+    pub fn loops(&self) -> IntCounter {
+        self.loops.clone()
     }
 }
 

@@ -54,6 +54,7 @@ pub fn local_group(config: &Config, name: &str) -> GroupSpec {
         tls_name: None,
         tls: None,
         attempt_timeout: config.attempt_timeout,
+        own: config.listen.clone(),
     }
 }
 
@@ -107,6 +108,7 @@ impl Snapshot {
                                 Transport::Udp | Transport::Tcp => None,
                             },
                             attempt_timeout: config.attempt_timeout,
+                            own: config.listen.clone(),
                         },
                         Some(&local),
                     )

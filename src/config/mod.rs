@@ -8,6 +8,7 @@
 
 mod check;
 mod clusters;
+mod own;
 mod source;
 mod values;
 pub mod variables;
@@ -22,6 +23,7 @@ use crate::certificates::{self, ClientIdentity, ClientTls};
 
 pub use check::{Resolved, render_check};
 pub use clusters::{Endpoint, Transport};
+pub use own::is_own_address;
 pub use source::{Settings, Source};
 pub use values::{IpNet, show_duration};
 
@@ -308,6 +310,7 @@ fn build(settings: Settings, environment: Settings) -> Result<Config, ConfigErro
         1..=MAX_THREADS,
         "is not a thread count from 1 to 64",
     )?;
+    own::check_no_own_endpoint(&listen, &upstreams, &upstream_source, &clusters)?;
     let config_dir = set(&settings, CONFIG_DIR).map(PathBuf::from);
     let tls = tls_files(&settings, &clusters)?;
     Ok(Config {

@@ -17,7 +17,7 @@
 
 mod endpoint;
 mod exchange;
-mod log_limit;
+pub mod log_limit;
 pub mod names;
 pub mod tls;
 
@@ -38,6 +38,7 @@ use tokio::time::{Instant, sleep_until};
 use crate::background::Background;
 use crate::certificates::ClientTls;
 use crate::config::{self, Transport};
+use crate::loops::Marked;
 use crate::wire;
 use endpoint::{Dialer, Endpoint};
 use exchange::Via;
@@ -149,6 +150,8 @@ pub struct GroupSpec {
     /// files changes its fingerprint, and so the group).
     pub tls: Option<ClientTls>,
     pub attempt_timeout: Duration,
+    /// meshdns's own listen addresses: a host name that resolves to one is never asked.
+    pub own: Vec<SocketAddr>,
 }
 
 /// One group's series, resolved once so that recording an attempt is two atomic updates.
@@ -398,7 +401,9 @@ impl Upstream {
             .iter()
         {
             for addr in resolved {
-                if !addrs.contains(addr) {
+                if config::is_own_address(&self.spec.own, *addr) {
+                    tracing::warn!(upstream = %self.spec.name, endpoint = %addr, "an endpoint name resolved to meshdns's own address: not asked (it would be a loop)");
+                } else if !addrs.contains(addr) {
                     addrs.push(*addr);
                 }
             }
@@ -456,9 +461,14 @@ impl Upstream {
         deadline: Instant,
         progress: Option<&Progress>,
     ) -> Result<Answered, UpstreamError> {
-        let result = self.failover(query, deadline, progress).await;
+        // Every query leaves marked, so one that comes back to this meshdns is known (`loops`).
+        let marked = Marked::new(query);
+        let result = self.failover(marked.bytes(), deadline, progress).await;
         self.failing.store(result.is_err(), Ordering::Relaxed);
-        result
+        result.map(|answered| Answered {
+            bytes: marked.unmark(answered.bytes),
+            ..answered
+        })
     }
 
     async fn failover(
