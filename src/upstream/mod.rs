@@ -18,6 +18,7 @@
 mod endpoint;
 mod exchange;
 pub mod log_limit;
+pub mod marker;
 pub mod names;
 pub mod tls;
 
@@ -38,10 +39,10 @@ use tokio::time::{Instant, sleep_until};
 use crate::background::Background;
 use crate::certificates::ClientTls;
 use crate::config::{self, Transport};
-use crate::loops::Marked;
 use crate::wire;
 use endpoint::{Dialer, Endpoint};
 use exchange::Via;
+use marker::Marked;
 use names::ResolutionCounters;
 use tls::{TlsEndpoint, TlsSettings};
 
@@ -461,7 +462,7 @@ impl Upstream {
         deadline: Instant,
         progress: Option<&Progress>,
     ) -> Result<Answered, UpstreamError> {
-        // Every query leaves marked, so one that comes back to this meshdns is known (`loops`).
+        // Every query leaves marked, so one that comes back to this meshdns is known (`marker`).
         let marked = Marked::new(query);
         let result = self.failover(marked.bytes(), deadline, progress).await;
         self.failing.store(result.is_err(), Ordering::Relaxed);
