@@ -72,15 +72,22 @@ impl Relay {
     }
 }
 
-async fn kube_dns() -> FakeDns {
-    FakeDns::builder()
-        .answer(
-            MEMBER,
+/// kube-dns knowing cluster a's [`MEMBER`], and `endpoint_name` (a peer's DNS given by host
+/// name) at 127.0.0.1.
+async fn kube_dns(endpoint_name: Option<&str>) -> FakeDns {
+    let mut builder = FakeDns::builder().answer(
+        MEMBER,
+        RecordType::A,
+        Answer::records([rr::a(MEMBER, LOCAL_POD)]),
+    );
+    if let Some(name) = endpoint_name {
+        builder = builder.answer(
+            name,
             RecordType::A,
-            Answer::records([rr::a(MEMBER, LOCAL_POD)]),
-        )
-        .start()
-        .await
+            Answer::records([rr::a(name, [127, 0, 0, 1])]),
+        );
+    }
+    builder.start().await
 }
 
 async fn loops_total(meshdns: &Meshdns) -> f64 {
@@ -139,7 +146,7 @@ async fn a_zone_forwarded_back_by_kube_dns_is_servfail_with_ede_at_once_and_coun
 async fn an_endpoint_that_relays_back_to_meshdns_never_gives_the_local_pod() {
     // Cluster b's endpoint leads back to this meshdns (by IP): without the marker, cluster b's
     // member would be answered with cluster a's pod from kube-dns.
-    let kube = kube_dns().await;
+    let kube = kube_dns(None).await;
     let peer = Relay::start().await;
     let clusters = format!("b={}", peer.addr);
     let meshdns = Meshdns::before(
@@ -172,19 +179,7 @@ async fn an_endpoint_that_relays_back_to_meshdns_never_gives_the_local_pod() {
 async fn an_endpoint_name_that_leads_back_to_meshdns_is_a_counted_loop() {
     // b=peer.mesh.test resolves (through kube-dns) to a forwarder that relays to meshdns.
     let peer = Relay::start().await;
-    let kube = FakeDns::builder()
-        .answer(
-            "peer.mesh.test.",
-            RecordType::A,
-            Answer::records([rr::a("peer.mesh.test.", [127, 0, 0, 1])]),
-        )
-        .answer(
-            MEMBER,
-            RecordType::A,
-            Answer::records([rr::a(MEMBER, LOCAL_POD)]),
-        )
-        .start()
-        .await;
+    let kube = kube_dns(Some("peer.mesh.test.")).await;
     let clusters = format!("b=peer.mesh.test:{}", peer.addr.port());
     let meshdns = Meshdns::before(
         &kube,
@@ -223,19 +218,7 @@ async fn an_endpoint_name_that_resolves_to_meshdns_own_address_is_never_asked() 
         .local_addr()
         .unwrap()
         .port();
-    let kube = FakeDns::builder()
-        .answer(
-            "self.mesh.test.",
-            RecordType::A,
-            Answer::records([rr::a("self.mesh.test.", [127, 0, 0, 1])]),
-        )
-        .answer(
-            MEMBER,
-            RecordType::A,
-            Answer::records([rr::a(MEMBER, LOCAL_POD)]),
-        )
-        .start()
-        .await;
+    let kube = kube_dns(Some("self.mesh.test.")).await;
     let kube_addr = kube.addr.to_string();
     let clusters = format!("b=self.mesh.test:{port}");
     let listen = format!("127.0.0.1:{port}");
