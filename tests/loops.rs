@@ -90,6 +90,21 @@ async fn kube_dns(endpoint_name: Option<&str>) -> FakeDns {
     builder.start().await
 }
 
+/// meshdns of cluster a before `kube`, cluster b at `endpoint`, and `peer` relaying to it.
+async fn meshdns_with_b(kube: &FakeDns, endpoint: &str, peer: &Relay) -> Meshdns {
+    let clusters = format!("b={endpoint}");
+    let meshdns = Meshdns::before(
+        kube,
+        &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", &clusters),
+        ],
+    )
+    .await;
+    peer.relay_to(meshdns.addr);
+    meshdns
+}
+
 async fn loops_total(meshdns: &Meshdns) -> f64 {
     meshdns.metric("meshdns_loops_total", &[]).await
 }
@@ -148,16 +163,7 @@ async fn an_endpoint_that_relays_back_to_meshdns_never_gives_the_local_pod() {
     // member would be answered with cluster a's pod from kube-dns.
     let kube = kube_dns(None).await;
     let peer = Relay::start().await;
-    let clusters = format!("b={}", peer.addr);
-    let meshdns = Meshdns::before(
-        &kube,
-        &[
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            ("MESHDNS_CLUSTERS", &clusters),
-        ],
-    )
-    .await;
-    peer.relay_to(meshdns.addr);
+    let meshdns = meshdns_with_b(&kube, &peer.addr.to_string(), &peer).await;
     let started = Instant::now();
     let reply = udp(
         meshdns.addr,
@@ -180,16 +186,12 @@ async fn an_endpoint_name_that_leads_back_to_meshdns_is_a_counted_loop() {
     // b=peer.mesh.test resolves (through kube-dns) to a forwarder that relays to meshdns.
     let peer = Relay::start().await;
     let kube = kube_dns(Some("peer.mesh.test.")).await;
-    let clusters = format!("b=peer.mesh.test:{}", peer.addr.port());
-    let meshdns = Meshdns::before(
+    let meshdns = meshdns_with_b(
         &kube,
-        &[
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            ("MESHDNS_CLUSTERS", &clusters),
-        ],
+        &format!("peer.mesh.test:{}", peer.addr.port()),
+        &peer,
     )
     .await;
-    peer.relay_to(meshdns.addr);
     // The name is resolved in the background: until then cluster b has no endpoint.
     let member_of_b = query("mongo-0.mongo.db.cluster.b.", RecordType::A);
     let mut reply = udp(meshdns.addr, &member_of_b).await;
