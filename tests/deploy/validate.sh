@@ -186,6 +186,17 @@ opt_in() {
 }
 check "kustomize renders k8s/clusters/a + components monitoring and tls" opt_in &&
     RENDERED[opt-in]=$WORK/opt-in.yaml
+# The cluster-level resolver with its optional HorizontalPodAutoscaler.
+resolver_hpa() {
+    cp -r k8s "$WORK/k8s-hpa"
+    sed -i 's#^  - ../../components/resolver$#&\n  - ../../components/resolver-hpa#' \
+        "$WORK/k8s-hpa/resolver/a/kustomization.yaml"
+    grep -q 'components/resolver-hpa' "$WORK/k8s-hpa/resolver/a/kustomization.yaml" &&
+        render "$WORK/k8s-hpa/resolver/a" "$WORK/resolver-hpa.yaml" &&
+        grep -q '^kind: HorizontalPodAutoscaler' "$WORK/resolver-hpa.yaml"
+}
+check "kustomize renders k8s/resolver/a + component resolver-hpa" resolver_hpa &&
+    RENDERED[resolver-hpa]=$WORK/resolver-hpa.yaml
 check "kustomize renders the sidecar component onto a foreign StatefulSet (tests/deploy/foreign)" \
     render tests/deploy/foreign "$WORK/foreign.yaml" && RENDERED[foreign]=$WORK/foreign.yaml
 
@@ -230,6 +241,10 @@ for name in $(printf '%s\n' "${!RENDERED[@]}" | sort); do
     d="$WORK/schema-${name//\//-}"
     check "kubernetes-validate --strict $K8S_VERSION rendered $name" schema_check "$d" "${RENDERED[$name]}"
     indent <"$d.skipped"
+done
+# The cluster-level resolver's pod spec, Service, PDB and NetworkPolicy, per cluster.
+for c in "${CLUSTERS[@]}"; do
+    absorb "resolver $c" "$PY" "$HERE/check_resolver.py" "${RENDERED[resolver/$c]:-/dev/null}"
 done
 # The CoreDNS blocks of the cluster-level mode name exactly meshdns's zones and forward them
 # to the Service meshdns of the same cluster; every block well-formed.
