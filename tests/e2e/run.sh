@@ -923,9 +923,18 @@ start_replica() { # NAME ADDR: a meshdns "pod" serving the cluster's pod network
 	start_meshdns "$1" "$2" "a=127.0.1.1:53; b=127.0.2.1:53; c=127.0.3.1:53" \
 		MESHDNS_UPSTREAMS=$CL_DNS:53 MESHDNS_ALLOW_FROM=127.44.0.0/16 MESHDNS_THREADS=2
 }
-# Both replicas answer the cluster DNS's health checks: it asks them, and they answer.
+# Both replicas answer the cluster DNS's health checks (dnsdist starts a backend "down" and marks
+# it up after a check passes, as a Service takes a pod once it is ready), then the cluster DNS
+# answers through them.
 cl_backends_answer() {
-	local r
+	local r n
+	for r in $CL_R1 $CL_R2; do
+		n=50
+		until grep -q "Marking downstream $r:53 as 'up'" "$WORK/dnsdist/dnsdist.log"; do
+			((n-- > 0)) || fail_with "the cluster DNS never marked $r up: $(tail -2 "$WORK/dnsdist/dnsdist.log" | tr '\n' ' ')" || return 1
+			sleep 0.1
+		done
+	done
 	for r in $CL_R1 $CL_R2; do
 		dq $r kube-dns.kube-system.svc.cluster.local A -b 127.44.0.10
 		want_rcode NOERROR || return 1
