@@ -50,6 +50,8 @@ fn a_bad_variable_exits_64_naming_it() {
         ("MESHDNS_LISTEN", "127.0.0.1:99999"),
         ("MESHDNS_CLUSTERS", "b=10.9.0.1 colour=red"),
         ("MESHDNS_UPSTREAMS", "kube-dns"),
+        // meshdns itself (the default listen address): a loop, refused before anything binds.
+        ("MESHDNS_CLUSTERS", "b=127.0.0.1:53"),
     ];
     for (variable, value) in cases {
         let output = meshdns(&[], &[(variable, value)]);
