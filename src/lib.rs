@@ -23,6 +23,7 @@ pub mod cache;
 pub mod certificates;
 pub mod config;
 pub mod gather;
+pub mod loops;
 pub mod metrics;
 pub mod own_names;
 pub mod passthrough;

@@ -192,8 +192,15 @@ pub const CONFIG_WATCH_ERRORS_TOTAL: Family = Family {
     help: "Failures to watch a directory of the configuration (it is retried; until then its changes are applied on SIGHUP).",
 };
 
+pub const LOOPS_TOTAL: Family = Family {
+    name: "meshdns_loops_total",
+    kind: Kind::Counter,
+    labels: &[],
+    help: "Queries that came back to this meshdns (a forwarding loop through kube-dns, or an endpoint that is meshdns itself), answered SERVFAIL.",
+};
+
 /// Every family, in the order of the README's table.
-pub const FAMILIES: [&Family; 22] = [
+pub const FAMILIES: [&Family; 23] = [
     &REQUESTS_TOTAL,
     &REQUEST_DURATION_SECONDS,
     &CACHE_HITS_TOTAL,
@@ -216,6 +223,7 @@ pub const FAMILIES: [&Family; 22] = [
     &BACKGROUND_TASKS,
     &BACKGROUND_REFUSED_TOTAL,
     &LOG_LINES_DROPPED_TOTAL,
+    &LOOPS_TOTAL,
 ];
 
 /// Buckets of `request_duration_seconds`: a cache hit over loopback takes tens of µs, a
@@ -322,6 +330,7 @@ pub struct Metrics {
     upstream: UpstreamMetrics,
     gather_partial: IntCounter,
     background: BackgroundMetrics,
+    loops: IntCounter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -404,6 +413,7 @@ impl Metrics {
         // The process's one log writer counts into one counter, shown by every registry.
         register(&registry, Ok(LOG_LINES_DROPPED.clone()));
         let gather_partial = counter(&GATHER_PARTIAL_TOTAL);
+        let loops = counter(&LOOPS_TOTAL);
         let inflight = gauge(&INFLIGHT);
         let dropped = counter_vec(&DROPPED_TOTAL);
         let reloads = counter_vec(&CONFIG_RELOADS_TOTAL);
@@ -454,6 +464,7 @@ impl Metrics {
             upstream,
             gather_partial,
             background,
+            loops,
         };
         metrics.set_last_reload_success_now();
         metrics
@@ -533,6 +544,11 @@ impl Metrics {
     /// The background set's series.
     pub fn background(&self) -> BackgroundMetrics {
         self.background.clone()
+    }
+
+    /// Counts queries that came back to meshdns (see `loops`).
+    pub fn loops(&self) -> IntCounter {
+        self.loops.clone()
     }
 }
 

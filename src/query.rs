@@ -17,6 +17,7 @@ use hickory_proto::rr::RecordType;
 use tokio::time::Instant;
 
 use crate::cache::{Cache, CacheKey, Lookup, Miss};
+use crate::loops::{self, Loops};
 use crate::metrics::{DropReason, Metrics};
 use crate::passthrough;
 use crate::reply::{self, ExtendedError};
@@ -40,6 +41,7 @@ pub struct Resolver {
     snapshot: ArcSwap<Snapshot>,
     cache: Arc<Cache>,
     metrics: Arc<Metrics>,
+    loops: Loops,
 }
 
 impl Resolver {
@@ -47,6 +49,7 @@ impl Resolver {
         Self {
             snapshot: ArcSwap::from_pointee(snapshot),
             cache,
+            loops: Loops::new(metrics.loops()),
             metrics,
         }
     }
@@ -141,6 +144,12 @@ impl Resolver {
         let route = snapshot
             .router
             .route(wire::first_question_name(&bytes).unwrap_or_default());
+        if loops::came_back(&bytes) {
+            let reply = self.loops.answer(&request);
+            self.metrics
+                .record_request(proto, route.kind(), &reply, started.elapsed());
+            return Some(reply);
+        }
         let limit = proto.reply_limit(request.edns.as_ref().map(|e| e.max_payload()));
         tracing::debug!(name = %request.queries.first()?.name(), route = route.kind().label(), proto = proto.label(), "query");
         let complete = if is_transfer(&request) {

@@ -22,6 +22,8 @@ const EDE_OPTION: u16 = 15;
 /// Extended DNS Error info codes used by meshdns (RFC 8914 §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExtendedError {
+    /// 0: Other Error, the text says what (RFC 8914 has no code for a forwarding loop).
+    Other = 0,
     /// 22: no upstream answered in time.
     NoReachableAuthority = 22,
     /// 23: an upstream answered with an error.

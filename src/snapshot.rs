@@ -60,6 +60,7 @@ pub fn local_group(config: &Config, name: &str) -> GroupSpec {
         tls_name: None,
         tls: None,
         attempt_timeout: config.attempt_timeout,
+        own: config.listen.clone(),
     }
 }
 
@@ -114,6 +115,7 @@ impl Snapshot {
                                 Transport::Udp | Transport::Tcp => None,
                             },
                             attempt_timeout: config.attempt_timeout,
+                            own: config.listen.clone(),
                         },
                         Some(&local),
                     )

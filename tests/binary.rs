@@ -56,6 +56,8 @@ fn a_bad_variable_exits_64_naming_it() {
         ("MESHDNS_UPSTREAMS", "kube-dns"),
         ("MESHDNS_POD_IP", "10.8.1"),
         ("MESHDNS_POD_NAMESPACE", "Prod_DB"),
+        // meshdns itself (the default listen address): a loop, refused before anything binds.
+        ("MESHDNS_CLUSTERS", "b=127.0.0.1:53"),
     ];
     for (variable, value) in cases {
         let output = meshdns(&[], &[(variable, value)]);

@@ -8,6 +8,7 @@
 
 mod check;
 mod clusters;
+mod own;
 mod pod;
 mod source;
 mod values;
@@ -24,6 +25,7 @@ use crate::certificates::{self, ClientIdentity, ClientTls};
 pub(crate) use check::effective;
 pub use check::{Resolved, render_check};
 pub use clusters::{Endpoint, Transport};
+pub use own::is_own_address;
 pub use pod::{OwnData, OwnName, Pod, PodIdentity};
 pub use source::{MAX_VALUE, Settings, Source, read_env_file};
 pub use values::{IpNet, show_duration};
@@ -379,6 +381,7 @@ fn build(settings: Settings, environment: Settings) -> Result<Config, ConfigErro
         1..=MAX_THREADS,
         "is not a thread count from 1 to 64",
     )?;
+    own::check_no_own_endpoint(&listen, &upstreams, &upstream_source, &clusters)?;
     let config_dir = set(&settings, CONFIG_DIR).map(PathBuf::from);
     let tls = tls_files(&settings, &clusters)?;
     Ok(Config {

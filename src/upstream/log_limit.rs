@@ -1,7 +1,8 @@
 //! Rate limiting of log lines about one endpoint: a dead peer fails every query sent to it, and
 //! one warning per failure would flood the log shipper. At most one line per
 //! [`LOG_INTERVAL`] passes; the lines held back in between are counted and reported with the
-//! next one. The metrics still count every failure.
+//! next one. The metrics still count every failure. Other rare but repeating events (a
+//! forwarding loop) take a limit of their own interval.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -14,6 +15,7 @@ pub const LOG_INTERVAL: Duration = Duration::from_secs(10);
 #[derive(Debug)]
 pub struct LogLimit {
     since: Instant,
+    interval: Duration,
     /// Milliseconds after `since` from which the next line may pass.
     next_ms: AtomicU64,
     suppressed: AtomicU64,
@@ -21,21 +23,27 @@ pub struct LogLimit {
 
 impl Default for LogLimit {
     fn default() -> Self {
-        Self {
-            since: Instant::now(),
-            next_ms: AtomicU64::new(0),
-            suppressed: AtomicU64::new(0),
-        }
+        Self::every(LOG_INTERVAL)
     }
 }
 
 impl LogLimit {
+    /// At most one line per `interval`.
+    pub fn every(interval: Duration) -> Self {
+        Self {
+            since: Instant::now(),
+            interval,
+            next_ms: AtomicU64::new(0),
+            suppressed: AtomicU64::new(0),
+        }
+    }
+
     /// `Some(lines held back since the last one)` when a line may be logged now; `None` when
     /// this one is held back (and counted).
     pub fn check(&self) -> Option<u64> {
         let now = u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX);
         let next = self.next_ms.load(Ordering::Relaxed);
-        let interval = u64::try_from(LOG_INTERVAL.as_millis()).unwrap_or(u64::MAX);
+        let interval = u64::try_from(self.interval.as_millis()).unwrap_or(u64::MAX);
         if now >= next
             && self
                 .next_ms

@@ -22,7 +22,8 @@
 
 mod endpoint;
 mod exchange;
-mod log_limit;
+pub mod log_limit;
+pub mod marker;
 pub mod names;
 mod series;
 pub mod stream;
@@ -46,6 +47,7 @@ use crate::certificates::ClientTls;
 use crate::config::{self, Transport};
 use crate::wire;
 use endpoint::{Dialer, Endpoint};
+use marker::Marked;
 use series::GroupSeries;
 use stream::{StreamEndpoint, StreamSettings};
 
@@ -143,6 +145,8 @@ pub struct GroupSpec {
     /// files changes its fingerprint, and so the group).
     pub tls: Option<ClientTls>,
     pub attempt_timeout: Duration,
+    /// meshdns's own listen addresses: a host name that resolves to one is never asked.
+    pub own: Vec<SocketAddr>,
 }
 
 /// Where an exchange stands, for a gathered answer that must decide how long a straggling leg
@@ -350,7 +354,9 @@ impl Upstream {
             .iter()
         {
             for addr in resolved {
-                if !addrs.contains(addr) {
+                if config::is_own_address(&self.spec.own, *addr) {
+                    tracing::warn!(upstream = %self.spec.name, endpoint = %addr, "an endpoint name resolved to meshdns's own address: not asked (it would be a loop)");
+                } else if !addrs.contains(addr) {
                     addrs.push(*addr);
                 }
             }
@@ -405,9 +411,14 @@ impl Upstream {
         deadline: Instant,
         progress: Option<&Progress>,
     ) -> Result<Answered, UpstreamError> {
-        let result = self.failover(query, deadline, progress).await;
+        // Every query leaves marked, so one that comes back to this meshdns is known (`marker`).
+        let marked = Marked::new(query);
+        let result = self.failover(marked.bytes(), deadline, progress).await;
         self.failing.store(result.is_err(), Ordering::Relaxed);
-        result
+        result.map(|answered| Answered {
+            bytes: marked.unmark(answered.bytes),
+            ..answered
+        })
     }
 
     async fn failover(

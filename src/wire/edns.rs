@@ -15,6 +15,13 @@ pub const OPTION_COOKIE: u16 = 10;
 pub const OPTION_TCP_KEEPALIVE: u16 = 11;
 /// PADDING (RFC 7830): sized for one message.
 pub const OPTION_PADDING: u16 = 12;
+/// meshdns's loop marker, from the range RFC 6891 leaves for local and experimental use
+/// (65001–65534): every query meshdns sends upstream carries it (see `loops`).
+pub const OPTION_LOOP_MARKER: u16 = 65_423;
+/// Record types that must stay last in a message (TSIG, and SIG for SIG(0)): a query signed
+/// with one is never edited.
+const TYPE_TSIG: u16 = 250;
+const TYPE_SIG: u16 = 24;
 
 /// Options about one hop, relayed in neither direction: COOKIE (made for one client and one
 /// server), TCP-KEEPALIVE (about one TCP connection; never sent over UDP, RFC 7828 §3.2.1,
@@ -31,18 +38,26 @@ pub fn is_per_client_option(code: u16) -> bool {
     code == OPTION_NSID || is_hop_by_hop_option(code)
 }
 
-/// Which option codes below 32 a message carries: enough for the codes above.
+/// Which of the codes above a message carries: those below 32 and the loop marker.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct OptionSet(u32);
+pub struct OptionSet(u64);
 
 impl OptionSet {
     pub fn contains(self, code: u16) -> bool {
-        code < 32 && self.0 & (1 << code) != 0
+        Self::bit(code).is_some_and(|bit| self.0 & (1 << bit) != 0)
     }
 
     fn insert(&mut self, code: u16) {
-        if code < 32 {
-            self.0 |= 1 << code;
+        if let Some(bit) = Self::bit(code) {
+            self.0 |= 1 << bit;
+        }
+    }
+
+    fn bit(code: u16) -> Option<u16> {
+        match code {
+            0..32 => Some(code),
+            OPTION_LOOP_MARKER => Some(32),
+            _ => None,
         }
     }
 }
@@ -120,6 +135,78 @@ fn first_opt(msg: &[u8]) -> Option<Option<RecordAt>> {
     Some(first)
 }
 
+/// Whether the OPT record of `msg` carries option `code` with exactly `data`.
+pub fn has_option(msg: &[u8], code: u16, data: &[u8]) -> bool {
+    let Some(Some(record)) = first_opt(msg) else {
+        return false;
+    };
+    let mut found = false;
+    let _ = for_each_option(msg, &record, |at, range| {
+        found |= at == code && msg.get(range.start + 4..range.end) == Some(data);
+    });
+    found
+}
+
+/// `msg` with option `code` = `data` added to its OPT record — or to a new OPT record
+/// (payload 512, no flags: the sender's limits stay as they were) when it has none; the flag
+/// says a record was added. `None` when the message does not walk or is signed (TSIG, SIG(0)):
+/// the caller sends it as it is.
+pub fn with_option(msg: &[u8], code: u16, data: &[u8]) -> Option<(Vec<u8>, bool)> {
+    let mut opt = None;
+    let mut signed = false;
+    let end = for_each_record(msg, |record| {
+        signed |= matches!(record.rtype, TYPE_TSIG | TYPE_SIG);
+        if record.section == Section::Additional && record.rtype == TYPE_OPT && opt.is_none() {
+            opt = Some(*record);
+        }
+    })?;
+    if signed || end != msg.len() {
+        return None;
+    }
+    let option_len = u16::try_from(data.len()).ok()?;
+    let mut out = Vec::with_capacity(msg.len() + 15 + data.len());
+    let added = match opt {
+        Some(record) => {
+            let rdata_len = u16::try_from(record.rdata_len + 4 + data.len()).ok()?;
+            out.extend_from_slice(&msg[..record.rdata_offset - 2]);
+            out.extend_from_slice(&rdata_len.to_be_bytes());
+            out.extend_from_slice(&msg[record.rdata_offset..record.end()]);
+            push_option(&mut out, code, option_len, data);
+            out.extend_from_slice(&msg[record.end()..]);
+            false
+        }
+        None => {
+            let arcount = count(msg, 3)?.checked_add(1)?;
+            out.extend_from_slice(msg);
+            out[10..12].copy_from_slice(&arcount.to_be_bytes());
+            // Root owner, type OPT, class = payload 512, TTL = rcode/version/flags 0.
+            out.extend_from_slice(&[0, 0, 41, 2, 0, 0, 0, 0, 0]);
+            out.extend_from_slice(&(option_len + 4).to_be_bytes());
+            push_option(&mut out, code, option_len, data);
+            true
+        }
+    };
+    Some((out, added))
+}
+
+fn push_option(out: &mut Vec<u8>, code: u16, len: u16, data: &[u8]) {
+    out.extend_from_slice(&code.to_be_bytes());
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(data);
+}
+
+/// `msg` without its OPT record (ARCOUNT lowered): a reply to a query whose OPT record was
+/// added on the way, for a client that sent none. `None` when it has none or does not walk.
+pub fn without_opt(msg: &[u8]) -> Option<Vec<u8>> {
+    let record = first_opt(msg)??;
+    let arcount = count(msg, 3)?.checked_sub(1)?;
+    let mut out = Vec::with_capacity(msg.len());
+    out.extend_from_slice(&msg[..record.start]);
+    out.extend_from_slice(&msg[record.end()..]);
+    out[10..12].copy_from_slice(&arcount.to_be_bytes());
+    Some(out)
+}
+
 /// A query that may be answered from the cache: its question bytes and OPT record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PlainQuery<'a> {
@@ -130,8 +217,9 @@ pub struct PlainQuery<'a> {
 
 /// The query as a [`PlainQuery`] when it is well-formed enough for the cache-hit path: a
 /// standard query (QR clear, opcode QUERY) with one question of plain labels, no answer or
-/// authority records, at most one additional record which is a version-0 OPT, and nothing
-/// after it. Anything else (`None`) takes the full path and gets its proper answer there.
+/// authority records, at most one additional record which is a version-0 OPT without a loop
+/// marker (a query that may have come back to meshdns is looked at whole), and nothing after
+/// it. Anything else (`None`) takes the full path and gets its proper answer there.
 pub fn plain_query(msg: &[u8]) -> Option<PlainQuery<'_>> {
     let header = msg.get(..HEADER_LEN)?;
     let standard_query = header[2] & 0xf8 == 0;
@@ -147,7 +235,7 @@ pub fn plain_query(msg: &[u8]) -> Option<PlainQuery<'_>> {
             let end = for_each_record(msg, |record| found = Some(*record))?;
             let record = found.filter(|r| r.rtype == TYPE_OPT && msg.get(r.start) == Some(&0))?;
             let info = OptInfo::of(&record, msg)?;
-            if info.version != 0 {
+            if info.version != 0 || info.options.contains(OPTION_LOOP_MARKER) {
                 return None;
             }
             opt = Some(info);

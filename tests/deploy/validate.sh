@@ -157,11 +157,16 @@ check "every cluster kustomization sets the same namespace" same_namespace
 # the example in another namespace, and a foreign workload with the sidecar component.
 declare -A RENDERED
 for c in "${CLUSTERS[@]}"; do
-    for part in "" /coredns /coredns-tls; do
+    for part in "" /coredns /coredns-tls /coredns-forward /coredns-forward-import; do
         name="clusters/$c$part"
         check "kustomize renders k8s/$name" render "k8s/$name" "$WORK/${name//\//-}.yaml" &&
             RENDERED[$name]=$WORK/${name//\//-}.yaml
     done
+    # The cluster-level resolver of this cluster (with the sidecar example it shares its
+    # ConfigMaps with), and the same with the optional HorizontalPodAutoscaler.
+    name="resolver/$c"
+    check "kustomize renders k8s/$name" render "k8s/$name" "$WORK/${name//\//-}.yaml" &&
+        RENDERED[$name]=$WORK/${name//\//-}.yaml
 done
 # The namespace must reach the DNS search list too: render a copy with another namespace.
 ns_copy() {
@@ -181,6 +186,17 @@ opt_in() {
 }
 check "kustomize renders k8s/clusters/a + components monitoring and tls" opt_in &&
     RENDERED[opt-in]=$WORK/opt-in.yaml
+# The cluster-level resolver with its optional HorizontalPodAutoscaler.
+resolver_hpa() {
+    cp -r k8s "$WORK/k8s-hpa"
+    sed -i 's#^  - ../../components/resolver$#&\n  - ../../components/resolver-hpa#' \
+        "$WORK/k8s-hpa/resolver/a/kustomization.yaml"
+    grep -q 'components/resolver-hpa' "$WORK/k8s-hpa/resolver/a/kustomization.yaml" &&
+        render "$WORK/k8s-hpa/resolver/a" "$WORK/resolver-hpa.yaml" &&
+        grep -q '^kind: HorizontalPodAutoscaler' "$WORK/resolver-hpa.yaml"
+}
+check "kustomize renders k8s/resolver/a + component resolver-hpa" resolver_hpa &&
+    RENDERED[resolver-hpa]=$WORK/resolver-hpa.yaml
 check "kustomize renders the sidecar component onto a foreign StatefulSet (tests/deploy/foreign)" \
     render tests/deploy/foreign "$WORK/foreign.yaml" && RENDERED[foreign]=$WORK/foreign.yaml
 
@@ -225,6 +241,17 @@ for name in $(printf '%s\n' "${!RENDERED[@]}" | sort); do
     d="$WORK/schema-${name//\//-}"
     check "kubernetes-validate --strict $K8S_VERSION rendered $name" schema_check "$d" "${RENDERED[$name]}"
     indent <"$d.skipped"
+done
+# The cluster-level resolver's pod spec, Service, PDB and NetworkPolicy, per cluster.
+for c in "${CLUSTERS[@]}"; do
+    absorb "resolver $c" "$PY" "$HERE/check_resolver.py" "${RENDERED[resolver/$c]:-/dev/null}"
+done
+# The CoreDNS blocks of the cluster-level mode name exactly meshdns's zones and forward them
+# to the Service meshdns of the same cluster; every block well-formed.
+for c in "${CLUSTERS[@]}"; do
+    absorb "coredns-forward $c" "$PY" "$HERE/check_coredns.py" k8s/base/clusters.env "$c" \
+        "${RENDERED[resolver/$c]:-/dev/null}" "${RENDERED[clusters/$c/coredns-forward]:-/dev/null}" \
+        "${RENDERED[clusters/$c/coredns-forward-import]:-/dev/null}"
 done
 nodeport_contract() {
     "$PY" - "${RENDERED[clusters/a/coredns]}" "${RENDERED[clusters/a/coredns-tls]}" <<'PYEOF'

@@ -73,6 +73,8 @@ install_prereqs() {
 	command -v timeout >/dev/null || pkgs+=(coreutils)
 	command -v stunnel4 >/dev/null || pkgs+=(stunnel4)
 	command -v openssl >/dev/null || pkgs+=(openssl)
+	command -v dnsdist >/dev/null || pkgs+=(dnsdist)
+	command -v javac >/dev/null || pkgs+=(openjdk-17-jdk-headless)
 	/usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || pkgs+=(python3-venv)
 	if ((${#pkgs[@]})); then
 		note "installing ${pkgs[*]}"
@@ -877,6 +879,141 @@ m_metrics() {
 	! grep -q 'mongo' <<<"$HTTP_BODY" || fail_with "a query name leaks into metric labels"
 }
 
+# --- the cluster-level mode: meshdns behind the cluster DNS, for pods without a sidecar --------
+# 127.44.0.0/16 plays the cluster's pod network. The stand-in cluster DNS is dnsdist: like
+# CoreDNS's `forward`, it relays a client's message as it is (EDNS options included) to the
+# servers of its zone — meshdns's zones (and cluster.z, a zone meshdns does not have: the loop
+# case) to the meshdns "Service" (two replicas, health-checked every second), everything else to
+# the NSD kube-dns. unbound and Knot Resolver build queries of their own, and unbound joins a
+# returning query to the one it waits for (docs/design.md, "No loops"): there a loop would end
+# at meshdns's deadline instead of coming back.
+CL_DNS=127.44.0.10
+CL_R1=127.44.1.1
+CL_R2=127.44.1.2
+CL_ZONES="cluster.a cluster.b cluster.c distributed.local cluster.z"
+CL_CHECK="checkName='kube-dns.kube-system.svc.cluster.local.', checkInterval=1, maxCheckFailures=1, checkTimeout=500"
+start_cluster_dns() {
+	local d=$WORK/dnsdist z r
+	mkdir -p "$d"
+	{
+		echo "setSecurityPollSuffix('')"
+		echo "setLocal('$CL_DNS:53')"
+		echo "setACL({'127.0.0.0/8'})"
+		echo "newServer({address='127.0.1.1:53', source='$CL_DNS', $CL_CHECK})"
+		for r in $CL_R1 $CL_R2; do
+			echo "newServer({address='$r:53', pool='meshdns', source='$CL_DNS', $CL_CHECK})"
+		done
+		echo "zones = newSuffixMatchNode()"
+		for z in $CL_ZONES; do echo "zones:add(newDNSName('$z'))"; done
+		echo "addAction(SuffixMatchNodeRule(zones), PoolAction('meshdns'))"
+	} >"$d/dnsdist.conf"
+	if listening $CL_DNS 53 u; then
+		REASON="$CL_DNS:53 is already taken"
+		return 1
+	fi
+	dnsdist --supervised --disable-syslog -C "$d/dnsdist.conf" >"$d/dnsdist.log" 2>&1 &
+	PIDS+=($!)
+	MD_PID[$CL_DNS]=$! # pod_run asks that a pod's nameserver runs
+	wait_listen $! $CL_DNS 53 10 || {
+		REASON="dnsdist: $(tail -3 "$d/dnsdist.log" | tr '\n' ' ')"
+		return 1
+	}
+}
+start_replica() { # NAME ADDR: a meshdns "pod" serving the cluster's pod network
+	start_meshdns "$1" "$2" "a=127.0.1.1:53; b=127.0.2.1:53; c=127.0.3.1:53" \
+		MESHDNS_UPSTREAMS=$CL_DNS:53 MESHDNS_ALLOW_FROM=127.44.0.0/16 MESHDNS_THREADS=2
+}
+# Both replicas answer the cluster DNS's health checks (dnsdist starts a backend "down" and marks
+# it up after a check passes, as a Service takes a pod once it is ready), then the cluster DNS
+# answers through them.
+cl_backends_answer() {
+	local r n
+	for r in $CL_R1 $CL_R2; do
+		n=50
+		until grep -q "Marking downstream $r:53 as 'up'" "$WORK/dnsdist/dnsdist.log"; do
+			((n-- > 0)) || fail_with "the cluster DNS never marked $r up: $(tail -2 "$WORK/dnsdist/dnsdist.log" | tr '\n' ' ')" || return 1
+			sleep 0.1
+		done
+	done
+	for r in $CL_R1 $CL_R2; do
+		dq $r kube-dns.kube-system.svc.cluster.local A -b 127.44.0.10
+		want_rcode NOERROR || return 1
+	done
+	dq $CL_DNS mongo-1.mongo.db.cluster.b A
+	want_rcode NOERROR
+}
+cl_dig() { # NAME EXPECTED_IPV4S: asked of the cluster DNS, answered through meshdns
+	dq $CL_DNS "$1" A
+	want_rcode NOERROR || return 1
+	want_set "A of $1" "$2" "$(rr ANSWER A | awk '{print $2}')"
+}
+c_java() { # RESOLV NAME EXPECTED: java.net.InetAddress.getAllByName (the JDK's resolver path)
+	pod_run "$1" java -cp "$WORK/java" Lookup "$2"
+	want_addrs "InetAddress.getAllByName $2" "$3"
+}
+build_java() {
+	mkdir -p "$WORK/java"
+	cat >"$WORK/java/Lookup.java" <<'JAVA'
+import java.net.InetAddress;
+
+public class Lookup {
+    public static void main(String[] args) throws Exception {
+        for (InetAddress address : InetAddress.getAllByName(args[0])) {
+            System.out.println(address.getHostAddress());
+        }
+    }
+}
+JAVA
+	javac -d "$WORK/java" "$WORK/java/Lookup.java" >"$WORK/java/javac.log" 2>&1 ||
+		fail_with "javac: $(tail -3 "$WORK/java/javac.log" | tr '\n' ' ')"
+}
+loops_total() { # the sum of meshdns_loops_total over the replicas that answer
+	local r sum=0 v
+	for r in $CL_R1 $CL_R2; do
+		http_get /metrics "$r"
+		[[ $HTTP_CODE == 200 ]] || continue
+		v=$(sed -n 's/^meshdns_loops_total \([0-9]*\).*/\1/p' <<<"$HTTP_BODY")
+		sum=$((sum + ${v:-0}))
+	done
+	echo "$sum"
+}
+cl_loop() { # a zone the cluster DNS forwards to meshdns that meshdns does not have
+	local before
+	before=$(loops_total)
+	dq $CL_DNS mongo-0.mongo.db.cluster.z A
+	want_rcode SERVFAIL || return 1
+	grep -q 'EDE: 0 (Other).*forwarding loop' <<<"$OUT" ||
+		fail_with "no EDE saying loop: $(grep -m1 EDE <<<"$OUT")" || return 1
+	((ELAPSED_MS < 1000)) || fail_with "SERVFAIL after ${ELAPSED_MS}ms, not within one round trip" || return 1
+	(($(loops_total) > before)) || fail_with "meshdns_loops_total did not move from $before"
+}
+cl_refused() { # a client outside MESHDNS_ALLOW_FROM (the pod network): REFUSED; inside: answered
+	dq $CL_R1 mongo-1.mongo.db.cluster.b A -b 127.0.0.5
+	want_rcode REFUSED || return 1
+	dq $CL_R1 mongo-1.mongo.db.cluster.b A -b 127.44.9.9
+	want_rcode NOERROR
+}
+cl_replica_killed() { # one replica killed: the other answers every query (after a health check)
+	local n=50 i name downs
+	# dnsdist also marks a backend down before its first check passes: count the marks after.
+	downs=$(grep -c "Marking downstream $CL_R1:53 as 'down'" "$WORK/dnsdist/dnsdist.log")
+	kill -KILL "${MD_PID[$CL_R1]}" 2>/dev/null
+	wait "${MD_PID[$CL_R1]}" 2>/dev/null
+	unset "MD_STARTED[$CL_R1]"
+	until (($(grep -c "Marking downstream $CL_R1:53 as 'down'" "$WORK/dnsdist/dnsdist.log") > downs)); do
+		((n-- > 0)) || fail_with "the cluster DNS never marked the killed replica down" || return 1
+		sleep 0.1
+	done
+	for i in 0 1 2 3 4 5 6 7 8 9; do
+		name=mongo-$((i % 3)).mongo.db.cluster.$( ((i % 2)) && echo c || echo b)
+		dq $CL_DNS "$name" A
+		want_rcode NOERROR || return 1
+		[[ -n $(rr ANSWER A) ]] || fail_with "no address for $name" || return 1
+	done
+	dq $CL_DNS "b-mongo-2.$DZ" A
+	want_set "A" "b-mongo-2.$DZ. $(mongo_ip 2 2)" "$(rr ANSWER A | awk '{print $1, $2}')"
+}
+
 # --- faults: extra meshdns instances with a faulty cluster each ------------------------------
 F_STOP=127.0.10.2
 F_DELAY=127.0.10.3
@@ -1601,6 +1738,24 @@ if [[ $MODE == full ]] && ((setup_ok)); then
 	case_ "reverse: an address of the local cluster goes to kube-dns, r not asked" r_local_passthrough
 	case_ "namespace: cockroachdb-0.cockroachdb.crdb-eu.svc.cluster.local -> cluster r verbatim" r_namespace
 	case_ "reverse: cluster r stopped -> SERVFAIL, not NXDOMAIN" r_down
+	# The cluster-level mode: pods without meshdns resolve meshdns's zones through the cluster DNS.
+	case_ "cluster-level: meshdns replica 1 on the pod network ($CL_R1) starts" start_replica replica1 $CL_R1
+	case_ "cluster-level: meshdns replica 2 on the pod network ($CL_R2) starts" start_replica replica2 $CL_R2
+	case_ "cluster-level: the cluster DNS stand-in (dnsdist, relays like CoreDNS forward) starts" start_cluster_dns
+	case_ "cluster-level: both replicas answer the cluster DNS, which answers through them" cl_backends_answer
+	make_pod_files cluster $CL_DNS
+	case_ "cluster-level: dig @cluster-dns mongo-1.mongo.db.cluster.b -> cluster b's pod" cl_dig mongo-1.mongo.db.cluster.b "$(mongo_ip 2 1)"
+	case_ "cluster-level: dig @cluster-dns b-mongo-2.$DZ -> cluster b's pod" cl_dig "b-mongo-2.$DZ" "$(mongo_ip 2 2)"
+	case_ "cluster-level: getent ahosts mongo-0.mongo.db.cluster.b, pod without meshdns" c_getent cluster mongo-0.mongo.db.cluster.b "$(mongo_ip 2 0)"
+	case_ "cluster-level: getent ahosts c-mongo-1.$DZ, pod without meshdns" c_getent cluster "c-mongo-1.$DZ" "$(mongo_ip 3 1)"
+	case_ "cluster-level: pymongo mongodb+srv://$DZ, pod without meshdns: 9 hosts, TXT options" c_pymongo cluster $DZ "$(seq_names "a- b- c-" $DZ)"
+	case_ "cluster-level: javac builds the InetAddress client" build_java
+	case_ "cluster-level: Java InetAddress mongo-2.mongo.db.cluster.b, pod without meshdns" c_java cluster mongo-2.mongo.db.cluster.b "$(mongo_ip 2 2)"
+	case_ "cluster-level: Java InetAddress $DZ = the union of 9" c_java cluster "$DZ" \
+		"$(for c in 1 2 3; do for n in 0 1 2; do mongo_ip $c $n; done; done)"
+	case_ "cluster-level: cluster.z forwarded to meshdns but not meshdns's -> SERVFAIL+EDE at once, loops_total" cl_loop
+	case_ "cluster-level: a client outside MESHDNS_ALLOW_FROM -> REFUSED, inside -> answered" cl_refused
+	case_ "cluster-level: replica 1 killed -> the other answers every query" cl_replica_killed
 
 	# Faults, each on a fresh meshdns instance (cold cache) with one faulty cluster.
 	kill -TERM "${NSD_PID[d]}" 2>/dev/null

@@ -1,0 +1,343 @@
+//! No loops (docs/design.md, "Cluster-level mode"): a query meshdns sent upstream that comes
+//! back to it — through a forwarder that relays it (CoreDNS's `forward`), or because an
+//! endpoint is meshdns itself — is answered SERVFAIL with an Extended DNS Error within one
+//! round trip and counted in `meshdns_loops_total`; never answered from another cluster's
+//! records. Endpoints equal to a listen address are refused; a host name that resolves to one
+//! is never asked. Two clients asking the same name at once are never taken for a loop.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::RecordType;
+use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
+use support::{Answer, Behaviour, FakeDns, Meshdns, eventually, query, rr, udp, with_edns};
+use tokio::net::UdpSocket;
+use tokio::task::JoinSet;
+
+/// cluster a's pod as kube-dns knows it: what a loop must never hand out as cluster b's.
+const MEMBER: &str = "mongo-0.mongo.db.svc.cluster.local.";
+const LOCAL_POD: [u8; 4] = [10, 1, 0, 10];
+
+/// A forwarder that relays every datagram as it is to a target set after it started (CoreDNS's
+/// `forward`: the client's message, options included), and the reply back.
+struct Relay {
+    addr: SocketAddr,
+    target: Arc<OnceLock<SocketAddr>>,
+    _task: tokio::task::JoinHandle<()>,
+}
+
+impl Relay {
+    async fn start() -> Relay {
+        let socket = Arc::new(UdpSocket::bind("127.0.0.1:0").await.unwrap());
+        let addr = socket.local_addr().unwrap();
+        let target: Arc<OnceLock<SocketAddr>> = Arc::default();
+        let to = Arc::clone(&target);
+        let task = tokio::spawn(async move {
+            let mut relayed = JoinSet::new();
+            let mut buf = vec![0u8; 65_535];
+            loop {
+                let Ok((len, from)) = socket.recv_from(&mut buf).await else {
+                    return;
+                };
+                let (Some(target), datagram) = (to.get().copied(), buf[..len].to_vec()) else {
+                    continue;
+                };
+                let socket = Arc::clone(&socket);
+                relayed.spawn(async move {
+                    let out = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+                    out.connect(target).await.unwrap();
+                    out.send(&datagram).await.unwrap();
+                    let mut reply = vec![0u8; 65_535];
+                    if let Ok(Ok(len)) =
+                        tokio::time::timeout(Duration::from_secs(5), out.recv(&mut reply)).await
+                    {
+                        let _ = socket.send_to(&reply[..len], from).await;
+                    }
+                });
+            }
+        });
+        Relay {
+            addr,
+            target,
+            _task: task,
+        }
+    }
+
+    fn relay_to(&self, target: SocketAddr) {
+        self.target.set(target).unwrap();
+    }
+}
+
+/// kube-dns knowing cluster a's [`MEMBER`], and `endpoint_name` (a peer's DNS given by host
+/// name) at 127.0.0.1.
+async fn kube_dns(endpoint_name: Option<&str>) -> FakeDns {
+    let mut builder = FakeDns::builder().answer(
+        MEMBER,
+        RecordType::A,
+        Answer::records([rr::a(MEMBER, LOCAL_POD)]),
+    );
+    if let Some(name) = endpoint_name {
+        builder = builder.answer(
+            name,
+            RecordType::A,
+            Answer::records([rr::a(name, [127, 0, 0, 1])]),
+        );
+    }
+    builder.start().await
+}
+
+/// meshdns of cluster a before `kube`, cluster b at `endpoint`, and `peer` relaying to it.
+async fn meshdns_with_b(kube: &FakeDns, endpoint: &str, peer: &Relay) -> Meshdns {
+    let clusters = format!("b={endpoint}");
+    let meshdns = Meshdns::before(
+        kube,
+        &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", &clusters),
+        ],
+    )
+    .await;
+    peer.relay_to(meshdns.addr);
+    meshdns
+}
+
+async fn loops_total(meshdns: &Meshdns) -> f64 {
+    meshdns.metric("meshdns_loops_total", &[]).await
+}
+
+/// The text of the reply's Extended DNS Error, if it carries one.
+fn extended_error_text(reply: &support::Reply) -> Option<String> {
+    match reply.msg.edns.as_ref()?.option(EdnsCode::Unknown(15))? {
+        EdnsOption::Unknown(15, data) => Some(String::from_utf8_lossy(data.get(2..)?).into()),
+        _ => None,
+    }
+}
+
+/// The client got SERVFAIL saying "loop", fast, and no address at all.
+fn assert_loop_answered(reply: &support::Reply, took: Duration) {
+    assert_eq!(reply.msg.response_code, ResponseCode::ServFail);
+    assert!(reply.msg.answers.is_empty(), "{:?}", reply.answer_lines());
+    let text = extended_error_text(reply).expect("an Extended DNS Error");
+    assert!(text.contains("loop"), "{text}");
+    assert!(
+        took < Duration::from_millis(500),
+        "answered in {took:?}: one round trip, not a deadline"
+    );
+}
+
+#[tokio::test]
+async fn a_zone_forwarded_back_by_kube_dns_is_servfail_with_ede_at_once_and_counted() {
+    // kube-dns forwards cluster.c (a cluster meshdns does not have) to meshdns, relaying the
+    // message as CoreDNS's forward does; meshdns passes cluster.c to kube-dns.
+    let kube = Relay::start().await;
+    let kube_addr = kube.addr.to_string();
+    let meshdns = Meshdns::start(&[
+        ("MESHDNS_UPSTREAMS", &kube_addr),
+        ("MESHDNS_LOCAL_CLUSTER", "a"),
+    ])
+    .await;
+    kube.relay_to(meshdns.addr);
+    for edns in [true, false] {
+        let asked = query("mongo-0.mongo.db.cluster.c.", RecordType::A);
+        let asked = if edns { with_edns(asked, 1232) } else { asked };
+        let started = Instant::now();
+        let reply = udp(meshdns.addr, &asked).await;
+        if edns {
+            assert_loop_answered(&reply, started.elapsed());
+        } else {
+            assert_eq!(reply.msg.response_code, ResponseCode::ServFail);
+            assert!(reply.msg.edns.is_none(), "no OPT to a client without EDNS");
+            assert!(started.elapsed() < Duration::from_millis(500));
+        }
+    }
+    assert_eq!(loops_total(&meshdns).await, 2.0);
+}
+
+#[tokio::test]
+async fn an_endpoint_that_relays_back_to_meshdns_never_gives_the_local_pod() {
+    // Cluster b's endpoint leads back to this meshdns (by IP): without the marker, cluster b's
+    // member would be answered with cluster a's pod from kube-dns.
+    let kube = kube_dns(None).await;
+    let peer = Relay::start().await;
+    let meshdns = meshdns_with_b(&kube, &peer.addr.to_string(), &peer).await;
+    let started = Instant::now();
+    let reply = udp(
+        meshdns.addr,
+        &with_edns(query("mongo-0.mongo.db.cluster.b.", RecordType::A), 1232),
+    )
+    .await;
+    assert_eq!(reply.msg.response_code, ResponseCode::ServFail);
+    assert!(reply.msg.answers.is_empty(), "{:?}", reply.answer_lines());
+    assert!(started.elapsed() < Duration::from_millis(500));
+    assert_eq!(loops_total(&meshdns).await, 1.0);
+    assert!(
+        kube.names().is_empty(),
+        "kube-dns was asked {:?}: the looped query went on",
+        kube.names()
+    );
+}
+
+#[tokio::test]
+async fn an_endpoint_name_that_leads_back_to_meshdns_is_a_counted_loop() {
+    // b=peer.mesh.test resolves (through kube-dns) to a forwarder that relays to meshdns.
+    let peer = Relay::start().await;
+    let kube = kube_dns(Some("peer.mesh.test.")).await;
+    let meshdns = meshdns_with_b(
+        &kube,
+        &format!("peer.mesh.test:{}", peer.addr.port()),
+        &peer,
+    )
+    .await;
+    // The name is resolved in the background: until then cluster b has no endpoint.
+    let member_of_b = query("mongo-0.mongo.db.cluster.b.", RecordType::A);
+    let mut reply = udp(meshdns.addr, &member_of_b).await;
+    for _ in 0..50 {
+        if loops_total(&meshdns).await > 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        reply = udp(meshdns.addr, &member_of_b).await;
+    }
+    assert_eq!(loops_total(&meshdns).await, 1.0);
+    assert_eq!(reply.msg.response_code, ResponseCode::ServFail);
+    assert!(reply.msg.answers.is_empty(), "{:?}", reply.answer_lines());
+    assert!(
+        !kube.names().iter().any(|n| n.eq_ignore_ascii_case(MEMBER)),
+        "the looped query reached kube-dns: {:?}",
+        kube.names()
+    );
+}
+
+#[tokio::test]
+async fn an_endpoint_name_that_resolves_to_meshdns_own_address_is_never_asked() {
+    // meshdns listens on 127.0.0.1:PORT; b=self.mesh.test:PORT resolves to exactly that.
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let kube = kube_dns(Some("self.mesh.test.")).await;
+    let kube_addr = kube.addr.to_string();
+    let clusters = format!("b=self.mesh.test:{port}");
+    let listen = format!("127.0.0.1:{port}");
+    let meshdns = Meshdns::start_on(
+        &listen,
+        &[
+            ("MESHDNS_LISTEN", &listen),
+            ("MESHDNS_UPSTREAMS", &kube_addr),
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", &clusters),
+        ],
+    )
+    .await;
+    assert!(
+        eventually(50, || async {
+            kube.names().iter().any(|n| n == "self.mesh.test.")
+        })
+        .await,
+        "the endpoint name was resolved"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let reply = udp(
+        meshdns.addr,
+        &query("mongo-0.mongo.db.cluster.b.", RecordType::A),
+    )
+    .await;
+    assert_eq!(reply.msg.response_code, ResponseCode::ServFail);
+    assert!(reply.msg.answers.is_empty(), "{:?}", reply.answer_lines());
+    assert_eq!(loops_total(&meshdns).await, 0.0, "never asked, so no loop");
+    assert!(
+        !kube.names().iter().any(|n| n.eq_ignore_ascii_case(MEMBER)),
+        "meshdns asked itself: {:?}",
+        kube.names()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_asking_the_same_name_at_once_are_never_a_loop() {
+    const NAME: &str = "www.example.com.";
+    let answer = Answer::records([rr::a(NAME, [192, 0, 2, 1])]);
+    let kube = FakeDns::builder()
+        .on(
+            NAME,
+            RecordType::A,
+            Behaviour::Delay(Duration::from_millis(100), answer),
+        )
+        .start()
+        .await;
+    // With the cache (in-flight sharing) and without: 30 identical queries at once, as they
+    // come when a forwarder in front relays many clients' lookups.
+    for cache_size in ["0", "1000"] {
+        let meshdns = Meshdns::before(&kube, &[("MESHDNS_CACHE_SIZE", cache_size)]).await;
+        let mut clients = JoinSet::new();
+        for _ in 0..30 {
+            let addr = meshdns.addr;
+            clients.spawn(
+                async move { udp(addr, &with_edns(query(NAME, RecordType::A), 1232)).await },
+            );
+        }
+        while let Some(reply) = clients.join_next().await {
+            let reply = reply.unwrap();
+            assert_eq!(reply.msg.response_code, ResponseCode::NoError);
+            assert_eq!(reply.answer_lines().len(), 1);
+        }
+        assert_eq!(loops_total(&meshdns).await, 0.0, "cache size {cache_size}");
+    }
+}
+
+#[test]
+fn an_endpoint_equal_to_a_listen_address_is_refused_naming_the_variable_and_token() {
+    use meshdns::config::Config;
+    let config = |vars: &[(&str, &str)]| {
+        let mut all = vec![("MESHDNS_UPSTREAMS", "10.96.0.10")];
+        all.extend_from_slice(vars);
+        Config::from_vars(all.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+    };
+    let refused = [
+        (
+            vec![("MESHDNS_CLUSTERS", "b=127.0.0.1:53")],
+            "MESHDNS_CLUSTERS",
+            "b=127.0.0.1:53",
+        ),
+        (
+            vec![
+                ("MESHDNS_LISTEN", "0.0.0.0:53"),
+                ("MESHDNS_CLUSTERS", "b=10.9.0.1; c=127.0.0.1"),
+            ],
+            "MESHDNS_CLUSTERS",
+            "c=127.0.0.1:53",
+        ),
+        (
+            vec![
+                ("MESHDNS_LISTEN", "[::]:5353"),
+                ("MESHDNS_UPSTREAMS", "[::1]:5353"),
+            ],
+            "MESHDNS_UPSTREAMS",
+            "[::1]:5353",
+        ),
+    ];
+    for (vars, variable, token) in refused {
+        let error = config(&vars).expect_err(&format!("{vars:?} is refused"));
+        assert_eq!(error.variable, variable, "{error}");
+        assert_eq!(error.token, token, "{error}");
+        assert!(error.reason.contains("own address"), "{error}");
+    }
+    for vars in [
+        vec![("MESHDNS_CLUSTERS", "b=127.0.0.1:30053")],
+        vec![
+            ("MESHDNS_LISTEN", "0.0.0.0:53"),
+            ("MESHDNS_CLUSTERS", "b=10.9.0.1"),
+        ],
+        // The local cluster's entry is never asked by this pod.
+        vec![
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", "a=127.0.0.1; b=10.9.0.1"),
+        ],
+    ] {
+        assert!(config(&vars).is_ok(), "{vars:?}: {:?}", config(&vars).err());
+    }
+}
