@@ -10,7 +10,7 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hickory_proto::op::{Edns, Message, OpCode, Query, ResponseCode};
 use hickory_proto::rr::rdata::opt::EdnsOption;
