@@ -504,6 +504,15 @@ impl Cache {
         self.count_entries(&store);
     }
 
+    /// Drops the entry of `key`: what it holds is known to be wrong now, and must not be
+    /// served even stale (a prefixed name whose cluster, answering, says it does not exist).
+    pub fn forget(&self, key: &CacheKey) {
+        let mut store = self.lock();
+        if store.remove(key) {
+            self.count_entries(&store);
+        }
+    }
+
     /// Drops every entry whose key `keep` rejects (a reload drops the entries of the routes
     /// it changed).
     pub fn retain(&self, keep: impl Fn(&CacheKey) -> bool) {
