@@ -241,7 +241,10 @@ mod tests {
         // `b-web.db.svc` is the target meshdns writes for ClusterIP service `web` of cluster b;
         // a service really named `b-web` is found by the fallback.
         for (asked, stripped) in [
-            ("b-web.db.svc.distributed.local.", "web.db.svc.cluster.local."),
+            (
+                "b-web.db.svc.distributed.local.",
+                "web.db.svc.cluster.local.",
+            ),
             ("b-x.distributed.local.", "x.cluster.local."),
             (
                 "b-0.a.b.c.mongo.db.svc.distributed.local.",
@@ -271,7 +274,11 @@ mod tests {
             RecordType::A,
             &clusters(),
         ));
-        assert_eq!(legs.len(), 3, "gathered: nothing is left once the prefix is removed");
+        assert_eq!(
+            legs.len(),
+            3,
+            "gathered: nothing is left once the prefix is removed"
+        );
     }
 
     #[test]
