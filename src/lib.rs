@@ -31,6 +31,7 @@ pub mod reply;
 pub mod request;
 pub mod rewrite;
 pub mod route;
+pub mod search;
 pub mod server;
 pub mod snapshot;
 pub mod upstream;
@@ -112,6 +113,9 @@ pub async fn run(
         ));
     }
     readiness.set(true);
+    if let Err(why) = &config.search {
+        tracing::warn!("search-list expansions of meshdns's names go to kube-dns: {why}");
+    }
     tracing::info!(
         listen = ?bound,
         admin = %admin_addr.map_or("disabled".to_string(), |a| a.to_string()),

@@ -222,5 +222,8 @@ async fn resolve(
                 .answer(snapshot.gatherer.clusterset(), &request, deadline)
                 .await
         }
+        Route::Search(domain) => {
+            (snapshot.router.search()).answer(&request, domain, snapshot.negative_ttl)
+        }
     }
 }

@@ -5,9 +5,9 @@
 //! query (for its metric label) without parsing the message.
 
 use hickory_proto::rr::Name;
-use hickory_proto::serialize::binary::BinEncodable;
 
 use crate::config::Config;
+use crate::search::SearchList;
 use crate::wire;
 
 /// Where a query goes. Indexes point into `Config::clusters` / `Config::distributed_zones`.
@@ -21,6 +21,9 @@ pub enum Route {
     Distributed(usize),
     /// Under the clusterset zone (Kubernetes MCS naming).
     Clusterset,
+    /// A search-list expansion of a meshdns name (`….cluster.b.svc.cluster.local`), which
+    /// cannot exist: NXDOMAIN with the SOA of cluster domain `i` of the [`SearchList`].
+    Search(usize),
 }
 
 impl Route {
@@ -31,6 +34,7 @@ impl Route {
             Route::Cluster(_) => RouteKind::Cluster,
             Route::Distributed(_) => RouteKind::Distributed,
             Route::Clusterset => RouteKind::Clusterset,
+            Route::Search(_) => RouteKind::Search,
         }
     }
 }
@@ -42,14 +46,16 @@ pub enum RouteKind {
     Cluster,
     Distributed,
     Clusterset,
+    Search,
 }
 
 impl RouteKind {
-    pub const ALL: [RouteKind; 4] = [
+    pub const ALL: [RouteKind; 5] = [
         RouteKind::Passthrough,
         RouteKind::Cluster,
         RouteKind::Distributed,
         RouteKind::Clusterset,
+        RouteKind::Search,
     ];
 
     pub fn label(self) -> &'static str {
@@ -58,19 +64,22 @@ impl RouteKind {
             RouteKind::Cluster => "cluster",
             RouteKind::Distributed => "distributed",
             RouteKind::Clusterset => "clusterset",
+            RouteKind::Search => "search",
         }
     }
 }
 
-/// The zone table: each zone's lowercase wire form and its route.
+/// The zone table: each zone's lowercase wire form and its route; and the search-list
+/// expansions of those zones.
 #[derive(Debug, Clone)]
 pub struct Router {
     zones: Vec<(Vec<u8>, Route)>,
+    search: SearchList,
 }
 
 impl Router {
     pub fn new(config: &Config) -> Self {
-        let zones = config
+        let named = config
             .clusters
             .iter()
             .enumerate()
@@ -87,32 +96,44 @@ impl Router {
                     .clusterset_zone
                     .iter()
                     .map(|z| (z, Route::Clusterset)),
-            )
-            .map(|(zone, route)| (wire_name(zone), route))
-            .collect();
-        Self { zones }
+            );
+        let named: Vec<(&Name, Route)> = named.collect();
+        Self {
+            zones: (named.iter())
+                .map(|(zone, route)| (wire::lowercase_name(zone.iter()), *route))
+                .collect(),
+            search: SearchList::new(config, named.iter().map(|(zone, _)| *zone)),
+        }
     }
 
     /// The route of a question name in wire form (uncompressed labels ending in the root).
-    /// Label starts are tried left to right, so the first zone found is the longest match.
+    /// Label starts are tried left to right, so the first zone found is the longest match; a
+    /// name under no zone may still be a search-list expansion of one.
     pub fn route(&self, name: &[u8]) -> Route {
+        let mut expansion = None;
         wire::find_suffix(name, |suffix| {
-            self.zones
-                .iter()
+            let zone = (self.zones.iter())
                 .find(|(zone, _)| zone.eq_ignore_ascii_case(suffix))
-                .map(|(_, route)| *route)
+                .map(|(_, route)| *route);
+            if zone.is_none() && expansion.is_none() {
+                expansion = self.search.expansion(name, name.len() - suffix.len());
+            }
+            zone
         })
+        .or(expansion.map(Route::Search))
         .unwrap_or(Route::Passthrough)
     }
-}
 
-/// A name's lowercase wire form (configuration names are valid, so encoding cannot fail).
-fn wire_name(name: &Name) -> Vec<u8> {
-    name.to_lowercase().to_bytes().unwrap_or_default()
+    /// The search-list expansions this router answers ([`Route::Search`]).
+    pub fn search(&self) -> &SearchList {
+        &self.search
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use hickory_proto::serialize::binary::BinEncodable;
+
     use super::*;
     use crate::config::tests::config_from;
 

@@ -156,7 +156,8 @@ impl Snapshot {
                 .clusters
                 .get(index)
                 .is_some_and(|c| c.upstream.is_failing()),
-            Route::Distributed(_) | Route::Clusterset => false,
+            // Search-list expansions are answered without asking anyone.
+            Route::Distributed(_) | Route::Clusterset | Route::Search(_) => false,
         }
     }
 }
