@@ -2,7 +2,8 @@
 //!
 //! A query walks one way through the modules:
 //! [`server`] (sockets, framing, limits) → [`request`] (parse, FORMERR/NOTIMP) →
-//! [`query`] (routing, over one [`snapshot`] of the configuration) → [`route`] (which zone) →
+//! [`query`] (routing, over one [`snapshot`] of the configuration) → [`route`] (which zone, or a
+//! [`search`]-list expansion answered at once) →
 //! the route's resolver: [`passthrough`] (kube-dns), [`rewrite`] (a cluster's zone: names
 //! there and back), [`gather`] (every cluster, merged) → [`upstream`] (endpoints, one
 //! exchange, health) → [`reply`] (errors, fitting to size).

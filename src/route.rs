@@ -183,6 +183,40 @@ mod tests {
     }
 
     #[test]
+    fn search_expansions_of_zone_names_route_to_search_and_zones_keep_theirs() {
+        let path = crate::config::tests::resolv_conf_file(
+            "search db.svc.cluster.local svc.cluster.local cluster.local example.com\n",
+        );
+        let config = config_from(&[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1"),
+            ("MESHDNS_RESOLV_CONF", &path),
+        ])
+        .unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let router = Router::new(&config);
+        let route = |name: &str| router.route(&Name::from_ascii(name).unwrap().to_bytes().unwrap());
+        assert_eq!(
+            route("mongo-4.mongo.db.cluster.b.db.svc.cluster.local."),
+            Route::Search(0)
+        );
+        assert_eq!(
+            route("a-mongo-0.mongo.db.svc.distributed.local.cluster.local."),
+            Route::Search(0)
+        );
+        assert_eq!(route("mongo-4.mongo.db.cluster.b."), Route::Cluster(1));
+        assert_eq!(
+            route("mongo-4.mongo.db.cluster.b.example.com."),
+            Route::Passthrough
+        );
+        assert_eq!(
+            route("mongo-0.mongo.db.svc.cluster.local."),
+            Route::Passthrough
+        );
+        assert_eq!(RouteKind::Search.label(), "search");
+    }
+
+    #[test]
     fn a_label_that_contains_the_zone_bytes_does_not_match() {
         // The label "\x07cluster\x01b" inside another label must not be taken for the zone.
         let mut tricky = vec![11u8];
