@@ -184,17 +184,7 @@ mod tests {
 
     #[test]
     fn search_expansions_of_zone_names_route_to_search_and_zones_keep_theirs() {
-        let path = crate::config::tests::resolv_conf_file(
-            "search db.svc.cluster.local svc.cluster.local cluster.local example.com\n",
-        );
-        let config = config_from(&[
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1"),
-            ("MESHDNS_RESOLV_CONF", &path),
-        ])
-        .unwrap();
-        std::fs::remove_file(&path).unwrap();
-        let router = Router::new(&config);
+        let router = Router::new(&crate::search::tests::pod_config());
         let route = |name: &str| router.route(&Name::from_ascii(name).unwrap().to_bytes().unwrap());
         assert_eq!(
             route("mongo-4.mongo.db.cluster.b.db.svc.cluster.local."),

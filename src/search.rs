@@ -154,7 +154,7 @@ fn kubernetes_could_hold(relative: &[&[u8]]) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use hickory_proto::serialize::binary::BinEncodable;
 
     use super::*;
@@ -164,9 +164,9 @@ mod tests {
         Name::from_ascii(text).unwrap()
     }
 
-    /// A pod in namespace `db` of cluster a, with the usual search list and one suffix that is
-    /// not under a cluster domain.
-    fn list(zones: &[&str]) -> SearchList {
+    /// A pod in namespace `db` of cluster a (b is a peer), with the usual search list and one
+    /// suffix that is not under a cluster domain.
+    pub(crate) fn pod_config() -> Config {
         let path = resolv_conf_file(
             "nameserver 127.0.0.1\nsearch db.svc.cluster.local svc.cluster.local cluster.local example.com\noptions ndots:5\n",
         );
@@ -177,8 +177,12 @@ mod tests {
         ])
         .unwrap();
         std::fs::remove_file(&path).unwrap();
+        config
+    }
+
+    fn list(zones: &[&str]) -> SearchList {
         let zones: Vec<Name> = zones.iter().map(|z| name(z)).collect();
-        SearchList::new(&config, &zones)
+        SearchList::new(&pod_config(), &zones)
     }
 
     fn expansion(list: &SearchList, text: &str) -> Option<usize> {
