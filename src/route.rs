@@ -111,12 +111,14 @@ impl Router {
     /// name under no zone may still be a search-list expansion of one.
     pub fn route(&self, name: &[u8]) -> Route {
         let mut expansion = None;
+        let mut may_expand = self.search.may_expand(name);
         wire::find_suffix(name, |suffix| {
             let zone = (self.zones.iter())
                 .find(|(zone, _)| zone.eq_ignore_ascii_case(suffix))
                 .map(|(_, route)| *route);
-            if zone.is_none() && expansion.is_none() {
+            if zone.is_none() && may_expand {
                 expansion = self.search.expansion(name, name.len() - suffix.len());
+                may_expand = expansion.is_none();
             }
             zone
         })

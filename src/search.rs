@@ -40,6 +40,10 @@ struct Expansion {
 /// The expansions of every zone by every qualifying search suffix.
 #[derive(Debug, Clone, Default)]
 pub struct SearchList {
+    /// The qualifying search suffixes, lowercase wire form: a name ending in none of them is
+    /// no expansion (one check per name, before any per-label work).
+    suffixes: Vec<Vec<u8>>,
+    /// Sorted by wire length, so a lookup compares only expansions of the right length.
     expansions: Vec<Expansion>,
     /// Bit `n` set: some expansion's wire form is `n` bytes long (wire names are ≤ 255).
     lengths: [u64; 4],
@@ -72,6 +76,7 @@ impl SearchList {
             .collect();
         let zones: Vec<&Name> = zones.into_iter().collect();
         for (suffix, domain) in qualifying {
+            list.suffixes.push(wire::lowercase_name(suffix.iter()));
             for zone in &zones {
                 let wire = wire::lowercase_name(zone.iter().chain(suffix.iter()));
                 if wire.len() > wire::MAX_NAME || list.expansions.iter().any(|e| e.wire == wire) {
@@ -85,8 +90,20 @@ impl SearchList {
                 });
             }
         }
+        list.expansions.sort_by_key(|e| e.wire.len());
         list.domains = domains.into_iter().cloned().collect();
         list
+    }
+
+    /// Whether `name` (a plain wire name) ends like a qualifying search suffix: the one check
+    /// every name under no zone pays, so that only those go through
+    /// [`expansion`](Self::expansion) label by label.
+    pub fn may_expand(&self, name: &[u8]) -> bool {
+        self.suffixes.iter().any(|suffix| {
+            (name.len().checked_sub(suffix.len()))
+                .and_then(|at| name.get(at..))
+                .is_some_and(|tail| tail.eq_ignore_ascii_case(suffix))
+        })
     }
 
     /// Whether `name` (a plain wire name) is a search expansion of a meshdns name that cannot
@@ -98,14 +115,19 @@ impl SearchList {
         if bits & (1 << (suffix.len() % 64)) == 0 {
             return None;
         }
-        let found = (self.expansions.iter()).find(|e| e.wire.eq_ignore_ascii_case(suffix))?;
+        let same_length = self
+            .expansions
+            .partition_point(|e| e.wire.len() < suffix.len());
+        let found = (self.expansions[same_length..].iter())
+            .take_while(|e| e.wire.len() == suffix.len())
+            .find(|e| e.wire.eq_ignore_ascii_case(suffix))?;
         let domain_at = name.len().checked_sub(found.domain_len)?;
         let mut relative: Vec<&[u8]> = Vec::new();
         wire::walk_name(name, 0, |label| {
             if label >= domain_at {
                 return ControlFlow::Break(());
             }
-            let len = usize::from(name[label]);
+            let len = usize::from(name.get(label).copied().unwrap_or(0));
             relative.extend(name.get(label + 1..label + 1 + len));
             ControlFlow::Continue(())
         });
