@@ -40,9 +40,10 @@ struct Expansion {
 /// The expansions of every zone by every qualifying search suffix.
 #[derive(Debug, Clone, Default)]
 pub struct SearchList {
-    /// The qualifying search suffixes, lowercase wire form: a name ending in none of them is
-    /// no expansion (one check per name, before any per-label work).
-    suffixes: Vec<Vec<u8>>,
+    /// The cluster domains some qualifying suffix lies under, lowercase wire form: a name
+    /// ending in none of them is no expansion (one check per name, before any per-label work;
+    /// usually one domain, whose first byte already turns most names away).
+    suffix_domains: Vec<Vec<u8>>,
     /// Sorted by wire length, so a lookup compares only expansions of the right length.
     expansions: Vec<Expansion>,
     /// Bit `n` set: some expansion's wire form is `n` bytes long (wire names are ≤ 255).
@@ -76,7 +77,10 @@ impl SearchList {
             .collect();
         let zones: Vec<&Name> = zones.into_iter().collect();
         for (suffix, domain) in qualifying {
-            list.suffixes.push(wire::lowercase_name(suffix.iter()));
+            let domain_wire = wire::lowercase_name(domains[domain].iter());
+            if !list.suffix_domains.contains(&domain_wire) {
+                list.suffix_domains.push(domain_wire);
+            }
             for zone in &zones {
                 let wire = wire::lowercase_name(zone.iter().chain(suffix.iter()));
                 if wire.len() > wire::MAX_NAME || list.expansions.iter().any(|e| e.wire == wire) {
@@ -95,11 +99,11 @@ impl SearchList {
         list
     }
 
-    /// Whether `name` (a plain wire name) ends like a qualifying search suffix: the one check
-    /// every name under no zone pays, so that only those go through
+    /// Whether `name` (a plain wire name) ends like the cluster domain of a qualifying search
+    /// suffix: the one check every name pays, so that only those go through
     /// [`expansion`](Self::expansion) label by label.
     pub fn may_expand(&self, name: &[u8]) -> bool {
-        self.suffixes.iter().any(|suffix| {
+        self.suffix_domains.iter().any(|suffix| {
             (name.len().checked_sub(suffix.len()))
                 .and_then(|at| name.get(at..))
                 .is_some_and(|tail| tail.eq_ignore_ascii_case(suffix))
@@ -109,12 +113,19 @@ impl SearchList {
     /// Whether `name` (a plain wire name) is a search expansion of a meshdns name that cannot
     /// exist: `name[at..]` (a label boundary) is a zone followed by a search suffix, and the
     /// whole name has no Kubernetes shape. Returns the index of the cluster domain.
+    #[inline]
     pub fn expansion(&self, name: &[u8], at: usize) -> Option<usize> {
-        let suffix = name.get(at..)?;
-        let bits = self.lengths.get(suffix.len() / 64)?;
-        if bits & (1 << (suffix.len() % 64)) == 0 {
+        let length = name.len().checked_sub(at)?;
+        let bits = self.lengths.get(length / 64)?;
+        if bits & (1 << (length % 64)) == 0 {
             return None;
         }
+        self.expansion_of_length(name, at)
+    }
+
+    /// [`expansion`](Self::expansion) once the length of `name[at..]` is one of an expansion.
+    fn expansion_of_length(&self, name: &[u8], at: usize) -> Option<usize> {
+        let suffix = name.get(at..)?;
         let same_length = self
             .expansions
             .partition_point(|e| e.wire.len() < suffix.len());
