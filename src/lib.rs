@@ -2,7 +2,8 @@
 //!
 //! A query walks one way through the modules:
 //! [`server`] (sockets, framing, limits) → [`request`] (parse, FORMERR/NOTIMP) →
-//! [`query`] (routing, over one [`snapshot`] of the configuration) → [`route`] (which zone) →
+//! [`query`] (routing, over one [`snapshot`] of the configuration) → [`route`] (which zone, or a
+//! [`search`]-list expansion answered at once) →
 //! the route's resolver: [`passthrough`] (kube-dns), [`rewrite`] (a cluster's zone: names
 //! there and back), [`gather`] (every cluster, merged), [`own_names`] (the pod's own names,
 //! answered locally) → [`upstream`] (endpoints, one exchange, health) → [`reply`] (errors,
@@ -35,6 +36,7 @@ pub mod request;
 pub mod reverse;
 pub mod rewrite;
 pub mod route;
+pub mod search;
 pub mod server;
 pub mod snapshot;
 pub mod upstream;
@@ -119,6 +121,9 @@ pub async fn run(
         ));
     }
     readiness.set(true);
+    if let Err(why) = &config.search {
+        tracing::warn!("search-list expansions of meshdns's names go to kube-dns: {why}");
+    }
     tracing::info!(
         listen = %bound.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
         admin = %admin_addr.map_or("disabled".to_string(), |a| a.to_string()),

@@ -247,5 +247,8 @@ async fn resolve(
             None => reply::servfail_bytes(&request, ExtendedError::NetworkError, "no such cluster"),
         },
         Route::SelfName(index) => snapshot.router.own_names().answer(index, &request),
+        Route::Search(domain) => {
+            (snapshot.router.search()).answer(&request, domain, snapshot.negative_ttl)
+        }
     }
 }

@@ -12,11 +12,11 @@
 //! query (for its metric label) without parsing the message.
 
 use hickory_proto::rr::Name;
-use hickory_proto::serialize::binary::BinEncodable;
 
 use crate::config::Config;
 use crate::own_names::OwnNames;
 use crate::reverse::Networks;
+use crate::search::SearchList;
 use crate::wire;
 
 /// Where a query goes. Indexes point into `Config::clusters` / `Config::distributed_zones`.
@@ -37,6 +37,9 @@ pub enum Route {
     Namespace(usize),
     /// One of the pod's own names (`OwnNames`' index `i`): answered locally.
     SelfName(usize),
+    /// A search-list expansion of a meshdns name (`….cluster.b.svc.cluster.local`), which
+    /// cannot exist: NXDOMAIN with the SOA of cluster domain `i` of the [`SearchList`].
+    Search(usize),
 }
 
 impl Route {
@@ -50,6 +53,7 @@ impl Route {
             Route::Reverse(_) => RouteKind::Reverse,
             Route::Namespace(_) => RouteKind::Namespace,
             Route::SelfName(_) => RouteKind::SelfName,
+            Route::Search(_) => RouteKind::Search,
         }
     }
 }
@@ -65,10 +69,11 @@ pub enum RouteKind {
     Namespace,
     /// Label `self`.
     SelfName,
+    Search,
 }
 
 impl RouteKind {
-    pub const ALL: [RouteKind; 7] = [
+    pub const ALL: [RouteKind; 8] = [
         RouteKind::Passthrough,
         RouteKind::Cluster,
         RouteKind::Distributed,
@@ -76,6 +81,7 @@ impl RouteKind {
         RouteKind::Reverse,
         RouteKind::Namespace,
         RouteKind::SelfName,
+        RouteKind::Search,
     ];
 
     pub fn label(self) -> &'static str {
@@ -87,22 +93,24 @@ impl RouteKind {
             RouteKind::Reverse => "reverse",
             RouteKind::Namespace => "namespace",
             RouteKind::SelfName => "self",
+            RouteKind::Search => "search",
         }
     }
 }
 
 /// The routing table: the pod's own names, then each zone's lowercase wire form and its route,
-/// then the peers' networks.
+/// then the peers' networks; and the search-list expansions of the zones.
 #[derive(Debug, Clone)]
 pub struct Router {
     own: OwnNames,
     zones: Vec<(Vec<u8>, Route)>,
     networks: Networks,
+    search: SearchList,
 }
 
 impl Router {
     pub fn new(config: &Config) -> Self {
-        let zones = config
+        let named = config
             .clusters
             .iter()
             .enumerate()
@@ -119,21 +127,20 @@ impl Router {
                     .clusterset_zone
                     .iter()
                     .map(|z| (z, Route::Clusterset)),
-            )
-            .chain(
-                config
-                    .clusters
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, c)| !c.is_local)
-                    .flat_map(|(i, c)| c.namespaces.iter().map(move |z| (z, Route::Namespace(i)))),
-            )
-            .map(|(zone, route)| (wire_name(zone), route))
-            .collect();
+            );
+        let named: Vec<(&Name, Route)> = named.collect();
+        // Namespaces claimed by peers route like zones, but they are no meshdns zone names:
+        // a search expansion of one is kube-dns's to answer.
+        let namespaces = (config.clusters.iter().enumerate())
+            .filter(|(_, c)| !c.is_local)
+            .flat_map(|(i, c)| c.namespaces.iter().map(move |z| (z, Route::Namespace(i))));
         Self {
             own: OwnNames::new(config),
-            zones,
+            zones: (named.iter().copied().chain(namespaces))
+                .map(|(zone, route)| (wire::lowercase_name(zone.iter()), route))
+                .collect(),
             networks: Networks::new(config),
+            search: SearchList::new(config, named.iter().map(|(zone, _)| *zone)),
         }
     }
 
@@ -143,30 +150,40 @@ impl Router {
     }
 
     /// The route of a question name in wire form (uncompressed labels ending in the root).
-    /// Label starts are tried left to right, so the first zone found is the longest match;
-    /// a name under no zone may still be the reverse name of a peer's address.
+    /// Label starts are tried left to right, so the first zone found is the longest match; a
+    /// name under no zone may still be the reverse name of a peer's address, or a search-list
+    /// expansion of a zone name.
     pub fn route(&self, name: &[u8]) -> Route {
         if let Some(index) = self.own.find(name) {
             return Route::SelfName(index);
         }
+        let mut expansion = None;
+        let mut may_expand = self.search.may_expand(name);
         wire::find_suffix(name, |suffix| {
-            self.zones
-                .iter()
+            let zone = (self.zones.iter())
                 .find(|(zone, _)| zone.eq_ignore_ascii_case(suffix))
-                .map(|(_, route)| *route)
+                .map(|(_, route)| *route);
+            if zone.is_none() && may_expand {
+                expansion = self.search.expansion(name, name.len() - suffix.len());
+                may_expand = expansion.is_none();
+            }
+            zone
         })
         .or_else(|| self.networks.cluster_of(name).map(Route::Reverse))
+        .or(expansion.map(Route::Search))
         .unwrap_or(Route::Passthrough)
     }
-}
 
-/// A name's lowercase wire form (configuration names are valid, so encoding cannot fail).
-fn wire_name(name: &Name) -> Vec<u8> {
-    name.to_lowercase().to_bytes().unwrap_or_default()
+    /// The search-list expansions this router answers ([`Route::Search`]).
+    pub fn search(&self) -> &SearchList {
+        &self.search
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use hickory_proto::serialize::binary::BinEncodable;
+
     use super::*;
     use crate::config::tests::config_from;
 
@@ -272,6 +289,30 @@ mod tests {
             Route::Passthrough
         );
         assert_eq!(route("3.1.8.10.in-addr.arpa."), Route::Passthrough);
+    }
+
+    #[test]
+    fn search_expansions_of_zone_names_route_to_search_and_zones_keep_theirs() {
+        let router = Router::new(&crate::search::tests::pod_config());
+        let route = |name: &str| router.route(&Name::from_ascii(name).unwrap().to_bytes().unwrap());
+        assert_eq!(
+            route("mongo-4.mongo.db.cluster.b.db.svc.cluster.local."),
+            Route::Search(0)
+        );
+        assert_eq!(
+            route("a-mongo-0.mongo.db.svc.distributed.local.cluster.local."),
+            Route::Search(0)
+        );
+        assert_eq!(route("mongo-4.mongo.db.cluster.b."), Route::Cluster(1));
+        assert_eq!(
+            route("mongo-4.mongo.db.cluster.b.example.com."),
+            Route::Passthrough
+        );
+        assert_eq!(
+            route("mongo-0.mongo.db.svc.cluster.local."),
+            Route::Passthrough
+        );
+        assert_eq!(RouteKind::Search.label(), "search");
     }
 
     #[test]

@@ -167,9 +167,10 @@ impl Snapshot {
                 .clusters
                 .get(index)
                 .is_some_and(|c| c.upstream.is_failing()),
-            Route::Distributed(_) | Route::Clusterset => false,
-            // Answered locally: nothing upstream to fail.
-            Route::SelfName(_) => false,
+            // Answered locally or gathered: no one upstream whose failure serves stale at once.
+            Route::Distributed(_) | Route::Clusterset | Route::SelfName(_) | Route::Search(_) => {
+                false
+            }
         }
     }
 }

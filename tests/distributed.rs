@@ -523,6 +523,142 @@ async fn other_types_are_nodata_with_the_zone_soa() {
     assert_eq!(mesh.queried(), [0, 0, 0], "nothing to ask the clusters");
 }
 
+// --- Every SRV target meshdns writes resolves back ------------------------------------------
+
+/// Cluster number `n`'s DNS with ClusterIP service `web` of namespace `db`: its SRV target is
+/// the service name itself (with its address as glue), and its A record. Anything else is
+/// NXDOMAIN, as CoreDNS answers in its own domain.
+fn clusterip_dns(n: u8) -> FakeDnsBuilder {
+    let owner = upstream("_http._tcp.web.db");
+    let service = upstream("web.db");
+    let address = rr::a(&service, [10, 96, n, 7]);
+    FakeDns::builder()
+        .answer(
+            &owner,
+            RecordType::SRV,
+            Answer::records([rr::srv(&owner, 80, &service)]).additional(address.clone()),
+        )
+        .answer(&service, RecordType::A, Answer::records([address]))
+        .otherwise(nxdomain())
+}
+
+#[tokio::test]
+async fn a_clusterip_srv_target_resolves_back_to_its_service_address() {
+    let mesh = Mesh::start([1, 2, 3].map(clusterip_dns), CLUSTERS, &[]).await;
+    let srv = mesh
+        .ask("_http._tcp.web.db.svc.distributed.local.", RecordType::SRV)
+        .await;
+    let targets = srv_targets(&srv);
+    assert_eq!(
+        targets,
+        ["a", "b", "c"].map(|c| format!("{c}-web.db.svc.distributed.local."))
+    );
+    for (n, target) in (1..).zip(&targets) {
+        let line = format!("{target} A 10.96.{n}.7");
+        assert!(srv.additional_lines().contains(&line), "{line} as glue");
+        let back = mesh.ask(target, RecordType::A).await;
+        assert_eq!(back.msg.response_code, ResponseCode::NoError, "{target}");
+        assert_eq!(back.answer_lines(), [line], "the address it came from");
+    }
+    assert_eq!(
+        mesh.b.names(),
+        [upstream("_http._tcp.web.db"), upstream("web.db")],
+        "b's target asked of b only, with the prefix removed"
+    );
+}
+
+#[tokio::test]
+async fn a_prefixed_txt_of_a_service_goes_to_its_cluster() {
+    let whoami = upstream("whoami.default");
+    let c = FakeDns::builder().answer(
+        &whoami,
+        RecordType::TXT,
+        Answer::records([rr::txt(&whoami, "cluster=c")]),
+    );
+    let mesh = Mesh::start([FakeDns::builder(), FakeDns::builder(), c], CLUSTERS, &[]).await;
+    let asked = "c-whoami.default.svc.distributed.local.";
+    let reply = mesh.ask(asked, RecordType::TXT).await;
+    assert_eq!(reply.msg.response_code, ResponseCode::NoError);
+    assert_eq!(reply.answer_lines(), [format!("{asked} TXT cluster=c")]);
+    assert_eq!(mesh.queried(), [0, 0, 1]);
+    assert_eq!(mesh.c.names(), [whoami]);
+}
+
+#[tokio::test]
+async fn a_service_really_named_like_a_prefix_is_gathered_when_that_cluster_lacks_the_rest() {
+    // Service `a-team` lives in b and c; cluster a has no service `team`.
+    let team = upstream("a-team.db");
+    let with_team = |n: u8| {
+        FakeDns::builder()
+            .answer(
+                &team,
+                RecordType::A,
+                Answer::records([rr::a(&team, [10, n, 0, 5])]),
+            )
+            .otherwise(nxdomain())
+    };
+    let a = FakeDns::builder().otherwise(nxdomain());
+    let mesh = Mesh::start([a, with_team(2), with_team(3)], CLUSTERS, &[]).await;
+    let asked = "a-team.db.svc.distributed.local.";
+    let reply = mesh.ask(asked, RecordType::A).await;
+    assert_eq!(reply.msg.response_code, ResponseCode::NoError);
+    assert_eq!(
+        reply.answer_lines(),
+        [format!("{asked} A 10.2.0.5"), format!("{asked} A 10.3.0.5")]
+    );
+    assert_eq!(
+        mesh.a.names(),
+        [upstream("team.db"), team],
+        "a asked first for `team`, then the name as it is"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_removed_member_is_nxdomain_never_stale_while_another_cluster_is_down() {
+    let member = upstream("db-3.db.prod");
+    let asked = "a-db-3.db.prod.svc.distributed.local.";
+    let vars = [
+        ("MESHDNS_ATTEMPT_TIMEOUT", "200ms"),
+        ("MESHDNS_TIMEOUT", "1s"),
+        ("MESHDNS_CACHE_SIZE", "1000"),
+    ];
+    let a = FakeDns::builder().answer(
+        &member,
+        RecordType::A,
+        Answer::records([rr::a(&member, [10, 1, 3, 3])]),
+    );
+    let b = FakeDns::builder().otherwise(nxdomain());
+    let mesh = Mesh::start([a, b, silent()], CLUSTERS, &vars).await;
+    let first = mesh.ask(asked, RecordType::A).await;
+    assert_eq!(first.answer_lines(), [format!("{asked} A 10.1.3.3")]);
+
+    // db-3 is removed from cluster a, which answers (a little slowly) NXDOMAIN from now on;
+    // c stays down. The cached answer expires (TTL 30 s) but could still be served stale.
+    let kube_addr = mesh.a.addr.to_string();
+    let Mesh { a, meshdns, .. } = mesh;
+    drop(a);
+    tokio::time::sleep(Duration::from_millis(1)).await; // the stopped fake lets go of its port
+    let _a = FakeDns::builder()
+        .otherwise(Behaviour::Delay(
+            Duration::from_millis(150),
+            Answer::nxdomain("cluster.local."),
+        ))
+        .start_on(&kube_addr)
+        .await;
+    tokio::time::sleep(Duration::from_secs(31)).await;
+    for _ in 0..8 {
+        let reply = udp(meshdns.addr, &with_edns(query(asked, RecordType::A), 1232)).await;
+        assert_eq!(
+            reply.msg.response_code,
+            ResponseCode::NXDomain,
+            "{:?}",
+            reply.answer_lines()
+        );
+        assert_zone_soa(&reply);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+}
+
 // --- Timing ------------------------------------------------------------------------------
 
 #[tokio::test(start_paused = true)]

@@ -1,7 +1,8 @@
 //! Properties (issue 9), checked by proptest over generated names, legs and replies:
 //! rewriting a name into a cluster's domain and back is the identity; a merged answer never
 //! holds a record of a cluster that did not answer; an encoded reply never exceeds the
-//! client's size.
+//! client's size; and (issue 24) every SRV target meshdns writes for a gathered service resolves
+//! back through meshdns to the addresses it came from.
 
 use std::time::Duration;
 
@@ -194,5 +195,191 @@ proptest! {
         let kept = parsed.answers.len();
         prop_assert!(kept == 0 || kept == answers, "{} of the {} records of one RRset", kept, answers);
         prop_assert_eq!(parsed.truncation, kept < answers);
+    }
+}
+
+// --- Every SRV target meshdns writes resolves back (issue 24) ------------------------------
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use support::{Answer, Behaviour, FakeDns, Meshdns, query, rr, udp, with_edns};
+
+/// The gathered service of the round trip, in every cluster's domain.
+const SERVICE: &str = "web.db.svc";
+
+/// What one cluster holds for [`SERVICE`]: nothing, a ClusterIP service (the SRV target is the
+/// service name itself), or a headless one with these pod host names.
+#[derive(Debug, Clone)]
+enum Shape {
+    Absent,
+    ClusterIp,
+    Headless(Vec<String>),
+}
+
+/// One cluster of a generated mesh: its prefix (`None`: the default `NAME-`), its domain, and
+/// what it holds.
+#[derive(Debug, Clone)]
+struct Peer {
+    prefix: Option<&'static str>,
+    domain: &'static str,
+    shape: Shape,
+}
+
+const NAMES: [&str; 4] = ["a", "b", "c", "west"];
+/// Prefixes none of which begins another: with nested prefixes (`b-` and `b-b-`) two
+/// clusters could write the same target, and no routing can send it to both.
+const PREFIXES: [&str; 4] = ["eu-", "us-", "x1-", "ap-"];
+
+fn host() -> impl Strategy<Value = String> {
+    // Some hosts begin like a prefix (`a-…`, `eu-…`): the fallback's case.
+    (
+        prop_oneof![Just(""), Just("a-"), Just("b-"), Just("eu-"), Just("west-")],
+        "[a-z0-9]([a-z0-9-]{0,6}[a-z0-9])?",
+    )
+        .prop_map(|(start, rest)| format!("{start}{rest}"))
+}
+
+fn peer(index: usize) -> impl Strategy<Value = Peer> {
+    (
+        proptest::option::of(Just(PREFIXES[index])),
+        prop_oneof![Just("cluster.local"), Just("west.example")],
+        prop_oneof![
+            1 => Just(Shape::Absent),
+            2 => Just(Shape::ClusterIp),
+            3 => proptest::collection::btree_set(host(), 1..4)
+                .prop_map(|hosts| Shape::Headless(hosts.into_iter().collect())),
+        ],
+    )
+        .prop_map(|(prefix, domain, shape)| Peer {
+            prefix,
+            domain,
+            shape,
+        })
+}
+
+fn mesh() -> impl Strategy<Value = Vec<Peer>> {
+    (1..=4usize).prop_flat_map(|n| (0..n).map(peer).collect::<Vec<_>>())
+}
+
+/// Cluster `index`'s DNS, and the model of it: each SRV target as that cluster names it, with
+/// its address (10.<index>.<pod>.7). What it does not hold is NXDOMAIN, as CoreDNS answers.
+async fn peer_dns(index: usize, peer: &Peer) -> (FakeDns, Vec<(String, [u8; 4])>) {
+    let in_domain = |relative: &str| format!("{relative}.{}.", peer.domain);
+    let owner = in_domain(&format!("_http._tcp.{SERVICE}"));
+    let targets: Vec<(String, [u8; 4])> = match &peer.shape {
+        Shape::Absent => Vec::new(),
+        Shape::ClusterIp => vec![(in_domain(SERVICE), [10, index as u8, 0, 7])],
+        Shape::Headless(hosts) => (0u8..)
+            .zip(hosts)
+            .map(|(pod, host)| {
+                (
+                    in_domain(&format!("{host}.{SERVICE}")),
+                    [10, index as u8, pod, 7],
+                )
+            })
+            .collect(),
+    };
+    let nxdomain = Behaviour::Answer(Answer::nxdomain(&format!("{}.", peer.domain)));
+    let mut fake = FakeDns::builder().otherwise(nxdomain);
+    if !targets.is_empty() {
+        let mut srv = Answer::records(targets.iter().map(|(t, _)| rr::srv(&owner, 80, t)));
+        for (target, ip) in &targets {
+            srv = srv.additional(rr::a(target, *ip));
+            fake = fake.answer(target, RecordType::A, Answer::records([rr::a(target, *ip)]));
+        }
+        fake = fake.answer(&owner, RecordType::SRV, srv);
+    }
+    (fake.start().await, targets)
+}
+
+/// Starts the mesh, gathers the service's SRV, and resolves every target through meshdns:
+/// the targets must be exactly the model's (each cluster's, with its prefix), and each must
+/// resolve to the address it came from, and to nothing else.
+async fn round_trip(peers: &[Peer]) -> Result<(), TestCaseError> {
+    let mut fakes = Vec::new();
+    let mut entries = Vec::new();
+    let mut expected: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (index, peer) in peers.iter().enumerate() {
+        let (fake, targets) = peer_dns(index, peer).await;
+        let name = NAMES[index];
+        let prefix = peer.prefix.map_or(format!("{name}-"), str::to_string);
+        let mut entry = match index {
+            0 => format!("{name}= domain={}", peer.domain),
+            _ => format!("{name}={} domain={}", fake.addr, peer.domain),
+        };
+        if let Some(prefix) = peer.prefix {
+            entry.push_str(&format!(" prefix={prefix}"));
+        }
+        entries.push(entry);
+        for (target, ip) in targets {
+            let relative = target.trim_end_matches(&format!(".{}.", peer.domain));
+            let client = format!("{prefix}{relative}.distributed.local.");
+            let [o1, o2, o3, o4] = ip;
+            expected
+                .entry(client.clone())
+                .or_default()
+                .push(format!("{client} A {o1}.{o2}.{o3}.{o4}"));
+        }
+        fakes.push(fake);
+    }
+    let clusters = entries.join("; ");
+    let meshdns = Meshdns::before(
+        &fakes[0],
+        &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", &clusters),
+        ],
+    )
+    .await;
+    let addr = meshdns.addr;
+    let ask = |name: &str, rtype| {
+        let msg = with_edns(query(name, rtype), 4096);
+        async move { udp(addr, &msg).await }
+    };
+    let srv = ask(
+        &format!("_http._tcp.{SERVICE}.distributed.local."),
+        RecordType::SRV,
+    )
+    .await;
+    let written: Vec<String> = srv
+        .msg
+        .answers
+        .iter()
+        .filter_map(|r| {
+            r.try_borrow::<SRV>()
+                .map(|srv| srv.data().target.to_ascii())
+        })
+        .collect();
+    let mut sorted = written.clone();
+    sorted.sort();
+    prop_assert_eq!(
+        sorted,
+        expected.keys().cloned().collect::<Vec<_>>(),
+        "{}",
+        clusters
+    );
+    for target in written {
+        let reply = ask(&target, RecordType::A).await;
+        prop_assert_eq!(
+            reply.msg.response_code,
+            ResponseCode::NoError,
+            "{} with {}",
+            target,
+            clusters
+        );
+        prop_assert_eq!(&reply.answer_lines(), &expected[&target], "{}", clusters);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_gathered_srv_target_resolves_back_to_the_addresses_it_came_from(peers in mesh()) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(round_trip(&peers))?;
     }
 }

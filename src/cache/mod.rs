@@ -557,6 +557,15 @@ impl Cache {
         self.count_entries(&store);
     }
 
+    /// Drops the entry of `key`: what it holds is known to be wrong now, and must not be
+    /// served even stale (a prefixed name whose cluster, answering, says it does not exist).
+    pub fn forget(&self, key: &CacheKey) {
+        let mut store = self.lock();
+        if store.remove(key) {
+            self.count_entries(&store);
+        }
+    }
+
     /// A reload to configuration `generation`: from now on writes of older generations are
     /// dropped, and every entry whose key `keep` rejects (the routes the reload changed) is
     /// dropped now. Both happen under one lock, so no write of the previous configuration can

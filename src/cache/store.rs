@@ -324,6 +324,15 @@ impl Store {
         self.free.push(slot);
     }
 
+    /// Evicts the entry of `key`, if there is one; returns whether there was.
+    pub fn remove(&mut self, key: &CacheKey) -> bool {
+        let slot = self.get(key);
+        if let Some(slot) = slot {
+            self.evict(slot);
+        }
+        slot.is_some()
+    }
+
     /// Evicts every entry whose key `keep` rejects; returns how many.
     pub fn retain(&mut self, mut keep: impl FnMut(&[u8]) -> bool) -> u64 {
         let doomed: Vec<u32> = self

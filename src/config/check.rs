@@ -135,7 +135,7 @@ pub fn render_check(config: &Config, resolved: &Resolved) -> String {
             zone.to_ascii(),
             "distributed".into(),
             format!("all clusters: {}", or_dash(legs.join(", "))),
-            "NAME -> NAME.<domain of each>; PREFIX-host.service.ns.svc -> that cluster only".into(),
+            "NAME -> NAME.<domain of each>; PREFIX-NAME -> NAME at that cluster only (NXDOMAIN there: NAME gathered as it is)".into(),
         ]);
     }
     if let Some(zone) = &config.clusterset_zone {
@@ -147,6 +147,16 @@ pub fn render_check(config: &Config, resolved: &Resolved) -> String {
         ]);
     }
     routes.append(&mut claims);
+    routes.push(match &config.search {
+        Ok(suffixes) if !suffixes.is_empty() => [
+            format!("ZONE.{{{}}}", join(suffixes)),
+            "search".into(),
+            "nobody".into(),
+            "NXDOMAIN with the domain's SOA, for suffixes under a cluster domain and names Kubernetes cannot hold".into(),
+        ],
+        Ok(_) => ["ZONE.SEARCH-SUFFIX".into(), "search".into(), "off: no search line".into(), "-".into()],
+        Err(why) => ["ZONE.SEARCH-SUFFIX".into(), "search".into(), format!("off: {why}"), "-".into()],
+    });
     routes.push([
         ". (everything else)".into(),
         "passthrough".into(),

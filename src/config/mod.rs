@@ -157,6 +157,11 @@ pub struct Config {
     pub clusters: Vec<Cluster>,
     pub distributed_zones: Vec<Name>,
     pub clusterset_zone: Option<Name>,
+    /// The pod's search list: the last `search` (or `domain`) line of `MESHDNS_RESOLV_CONF`,
+    /// read even when `MESHDNS_UPSTREAMS` is set, for answering search-list expansions of
+    /// meshdns's names. `Err` says why there is none (the file cannot be read): the feature is
+    /// then off, and the startup log says so once.
+    pub search: Result<Vec<Name>, String>,
     pub timeout: Duration,
     pub attempt_timeout: Duration,
     pub cache: CacheConfig,
@@ -277,15 +282,26 @@ fn build(settings: Settings, environment: Settings) -> Result<Config, ConfigErro
     }
     let allow_from = list(ALLOW_FROM, value(&settings, ALLOW_FROM), IpNet::parse)?;
     let resolv_conf = PathBuf::from(value(&settings, RESOLV_CONF));
+    let resolv = std::fs::read(&resolv_conf).map(|bytes| {
+        let (parsed, _) = resolv_conf::Config::parse_with_errors(&bytes);
+        parsed
+    });
     let (upstreams, upstream_source) = match settings.get(UPSTREAMS) {
         Some(raw) => (
             list(UPSTREAMS, raw, |t| parse_socket_addr(t, DNS_PORT))?,
             UpstreamSource::Environment,
         ),
         None => (
-            read_resolv_conf(&resolv_conf)?,
-            UpstreamSource::ResolvConf(resolv_conf),
+            resolv_conf_nameservers(&resolv, &resolv_conf)?,
+            UpstreamSource::ResolvConf(resolv_conf.clone()),
         ),
+    };
+    let search = match &resolv {
+        Ok(parsed) => Ok(search_list(parsed)),
+        Err(error) => Err(format!(
+            "{RESOLV_CONF} {} cannot be read ({error})",
+            resolv_conf.display()
+        )),
     };
     if upstreams.is_empty() {
         return Err(ConfigError::new(
@@ -392,6 +408,7 @@ fn build(settings: Settings, environment: Settings) -> Result<Config, ConfigErro
         clusters,
         distributed_zones,
         clusterset_zone,
+        search,
         timeout,
         attempt_timeout,
         cache,
@@ -541,17 +558,20 @@ fn check_log_filter(filter: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// The non-loopback nameservers of a resolv.conf: a loopback one is meshdns itself in a pod.
-fn read_resolv_conf(path: &std::path::Path) -> Result<Vec<SocketAddr>, ConfigError> {
+/// The non-loopback nameservers of a resolv.conf (`resolv`, as read from `path`): a loopback
+/// one is meshdns itself in a pod.
+fn resolv_conf_nameservers(
+    resolv: &std::io::Result<resolv_conf::Config>,
+    path: &std::path::Path,
+) -> Result<Vec<SocketAddr>, ConfigError> {
     let shown = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| {
+    let parsed = resolv.as_ref().map_err(|e| {
         ConfigError::new(
             RESOLV_CONF,
             &shown,
             format!("cannot be read ({e}); set MESHDNS_UPSTREAMS to the cluster DNS instead"),
         )
     })?;
-    let (parsed, _) = resolv_conf::Config::parse_with_errors(&bytes);
     let upstreams: Vec<SocketAddr> = parsed
         .nameservers
         .iter()
@@ -567,6 +587,21 @@ fn read_resolv_conf(path: &std::path::Path) -> Result<Vec<SocketAddr>, ConfigErr
         ));
     }
     Ok(upstreams)
+}
+
+/// The search suffixes of a resolv.conf, as glibc takes them (the last `search` or `domain`
+/// line), lowercased and fully qualified. A suffix that is no valid name is left out: the
+/// resolver of the pod skips it too, and nothing of meshdns depends on it.
+fn search_list(parsed: &resolv_conf::Config) -> Vec<Name> {
+    parsed
+        .get_last_search_or_domain()
+        .filter_map(|suffix| Name::from_ascii(suffix).ok())
+        .map(|mut suffix| {
+            suffix.set_fqdn(true);
+            suffix.to_lowercase()
+        })
+        .filter(|suffix| !suffix.is_root())
+        .collect()
 }
 
 fn clusters(

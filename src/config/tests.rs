@@ -18,7 +18,19 @@ pub(crate) fn ca_file() -> String {
     path.display().to_string()
 }
 
-/// A configuration from pairs, with `MESHDNS_UPSTREAMS` set so no file is read.
+/// A resolv.conf with `content` in a temporary file of its own; its path.
+pub(crate) fn resolv_conf_file(content: &str) -> String {
+    let path = std::env::temp_dir().join(format!(
+        "meshdns-test-resolv-{}-{}.conf",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    std::fs::write(&path, content).unwrap();
+    path.display().to_string()
+}
+
+/// A configuration from pairs, with `MESHDNS_UPSTREAMS` set so the resolv.conf is read for
+/// its search list only.
 pub(crate) fn config_from(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
     let mut vars: Vec<(String, String)> =
         vec![("MESHDNS_UPSTREAMS".into(), "127.0.0.1:5300".into())];
@@ -85,6 +97,30 @@ fn the_resolv_conf_skips_loopback_nameservers() {
             .unwrap();
     std::fs::remove_file(&dir).unwrap();
     assert_eq!(config.upstreams, vec!["10.96.0.10:53".parse().unwrap()]);
+}
+
+#[test]
+fn the_search_list_is_read_even_with_upstreams_set_and_missing_is_off_not_an_error() {
+    let path = resolv_conf_file(
+        "nameserver 127.0.0.1\nsearch db.svc.Cluster.Local svc.cluster.local. example.com\noptions ndots:5\n",
+    );
+    let config = config_from(&[("MESHDNS_RESOLV_CONF", &path)]).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let search: Vec<String> = config.search.unwrap().iter().map(Name::to_ascii).collect();
+    assert_eq!(
+        search,
+        [
+            "db.svc.cluster.local.",
+            "svc.cluster.local.",
+            "example.com."
+        ]
+    );
+    let missing = config_from(&[("MESHDNS_RESOLV_CONF", "/nonexistent/resolv.conf")]).unwrap();
+    let why = missing.search.unwrap_err();
+    assert!(
+        why.contains("MESHDNS_RESOLV_CONF /nonexistent/resolv.conf cannot be read"),
+        "{why}"
+    );
 }
 
 /// Every variable's error path: exit 64 in `main`, here the variable and token named.

@@ -99,7 +99,7 @@ pub const VARIABLES: &[Variable] = &[
     var(
         RESOLV_CONF,
         Some("/etc/resolv.conf"),
-        "read only when MESHDNS_UPSTREAMS is unset",
+        "the pod's resolv.conf: its search list (search-list expansions answered at once; unreadable: that feature off), and its nameservers when MESHDNS_UPSTREAMS is unset",
         false,
     ),
     var(

@@ -153,11 +153,16 @@ impl Gatherer {
             }
         };
         let mut gathered = self.ask_all(request, legs, deadline).await;
+        let prefixed_nxdomain = fallback.is_some()
+            && matches!(gathered.as_slice(), [(_, Leg::Answered(reply))]
+                if reply.response_code == ResponseCode::NXDomain);
         if let Some(fallback) = fallback
-            && let [(_, Leg::Answered(reply))] = gathered.as_slice()
-            && reply.response_code == ResponseCode::NXDomain
+            && prefixed_nxdomain
         {
-            // Not a host of that cluster: perhaps a name that merely begins like a prefix.
+            // The prefixed cluster, answering, does not have the name: what the cache holds
+            // for it (a member since removed) must not come back stale, not even while the
+            // fallback below runs. Perhaps a name that merely begins like a prefix.
+            self.cache.forget(&client_key(request, asked));
             gathered = self.ask_all(request, fallback, deadline).await;
         }
         let merged = merge::merge(
@@ -167,6 +172,12 @@ impl Gatherer {
             &gathered,
             self.negative_ttl,
         );
+        if prefixed_nxdomain && merged.reply.response_code == ResponseCode::ServFail {
+            // The fallback could not complete (a cluster is down): the prefixed cluster's
+            // NXDOMAIN stands, never a SERVFAIL that would let a stale copy be served.
+            tracing::debug!("fallback incomplete; the prefixed cluster's NXDOMAIN stands");
+            return self.negative(request, ResponseCode::NXDomain, naming);
+        }
         if merged.partial {
             let missing: Vec<&str> = gathered
                 .iter()
@@ -292,6 +303,16 @@ impl Gatherer {
             .unwrap_or(now)
             .max(now)
     }
+}
+
+/// The cache key of the client's own question (what the cache stores the merged reply under).
+fn client_key(request: &Message, asked: &Query) -> CacheKey {
+    let flags = KeyFlags {
+        edns: request.edns.is_some(),
+        dnssec_ok: request.edns.as_ref().is_some_and(|e| e.flags().dnssec_ok),
+        checking_disabled: request.checking_disabled,
+    };
+    CacheKey::for_question(asked.name(), asked.query_type(), asked.query_class(), flags)
 }
 
 /// The cache key of a leg: the cluster's identity, the rewritten question, and the flags the

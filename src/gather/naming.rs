@@ -5,10 +5,11 @@
 //! Both directions live here: which cluster(s) a question goes to and as what name
 //! ([`Naming::plan`]), and how a host name in a cluster's answer is shown to the client
 //! ([`Naming::client_host`]). Prefix matching is label-aware and ignores case; the longest
-//! prefix wins. Only a name shaped like a host (`HOST.SERVICE.NS.svc`: one label more than a
-//! service) is taken for a prefixed host, so a service whose own name begins with a prefix
-//! (`a-cache.ns.svc`) is still gathered; and a prefixed host that its cluster does not know
-//! falls back to the gathered name.
+//! prefix wins. A prefixed A/AAAA/TXT name goes to its cluster with the prefix removed whatever
+//! its depth — a host (`b-mongo-2.mongo.db.svc`) or a service (`b-web.db.svc`, the SRV target
+//! of a ClusterIP Service) — so every target the merge writes resolves back. A prefixed name
+//! that its cluster does not know falls back to the name as it is, gathered from every cluster
+//! (a service really named `a-cache`).
 
 use hickory_proto::rr::{Name, RecordType};
 
@@ -115,15 +116,11 @@ impl Naming {
     }
 }
 
-/// `b-mongo-2.mongo.db.svc` → cluster b with `mongo-2.mongo.db.svc`; the longest matching
-/// prefix wins. Only names shaped like a host (`HOST.SERVICE.NS.svc`) qualify.
+/// `b-mongo-2.mongo.db.svc` → cluster b with `mongo-2.mongo.db.svc`, `b-web.db.svc` → cluster
+/// b with `web.db.svc`: any depth; the longest matching prefix wins, and the prefix must leave
+/// something of the label.
 fn prefixed_cluster(labels: &[&[u8]], clusters: &[Cluster]) -> Option<(usize, Vec<Vec<u8>>)> {
-    let [first, _service, _namespace, svc] = labels else {
-        return None;
-    };
-    if !svc.eq_ignore_ascii_case(SVC_LABEL) {
-        return None;
-    }
+    let first = labels.first()?;
     let (index, cluster) = clusters
         .iter()
         .enumerate()
@@ -240,15 +237,48 @@ mod tests {
     }
 
     #[test]
-    fn a_service_whose_name_begins_with_a_prefix_is_gathered() {
-        // `a-cache` is a service (three labels), not host `cache` in cluster a.
+    fn a_prefixed_name_of_any_depth_goes_to_its_cluster_then_falls_back_to_every_cluster() {
+        // `b-web.db.svc` is the target meshdns writes for ClusterIP service `web` of cluster b;
+        // a service really named `b-web` is found by the fallback.
+        for (asked, stripped) in [
+            (
+                "b-web.db.svc.distributed.local.",
+                "web.db.svc.cluster.local.",
+            ),
+            ("b-x.distributed.local.", "x.cluster.local."),
+            (
+                "b-0.a.b.c.mongo.db.svc.distributed.local.",
+                "0.a.b.c.mongo.db.svc.cluster.local.",
+            ),
+        ] {
+            let plan = prefix().plan(&name(asked), RecordType::TXT, &clusters());
+            let Plan::Ask { legs, fallback } = plan else {
+                panic!("{plan:?}")
+            };
+            let legs: Vec<(usize, String)> =
+                legs.into_iter().map(|(i, n)| (i, n.to_ascii())).collect();
+            assert_eq!(legs, [(1, stripped.to_string())], "{asked}");
+            let fallback = fallback.expect("the name as it is, gathered");
+            assert_eq!(fallback.len(), 3);
+            assert_eq!(
+                fallback[1].1.to_ascii(),
+                asked.replace("distributed.local.", "cluster.local.")
+            );
+        }
+    }
+
+    #[test]
+    fn a_label_that_is_only_a_prefix_is_no_prefixed_name() {
         let legs = asked(prefix().plan(
-            &name("a-cache.db.svc.distributed.local."),
+            &name("b-.db.svc.distributed.local."),
             RecordType::A,
             &clusters(),
         ));
-        assert_eq!(legs.len(), 3);
-        assert_eq!(legs[1].1, "a-cache.db.svc.cluster.local.");
+        assert_eq!(
+            legs.len(),
+            3,
+            "gathered: nothing is left once the prefix is removed"
+        );
     }
 
     #[test]

@@ -92,6 +92,19 @@ pub fn find_suffix<T>(name: &[u8], mut matches: impl FnMut(&[u8]) -> Option<T>) 
     found
 }
 
+/// The wire form of a name given by its labels (left to right, without the root), lowercased:
+/// what zone tables compare question names against.
+pub fn lowercase_name<'a>(labels: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut wire = Vec::new();
+    for label in labels {
+        // A label is at most 63 bytes (callers pass a valid name's labels).
+        wire.push(u8::try_from(label.len()).unwrap_or(u8::MAX));
+        wire.extend(label.iter().map(u8::to_ascii_lowercase));
+    }
+    wire.push(0);
+    wire
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
