@@ -35,7 +35,7 @@ pub async fn forward(
             reply::servfail_bytes(
                 request,
                 ExtendedError::NoReachableAuthority,
-                "no upstream answered",
+                &error.client_reason("upstream DNS"),
             )
         }
     }

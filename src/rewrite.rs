@@ -184,7 +184,7 @@ impl ClusterRoute {
                 return reply::servfail_bytes(
                     request,
                     ExtendedError::NoReachableAuthority,
-                    "cluster DNS did not answer",
+                    &error.client_reason("cluster DNS"),
                 );
             }
         };

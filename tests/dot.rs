@@ -461,11 +461,18 @@ async fn a_peer_certificate_that_does_not_verify_fails_the_cluster_with_a_tls_er
         DotServer::start(&pki.issue(&["someone-else.test"]), None, Behaviour::Answer).await;
     let files = ClientFiles::new("not-verified");
     let meshdns = meshdns_to(&server, &files.write_ca(&pki)).await;
-    let reply = member_b(&meshdns, 0).await;
+    let asked = support::with_edns(
+        support::query("member-0.mongo.db.cluster.b.", RecordType::A),
+        1232,
+    );
+    let reply = support::udp(meshdns.addr, &asked).await.msg;
     assert_eq!(
         reply.response_code,
         hickory_proto::op::ResponseCode::ServFail
     );
+    // The client is told it was TLS, not that the peer "did not answer" (a firewall hunt).
+    let said = support::extended_error_text(&reply).expect("an Extended DNS Error");
+    assert!(said.contains("TLS"), "{said}");
     assert!(meshdns.upstream_requests("b", "tls_error").await >= 1.0);
     assert_eq!(meshdns.upstream_requests("b", "ok").await, 0.0);
 }

@@ -62,7 +62,10 @@ fn corpus(target: &str) -> Vec<Vec<u8>> {
         .filter_map(|entry| Some(entry.ok()?.path()))
         .collect();
     files.sort();
-    let seeds: Vec<Vec<u8>> = files.iter().filter_map(|f| std::fs::read(f).ok()).collect();
+    // Every seed is read, or the run fails: a corpus file silently skipped is coverage lost.
+    let seeds: Vec<Vec<u8>> = (files.iter())
+        .map(|f| std::fs::read(f).unwrap_or_else(|e| panic!("seed {}: {e}", f.display())))
+        .collect();
     assert!(!seeds.is_empty(), "corpus {} is empty", dir.display());
     seeds
 }
@@ -129,8 +132,16 @@ fn mutate(rng: &mut StdRng, seeds: &[Vec<u8>]) -> Vec<u8> {
     input
 }
 
-/// Runs `target` on its corpus and on mutations for the budget; returns the inputs tried.
-fn fuzz(index: usize, name: &str, target: fn(&[u8])) -> usize {
+/// What one fuzz run covered.
+struct Covered {
+    /// Seeds of the corpus replayed as they are.
+    seeds: usize,
+    /// Mutated inputs that differ from every seed.
+    novel: usize,
+}
+
+/// Runs `target` on its corpus and on mutations for the budget.
+fn fuzz(index: usize, name: &str, target: fn(&[u8])) -> Covered {
     let seeds = corpus(name);
     let mut rng = StdRng::seed_from_u64(seed(index as u64));
     let started = Instant::now();
@@ -152,15 +163,20 @@ fn fuzz(index: usize, name: &str, target: fn(&[u8])) -> usize {
         run(input);
         tried += 1;
     }
+    let mut novel = 0usize;
     while started.elapsed() < budget() {
         for _ in 0..64 {
             let input = mutate(&mut rng, &seeds);
             run(&input);
             tried += 1;
+            novel += usize::from(!seeds.contains(&input));
         }
     }
-    println!("fuzz {name}: {tried} inputs, no failure");
-    tried
+    println!("fuzz {name}: {tried} inputs ({novel} new), no failure");
+    Covered {
+        seeds: seeds.len(),
+        novel,
+    }
 }
 
 macro_rules! fuzz_tests {
@@ -168,7 +184,11 @@ macro_rules! fuzz_tests {
         #[test]
         fn $test() {
             let (name, target) = targets::TARGETS[$index];
-            assert!(fuzz($index, name, target) > 0);
+            let covered = fuzz($index, name, target);
+            // The whole corpus replayed, and the mutator made inputs the corpus does not hold.
+            let files = std::fs::read_dir(corpus_dir(name)).unwrap().count();
+            assert_eq!(covered.seeds, files, "every seed of {name} replayed");
+            assert!(covered.novel >= 32, "{name}: only {} new inputs", covered.novel);
         }
     )*};
 }

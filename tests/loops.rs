@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
-use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
 use support::{Answer, Behaviour, FakeDns, Meshdns, eventually, query, rr, udp, with_edns};
 use tokio::net::UdpSocket;
 use tokio::task::JoinSet;
@@ -109,19 +108,11 @@ async fn loops_total(meshdns: &Meshdns) -> f64 {
     meshdns.metric("meshdns_loops_total", &[]).await
 }
 
-/// The text of the reply's Extended DNS Error, if it carries one.
-fn extended_error_text(reply: &support::Reply) -> Option<String> {
-    match reply.msg.edns.as_ref()?.option(EdnsCode::Unknown(15))? {
-        EdnsOption::Unknown(15, data) => Some(String::from_utf8_lossy(data.get(2..)?).into()),
-        _ => None,
-    }
-}
-
 /// The client got SERVFAIL saying "loop", fast, and no address at all.
 fn assert_loop_answered(reply: &support::Reply, took: Duration) {
     assert_eq!(reply.msg.response_code, ResponseCode::ServFail);
     assert!(reply.msg.answers.is_empty(), "{:?}", reply.answer_lines());
-    let text = extended_error_text(reply).expect("an Extended DNS Error");
+    let text = support::extended_error_text(&reply.msg).expect("an Extended DNS Error");
     assert!(text.contains("loop"), "{text}");
     assert!(
         took < Duration::from_millis(500),

@@ -68,6 +68,30 @@ pub enum UpstreamError {
     NoEndpoint,
 }
 
+impl UpstreamError {
+    /// Why `who` (the cluster DNS, kube-dns) could not help, in words an operator can act on:
+    /// the text of the Extended DNS Error the client gets. A TLS failure says TLS, not "did not
+    /// answer" (which sends people looking at firewalls).
+    pub fn client_reason(&self, who: &str) -> String {
+        match self {
+            UpstreamError::Exhausted(AttemptError::Tls(_)) => {
+                format!("TLS to {who} failed: certificate rejected or handshake failed")
+            }
+            UpstreamError::Exhausted(AttemptError::Network(_)) => {
+                format!("{who} unreachable: connection refused or reset")
+            }
+            UpstreamError::Exhausted(AttemptError::Local(_)) => {
+                format!("meshdns is short of sockets or buffers; {who} not asked")
+            }
+            UpstreamError::Exhausted(AttemptError::Timeout | AttemptError::BadQuery)
+            | UpstreamError::NoTime => format!("{who} did not answer"),
+            UpstreamError::NoEndpoint => {
+                format!("{who} has no address: its endpoint names have not resolved")
+            }
+        }
+    }
+}
+
 /// How one attempt at an upstream endpoint ended: the `result` label of
 /// `meshdns_upstream_requests_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -764,6 +764,15 @@ pub fn query(name: &str, rtype: RecordType) -> Message {
     msg
 }
 
+/// The text of a reply's Extended DNS Error (RFC 8914), if it carries one.
+pub fn extended_error_text(reply: &Message) -> Option<String> {
+    use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
+    match reply.edns.as_ref()?.option(EdnsCode::Unknown(15))? {
+        EdnsOption::Unknown(15, data) => Some(String::from_utf8_lossy(data.get(2..)?).into()),
+        _ => None,
+    }
+}
+
 /// The query with an OPT record advertising `size`.
 pub fn with_edns(mut msg: Message, size: u16) -> Message {
     let mut edns = Edns::new();
