@@ -12,7 +12,7 @@
 //! Two guards keep the answer right: a zone match stays with its zone (the router asks this
 //! module only for names under none), and a name that Kubernetes DNS *could* hold — because a
 //! zone is a single label or ends in `svc` or `pod`, say — still goes to kube-dns (see
-//! [`kubernetes_could_hold`]). The check works on the question's wire bytes: a name not ending
+//! `kubernetes_could_hold`). The check works on the question's wire bytes: a name not ending
 //! in a suffix's cluster domain is turned away by one comparison, and the others by one bit
 //! test per label against the lengths of every zone+suffix pair (the cache-hit path routes
 //! every query for its metric label; docs/design.md gives the measured cost).
