@@ -1075,7 +1075,23 @@ async fn queued_tcp_replies_are_written_before_shutdown() {
         .flat_map(|q| frame_of(&q.to_vec().unwrap()))
         .collect();
     client.write_all(&frames).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Wait for the state itself: every query read and answered (its reply queued).
+    let admin = meshdns.admin;
+    let answered = || async move {
+        let scrape = support::admin::get(admin, "/metrics").await;
+        support::admin::Scrape::parse(&scrape.body).value(
+            "meshdns_requests_total",
+            &[
+                ("proto", "tcp"),
+                ("route", "passthrough"),
+                ("rcode", "NOERROR"),
+            ],
+        )
+    };
+    assert!(
+        support::eventually(50, || async { answered().await >= (QUERIES + 1) as f64 }).await,
+        "every query read and answered"
+    );
 
     meshdns.shut_down();
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -1083,19 +1099,10 @@ async fn queued_tcp_replies_are_written_before_shutdown() {
         !meshdns.has_ended(),
         "run returned while replies were still queued"
     );
-    let scrape = support::admin::get(meshdns.admin, "/metrics").await;
-    let answered = support::admin::Scrape::parse(&scrape.body).value(
-        "meshdns_requests_total",
-        &[
-            ("proto", "tcp"),
-            ("route", "passthrough"),
-            ("rcode", "NOERROR"),
-        ],
-    );
     assert_eq!(
-        answered,
+        answered().await,
         (QUERIES + 1) as f64,
-        "every query read and answered"
+        "every query read and answered, no more"
     );
     // The client reads now; meshdns writes what is queued, closes, and only then returns.
     let mut ids: Vec<u16> = Vec::new();
