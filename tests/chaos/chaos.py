@@ -196,6 +196,8 @@ class Peer:
                     await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError, OSError):
             pass
+        except asyncio.CancelledError:
+            pass  # the peer is being stopped: its connections end with it
         finally:
             writer.close()
 
@@ -265,10 +267,14 @@ class World:
         )
         self.process.start()
         self.modes = dict.fromkeys(NUMBER, "up")
+        # One command at a time on the pipe: calls come from concurrent tasks, and a send or
+        # a receive interleaved with another's garbles both.
+        self.turn = asyncio.Lock()
 
     async def call(self, op, cluster=None, argument=None):
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, self._call, (op, cluster, argument))
+        async with self.turn:
+            return await loop.run_in_executor(None, self._call, (op, cluster, argument))
 
     def _call(self, command):
         self.commands.send(command)

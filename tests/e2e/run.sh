@@ -433,6 +433,62 @@ c_pymongo() { # RESOLV HOST EXPECTED_HOSTS
 }
 
 # ---------------------------------------------------------------------------------------------
+# The pod's own names and search-list expansions (docs/design.md), each on an instance of its own
+# ---------------------------------------------------------------------------------------------
+D_OWN=127.0.10.21    # meshdns of pod mongo-9 of cluster a, which kube-dns does not know yet
+D_SEARCH=127.0.10.20 # meshdns reading the pod's resolv.conf (search list, ndots:5)
+OWN_IP=10.1.0.99
+o_start() { # the pod's identity from the kubelet's hosts line and the downward API's pod IP
+	printf '127.0.0.1\tlocalhost\n%s\tmongo-9.mongo.db.svc.cluster.local\tmongo-9\n' $OWN_IP >"$WORK/hosts-own"
+	make_pod_files own $D_OWN
+	start_meshdns own $D_OWN "a=; b=127.0.2.1:53; c=127.0.3.1:53" \
+		MESHDNS_POD_IP=$OWN_IP MESHDNS_HOSTS_FILE="$WORK/hosts-own" \
+		MESHDNS_RESOLV_CONF="$WORK/resolv-own.conf"
+}
+o_unknown_to_kube_dns() { # the stand-in kube-dns says NXDOMAIN: the pod is not ready yet
+	dq 127.0.1.1 mongo-9.mongo.db.svc.cluster.local A
+	want_rcode NXDOMAIN
+}
+o_getent() { # NAME: glibc getaddrinfo of an own name -> the pod's address, kube-dns not asked
+	# (the search-list expansions glibc tries first are meshdns's to answer too)
+	local before
+	before=$(nsd_queries a)
+	c_getent own "$1" $OWN_IP || return 1
+	[[ $(nsd_queries a) == "$before" ]] || fail_with "kube-dns was asked ($before -> $(nsd_queries a))"
+}
+GETADDRINFO_SNIPPET='
+import socket, sys
+for address in sorted({info[4][0] for info in socket.getaddrinfo(sys.argv[1], 27017, socket.AF_INET, socket.SOCK_STREAM)}):
+    print(address)
+'
+o_python() { # NAME: Python getaddrinfo (what pymongo's connection to a seed host does)
+	pod_run own "$PY" -c "$GETADDRINFO_SNIPPET" "$1"
+	want_addrs "Python getaddrinfo $1" $OWN_IP
+}
+o_ptr() { # the PTR of the pod's address: its cluster-zone name, which resolves back to it
+	dq $D_OWN -x $OWN_IP
+	want_rcode NOERROR || return 1
+	want_set "PTR" "99.0.1.10.in-addr.arpa. mongo-9.mongo.db.cluster.a." "$(rr ANSWER PTR)" || return 1
+	dq $D_OWN mongo-9.mongo.db.cluster.a A
+	want_set "A" "mongo-9.mongo.db.cluster.a. $OWN_IP" "$(rr ANSWER A)"
+}
+s_start() {
+	make_pod_files search $D_SEARCH
+	start_meshdns search $D_SEARCH "a=; b=127.0.2.1:53; c=127.0.3.1:53" \
+		MESHDNS_RESOLV_CONF="$WORK/resolv-search.conf"
+}
+stand_in_queries() { echo $(($(nsd_queries a) + $(nsd_queries b) + $(nsd_queries c))); }
+s_getent() { # NAME EXPECTED: getent with ndots:5 and three search suffixes, cold cache
+	local before asked
+	before=$(stand_in_queries)
+	pod_run search getent ahosts "$1"
+	want_addrs "getent ahosts $1" "$2" || return 1
+	asked=$(($(stand_in_queries) - before))
+	note "getent ahosts $1 (ndots:5, 3 search suffixes): $asked queries reached the stand-ins"
+	((asked <= 2)) || fail_with "$asked queries reached the stand-ins; at most 2 (A and AAAA of the name itself)"
+}
+
+# ---------------------------------------------------------------------------------------------
 # Checks
 # ---------------------------------------------------------------------------------------------
 mongo_ip() { echo "10.$1.0.$((10 + $2))"; } # CLUSTER_INDEX POD
@@ -1756,6 +1812,21 @@ if [[ $MODE == full ]] && ((setup_ok)); then
 	case_ "cluster-level: cluster.z forwarded to meshdns but not meshdns's -> SERVFAIL+EDE at once, loops_total" cl_loop
 	case_ "cluster-level: a client outside MESHDNS_ALLOW_FROM -> REFUSED, inside -> answered" cl_refused
 	case_ "cluster-level: replica 1 killed -> the other answers every query" cl_replica_killed
+
+	# The pod's own names, before kube-dns knows the pod; search-list expansions answered at once.
+	case_ "own names: meshdns of pod mongo-9 (hosts line + MESHDNS_POD_IP) starts" o_start
+	case_ "own names: the stand-in kube-dns does not know mongo-9 yet (NXDOMAIN)" o_unknown_to_kube_dns
+	case_ "own names: getent ahosts mongo-9.mongo.db.cluster.a -> the pod, kube-dns not asked" o_getent mongo-9.mongo.db.cluster.a
+	case_ "own names: getent ahosts a-mongo-9.$DZ -> the pod" o_getent "a-mongo-9.$DZ"
+	# (glibc goes on to the search suffixes for the AAAA it got NODATA for; those are names
+	# under svc.cluster.local, kube-dns's to answer, so here only the answer is checked.)
+	case_ "own names: getent ahosts mongo-9.mongo.db.svc.cluster.local -> the pod" c_getent own mongo-9.mongo.db.svc.cluster.local $OWN_IP
+	case_ "own names: Python getaddrinfo (pymongo's connect) of mongo-9.mongo.db.cluster.a" o_python mongo-9.mongo.db.cluster.a
+	case_ "own names: dig -x $OWN_IP -> mongo-9.mongo.db.cluster.a, which resolves back" o_ptr
+	case_ "own names: a sibling's name still comes from kube-dns" c_getent own mongo-1.mongo.db.cluster.a "$(mongo_ip 1 1)"
+	case_ "search: meshdns reading the pod's resolv.conf starts" s_start
+	case_ "search: getent ahosts mongo-1.mongo.db.cluster.b -> at most 2 queries reach the stand-ins" s_getent mongo-1.mongo.db.cluster.b "$(mongo_ip 2 1)"
+	case_ "search: getent ahosts c-mongo-2.$DZ -> at most 2 queries reach the stand-ins" s_getent "c-mongo-2.$DZ" "$(mongo_ip 3 2)"
 
 	# Faults, each on a fresh meshdns instance (cold cache) with one faulty cluster.
 	kill -TERM "${NSD_PID[d]}" 2>/dev/null
