@@ -14,6 +14,8 @@ import json
 import re
 import sys
 
+from checks import Checks
+
 import promql_parser
 
 
@@ -35,16 +37,7 @@ def readme_families(path):
 SELECTOR_RE = re.compile(r"(?<![\w:])([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{")
 KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right"}
 
-failures = 0
-
-
-def check(name, ok, why=""):
-    global failures
-    if ok:
-        print(f"PASS dashboard: {name}")
-    else:
-        failures += 1
-        print(f"FAIL dashboard: {name} -- {why}")
+CHECKS = Checks("dashboard")
 
 
 def substitute(expr):
@@ -62,7 +55,7 @@ def panels(items):
 def main():
     readme = sys.argv[2] if len(sys.argv) > 2 else "README.md"
     families = readme_families(readme)
-    check(f"{readme} has a metrics table", bool(families), "no `| `meshdns_...` |` rows under `## Metrics`")
+    CHECKS.check(f"{readme} has a metrics table", bool(families), "no `| `meshdns_...` |` rows under `## Metrics`")
     histograms = {n for n, t in families if t == "histogram"}
     allowed = {n for n, t in families if t != "histogram"}
     allowed |= {h + suffix for h in histograms for suffix in ("_bucket", "_sum", "_count")}
@@ -71,15 +64,15 @@ def main():
         try:
             dash = json.load(f)
         except json.JSONDecodeError as e:
-            check("is valid JSON", False, str(e))
+            CHECKS.check("is valid JSON", False, str(e))
             return 1
-    check("is valid JSON with title, uid and panels",
+    CHECKS.check("is valid JSON with title, uid and panels",
           bool(dash.get("title")) and bool(dash.get("uid")) and bool(dash.get("panels")), "missing keys")
     all_panels = list(panels(dash["panels"]))
     ids = [p.get("id") for p in all_panels]
-    check("panel ids are unique", len(ids) == len(set(ids)), f"{ids}")
+    CHECKS.check("panel ids are unique", len(ids) == len(set(ids)), f"{ids}")
     vars_ = {v["name"] for v in dash.get("templating", {}).get("list", [])}
-    check("has the datasource variable", "datasource" in vars_, f"{vars_}")
+    CHECKS.check("has the datasource variable", "datasource" in vars_, f"{vars_}")
 
     exprs, bad_ds, unparsable, foreign, used = [], [], [], [], set()
     for p in all_panels:
@@ -106,15 +99,15 @@ def main():
         used |= names
         foreign += [f"variable {v['name']}: {n}" for n in names if n not in allowed]
 
-    check(f"{len(exprs)} queries parse as PromQL", exprs and not unparsable, "; ".join(unparsable))
-    check("queries name only the README's metric families (histograms via _bucket/_sum/_count)", not foreign, "; ".join(foreign))
+    CHECKS.check(f"{len(exprs)} queries parse as PromQL", exprs and not unparsable, "; ".join(unparsable))
+    CHECKS.check("queries name only the README's metric families (histograms via _bucket/_sum/_count)", not foreign, "; ".join(foreign))
     missing = must_cover - used
-    check("every metric family is shown", not missing, f"missing {sorted(missing)}")
-    check("histogram quantiles aggregate by le",
+    CHECKS.check("every metric family is shown", not missing, f"missing {sorted(missing)}")
+    CHECKS.check("histogram quantiles aggregate by le",
           all("by (le" in e for e in exprs if "histogram_quantile" in e), "histogram_quantile without `by (le, ...)`")
-    check("every panel and query uses the ${datasource} variable", not bad_ds, f"{bad_ds}")
-    check("no query carries a query-name label (cardinality)", not any("qname" in e or "name=" in e for e in exprs), "")
-    return 1 if failures else 0
+    CHECKS.check("every panel and query uses the ${datasource} variable", not bad_ds, f"{bad_ds}")
+    CHECKS.check("no query carries a query-name label (cardinality)", not any("qname" in e or "name=" in e for e in exprs), "")
+    return CHECKS.exit_code()
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ import pathlib
 import re
 import sys
 
+from checks import Checks
+
 DESIGN = "docs/design.md"
 DESIGN_SECTIONS = ["## Routing", "### Cluster zones", "### Distributed zones", "### Clusterset zone",
                    "### Pass-through", "## Truncation", "## Cache", "## Memory and overload",
@@ -58,16 +60,7 @@ REQUIRED = {
     "docs/design.md": ["MESHDNS_CONFIG_DIR", "transport=tls", "stragglers", "outcome"],
 }
 
-failures = 0
-
-
-def check(name, ok, why=""):
-    global failures
-    if ok:
-        print(f"PASS docs: {name}")
-    else:
-        failures += 1
-        print(f"FAIL docs: {name} -- {why}")
+CHECKS = Checks("docs")
 
 
 def main():
@@ -76,29 +69,29 @@ def main():
         p = root / rel
         text = p.read_text() if p.exists() else ""
         missing = [n for n in needles if n not in text]
-        check(f"{rel} exists and mentions {len(needles)} required items", p.exists() and not missing,
+        CHECKS.check(f"{rel} exists and mentions {len(needles)} required items", p.exists() and not missing,
               f"missing {missing}" if p.exists() else "no such file")
 
     flow = (root / "docs/flow.md").read_text() if (root / "docs/flow.md").exists() else ""
     blocks = re.findall(r"```mermaid\n(.*?)```", flow, re.S)
     body = blocks[0] if blocks else ""
-    check("flow.md: one mermaid flowchart", len(blocks) == 1 and re.match(r"\s*(flowchart|graph)\s+(TD|TB|LR)", body),
+    CHECKS.check("flow.md: one mermaid flowchart", len(blocks) == 1 and re.match(r"\s*(flowchart|graph)\s+(TD|TB|LR)", body),
           f"{len(blocks)} mermaid blocks")
     want = ["kube-dns", "cache", "merge", "fan", "cluster"]
-    check("flow.md: diagram shows route, cache, kube-dns, one cluster, fan-out and merge",
+    CHECKS.check("flow.md: diagram shows route, cache, kube-dns, one cluster, fan-out and merge",
           all(w in body.lower() for w in want), f"missing {[w for w in want if w not in body.lower()]}")
     ids = re.findall(r"^\s*([A-Za-z][\w]*)\s*[\[\(\{]", body, re.M)
     arrows = re.findall(r"(-->|-\.->|==>)", body)
-    check("flow.md: diagram has nodes and edges", len(ids) >= 5 and len(arrows) >= 6, f"{len(ids)} nodes, {len(arrows)} edges")
+    CHECKS.check("flow.md: diagram has nodes and edges", len(ids) >= 5 and len(arrows) >= 6, f"{len(ids)} nodes, {len(arrows)} edges")
 
     design = (root / DESIGN).read_text() if (root / DESIGN).exists() else ""
     missing = [h for h in DESIGN_SECTIONS if not re.search(rf"^{re.escape(h)}\b", design, re.M)]
-    check(f"{DESIGN} has its sections", design and not missing, f"missing {missing}")
-    check(f"{DESIGN} keeps the module-map placeholder (or the map)",
+    CHECKS.check(f"{DESIGN} has its sections", design and not missing, f"missing {missing}")
+    CHECKS.check(f"{DESIGN} keeps the module-map placeholder (or the map)",
           MODULE_MAP_PLACEHOLDER in design or "src/" in design.split("## Module map", 1)[-1], "neither")
     readme = (root / "README.md").read_text() if (root / "README.md").exists() else ""
     VARIABLES, METRICS = readme_variables(readme), design_metrics(design)
-    check(f"README.md lists the variables and {DESIGN} the metric families",
+    CHECKS.check(f"README.md lists the variables and {DESIGN} the metric families",
           len(VARIABLES) >= 20 and len(METRICS) >= 14, f"{len(VARIABLES)} variables, {len(METRICS)} metrics")
 
     texts = {p: p.read_text() for p in list((root / "docs").glob("**/*.md")) + list((root / "k8s").rglob("*"))
@@ -110,14 +103,14 @@ def main():
         bad_vars |= {f"{p.relative_to(root)}: {v}" for v in re.findall(r"\bMESHDNS_[A-Z_]+", t) if v not in VARIABLES}
         bad_metrics |= {f"{p.relative_to(root)}: {m}" for m in re.findall(r"\bmeshdns_[a-z_]+", t)
                         if m not in METRICS}
-    check(f"every MESHDNS_* variable named is one of {DESIGN}'s", not bad_vars, f"{sorted(bad_vars)}")
-    check(f"every meshdns_* metric named is one of {DESIGN}'s", not bad_metrics, f"{sorted(bad_metrics)}")
+    CHECKS.check(f"every MESHDNS_* variable named is one of {DESIGN}'s", not bad_vars, f"{sorted(bad_vars)}")
+    CHECKS.check(f"every meshdns_* metric named is one of {DESIGN}'s", not bad_metrics, f"{sorted(bad_metrics)}")
 
     # A pre-check fed by word splitting (`env $(grep … | tr '\n' ' ') meshdns --check`) cuts
     # MESHDNS_CLUSTERS at its first space and passes what it never saw; --env-file reads it whole.
     split = [f"{p.relative_to(root)}" for p in list((root / "docs").glob("**/*.md")) + [root / "README.md"]
              if re.search(r"^\s*env \$\(", p.read_text(), re.M)]
-    check("no pre-check builds the environment by word splitting (env $(...)); use --env-file", not split,
+    CHECKS.check("no pre-check builds the environment by word splitting (env $(...)); use --env-file", not split,
           f"{split}")
 
     broken = []
@@ -127,8 +120,8 @@ def main():
                 continue
             if not (p.parent / target).exists():
                 broken.append(f"{p.relative_to(root)} -> {target}")
-    check("relative links in docs/ resolve", not broken, f"{broken}")
-    return 1 if failures else 0
+    CHECKS.check("relative links in docs/ resolve", not broken, f"{broken}")
+    return CHECKS.exit_code()
 
 
 if __name__ == "__main__":

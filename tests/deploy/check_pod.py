@@ -29,6 +29,8 @@ import subprocess
 import sys
 import tempfile
 
+from checks import Checks
+
 import yaml
 
 ADMIN_PORT = 9153
@@ -50,16 +52,7 @@ HOST_RE = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z
 OPTIONS = {"domain", "prefix", "transport", "tls_name"}
 TRANSPORTS = {"udp", "tcp", "tls"}
 
-failures = 0
-
-
-def check(label, name, ok, why=""):
-    global failures
-    if ok:
-        print(f"PASS {label}: {name}")
-    else:
-        failures += 1
-        print(f"FAIL {label}: {name} -- {why}")
+CHECKS = Checks()
 
 
 def endpoint_ok(token, names=True):
@@ -177,18 +170,18 @@ def main():
 
     wrong_ns = [f"{d['kind']}/{d['metadata']['name']}" for d in docs
                 if d["metadata"].get("namespace") != ns]
-    check(label, f"every object is in namespace {ns}", not wrong_ns, f"{wrong_ns}")
-    check(label, "no Namespace object (the install creates or relabels no namespace)",
+    CHECKS.labelled(label, f"every object is in namespace {ns}", not wrong_ns, f"{wrong_ns}")
+    CHECKS.labelled(label, "no Namespace object (the install creates or relabels no namespace)",
           "Namespace" not in by_kind, f"{[n['metadata']['name'] for n in by_kind.get('Namespace', [])]}")
 
     workloads = [d for d in docs if d["kind"] in ("StatefulSet", "Deployment", "DaemonSet")]
     selected = [w for w in workloads if (w["metadata"].get("labels") or {}).get(INJECT_LABEL[0]) == INJECT_LABEL[1]]
-    check(label, f"a workload is labelled {INJECT_LABEL[0]}={INJECT_LABEL[1]}", bool(selected), "none")
+    CHECKS.labelled(label, f"a workload is labelled {INJECT_LABEL[0]}={INJECT_LABEL[1]}", bool(selected), "none")
     untouched = [w for w in workloads if w not in selected]
     touched = [f"{w['kind']}/{w['metadata']['name']}" for w in untouched
                if any(c["name"] == "meshdns" for c in w["spec"]["template"]["spec"].get("initContainers", []))
                or w["spec"]["template"]["spec"].get("dnsPolicy") == "None"]
-    check(label, "workloads without the label are left alone", not touched, f"{touched}")
+    CHECKS.labelled(label, "workloads without the label are left alone", not touched, f"{touched}")
     configmaps = {c["metadata"]["name"]: c.get("data", {}) for c in by_kind.get("ConfigMap", [])}
     services = {s["metadata"]["name"]: s for s in by_kind.get("Service", [])}
 
@@ -197,53 +190,53 @@ def main():
         spec = w["spec"]["template"]["spec"]
         inits = spec.get("initContainers", [])
         names = [c["name"] for c in inits]
-        check(wl, "meshdns is in initContainers", "meshdns" in names, f"initContainers={names}")
+        CHECKS.labelled(wl, "meshdns is in initContainers", "meshdns" in names, f"initContainers={names}")
         if "meshdns" not in names:
             continue
         m = inits[names.index("meshdns")]
-        check(wl, "meshdns is the first initContainer", names[0] == "meshdns", f"order={names}")
-        check(wl, "meshdns has restartPolicy Always (native sidecar)",
+        CHECKS.labelled(wl, "meshdns is the first initContainer", names[0] == "meshdns", f"order={names}")
+        CHECKS.labelled(wl, "meshdns has restartPolicy Always (native sidecar)",
               m.get("restartPolicy") == "Always", f"restartPolicy={m.get('restartPolicy')}")
         apps = [c["name"] for c in spec.get("containers", [])]
-        check(wl, "an app container exists (and meshdns is not one)",
+        CHECKS.labelled(wl, "an app container exists (and meshdns is not one)",
               bool(apps) and "meshdns" not in apps, f"containers={apps}")
         volumes = {v["name"]: v for v in spec.get("volumes", [])}
         if args.keeps:
             have = set(names) | set(apps) | set(volumes)
             lost = [k for k in args.keeps.split(",") if k not in have]
-            check(wl, f"the workload's own {args.keeps} survive the patch", not lost, f"lost {lost}")
+            CHECKS.labelled(wl, f"the workload's own {args.keeps} survive the patch", not lost, f"lost {lost}")
         pod_labels = w["spec"]["template"]["metadata"].get("labels", {})
-        check(wl, f"pod label {POD_LABEL[0]}={POD_LABEL[1]}", pod_labels.get(POD_LABEL[0]) == POD_LABEL[1],
+        CHECKS.labelled(wl, f"pod label {POD_LABEL[0]}={POD_LABEL[1]}", pod_labels.get(POD_LABEL[0]) == POD_LABEL[1],
               f"labels={pod_labels}")
 
-        check(wl, "dnsPolicy None", spec.get("dnsPolicy") == "None", f"dnsPolicy={spec.get('dnsPolicy')}")
+        CHECKS.labelled(wl, "dnsPolicy None", spec.get("dnsPolicy") == "None", f"dnsPolicy={spec.get('dnsPolicy')}")
         dc = spec.get("dnsConfig") or {}
-        check(wl, "dnsConfig.nameservers == ['127.0.0.1']", dc.get("nameservers") == ["127.0.0.1"],
+        CHECKS.labelled(wl, "dnsConfig.nameservers == ['127.0.0.1']", dc.get("nameservers") == ["127.0.0.1"],
               f"nameservers={dc.get('nameservers')}")
         want = [f"{ns}.svc.cluster.local", "svc.cluster.local", "cluster.local"]
-        check(wl, f"search list is {want}", dc.get("searches") == want, f"searches={dc.get('searches')}")
+        CHECKS.labelled(wl, f"search list is {want}", dc.get("searches") == want, f"searches={dc.get('searches')}")
         ndots = [o.get("value") for o in dc.get("options", []) if o.get("name") == "ndots"]
-        check(wl, "ndots option set", len(ndots) == 1 and str(ndots[0]).isdigit(), f"ndots={ndots}")
+        CHECKS.labelled(wl, "ndots option set", len(ndots) == 1 and str(ndots[0]).isdigit(), f"ndots={ndots}")
 
         ports = {p.get("name"): p for p in m.get("ports", [])}
         mp = ports.get(PORT_NAME) or {}
-        check(wl, f"named port {PORT_NAME} = {ADMIN_PORT}/TCP",
+        CHECKS.labelled(wl, f"named port {PORT_NAME} = {ADMIN_PORT}/TCP",
               mp.get("containerPort") == ADMIN_PORT and mp.get("protocol", "TCP") == "TCP", f"ports={m.get('ports')}")
         pod_port_names = [p.get("name") for c in inits + spec.get("containers", []) for p in c.get("ports", [])
                           if p.get("name")]
-        check(wl, "port names unique in the pod", len(pod_port_names) == len(set(pod_port_names)), f"{pod_port_names}")
+        CHECKS.labelled(wl, "port names unique in the pod", len(pod_port_names) == len(set(pod_port_names)), f"{pod_port_names}")
         ok, why = probe_on_metrics(m, "startupProbe", "/readyz")
-        check(wl, "startupProbe GET /readyz on meshdns-metrics", ok, why)
+        CHECKS.labelled(wl, "startupProbe GET /readyz on meshdns-metrics", ok, why)
         ok, why = probe_on_metrics(m, "livenessProbe", "/livez")
-        check(wl, "livenessProbe GET /livez on meshdns-metrics", ok, why)
+        CHECKS.labelled(wl, "livenessProbe GET /livez on meshdns-metrics", ok, why)
         if "readinessProbe" in m:
             ok, why = probe_on_metrics(m, "readinessProbe", "/readyz")
-            check(wl, "readinessProbe (if any) GET /readyz on meshdns-metrics", ok, why)
+            CHECKS.labelled(wl, "readinessProbe (if any) GET /readyz on meshdns-metrics", ok, why)
 
         psc = spec.get("securityContext") or {}
         sysctls = {s["name"]: s["value"] for s in psc.get("sysctls", [])}
         v = sysctls.get("net.ipv4.ip_unprivileged_port_start")
-        check(wl, "pod sysctl net.ipv4.ip_unprivileged_port_start <= 53",
+        CHECKS.labelled(wl, "pod sysctl net.ipv4.ip_unprivileged_port_start <= 53",
               v is not None and str(v).isdigit() and int(v) <= 53, f"sysctls={sysctls}")
 
         sc = m.get("securityContext") or {}
@@ -256,7 +249,7 @@ def main():
             problems.append(f"capabilities={sc.get('capabilities')}")
         if (sc.get("seccompProfile") or psc.get("seccompProfile") or {}).get("type") != "RuntimeDefault":
             problems.append("seccompProfile")
-        check(wl, "meshdns securityContext restricted (65532, ro root, no escalation, drop ALL, "
+        CHECKS.labelled(wl, "meshdns securityContext restricted (65532, ro root, no escalation, drop ALL, "
               "RuntimeDefault)", not problems, "; ".join(problems))
         if args.example:
             bad = []
@@ -264,10 +257,10 @@ def main():
                 ok, why = restricted(psc, c.get("securityContext") or {})
                 if not ok:
                     bad.append(f"{c['name']}: {why}")
-            check(wl, "every container meets the restricted Pod Security Standard", not bad, "; ".join(bad))
+            CHECKS.labelled(wl, "every container meets the restricted Pod Security Standard", not bad, "; ".join(bad))
 
         res = m.get("resources") or {}
-        check(wl, "meshdns has cpu/memory requests and a memory limit",
+        CHECKS.labelled(wl, "meshdns has cpu/memory requests and a memory limit",
               {"cpu", "memory"} <= set((res.get("requests") or {})) and "memory" in (res.get("limits") or {}),
               f"resources={res}")
 
@@ -283,71 +276,71 @@ def main():
             if (e.get("valueFrom") or {}).get("configMapKeyRef"):
                 from_cm.append(f"env {e['name']}")
             env[e["name"]] = e.get("value")
-        check(wl, "no environment variable comes from a ConfigMap (a change there would restart the pod)",
+        CHECKS.labelled(wl, "no environment variable comes from a ConfigMap (a change there would restart the pod)",
               not from_cm, f"{from_cm}")
         fields = {e["name"]: ((e.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
                   for e in m.get("env", []) if e["name"] in POD_FIELDS}
-        check(wl, "the pod's identity comes from the downward API (MESHDNS_POD_IP, _IPS, _NAMESPACE)",
+        CHECKS.labelled(wl, "the pod's identity comes from the downward API (MESHDNS_POD_IP, _IPS, _NAMESPACE)",
               fields == POD_FIELDS, f"{fields}")
         conf_dir = env.get("MESHDNS_CONFIG_DIR")
-        check(wl, "MESHDNS_CONFIG_DIR is set", bool(conf_dir), f"env keys={sorted(env)}")
+        CHECKS.labelled(wl, "MESHDNS_CONFIG_DIR is set", bool(conf_dir), f"env keys={sorted(env)}")
         vm, vol = mounted_dir(m, volumes, conf_dir or "/nonexistent")
         ok = vm is not None and vm["mountPath"].rstrip("/") == (conf_dir or "").rstrip("/") \
             and not vm.get("subPath") and vm.get("readOnly") is True
-        check(wl, "MESHDNS_CONFIG_DIR is a read-only volume mount of its own, no subPath (updates arrive)",
+        CHECKS.labelled(wl, "MESHDNS_CONFIG_DIR is a read-only volume mount of its own, no subPath (updates arrive)",
               ok, f"volumeMount={vm}")
         sources = volume_sources(vol, "configMap")
-        check(wl, f"the configuration volume shows the ConfigMaps {CONFIG_MAPS}", sources == CONFIG_MAPS,
+        CHECKS.labelled(wl, f"the configuration volume shows the ConfigMaps {CONFIG_MAPS}", sources == CONFIG_MAPS,
               f"sources={sources}")
         missing = [s for s in sources if s not in configmaps]
-        check(wl, "those ConfigMaps exist in the rendered output under exactly those names "
+        CHECKS.labelled(wl, "those ConfigMaps exist in the rendered output under exactly those names "
               "(no content-hash suffix: a change rolls no pod)", sources and not missing, f"missing={missing}")
         files = {}
         for s in sources:
             files.update(configmaps.get(s, {}))
         bad_keys = [k for k in files if not re.fullmatch(r"MESHDNS_[A-Z_]+", k)]
-        check(wl, "every key of the configuration directory is a MESHDNS_* variable", not bad_keys, f"{bad_keys}")
+        CHECKS.labelled(wl, "every key of the configuration directory is a MESHDNS_* variable", not bad_keys, f"{bad_keys}")
         restart_keys = [k for k in files if k in RESTART_ONLY]
-        check(wl, f"restart-only settings ({', '.join(RESTART_ONLY)}) are not in the live directory",
+        CHECKS.labelled(wl, f"restart-only settings ({', '.join(RESTART_ONLY)}) are not in the live directory",
               not restart_keys, f"{restart_keys}")
         effective = dict(env)
         effective.update(files)
 
-        check(wl, f"configuration defines {', '.join(ENV_REQUIRED)}",
+        CHECKS.labelled(wl, f"configuration defines {', '.join(ENV_REQUIRED)}",
               all(effective.get(k) for k in ENV_REQUIRED), f"keys={sorted(effective)}")
         try:
             clusters = parse_clusters(effective.get("MESHDNS_CLUSTERS", ""))
-            check(wl, "MESHDNS_CLUSTERS parses (NAME=ENDPOINT,... [options]; ...)", len(clusters) >= 2,
+            CHECKS.labelled(wl, "MESHDNS_CLUSTERS parses (NAME=ENDPOINT,... [options]; ...)", len(clusters) >= 2,
                   f"only {list(clusters)}")
         except ValueError as e:
             clusters = {}
-            check(wl, "MESHDNS_CLUSTERS parses (NAME=ENDPOINT,... [options]; ...)", False, str(e))
+            CHECKS.labelled(wl, "MESHDNS_CLUSTERS parses (NAME=ENDPOINT,... [options]; ...)", False, str(e))
         local = effective.get("MESHDNS_LOCAL_CLUSTER")
-        check(wl, "MESHDNS_LOCAL_CLUSTER is one of MESHDNS_CLUSTERS", local in clusters,
+        CHECKS.labelled(wl, "MESHDNS_LOCAL_CLUSTER is one of MESHDNS_CLUSTERS", local in clusters,
               f"{local!r} not in {list(clusters)}")
         ups = (effective.get("MESHDNS_UPSTREAMS") or "").split(",")
-        check(wl, "MESHDNS_UPSTREAMS is an IP[:PORT] list, no loopback",
+        CHECKS.labelled(wl, "MESHDNS_UPSTREAMS is an IP[:PORT] list, no loopback",
               all(endpoint_ok(u, names=False) and not u.startswith("127.") for u in ups), f"{ups}")
         admin = effective.get("MESHDNS_ADMIN_LISTEN", "0.0.0.0:9153")
-        check(wl, "MESHDNS_ADMIN_LISTEN serves the probes on the pod IP, port 9153",
+        CHECKS.labelled(wl, "MESHDNS_ADMIN_LISTEN serves the probes on the pod IP, port 9153",
               admin in ("0.0.0.0:9153", "[::]:9153"), f"{admin!r}")
 
         # ---- DNS over TLS to the peers
         uses_tls = [n for n, (_, o) in clusters.items() if o.get("transport") == "tls" and n != local]
         tls_set = [k for k in TLS_VARS if effective.get(k)]
         if args.tls or uses_tls or tls_set:
-            check(wl, "MESHDNS_TLS_CA_FILE, MESHDNS_TLS_CERT_FILE and MESHDNS_TLS_KEY_FILE are set",
+            CHECKS.labelled(wl, "MESHDNS_TLS_CA_FILE, MESHDNS_TLS_CERT_FILE and MESHDNS_TLS_KEY_FILE are set",
                   len(tls_set) == 3, f"set: {tls_set}")
             bad = []
             for k in tls_set:
                 vm, vol = mounted_dir(m, volumes, effective[k])
                 if vm is None or vm.get("subPath") or not volume_sources(vol, "secret"):
                     bad.append(f"{k}={effective[k]} ({vm})")
-            check(wl, "the TLS files come from a Secret mounted as a directory (no subPath: renewals arrive)",
+            CHECKS.labelled(wl, "the TLS files come from a Secret mounted as a directory (no subPath: renewals arrive)",
                   not bad, "; ".join(bad))
             secrets = {s for k in tls_set for s in volume_sources(mounted_dir(m, volumes, effective[k])[1], "secret")}
             certs = {c["spec"].get("secretName") for c in by_kind.get("Certificate", [])}
-            check(wl, "a Certificate (cert-manager) issues that Secret", bool(secrets) and secrets <= certs,
+            CHECKS.labelled(wl, "a Certificate (cert-manager) issues that Secret", bool(secrets) and secrets <= certs,
                   f"secrets={secrets}, certificates issue {certs}")
 
         binary = os.environ.get("MESHDNS_BIN")
@@ -362,31 +355,31 @@ def main():
                 run_env["MESHDNS_CONFIG_DIR"] = d
                 run = subprocess.run(["unshare", "-n", binary, "--check"], env=run_env,
                                      capture_output=True, text=True, timeout=30)
-            check(wl, f"meshdns --check accepts the sidecar's environment and configuration directory ({binary})",
+            CHECKS.labelled(wl, f"meshdns --check accepts the sidecar's environment and configuration directory ({binary})",
                   run.returncode == 0, f"exit {run.returncode}: {(run.stderr or run.stdout).strip()[:500]}")
 
         if w["kind"] == "StatefulSet":
             svc = services.get(w["spec"].get("serviceName", ""))
-            check(wl, "serviceName is a headless Service", svc is not None and svc["spec"].get("clusterIP") == "None",
+            CHECKS.labelled(wl, "serviceName is a headless Service", svc is not None and svc["spec"].get("clusterIP") == "None",
                   f"serviceName={w['spec'].get('serviceName')}")
             if args.example:
                 names = [p.get("name") for p in (svc or {}).get("spec", {}).get("ports", [])]
-                check(wl, "headless Service has the named port mongodb (_mongodb._tcp SRV)", "mongodb" in names,
+                CHECKS.labelled(wl, "headless Service has the named port mongodb (_mongodb._tcp SRV)", "mongodb" in names,
                       f"ports={names}")
 
         pms = [p for p in by_kind.get("PodMonitor", [])
                if all(pod_labels.get(k) == v for k, v in p["spec"]["selector"].get("matchLabels", {}).items())]
         if args.podmonitor:
-            check(wl, f"a PodMonitor selects the pod and scrapes port {PORT_NAME} /metrics",
+            CHECKS.labelled(wl, f"a PodMonitor selects the pod and scrapes port {PORT_NAME} /metrics",
                   any(e.get("port") == PORT_NAME and e.get("path", "/metrics") == "/metrics"
                       for p in pms for e in p["spec"].get("podMetricsEndpoints", [])), f"{len(pms)} matching")
 
     if not (args.podmonitor or args.tls):
-        check(label, "no custom resource in the default install (no CRD needed)",
+        CHECKS.labelled(label, "no custom resource in the default install (no CRD needed)",
               all("." not in d["apiVersion"].split("/")[0] or d["apiVersion"].split("/")[0].endswith(".k8s.io")
                   for d in docs if "/" in d["apiVersion"]),
               f"{sorted({d['apiVersion'] + '/' + d['kind'] for d in docs if '.' in d['apiVersion'].split('/')[0]})}")
-    return 1 if failures else 0
+    return CHECKS.exit_code()
 
 
 if __name__ == "__main__":

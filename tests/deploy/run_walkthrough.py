@@ -27,21 +27,14 @@ import subprocess
 import sys
 import tempfile
 
+from checks import Checks
+
 OFFLINE = ("target/release/meshdns", "kubectl kustomize", "openssl")
 ENV_LINE = re.compile(r"^MESHDNS_[A-Z_]+=")
 EXAMPLE_ENV = ["k8s/base/clusters.env", "k8s/clusters/a/local.env"]
 
-failures = 0
+CHECKS = Checks("walkthrough")
 scratch_dirs = []
-
-
-def report(name, ok, why=""):
-    global failures
-    if ok:
-        print(f"PASS walkthrough: {name}")
-    else:
-        failures += 1
-        print(f"FAIL walkthrough: {name} -- {why}")
 
 
 def blocks(text):
@@ -97,7 +90,7 @@ def main():
     root = pathlib.Path(sys.argv[1]).resolve()
     binary = os.environ.get("MESHDNS_BIN")
     if not binary:
-        report("a meshdns binary to run the blocks with (MESHDNS_BIN)", False, "none built")
+        CHECKS.check("a meshdns binary to run the blocks with (MESHDNS_BIN)", False, "none built")
         return 1
     text = (root / "docs/walkthrough.md").read_text()
     work = scratch(root, binary, root / "k8s")
@@ -114,29 +107,29 @@ def main():
             lines = list(cmds)
             if "transport=tls" in body:
                 if ca is None:
-                    report(name, False, "a transport=tls excerpt before the openssl block that makes the CA")
+                    CHECKS.check(name, False, "a transport=tls excerpt before the openssl block that makes the CA")
                     continue
                 lines.append(f"MESHDNS_TLS_CA_FILE={ca}")
             extra.write_text("\n".join(lines) + "\n")
             args = [binary, "--check"] + [a for f in EXAMPLE_ENV for a in ("--env-file", str(root / f))]
             result = offline(args + ["--env-file", str(extra)])
-            report(f"{name} (env excerpt, meshdns --check)", result.returncode == 0, result.stderr.strip())
+            CHECKS.check(f"{name} (env excerpt, meshdns --check)", result.returncode == 0, result.stderr.strip())
             ran += 1
         elif all(c.startswith(OFFLINE) for c in cmds):
             result = run(body, work)
-            report(name, result.returncode == 0, (result.stderr or result.stdout).strip()[-600:])
+            CHECKS.check(name, result.returncode == 0, (result.stderr or result.stdout).strip()[-600:])
             ran += 1
             if (work / "ca.crt").exists():
                 ca = work / "ca.crt"
             if "meshdns --check" in body:
                 caught = run(body, bad)
-                report(f"{name} catches a bad last cluster", caught.returncode != 0 and "MESHDNS_TLS_CA_FILE" in caught.stderr,
+                CHECKS.check(f"{name} catches a bad last cluster", caught.returncode != 0 and "MESHDNS_TLS_CA_FILE" in caught.stderr,
                        f"exit {caught.returncode}: {caught.stderr.strip()}")
         else:
             print(f"    skipped (needs a cluster or the network): docs/walkthrough.md:{line} {cmds[0][:70]}")
             skipped += 1
-    report(f"ran {ran} offline blocks ({skipped} need a cluster)", ran >= 5, "fewer than 5 offline blocks found")
-    return 1 if failures else 0
+    CHECKS.check(f"ran {ran} offline blocks ({skipped} need a cluster)", ran >= 5, "fewer than 5 offline blocks found")
+    return CHECKS.exit_code()
 
 
 if __name__ == "__main__":
