@@ -12,8 +12,12 @@ use nix::sys::socket::{
     ControlMessage, MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg, sendmmsg,
 };
 
-/// Datagrams taken per receive.
-pub const BATCH: usize = 32;
+/// Datagrams taken per receive. Every reply of a batch waits until the last datagram of the
+/// batch has been served, so the batch bounds how long the first reply of a backlog waits: after
+/// a stall of the thread, 32 datagrams kept the first reply waiting for 31 others (about 110 µs
+/// measured on the bench host), 8 keep it to 7 (bench/results/steps.md, round three). Under
+/// saturating load 8 still amortises each system call over 8 datagrams.
+pub const BATCH: usize = 8;
 
 /// The room for one datagram. A query is a header, a question and an OPT record — a few
 /// hundred bytes; a larger one arrives cut (and is answered FORMERR from its header).
