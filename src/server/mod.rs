@@ -22,7 +22,7 @@ pub use tcp::{
     IDLE_TIMEOUT as TCP_IDLE_TIMEOUT, MAX_CONNECTIONS as TCP_MAX_CONNECTIONS, MAX_QUERY_FRAME,
     WRITE_TIMEOUT as TCP_WRITE_TIMEOUT, serve_tcp,
 };
-pub use udp::serve_udp;
+pub use udp::{serve_udp, udp_listener};
 
 /// What every listener loop needs.
 #[derive(Clone)]
