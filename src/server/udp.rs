@@ -1,5 +1,6 @@
 //! The UDP loop: datagrams received in batches (one wake-up and one system call serve every
-//! datagram waiting), cache hits answered on the loop itself and sent back together, each miss
+//! datagram waiting), cache hits answered on the loop itself and sent back in groups of
+//! [`SEND_GROUP`] (so that the first reply of a backlog does not wait for the last), each miss
 //! in its own task under the in-flight bound, replies sent from the same socket to the source.
 //!
 //! The socket is registered for readability only. Replies are sent without waiting for
@@ -18,7 +19,7 @@ use hickory_proto::op::ResponseCode;
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
-use super::batch::{self, BATCH, Datagram, Inbox};
+use super::batch::{self, BATCH, Datagram, Inbox, SEND_GROUP};
 use super::{Shared, stopped};
 use crate::metrics::DropReason;
 use crate::query::FastPath;
@@ -41,7 +42,7 @@ pub fn udp_listener(socket: UdpSocket) -> std::io::Result<Arc<AsyncFd<UdpSocket>
 /// batches, and a loop that finds the queue empty waits for the next datagram's edge.
 pub async fn serve_udp(socket: Arc<AsyncFd<UdpSocket>>, shared: Shared) -> std::io::Result<()> {
     let mut inbox = Inbox::default();
-    let mut replies: Vec<(Vec<u8>, SocketAddr)> = Vec::with_capacity(BATCH);
+    let mut replies: Vec<(Vec<u8>, SocketAddr)> = Vec::with_capacity(SEND_GROUP);
     let mut shutdown = shared.shutdown.clone();
     loop {
         let mut ready = tokio::select! {
@@ -69,11 +70,19 @@ pub async fn serve_udp(socket: Arc<AsyncFd<UdpSocket>>, shared: Shared) -> std::
         for datagram in inbox.datagrams() {
             if let Some(reply) = serve(&socket, &shared, datagram) {
                 replies.push((reply, datagram.peer));
+                if replies.len() == SEND_GROUP {
+                    send_group(&socket, &mut replies);
+                }
             }
         }
-        batch::send_all(socket.get_ref(), &replies);
-        replies.clear();
+        send_group(&socket, &mut replies);
     }
+}
+
+/// Sends the replies made so far and empties the list.
+fn send_group(socket: &AsyncFd<UdpSocket>, replies: &mut Vec<(Vec<u8>, SocketAddr)>) {
+    batch::send_all(socket.get_ref(), replies);
+    replies.clear();
 }
 
 /// One datagram: the reply to send now (a refusal, a cache hit, FORMERR for a datagram too
