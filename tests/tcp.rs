@@ -134,6 +134,14 @@ async fn misses_over_transport_tcp_share_one_connection() {
     assert_eq!(outcome.failed, Vec::<String>::new());
     assert_eq!(peer.queries(), 200, "every miss went to the peer");
     assert_eq!(peer.connections(), 1, "one connection for 200 misses");
+    let connections = [("cluster", "b"), ("transport", "tcp")];
+    assert_eq!(
+        meshdns
+            .metric("meshdns_upstream_connections_total", &connections)
+            .await,
+        1.0,
+        "and meshdns counted it"
+    );
 }
 
 #[tokio::test]
@@ -220,6 +228,14 @@ async fn tcp_retries_after_truncation_share_one_connection() {
     }
     assert_eq!(peer.queries(), 200);
     assert_eq!(peer.connections(), 1, "one connection for 200 retries");
+    let connections = [("cluster", "local"), ("transport", "tcp")];
+    assert_eq!(
+        meshdns
+            .metric("meshdns_upstream_connections_total", &connections)
+            .await,
+        1.0,
+        "and meshdns counted it"
+    );
     udp.abort();
 }
 
