@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# meshdns benchmark (issue 7; targets from issues 13, 15, 16 and 19). Not part of CI.
+# meshdns benchmark (issue 7; targets from issues 13, 15, 16, 19, 24, 25 and 26). Not part of CI.
 #
 #   bench/run.sh                        build meshdns (cargo build --release --locked) and run
 #   MESHDNS_BIN=path bench/run.sh       use that binary, no build
 #   BENCH_SECONDS=10                    length of each timed run (default 10)
 #   BENCH_ROUNDS=3                      interleaved rounds; the table quotes medians (default 3)
 #   BENCH_GROUPS=hits,misses,...        the groups to run (default all of them):
-#                                       hits misses lowrate gather reload tls outage overload
+#                                       hits misses lowrate gather reload tls threads search
+#                                       outage overload
 #   BENCH_RATE=20000                    the fixed rate of the CPU and latency runs (qps)
 #   BENCH_LOW_RATE=200                  the rate of the low-rate CPU run (qps, paced)
 #   BENCH_LOW_SECONDS=60                length of the low-rate run, split over the rounds
@@ -34,9 +35,16 @@
 #             latency over the slowest leg;
 #   reload    an idle meshdns's CPU and wake-ups with and without MESHDNS_CONFIG_DIR, the time
 #             from a kubelet-style `..data` swap to the new cluster answering, p99 during reloads;
-#   tls       cache misses to a cluster over DNS over TLS (stunnel in front of NSD, mutual TLS;
-#             and unbound terminating TLS itself, answering from its own data: no second hop)
-#             vs plain UDP, TLS handshakes per 1,000 misses, RSS with DoT configured;
+#   tls       cache misses to a cluster over UDP, TCP (transport=tcp) and DNS over TLS (stunnel
+#             in front of NSD, mutual TLS; and unbound terminating TLS itself, answering from its
+#             own data: no second hop), TCP connects and TLS handshakes per 1,000 misses, RSS
+#             with DoT configured;
+#   threads   cache-hit QPS and latency at the fixed rate of meshdns with MESHDNS_THREADS=2 and
+#             =1 and unbound with num-threads: 2, none of them pinned (the load generator shares
+#             both cores with them);
+#   search    upstream queries per glibc getaddrinfo (getent ahosts, AF_UNSPEC) of a cluster
+#             name with the pod's search list and ndots:5, through a meshdns that answers the
+#             search-list expansions itself and through one that does not (0.1.x);
 #   outage    stale answers while the upstream is black-holed: latency, upstream queries per name;
 #   overload  peak and after-flood RSS under 60,000 mangled datagrams, 40,000 misses with the
 #             upstream black-holed, and 300 TCP connections that never read.
@@ -65,7 +73,7 @@ RATE=${BENCH_RATE:-20000}
 SLICE=${BENCH_SLICE:-2}
 NICE=${BENCH_NICE:--10}
 NET=${BENCH_NET:-20}
-GROUPS_ALL=hits,misses,lowrate,gather,reload,tls,outage,overload
+GROUPS_ALL=hits,misses,lowrate,gather,reload,tls,threads,search,outage,overload
 GROUPS_RUN=${BENCH_GROUPS:-$GROUPS_ALL}
 LOW_RATE=${BENCH_LOW_RATE:-200}
 LOW_SECONDS=${BENCH_LOW_SECONDS:-60}
@@ -122,6 +130,13 @@ OVERLOAD=127.0.$NET.16 # meshdns under the floods, default settings
 FLOOD_HOLE=127.0.$NET.17 # blackhole.c dropping everything: the black-holed upstream of flood (b)
 RELOADER=127.0.$NET.18 # meshdns whose MESHDNS_CONFIG_DIR is swapped
 UNBOUND_DOT=127.0.$NET.19 # unbound terminating DoT on :853 itself, the first cluster's names as its own data
+MESH_T2=127.0.$NET.20    # meshdns, MESHDNS_THREADS=2 (threads group, not pinned)
+UNBOUND_T2=127.0.$NET.21 # unbound, num-threads: 2 (threads group, not pinned)
+MESH_T1=127.0.$NET.22    # meshdns, MESHDNS_THREADS=1 (threads group, not pinned)
+SEARCH_ON=127.0.$NET.23  # meshdns reading the pod's search list: expansions answered at once
+SEARCH_OFF=127.0.$NET.24 # meshdns reading a resolv.conf without a search line (what 0.1.x did)
+SEARCH_KUBE=127.0.$NET.25 # NSD: the search group's kube-dns (cluster.local of cluster 1), counted
+SEARCH_B=127.0.$NET.26   # NSD: the search group's cluster b (cluster.local of cluster 2), counted
 CLUSTER_NSD=(127.0.$((NET + 1)).1 127.0.$((NET + 1)).2 127.0.$((NET + 1)).3)
 CLUSTER_PROXY=(127.0.$((NET + 2)).1 127.0.$((NET + 2)).2 127.0.$((NET + 2)).3)
 LEG_MS=(20 40 80)
@@ -301,6 +316,7 @@ done
 # also lets a run share one on purpose).
 for a in "$STANDIN" "$MESH" "$UNBOUND" "$DNSMASQ" "$FLOOR" "$GATHER" "$RELAY" "$GATHER_BIG" "$OUTAGE" \
 	"$OUTAGE_HOLE" "$IDLE_PLAIN" "$IDLE_DIR" "$IDLE_TLS" "$TLSMESH" "$OVERLOAD" "$FLOOD_HOLE" "$RELOADER" \
+	"$MESH_T2" "$UNBOUND_T2" "$MESH_T1" "$SEARCH_ON" "$SEARCH_OFF" "$SEARCH_KUBE" "$SEARCH_B" \
 	"${CLUSTER_NSD[@]}" "${CLUSTER_PROXY[@]}"; do
 	if listening "$a" 53 u || listening "$a" 53 t; then
 		die "$a:53 is already taken (another run of the bench? pick BENCH_NET)"
@@ -333,10 +349,11 @@ awk 'BEGIN { for (i = 0; i < 500; i++) { print "h" i ".bench.test A"; print "h" 
 # ---------------------------------------------------------------------------------------------
 # NSD: the stand-in kube-dns and the three stand-in clusters
 # ---------------------------------------------------------------------------------------------
-start_nsd() { # NAME ADDR ZONE (zone file already at $WORK/NAME/zone)
+NSD_CONF=nsd_conf # nsd_conf_control for an NSD whose queries are counted (nsd-control stats)
+start_nsd() { # NAME ADDR ZONE PROBE_NAME (zone file already at $WORK/NAME/zone)
 	local d=$WORK/$1
 	{
-		nsd_conf "$d" "$2" 'hide-version: yes' 'minimal-responses: yes' 'verbosity: 1'
+		"$NSD_CONF" "$d" "$2" 'hide-version: yes' 'minimal-responses: yes' 'verbosity: 1'
 		nsd_zone "$3" "$d/zone"
 	} >"$d/nsd.conf"
 	nsd-checkconf "$d/nsd.conf" >"$d/check.log" 2>&1 || {
@@ -390,6 +407,20 @@ for i in 0 1 2; do
 	} >"$WORK/cluster$c/zone"
 	start_nsd "cluster$c" "${CLUSTER_NSD[$i]}" cluster.local ns.dns.cluster.local || die "cluster NSD $c did not start"
 done
+# The search group's upstreams: NSDs of their own (the zones of clusters 1 and 2), whose queries
+# are counted with nsd-control (its stats make NSD drop open TCP connections: not on the NSDs
+# the other groups use).
+if has search; then
+	log "starting the search group's kube-dns and cluster b (NSD on $SEARCH_KUBE and $SEARCH_B, counted)"
+	NSD_CONF=nsd_conf_control
+	for c in kube b; do
+		mkdir -p "$WORK/search-$c"
+		cp "$WORK/cluster$([[ $c == kube ]] && echo 1 || echo 2)/zone" "$WORK/search-$c/zone"
+	done
+	start_nsd search-kube "$SEARCH_KUBE" cluster.local ns.dns.cluster.local || die "NSD (search kube-dns) did not start"
+	start_nsd search-b "$SEARCH_B" cluster.local ns.dns.cluster.local || die "NSD (search cluster b) did not start"
+	NSD_CONF=nsd_conf
+fi
 
 "${PIN_SERVER[@]}" "${NICE_CMD[@]}" "$WORK/floor" "$FLOOR" 53 >"$WORK/floor.log" 2>&1 &
 FLOOR_PID=$!
@@ -407,14 +438,15 @@ meshdns_env() { # LISTEN [VAR=VALUE...] COMMAND...: run in the background (&) on
 	exec env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin MESHDNS_LISTEN="$listen:53" \
 		MESHDNS_UPSTREAMS="$STANDIN" MESHDNS_ADMIN_LISTEN="$listen:9153" "${MESHDNS_EXTRA_ENV[@]}" "$@"
 }
-start_meshdns() { # VAR LISTEN LOG [VAR=VALUE...]: a meshdns on CPU 0, its PID in VAR
+start_meshdns() { # VAR LISTEN LOG [VAR=VALUE...]: a meshdns on CPU 0, its PID in VAR; up when it
+	# answers MESH_PROBE (default probe.bench.test, a name of the stand-in kube-dns)
 	local var=$1 listen=$2 logf=$3 pid
 	shift 3
 	meshdns_env "$listen" "$@" "${PIN_SERVER[@]}" "${NICE_CMD[@]}" "$MESHDNS" >"$logf" 2>&1 &
 	pid=$!
 	PIDS+=("$pid")
 	printf -v "$var" %s "$pid"
-	wait_answers "$pid" "$listen" probe.bench.test 20 || {
+	wait_answers "$pid" "$listen" "${MESH_PROBE:-probe.bench.test}" 20 || {
 		cat "$logf" >&2
 		die "meshdns on $listen did not start"
 	}
@@ -451,14 +483,15 @@ fi
 # The servers under test, started afresh every round
 # ---------------------------------------------------------------------------------------------
 declare -A SPID ADDR
-ADDR=([meshdns]=$MESH [unbound]=$UNBOUND [dnsmasq]=$DNSMASQ [floor]=$FLOOR [direct]=$STANDIN [relay]=$RELAY)
+ADDR=([meshdns]=$MESH [unbound]=$UNBOUND [dnsmasq]=$DNSMASQ [floor]=$FLOOR [direct]=$STANDIN [relay]=$RELAY
+	[meshdns-t2]=$MESH_T2 [unbound-t2]=$UNBOUND_T2 [meshdns-t1]=$MESH_T1)
 SPID[floor]=$FLOOR_PID
 
-unbound_conf() {
+unbound_conf() { # ADDR THREADS DIR: unbound forwarding "." to the stand-in
 	cat <<EOF
 server:
-	num-threads: 1
-	interface: $UNBOUND
+	num-threads: $2
+	interface: $1
 	port: 53
 	do-ip4: yes
 	do-ip6: no
@@ -469,16 +502,16 @@ server:
 	module-config: "iterator"
 	username: ""
 	chroot: ""
-	directory: "$WORK/unbound"
+	directory: "$3"
 	pidfile: ""
 	use-syslog: no
-	logfile: "$WORK/unbound/unbound.log"
+	logfile: "$3/unbound.log"
 	verbosity: 0
 	msg-cache-size: 64m
 	rrset-cache-size: 128m
 	qname-minimisation: no
 	prefetch: no
-	so-reuseport: no
+	so-reuseport: $( (($2 > 1)) && echo yes || echo no)
 	local-zone: "test." nodefault
 remote-control:
 	control-enable: no
@@ -487,12 +520,15 @@ forward-zone:
 	forward-addr: $STANDIN@53
 EOF
 }
-mkdir -p "$WORK/unbound"
-unbound_conf >"$WORK/unbound/unbound.conf"
-unbound-checkconf "$WORK/unbound/unbound.conf" >"$WORK/unbound/check.log" 2>&1 || {
-	cat "$WORK/unbound/check.log" >&2
-	die "bad unbound.conf"
-}
+for u in "unbound $UNBOUND 1" "unbound-t2 $UNBOUND_T2 2"; do
+	read -r d a n <<<"$u"
+	mkdir -p "$WORK/$d"
+	unbound_conf "$a" "$n" "$WORK/$d" >"$WORK/$d/unbound.conf"
+	unbound-checkconf "$WORK/$d/unbound.conf" >"$WORK/$d/check.log" 2>&1 || {
+		cat "$WORK/$d/check.log" >&2
+		die "bad $d/unbound.conf"
+	}
+done
 
 start_server() { # NAME ROUND
 	local name=$1 r=$2 pid
@@ -500,8 +536,14 @@ start_server() { # NAME ROUND
 	meshdns)
 		meshdns_env "$MESH" "${PIN_SERVER[@]}" "${NICE_CMD[@]}" "$MESHDNS" >"$WORK/r$r-meshdns.log" 2>&1 &
 		;;
+	meshdns-t[12]) # the threads group: not pinned
+		meshdns_env "${ADDR[$name]}" MESHDNS_THREADS="${name#meshdns-t}" "${NICE_CMD[@]}" "$MESHDNS" >"$WORK/r$r-$name.log" 2>&1 &
+		;;
 	unbound)
 		"${PIN_SERVER[@]}" "${NICE_CMD[@]}" unbound -d -c "$WORK/unbound/unbound.conf" >"$WORK/r$r-unbound.log" 2>&1 &
+		;;
+	unbound-t2)
+		"${NICE_CMD[@]}" unbound -d -c "$WORK/unbound-t2/unbound.conf" >"$WORK/r$r-unbound-t2.log" 2>&1 &
 		;;
 	dnsmasq)
 		"${PIN_SERVER[@]}" "${NICE_CMD[@]}" dnsmasq --conf-file=/dev/null --keep-in-foreground \
@@ -544,6 +586,9 @@ perf() { # dnsperf on the client core, explicit server, nothing else asked
 }
 probe() { # the sequential latency probe, on the client core
 	"${PIN_CLIENT[@]}" "${NICE_CMD[@]}" "$WORK/probe" "$@"
+}
+dnsperf_free() { # dnsperf on any core: the threads group's servers are not pinned either
+	"${NICE_CMD[@]}" dnsperf "$@"
 }
 flood() { # the flood helper, on the client core
 	"${PIN_CLIENT[@]}" "${NICE_CMD[@]}" "$WORK/flood" "$@"
@@ -851,8 +896,9 @@ round_reload() { # ROUND
 	rec "$r" meshdns reloads_rejected "$(metric_of "$RELOADER" 'meshdns_config_reloads_total{result="rejected"}')"
 }
 
+TCP_CONNECTS='meshdns_upstream_connections_total{cluster="p",transport="tcp"}'
 round_tls() { # ROUND
-	local r=$1 h0 h1 hw k0 k1 x0 x1 targets=() s
+	local r=$1 c0 c1 h0 h1 hw k0 k1 x0 x1 targets=() s
 	log "round $r: cache misses to one cluster over UDP, TCP and DoT (${SECONDS_PER_RUN}s)"
 	start_meshdns TLS_PID "$TLSMESH" "$WORK/r$r-meshdns-tls.log" MESHDNS_CLUSTERS="$TLS_CLUSTERS" "${TLS_ENV[@]}"
 	sleep 1
@@ -860,15 +906,19 @@ round_tls() { # ROUND
 	hw=$(metric_of "$TLSMESH" 'meshdns_upstream_tls_handshakes_total{cluster="t"}')
 	# Warm-up: the connection opens on the first DoT query (names not asked afterwards).
 	tail -n 20 "$WORK/cluster-names.txt" >"$WORK/tls-warm.txt"
-	probe 5 20 "$WORK/tls-warm.txt" "t=$TLSMESH:53+cluster.t" "k=$TLSMESH:53+cluster.k" >"$WORK/r$r-tls-warm.out" 2>&1
+	probe 5 20 "$WORK/tls-warm.txt" "p=$TLSMESH:53+cluster.p" "t=$TLSMESH:53+cluster.t" "k=$TLSMESH:53+cluster.k" \
+		>"$WORK/r$r-tls-warm.out" 2>&1
+	c0=$(metric_of "$TLSMESH" "$TCP_CONNECTS")
 	h0=$(metric_of "$TLSMESH" 'meshdns_upstream_tls_handshakes_total{cluster="t"}')
 	k0=$(metric_of "$TLSMESH" 'meshdns_upstream_tls_handshakes_total{cluster="k"}')
 	x0=$(grep -c 'accepted connection' "$WORK/stunnel.log" 2>/dev/null)
 	for s in $(rotate "$r" u p t k); do targets+=("$s=$TLSMESH:53+cluster.$s"); done
 	probe "$SECONDS_PER_RUN" 9900 "$WORK/cluster-names.txt" "${targets[@]}" >"$WORK/r$r-tls.out" 2>"$WORK/r$r-tls.err"
+	c1=$(metric_of "$TLSMESH" "$TCP_CONNECTS")
 	h1=$(metric_of "$TLSMESH" 'meshdns_upstream_tls_handshakes_total{cluster="t"}')
 	k1=$(metric_of "$TLSMESH" 'meshdns_upstream_tls_handshakes_total{cluster="k"}')
 	x1=$(grep -c 'accepted connection' "$WORK/stunnel.log" 2>/dev/null)
+	rec "$r" meshdns tcp_connects $((c1 - c0))
 	rec "$r" meshdns tls_handshakes_warmup $((h0 - hw))
 	rec "$r" meshdns tls_handshakes $((h1 - h0))
 	rec "$r" meshdns tls_handshakes_unbound $((k1 - k0))
@@ -885,6 +935,89 @@ round_tls() { # ROUND
 		[[ $s == dotunbound ]] && port=853 server=$UNBOUND_DOT mode=dot
 		perf -m "$mode" -s "$server" -p "$port" -d "$WORK/direct-cluster.txt" -l "$SLICE" -c 1 -q 1 -t 1 -v \
 			>"$WORK/r$r-direct-$s.out" 2>&1
+	done
+}
+
+round_threads() { # ROUND: two threads each, and meshdns with one, not pinned
+	local r=$1 k s u0 s0 u1 s1 servers=(meshdns-t2 unbound-t2 meshdns-t1)
+	log "round $r: threads: starting meshdns (MESHDNS_THREADS=2 and 1) and unbound (num-threads: 2), not pinned"
+	for s in $(rotate "$r" "${servers[@]}"); do start_server "$s" "$r"; done
+	for s in "${servers[@]}"; do
+		dnsperf_free -s "${ADDR[$s]}" -d "$WORK/hot.txt" -n 1 -c 4 -q 20 -t 2 >"$WORK/r$r-thr-fill-$s.out" 2>&1
+	done
+	sleep 1
+	log "round $r: threads: cache-hit QPS (${SECONDS_PER_RUN}s each, in ${SLICES} slices)"
+	for ((k = 1; k <= SLICES; k++)); do
+		for s in $(rotate $((r + k)) "${servers[@]}"); do
+			dnsperf_free -s "${ADDR[$s]}" -d "$WORK/hot.txt" -l "$SLICE" -c 4 -q 200 -t 1 >"$WORK/r$r-thrqps-$s-$k.out" 2>&1
+		done
+	done
+	log "round $r: threads: fixed rate $RATE qps, CPU and latency (${SECONDS_PER_RUN}s each, in ${SLICES} slices)"
+	for ((k = 1; k <= SLICES; k++)); do
+		for s in $(rotate $((r + k)) "${servers[@]}"); do
+			read -r u0 s0 < <(cpu_ticks "${SPID[$s]}")
+			dnsperf_free -s "${ADDR[$s]}" -d "$WORK/hot.txt" -l "$SLICE" -Q "$RATE" -c 4 -q 200 -t 1 -v >"$WORK/r$r-thrfixed-$s-$k.out" 2>&1
+			read -r u1 s1 < <(cpu_ticks "${SPID[$s]}")
+			rec "$r" "$s" cpu_ticks $((u1 - u0 + s1 - s0))
+		done
+	done
+	for s in "${servers[@]}"; do
+		rec "$r" "$s" threads "$(threads "${SPID[$s]}")"
+		stop_pid "${SPID[$s]}"
+	done
+}
+
+# The search group: one getent ahosts per name, in a mount namespace whose resolv.conf has the
+# pod's search list and ndots:5 and points at the meshdns under test; the names are distinct
+# (hN.mongo.db.cluster.b, 4 dots: glibc tries the three expansions first), so no cache hides a
+# query. Counted at the two NSDs (nsd-control stats_noreset).
+SEARCH_LIST="db.svc.cluster.local svc.cluster.local cluster.local"
+SEARCH_NAMES=${BENCH_SEARCH_NAMES:-50}
+if has search; then
+	printf 'search %s\nnameserver %s\noptions ndots:5\n' "$SEARCH_LIST" "$SEARCH_ON" >"$WORK/resolv-on.conf"
+	printf 'search %s\nnameserver %s\noptions ndots:5\n' "$SEARCH_LIST" "$SEARCH_OFF" >"$WORK/resolv-off-client.conf"
+	printf 'nameserver %s\n' "$SEARCH_KUBE" >"$WORK/resolv-off.conf" # what meshdns "off" reads
+	printf 'hosts: files dns\n' >"$WORK/nsswitch.conf"
+	printf '127.0.0.1 localhost\n' >"$WORK/hosts"
+	SEARCH_ENV=(MESHDNS_UPSTREAMS="$SEARCH_KUBE" MESHDNS_LOCAL_CLUSTER=a MESHDNS_CLUSTERS="a=; b=$SEARCH_B")
+	MESH_PROBE=ns.dns.cluster.local start_meshdns SEARCH_ON_PID "$SEARCH_ON" "$WORK/meshdns-search-on.log" "${SEARCH_ENV[@]}" MESHDNS_RESOLV_CONF="$WORK/resolv-on.conf"
+	MESH_PROBE=ns.dns.cluster.local start_meshdns SEARCH_OFF_PID "$SEARCH_OFF" "$WORK/meshdns-search-off.log" "${SEARCH_ENV[@]}" MESHDNS_RESOLV_CONF="$WORK/resolv-off.conf"
+fi
+nsd_queries() { # NAME: queries an NSD started with nsd_conf_control has answered
+	nsd-control -c "$WORK/$1/nsd.conf" stats_noreset 2>/dev/null | sed -n 's/^num\.queries=//p'
+}
+in_pod() { # RESOLV_CONF CMD...: CMD sees that resolv.conf, "hosts: files dns" and no nscd
+	local rc=$1
+	shift
+	# shellcheck disable=SC2016 # expanded by the inner shell
+	timeout 120 unshare -m --propagation private sh -c '
+		mount --bind "$1" /etc/resolv.conf || exit 97
+		mount --bind "$2" /etc/nsswitch.conf || exit 97
+		mount --bind "$3" /etc/hosts || exit 97
+		if [ -d /var/run/nscd ]; then mount -t tmpfs none /var/run/nscd || exit 97; fi
+		shift 3
+		exec "$@"' sh "$rc" "$WORK/nsswitch.conf" "$WORK/hosts" "$@"
+}
+round_search() { # ROUND
+	local r=$1 mode k0 b0 t0 base first
+	base=$(((r - 1) * 2 * SEARCH_NAMES))
+	log "round $r: search: $SEARCH_NAMES getent ahosts each, through meshdns with and without the search-list answers"
+	for mode in $(rotate "$r" on off); do
+		[[ $mode == on ]] && first=$base || first=$((base + SEARCH_NAMES))
+		k0=$(nsd_queries search-kube)
+		b0=$(nsd_queries search-b)
+		t0=$(now)
+		# shellcheck disable=SC2016 # expanded by the inner shell
+		in_pod "$WORK/resolv-$mode$([[ $mode == off ]] && echo -client).conf" sh -c '
+			i=$1
+			while [ "$i" -lt $(($1 + $2)) ]; do
+				if getent ahosts "h$i.mongo.db.cluster.b" | grep -q "^10\.102\."; then echo ok; else echo failed "h$i"; fi
+				i=$((i + 1))
+			done' sh "$first" "$SEARCH_NAMES" >"$WORK/r$r-search-$mode.out" 2>&1
+		rec "$r" "search-$mode" seconds "$(elapsed_since "$t0")"
+		rec "$r" "search-$mode" kube_queries $(($(nsd_queries search-kube) - k0))
+		rec "$r" "search-$mode" cluster_queries $(($(nsd_queries search-b) - b0))
+		rec "$r" "search-$mode" lookups_ok "$(grep -c '^ok$' "$WORK/r$r-search-$mode.out")"
 	done
 }
 
@@ -979,6 +1112,9 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	has reload && round_reload "$r"
 	has tls && round_tls "$r"
 	idle_finish
+	has threads && round_threads "$r"
+	has search && round_search "$r"
+	idle_finish
 	has outage && round_outage "$r"
 	idle_finish
 	has overload && round_overload "$r"
@@ -1017,6 +1153,8 @@ reload_rate=$RELOAD_RATE
 outage_names=$OUTAGE_NAMES
 outage_seconds=$OUTAGE_SECONDS
 big_targets=$BIG_TARGETS
+search_names=$SEARCH_NAMES
+search_list=$SEARCH_LIST
 binary_bytes=$(stat -c %s "$MESHDNS")
 binary_kind=$(ldd "$MESHDNS" >/dev/null 2>&1 && echo "dynamic (glibc)" || echo "static (musl)")
 meshdns_env=${BENCH_MESHDNS_ENV:-}

@@ -124,6 +124,12 @@ pub const UPSTREAM_TLS_HANDSHAKES_TOTAL: Family = Family {
     labels: &["cluster"],
     help: "DNS-over-TLS connections opened (TCP connect and TLS handshake, failed ones included), by cluster.",
 };
+pub const UPSTREAM_CONNECTIONS_TOTAL: Family = Family {
+    name: "meshdns_upstream_connections_total",
+    kind: Kind::Counter,
+    labels: &["cluster", "transport"],
+    help: "TCP and DNS-over-TLS connections opened to a cluster's endpoints (failed connects included; a UDP cluster's are its retries after truncation), by cluster and transport (tcp, tls).",
+};
 pub const ENDPOINT_RESOLUTIONS_TOTAL: Family = Family {
     name: "meshdns_endpoint_resolutions_total",
     kind: Kind::Counter,
@@ -200,7 +206,7 @@ pub const LOOPS_TOTAL: Family = Family {
 };
 
 /// Every family, in the order of the README's table.
-pub const FAMILIES: [&Family; 23] = [
+pub const FAMILIES: [&Family; 24] = [
     &REQUESTS_TOTAL,
     &REQUEST_DURATION_SECONDS,
     &CACHE_HITS_TOTAL,
@@ -212,6 +218,7 @@ pub const FAMILIES: [&Family; 23] = [
     &UPSTREAM_DURATION_SECONDS,
     &UPSTREAM_HEALTHY,
     &UPSTREAM_TLS_HANDSHAKES_TOTAL,
+    &UPSTREAM_CONNECTIONS_TOTAL,
     &ENDPOINT_RESOLUTIONS_TOTAL,
     &GATHER_PARTIAL_TOTAL,
     &INFLIGHT,
@@ -404,6 +411,7 @@ impl Metrics {
             ),
             resolutions: counter_vec(&ENDPOINT_RESOLUTIONS_TOTAL),
             tls_handshakes: counter_vec(&UPSTREAM_TLS_HANDSHAKES_TOTAL),
+            connections: counter_vec(&UPSTREAM_CONNECTIONS_TOTAL),
             held: Default::default(),
         };
         let background = BackgroundMetrics {
@@ -605,6 +613,10 @@ mod tests {
         upstream
             .tls_handshakes
             .with_label_values(&["unit-test"])
+            .inc();
+        upstream
+            .connections
+            .with_label_values(&["unit-test", "tcp"])
             .inc();
         let gathered = metrics.registry.gather();
         assert_eq!(gathered.len(), FAMILIES.len());

@@ -452,6 +452,13 @@ async fn a_tls_cluster_answers_its_names_through_meshdns_over_one_connection() {
             .await,
         1.0
     );
+    let connections = [("cluster", "b"), ("transport", "tls")];
+    assert_eq!(
+        meshdns
+            .metric("meshdns_upstream_connections_total", &connections)
+            .await,
+        1.0
+    );
 }
 
 #[tokio::test]

@@ -112,6 +112,18 @@ async fn replies_still_arrive_after_the_client_closes_its_sending_side() {
 
 // TCP to the upstreams.
 
+/// meshdns counted one TCP connection to `cluster` (`meshdns_upstream_connections_total`).
+async fn assert_one_tcp_connection_counted(meshdns: &Meshdns, cluster: &str) {
+    let connections = [("cluster", cluster), ("transport", "tcp")];
+    assert_eq!(
+        meshdns
+            .metric("meshdns_upstream_connections_total", &connections)
+            .await,
+        1.0,
+        "one connection counted for {cluster}"
+    );
+}
+
 /// meshdns with cluster `b` at `peer` over `transport=tcp`.
 async fn meshdns_with_tcp_peer(peer: &DotServer) -> Meshdns {
     let kube = FakeDns::silent().await;
@@ -134,6 +146,7 @@ async fn misses_over_transport_tcp_share_one_connection() {
     assert_eq!(outcome.failed, Vec::<String>::new());
     assert_eq!(peer.queries(), 200, "every miss went to the peer");
     assert_eq!(peer.connections(), 1, "one connection for 200 misses");
+    assert_one_tcp_connection_counted(&meshdns, "b").await;
 }
 
 #[tokio::test]
@@ -220,6 +233,7 @@ async fn tcp_retries_after_truncation_share_one_connection() {
     }
     assert_eq!(peer.queries(), 200);
     assert_eq!(peer.connections(), 1, "one connection for 200 retries");
+    assert_one_tcp_connection_counted(&meshdns, "local").await;
     udp.abort();
 }
 

@@ -36,7 +36,6 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use hickory_proto::rr::Name;
-use prometheus::IntCounter;
 use rustls::ClientConfig;
 use rustls::pki_types::ServerName;
 use tokio::task::{AbortHandle, JoinSet};
@@ -208,13 +207,14 @@ type AttemptDone = (
 );
 
 /// How every endpoint of a group is asked, worked out once when the group is made: a new
-/// endpoint (a name resolved to a new address) only clones it.
+/// endpoint (a name resolved to a new address) only clones it. Every stream connection an
+/// endpoint opens is counted into the group's `meshdns_upstream_connections_total` series.
 #[derive(Debug)]
 enum Dialing {
     /// UDP; when a reply is truncated, TCP over each endpoint's pipelined connection.
-    Udp,
+    Udp(StreamSettings),
     /// Each endpoint's pipelined TCP connection.
-    Tcp,
+    Tcp(StreamSettings),
     /// DNS over TLS: each endpoint its own connection, all checking one server name against
     /// one client configuration, and counting handshakes into the group's series.
     Tls {
@@ -229,11 +229,16 @@ enum Dialing {
 }
 
 impl Dialing {
-    /// How `spec`'s endpoints are asked; a TLS group counts its handshakes into `handshakes`.
-    fn of(spec: &GroupSpec, handshakes: IntCounter) -> Self {
+    /// How `spec`'s endpoints are asked, counting connections (and a TLS group's handshakes)
+    /// into `series`.
+    fn of(spec: &GroupSpec, series: &GroupSeries) -> Self {
+        let mut settings = StreamSettings {
+            connect_metrics: vec![series.connections.clone()],
+            ..StreamSettings::default()
+        };
         let tls_name = match spec.transport {
-            Transport::Udp => return Dialing::Udp,
-            Transport::Tcp => return Dialing::Tcp,
+            Transport::Udp => return Dialing::Udp(settings),
+            Transport::Tcp => return Dialing::Tcp(settings),
             Transport::Tls => spec
                 .tls_name
                 .as_ref()
@@ -241,16 +246,24 @@ impl Dialing {
                 .unwrap_or_default(),
         };
         match (&spec.tls, crate::certificates::server_name(&tls_name)) {
-            (Some(tls), Ok(server_name)) => Dialing::Tls {
-                server_name,
-                config: Arc::clone(&tls.config),
-                settings: StreamSettings {
-                    connect_metric: Some(handshakes),
-                    ..StreamSettings::default()
-                },
-            },
+            (Some(tls), Ok(server_name)) => {
+                settings.connect_metrics.push(series.tls_handshakes.clone());
+                Dialing::Tls {
+                    server_name,
+                    config: Arc::clone(&tls.config),
+                    settings,
+                }
+            }
             _ => Dialing::Unusable("no TLS client configuration or name for this cluster".into()),
         }
+    }
+}
+
+/// The `transport` label of a group's stream connections: a UDP group's are its TCP retries.
+fn stream_label(transport: Transport) -> &'static str {
+    match transport {
+        Transport::Udp | Transport::Tcp => "tcp",
+        Transport::Tls => "tls",
     }
 }
 
@@ -283,8 +296,8 @@ impl Upstream {
         metrics: &UpstreamMetrics,
         background: Arc<Background>,
     ) -> Arc<Self> {
-        let series = metrics.group(&spec.name);
-        let dialing = Dialing::of(&spec, series.tls_handshakes.clone());
+        let series = metrics.group(&spec.name, stream_label(spec.transport));
+        let dialing = Dialing::of(&spec, &series);
         let hosts: Vec<(Name, u16)> = spec
             .endpoints
             .iter()
@@ -341,10 +354,10 @@ impl Upstream {
     /// How a new endpoint of this group at `addr` is asked.
     fn dialer(&self, addr: SocketAddr) -> Dialer {
         match &self.dialing {
-            Dialing::Udp => Dialer::Udp {
-                tcp: StreamEndpoint::tcp(addr, StreamSettings::default()),
+            Dialing::Udp(settings) => Dialer::Udp {
+                tcp: StreamEndpoint::tcp(addr, settings.clone()),
             },
-            Dialing::Tcp => Dialer::Stream(StreamEndpoint::tcp(addr, StreamSettings::default())),
+            Dialing::Tcp(settings) => Dialer::Stream(StreamEndpoint::tcp(addr, settings.clone())),
             Dialing::Tls {
                 server_name,
                 config,

@@ -32,6 +32,7 @@ pub struct UpstreamMetrics {
     pub healthy: IntGaugeVec,
     pub resolutions: IntCounterVec,
     pub tls_handshakes: IntCounterVec,
+    pub connections: IntCounterVec,
     /// Who holds which series.
     pub held: Arc<Held>,
 }
@@ -64,12 +65,16 @@ impl Held {
     }
 }
 
+/// The `transport` labels of `upstream_connections_total`.
+const STREAM_TRANSPORTS: [&str; 2] = ["tcp", "tls"];
+
 /// A result label of `endpoint_resolutions_total`.
 const RESOLUTION_RESULTS: [&str; 2] = ["ok", "failed"];
 
 impl UpstreamMetrics {
-    /// The series of the group of cluster `name`, held until the returned value is dropped.
-    pub(super) fn group(&self, name: &str) -> GroupSeries {
+    /// The series of the group of cluster `name`, whose stream connections are over
+    /// `transport` (`tcp` or `tls`), held until the returned value is dropped.
+    pub(super) fn group(&self, name: &str, transport: &str) -> GroupSeries {
         let mut holders = self.held.lock();
         *holders.clusters.entry(name.to_string()).or_default() += 1;
         GroupSeries {
@@ -87,6 +92,7 @@ impl UpstreamMetrics {
                     .with_label_values(&[name, RESOLUTION_RESULTS[1]]),
             },
             tls_handshakes: self.tls_handshakes.with_label_values(&[name]),
+            connections: self.connections.with_label_values(&[name, transport]),
             name: name.to_string(),
             metrics: self.clone(),
         }
@@ -131,6 +137,8 @@ pub(super) struct GroupSeries {
     pub resolutions: ResolutionCounters,
     /// Counts the group's TLS handshakes; stays at 0 unless the group speaks TLS.
     pub tls_handshakes: IntCounter,
+    /// Counts the stream connections (TCP or TLS) the group's endpoints open.
+    pub connections: IntCounter,
     name: String,
     metrics: UpstreamMetrics,
 }
@@ -168,6 +176,10 @@ impl Drop for GroupSeries {
         }
         let _ = metrics.duration.remove_label_values(&[name]);
         let _ = metrics.tls_handshakes.remove_label_values(&[name]);
+        // Both transports: a reload may have changed the cluster's.
+        for transport in STREAM_TRANSPORTS {
+            let _ = metrics.connections.remove_label_values(&[name, transport]);
+        }
     }
 }
 
@@ -239,6 +251,7 @@ pub(super) mod tests {
                 .unwrap(),
             resolutions: counters("resolutions", &["cluster", "result"]),
             tls_handshakes: counters("handshakes", &["cluster"]),
+            connections: counters("connections", &["cluster", "transport"]),
             held: Arc::default(),
         }
     }
@@ -304,9 +317,9 @@ pub(super) mod tests {
                 .map(|f| f.get_metric().len())
                 .sum::<usize>()
         };
-        let old = metrics.group("b");
+        let old = metrics.group("b", "tcp");
         old.record(AttemptResult::Ok, Duration::from_millis(1));
-        let new = metrics.group("b");
+        let new = metrics.group("b", "tcp");
         drop(old);
         assert_eq!(
             count(),

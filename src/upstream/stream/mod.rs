@@ -113,9 +113,10 @@ pub struct StreamSettings {
     pub idle_timeout: Duration,
     pub connect_timeout: Duration,
     pub max_in_flight: usize,
-    /// Also counts every connection attempt here (`meshdns_upstream_tls_handshakes_total` for
-    /// TLS endpoints).
-    pub connect_metric: Option<prometheus::IntCounter>,
+    /// Counts every connection attempt (the TCP connect, plus the handshake over TLS; failed
+    /// ones included) into each of these: `meshdns_upstream_connections_total`, and
+    /// `meshdns_upstream_tls_handshakes_total` for TLS endpoints.
+    pub connect_metrics: Vec<prometheus::IntCounter>,
 }
 
 impl Default for StreamSettings {
@@ -124,7 +125,7 @@ impl Default for StreamSettings {
             idle_timeout: IDLE_TIMEOUT,
             connect_timeout: CONNECT_TIMEOUT,
             max_in_flight: MAX_IN_FLIGHT,
-            connect_metric: None,
+            connect_metrics: Vec::new(),
         }
     }
 }

@@ -53,7 +53,7 @@ pub(super) async fn run(
         tokio::time::sleep(delay).await;
     }
     shared.connects.fetch_add(1, Ordering::Relaxed);
-    if let Some(metric) = &shared.settings.connect_metric {
+    for metric in &shared.settings.connect_metrics {
         metric.inc();
     }
     let ending = connect_and_serve(&shared, serial, &mut queue).await;
