@@ -676,6 +676,7 @@ if has tls; then
 server:
 	num-threads: 1
 	interface: $UNBOUND_DOT@853
+	interface: $UNBOUND_DOT@53
 	tls-port: 853
 	tls-service-key: "$WORK/tls/server.key"
 	tls-service-pem: "$WORK/tls/server.pem"
@@ -710,10 +711,10 @@ EOF
 	}
 fi
 # Cluster u over UDP, p over TCP, t over DoT through stunnel: one NSD behind all three; k over
-# DoT to unbound answering itself. The second stunnel service (:854, no client certificate) is
+# DoT to unbound answering itself, q over plain TCP to the same unbound (DoT vs TCP, one server). The second stunnel service (:854, no client certificate) is
 # for dnsperf -m dot asking directly.
 TLS_CLUSTERS="u=${CLUSTER_NSD[0]}; p=${CLUSTER_NSD[0]} transport=tcp; t=$STUNNEL:853 transport=tls tls_name=$TLS_NAME"
-TLS_CLUSTERS+="; k=$UNBOUND_DOT:853 transport=tls tls_name=$TLS_NAME"
+TLS_CLUSTERS+="; k=$UNBOUND_DOT:853 transport=tls tls_name=$TLS_NAME; q=$UNBOUND_DOT:53 transport=tcp"
 
 # ---------------------------------------------------------------------------------------------
 # Idle meshdns (live configuration, DoT): started now, measured over BENCH_IDLE_SECONDS while the
@@ -906,13 +907,13 @@ round_tls() { # ROUND
 	hw=$(metric_of "$TLSMESH" 'meshdns_upstream_tls_handshakes_total{cluster="t"}')
 	# Warm-up: the connection opens on the first DoT query (names not asked afterwards).
 	tail -n 20 "$WORK/cluster-names.txt" >"$WORK/tls-warm.txt"
-	probe 5 20 "$WORK/tls-warm.txt" "p=$TLSMESH:53+cluster.p" "t=$TLSMESH:53+cluster.t" "k=$TLSMESH:53+cluster.k" \
+	probe 5 20 "$WORK/tls-warm.txt" "p=$TLSMESH:53+cluster.p" "t=$TLSMESH:53+cluster.t" "k=$TLSMESH:53+cluster.k" "q=$TLSMESH:53+cluster.q" \
 		>"$WORK/r$r-tls-warm.out" 2>&1
 	c0=$(metric_of "$TLSMESH" "$TCP_CONNECTS")
 	h0=$(metric_of "$TLSMESH" 'meshdns_upstream_tls_handshakes_total{cluster="t"}')
 	k0=$(metric_of "$TLSMESH" 'meshdns_upstream_tls_handshakes_total{cluster="k"}')
 	x0=$(grep -c 'accepted connection' "$WORK/stunnel.log" 2>/dev/null)
-	for s in $(rotate "$r" u p t k); do targets+=("$s=$TLSMESH:53+cluster.$s"); done
+	for s in $(rotate "$r" u p t k q); do targets+=("$s=$TLSMESH:53+cluster.$s"); done
 	probe "$SECONDS_PER_RUN" 9900 "$WORK/cluster-names.txt" "${targets[@]}" >"$WORK/r$r-tls.out" 2>"$WORK/r$r-tls.err"
 	c1=$(metric_of "$TLSMESH" "$TCP_CONNECTS")
 	h1=$(metric_of "$TLSMESH" 'meshdns_upstream_tls_handshakes_total{cluster="t"}')
@@ -929,10 +930,11 @@ round_tls() { # ROUND
 	# What each path costs without meshdns: dnsperf asking the NSD directly, one query at a time
 	# (TCP and DoT over one kept connection; DoT through stunnel's service without client
 	# certificates, as dnsperf has none).
-	for s in $(rotate "$r" udp tcp dot dotunbound); do
+	for s in $(rotate "$r" udp tcp dot dotunbound tcpunbound); do
 		local port=53 server=${CLUSTER_NSD[0]} mode=$s
 		[[ $s == dot ]] && port=854 server=$STUNNEL
 		[[ $s == dotunbound ]] && port=853 server=$UNBOUND_DOT mode=dot
+		[[ $s == tcpunbound ]] && server=$UNBOUND_DOT mode=tcp
 		perf -m "$mode" -s "$server" -p "$port" -d "$WORK/direct-cluster.txt" -l "$SLICE" -c 1 -q 1 -t 1 -v \
 			>"$WORK/r$r-direct-$s.out" 2>&1
 	done
