@@ -111,13 +111,10 @@ pub async fn run(
     };
     let bound = listeners.local_addrs();
     let mut loops = tokio::task::JoinSet::new();
+    // With MESHDNS_THREADS above 1 there is a UDP socket per thread on each address
+    // (`server::bind_spread`), each with its own loop.
     for socket in listeners.udp {
-        // One loop per runtime thread on each UDP socket, so that with MESHDNS_THREADS=2 both
-        // threads answer cache hits (a single loop would keep them on one thread at a time).
-        let socket = server::udp_listener(socket)?;
-        for _ in 0..config.threads.max(1) {
-            loops.spawn(server::serve_udp(Arc::clone(&socket), shared.clone()));
-        }
+        loops.spawn(server::serve_udp(socket, shared.clone()));
     }
     for listener in listeners.tcp {
         loops.spawn(server::serve_tcp(

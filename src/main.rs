@@ -73,12 +73,13 @@ fn main() -> ExitCode {
     }
     // Kept until the end: dropping it waits (briefly) for the last log lines to be written.
     let logs = process::init_logging(&config);
-    let bound = meshdns::server::bind(&config.listen).and_then(|mut listeners| {
-        if let Some(addr) = config.admin_listen {
-            listeners.admin = Some(meshdns::server::bind_admin(addr)?);
-        }
-        Ok(listeners)
-    });
+    let bound =
+        meshdns::server::bind_spread(&config.listen, config.threads).and_then(|mut listeners| {
+            if let Some(addr) = config.admin_listen {
+                listeners.admin = Some(meshdns::server::bind_admin(addr)?);
+            }
+            Ok(listeners)
+        });
     let listeners = match bound {
         Ok(listeners) => listeners,
         Err(error) => {

@@ -406,12 +406,15 @@ async fn a_tcp_retry_cut_mid_frame_leaves_the_truncated_reply() {
     assert_eq!(reply.msg.response_code, ResponseCode::NoError);
 }
 
-/// With `MESHDNS_THREADS=2` two UDP loops serve the one socket, each taking its own batches:
-/// every query, hit or miss, is answered exactly once, with its own ID and question.
+/// With `MESHDNS_THREADS=2` two UDP sockets share the port, each with its own loop: every
+/// query, hit or miss, from clients the kernel spreads over both, is answered exactly once,
+/// with its own ID and question, from the address it was sent to (the clients' sockets are
+/// connected to it, so nothing else reaches them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_udp_loops_on_one_socket_answer_every_query_exactly_once() {
+async fn two_threads_answer_every_udp_query_exactly_once() {
     const NAMES: usize = 20;
-    const QUERIES: usize = 400;
+    const CLIENTS: usize = 8;
+    const PER_CLIENT: usize = 50;
     let mut builder = FakeDns::builder();
     for i in 0..NAMES {
         let name = format!("n{i}.example.com.");
@@ -427,45 +430,42 @@ async fn two_udp_loops_on_one_socket_answer_every_query_exactly_once() {
         &[("MESHDNS_THREADS", "2"), ("MESHDNS_CACHE_SIZE", "1000")],
     )
     .await;
-    let socket = std::sync::Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
-    socket.connect(meshdns.addr).await.unwrap();
-    let queries: Vec<_> = (0..QUERIES)
-        .map(|i| {
-            let mut msg = query(&format!("n{}.example.com.", i % NAMES), RecordType::A);
-            msg.metadata.id = i as u16;
-            msg
-        })
-        .collect();
-    // Sent while the replies are read (a socket buffer holds only a few hundred datagrams).
-    let sender = {
-        let (socket, queries) = (std::sync::Arc::clone(&socket), queries.clone());
+    let clients = (0..CLIENTS).map(|client| {
+        let server = meshdns.addr;
         tokio::spawn(async move {
-            for (i, msg) in queries.iter().enumerate() {
+            let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+            socket.connect(server).await.unwrap();
+            let mut asked = std::collections::HashMap::new();
+            for i in 0..PER_CLIENT {
+                let mut msg = query(&format!("n{}.example.com.", i % NAMES), RecordType::A);
+                msg.metadata.id = (client * PER_CLIENT + i) as u16;
                 socket.send(&msg.to_vec().unwrap()).await.unwrap();
-                if i % 50 == 49 {
+                asked.insert(msg.metadata.id, msg);
+                if i % 10 == 9 {
                     // Pauses let some names reach the cache, so that hits and misses mix.
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
             }
+            let mut buf = vec![0; 4096];
+            while !asked.is_empty() {
+                let len = tokio::time::timeout(Duration::from_secs(5), socket.recv(&mut buf))
+                    .await
+                    .unwrap_or_else(|_| panic!("client {client}: {} unanswered", asked.len()))
+                    .unwrap();
+                let reply = hickory_proto::op::Message::from_vec(&buf[..len]).unwrap();
+                let query = (asked.remove(&reply.metadata.id))
+                    .unwrap_or_else(|| panic!("a reply to no query of ours, or a second one"));
+                assert_eq!(
+                    reply.queries, query.queries,
+                    "the question of its own query"
+                );
+                assert_eq!(reply.metadata.response_code, ResponseCode::NoError);
+            }
+            let late = tokio::time::timeout(Duration::from_millis(200), socket.recv(&mut buf));
+            assert!(late.await.is_err(), "no reply beyond one per query");
         })
-    };
-    let mut answered = std::collections::HashSet::new();
-    let mut buf = vec![0; 4096];
-    while answered.len() < QUERIES {
-        let len = tokio::time::timeout(Duration::from_secs(5), socket.recv(&mut buf))
-            .await
-            .unwrap_or_else(|_| panic!("every query answered: {} of {QUERIES}", answered.len()))
-            .unwrap();
-        let reply = hickory_proto::op::Message::from_vec(&buf[..len]).unwrap();
-        let asked = &queries[usize::from(reply.metadata.id)];
-        assert_eq!(
-            reply.queries, asked.queries,
-            "the question of its own query"
-        );
-        assert_eq!(reply.metadata.response_code, ResponseCode::NoError);
-        assert!(answered.insert(reply.metadata.id), "answered twice");
+    });
+    for client in clients.collect::<Vec<_>>() {
+        client.await.unwrap();
     }
-    sender.await.unwrap();
-    let late = tokio::time::timeout(Duration::from_millis(200), socket.recv(&mut buf)).await;
-    assert!(late.is_err(), "no reply beyond one per query");
 }

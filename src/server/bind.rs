@@ -1,9 +1,14 @@
 //! Binding every `MESHDNS_LISTEN` address over UDP and TCP on the same port, with socket2
 //! options set before bind: a large receive buffer (bursts of queries are not dropped by the
-//! kernel), and no SO_REUSEPORT — with it a second meshdns (or any other DNS server) could
-//! bind the same address and silently take half the queries; without it the second one fails
-//! with "address in use" and exit 71. A restarted sidecar binds after the old process has
-//! exited, so it does not need it either.
+//! kernel), and each address first bound without SO_REUSEPORT — with it a second meshdns (or
+//! any other DNS server) could bind the same address and silently take half the queries;
+//! without it the second one fails with "address in use" and exit 71. A restarted sidecar
+//! binds after the old process has exited, so it does not need it either.
+//!
+//! With more than one runtime thread (`MESHDNS_THREADS`), the exclusive UDP socket is then
+//! replaced by one SO_REUSEPORT socket per thread on the same port: the kernel spreads the
+//! clients over them and each thread serves its own, as unbound and CoreDNS do. A second
+//! meshdns still cannot join: its first, exclusive bind is refused by the group.
 
 use std::net::SocketAddr;
 
@@ -35,10 +40,13 @@ pub struct Listeners {
 impl Listeners {
     /// The addresses actually bound (with the ports chosen for port 0), for logs and tests.
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
-        self.udp
-            .iter()
-            .filter_map(|s| s.local_addr().ok())
-            .collect()
+        let mut addrs: Vec<SocketAddr> = Vec::new();
+        for addr in self.udp.iter().filter_map(|s| s.local_addr().ok()) {
+            if !addrs.contains(&addr) {
+                addrs.push(addr);
+            }
+        }
+        addrs
     }
 }
 
@@ -74,18 +82,35 @@ impl BindError {
 
 /// Binds UDP and TCP on each address. Port 0 picks one port free for both protocols.
 pub fn bind(addrs: &[SocketAddr]) -> Result<Listeners, BindError> {
+    bind_spread(addrs, 1)
+}
+
+/// [`bind`] with `udp_per_address` UDP sockets on each address (one per runtime thread),
+/// sharing its port through SO_REUSEPORT once the exclusive bind has shown the port free.
+pub fn bind_spread(addrs: &[SocketAddr], udp_per_address: usize) -> Result<Listeners, BindError> {
     let mut listeners = Listeners {
         udp: Vec::new(),
         tcp: Vec::new(),
         admin: None,
     };
     for &addr in addrs {
-        let (udp, tcp) = bind_pair(addr).map_err(|source| BindError {
+        let failed = |source| BindError {
             variable: LISTEN,
             addr,
             source,
-        })?;
-        listeners.udp.push(udp);
+        };
+        let (udp, tcp) = bind_pair(addr).map_err(failed)?;
+        if udp_per_address <= 1 {
+            listeners.udp.push(udp);
+        } else {
+            let bound = udp.local_addr().map_err(failed)?;
+            drop(udp);
+            for _ in 0..udp_per_address {
+                listeners
+                    .udp
+                    .push(bind_udp(bound, SharePort::Yes).map_err(failed)?);
+            }
+        }
         listeners.tcp.push(tcp);
     }
     Ok(listeners)
@@ -116,7 +141,7 @@ fn bind_pair(addr: SocketAddr) -> std::io::Result<(std::net::UdpSocket, std::net
     let tries = if addr.port() == 0 { PORT_ZERO_TRIES } else { 1 };
     let mut last = None;
     for _ in 0..tries {
-        let udp = bind_udp(addr)?;
+        let udp = bind_udp(addr, SharePort::No)?;
         let bound = udp.local_addr()?;
         match bind_tcp(bound) {
             Ok(tcp) => return Ok((udp, tcp)),
@@ -137,8 +162,18 @@ fn new_socket(addr: SocketAddr, ty: Type, protocol: Protocol) -> std::io::Result
     Ok(socket)
 }
 
-fn bind_udp(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
+/// Whether a UDP socket joins the SO_REUSEPORT group of its port.
+#[derive(Clone, Copy, PartialEq)]
+enum SharePort {
+    No,
+    Yes,
+}
+
+fn bind_udp(addr: SocketAddr, share: SharePort) -> std::io::Result<std::net::UdpSocket> {
     let socket = new_socket(addr, Type::DGRAM, Protocol::UDP)?;
+    if share == SharePort::Yes {
+        socket.set_reuse_port(true)?;
+    }
     // Best effort: an unprivileged process may be capped by net.core.rmem_max.
     let _ = socket.set_recv_buffer_size(UDP_RECV_BUFFER);
     socket.bind(&addr.into())?;
@@ -166,6 +201,34 @@ mod tests {
         assert!(error.to_string().starts_with("MESHDNS_LISTEN"), "{error}");
         assert!(error.hint().contains("MESHDNS_LISTEN"));
         assert!(!error.hint().contains("MESHDNS_ADMIN_LISTEN"));
+    }
+
+    #[test]
+    fn one_udp_socket_per_thread_shares_the_port_and_still_keeps_others_out() {
+        let spread = bind_spread(&["127.0.0.1:0".parse().unwrap()], 2).unwrap();
+        assert_eq!(spread.udp.len(), 2);
+        assert_eq!(spread.tcp.len(), 1);
+        let taken = spread.local_addrs();
+        assert_eq!(taken.len(), 1, "one address, listed once");
+        assert_eq!(spread.udp[1].local_addr().unwrap(), taken[0]);
+        for threads in [1, 2] {
+            let error = bind_spread(&taken, threads).unwrap_err();
+            assert_eq!(error.source.kind(), std::io::ErrorKind::AddrInUse);
+        }
+        // Every socket of the group receives: the kernel spreads clients by their address.
+        let clients: Vec<std::net::UdpSocket> = (0..32)
+            .map(|_| std::net::UdpSocket::bind("127.0.0.1:0").unwrap())
+            .collect();
+        for client in &clients {
+            client.send_to(b"query", taken[0]).unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let mut buf = [0u8; 16];
+        let received: Vec<usize> = (spread.udp.iter())
+            .map(|socket| std::iter::from_fn(|| socket.recv_from(&mut buf).ok()).count())
+            .collect();
+        assert_eq!(received.iter().sum::<usize>(), clients.len());
+        assert!(received.iter().all(|&n| n > 0), "{received:?}");
     }
 
     #[test]

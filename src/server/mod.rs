@@ -17,12 +17,12 @@ use crate::metrics::Metrics;
 use crate::query::Resolver;
 
 pub use admin::{MAX_CONNECTIONS as ADMIN_MAX_CONNECTIONS, Readiness, serve_admin};
-pub use bind::{BindError, Listeners, bind, bind_admin};
+pub use bind::{BindError, Listeners, bind, bind_admin, bind_spread};
 pub use tcp::{
     IDLE_TIMEOUT as TCP_IDLE_TIMEOUT, MAX_CONNECTIONS as TCP_MAX_CONNECTIONS, MAX_QUERY_FRAME,
     WRITE_TIMEOUT as TCP_WRITE_TIMEOUT, serve_tcp,
 };
-pub use udp::{serve_udp, udp_listener};
+pub use udp::serve_udp;
 
 /// What every listener loop needs.
 #[derive(Clone)]

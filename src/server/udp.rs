@@ -26,21 +26,14 @@ use crate::query::FastPath;
 use crate::reply;
 use crate::wire::Proto;
 
-/// A bound UDP socket (non-blocking) registered with the runtime for readability only, for
-/// one or more [`serve_udp`] loops to share.
-pub fn udp_listener(socket: UdpSocket) -> std::io::Result<Arc<AsyncFd<UdpSocket>>> {
+/// Serves one UDP socket (non-blocking) until shutdown. Only an unrecoverable socket error
+/// ends it early.
+pub async fn serve_udp(socket: UdpSocket, shared: Shared) -> std::io::Result<()> {
     // Deprecated because a borrowed descriptor could be closed under the reactor; here the
     // AsyncFd owns the socket, so its descriptor stays open and the same for its whole life
     // (the safe case the deprecation note spells out). Readable interest only: see above.
     #[allow(deprecated)]
-    let socket = AsyncFd::with_interest(socket, Interest::READABLE)?;
-    Ok(Arc::new(socket))
-}
-
-/// Serves one UDP socket until shutdown. Only an unrecoverable socket error ends it early.
-/// Several loops may serve the same socket (one per runtime thread): each takes its own
-/// batches, and a loop that finds the queue empty waits for the next datagram's edge.
-pub async fn serve_udp(socket: Arc<AsyncFd<UdpSocket>>, shared: Shared) -> std::io::Result<()> {
+    let socket = Arc::new(AsyncFd::with_interest(socket, Interest::READABLE)?);
     let mut inbox = Inbox::default();
     let mut replies: Vec<(Vec<u8>, SocketAddr)> = Vec::with_capacity(SEND_GROUP);
     let mut shutdown = shared.shutdown.clone();

@@ -725,7 +725,8 @@ impl Meshdns {
             "tests must name the upstreams: the machine's resolv.conf is not ours to query"
         );
         let config = meshdns::config::Config::from_vars(merged).expect("a valid test config");
-        let mut listeners = meshdns::server::bind(&[listen.parse().unwrap()]).unwrap();
+        let mut listeners =
+            meshdns::server::bind_spread(&[listen.parse().unwrap()], config.threads).unwrap();
         let admin = meshdns::server::bind_admin("127.0.0.1:0".parse().unwrap()).unwrap();
         let admin_addr = admin.local_addr().unwrap();
         listeners.admin = Some(admin);
