@@ -11,10 +11,11 @@
 //! that its cluster does not know falls back to the name as it is, gathered from every cluster
 //! (a service really named `a-cache`).
 
+use std::iter;
+
 use hickory_proto::rr::{Name, RecordType};
 
 use crate::config::Cluster;
-use crate::rewrite::replace_suffix;
 
 /// The label every Kubernetes service name carries before the cluster domain.
 const SVC_LABEL: &[u8] = b"svc";
@@ -105,14 +106,27 @@ impl Naming {
     /// A host name from cluster `cluster`'s answer as the client sees it, or `None` when it is
     /// not under that cluster's domain (it is then left as it is).
     pub fn client_host(&self, host: &Name, cluster: &Cluster) -> Option<Name> {
-        let relative = replace_suffix(host, &cluster.domain, &Name::root())?;
-        let mut labels: Vec<Vec<u8>> = relative.iter().map(<[u8]>::to_vec).collect();
-        let first = labels.first_mut()?;
-        match self.scheme {
-            Scheme::Prefix => first.splice(0..0, cluster.prefix.bytes()).for_each(drop),
-            Scheme::Clusterset => labels.insert(1, cluster.name.as_bytes().to_vec()),
+        if !cluster.domain.zone_of(host) {
+            return None;
         }
-        Name::from_labels(labels.iter().map(Vec::as_slice).chain(self.zone.iter())).ok()
+        // Every label, a leading `*` included (`Name::num_labels` leaves it out).
+        let keep = host.iter().count() - cluster.domain.iter().count();
+        let mut relative = host.iter().take(keep);
+        let first = relative.next()?;
+        let zone = self.zone.iter();
+        match self.scheme {
+            Scheme::Prefix => {
+                let prefixed = [cluster.prefix.as_bytes(), first].concat();
+                Name::from_labels(iter::once(prefixed.as_slice()).chain(relative).chain(zone))
+            }
+            Scheme::Clusterset => Name::from_labels(
+                [first, cluster.name.as_bytes()]
+                    .into_iter()
+                    .chain(relative)
+                    .chain(zone),
+            ),
+        }
+        .ok()
     }
 }
 
