@@ -63,7 +63,15 @@ pub fn merge(
             partial: false,
         };
     };
-    let mut records = Records::default();
+    let size = (legs.iter())
+        .map(|(_, leg)| match leg {
+            Leg::Answered(reply) | Leg::Stale(reply) => {
+                reply.answers.len() + reply.additionals.len()
+            }
+            Leg::Failed => 0,
+        })
+        .sum();
+    let mut records = Records::with_capacity(size);
     let (mut noerror, mut nxdomain, mut failed, mut stale) = (false, 0usize, 0usize, false);
     for (index, leg) in legs {
         match leg {
@@ -208,11 +216,23 @@ struct Records {
 }
 
 impl Records {
+    /// Room for `size` records in all, so the set is not rebuilt as it grows.
+    fn with_capacity(size: usize) -> Self {
+        Self {
+            seen: HashMap::with_capacity(size),
+            ..Self::default()
+        }
+    }
+
     fn add_leg(&mut self, asked: &Query, reply: &Message, naming: &Naming, cluster: &Cluster) {
         let qtype = asked.query_type();
         // The SRV targets by key, each with its name as the client sees it: their glue is what
         // the additional section keeps.
-        let mut targets: HashMap<Vec<u8>, (&Name, Name)> = HashMap::new();
+        let mut targets: HashMap<Vec<u8>, (&Name, Name)> = HashMap::with_capacity(
+            (reply.answers.iter())
+                .filter(|r| r.record_type() == RecordType::SRV)
+                .count(),
+        );
         // Within a leg, records go in a canonical order: a cluster DNS that shuffles its
         // answers must not make the merged answer change from one query to the next.
         // An empty record (hickory's `Update0`, legal only in UPDATE messages) would make the
