@@ -14,7 +14,8 @@
 //! A reply built while some leg failed is *partial*: its TTLs are capped at [`PARTIAL_TTL`] so
 //! clients ask again soon.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::time::Duration;
 
 use hickory_proto::op::{Message, Query, ResponseCode};
@@ -62,7 +63,15 @@ pub fn merge(
             partial: false,
         };
     };
-    let mut records = Records::default();
+    let size = (legs.iter())
+        .map(|(_, leg)| match leg {
+            Leg::Answered(reply) | Leg::Stale(reply) => {
+                reply.answers.len() + reply.additionals.len()
+            }
+            Leg::Failed => 0,
+        })
+        .sum();
+    let mut records = Records::with_capacity(size);
     let (mut noerror, mut nxdomain, mut failed, mut stale) = (false, 0usize, 0usize, false);
     for (index, leg) in legs {
         match leg {
@@ -125,32 +134,76 @@ pub fn merge(
     }
 }
 
-/// Gives every record of an RRset (same owner, type and class) the set's smallest TTL: legs
-/// from different clusters carry different TTLs for what is now one set.
+/// Gives every record of an RRset (same owner ignoring case, type and class) the set's smallest
+/// TTL: legs from different clusters carry different TTLs for what is now one set. One pass to
+/// find each set's smallest TTL, one to apply it: a gathered set of hundreds of hosts is
+/// hundreds of sets, which comparing record by record made quadratic.
 fn one_ttl_per_rrset(records: &mut [Record]) {
-    // Each set by its first record, with the smallest TTL seen in it.
-    let mut smallest: Vec<(&Record, u32)> = Vec::new();
-    for record in records.iter() {
-        match smallest
-            .iter_mut()
-            .find(|(first, _)| reply::same_rrset(first, record))
-        {
-            Some((_, ttl)) => *ttl = (*ttl).min(record.ttl),
-            None => smallest.push((record, record.ttl)),
+    let keys: Vec<_> = (records.iter())
+        .map(|r| (name_key(&r.name), r.record_type(), r.dns_class))
+        .collect();
+    let mut smallest: HashMap<_, u32> = HashMap::with_capacity(records.len());
+    for (record, key) in records.iter().zip(&keys) {
+        let ttl = smallest.entry(key).or_insert(record.ttl);
+        *ttl = (*ttl).min(record.ttl);
+    }
+    for (record, key) in records.iter_mut().zip(&keys) {
+        if let Some(&ttl) = smallest.get(key) {
+            record.ttl = ttl;
         }
     }
-    let ttls: Vec<u32> = records
-        .iter()
-        .map(|record| {
-            smallest
-                .iter()
-                .find(|(first, _)| reply::same_rrset(first, record))
-                .map_or(record.ttl, |(_, ttl)| *ttl)
-        })
-        .collect();
-    for (record, ttl) in records.iter_mut().zip(ttls) {
-        record.ttl = ttl;
+}
+
+/// A name as a key that compares like [`Name`] does (ASCII case ignored, a fully qualified name
+/// never equal to a relative one) but hashes as one byte string: its labels lowercased, each
+/// after its length. `Name`'s own `Hash` feeds the hasher a byte at a time.
+fn name_key(name: &Name) -> Vec<u8> {
+    let mut key = Vec::with_capacity(name.len() + 1);
+    key.push(u8::from(name.is_fqdn()));
+    for label in name.iter() {
+        // A label is at most 63 bytes: its length fits in the byte, and lowercasing (below,
+        // of ASCII letters, 65 and up) leaves it alone.
+        key.push(label.len() as u8);
+        key.extend_from_slice(label);
     }
+    key.make_ascii_lowercase();
+    key
+}
+
+/// The key a leg's records are put in canonical order by: the data as text, lowercased. An SRV
+/// record whose target is plain (letters, digits, `-` inside a label, `_`, a leading `*`; no
+/// `xn--` label) is written here as `Display` would write it, without its per-character
+/// escaping and IDNA checks; anything else goes through `Display`.
+fn order_key(data: &RData) -> String {
+    let mut key = match data {
+        RData::SRV(srv) if srv.target.iter().all(plain_label) => {
+            let mut key = format!("{} {} {} ", srv.priority, srv.weight, srv.port);
+            for (i, label) in srv.target.iter().enumerate() {
+                if i > 0 {
+                    key.push('.');
+                }
+                // Plain labels are ASCII.
+                key.extend(label.iter().map(|&b| char::from(b)));
+            }
+            if srv.target.is_root() || srv.target.is_fqdn() {
+                key.push('.');
+            }
+            key
+        }
+        other => other.to_string(),
+    };
+    key.make_ascii_lowercase();
+    key
+}
+
+/// Whether `Display` writes the label as its bytes (see [`order_key`]).
+fn plain_label(label: &[u8]) -> bool {
+    !label
+        .get(..4)
+        .is_some_and(|p| p.eq_ignore_ascii_case(b"xn--"))
+        && label.iter().enumerate().all(|(i, &b)| {
+            b.is_ascii_alphanumeric() || b == b'_' || (b == b'-' && i > 0) || (b == b'*' && i == 0)
+        })
 }
 
 /// The union being built, with the keys that make it a set.
@@ -158,13 +211,28 @@ fn one_ttl_per_rrset(records: &mut [Record]) {
 struct Records {
     answers: Vec<Record>,
     additionals: Vec<Record>,
-    seen: HashSet<(Name, RData)>,
+    /// Every record kept: its section (answers or not) and its position there.
+    seen: HashMap<RecordKey, (bool, usize)>,
 }
 
 impl Records {
+    /// Room for `size` records in all, so the set is not rebuilt as it grows.
+    fn with_capacity(size: usize) -> Self {
+        Self {
+            seen: HashMap::with_capacity(size),
+            ..Self::default()
+        }
+    }
+
     fn add_leg(&mut self, asked: &Query, reply: &Message, naming: &Naming, cluster: &Cluster) {
         let qtype = asked.query_type();
-        let mut targets: Vec<&Name> = Vec::new();
+        // The SRV targets by key, each with its name as the client sees it: their glue is what
+        // the additional section keeps.
+        let mut targets: HashMap<Vec<u8>, (&Name, Name)> = HashMap::with_capacity(
+            (reply.answers.iter())
+                .filter(|r| r.record_type() == RecordType::SRV)
+                .count(),
+        );
         // Within a leg, records go in a canonical order: a cluster DNS that shuffles its
         // answers must not make the merged answer change from one query to the next.
         // An empty record (hickory's `Update0`, legal only in UPDATE messages) would make the
@@ -174,14 +242,14 @@ impl Records {
             .iter()
             .filter(|r| r.record_type() == qtype && !matches!(r.data, RData::Update0(_)))
             .collect();
-        answers.sort_by_cached_key(|r| r.data.to_string().to_ascii_lowercase());
+        answers.sort_by_cached_key(|r| order_key(&r.data));
         for record in answers {
             let data = match &record.data {
                 RData::SRV(srv) => {
-                    targets.push(&srv.target);
                     let target = naming
                         .client_host(&srv.target, cluster)
                         .unwrap_or_else(|| srv.target.clone());
+                    targets.insert(name_key(&srv.target), (&srv.target, target.clone()));
                     RData::SRV(SRV::new(srv.priority, srv.weight, srv.port, target))
                 }
                 other => other.clone(),
@@ -194,12 +262,19 @@ impl Records {
         let glue = reply.additionals.iter().filter(|r| {
             matches!(r.record_type(), RecordType::A | RecordType::AAAA)
                 && !matches!(r.data, RData::Update0(_))
-                && targets.iter().any(|t| **t == r.name)
         });
         for record in glue {
-            let owner = naming
-                .client_host(&record.name, cluster)
-                .unwrap_or_else(|| record.name.clone());
+            let Some((target, shown)) = targets.get(&name_key(&record.name)) else {
+                continue;
+            };
+            // Spelled as the target (the usual case), it is shown as the target is.
+            let owner = if target.eq_case(&record.name) {
+                shown.clone()
+            } else {
+                naming
+                    .client_host(&record.name, cluster)
+                    .unwrap_or_else(|| record.name.clone())
+            };
             self.push(
                 false,
                 Record::from_rdata(owner, record.ttl, record.data.clone()),
@@ -208,20 +283,63 @@ impl Records {
     }
 
     /// Adds a record unless an equal one (owner ignoring case, same data) is there; a
-    /// duplicate lowers the kept record's TTL to the smaller of the two.
+    /// duplicate lowers the kept record's TTL to the smaller of the two. (A record equal to one
+    /// of the other section is left out.)
     fn push(&mut self, answer: bool, record: Record) {
         let section = if answer {
             &mut self.answers
         } else {
             &mut self.additionals
         };
-        if self.seen.insert((record.name.clone(), record.data.clone())) {
-            section.push(record);
-        } else if let Some(kept) = section
-            .iter_mut()
-            .find(|r| r.name == record.name && r.data == record.data)
-        {
-            kept.ttl = kept.ttl.min(record.ttl);
+        match self.seen.entry(RecordKey::of(&record)) {
+            Entry::Vacant(vacant) => {
+                vacant.insert((answer, section.len()));
+                section.push(record);
+            }
+            Entry::Occupied(kept) => {
+                let (kept_answer, position) = *kept.get();
+                if let Some(kept) = section.get_mut(position).filter(|_| kept_answer == answer) {
+                    kept.ttl = kept.ttl.min(record.ttl);
+                }
+            }
+        }
+    }
+}
+
+/// What makes two records one in the union: the owner ignoring case and the data, an SRV
+/// target ignoring case too (as `Name` and `RData` compare), hashed as byte strings.
+#[derive(PartialEq, Eq, Hash)]
+struct RecordKey {
+    owner: Vec<u8>,
+    data: DataKey,
+}
+
+#[derive(PartialEq, Eq, Hash)]
+enum DataKey {
+    Srv {
+        priority: u16,
+        weight: u16,
+        port: u16,
+        target: Vec<u8>,
+    },
+    /// A, AAAA, TXT: no name inside, so their own hash is cheap.
+    Other(RData),
+}
+
+impl RecordKey {
+    fn of(record: &Record) -> Self {
+        let data = match &record.data {
+            RData::SRV(srv) => DataKey::Srv {
+                priority: srv.priority,
+                weight: srv.weight,
+                port: srv.port,
+                target: name_key(&srv.target),
+            },
+            other => DataKey::Other(other.clone()),
+        };
+        Self {
+            owner: name_key(&record.name),
+            data,
         }
     }
 }
@@ -520,5 +638,104 @@ mod tests {
         assert!(merged.partial);
         assert!(merged.reply.answers.iter().all(|r| r.ttl <= PARTIAL_TTL));
         assert_eq!(merged.reply.answers.len(), 2);
+    }
+
+    #[test]
+    fn name_keys_compare_like_names() {
+        let key = |text: &str| name_key(&name(text));
+        assert_eq!(key("Big-0.DB.svc.local."), key("big-0.db.svc.local."));
+        assert_ne!(key("ab.c."), key("a.bc."));
+        assert_ne!(key("a.b."), key("a.b"));
+        assert_ne!(key("a.b."), key("a.b.c."));
+        for (a, b) in [("X.y.", "x.Y."), ("x.y.", "x.z."), ("*.y.", "_.y.")] {
+            assert_eq!(name(a) == name(b), key(a) == key(b), "{a} {b}");
+        }
+    }
+
+    #[test]
+    fn the_order_key_is_the_data_as_display_writes_it_lowercased() {
+        let srv = |target: Name| RData::SRV(SRV::new(10, 5, 27017, target));
+        let mut targets: Vec<Name> = [
+            "Mongo-0.mongo.DB.svc.cluster.local.",
+            "_x._tcp.a.",
+            "*.a.b.",
+            "mongo-0.relative",
+            "xn--bcher-kva.example.",
+            "XN--bcher-kva.example.",
+            "a-.b.",
+        ]
+        .iter()
+        .map(|t| name(t))
+        .collect();
+        targets.push(Name::root());
+        targets.push(Name::from_labels([&b"-lead"[..], b"a b", b"semi;colon", b"\\xff"]).unwrap());
+        targets.push(Name::from_labels([&b"caf\xc3\xa9"[..], b"x"]).unwrap());
+        for target in targets {
+            let data = srv(target);
+            assert_eq!(order_key(&data), data.to_string().to_ascii_lowercase());
+        }
+        let a = RData::A(A::new(10, 1, 2, 3));
+        assert_eq!(order_key(&a), "10.1.2.3");
+    }
+
+    #[test]
+    fn a_plain_label_is_one_display_writes_as_it_is() {
+        assert!(plain_label(b"mongo-0"));
+        assert!(plain_label(b"_tcp"));
+        assert!(plain_label(b"*"));
+        assert!(!plain_label(b"-lead"));
+        assert!(!plain_label(b"a*"));
+        assert!(!plain_label(b"a b"));
+        assert!(!plain_label(b"xn--bcher-kva"));
+        assert!(!plain_label(b"Xn--x"));
+    }
+
+    #[test]
+    fn glue_spelled_unlike_its_target_is_renamed_by_its_own_spelling() {
+        let Leg::Answered(mut reply) = srv_leg(&["mongo-0"]) else {
+            unreachable!()
+        };
+        reply.additionals[0].name = name("MONGO-0.mongo.db.svc.cluster.local.");
+        let merged = run(
+            &request(SRV_NAME, RecordType::SRV),
+            vec![Leg::Answered(reply)],
+        );
+        assert_eq!(
+            merged.reply.additionals[0].name.to_ascii(),
+            "a-MONGO-0.mongo.db.svc.distributed.local."
+        );
+    }
+
+    #[test]
+    fn a_duplicate_keeps_the_first_spelling_and_the_smaller_ttl() {
+        let with = |host: &str, ttl: u32| {
+            let Leg::Answered(mut reply) = srv_leg(&[host]) else {
+                unreachable!()
+            };
+            reply.answers[0].ttl = ttl;
+            reply.additionals[0].ttl = ttl;
+            reply
+        };
+        let legs = vec![
+            (0, Leg::Answered(with("mongo-0", 30))),
+            (0, Leg::Answered(with("MONGO-0", 7))),
+        ];
+        let merged = merge(
+            &request(SRV_NAME, RecordType::SRV),
+            &naming(),
+            &clusters(),
+            &legs,
+            Duration::from_secs(5),
+        );
+        assert_eq!(merged.reply.answers.len(), 1);
+        assert_eq!(merged.reply.answers[0].ttl, 7);
+        let srv = merged.reply.answers[0].try_borrow::<SRV>().unwrap();
+        let target = &srv.data().target;
+        assert_eq!(
+            target.to_ascii(),
+            "a-mongo-0.mongo.db.svc.distributed.local."
+        );
+        assert_eq!(merged.reply.additionals.len(), 1);
+        assert_eq!(merged.reply.additionals[0].ttl, 7);
     }
 }

@@ -11,10 +11,11 @@
 //! that its cluster does not know falls back to the name as it is, gathered from every cluster
 //! (a service really named `a-cache`).
 
+use std::iter;
+
 use hickory_proto::rr::{Name, RecordType};
 
 use crate::config::Cluster;
-use crate::rewrite::replace_suffix;
 
 /// The label every Kubernetes service name carries before the cluster domain.
 const SVC_LABEL: &[u8] = b"svc";
@@ -105,14 +106,25 @@ impl Naming {
     /// A host name from cluster `cluster`'s answer as the client sees it, or `None` when it is
     /// not under that cluster's domain (it is then left as it is).
     pub fn client_host(&self, host: &Name, cluster: &Cluster) -> Option<Name> {
-        let relative = replace_suffix(host, &cluster.domain, &Name::root())?;
-        let mut labels: Vec<Vec<u8>> = relative.iter().map(<[u8]>::to_vec).collect();
-        let first = labels.first_mut()?;
-        match self.scheme {
-            Scheme::Prefix => first.splice(0..0, cluster.prefix.bytes()).for_each(drop),
-            Scheme::Clusterset => labels.insert(1, cluster.name.as_bytes().to_vec()),
+        if !cluster.domain.zone_of(host) {
+            return None;
         }
-        Name::from_labels(labels.iter().map(Vec::as_slice).chain(self.zone.iter())).ok()
+        // Every label, a leading `*` included (`Name::num_labels` leaves it out).
+        let keep = host.iter().count() - cluster.domain.iter().count();
+        let mut relative = host.iter().take(keep);
+        let first = relative.next()?;
+        // The zone's labels are valid already: appended as a name, they are only counted.
+        match self.scheme {
+            Scheme::Prefix => {
+                let prefixed = [cluster.prefix.as_bytes(), first].concat();
+                Name::from_labels(iter::once(prefixed.as_slice()).chain(relative))
+            }
+            Scheme::Clusterset => {
+                Name::from_labels([first, cluster.name.as_bytes()].into_iter().chain(relative))
+            }
+        }
+        .and_then(|name| name.append_domain(&self.zone))
+        .ok()
     }
 }
 
@@ -384,6 +396,29 @@ mod tests {
                 .client_host(&name("elsewhere.example."), b)
                 .is_none()
         );
+    }
+
+    #[test]
+    fn a_target_that_cannot_be_shown_in_the_zone_is_left_as_it_is() {
+        let b = &clusters()[1];
+        // The prefix would make the first label longer than 63 bytes.
+        let long_label = name(&format!("{}.mongo.db.svc.cluster.local.", "m".repeat(62)));
+        assert!(prefix().client_host(&long_label, b).is_none());
+        // The zone would make the name longer than 255 bytes on the wire: labels of 63, 63,
+        // 63 and 45 bytes (the first with its prefix), `distributed` and `local`, their six
+        // length bytes and the root: 257.
+        let labels = [
+            "a".repeat(61),
+            "b".repeat(63),
+            "c".repeat(63),
+            "d".repeat(45),
+        ];
+        let long_name = name(&format!("{}.cluster.local.", labels.join(".")));
+        assert!(prefix().client_host(&long_name, b).is_none());
+        assert!(prefix().client_host(&name("cluster.local."), b).is_none());
+        let fits = name(&format!("{}.cluster.local.", labels[..3].join(".")));
+        // 3 x 63 + 16 label bytes and 5 dots.
+        assert_eq!(prefix().client_host(&fits, b).unwrap().len(), 210);
     }
 
     #[test]
