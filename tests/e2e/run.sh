@@ -465,6 +465,49 @@ o_python() { # NAME: Python getaddrinfo (what pymongo's connection to a seed hos
 	pod_run own "$PY" -c "$GETADDRINFO_SNIPPET" "$1"
 	want_addrs "Python getaddrinfo $1" $OWN_IP
 }
+# The driver's host check: a listener on the pod's own address (put on lo: this network
+# namespace has nothing else, so no packet leaves it) records every connection it accepts.
+OWN_LISTENER_SNIPPET='
+import socket, sys
+server = socket.create_server((sys.argv[1], 27017))
+print("listening", flush=True)
+while True:
+    connection, peer = server.accept()
+    with open(sys.argv[2], "a") as log:
+        log.write("%s:%d\n" % connection.getsockname())
+    connection.close()
+'
+PYMONGO_CONNECT_SNIPPET='
+import sys, pymongo
+from pymongo.errors import PyMongoError
+client = pymongo.MongoClient("mongodb://%s:27017/?directConnection=true" % sys.argv[1],
+                             serverSelectionTimeoutMS=1500, connectTimeoutMS=1000)
+try:
+    client.admin.command("ping")
+    print("connected")
+except PyMongoError as error:
+    print("no server (expected: the listener speaks no MongoDB):", type(error).__name__)
+'
+o_pymongo_connect() { # NAME: MongoClient to NAME:27017 -> a TCP connection to the pod's own IP
+	# (No count of kube-dns's queries: glibc goes on to the search suffixes for the AAAA it got
+	# NODATA for, names under svc.cluster.local that kube-dns answers; see the getent case.)
+	local log=$WORK/own-listener.log pid n=50
+	: >"$log"
+	ip addr replace $OWN_IP/32 dev lo || fail_with "cannot put $OWN_IP on lo" || return 1
+	"$PY" -c "$OWN_LISTENER_SNIPPET" $OWN_IP "$log" >"$WORK/own-listener.out" 2>&1 &
+	pid=$!
+	PIDS+=("$pid")
+	until grep -q listening "$WORK/own-listener.out"; do
+		((n-- > 0)) || fail_with "the listener on $OWN_IP:27017 did not start: $(cat "$WORK/own-listener.out")" || return 1
+		sleep 0.1
+	done
+	pod_run own "$PY" -c "$PYMONGO_CONNECT_SNIPPET" "$1"
+	kill "$pid" 2>/dev/null
+	[[ $POD_RC == 0 ]] || fail_with "pymongo: exit $POD_RC: $(echo $POD_OUT | tail -c 300)" || return 1
+	grep -qx "$OWN_IP:27017" "$log" ||
+		fail_with "no connection reached $OWN_IP:27017 (pymongo: $(echo $POD_OUT | tail -c 200))" || return 1
+	note "pymongo $1: $(wc -l <"$log") connection(s) to $OWN_IP:27017"
+}
 o_ptr() { # the PTR of the pod's address: its cluster-zone name, which resolves back to it
 	dq $D_OWN -x $OWN_IP
 	want_rcode NOERROR || return 1
@@ -1822,6 +1865,8 @@ if [[ $MODE == full ]] && ((setup_ok)); then
 	# under svc.cluster.local, kube-dns's to answer, so here only the answer is checked.)
 	case_ "own names: getent ahosts mongo-9.mongo.db.svc.cluster.local -> the pod" c_getent own mongo-9.mongo.db.svc.cluster.local $OWN_IP
 	case_ "own names: Python getaddrinfo (pymongo's connect) of mongo-9.mongo.db.cluster.a" o_python mongo-9.mongo.db.cluster.a
+	case_ "own names: pymongo mongodb://mongo-9.mongo.db.svc.cluster.local:27017 connects to $OWN_IP" \
+		o_pymongo_connect mongo-9.mongo.db.svc.cluster.local
 	case_ "own names: dig -x $OWN_IP -> mongo-9.mongo.db.cluster.a, which resolves back" o_ptr
 	case_ "own names: a sibling's name still comes from kube-dns" c_getent own mongo-1.mongo.db.cluster.a "$(mongo_ip 1 1)"
 	case_ "search: meshdns reading the pod's resolv.conf starts" s_start
