@@ -313,6 +313,14 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_suffix_whose_byte_test_passes_in_vain_does_not_hide_a_later_one() {
+        // `y.b.abcd.b.cluster.local`: the bytes before where `db.svc.cluster.local` would
+        // start are `\x01b`, like zone `b`'s, but the expansion is `b.cluster.local`.
+        let list = list(&["b.", "cluster.b."]);
+        assert_eq!(expansion(&list, "y.b.abcd.b.cluster.local."), Some(0));
+    }
+
+    #[test]
     fn a_name_kubernetes_could_hold_is_left_to_kube_dns() {
         // A one-label zone `b`: `x.b.db.svc.cluster.local` is pod x of service b in namespace db.
         let list = list(&["b.", "cluster.b."]);
