@@ -437,7 +437,7 @@ c_pymongo() { # RESOLV HOST EXPECTED_HOSTS
 # ---------------------------------------------------------------------------------------------
 D_OWN=127.0.10.21    # meshdns of pod mongo-9 of cluster a, which kube-dns does not know yet
 D_SEARCH=127.0.10.20 # meshdns reading the pod's resolv.conf (search list, ndots:5)
-OWN_IP=10.1.0.99
+OWN_IP=127.0.10.99 # the pod's address: a 127.0.0.0/8 address, as the driver's host check connects to it
 o_start() { # the pod's identity from the kubelet's hosts line and the downward API's pod IP
 	printf '127.0.0.1\tlocalhost\n%s\tmongo-9.mongo.db.svc.cluster.local\tmongo-9\n' $OWN_IP >"$WORK/hosts-own"
 	make_pod_files own $D_OWN
@@ -493,7 +493,6 @@ o_pymongo_connect() { # NAME: MongoClient to NAME:27017 -> a TCP connection to t
 	# NODATA for, names under svc.cluster.local that kube-dns answers; see the getent case.)
 	local log=$WORK/own-listener.log pid n=50
 	: >"$log"
-	ip addr replace $OWN_IP/32 dev lo || fail_with "cannot put $OWN_IP on lo" || return 1
 	"$PY" -c "$OWN_LISTENER_SNIPPET" $OWN_IP "$log" >"$WORK/own-listener.out" 2>&1 &
 	pid=$!
 	PIDS+=("$pid")
@@ -511,7 +510,7 @@ o_pymongo_connect() { # NAME: MongoClient to NAME:27017 -> a TCP connection to t
 o_ptr() { # the PTR of the pod's address: its cluster-zone name, which resolves back to it
 	dq $D_OWN -x $OWN_IP
 	want_rcode NOERROR || return 1
-	want_set "PTR" "99.0.1.10.in-addr.arpa. mongo-9.mongo.db.cluster.a." "$(rr ANSWER PTR)" || return 1
+	want_set "PTR" "99.10.0.127.in-addr.arpa. mongo-9.mongo.db.cluster.a." "$(rr ANSWER PTR)" || return 1
 	dq $D_OWN mongo-9.mongo.db.cluster.a A
 	want_set "A" "mongo-9.mongo.db.cluster.a. $OWN_IP" "$(rr ANSWER A)"
 }
