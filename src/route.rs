@@ -157,20 +157,13 @@ impl Router {
         if let Some(index) = self.own.find(name) {
             return Route::SelfName(index);
         }
-        let mut expansion = None;
-        let mut may_expand = self.search.may_expand(name);
         wire::find_suffix(name, |suffix| {
-            let zone = (self.zones.iter())
+            (self.zones.iter())
                 .find(|(zone, _)| zone.eq_ignore_ascii_case(suffix))
-                .map(|(_, route)| *route);
-            if zone.is_none() && may_expand {
-                expansion = self.search.expansion(name, name.len() - suffix.len());
-                may_expand = expansion.is_none();
-            }
-            zone
+                .map(|(_, route)| *route)
         })
         .or_else(|| self.networks.cluster_of(name).map(Route::Reverse))
-        .or(expansion.map(Route::Search))
+        .or_else(|| self.search.expansion(name).map(Route::Search))
         .unwrap_or(Route::Passthrough)
     }
 

@@ -12,12 +12,14 @@
 //! Two guards keep the answer right: a zone match stays with its zone (the router asks this
 //! module only for names under none), and a name that Kubernetes DNS *could* hold — because a
 //! zone is a single label or ends in `svc` or `pod`, say — still goes to kube-dns (see
-//! `kubernetes_could_hold`). The check works on the question's wire bytes: a name not ending
-//! in a suffix's cluster domain is turned away by one comparison, and the others by one bit
-//! test per label against the lengths of every zone+suffix pair (the cache-hit path routes
-//! every query for its metric label; docs/design.md gives the measured cost).
+//! `kubernetes_could_hold`). The check works on the question's wire bytes, after the zone walk
+//! found no zone, and reads no label: a name whose last byte is not a suffix's is turned away
+//! by one bit test; the others by one bit test per suffix (a few) on the two bytes just before
+//! where the suffix would start, against the last two bytes of every zone. Only a name passing
+//! one is compared with the expansions (the cache-hit path routes every query for its metric
+//! label; docs/design.md gives the measured cost).
 
-use std::ops::ControlFlow;
+use std::ops::{ControlFlow, Range};
 use std::time::Duration;
 
 use hickory_proto::op::{Message, ResponseCode};
@@ -38,19 +40,44 @@ struct Expansion {
     domain_len: usize,
 }
 
+/// A qualifying search suffix and the expansions that end in it.
+#[derive(Debug, Clone)]
+struct Suffix {
+    /// The suffix's wire length (root included): in a name of `n` bytes it starts at
+    /// `n - wire_len`.
+    wire_len: usize,
+    /// The range of [`SearchList::expansions`] ending in this suffix.
+    expansions: Range<usize>,
+}
+
 /// The expansions of every zone by every qualifying search suffix.
 #[derive(Debug, Clone, Default)]
 pub struct SearchList {
-    /// The cluster domains some qualifying suffix lies under, lowercase wire form: a name
-    /// ending in none of them is no expansion (one check per name, before any per-label work;
-    /// usually one domain, whose first byte already turns most names away).
-    suffix_domains: Vec<Vec<u8>>,
-    /// Sorted by wire length, so a lookup compares only expansions of the right length.
+    /// Bit `b` set: some qualifying suffix's last byte before the root is `b` (either case).
+    suffix_last_bytes: [u64; 4],
+    /// Bit [`tail_key`] of the last two bytes of some zone's wire form (without the root) set.
+    zone_tails: [u64; 4],
+    suffixes: Vec<Suffix>,
+    /// Grouped by suffix.
     expansions: Vec<Expansion>,
-    /// Bit `n` set: some expansion's wire form is `n` bytes long (wire names are ≤ 255).
-    lengths: [u64; 4],
     /// The cluster domains the suffixes lie under: their SOA goes into the answer.
     domains: Vec<Name>,
+}
+
+/// Whether bit `byte` of a 256-bit set is set.
+fn has_byte(set: &[u64; 4], byte: u8) -> bool {
+    set[usize::from(byte / 64)] & (1 << (byte % 64)) != 0
+}
+
+fn add_byte(set: &mut [u64; 4], byte: u8) {
+    set[usize::from(byte / 64)] |= 1 << (byte % 64);
+}
+
+/// The last two bytes of a zone, or of a name's labels before a suffix, folded into one byte
+/// for a 256-bit set. `| 0x20` maps both cases of a letter to one value (and other bytes
+/// consistently), so bytes equal ignoring case give the same key.
+fn tail_key(before: u8, last: u8) -> u8 {
+    (last | 0x20) ^ (before | 0x20).rotate_left(3)
 }
 
 impl SearchList {
@@ -77,73 +104,95 @@ impl SearchList {
             })
             .collect();
         let zones: Vec<&Name> = zones.into_iter().collect();
-        for (suffix, domain) in qualifying {
-            let domain_wire = wire::lowercase_name(domains[domain].iter());
-            if !list.suffix_domains.contains(&domain_wire) {
-                list.suffix_domains.push(domain_wire);
+        for zone in &zones {
+            // A zone is never the root (the configuration refuses it): two bytes and the root.
+            if let [.., before, last, _root] = wire::lowercase_name(zone.iter())[..] {
+                add_byte(&mut list.zone_tails, tail_key(before, last));
             }
+        }
+        for (suffix, domain) in qualifying {
+            let suffix_wire = wire::lowercase_name(suffix.iter());
+            match suffix_wire.len().checked_sub(2).map(|at| suffix_wire[at]) {
+                Some(byte) => {
+                    add_byte(&mut list.suffix_last_bytes, byte);
+                    add_byte(&mut list.suffix_last_bytes, byte.to_ascii_uppercase());
+                }
+                None => list.suffix_last_bytes = [u64::MAX; 4],
+            }
+            let first = list.expansions.len();
             for zone in &zones {
                 let wire = wire::lowercase_name(zone.iter().chain(suffix.iter()));
                 if wire.len() > wire::MAX_NAME || list.expansions.iter().any(|e| e.wire == wire) {
                     continue;
                 }
-                list.lengths[wire.len() / 64] |= 1 << (wire.len() % 64);
                 list.expansions.push(Expansion {
                     wire,
                     domain,
                     domain_len: wire::lowercase_name(domains[domain].iter()).len(),
                 });
             }
+            if list.expansions.len() > first {
+                list.suffixes.push(Suffix {
+                    wire_len: suffix_wire.len(),
+                    expansions: first..list.expansions.len(),
+                });
+            }
         }
-        list.expansions.sort_by_key(|e| e.wire.len());
         list.domains = domains.into_iter().cloned().collect();
         list
     }
 
-    /// Whether `name` (a plain wire name) ends like the cluster domain of a qualifying search
-    /// suffix: the one check every name pays, so that only those go through
-    /// [`expansion`](Self::expansion) label by label.
-    pub fn may_expand(&self, name: &[u8]) -> bool {
-        self.suffix_domains.iter().any(|suffix| {
-            (name.len().checked_sub(suffix.len()))
-                .and_then(|at| name.get(at..))
-                .is_some_and(|tail| tail.eq_ignore_ascii_case(suffix))
-        })
-    }
-
-    /// Whether `name` (a plain wire name) is a search expansion of a meshdns name that cannot
-    /// exist: `name[at..]` (a label boundary) is a zone followed by a search suffix, and the
-    /// whole name has no Kubernetes shape. Returns the index of the cluster domain.
-    #[inline]
-    pub fn expansion(&self, name: &[u8], at: usize) -> Option<usize> {
-        let length = name.len().checked_sub(at)?;
-        let bits = self.lengths.get(length / 64)?;
-        if bits & (1 << (length % 64)) == 0 {
+    /// Whether `name` (a plain wire name under no zone) is a search expansion of a meshdns
+    /// name that cannot exist: it ends in a zone followed by a search suffix (on label
+    /// boundaries), and the whole name has no Kubernetes shape. Returns the index of the
+    /// cluster domain.
+    ///
+    /// Bit tests come before any comparison: the name's last byte before the root against
+    /// the suffixes' (names outside the cluster domain stop here); then, per suffix, the two
+    /// bytes just before where the suffix would start against the last two bytes of every
+    /// zone. An in-cluster name (`mongo-0.mongo.db.svc.cluster.local`) rarely passes one; only
+    /// then are the suffix's expansions compared.
+    pub fn expansion(&self, name: &[u8]) -> Option<usize> {
+        let (&last, _) = name.split_last()?.1.split_last()?;
+        if !has_byte(&self.suffix_last_bytes, last) {
             return None;
         }
-        self.expansion_of_length(name, at)
+        for suffix in &self.suffixes {
+            let end = name.len().checked_sub(suffix.wire_len);
+            let tail = end.and_then(|end| name.get(end.checked_sub(2)?..end));
+            if let Some(&[before, last]) = tail
+                && has_byte(&self.zone_tails, tail_key(before, last))
+                && let Some(domain) = (self.expansions.get(suffix.expansions.clone()))
+                    .and_then(|expansions| self.exact(name, expansions))
+            {
+                return Some(domain);
+            }
+        }
+        None
     }
 
-    /// [`expansion`](Self::expansion) once the length of `name[at..]` is one of an expansion.
-    fn expansion_of_length(&self, name: &[u8], at: usize) -> Option<usize> {
-        let suffix = name.get(at..)?;
-        let same_length = self
-            .expansions
-            .partition_point(|e| e.wire.len() < suffix.len());
-        let found = (self.expansions[same_length..].iter())
-            .take_while(|e| e.wire.len() == suffix.len())
-            .find(|e| e.wire.eq_ignore_ascii_case(suffix))?;
-        let domain_at = name.len().checked_sub(found.domain_len)?;
-        let mut relative: Vec<&[u8]> = Vec::new();
-        wire::walk_name(name, 0, |label| {
-            if label >= domain_at {
-                return ControlFlow::Break(());
+    /// [`expansion`](Self::expansion) among `expansions`, once the byte tests passed.
+    #[cold]
+    fn exact(&self, name: &[u8], expansions: &[Expansion]) -> Option<usize> {
+        expansions.iter().find_map(|expansion| {
+            let at = name.len().checked_sub(expansion.wire.len())?;
+            if !name.get(at..)?.eq_ignore_ascii_case(&expansion.wire) {
+                return None;
             }
-            let len = usize::from(name.get(label).copied().unwrap_or(0));
-            relative.extend(name.get(label + 1..label + 1 + len));
-            ControlFlow::Continue(())
-        });
-        (!kubernetes_could_hold(&relative)).then_some(found.domain)
+            let domain_at = name.len().checked_sub(expansion.domain_len)?;
+            let mut on_boundary = false;
+            let mut relative: Vec<&[u8]> = Vec::new();
+            wire::walk_name(name, 0, |label| {
+                on_boundary |= label == at;
+                if label >= domain_at {
+                    return ControlFlow::Break(());
+                }
+                let len = usize::from(name.get(label).copied().unwrap_or(0));
+                relative.extend(name.get(label + 1..label + 1 + len));
+                ControlFlow::Continue(())
+            });
+            (on_boundary && !kubernetes_could_hold(&relative)).then_some(expansion.domain)
+        })
     }
 
     /// NXDOMAIN for `request` with the SOA of cluster domain `domain` (as
@@ -220,13 +269,7 @@ pub(crate) mod tests {
     }
 
     fn expansion(list: &SearchList, text: &str) -> Option<usize> {
-        let wire = name(text).to_bytes().unwrap();
-        let mut found = None;
-        wire::walk_name(&wire, 0, |at| {
-            found = found.or_else(|| list.expansion(&wire, at));
-            ControlFlow::Continue(())
-        });
-        found
+        list.expansion(&name(text).to_bytes().unwrap())
     }
 
     #[test]
@@ -254,6 +297,27 @@ pub(crate) mod tests {
         ] {
             assert_eq!(expansion(&list, text), None, "{text}");
         }
+    }
+
+    #[test]
+    fn an_expansions_bytes_inside_a_label_are_no_expansion() {
+        // One label whose bytes are `\x07cluster\x01b`, then `svc.cluster.local`: the name
+        // ends in the bytes of `cluster.b.svc.cluster.local`, but not on a label boundary.
+        let list = list(&["cluster.b."]);
+        let mut tricky = b"\x0a\x07cluster\x01b".to_vec();
+        tricky.extend_from_slice(&name("svc.cluster.local.").to_bytes().unwrap());
+        assert_eq!(list.expansion(&tricky), None);
+        let mut plain = b"\x01y\x01x".to_vec();
+        plain.extend_from_slice(&tricky[1..]);
+        assert_eq!(list.expansion(&plain), Some(0));
+    }
+
+    #[test]
+    fn a_suffix_whose_byte_test_passes_in_vain_does_not_hide_a_later_one() {
+        // `y.b.abcd.b.cluster.local`: the bytes before where `db.svc.cluster.local` would
+        // start are `\x01b`, like zone `b`'s, but the expansion is `b.cluster.local`.
+        let list = list(&["b.", "cluster.b."]);
+        assert_eq!(expansion(&list, "y.b.abcd.b.cluster.local."), Some(0));
     }
 
     #[test]

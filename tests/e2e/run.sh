@@ -437,7 +437,7 @@ c_pymongo() { # RESOLV HOST EXPECTED_HOSTS
 # ---------------------------------------------------------------------------------------------
 D_OWN=127.0.10.21    # meshdns of pod mongo-9 of cluster a, which kube-dns does not know yet
 D_SEARCH=127.0.10.20 # meshdns reading the pod's resolv.conf (search list, ndots:5)
-OWN_IP=10.1.0.99
+OWN_IP=127.0.10.99 # the pod's address: a 127.0.0.0/8 address, as the driver's host check connects to it
 o_start() { # the pod's identity from the kubelet's hosts line and the downward API's pod IP
 	printf '127.0.0.1\tlocalhost\n%s\tmongo-9.mongo.db.svc.cluster.local\tmongo-9\n' $OWN_IP >"$WORK/hosts-own"
 	make_pod_files own $D_OWN
@@ -465,10 +465,52 @@ o_python() { # NAME: Python getaddrinfo (what pymongo's connection to a seed hos
 	pod_run own "$PY" -c "$GETADDRINFO_SNIPPET" "$1"
 	want_addrs "Python getaddrinfo $1" $OWN_IP
 }
+# The driver's host check: a listener on the pod's own address (put on lo: this network
+# namespace has nothing else, so no packet leaves it) records every connection it accepts.
+OWN_LISTENER_SNIPPET='
+import socket, sys
+server = socket.create_server((sys.argv[1], 27017))
+print("listening", flush=True)
+while True:
+    connection, peer = server.accept()
+    with open(sys.argv[2], "a") as log:
+        log.write("%s:%d\n" % connection.getsockname())
+    connection.close()
+'
+PYMONGO_CONNECT_SNIPPET='
+import sys, pymongo
+from pymongo.errors import PyMongoError
+client = pymongo.MongoClient("mongodb://%s:27017/?directConnection=true" % sys.argv[1],
+                             serverSelectionTimeoutMS=1500, connectTimeoutMS=1000)
+try:
+    client.admin.command("ping")
+    print("connected")
+except PyMongoError as error:
+    print("no server (expected: the listener speaks no MongoDB):", type(error).__name__)
+'
+o_pymongo_connect() { # NAME: MongoClient to NAME:27017 -> a TCP connection to the pod's own IP
+	# (No count of kube-dns's queries: glibc goes on to the search suffixes for the AAAA it got
+	# NODATA for, names under svc.cluster.local that kube-dns answers; see the getent case.)
+	local log=$WORK/own-listener.log pid n=50
+	: >"$log"
+	"$PY" -c "$OWN_LISTENER_SNIPPET" $OWN_IP "$log" >"$WORK/own-listener.out" 2>&1 &
+	pid=$!
+	PIDS+=("$pid")
+	until grep -q listening "$WORK/own-listener.out"; do
+		((n-- > 0)) || fail_with "the listener on $OWN_IP:27017 did not start: $(cat "$WORK/own-listener.out")" || return 1
+		sleep 0.1
+	done
+	pod_run own "$PY" -c "$PYMONGO_CONNECT_SNIPPET" "$1"
+	kill "$pid" 2>/dev/null
+	[[ $POD_RC == 0 ]] || fail_with "pymongo: exit $POD_RC: $(echo $POD_OUT | tail -c 300)" || return 1
+	grep -qx "$OWN_IP:27017" "$log" ||
+		fail_with "no connection reached $OWN_IP:27017 (pymongo: $(echo $POD_OUT | tail -c 200))" || return 1
+	note "pymongo $1: $(wc -l <"$log") connection(s) to $OWN_IP:27017"
+}
 o_ptr() { # the PTR of the pod's address: its cluster-zone name, which resolves back to it
 	dq $D_OWN -x $OWN_IP
 	want_rcode NOERROR || return 1
-	want_set "PTR" "99.0.1.10.in-addr.arpa. mongo-9.mongo.db.cluster.a." "$(rr ANSWER PTR)" || return 1
+	want_set "PTR" "99.10.0.127.in-addr.arpa. mongo-9.mongo.db.cluster.a." "$(rr ANSWER PTR)" || return 1
 	dq $D_OWN mongo-9.mongo.db.cluster.a A
 	want_set "A" "mongo-9.mongo.db.cluster.a. $OWN_IP" "$(rr ANSWER A)"
 }
@@ -1822,6 +1864,8 @@ if [[ $MODE == full ]] && ((setup_ok)); then
 	# under svc.cluster.local, kube-dns's to answer, so here only the answer is checked.)
 	case_ "own names: getent ahosts mongo-9.mongo.db.svc.cluster.local -> the pod" c_getent own mongo-9.mongo.db.svc.cluster.local $OWN_IP
 	case_ "own names: Python getaddrinfo (pymongo's connect) of mongo-9.mongo.db.cluster.a" o_python mongo-9.mongo.db.cluster.a
+	case_ "own names: pymongo mongodb://mongo-9.mongo.db.svc.cluster.local:27017 connects to $OWN_IP" \
+		o_pymongo_connect mongo-9.mongo.db.svc.cluster.local
 	case_ "own names: dig -x $OWN_IP -> mongo-9.mongo.db.cluster.a, which resolves back" o_ptr
 	case_ "own names: a sibling's name still comes from kube-dns" c_getent own mongo-1.mongo.db.cluster.a "$(mongo_ip 1 1)"
 	case_ "search: meshdns reading the pod's resolv.conf starts" s_start
