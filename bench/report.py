@@ -370,7 +370,10 @@ def new_rows(work, rounds, raw, per, meta):
     for k in begin:
         if k in end and secs:
             b, e = [float(x) for x in begin[k]], [float(x) for x in end[k]]
-            X["idle"][k] = {"ticks": e[0] - b[0], "ctxsw": e[1] - b[1], "cpu_ms": (e[2] - b[2]) / 1e6,
+            # Sums over the threads alive at each end: a thread that ended in the window takes
+            # its counts with it, so a difference below zero means none (not fewer than none).
+            X["idle"][k] = {"ticks": max(e[0] - b[0], 0), "ctxsw": max(e[1] - b[1], 0),
+                            "cpu_ms": max(e[2] - b[2], 0) / 1e6,
                             "rss": e[3] / MIB, "threads": int(e[4]), "seconds": float(secs)}
     X["swaps_add"].sort()
     X["swaps_remove"].sort()
