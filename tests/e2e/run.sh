@@ -1796,6 +1796,11 @@ if [[ $MODE == full ]] && ((setup_ok)); then
 	case_ "names: meshdns --check lists dns-b.mesh.test:53 [127.0.2.1:53]" n_check_cmd
 	case_ "names: dns-b moves to stand-in c (TTL 5 s) -> followed without a restart" n_move 127.0.3.1 3 8
 	case_ "names: dns-b gone from kube-dns -> failure counted, last good address kept" n_last_good
+	# Done with it: its re-resolution of dns-b (every 5-15 s, through the stand-in kube-dns)
+	# would otherwise add to the queries the search cases count at the stand-ins.
+	kill -TERM "${MD_PID[$D_NAME]}" 2>/dev/null
+	wait "${MD_PID[$D_NAME]}" 2>/dev/null
+	unset "MD_STARTED[$D_NAME]"
 
 	# Live configuration (docs/design.md, "Live configuration"): a directory in the kubelet's
 	# ConfigMap layout, changed while the instance serves.
@@ -1854,6 +1859,10 @@ if [[ $MODE == full ]] && ((setup_ok)); then
 	case_ "cluster-level: cluster.z forwarded to meshdns but not meshdns's -> SERVFAIL+EDE at once, loops_total" cl_loop
 	case_ "cluster-level: a client outside MESHDNS_ALLOW_FROM -> REFUSED, inside -> answered" cl_refused
 	case_ "cluster-level: replica 1 killed -> the other answers every query" cl_replica_killed
+	# Done with the cluster DNS: its health checks (one a second to the stand-in kube-dns)
+	# would otherwise add to the queries the search cases count at the stand-ins.
+	kill -TERM "${MD_PID[$CL_DNS]}" 2>/dev/null
+	wait "${MD_PID[$CL_DNS]}" 2>/dev/null
 
 	# The pod's own names, before kube-dns knows the pod; search-list expansions answered at once.
 	case_ "own names: meshdns of pod mongo-9 (hosts line + MESHDNS_POD_IP) starts" o_start
