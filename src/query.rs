@@ -220,10 +220,24 @@ async fn resolve(
         Route::Passthrough => {
             passthrough::forward(&snapshot.local, &bytes, &request, deadline).await
         }
-        Route::Cluster(index) => match snapshot.clusters.get(index) {
-            Some(cluster) => cluster.ask(&request, deadline, snapshot.negative_ttl).await,
-            None => reply::servfail_bytes(&request, ExtendedError::NetworkError, "no such cluster"),
-        },
+        // The routes to one peer: its zone (names rewritten), a reverse name of its networks
+        // (asked as is, the reply mapped back), a namespace it claims (forwarded verbatim).
+        Route::Cluster(index) | Route::Reverse(index) | Route::Namespace(index) => {
+            let Some(cluster) = snapshot.clusters.get(index) else {
+                return reply::servfail_bytes(
+                    &request,
+                    ExtendedError::NetworkError,
+                    "no such cluster",
+                );
+            };
+            match route {
+                Route::Reverse(_) => cluster.ask_verbatim(&request, deadline).await,
+                Route::Namespace(_) => {
+                    passthrough::forward(&cluster.upstream, &bytes, &request, deadline).await
+                }
+                _ => cluster.ask(&request, deadline, snapshot.negative_ttl).await,
+            }
+        }
         Route::Distributed(index) => {
             snapshot
                 .gatherer
@@ -236,16 +250,6 @@ async fn resolve(
                 .answer(snapshot.gatherer.clusterset(), &request, deadline)
                 .await
         }
-        Route::Reverse(index) => match snapshot.clusters.get(index) {
-            Some(cluster) => cluster.ask_verbatim(&request, deadline).await,
-            None => reply::servfail_bytes(&request, ExtendedError::NetworkError, "no such cluster"),
-        },
-        Route::Namespace(index) => match snapshot.clusters.get(index) {
-            Some(cluster) => {
-                passthrough::forward(&cluster.upstream, &bytes, &request, deadline).await
-            }
-            None => reply::servfail_bytes(&request, ExtendedError::NetworkError, "no such cluster"),
-        },
         Route::SelfName(index) => snapshot.router.own_names().answer(index, &request),
         Route::Search(domain) => {
             (snapshot.router.search()).answer(&request, domain, snapshot.negative_ttl)
