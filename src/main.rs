@@ -13,14 +13,14 @@ use meshdns::process;
 
 const EXIT_CONFIG: u8 = 64;
 const EXIT_BIND: u8 = 71;
-const USAGE: &str = "usage: meshdns [--check [--env-file FILE]... | --version | --help]  (configured by MESHDNS_* environment variables; meshdns --help lists them)";
+const USAGE: &str = "usage: meshdns [--check [--resolve] [--env-file FILE]... | --version | --help]  (configured by MESHDNS_* environment variables; meshdns --help lists them)";
 
 /// How long the exit waits for blocking work still running (a reload reading a hung mount):
 /// the queries are drained by then, and such a read must not hold the pod's shutdown.
 const BLOCKING_GRACE: Duration = Duration::from_secs(1);
 
 /// The process environment with the `--env-file` files laid over it, in order.
-fn environment(env_files: &[&str]) -> Result<Vec<(String, String)>, ConfigError> {
+fn environment(env_files: &[String]) -> Result<Vec<(String, String)>, ConfigError> {
     let mut vars: BTreeMap<String, String> = std::env::vars().collect();
     for file in env_files {
         vars.extend(read_env_file(Path::new(file))?);
@@ -28,47 +28,76 @@ fn environment(env_files: &[&str]) -> Result<Vec<(String, String)>, ConfigError>
     Ok(vars.into_iter().collect())
 }
 
-fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+/// What the command line asks for.
+enum Mode {
+    Serve,
+    /// `--check`: print the configuration; `resolve` asks the upstreams for host-name endpoints.
+    Check {
+        resolve: bool,
+        env_files: Vec<String>,
+    },
+}
+
+/// The command line after the program name; `Err` is the exit of `--version`, `--help` or a
+/// usage error.
+fn mode(args: &[String]) -> Result<Mode, ExitCode> {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut env_files = Vec::new();
-    let check = match args.as_slice() {
-        [] => false,
-        ["--check", rest @ ..] if rest.len() % 2 == 0 => {
-            for pair in rest.chunks(2) {
-                match pair {
-                    ["--env-file", file] => env_files.push(*file),
+    match args.as_slice() {
+        [] => Ok(Mode::Serve),
+        ["--check", rest @ ..] => {
+            let (mut resolve, mut env_files) = (false, Vec::new());
+            let mut rest = rest.iter();
+            while let Some(arg) = rest.next() {
+                match (*arg, rest.clone().next()) {
+                    ("--resolve", _) => resolve = true,
+                    ("--env-file", Some(file)) => {
+                        env_files.push(file.to_string());
+                        rest.next();
+                    }
                     _ => {
                         eprintln!("{USAGE}");
-                        return ExitCode::from(EXIT_CONFIG);
+                        return Err(ExitCode::from(EXIT_CONFIG));
                     }
                 }
             }
-            true
+            Ok(Mode::Check { resolve, env_files })
         }
         ["--version"] => {
             println!("meshdns {}", env!("CARGO_PKG_VERSION"));
-            return ExitCode::SUCCESS;
+            Err(ExitCode::SUCCESS)
         }
         ["--help" | "-h"] => {
             print!("{}", variables::help());
-            return ExitCode::SUCCESS;
+            Err(ExitCode::SUCCESS)
         }
         _ => {
             eprintln!("{USAGE}");
-            return ExitCode::from(EXIT_CONFIG);
+            Err(ExitCode::from(EXIT_CONFIG))
         }
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mode = match mode(&args) {
+        Ok(mode) => mode,
+        Err(exit) => return exit,
     };
-    let config = match environment(&env_files).and_then(Config::from_vars) {
+    let env_files: &[String] = match &mode {
+        Mode::Check { env_files, .. } => env_files,
+        Mode::Serve => &[],
+    };
+    let config = match environment(env_files).and_then(Config::from_vars) {
         Ok(config) => config,
         Err(error) => {
             eprintln!("meshdns: bad configuration: {error}");
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    if check {
-        let resolved = process::resolve_endpoint_names(&config);
-        print!("{}", render_check(&config, &resolved));
+    if let Mode::Check { resolve, .. } = mode {
+        // A plain --check sends nothing; --resolve asks the configured upstreams.
+        let resolved = resolve.then(|| process::resolve_endpoint_names(&config));
+        print!("{}", render_check(&config, resolved.as_ref()));
         return ExitCode::SUCCESS;
     }
     // Kept until the end: dropping it waits (briefly) for the last log lines to be written.

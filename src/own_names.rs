@@ -106,7 +106,7 @@ pub fn log_startup(config: &Config) {
                 .collect();
             tracing::info!(names = %names.join(" "), "answering the pod's own names locally");
         }
-        PodIdentity::Off(why) => {
+        PodIdentity::Off { why, .. } => {
             tracing::info!("the pod's own names are not answered locally: {why}");
         }
     }

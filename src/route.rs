@@ -189,7 +189,7 @@ mod tests {
             ),
             (
                 "MESHDNS_DISTRIBUTED_ZONES",
-                "distributed.local,deep.cluster.b",
+                "distributed.local,mesh.example",
             ),
             ("MESHDNS_CLUSTERSET_ZONE", "clusterset.local"),
         ])
@@ -217,8 +217,11 @@ mod tests {
     }
 
     #[test]
-    fn the_longest_zone_wins() {
-        assert_eq!(route("x.deep.cluster.b."), Route::Distributed(1));
+    fn every_zone_routes_its_own_names() {
+        // Zones never nest (the configuration refuses it): a namespace `deep` of cluster b is
+        // cluster b's, whatever zones exist.
+        assert_eq!(route("x.deep.cluster.b."), Route::Cluster(1));
+        assert_eq!(route("x.mesh.example."), Route::Distributed(1));
         assert_eq!(
             route("_mongodb._tcp.mongo.db.svc.Distributed.Local."),
             Route::Distributed(0)

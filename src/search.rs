@@ -354,7 +354,8 @@ pub(crate) mod tests {
     #[test]
     fn without_a_search_list_nothing_is_an_expansion() {
         let config = config_from(&[
-            ("MESHDNS_CLUSTERS", "b=10.9.0.1"),
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1"),
             ("MESHDNS_RESOLV_CONF", "/nonexistent/resolv.conf"),
         ])
         .unwrap();

@@ -60,7 +60,7 @@ pub fn local_group(config: &Config, name: &str) -> GroupSpec {
         tls_name: None,
         tls: None,
         attempt_timeout: config.attempt_timeout,
-        own: config.listen.clone(),
+        own: config.own_addresses(),
     }
 }
 
@@ -115,7 +115,7 @@ impl Snapshot {
                                 Transport::Udp | Transport::Tcp => None,
                             },
                             attempt_timeout: config.attempt_timeout,
-                            own: config.listen.clone(),
+                            own: config.own_addresses(),
                         },
                         Some(&local),
                     )

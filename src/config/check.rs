@@ -17,12 +17,14 @@ use super::{
     Config, Endpoint, OwnData, PodIdentity, Source, Transport, UpstreamSource, show_duration,
 };
 
-/// What a host-name endpoint resolved to for `--check`: its addresses, or why none.
+/// What a host-name endpoint resolved to for `--check --resolve`: its addresses, or why none.
 pub type Resolved = Vec<(Endpoint, Result<Vec<SocketAddr>, String>)>;
 
-/// The text `--check` prints: every variable, then one row per zone of the routing table,
-/// host-name endpoints shown with the addresses `resolved` found for them.
-pub fn render_check(config: &Config, resolved: &Resolved) -> String {
+/// The text `--check` prints: every variable, then one row per zone of the routing table.
+/// `resolved` is `None` for a plain `--check`, which sends nothing: host-name endpoints are
+/// shown as resolved at run time. With `--check --resolve` they are shown with the addresses
+/// found, and a name that did not resolve gets a warning line at the end.
+pub fn render_check(config: &Config, resolved: Option<&Resolved>) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "meshdns {} configuration", env!("CARGO_PKG_VERSION"));
     let rows: Vec<[String; 3]> = VARIABLES
@@ -70,13 +72,16 @@ pub fn render_check(config: &Config, resolved: &Resolved) -> String {
             let endpoints: Vec<String> = cluster
                 .endpoints
                 .iter()
-                .map(
-                    |endpoint| match resolved.iter().find(|(e, _)| e == endpoint) {
-                        Some((_, Ok(addrs))) => format!("{endpoint} [{}]", join(addrs)),
-                        Some((_, Err(why))) => format!("{endpoint} [unresolved: {why}]"),
-                        None => endpoint.to_string(),
-                    },
-                )
+                .map(|endpoint| match endpoint {
+                    Endpoint::Addr(_) => endpoint.to_string(),
+                    Endpoint::Name { .. } => {
+                        match resolved.and_then(|r| r.iter().find(|(e, _)| e == endpoint)) {
+                            Some((_, Ok(addrs))) => format!("{endpoint} [{}]", join(addrs)),
+                            Some((_, Err(why))) => format!("{endpoint} [unresolved: {why}]"),
+                            None => format!("{endpoint} [resolved at run time]"),
+                        }
+                    }
+                })
                 .collect();
             let tls = match (&cluster.tls_name, cluster.transport) {
                 (Some(name), Transport::Tls) => format!(", tls_name {}", name.to_ascii()),
@@ -167,7 +172,7 @@ pub fn render_check(config: &Config, resolved: &Resolved) -> String {
         &[["zone", "route", "asks", "sent as"].map(String::from)],
         &routes,
     ));
-    if let PodIdentity::Off(why) = &config.pod {
+    if let PodIdentity::Off { why, .. } = &config.pod {
         let _ = writeln!(
             out,
             "\nnote: the pod's own names are not answered locally: {why}"
@@ -178,6 +183,14 @@ pub fn render_check(config: &Config, resolved: &Resolved) -> String {
             out,
             "\nnote: MESHDNS_CLUSTERS is empty, so distributed zones are answered with NXDOMAIN."
         );
+    }
+    for (endpoint, why) in resolved.into_iter().flatten() {
+        if let Err(why) = why {
+            let _ = writeln!(
+                out,
+                "\nwarning: {endpoint} does not resolve ({why}): its cluster's legs fail until it does"
+            );
+        }
     }
     out
 }
@@ -212,10 +225,20 @@ pub(crate) fn effective(config: &Config, variable: &str) -> String {
                 format!("{} (from {})", join(&config.upstreams), path.display())
             }
         },
-        RESOLV_CONF => match &config.upstream_source {
-            UpstreamSource::ResolvConf(path) => path.display().to_string(),
-            UpstreamSource::Environment => "not read (MESHDNS_UPSTREAMS is set)".into(),
-        },
+        RESOLV_CONF => {
+            let path = super::value(&config.settings, RESOLV_CONF);
+            match (&config.upstream_source, &config.search) {
+                (UpstreamSource::ResolvConf(_), _) => {
+                    format!("{path} (nameservers and search list)")
+                }
+                (UpstreamSource::Environment, Ok(_)) => {
+                    format!("{path} (search list only: MESHDNS_UPSTREAMS is set)")
+                }
+                (UpstreamSource::Environment, Err(_)) => {
+                    format!("{path} (cannot be read: search-list answers off)")
+                }
+            }
+        }
         LOCAL_CLUSTER => config
             .local_cluster()
             .map_or("-".into(), |c| c.name.clone()),
@@ -284,7 +307,7 @@ pub(crate) fn effective(config: &Config, variable: &str) -> String {
                     _ => value.clone(),
                 }
             }
-            PodIdentity::Off(_) => or_dash(super::value(&config.settings, variable).into()),
+            PodIdentity::Off { .. } => or_dash(super::value(&config.settings, variable).into()),
         },
         // CLUSTER_DOMAIN, CLUSTER_ZONE: shown as set; their effect is in the routing table.
         other => super::value(&config.settings, other).to_string(),
@@ -353,7 +376,7 @@ mod tests {
             ("MESHDNS_CLUSTERSET_ZONE", "clusterset.local"),
         ])
         .unwrap();
-        let text = render_check(&config, &Vec::new());
+        let text = render_check(&config, None);
         assert!(text.contains("cluster.a."), "{text}");
         assert!(text.contains("upstreams 127.0.0.1:5300 (udp)"), "{text}");
         assert!(text.contains("10.9.0.1:30053 (tcp)"), "{text}");
@@ -376,7 +399,7 @@ mod tests {
             ),
         ])
         .unwrap();
-        let text = render_check(&config, &Vec::new());
+        let text = render_check(&config, None);
         let row = |start: &str| {
             text.lines()
                 .find(|l| l.trim_start().starts_with(start))
@@ -403,7 +426,7 @@ mod tests {
     #[test]
     fn every_variable_is_shown_with_its_source() {
         let config = config_from(&[("MESHDNS_CACHE_SIZE", "0")]).unwrap();
-        let text = render_check(&config, &Vec::new());
+        let text = render_check(&config, None);
         for variable in VARIABLES {
             let line = text
                 .lines()
@@ -425,33 +448,47 @@ mod tests {
     #[test]
     fn host_name_endpoints_are_shown_with_their_addresses_and_tls_with_its_name() {
         let config = config_from(&[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
             (
                 "MESHDNS_CLUSTERS",
-                "b=dns-b.example.net:30053; c=dns-c.example.net transport=tls",
+                "a=; b=dns-b.example.net:30053; c=dns-c.example.net transport=tls",
             ),
             ("MESHDNS_TLS_CA_FILE", &crate::config::tests::ca_file()),
         ])
         .unwrap();
+        // A plain --check resolves nothing.
+        let text = render_check(&config, None);
+        assert!(
+            text.contains("dns-b.example.net:30053 [resolved at run time] (udp)"),
+            "{text}"
+        );
+        assert!(!text.contains("warning"), "{text}");
         let resolved: Resolved = vec![
             (
-                config.clusters[0].endpoints[0].clone(),
+                config.clusters[1].endpoints[0].clone(),
                 Ok(vec![
                     "10.9.0.1:30053".parse().unwrap(),
                     "10.9.0.2:30053".parse().unwrap(),
                 ]),
             ),
             (
-                config.clusters[1].endpoints[0].clone(),
+                config.clusters[2].endpoints[0].clone(),
                 Err("the name has no A or AAAA record".into()),
             ),
         ];
-        let text = render_check(&config, &resolved);
+        let text = render_check(&config, Some(&resolved));
         assert!(
             text.contains("dns-b.example.net:30053 [10.9.0.1:30053,10.9.0.2:30053] (udp)"),
             "{text}"
         );
         assert!(
             text.contains("dns-c.example.net:853 [unresolved: the name has no A or AAAA record] (tls, tls_name dns-c.example.net.)"),
+            "{text}"
+        );
+        assert!(
+            text.trim_end().ends_with(
+                "warning: dns-c.example.net:853 does not resolve (the name has no A or AAAA record): its cluster's legs fail until it does"
+            ),
             "{text}"
         );
     }
@@ -465,7 +502,7 @@ mod tests {
             ("MESHDNS_CONFIG_DIR", &dir.0.display().to_string()),
             ("MESHDNS_THREADS", "2"),
         ]);
-        let text = render_check(&config.unwrap(), &Vec::new());
+        let text = render_check(&config.unwrap(), None);
         let line = |name: &str| {
             text.lines()
                 .find(|l| l.trim_start().starts_with(name))
@@ -482,12 +519,15 @@ mod tests {
 
     #[test]
     fn columns_never_run_together() {
-        let config = config_from(&[(
-            "MESHDNS_CLUSTERS",
-            "a-very-long-cluster-name-indeed=10.9.0.1:30053,10.9.0.2:30053,10.9.0.3:30053",
-        )])
+        let config = config_from(&[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            (
+                "MESHDNS_CLUSTERS",
+                "a=; a-very-long-cluster-name-indeed=10.9.0.1:30053,10.9.0.2:30053,10.9.0.3:30053 prefix=long-",
+            ),
+        ])
         .unwrap();
-        for line in render_check(&config, &Vec::new())
+        for line in render_check(&config, None)
             .lines()
             .filter(|l| l.contains("cluster.a-very"))
         {

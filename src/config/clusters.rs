@@ -204,6 +204,9 @@ fn parse_endpoint(token: &str) -> Result<EndpointToken, String> {
     if let Ok(ip) = bare.parse::<IpAddr>() {
         return Ok(EndpointToken::Ip(ip, None));
     }
+    if let Some(hint) = super::hint::missing_port(token) {
+        return Err(hint);
+    }
     let (host, port) = match token.rsplit_once(':') {
         Some((host, port)) => {
             let port = port
@@ -309,14 +312,46 @@ fn apply_option(
                 }
             }
         }
-        _ => {
-            return Err(error(
-                token,
-                "unknown option (known: domain, prefix, transport, tls_name, cidr, namespaces)",
-            ));
-        }
+        _ => return Err(unknown_option(entry, token, key, value)),
     }
     Ok(())
+}
+
+/// The options a cluster entry takes.
+const OPTIONS: [&str; 6] = [
+    "domain",
+    "prefix",
+    "transport",
+    "tls_name",
+    "cidr",
+    "namespaces",
+];
+
+/// Why `key=value` is no option of `entry`: two clusters joined by `,` instead of `;`
+/// (`a=10.8.0.1,b=10.9.0.1` reads as endpoint `10.8.0.1` and option `b`), or a typo of an
+/// option, named with the option meant.
+fn unknown_option(entry: &ClusterEntry, token: &str, key: &str, value: &str) -> EntryError {
+    if let Some((endpoints, next)) = key.rsplit_once(',')
+        && check_cluster_name(next.trim()).is_ok()
+    {
+        return error(
+            token,
+            format!(
+                "joins two clusters with ',': separate clusters with ';' ({}={endpoints}; {}={value})",
+                entry.name,
+                next.trim()
+            ),
+        );
+    }
+    let known = OPTIONS.join(", ");
+    let reason = match super::hint::closest(key, OPTIONS) {
+        Some(meant) => format!(
+            "is no option of cluster {}: did you mean {meant}={value}? (options: {known})",
+            entry.name
+        ),
+        None => format!("is no option of cluster {} (options: {known})", entry.name),
+    };
+    error(token, reason)
 }
 
 /// The items of a comma list option; an empty list is an error (`why`): an option written
@@ -422,6 +457,61 @@ pub fn check_claims(clusters: &[Cluster]) -> Result<(), EntryError> {
         }
     }
     Ok(())
+}
+
+/// Refuses prefixes that nest: with `prod-` and `prod-db-`, the target `prod-db-0.db…` is
+/// prod's `db-0` and prod-db's `0` alike, and routing would give it to prod-db whoever wrote
+/// it (the longest prefix wins). Equal prefixes are the plainest case of it.
+pub fn check_prefixes(clusters: &[Cluster]) -> Result<(), EntryError> {
+    // Sorted, a prefix comes right before the prefixes that start with it.
+    let mut sorted: Vec<&Cluster> = clusters.iter().collect();
+    sorted.sort_by(|a, b| a.prefix.cmp(&b.prefix));
+    for pair in sorted.windows(2) {
+        let [short, long] = pair else { continue };
+        if short.prefix == long.prefix {
+            return Err(error(
+                &format!("prefix={}", long.prefix),
+                format!(
+                    "is the prefix of both {} and {}: give one of them its own prefix=",
+                    short.name, long.name
+                ),
+            ));
+        }
+        if long.prefix.starts_with(&short.prefix) {
+            return Err(error(
+                &format!("prefix={}", long.prefix),
+                format!(
+                    "of cluster {} starts with prefix={} of cluster {}: a target {}0.… would be {}'s {}0 and {}'s 0 alike; give one of them a prefix= that does not start the other's (e.g. {}=… prefix={})",
+                    long.name,
+                    short.prefix,
+                    short.name,
+                    long.prefix,
+                    short.name,
+                    &long.prefix[short.prefix.len()..],
+                    long.name,
+                    long.name,
+                    distinct_prefix(long, &sorted),
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A prefix for `cluster` that no other cluster's prefix nests with: its name without dashes
+/// and a dash, or that with a number, for the suggestion of [`check_prefixes`].
+fn distinct_prefix(cluster: &Cluster, clusters: &[&Cluster]) -> String {
+    let base: String = cluster.name.chars().filter(|c| *c != '-').collect();
+    let nests = |candidate: &str| {
+        clusters.iter().any(|c| {
+            c.name != cluster.name
+                && (c.prefix.starts_with(candidate) || candidate.starts_with(c.prefix.as_str()))
+        })
+    };
+    std::iter::once(format!("{base}-"))
+        .chain((2..).map(|n| format!("{base}{n}-")))
+        .find(|candidate| !nests(candidate))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -563,18 +653,22 @@ mod tests {
 
         #[test]
         fn nested_networks_of_one_cluster_are_its_own_business() {
-            let config = config_from(&[(
-                "MESHDNS_CLUSTERS",
-                "b=10.9.0.1 cidr=10.9.0.0/16,10.9.1.0/24; c=10.10.0.1 cidr=10.10.0.0/16",
-            )])
+            let config = config_from(&[
+                ("MESHDNS_LOCAL_CLUSTER", "a"),
+                (
+                    "MESHDNS_CLUSTERS",
+                    "a=; b=10.9.0.1 cidr=10.9.0.0/16,10.9.1.0/24; c=10.10.0.1 cidr=10.10.0.0/16",
+                ),
+            ])
             .unwrap();
-            assert_eq!(config.clusters[0].networks.len(), 2);
+            assert_eq!(config.clusters[1].networks.len(), 2);
         }
 
         #[test]
         fn a_namespace_claimed_by_two_clusters_is_refused() {
-            let error =
-                refused("b=10.9.0.1 namespaces=crdb-eu; c=10.10.0.1 namespaces=crdb-us,crdb-eu");
+            let error = refused(
+                "a=; b=10.9.0.1 namespaces=crdb-eu; c=10.10.0.1 namespaces=crdb-us,crdb-eu",
+            );
             assert!(
                 error.contains("\"namespaces=crdb-eu\" is claimed by both b and c"),
                 "{error}"

@@ -8,11 +8,13 @@
 
 mod check;
 mod clusters;
+mod hint;
 mod own;
 mod pod;
 mod source;
 mod values;
 pub mod variables;
+mod zones;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -190,6 +192,12 @@ impl Config {
         self.clusters.iter().find(|c| c.is_local)
     }
 
+    /// meshdns's own addresses: the listen addresses, and the pod's addresses on the port of a
+    /// wildcard one ([`own_addresses`](own::own_addresses)). An endpoint among them is a loop.
+    pub fn own_addresses(&self) -> Vec<SocketAddr> {
+        own::own_addresses(&self.listen, self.pod.ips())
+    }
+
     /// The clusters in plain words, for the startup line: `a=10.96.0.10:53 (local);
     /// b=127.0.1.1:30053,dns-c.example.net:53` — addresses and host names as written.
     pub fn clusters_in_words(&self) -> String {
@@ -272,8 +280,21 @@ fn check_not_empty(settings: &Settings) -> Result<(), ConfigError> {
     }
 }
 
+/// Refuses a value in quotes: no variable takes one (see [`hint::copied_quotes`]).
+fn check_no_quotes(settings: &Settings) -> Result<(), ConfigError> {
+    for variable in VARIABLES {
+        if let Some(raw) = settings.get(variable.name)
+            && let Some(reason) = hint::copied_quotes(raw)
+        {
+            return Err(ConfigError::new(variable.name, raw, reason));
+        }
+    }
+    Ok(())
+}
+
 fn build(settings: Settings, environment: Settings) -> Result<Config, ConfigError> {
     check_not_empty(&settings)?;
+    check_no_quotes(&settings)?;
     let listen = list(LISTEN, value(&settings, LISTEN), |t| {
         parse_socket_addr(t, DNS_PORT)
     })?;
@@ -328,7 +349,7 @@ fn build(settings: Settings, environment: Settings) -> Result<Config, ConfigErro
     let clusterset_zone = set(&settings, CLUSTERSET_ZONE)
         .map(|z| zone(CLUSTERSET_ZONE, z))
         .transpose()?;
-    check_zones(
+    zones::check_zones(
         &cluster_domain,
         &clusters,
         &distributed_zones,
@@ -340,6 +361,7 @@ fn build(settings: Settings, environment: Settings) -> Result<Config, ConfigErro
         .find(|c| c.is_local)
         .map_or(&cluster_domain, |c| &c.domain);
     let pod = pod::pod_identity(&settings, local_domain)?;
+    pod::check_peer_claims(&settings, &pod, &clusters)?;
 
     let timeout = duration(&settings, TIMEOUT, MAX_QUERY_TIMEOUT)?;
     let attempt_timeout = duration(&settings, ATTEMPT_TIMEOUT, MAX_QUERY_TIMEOUT)?;
@@ -397,7 +419,8 @@ fn build(settings: Settings, environment: Settings) -> Result<Config, ConfigErro
         1..=MAX_THREADS,
         "is not a thread count from 1 to 64",
     )?;
-    own::check_no_own_endpoint(&listen, &upstreams, &upstream_source, &clusters)?;
+    let own = own::own_addresses(&listen, pod.ips());
+    own::check_no_own_endpoint(&own, &upstreams, &upstream_source, &clusters)?;
     let config_dir = set(&settings, CONFIG_DIR).map(PathBuf::from);
     let tls = tls_files(&settings, &clusters)?;
     Ok(Config {
@@ -471,7 +494,7 @@ fn tls_files(settings: &Settings, clusters: &[Cluster]) -> Result<Option<TlsFile
                     TLS_KEY_FILE
                 };
                 let token = at_fault.map_or(String::new(), |p| p.display().to_string());
-                ConfigError::new(variable, &token, error.to_string())
+                ConfigError::new(variable, &token, tls_reason(&error, &token))
             })?;
             Ok(Some(TlsFiles { ca, client, loaded }))
         }
@@ -494,6 +517,19 @@ fn tls_files(settings: &Settings, clusters: &[Cluster]) -> Result<Option<TlsFile
     }
 }
 
+/// Why a TLS file is refused, without its path (the token already shows it); a file that does
+/// not exist is most often a Secret that is not mounted, and the message says so.
+fn tls_reason(error: &certificates::TlsConfigError, path: &str) -> String {
+    if let certificates::TlsConfigError::Read { source, .. } = error
+        && source.kind() == std::io::ErrorKind::NotFound
+    {
+        return "does not exist: usually the Secret that holds it is not mounted (check the sidecar's volumeMounts and the Secret's name and keys)".into();
+    }
+    let text = error.to_string();
+    text.strip_prefix(&format!("{path}: "))
+        .map_or(text.clone(), str::to_string)
+}
+
 /// A comma list with whitespace around items ignored and empty items skipped.
 fn list<T>(
     variable: &str,
@@ -504,7 +540,10 @@ fn list<T>(
         .split(',')
         .map(str::trim)
         .filter(|t| !t.is_empty())
-        .map(|t| parse(t).map_err(|reason| ConfigError::new(variable, t, reason)))
+        .map(|t| {
+            let reason = |reason| hint::spaces_in_list(t).unwrap_or(reason);
+            parse(t).map_err(|why| ConfigError::new(variable, t, reason(why)))
+        })
         .collect()
 }
 
@@ -611,14 +650,7 @@ fn clusters(
     upstreams: &[SocketAddr],
 ) -> Result<Vec<Cluster>, ConfigError> {
     let entries = parse_clusters(value(settings, CLUSTERS))?;
-    let local = match set(settings, LOCAL_CLUSTER) {
-        None => None,
-        Some(name) => {
-            values::check_cluster_name(name)
-                .map_err(|reason| ConfigError::new(LOCAL_CLUSTER, name, reason))?;
-            Some(name.to_string())
-        }
-    };
+    let local = local_cluster(settings, &entries)?;
     // The domain names of this pod's cluster live in: namespace routes are zones under it.
     let local_domain = entries
         .iter()
@@ -675,17 +707,52 @@ fn clusters(
     // The local cluster answers first in every merge.
     clusters.sort_by_key(|c| !c.is_local);
     clusters::check_claims(&clusters)?;
-    let mut prefixes = std::collections::HashMap::with_capacity(clusters.len());
-    for a in &clusters {
-        if let Some(b) = prefixes.insert(a.prefix.as_str(), a.name.as_str()) {
-            return Err(ConfigError::new(
-                CLUSTERS,
-                &format!("prefix={}", a.prefix),
-                format!("is the prefix of both {b} and {}", a.name),
-            ));
+    clusters::check_prefixes(&clusters)?;
+    Ok(clusters)
+}
+
+/// The most cluster names a message lists.
+const NAMES_SHOWN: usize = 10;
+
+/// `MESHDNS_LOCAL_CLUSTER`, which must name one of the clusters `MESHDNS_CLUSTERS` lists when
+/// it lists any: unset, the pod's own cluster would be asked through its exposed endpoint; not
+/// in the list (a typo), it would be a cluster of its own, and the local kube-dns would be
+/// gathered twice under two prefixes. Without `MESHDNS_CLUSTERS` it may name the cluster alone.
+fn local_cluster(
+    settings: &Settings,
+    entries: &[clusters::ClusterEntry],
+) -> Result<Option<String>, ConfigError> {
+    let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+    let mut listed = names[..names.len().min(NAMES_SHOWN)].join(", ");
+    if names.len() > NAMES_SHOWN {
+        listed.push_str(&format!(" and {} more", names.len() - NAMES_SHOWN));
+    }
+    match set(settings, LOCAL_CLUSTER) {
+        None if names.is_empty() => Ok(None),
+        None => Err(ConfigError::new(
+            LOCAL_CLUSTER,
+            "",
+            format!(
+                "must be set when {CLUSTERS} lists clusters ({listed}): name the cluster this pod runs in, whose names go to kube-dns directly instead of through its exposed endpoint"
+            ),
+        )),
+        Some(name) => {
+            values::check_cluster_name(name)
+                .map_err(|reason| ConfigError::new(LOCAL_CLUSTER, name, reason))?;
+            if names.is_empty() || names.contains(&name) {
+                return Ok(Some(name.to_string()));
+            }
+            let meant = hint::closest(name, names.iter().copied())
+                .map_or(String::new(), |meant| format!("did you mean {meant}? "));
+            Err(ConfigError::new(
+                LOCAL_CLUSTER,
+                name,
+                format!(
+                    "is not one of the clusters of {CLUSTERS} ({listed}): {meant}A name not in the list would be a cluster of its own, and this cluster's kube-dns would be gathered twice"
+                ),
+            ))
         }
     }
-    Ok(clusters)
 }
 
 /// The cluster of `entry`; `domains` are the default cluster domain and the local one.
@@ -763,48 +830,6 @@ fn cluster_from(
         namespaces,
         is_local,
     })
-}
-
-/// Refuses zone tables that cannot be meant: one zone with two routes (routing would depend
-/// on table order), and a meshdns zone equal to or under a cluster domain — every in-cluster
-/// name would be gathered or rewritten instead of reaching kube-dns.
-fn check_zones(
-    cluster_domain: &Name,
-    clusters: &[Cluster],
-    distributed: &[Name],
-    clusterset: Option<&Name>,
-) -> Result<(), ConfigError> {
-    // Sets, so that validation stays linear in the number of clusters.
-    let domains: std::collections::BTreeSet<&Name> = std::iter::once(cluster_domain)
-        .chain(clusters.iter().map(|c| &c.domain))
-        .collect();
-    let mut seen: std::collections::HashMap<&Name, &str> = std::collections::HashMap::new();
-    let named = clusters
-        .iter()
-        .map(|c| (&c.zone, CLUSTER_ZONE))
-        .chain(distributed.iter().map(|z| (z, DISTRIBUTED_ZONES)))
-        .chain(clusterset.map(|z| (z, CLUSTERSET_ZONE)));
-    for (zone, variable) in named {
-        if let Some(other) = seen.get(zone) {
-            return Err(ConfigError::new(
-                variable,
-                &zone.to_ascii(),
-                format!("is also a zone of {other}"),
-            ));
-        }
-        if let Some(domain) = domains.iter().find(|domain| domain.zone_of(zone)) {
-            return Err(ConfigError::new(
-                variable,
-                &zone.to_ascii(),
-                format!(
-                    "lies in the cluster domain {}: in-cluster names would be routed here instead of to kube-dns",
-                    domain.to_ascii()
-                ),
-            ));
-        }
-        seen.insert(zone, variable);
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -19,15 +19,28 @@ use std::path::{Path, PathBuf};
 use hickory_proto::rr::Name;
 
 use super::values::is_dns_label;
-use super::variables::{HOSTS_FILE, POD_HOSTNAME, POD_IP, POD_IPS, POD_NAMESPACE, POD_SUBDOMAIN};
-use super::{Config, ConfigError, Settings, list, set, value};
+use super::variables::{
+    CLUSTERS, HOSTS_FILE, POD_HOSTNAME, POD_IP, POD_IPS, POD_NAMESPACE, POD_SUBDOMAIN,
+};
+use super::{Cluster, Config, ConfigError, Settings, list, set, value};
 
 /// Who this pod is, when meshdns knows enough to answer its names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PodIdentity {
-    /// The own names are not answered locally (they go wherever their zone routes them): why.
-    Off(String),
+    /// The own names are not answered locally (they go wherever their zone routes them): why,
+    /// and the pod's addresses when they are known all the same (meshdns's own addresses).
+    Off { why: String, ips: Vec<IpAddr> },
     On(Pod),
+}
+
+impl PodIdentity {
+    /// The pod's addresses (`MESHDNS_POD_IP`, `MESHDNS_POD_IPS`), empty when unset.
+    pub fn ips(&self) -> &[IpAddr] {
+        match self {
+            PodIdentity::Off { ips, .. } => ips,
+            PodIdentity::On(pod) => &pod.ips,
+        }
+    }
 }
 
 /// A pod that has DNS names: `HOSTNAME.SUBDOMAIN.NAMESPACE.svc.DOMAIN` and the others.
@@ -80,9 +93,12 @@ pub(super) fn pod_identity(settings: &Settings, domain: &Name) -> Result<PodIden
         [POD_HOSTNAME, POD_SUBDOMAIN, POD_NAMESPACE].map(|variable| label(settings, variable));
     let (hostname, subdomain, namespace) = (hostname?, subdomain?, namespace?);
     if ips.is_empty() {
-        return Ok(PodIdentity::Off(format!(
-            "{POD_IP} and {POD_IPS} are unset (the sidecar component sets them from the downward API)"
-        )));
+        return Ok(PodIdentity::Off {
+            why: format!(
+                "{POD_IP} and {POD_IPS} are unset (the sidecar component sets them from the downward API)"
+            ),
+            ips,
+        });
     }
     let mut hosts_file = None;
     let line = if hostname.is_some() && subdomain.is_some() && namespace.is_some() {
@@ -95,10 +111,13 @@ pub(super) fn pod_identity(settings: &Settings, domain: &Name) -> Result<PodIden
                 pod_line(&text, &ips, domain)
             }
             Err(error) => {
-                return Ok(PodIdentity::Off(format!(
-                    "{} cannot be read ({error}), and {POD_HOSTNAME}, {POD_SUBDOMAIN} and {POD_NAMESPACE} are not all set",
-                    path.display()
-                )));
+                return Ok(PodIdentity::Off {
+                    why: format!(
+                        "{} cannot be read ({error}), and {POD_HOSTNAME}, {POD_SUBDOMAIN} and {POD_NAMESPACE} are not all set",
+                        path.display()
+                    ),
+                    ips,
+                });
             }
         }
     };
@@ -140,9 +159,54 @@ pub(super) fn pod_identity(settings: &Settings, domain: &Name) -> Result<PodIden
                     "; its name {other} is under another cluster domain: set MESHDNS_CLUSTER_DOMAIN (or the local cluster's domain=) to it"
                 ));
             }
-            Ok(PodIdentity::Off(why))
+            Ok(PodIdentity::Off { why, ips })
         }
     }
+}
+
+/// Refuses a peer's `namespaces=` or `cidr=` that covers this pod's own namespace or one of
+/// its addresses: the pod would answer its own name, but its siblings and its Services (same
+/// namespace) or the reverse names of its network would be answered by the peer. The local
+/// cluster's claims mean "stays with kube-dns" and may cover anything of the pod.
+pub(super) fn check_peer_claims(
+    settings: &Settings,
+    identity: &PodIdentity,
+    clusters: &[Cluster],
+) -> Result<(), ConfigError> {
+    let namespace = match identity {
+        PodIdentity::On(pod) => Some(pod.namespace.as_str()),
+        PodIdentity::Off { .. } => set(settings, POD_NAMESPACE),
+    };
+    for cluster in clusters.iter().filter(|c| !c.is_local) {
+        let claimed = namespace.filter(|ns| {
+            (cluster.namespaces.iter())
+                .any(|zone| zone.iter().next().is_some_and(|label| label == ns.as_bytes()))
+        });
+        if let Some(ns) = claimed {
+            return Err(ConfigError::new(
+                CLUSTERS,
+                &format!("namespaces={ns}"),
+                format!(
+                    "of cluster {} is this pod's own namespace ({POD_NAMESPACE}): its siblings and Services would be answered by cluster {}; claim it on the local cluster's entry instead, or remove it from {}'s",
+                    cluster.name, cluster.name, cluster.name
+                ),
+            ));
+        }
+        for ip in identity.ips() {
+            let ip = ip.to_canonical();
+            if let Some(network) = cluster.networks.iter().find(|n| n.contains(&ip)) {
+                return Err(ConfigError::new(
+                    CLUSTERS,
+                    &format!("cidr={network}"),
+                    format!(
+                        "of cluster {} covers this pod's own address {ip} ({POD_IP}/{POD_IPS}): reverse names of this cluster's pods would be answered by cluster {}; give {} its own networks, and this cluster's to the local cluster's entry",
+                        cluster.name, cluster.name, cluster.name
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `MESHDNS_POD_IP` and `MESHDNS_POD_IPS`: addresses of a pod, the first one among the others.
@@ -402,14 +466,14 @@ mod tests {
     fn pod_on(pairs: &[(&str, &str)]) -> Pod {
         match config_from(pairs).unwrap().pod {
             PodIdentity::On(pod) => pod,
-            PodIdentity::Off(why) => panic!("the identity is off: {why}"),
+            PodIdentity::Off { why, .. } => panic!("the identity is off: {why}"),
         }
     }
 
     /// Why the identity `pairs` give is off.
     fn pod_off(pairs: &[(&str, &str)]) -> String {
         match config_from(pairs).unwrap().pod {
-            PodIdentity::Off(why) => why,
+            PodIdentity::Off { why, .. } => why,
             PodIdentity::On(pod) => panic!("the identity is on: {pod:?}"),
         }
     }

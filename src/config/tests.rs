@@ -74,12 +74,9 @@ fn the_local_cluster_comes_first_and_uses_the_upstreams() {
 }
 
 #[test]
-fn a_local_cluster_missing_from_the_list_is_added() {
-    let config = config_from(&[
-        ("MESHDNS_LOCAL_CLUSTER", "a"),
-        ("MESHDNS_CLUSTERS", "b=10.9.0.1"),
-    ])
-    .unwrap();
+fn a_local_cluster_alone_needs_no_list() {
+    let config = config_from(&[("MESHDNS_LOCAL_CLUSTER", "a")]).unwrap();
+    assert_eq!(config.clusters.len(), 1);
     assert_eq!(config.clusters[0].name, "a");
     assert!(config.clusters[0].is_local);
 }
@@ -197,6 +194,11 @@ fn every_bad_variable_is_named_with_its_token() {
     ];
     for (variable, value, token) in cases {
         let mut vars = vec![(variable.to_string(), value.to_string())];
+        // A list of clusters needs the local one in it.
+        if *variable == CLUSTERS {
+            vars[0].1 = format!("a=; {value}");
+            vars.push((LOCAL_CLUSTER.into(), "a".into()));
+        }
         if *variable != "MESHDNS_UPSTREAMS" && *variable != "MESHDNS_RESOLV_CONF" {
             vars.push(("MESHDNS_UPSTREAMS".into(), "127.0.0.1".into()));
         }
@@ -234,7 +236,8 @@ fn a_typo_is_named_whatever_the_order_of_the_variables() {
 #[test]
 fn a_distributed_zone_cannot_also_be_a_cluster_zone() {
     let err = config_from(&[
-        ("MESHDNS_CLUSTERS", "b=10.9.0.1"),
+        ("MESHDNS_LOCAL_CLUSTER", "a"),
+        ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1"),
         ("MESHDNS_DISTRIBUTED_ZONES", "cluster.b"),
     ])
     .unwrap_err();
@@ -278,11 +281,12 @@ fn decimal_durations_are_accepted() {
 #[test]
 fn a_cluster_zone_template_under_another_domain_than_the_cluster_domain_is_fine() {
     let config = config_from(&[
-        ("MESHDNS_CLUSTERS", "b=10.9.0.1"),
+        ("MESHDNS_LOCAL_CLUSTER", "a"),
+        ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1"),
         ("MESHDNS_CLUSTER_ZONE", "{name}.clusters.example"),
     ])
     .unwrap();
-    assert_eq!(config.clusters[0].zone.to_ascii(), "b.clusters.example.");
+    assert_eq!(config.clusters[1].zone.to_ascii(), "b.clusters.example.");
 }
 
 #[test]
@@ -298,24 +302,33 @@ fn every_value_remembers_where_it_came_from() {
 #[test]
 fn a_cluster_zone_in_the_cluster_domain_is_refused() {
     let err = config_from(&[
-        ("MESHDNS_CLUSTERS", "b=10.9.0.1"),
+        ("MESHDNS_LOCAL_CLUSTER", "a"),
+        ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1"),
         ("MESHDNS_CLUSTER_ZONE", "{name}.cluster.local"),
     ])
     .unwrap_err();
     assert_eq!(
         (err.variable.as_str(), err.token.as_str()),
-        ("MESHDNS_CLUSTER_ZONE", "b.cluster.local.")
+        ("MESHDNS_CLUSTER_ZONE", "a.cluster.local.")
     );
 }
 
 #[test]
 fn tls_clusters_need_a_ca_bundle_and_a_name_to_verify() {
-    let err =
-        config_from(&[("MESHDNS_CLUSTERS", "b=dns-b.example.net transport=tls")]).unwrap_err();
+    let peers = |clusters: &str| format!("a=; {clusters}");
+    let err = config_from(&[
+        ("MESHDNS_LOCAL_CLUSTER", "a"),
+        ("MESHDNS_CLUSTERS", &peers("b=dns-b.example.net transport=tls")),
+    ])
+    .unwrap_err();
     assert_eq!(err.variable, "MESHDNS_TLS_CA_FILE");
     let ca = ca_file();
     let with_ca = |clusters: &str| {
-        config_from(&[("MESHDNS_CLUSTERS", clusters), ("MESHDNS_TLS_CA_FILE", &ca)])
+        config_from(&[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", &peers(clusters)),
+            ("MESHDNS_TLS_CA_FILE", &ca),
+        ])
     };
     let err = with_ca("b=10.9.0.1 transport=tls").unwrap_err();
     assert_eq!(
@@ -323,14 +336,14 @@ fn tls_clusters_need_a_ca_bundle_and_a_name_to_verify() {
         ("MESHDNS_CLUSTERS", "b")
     );
     let config = with_ca("b=10.9.0.1 transport=tls tls_name=dns.b.example").unwrap();
-    assert_eq!(config.clusters[0].endpoints[0].to_string(), "10.9.0.1:853");
+    assert_eq!(config.clusters[1].endpoints[0].to_string(), "10.9.0.1:853");
     assert_eq!(
-        config.clusters[0].tls_name.as_ref().unwrap().to_ascii(),
+        config.clusters[1].tls_name.as_ref().unwrap().to_ascii(),
         "dns.b.example."
     );
     let config = with_ca("b=dns-b.example.net:8853 transport=tls").unwrap();
     assert_eq!(
-        config.clusters[0].tls_name.as_ref().unwrap().to_ascii(),
+        config.clusters[1].tls_name.as_ref().unwrap().to_ascii(),
         "dns-b.example.net."
     );
     let err = with_ca("b=10.9.0.1 tls_name=dns.b.example").unwrap_err();
@@ -431,7 +444,11 @@ fn clusters(n: usize) -> String {
 
 #[test]
 fn cluster_257_is_refused_and_256_validate_with_the_routing_table_linear_in_size() {
-    let err = config_from(&[("MESHDNS_CLUSTERS", &clusters(257))]).unwrap_err();
+    let err = config_from(&[
+        ("MESHDNS_LOCAL_CLUSTER", "c0"),
+        ("MESHDNS_CLUSTERS", &clusters(257)),
+    ])
+    .unwrap_err();
     assert_eq!(
         (err.variable.as_str(), err.token.as_str()),
         ("MESHDNS_CLUSTERS", "c256")
@@ -440,9 +457,13 @@ fn cluster_257_is_refused_and_256_validate_with_the_routing_table_linear_in_size
     // Validation and --check grow linearly: twice the clusters, about twice the output (a table
     // padded to its longest cell grew with the square).
     let size = |n: usize| {
-        let config = config_from(&[("MESHDNS_CLUSTERS", &clusters(n))]).unwrap();
+        let config = config_from(&[
+            ("MESHDNS_LOCAL_CLUSTER", "c0"),
+            ("MESHDNS_CLUSTERS", &clusters(n)),
+        ])
+        .unwrap();
         assert_eq!(config.clusters.len(), n);
-        render_check(&config, &Vec::new()).len()
+        render_check(&config, None).len()
     };
     let (half, full) = (size(128), size(256));
     assert!(

@@ -78,7 +78,10 @@ pub fn parse_socket_addr(token: &str, default_port: u16) -> Result<SocketAddr, S
         .unwrap_or(token);
     bare.parse::<IpAddr>()
         .map(|ip| SocketAddr::new(ip, default_port))
-        .map_err(|_| "is not an address (IP, IP:PORT or [IPv6]:PORT)".to_string())
+        .map_err(|_| {
+            super::hint::missing_port(token)
+                .unwrap_or_else(|| "is not an address (IP, IP:PORT or [IPv6]:PORT)".to_string())
+        })
 }
 
 /// A network in CIDR notation, the only access-control unit of `MESHDNS_ALLOW_FROM`.

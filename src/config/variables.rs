@@ -284,26 +284,10 @@ pub fn find(name: &str) -> Option<&'static Variable> {
 pub fn suggestion(unknown: &str) -> Option<&'static str> {
     VARIABLES
         .iter()
-        .map(|v| (edit_distance(unknown, v.name), v.name))
+        .map(|v| (super::hint::edit_distance(unknown, v.name), v.name))
         .filter(|(distance, _)| *distance <= 3)
         .min_by_key(|(distance, _)| *distance)
         .map(|(_, name)| name)
-}
-
-/// Levenshtein distance over bytes.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b = b.as_bytes();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.bytes().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let substitution = diagonal + usize::from(ca != cb);
-            diagonal = row[j + 1];
-            row[j + 1] = substitution.min(row[j] + 1).min(row[j + 1] + 1);
-        }
-    }
-    row[b.len()]
 }
 
 /// What `meshdns --help` prints.
@@ -312,9 +296,12 @@ pub fn help() -> String {
     let mut out = String::from(
         "meshdns: a DNS stub resolver for workloads stretched over several Kubernetes clusters\n\
          \n\
-         usage: meshdns [--check [--env-file FILE]... | --version | --help]\n\
+         usage: meshdns [--check [--resolve] [--env-file FILE]... | --version | --help]\n\
          \x20 (none)     serve DNS as configured\n\
-         \x20 --check    print the effective configuration and routing table, then exit (0, or 64)\n\
+         \x20 --check    print the effective configuration and routing table, then exit (0, or 64);\n\
+         \x20            sends nothing: host-name endpoints are shown as resolved at run time\n\
+         \x20 --resolve  with --check: resolve host-name endpoints through the configured\n\
+         \x20            upstreams and show their addresses (a warning for a name that does not)\n\
          \x20 --env-file FILE\n\
          \x20            with --check: KEY=VALUE lines (a ConfigMap's env file) laid over the\n\
          \x20            environment, each value taken whole, spaces included; repeatable\n\

@@ -349,10 +349,13 @@ mod tests {
     }
 
     fn clusters_with_long_domain() -> Vec<Cluster> {
-        config_from(&[(
-            "MESHDNS_CLUSTERS",
-            "b=10.9.0.1 domain=a-rather-long-cluster-domain.example",
-        )])
+        config_from(&[
+            ("MESHDNS_LOCAL_CLUSTER", "b"),
+            (
+                "MESHDNS_CLUSTERS",
+                "b= domain=a-rather-long-cluster-domain.example",
+            ),
+        ])
         .unwrap()
         .clusters
     }
