@@ -17,7 +17,7 @@ use crate::wire;
 pub const ADVERTISED_UDP_SIZE: u16 = 1232;
 
 /// EDNS option code of an Extended DNS Error (RFC 8914).
-const EDE_OPTION: u16 = 15;
+pub const EDE_OPTION: u16 = 15;
 
 /// Extended DNS Error info codes used by meshdns (RFC 8914 §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hickory_proto::op::{Message, Query, ResponseCode};
+use hickory_proto::rr::rdata::opt::EdnsCode;
 use hickory_proto::rr::rdata::{CNAME, MX, NS, PTR, SOA, SRV};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use tokio::time::Instant;
@@ -77,8 +78,10 @@ impl ZoneMap {
         reply.metadata.recursion_available = true;
         if let Some(edns) = reply.edns.as_mut() {
             edns.set_max_payload(crate::reply::ADVERTISED_UDP_SIZE);
-            // The peer's options (its NSID, cookie, padding) are for meshdns, not the client.
-            edns.options_mut().as_mut().clear();
+            // The peer's options (its NSID, cookie, padding) are for meshdns, not the client;
+            // an Extended DNS Error (a loop's, RFC 8914) says why, and goes on as pass-through's.
+            (edns.options_mut().as_mut())
+                .retain(|(code, _)| *code == EdnsCode::Unknown(reply::EDE_OPTION));
         }
         // A negative answer (NXDOMAIN, or NODATA, also after a CNAME chain: answers need not be
         // empty) carries the SOA of the peer's own zone (`cluster.local.`, above the mapped

@@ -9,13 +9,18 @@ mod support;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
 use support::{Answer, Behaviour, FakeDns, Meshdns, eventually, query, rr, udp, with_edns};
 use tokio::net::UdpSocket;
 use tokio::task::JoinSet;
+
+/// A query's deadline far beyond the test client's wait (`support::CLIENT_TIMEOUT`): a reply
+/// that comes at all came before it, so a loop was answered at once and not left to end at
+/// the deadline — no real-clock window needed.
+const LONG_TIMEOUT: &str = "30s";
 
 /// cluster a's pod as kube-dns knows it: what a loop must never hand out as cluster b's.
 const MEMBER: &str = "mongo-0.mongo.db.svc.cluster.local.";
@@ -91,12 +96,13 @@ async fn kube_dns(endpoint_name: Option<&str>) -> FakeDns {
 
 /// meshdns of cluster a before `kube`, cluster b at `endpoint`, and `peer` relaying to it.
 async fn meshdns_with_b(kube: &FakeDns, endpoint: &str, peer: &Relay) -> Meshdns {
-    let clusters = format!("b={endpoint}");
+    let clusters = format!("a=; b={endpoint}");
     let meshdns = Meshdns::before(
         kube,
         &[
             ("MESHDNS_LOCAL_CLUSTER", "a"),
             ("MESHDNS_CLUSTERS", &clusters),
+            ("MESHDNS_TIMEOUT", LONG_TIMEOUT),
         ],
     )
     .await;
@@ -108,16 +114,13 @@ async fn loops_total(meshdns: &Meshdns) -> f64 {
     meshdns.metric("meshdns_loops_total", &[]).await
 }
 
-/// The client got SERVFAIL saying "loop", fast, and no address at all.
-fn assert_loop_answered(reply: &support::Reply, took: Duration) {
+/// The client got SERVFAIL saying "loop" (not the deadline's "no answer before the
+/// deadline": with [`LONG_TIMEOUT`] the client would have given up first), and no address.
+fn assert_loop_answered(reply: &support::Reply) {
     assert_eq!(reply.msg.response_code, ResponseCode::ServFail);
     assert!(reply.msg.answers.is_empty(), "{:?}", reply.answer_lines());
     let text = support::extended_error_text(&reply.msg).expect("an Extended DNS Error");
     assert!(text.contains("loop"), "{text}");
-    assert!(
-        took < Duration::from_millis(500),
-        "answered in {took:?}: one round trip, not a deadline"
-    );
 }
 
 #[tokio::test]
@@ -129,20 +132,20 @@ async fn a_zone_forwarded_back_by_kube_dns_is_servfail_with_ede_at_once_and_coun
     let meshdns = Meshdns::start(&[
         ("MESHDNS_UPSTREAMS", &kube_addr),
         ("MESHDNS_LOCAL_CLUSTER", "a"),
+        ("MESHDNS_TIMEOUT", LONG_TIMEOUT),
     ])
     .await;
     kube.relay_to(meshdns.addr);
     for edns in [true, false] {
         let asked = query("mongo-0.mongo.db.cluster.c.", RecordType::A);
         let asked = if edns { with_edns(asked, 1232) } else { asked };
-        let started = Instant::now();
+        // Answered at all means answered before the timeout (LONG_TIMEOUT).
         let reply = udp(meshdns.addr, &asked).await;
         if edns {
-            assert_loop_answered(&reply, started.elapsed());
+            assert_loop_answered(&reply);
         } else {
             assert_eq!(reply.msg.response_code, ResponseCode::ServFail);
             assert!(reply.msg.edns.is_none(), "no OPT to a client without EDNS");
-            assert!(started.elapsed() < Duration::from_millis(500));
         }
     }
     assert_eq!(loops_total(&meshdns).await, 2.0);
@@ -155,15 +158,13 @@ async fn an_endpoint_that_relays_back_to_meshdns_never_gives_the_local_pod() {
     let kube = kube_dns(None).await;
     let peer = Relay::start().await;
     let meshdns = meshdns_with_b(&kube, &peer.addr.to_string(), &peer).await;
-    let started = Instant::now();
     let reply = udp(
         meshdns.addr,
         &with_edns(query("mongo-0.mongo.db.cluster.b.", RecordType::A), 1232),
     )
     .await;
-    assert_eq!(reply.msg.response_code, ResponseCode::ServFail);
-    assert!(reply.msg.answers.is_empty(), "{:?}", reply.answer_lines());
-    assert!(started.elapsed() < Duration::from_millis(500));
+    // The cluster route's SERVFAIL carries the loop's Extended DNS Error, as pass-through's.
+    assert_loop_answered(&reply);
     assert_eq!(loops_total(&meshdns).await, 1.0);
     assert!(
         kube.names().is_empty(),
@@ -213,7 +214,7 @@ async fn an_endpoint_name_that_resolves_to_meshdns_own_address_is_never_asked() 
         .port();
     let kube = kube_dns(Some("self.mesh.test.")).await;
     let kube_addr = kube.addr.to_string();
-    let clusters = format!("b=self.mesh.test:{port}");
+    let clusters = format!("a=; b=self.mesh.test:{port}");
     let listen = format!("127.0.0.1:{port}");
     let meshdns = Meshdns::start_on(
         &listen,
@@ -284,20 +285,23 @@ async fn clients_asking_the_same_name_at_once_are_never_a_loop() {
 fn an_endpoint_equal_to_a_listen_address_is_refused_naming_the_variable_and_token() {
     use meshdns::config::Config;
     let config = |vars: &[(&str, &str)]| {
-        let mut all = vec![("MESHDNS_UPSTREAMS", "10.96.0.10")];
+        let mut all = vec![
+            ("MESHDNS_UPSTREAMS", "10.96.0.10"),
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+        ];
         all.extend_from_slice(vars);
         Config::from_vars(all.iter().map(|(k, v)| (k.to_string(), v.to_string())))
     };
     let refused = [
         (
-            vec![("MESHDNS_CLUSTERS", "b=127.0.0.1:53")],
+            vec![("MESHDNS_CLUSTERS", "a=; b=127.0.0.1:53")],
             "MESHDNS_CLUSTERS",
             "b=127.0.0.1:53",
         ),
         (
             vec![
                 ("MESHDNS_LISTEN", "0.0.0.0:53"),
-                ("MESHDNS_CLUSTERS", "b=10.9.0.1; c=127.0.0.1"),
+                ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1; c=127.0.0.1"),
             ],
             "MESHDNS_CLUSTERS",
             "c=127.0.0.1:53",
@@ -318,10 +322,10 @@ fn an_endpoint_equal_to_a_listen_address_is_refused_naming_the_variable_and_toke
         assert!(error.reason.contains("own address"), "{error}");
     }
     for vars in [
-        vec![("MESHDNS_CLUSTERS", "b=127.0.0.1:30053")],
+        vec![("MESHDNS_CLUSTERS", "a=; b=127.0.0.1:30053")],
         vec![
             ("MESHDNS_LISTEN", "0.0.0.0:53"),
-            ("MESHDNS_CLUSTERS", "b=10.9.0.1"),
+            ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1"),
         ],
         // The local cluster's entry is never asked by this pod.
         vec![

@@ -53,7 +53,7 @@ pub fn copied_quotes(value: &str) -> Option<String> {
     ['"', '\''].into_iter().find(|c| quoted(*c)).map(|quote| {
         let unquoted = value.trim_matches(quote);
         format!(
-            "is in quotes: they were copied into the value (an env file or a ConfigMap takes everything after '=' as it is, quotes included); write {unquoted} without them"
+            "is in quotes: the quotes were copied into the value (an env file or a ConfigMap takes everything after '=' as it is, quotes included); write {unquoted} without them"
         )
     })
 }

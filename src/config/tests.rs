@@ -552,3 +552,355 @@ fn the_local_cluster_may_carry_the_tls_options_the_others_use() {
     assert_eq!((a.transport, a.tls_name.as_ref()), (Transport::Udp, None));
     assert_eq!(config.clusters[1].transport, Transport::Tls);
 }
+
+/// The configuration `clusters` gives with `a` as the local cluster, plus `more` pairs.
+fn with_local_a(clusters: &str, more: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    let clusters = format!("a=; {clusters}");
+    let mut pairs = vec![("MESHDNS_LOCAL_CLUSTER", "a"), ("MESHDNS_CLUSTERS", &clusters)];
+    pairs.extend_from_slice(more);
+    config_from(&pairs)
+}
+
+#[test]
+fn nested_prefixes_are_refused_naming_both_clusters_and_suggesting_prefix() {
+    for (clusters, token, named) in [
+        (
+            "prod=10.9.0.1; prod-db=10.10.0.1",
+            "prefix=prod-db-",
+            "of cluster prod-db starts with prefix=prod- of cluster prod",
+        ),
+        (
+            "b=10.9.0.1; b-b=10.10.0.1",
+            "prefix=b-b-",
+            "of cluster b-b starts with prefix=b- of cluster b",
+        ),
+        (
+            "b=10.9.0.1 prefix=west-; c=10.10.0.1 prefix=west-2-",
+            "prefix=west-2-",
+            "of cluster c starts with prefix=west- of cluster b",
+        ),
+    ] {
+        let err = with_local_a(clusters, &[]).unwrap_err();
+        assert_eq!(
+            (err.variable.as_str(), err.token.as_str()),
+            ("MESHDNS_CLUSTERS", token),
+            "{err}"
+        );
+        assert!(err.reason.contains(named), "{err}");
+        assert!(err.reason.contains("give one of them a prefix="), "{err}");
+    }
+    let err = with_local_a("prod=10.9.0.1; prod-db=10.10.0.1", &[]).unwrap_err();
+    assert!(err.reason.contains("prod-db=… prefix=proddb-"), "{err}");
+    // The way out the message names is accepted.
+    let config = with_local_a("prod=10.9.0.1; prod-db=10.10.0.1 prefix=proddb-", &[]).unwrap();
+    assert_eq!(config.clusters[2].prefix, "proddb-");
+    // The local cluster's prefix counts too.
+    let err = with_local_a("a-b=10.9.0.1", &[]).unwrap_err();
+    assert_eq!(err.token, "prefix=a-b-", "{err}");
+}
+
+#[test]
+fn a_zone_equal_to_above_or_below_a_cluster_domain_is_refused() {
+    let cases: &[(&[(&str, &str)], &str, &str, &str)] = &[
+        (
+            &[("MESHDNS_DISTRIBUTED_ZONES", "local")],
+            "MESHDNS_DISTRIBUTED_ZONES",
+            "local.",
+            "contains the cluster domain cluster.local. (MESHDNS_CLUSTER_DOMAIN)",
+        ),
+        (
+            &[("MESHDNS_CLUSTERSET_ZONE", "local")],
+            "MESHDNS_CLUSTERSET_ZONE",
+            "local.",
+            "contains the cluster domain cluster.local.",
+        ),
+        (
+            &[("MESHDNS_CLUSTER_ZONE", "{name}.local")],
+            "MESHDNS_CLUSTER_ZONE",
+            "cluster.local.",
+            "(the zone of cluster cluster) is the cluster domain cluster.local.",
+        ),
+        (
+            &[("MESHDNS_CLUSTERSET_ZONE", "svc.cluster.local")],
+            "MESHDNS_CLUSTERSET_ZONE",
+            "svc.cluster.local.",
+            "lies in the cluster domain cluster.local.",
+        ),
+        (
+            &[("MESHDNS_DISTRIBUTED_ZONES", "distributed.local,example")],
+            "MESHDNS_DISTRIBUTED_ZONES",
+            "example.",
+            "contains the cluster domain b.example. (domain= of cluster b)",
+        ),
+        (
+            &[("MESHDNS_DISTRIBUTED_ZONES", "mesh.svc.b.example")],
+            "MESHDNS_DISTRIBUTED_ZONES",
+            "mesh.svc.b.example.",
+            "lies in the cluster domain b.example. (domain= of cluster b)",
+        ),
+    ];
+    for (pairs, variable, token, reason) in cases {
+        let err = with_local_a("cluster=10.7.0.1; b=10.9.0.1 domain=b.example", pairs).unwrap_err();
+        assert_eq!(
+            (err.variable.as_str(), err.token.as_str()),
+            (*variable, *token),
+            "{err}"
+        );
+        assert!(err.reason.contains(reason), "{err}");
+        assert!(err.reason.contains("kube-dns"), "{err}");
+    }
+    // A cluster named after the last label of a domain, with the template {name}.
+    let err = config_from(&[
+        ("MESHDNS_LOCAL_CLUSTER", "local"),
+        ("MESHDNS_CLUSTERS", "local=; b=10.9.0.1"),
+        ("MESHDNS_CLUSTER_ZONE", "{name}"),
+    ])
+    .unwrap_err();
+    assert_eq!(err.token, "local.", "{err}");
+    assert!(err.reason.contains("(the zone of cluster local)"), "{err}");
+}
+
+#[test]
+fn nested_meshdns_zones_are_refused_naming_both() {
+    let cases: &[(&[(&str, &str)], &str, &str, &str)] = &[
+        (
+            &[("MESHDNS_DISTRIBUTED_ZONES", "distributed.local,deep.cluster.b")],
+            "MESHDNS_DISTRIBUTED_ZONES",
+            "deep.cluster.b.",
+            "lies in the zone of cluster b (cluster.b.)",
+        ),
+        (
+            &[("MESHDNS_CLUSTER_ZONE", "{name}.distributed.local")],
+            "MESHDNS_CLUSTER_ZONE",
+            "a.distributed.local.",
+            "lies in a distributed zone (MESHDNS_DISTRIBUTED_ZONES) (distributed.local.)",
+        ),
+        (
+            &[("MESHDNS_CLUSTERSET_ZONE", "set.distributed.local")],
+            "MESHDNS_CLUSTERSET_ZONE",
+            "set.distributed.local.",
+            "lies in a distributed zone",
+        ),
+        (
+            &[("MESHDNS_DISTRIBUTED_ZONES", "mesh.example,eu.mesh.example")],
+            "MESHDNS_DISTRIBUTED_ZONES",
+            "eu.mesh.example.",
+            "lies in a distributed zone",
+        ),
+    ];
+    for (pairs, variable, token, reason) in cases {
+        let err = with_local_a("b=10.9.0.1", pairs).unwrap_err();
+        assert_eq!(
+            (err.variable.as_str(), err.token.as_str()),
+            (*variable, *token),
+            "{err}"
+        );
+        assert!(err.reason.contains(reason), "{err}");
+    }
+    // Side by side is fine.
+    assert!(
+        with_local_a(
+            "b=10.9.0.1",
+            &[
+                ("MESHDNS_DISTRIBUTED_ZONES", "distributed.local,mesh.example"),
+                ("MESHDNS_CLUSTERSET_ZONE", "clusterset.local"),
+                ("MESHDNS_CLUSTER_ZONE", "{name}.clusters.example"),
+            ],
+        )
+        .is_ok()
+    );
+}
+
+#[test]
+fn a_cluster_list_without_the_local_cluster_is_refused() {
+    let err = config_from(&[("MESHDNS_CLUSTERS", "a=10.8.0.1; b=10.9.0.1")]).unwrap_err();
+    assert_eq!(
+        (err.variable.as_str(), err.token.as_str()),
+        ("MESHDNS_LOCAL_CLUSTER", "")
+    );
+    assert!(
+        err.reason
+            .contains("must be set when MESHDNS_CLUSTERS lists clusters (a, b)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_local_cluster_missing_from_the_list_is_refused_with_the_closest_name() {
+    for (local, meant) in [("cluster-a", "a"), ("eastt", "east"), ("east-1", "east")] {
+        let err = config_from(&[
+            ("MESHDNS_LOCAL_CLUSTER", local),
+            ("MESHDNS_CLUSTERS", "a=10.8.0.1; b=10.9.0.1; east=10.7.0.1"),
+        ])
+        .unwrap_err();
+        assert_eq!(
+            (err.variable.as_str(), err.token.as_str()),
+            ("MESHDNS_LOCAL_CLUSTER", local)
+        );
+        assert!(
+            err.reason.contains(&format!("did you mean {meant}?")),
+            "{err}"
+        );
+        assert!(err.reason.contains("(a, b, east)"), "{err}");
+        assert!(err.reason.contains("gathered twice"), "{err}");
+    }
+}
+
+#[test]
+fn a_peer_claiming_the_pods_own_namespace_or_address_is_refused() {
+    let pod = [
+        ("MESHDNS_POD_IP", "10.1.1.10"),
+        ("MESHDNS_POD_NAMESPACE", "db"),
+        ("MESHDNS_HOSTS_FILE", "/nonexistent/hosts"),
+    ];
+    let err = with_local_a("b=10.9.0.1 namespaces=db", &pod).unwrap_err();
+    assert_eq!(
+        (err.variable.as_str(), err.token.as_str()),
+        ("MESHDNS_CLUSTERS", "namespaces=db")
+    );
+    assert!(
+        err.reason
+            .contains("of cluster b is this pod's own namespace (MESHDNS_POD_NAMESPACE)"),
+        "{err}"
+    );
+    let err = with_local_a("b=10.9.0.1 cidr=10.1.1.0/24", &pod).unwrap_err();
+    assert_eq!(err.token, "cidr=10.1.1.0/24", "{err}");
+    assert!(
+        err.reason.contains("covers this pod's own address 10.1.1.10"),
+        "{err}"
+    );
+    // The local cluster's own claims mean "stays with kube-dns": accepted.
+    let clusters = "a= namespaces=db cidr=10.1.0.0/16; b=10.9.0.1 namespaces=db-b cidr=10.9.0.0/16";
+    let config = config_from(&[
+        ("MESHDNS_LOCAL_CLUSTER", "a"),
+        ("MESHDNS_CLUSTERS", clusters),
+        pod[0],
+        pod[1],
+        pod[2],
+    ]);
+    assert!(config.is_ok(), "{config:?}");
+}
+
+#[test]
+fn an_own_address_in_any_spelling_is_refused() {
+    let refused: &[(&[(&str, &str)], &str, &str)] = &[
+        (
+            &[("MESHDNS_CLUSTERS", "a=; b=[::ffff:127.0.0.1]:53")],
+            "MESHDNS_CLUSTERS",
+            "b=[::ffff:127.0.0.1]:53",
+        ),
+        (
+            &[("MESHDNS_UPSTREAMS", "[::ffff:127.0.0.1]:53")],
+            "MESHDNS_UPSTREAMS",
+            "[::ffff:127.0.0.1]:53",
+        ),
+        (
+            &[
+                ("MESHDNS_LISTEN", "0.0.0.0:53"),
+                ("MESHDNS_POD_IP", "10.1.1.10"),
+                ("MESHDNS_CLUSTERS", "a=; b=10.1.1.10"),
+            ],
+            "MESHDNS_CLUSTERS",
+            "b=10.1.1.10:53",
+        ),
+        (
+            &[
+                ("MESHDNS_LISTEN", "0.0.0.0:53"),
+                ("MESHDNS_POD_IP", "10.1.1.10"),
+                ("MESHDNS_UPSTREAMS", "[::ffff:10.1.1.10]"),
+            ],
+            "MESHDNS_UPSTREAMS",
+            "[::ffff:10.1.1.10]:53",
+        ),
+        (
+            &[
+                ("MESHDNS_LISTEN", "0.0.0.0:53"),
+                ("MESHDNS_CLUSTERS", "a=; b=127.0.0.1"),
+            ],
+            "MESHDNS_CLUSTERS",
+            "b=127.0.0.1:53",
+        ),
+    ];
+    for (pairs, variable, token) in refused {
+        let mut pairs = pairs.to_vec();
+        pairs.push(("MESHDNS_LOCAL_CLUSTER", "a"));
+        pairs.push(("MESHDNS_HOSTS_FILE", "/nonexistent/hosts"));
+        let err = config_from(&pairs).unwrap_err();
+        assert_eq!(
+            (err.variable.as_str(), err.token.as_str()),
+            (*variable, *token),
+            "{err}"
+        );
+        assert!(err.reason.contains("meshdns would ask itself"), "{err}");
+    }
+    // Another port, or the pod's address without a wildcard listener, is someone else.
+    assert!(with_local_a("b=[::ffff:127.0.0.1]:5353", &[]).is_ok());
+    assert!(with_local_a("b=10.1.1.10", &[("MESHDNS_POD_IP", "10.1.1.10")]).is_ok());
+}
+
+#[test]
+fn common_slips_name_the_variable_the_token_and_the_fix() {
+    let slip = |pairs: &[(&str, &str)]| config_from(pairs).unwrap_err();
+    // `,` instead of `;` between clusters.
+    let err = slip(&[
+        ("MESHDNS_LOCAL_CLUSTER", "a"),
+        ("MESHDNS_CLUSTERS", "a=10.8.0.1, b=10.9.0.1"),
+    ]);
+    assert_eq!(
+        (err.variable.as_str(), err.token.as_str()),
+        ("MESHDNS_CLUSTERS", "10.8.0.1,b=10.9.0.1")
+    );
+    assert!(
+        err.reason.contains("separate clusters with ';' (a=10.8.0.1; b=10.9.0.1)"),
+        "{err}"
+    );
+    // Spaces instead of commas in a list.
+    let err = slip(&[("MESHDNS_ALLOW_FROM", "10.0.0.0/8 192.168.0.0/16")]);
+    assert_eq!(err.variable, "MESHDNS_ALLOW_FROM");
+    assert!(
+        err.reason.contains("separate them with ',' (10.0.0.0/8,192.168.0.0/16)"),
+        "{err}"
+    );
+    // Shell quotes copied into an env file or a ConfigMap.
+    let err = slip(&[("MESHDNS_CLUSTERS", "\"a=10.8.0.1; b=10.9.0.1\"")]);
+    assert_eq!(err.variable, "MESHDNS_CLUSTERS");
+    assert!(err.reason.contains("quotes were copied"), "{err}");
+    let err = slip(&[("MESHDNS_LOCAL_CLUSTER", "'a'")]);
+    assert!(err.reason.contains("write a without them"), "{err}");
+    // A cluster option's typo: the cluster named, the option suggested.
+    let err = with_local_a("b=10.9.0.1 prefx=west-", &[]).unwrap_err();
+    assert_eq!(err.token, "prefx=west-");
+    assert!(
+        err.reason
+            .contains("is no option of cluster b: did you mean prefix=west-?"),
+        "{err}"
+    );
+    // A port left out after the ':'.
+    let err = with_local_a("b=10.9.0.1:", &[]).unwrap_err();
+    assert_eq!(err.token, "10.9.0.1:");
+    assert!(err.reason.contains("names no port"), "{err}");
+    let err = Config::from_vars([(UPSTREAMS.to_string(), "10.96.0.10:".to_string())]).unwrap_err();
+    assert_eq!(err.token, "10.96.0.10:");
+    assert!(err.reason.contains("names no port"), "{err}");
+    // A TLS file that is not there: the path once, and the usual cause.
+    let err = slip(&[("MESHDNS_TLS_CA_FILE", "/etc/meshdns/tls/ca.crt")]);
+    assert_eq!(err.token, "/etc/meshdns/tls/ca.crt");
+    assert_eq!(err.to_string().matches("/etc/meshdns/tls/ca.crt").count(), 1, "{err}");
+    assert!(err.reason.contains("Secret"), "{err}");
+}
+
+#[test]
+fn check_shows_the_resolv_conf_read_for_its_search_list() {
+    let path = resolv_conf_file("search db.svc.cluster.local svc.cluster.local\n");
+    let config = config_from(&[("MESHDNS_RESOLV_CONF", &path)]).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let text = render_check(&config, None);
+    let line = (text.lines())
+        .find(|l| l.trim_start().starts_with("MESHDNS_RESOLV_CONF "))
+        .unwrap();
+    assert!(
+        line.contains(&format!("{path} (search list only: MESHDNS_UPSTREAMS is set)")),
+        "{line}"
+    );
+    assert!(!text.contains("not read"), "{text}");
+}
