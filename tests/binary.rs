@@ -52,15 +52,15 @@ fn a_bad_variable_exits_64_naming_it() {
     let cases = [
         ("MESHDNS_TIMEOUT", "2"),
         ("MESHDNS_LISTEN", "127.0.0.1:99999"),
-        ("MESHDNS_CLUSTERS", "b=10.9.0.1 colour=red"),
+        ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1 colour=red"),
         ("MESHDNS_UPSTREAMS", "kube-dns"),
         ("MESHDNS_POD_IP", "10.8.1"),
         ("MESHDNS_POD_NAMESPACE", "Prod_DB"),
         // meshdns itself (the default listen address): a loop, refused before anything binds.
-        ("MESHDNS_CLUSTERS", "b=127.0.0.1:53"),
+        ("MESHDNS_CLUSTERS", "a=; b=127.0.0.1:53"),
     ];
     for (variable, value) in cases {
-        let output = meshdns(&[], &[(variable, value)]);
+        let output = meshdns(&[], &[(variable, value), ("MESHDNS_LOCAL_CLUSTER", "a")]);
         let stderr = text(&output.stderr);
         assert_eq!(
             output.status.code(),
@@ -104,7 +104,7 @@ fn check_exits_0_and_prints_the_routing_table() {
         &["--check"],
         &[
             ("MESHDNS_LOCAL_CLUSTER", "a"),
-            ("MESHDNS_CLUSTERS", "b=127.0.0.2:30053 transport=tcp"),
+            ("MESHDNS_CLUSTERS", "a=; b=127.0.0.2:30053 transport=tcp"),
         ],
     );
     let stdout = text(&output.stdout);
@@ -267,9 +267,12 @@ fn check_with_env_files_reads_each_value_whole_and_catches_a_bad_cluster() {
         "MESHDNS_CLUSTERS",
         "a=127.0.0.2:30053; b=127.0.0.3:30853 transport=tls tls_name=dns.b.example",
     );
+    conf.file("MESHDNS_LOCAL_CLUSTER", "a");
     let shown = conf.0.display().to_string();
     let output = meshdns(&["--check"], &[("MESHDNS_CONFIG_DIR", &shown)]);
-    assert_eq!(output.status.code(), Some(64), "{}", text(&output.stderr));
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("MESHDNS_TLS_CA_FILE"), "{stderr}");
     // An env file that is not one is named.
     let output = meshdns(&["--check", "--env-file", "/nonexistent/x.env"], &[]);
     let stderr = text(&output.stderr);
@@ -288,5 +291,201 @@ fn an_oversized_file_exits_64_without_being_read_whole() {
     assert!(
         stderr.contains("MESHDNS_CLUSTERS") && stderr.contains("64 KiB"),
         "{stderr}"
+    );
+}
+
+/// docs/design.md, "A configuration that cannot be meant is refused": each refusal exits 64
+/// before anything is bound, on one line naming the variable, the token and the way out.
+#[test]
+fn a_configuration_that_cannot_be_meant_exits_64_naming_the_variable_and_the_way_out() {
+    let local = ("MESHDNS_LOCAL_CLUSTER", "a");
+    let cases: &[(&[(&str, &str)], &str, &str)] = &[
+        // 1. Prefixes that nest.
+        (
+            &[local, ("MESHDNS_CLUSTERS", "a=; prod=10.9.0.1; prod-db=10.10.0.1")],
+            "MESHDNS_CLUSTERS: \"prefix=prod-db-\"",
+            "prefix=",
+        ),
+        // 2. A zone above the cluster domain, and zones that nest.
+        (
+            &[local, ("MESHDNS_DISTRIBUTED_ZONES", "local")],
+            "MESHDNS_DISTRIBUTED_ZONES: \"local.\"",
+            "contains the cluster domain cluster.local.",
+        ),
+        (
+            &[local, ("MESHDNS_CLUSTERSET_ZONE", "local")],
+            "MESHDNS_CLUSTERSET_ZONE: \"local.\"",
+            "kube-dns",
+        ),
+        (
+            &[
+                ("MESHDNS_LOCAL_CLUSTER", "local"),
+                ("MESHDNS_CLUSTERS", "local=; b=10.9.0.1"),
+                ("MESHDNS_CLUSTER_ZONE", "{name}"),
+            ],
+            "MESHDNS_CLUSTER_ZONE: \"local.\"",
+            "the zone of cluster local",
+        ),
+        (
+            &[
+                local,
+                ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1"),
+                ("MESHDNS_DISTRIBUTED_ZONES", "deep.cluster.b"),
+            ],
+            "MESHDNS_DISTRIBUTED_ZONES: \"deep.cluster.b.\"",
+            "lies in the zone of cluster b",
+        ),
+        // 3. The local cluster missing or misspelt.
+        (
+            &[("MESHDNS_CLUSTERS", "a=10.8.0.1; b=10.9.0.1")],
+            "MESHDNS_LOCAL_CLUSTER",
+            "must be set when MESHDNS_CLUSTERS lists clusters (a, b)",
+        ),
+        (
+            &[
+                ("MESHDNS_LOCAL_CLUSTER", "cluster-a"),
+                ("MESHDNS_CLUSTERS", "a=10.8.0.1; b=10.9.0.1"),
+            ],
+            "MESHDNS_LOCAL_CLUSTER: \"cluster-a\"",
+            "did you mean a?",
+        ),
+        // 4. A peer claiming the pod's namespace or address.
+        (
+            &[
+                local,
+                ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1 namespaces=db"),
+                ("MESHDNS_POD_IP", "10.1.1.10"),
+                ("MESHDNS_POD_NAMESPACE", "db"),
+            ],
+            "MESHDNS_CLUSTERS: \"namespaces=db\"",
+            "this pod's own namespace",
+        ),
+        (
+            &[
+                local,
+                ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1 cidr=10.1.1.0/24"),
+                ("MESHDNS_POD_IP", "10.1.1.10"),
+            ],
+            "MESHDNS_CLUSTERS: \"cidr=10.1.1.0/24\"",
+            "this pod's own address 10.1.1.10",
+        ),
+        // 5. meshdns's own address in another spelling.
+        (
+            &[local, ("MESHDNS_CLUSTERS", "a=; b=[::ffff:127.0.0.1]:53")],
+            "MESHDNS_CLUSTERS: \"b=[::ffff:127.0.0.1]:53\"",
+            "meshdns would ask itself",
+        ),
+        (
+            &[("MESHDNS_UPSTREAMS", "[::ffff:127.0.0.1]:53")],
+            "MESHDNS_UPSTREAMS: \"[::ffff:127.0.0.1]:53\"",
+            "meshdns would ask itself",
+        ),
+        (
+            &[
+                local,
+                ("MESHDNS_LISTEN", "0.0.0.0:53"),
+                ("MESHDNS_POD_IP", "10.1.1.10"),
+                ("MESHDNS_CLUSTERS", "a=; b=10.1.1.10:53"),
+            ],
+            "MESHDNS_CLUSTERS: \"b=10.1.1.10:53\"",
+            "meshdns would ask itself",
+        ),
+        // 9. The common slips.
+        (
+            &[local, ("MESHDNS_CLUSTERS", "a=10.8.0.1,b=10.9.0.1")],
+            "MESHDNS_CLUSTERS: \"10.8.0.1,b=10.9.0.1\"",
+            "separate clusters with ';' (a=10.8.0.1; b=10.9.0.1)",
+        ),
+        (
+            &[("MESHDNS_ALLOW_FROM", "10.0.0.0/8 192.168.0.0/16")],
+            "MESHDNS_ALLOW_FROM",
+            "separate them with ','",
+        ),
+        (
+            &[local, ("MESHDNS_CLUSTERS", "\"a=; b=10.9.0.1\"")],
+            "MESHDNS_CLUSTERS",
+            "quotes were copied",
+        ),
+        (
+            &[local, ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1 prefx=west-")],
+            "MESHDNS_CLUSTERS: \"prefx=west-\"",
+            "no option of cluster b: did you mean prefix=west-?",
+        ),
+        (
+            &[local, ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1:")],
+            "MESHDNS_CLUSTERS: \"10.9.0.1:\"",
+            "names no port",
+        ),
+        (
+            &[("MESHDNS_TLS_CA_FILE", "/etc/meshdns/tls/ca.crt")],
+            "MESHDNS_TLS_CA_FILE: \"/etc/meshdns/tls/ca.crt\"",
+            "Secret",
+        ),
+    ];
+    for (vars, named, way_out) in cases {
+        let output = meshdns(&[], vars);
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(64), "{vars:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+        assert!(stderr.contains(named), "{vars:?} names {named}: {stderr}");
+        assert!(stderr.contains(way_out), "{vars:?} says {way_out}: {stderr}");
+    }
+    // A missing file's path is shown once.
+    let output = meshdns(&[], &[("MESHDNS_TLS_CA_FILE", "/etc/meshdns/tls/ca.crt")]);
+    assert_eq!(text(&output.stderr).matches("ca.crt").count(), 1);
+}
+
+/// `--check` sends nothing (host names are resolved at run time); `--check --resolve` asks the
+/// configured upstreams, shows the addresses, and warns at the end for a name that does not
+/// resolve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_sends_nothing_and_check_resolve_asks_the_upstreams() {
+    use hickory_proto::rr::RecordType;
+    use support::{Answer, FakeDns, rr};
+    const NAME: &str = "dns-b.example.test.";
+    let kube = FakeDns::builder()
+        .answer(NAME, RecordType::A, Answer::records([rr::a(NAME, [127, 0, 0, 2])]))
+        .start()
+        .await;
+    let upstreams = kube.addr.to_string();
+    let run = |args: &'static [&'static str]| {
+        let upstreams = upstreams.clone();
+        tokio::task::spawn_blocking(move || {
+            let output = meshdns(
+                args,
+                &[
+                    ("MESHDNS_UPSTREAMS", &upstreams),
+                    ("MESHDNS_LOCAL_CLUSTER", "a"),
+                    (
+                        "MESHDNS_CLUSTERS",
+                        "a=; b=dns-b.example.test:30053; c=nowhere.example.test:30053",
+                    ),
+                ],
+            );
+            assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+            text(&output.stdout)
+        })
+    };
+    let stdout = run(&["--check"]).await.unwrap();
+    assert!(kube.seen().is_empty(), "--check asked {:?}", kube.names());
+    assert!(
+        stdout.contains("dns-b.example.test:30053 [resolved at run time]"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("warning"), "{stdout}");
+    let stdout = run(&["--check", "--resolve"]).await.unwrap();
+    assert!(
+        kube.names().iter().any(|n| n == NAME),
+        "--check --resolve asked the upstream: {:?}",
+        kube.names()
+    );
+    assert!(
+        stdout.contains("dns-b.example.test:30053 [127.0.0.2:30053]"),
+        "{stdout}"
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("warning: nowhere.example.test:30053 does not resolve"),
+        "{stdout}"
     );
 }

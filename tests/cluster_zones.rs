@@ -132,8 +132,11 @@ async fn mesh() -> Mesh {
 
 /// meshdns with one peer cluster b configured by `entry` (its part after `b=`).
 async fn with_cluster_b(upstream: &FakeDns, entry: &str, vars: &[(&str, &str)]) -> Meshdns {
-    let clusters = format!("b={entry}");
-    let mut all = vec![("MESHDNS_CLUSTERS", clusters.as_str())];
+    let clusters = format!("a=; b={entry}");
+    let mut all = vec![
+        ("MESHDNS_LOCAL_CLUSTER", "a"),
+        ("MESHDNS_CLUSTERS", clusters.as_str()),
+    ];
     all.extend_from_slice(vars);
     Meshdns::before(upstream, &all).await
 }

@@ -46,11 +46,13 @@ async fn answers(addr: SocketAddr, cluster: &str, ip: &str) -> bool {
     .await
 }
 
-/// `MESHDNS_CLUSTERS` naming each `(cluster, peer)`.
+/// The cluster the meshdns of these tests runs in.
+const LOCAL: (&str, &str) = ("MESHDNS_LOCAL_CLUSTER", "a");
+
+/// `MESHDNS_CLUSTERS` naming the local cluster `a` ([`LOCAL`]) and each `(cluster, peer)`.
 fn clusters(peers: &[(&str, &FakeDns)]) -> String {
-    peers
-        .iter()
-        .map(|(name, fake)| format!("{name}={}", fake.addr))
+    std::iter::once("a=".to_string())
+        .chain(peers.iter().map(|(name, fake)| format!("{name}={}", fake.addr)))
         .collect::<Vec<_>>()
         .join("; ")
 }
@@ -92,7 +94,7 @@ async fn a_directory_deleted_and_recreated_is_watched_again() {
     let scratch = Scratch::new("watch-recreated");
     let dir = config_dir(&scratch, "conf", &clusters(&[("b", &b)]));
     let shown = dir.display().to_string();
-    let meshdns = Meshdns::before(&kube, &[("MESHDNS_CONFIG_DIR", &shown)]).await;
+    let meshdns = Meshdns::before(&kube, &[("MESHDNS_CONFIG_DIR", &shown), LOCAL]).await;
     assert!(answers(meshdns.addr, "b", "10.2.0.1").await);
 
     std::fs::remove_dir_all(&dir).unwrap();
@@ -121,7 +123,7 @@ async fn a_directory_renamed_over_with_mv_t_is_watched_again() {
     let conf = scratch.0.join("conf");
     symlink(&first, &conf).unwrap();
     let shown = conf.display().to_string();
-    let meshdns = Meshdns::before(&kube, &[("MESHDNS_CONFIG_DIR", &shown)]).await;
+    let meshdns = Meshdns::before(&kube, &[("MESHDNS_CONFIG_DIR", &shown), LOCAL]).await;
     assert!(answers(meshdns.addr, "b", "10.2.0.1").await);
 
     let second = config_dir(&scratch, "second", &clusters(&[("b", &b), ("c", &c)]));
@@ -149,7 +151,7 @@ async fn a_watch_that_cannot_be_armed_is_counted_and_retried() {
     let scratch = Scratch::new("watch-retried");
     let dir = config_dir(&scratch, "conf", &clusters(&[("b", &b)]));
     let shown = dir.display().to_string();
-    let meshdns = Meshdns::before(&kube, &[("MESHDNS_CONFIG_DIR", &shown)]).await;
+    let meshdns = Meshdns::before(&kube, &[("MESHDNS_CONFIG_DIR", &shown), LOCAL]).await;
     assert!(answers(meshdns.addr, "b", "10.2.0.1").await);
     assert_eq!(
         meshdns
@@ -189,7 +191,7 @@ async fn a_restart_only_change_counts_as_restart_required_and_moves_no_timestamp
     let scratch = Scratch::new("watch-restart");
     let dir = config_dir(&scratch, "conf", &clusters(&[("b", &b)]));
     let shown = dir.display().to_string();
-    let meshdns = Meshdns::before(&kube, &[("MESHDNS_CONFIG_DIR", &shown)]).await;
+    let meshdns = Meshdns::before(&kube, &[("MESHDNS_CONFIG_DIR", &shown), LOCAL]).await;
     let started = meshdns
         .metric("meshdns_config_last_reload_success_timestamp_seconds", &[])
         .await;
@@ -231,7 +233,7 @@ async fn an_empty_file_is_rejected_naming_nothing_removed() {
     let scratch = Scratch::new("watch-empty");
     let dir = config_dir(&scratch, "conf", &clusters(&[("b", &b)]));
     let shown = dir.display().to_string();
-    let meshdns = Meshdns::before(&kube, &[("MESHDNS_CONFIG_DIR", &shown)]).await;
+    let meshdns = Meshdns::before(&kube, &[("MESHDNS_CONFIG_DIR", &shown), LOCAL]).await;
     assert!(answers(meshdns.addr, "b", "10.2.0.1").await);
     // A template whose variable was unset: the running clusters stay.
     write_clusters(&dir, "\n");
@@ -327,6 +329,7 @@ async fn a_reload_whose_read_hangs_does_not_delay_a_query() {
     let meshdns = OneThread::start(vec![
         ("MESHDNS_UPSTREAMS".into(), kube.addr.to_string()),
         ("MESHDNS_CONFIG_DIR".into(), dir.display().to_string()),
+        (LOCAL.0.into(), LOCAL.1.into()),
     ]);
     assert!(answers(meshdns.addr, "b", "10.2.0.1").await);
 
@@ -401,6 +404,7 @@ async fn sighup_after_a_mount_over_the_directory_reads_it_and_watches_the_mount(
         .env("MESHDNS_ADMIN_LISTEN", "")
         .env("MESHDNS_CACHE_SIZE", "0")
         .env("MESHDNS_CONFIG_DIR", &dir)
+        .env(LOCAL.0, LOCAL.1)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -407,10 +407,11 @@ async fn dropping_the_endpoint_closes_its_connection() {
 /// meshdns with cluster `b` over DNS over TLS at `server`, trusting the CA bundle `ca_file`.
 async fn meshdns_to(server: &DotServer, ca_file: &std::path::Path) -> support::Meshdns {
     let kube = support::FakeDns::silent().await;
-    let clusters = format!("b={} transport=tls tls_name={SERVER_NAME}", server.addr);
+    let clusters = format!("a=; b={} transport=tls tls_name={SERVER_NAME}", server.addr);
     let meshdns = support::Meshdns::before(
         &kube,
         &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
             ("MESHDNS_CLUSTERS", &clusters),
             ("MESHDNS_TLS_CA_FILE", &ca_file.display().to_string()),
             ("MESHDNS_ATTEMPT_TIMEOUT", "1s"),

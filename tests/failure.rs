@@ -150,8 +150,15 @@ async fn a_peers_error_reply_without_a_question_fails_its_query_at_once_over_tcp
         .tcp_only()
         .start()
         .await;
-    let clusters = format!("b={} transport=tcp", peer.addr);
-    let meshdns = Meshdns::before(&kube_dns, &[("MESHDNS_CLUSTERS", &clusters)]).await;
+    let clusters = format!("a=; b={} transport=tcp", peer.addr);
+    let meshdns = Meshdns::before(
+        &kube_dns,
+        &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", &clusters),
+        ],
+    )
+    .await;
     for _ in 0..5 {
         let (reply, took) = timed_udp(&meshdns, "mongo-0.mongo.db.cluster.b.").await;
         // A FORMERR describes meshdns's query to the peer, not the client's question.
@@ -628,8 +635,15 @@ async fn a_tcp_only_endpoint_marked_down_comes_back_through_a_tcp_probe() {
         .tcp_only()
         .start()
         .await;
-    let clusters = format!("b={} transport=tcp", peer.addr);
-    let meshdns = Meshdns::before(&kube_dns, &[("MESHDNS_CLUSTERS", &clusters)]).await;
+    let clusters = format!("a=; b={} transport=tcp", peer.addr);
+    let meshdns = Meshdns::before(
+        &kube_dns,
+        &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", &clusters),
+        ],
+    )
+    .await;
     assert_eq!(meshdns.upstream_healthy("b", &peer).await, 1.0);
     for _ in 0..5 {
         let reply = udp(
@@ -707,13 +721,14 @@ async fn an_endpoint_removed_while_down_is_no_longer_probed_and_its_series_go() 
     let kube = FakeDns::builder().start().await;
     let (removed, kept_down) = (FakeDns::silent().await, FakeDns::silent().await);
     let moved_to = answering(MEMBER, [10, 2, 0, 1]).await;
-    let clusters = |b: &FakeDns| format!("b={}; c={}", b.addr, kept_down.addr);
+    let clusters = |b: &FakeDns| format!("a=; b={}; c={}", b.addr, kept_down.addr);
     let mut dir = ConfigMapDir::new("removed-down", &[("MESHDNS_CLUSTERS", &clusters(&removed))]);
     let path = dir.path.display().to_string();
     let meshdns = Meshdns::before(
         &kube,
         &[
             ("MESHDNS_CONFIG_DIR", &path),
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
             ("MESHDNS_TIMEOUT", "300ms"),
             ("MESHDNS_ATTEMPT_TIMEOUT", "100ms"),
         ],
@@ -780,16 +795,20 @@ async fn a_removed_clusters_series_go_and_a_kept_clusters_stay() {
     );
     let mut dir = ConfigMapDir::new(
         "removed-cluster",
-        &[("MESHDNS_CLUSTERS", &format!("b={}; c={}", b.addr, c.addr))],
+        &[("MESHDNS_CLUSTERS", &format!("a=; b={}; c={}", b.addr, c.addr))],
     );
     let path = dir.path.display().to_string();
-    let meshdns = Meshdns::before(&kube, &[("MESHDNS_CONFIG_DIR", &path)]).await;
+    let meshdns = Meshdns::before(
+        &kube,
+        &[("MESHDNS_CONFIG_DIR", &path), ("MESHDNS_LOCAL_CLUSTER", "a")],
+    )
+    .await;
     for name in ["x.cluster.b.", "x.cluster.c."] {
         udp(meshdns.addr, &query(name, RecordType::A)).await;
     }
     assert_eq!(meshdns.upstream_requests("c", "refused").await, 1.0);
     // c's endpoint moves to b's address (a new group named c), b goes.
-    dir.update(&[("MESHDNS_CLUSTERS", &format!("c={}", b.addr))]);
+    dir.update(&[("MESHDNS_CLUSTERS", &format!("a=; c={}", b.addr))]);
     assert!(
         support::eventually(100, || async {
             meshdns.config_reloads("applied").await == 1.0
@@ -831,8 +850,15 @@ async fn a_host_name_that_resolves_again_is_followed_within_15_seconds() {
         .start()
         .await;
     let kube_addr = failing.addr.to_string();
-    let clusters = format!("b=dns-b.example.test:{}", peer.addr.port());
-    let meshdns = Meshdns::before(&failing, &[("MESHDNS_CLUSTERS", &clusters)]).await;
+    let clusters = format!("a=; b=dns-b.example.test:{}", peer.addr.port());
+    let meshdns = Meshdns::before(
+        &failing,
+        &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", &clusters),
+        ],
+    )
+    .await;
     // Minutes of failed resolutions: the retry has backed off as far as it goes.
     tokio::time::sleep(Duration::from_secs(400)).await;
     assert!(

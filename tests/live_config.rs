@@ -64,10 +64,14 @@ async fn address_of(meshdns: &Meshdns, name: &str) -> Option<String> {
         .and_then(|line| line.rsplit(' ').next().map(str::to_string))
 }
 
-/// meshdns in front of `kube`, reading `dir` as its `MESHDNS_CONFIG_DIR`, with `vars` on top.
+/// meshdns of cluster `a` in front of `kube`, reading `dir` as its `MESHDNS_CONFIG_DIR`, with
+/// `vars` on top.
 async fn with_dir(kube: &FakeDns, dir: &ConfigMapDir, vars: &[(&str, &str)]) -> Meshdns {
     let path = dir.path.display().to_string();
-    let mut all = vec![("MESHDNS_CONFIG_DIR", path.as_str())];
+    let mut all = vec![
+        ("MESHDNS_CONFIG_DIR", path.as_str()),
+        ("MESHDNS_LOCAL_CLUSTER", "a"),
+    ];
     all.extend_from_slice(vars);
     Meshdns::before(kube, &all).await
 }
@@ -89,7 +93,7 @@ async fn a_cluster_added_in_the_directory_answers_without_a_failed_query_or_a_re
         peer([10, 2, 0, 1], "127.0.0.1:0").await,
         peer([10, 3, 0, 1], "127.0.0.1:0").await,
     );
-    let mut dir = ConfigMapDir::new("add", &[("MESHDNS_CLUSTERS", &format!("b={}", b.addr))]);
+    let mut dir = ConfigMapDir::new("add", &[("MESHDNS_CLUSTERS", &format!("a=; b={}", b.addr))]);
     let meshdns = Arc::new(with_dir(&kube, &dir, &[]).await);
     assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.1"));
     // A client asking 20 times a second, over both routes, all through the change.
@@ -121,7 +125,7 @@ async fn a_cluster_added_in_the_directory_answers_without_a_failed_query_or_a_re
         })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    dir.update(&[("MESHDNS_CLUSTERS", &format!("b={}; c={}", b.addr, c.addr))]);
+    dir.update(&[("MESHDNS_CLUSTERS", &format!("a=; b={}; c={}", b.addr, c.addr))]);
     assert!(
         eventually(100, || async {
             member_of(&meshdns, "c").await.as_deref() == Some("10.3.0.1")
@@ -145,11 +149,11 @@ async fn an_invalid_change_is_rejected_whole_and_the_running_configuration_stays
         peer([10, 2, 0, 1], "127.0.0.1:0").await,
         peer([10, 3, 0, 1], "127.0.0.1:0").await,
     );
-    let mut dir = ConfigMapDir::new("reject", &[("MESHDNS_CLUSTERS", &format!("b={}", b.addr))]);
+    let mut dir = ConfigMapDir::new("reject", &[("MESHDNS_CLUSTERS", &format!("a=; b={}", b.addr))]);
     let meshdns = with_dir(&kube, &dir, &[]).await;
     // A valid cluster list, but a timeout that cannot be meant: nothing of it is applied.
     dir.update(&[
-        ("MESHDNS_CLUSTERS", &format!("b={}; c={}", b.addr, c.addr)),
+        ("MESHDNS_CLUSTERS", &format!("a=; b={}; c={}", b.addr, c.addr)),
         ("MESHDNS_TIMEOUT", "forever"),
     ]);
     assert!(
@@ -169,7 +173,7 @@ async fn an_invalid_change_is_rejected_whole_and_the_running_configuration_stays
     );
     assert!(c.seen().is_empty());
     // Fixed, it is applied.
-    dir.update(&[("MESHDNS_CLUSTERS", &format!("b={}; c={}", b.addr, c.addr))]);
+    dir.update(&[("MESHDNS_CLUSTERS", &format!("a=; b={}; c={}", b.addr, c.addr))]);
     assert!(
         eventually(100, || async {
             member_of(&meshdns, "c").await.as_deref() == Some("10.3.0.1")
@@ -188,7 +192,7 @@ async fn a_setting_that_needs_a_restart_is_not_applied_and_the_rest_is() {
     dir.update(&[
         ("MESHDNS_MAX_INFLIGHT", "128"),
         ("MESHDNS_LISTEN", "127.0.0.1:1"),
-        ("MESHDNS_CLUSTERS", &format!("b={}", b.addr)),
+        ("MESHDNS_CLUSTERS", &format!("a=; b={}", b.addr)),
     ]);
     assert!(
         eventually(100, || async {
@@ -209,13 +213,13 @@ async fn a_reload_keeps_the_cached_answers_of_routes_it_did_not_change() {
         peer([10, 2, 0, 1], "127.0.0.1:0").await,
         peer([10, 2, 0, 2], "127.0.0.1:0").await,
     );
-    let mut dir = ConfigMapDir::new("cache", &[("MESHDNS_CLUSTERS", &format!("b={}", b.addr))]);
+    let mut dir = ConfigMapDir::new("cache", &[("MESHDNS_CLUSTERS", &format!("a=; b={}", b.addr))]);
     let meshdns = with_dir(&kube, &dir, &[("MESHDNS_CACHE_SIZE", "100")]).await;
     udp(meshdns.addr, &query(WWW, RecordType::A)).await;
     assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.1"));
     assert_eq!((kube.seen().len(), b.seen().len()), (1, 1));
     // Cluster b's endpoint moves: its cached answer goes, kube-dns's stays.
-    dir.update(&[("MESHDNS_CLUSTERS", &format!("b={}", moved.addr))]);
+    dir.update(&[("MESHDNS_CLUSTERS", &format!("a=; b={}", moved.addr))]);
     assert!(
         eventually(100, || async {
             member_of(&meshdns, "b").await.as_deref() == Some("10.2.0.2")
@@ -240,8 +244,15 @@ async fn a_host_name_endpoint_is_resolved_through_kube_dns_and_followed_when_it_
     let second = peer([10, 2, 0, 2], &format!("127.0.0.2:{port}")).await;
     let kube = kube_dns(&[(NAME, [127, 0, 0, 1])]).await;
     let kube_addr = kube.addr;
-    let clusters = format!("b=dns-b.example.test:{port}");
-    let meshdns = Meshdns::before(&kube, &[("MESHDNS_CLUSTERS", &clusters)]).await;
+    let clusters = format!("a=; b=dns-b.example.test:{port}");
+    let meshdns = Meshdns::before(
+        &kube,
+        &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", &clusters),
+        ],
+    )
+    .await;
     assert!(
         eventually(50, || async {
             member_of(&meshdns, "b").await.as_deref() == Some("10.2.0.1")
@@ -274,7 +285,10 @@ async fn an_endpoint_name_that_does_not_resolve_fails_its_cluster_not_the_start(
     let kube = kube_dns(&[]).await;
     let meshdns = Meshdns::before(
         &kube,
-        &[("MESHDNS_CLUSTERS", "b=nowhere.example.test:30053")],
+        &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", "a=; b=nowhere.example.test:30053"),
+        ],
     )
     .await;
     let reply = udp(
@@ -332,7 +346,7 @@ async fn one_cluster_cached(
     endpoint: &FakeDns,
     attempt: Duration,
 ) -> (ConfigMapDir, Arc<Meshdns>) {
-    let line = format!("{cluster}={}", endpoint.addr);
+    let line = format!("a=; {cluster}={}", endpoint.addr);
     let dir = ConfigMapDir::new("generations", &[("MESHDNS_CLUSTERS", &line)]);
     let (attempt, timeout) = (
         format!("{}ms", attempt.as_millis()),
@@ -365,7 +379,7 @@ async fn a_slow_answer_of_the_old_peer_is_neither_cached_nor_served_after_the_re
     reload(
         &meshdns,
         &mut dir,
-        &[("MESHDNS_CLUSTERS", &format!("b={}", new.addr))],
+        &[("MESHDNS_CLUSTERS", &format!("a=; b={}", new.addr))],
     )
     .await;
     assert!(
@@ -431,7 +445,7 @@ async fn a_cluster_moved_off_a_black_holed_endpoint_answers_from_the_new_one_at_
     reload(
         &meshdns,
         &mut dir,
-        &[("MESHDNS_CLUSTERS", &format!("b={}", healthy.addr))],
+        &[("MESHDNS_CLUSTERS", &format!("a=; b={}", healthy.addr))],
     )
     .await;
     // A new query for member-0 waits on no exchange of the old configuration.
@@ -559,7 +573,7 @@ async fn a_prefetch_started_before_a_reload_is_not_cached_after_it() {
     reload(
         &meshdns,
         &mut dir,
-        &[("MESHDNS_CLUSTERS", &format!("b={}", new.addr))],
+        &[("MESHDNS_CLUSTERS", &format!("a=; b={}", new.addr))],
     )
     .await;
     assert_eq!(

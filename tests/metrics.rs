@@ -215,9 +215,10 @@ async fn readyz_is_200_while_every_upstream_is_down() {
     let dead_local = dead_port();
     let dead_b = dead_port();
     let upstreams = dead_local.to_string();
-    let clusters = format!("b={dead_b}");
+    let clusters = format!("a=; b={dead_b}");
     let meshdns = Meshdns::start(&[
         ("MESHDNS_UPSTREAMS", &upstreams),
+        ("MESHDNS_LOCAL_CLUSTER", "a"),
         ("MESHDNS_CLUSTERS", &clusters),
         ("MESHDNS_TIMEOUT", "1s"),
         ("MESHDNS_ATTEMPT_TIMEOUT", "1s"),
@@ -231,14 +232,14 @@ async fn readyz_is_200_while_every_upstream_is_down() {
         assert_eq!(member.msg.response_code, ResponseCode::ServFail);
     }
     let scrape = meshdns.scrape().await;
-    // Without MESHDNS_LOCAL_CLUSTER the kube-dns group is called `local`.
+    // The kube-dns group is called after the local cluster.
     let healthy = |cluster: &str, endpoint: SocketAddr| {
         scrape.value(
             "meshdns_upstream_healthy",
             &[("cluster", cluster), ("endpoint", &endpoint.to_string())],
         )
     };
-    assert_eq!(healthy(meshdns::snapshot::LOCAL_UPSTREAM, dead_local), 0.0);
+    assert_eq!(healthy("a", dead_local), 0.0);
     assert_eq!(healthy("b", dead_b), 0.0);
     let ready = get(meshdns.admin, "/readyz").await;
     assert_eq!(ready.status, 200, "{}", ready.body);
@@ -250,7 +251,8 @@ async fn metrics_are_text_format_and_other_paths_are_404() {
     // A cluster given by host name, so the configuration-bounded families have series too.
     let meshdns = Meshdns::start(&[
         ("MESHDNS_UPSTREAMS", &dead_port().to_string()),
-        ("MESHDNS_CLUSTERS", "b=dns-b.example.test:30053"),
+        ("MESHDNS_LOCAL_CLUSTER", "a"),
+        ("MESHDNS_CLUSTERS", "a=; b=dns-b.example.test:30053"),
     ])
     .await;
     let metrics = get(meshdns.admin, "/metrics").await;

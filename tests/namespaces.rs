@@ -115,10 +115,11 @@ async fn other_namespaces_and_the_local_clusters_stay_with_kube_dns() {
 async fn a_namespace_whose_cluster_is_down_is_servfail_never_kube_dns() {
     let kube = cluster_dns(8).await;
     let b = FakeDns::silent().await;
-    let clusters = format!("b={} namespaces=crdb-eu", b.addr);
+    let clusters = format!("a=; b={} namespaces=crdb-eu", b.addr);
     let meshdns = Meshdns::before(
         &kube,
         &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
             ("MESHDNS_CLUSTERS", &clusters),
             ("MESHDNS_ATTEMPT_TIMEOUT", "200ms"),
             ("MESHDNS_TIMEOUT", "1s"),
@@ -138,13 +139,17 @@ async fn cached_answers_of_a_namespace_route_go_when_a_reload_moves_it_and_stay_
         "namespaces",
         &[(
             "MESHDNS_CLUSTERS",
-            &format!("b={} namespaces=crdb-eu; c={}", b.addr, c.addr),
+            &format!("a=; b={} namespaces=crdb-eu; c={}", b.addr, c.addr),
         )],
     );
     let path = dir.path.display().to_string();
     let meshdns = Meshdns::before(
         &kube,
-        &[("MESHDNS_CONFIG_DIR", &path), ("MESHDNS_CACHE_SIZE", "100")],
+        &[
+            ("MESHDNS_CONFIG_DIR", &path),
+            ("MESHDNS_CACHE_SIZE", "100"),
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+        ],
     )
     .await;
     assert_eq!(
@@ -157,7 +162,7 @@ async fn cached_answers_of_a_namespace_route_go_when_a_reload_moves_it_and_stay_
     dir.update(&[(
         "MESHDNS_CLUSTERS",
         &format!(
-            "b={} namespaces=crdb-eu; c={}; d={}",
+            "a=; b={} namespaces=crdb-eu; c={}; d={}",
             b.addr, c.addr, other.addr
         ),
     )]);
@@ -176,7 +181,7 @@ async fn cached_answers_of_a_namespace_route_go_when_a_reload_moves_it_and_stay_
     // The namespace moves to c: no answer of b's is served for it any more.
     dir.update(&[(
         "MESHDNS_CLUSTERS",
-        &format!("b={}; c={} namespaces=crdb-eu", b.addr, c.addr),
+        &format!("a=; b={}; c={} namespaces=crdb-eu", b.addr, c.addr),
     )]);
     assert!(
         eventually(100, || async {

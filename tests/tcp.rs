@@ -127,10 +127,11 @@ async fn assert_one_tcp_connection_counted(meshdns: &Meshdns, cluster: &str) {
 /// meshdns with cluster `b` at `peer` over `transport=tcp`.
 async fn meshdns_with_tcp_peer(peer: &DotServer) -> Meshdns {
     let kube = FakeDns::silent().await;
-    let clusters = format!("b={} transport=tcp", peer.addr);
+    let clusters = format!("a=; b={} transport=tcp", peer.addr);
     Meshdns::before(
         &kube,
         &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
             ("MESHDNS_CLUSTERS", &clusters),
             ("MESHDNS_ATTEMPT_TIMEOUT", "1s"),
         ],

@@ -445,8 +445,16 @@ async fn axfr_and_ixfr_are_refused_over_udp_and_tcp_and_never_cached() {
         )])))
         .start()
         .await;
-    let clusters = format!("b={}", upstream.addr);
-    let meshdns = Meshdns::before(&upstream, &[CACHED, ("MESHDNS_CLUSTERS", &clusters)]).await;
+    let clusters = format!("a=; b={}", upstream.addr);
+    let meshdns = Meshdns::before(
+        &upstream,
+        &[
+            CACHED,
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", &clusters),
+        ],
+    )
+    .await;
     for zone in ["example.com.", "db.cluster.b."] {
         let axfr = query(zone, RecordType::AXFR);
         // An IXFR query carries the client's SOA (its serial) in the authority section.
