@@ -433,10 +433,14 @@ wait_answers "$RELAY_PID" "$RELAY" probe.bench.test 10 || die "the floor relay d
 
 # Every meshdns: an empty environment but for these, BENCH_MESHDNS_ENV and the arguments.
 meshdns_env() { # LISTEN [VAR=VALUE...] COMMAND...: run in the background (&) only; execs
+	# Every meshdns runs in cluster "here", whose DNS is the stand-in kube-dns: a cluster list
+	# must name its local cluster (here=, asked through MESHDNS_UPSTREAMS), so the measured
+	# clusters stay peers asked at their own endpoints.
 	local listen=$1
 	shift
 	exec env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin MESHDNS_LISTEN="$listen:53" \
-		MESHDNS_UPSTREAMS="$STANDIN" MESHDNS_ADMIN_LISTEN="$listen:9153" "${MESHDNS_EXTRA_ENV[@]}" "$@"
+		MESHDNS_UPSTREAMS="$STANDIN" MESHDNS_ADMIN_LISTEN="$listen:9153" MESHDNS_LOCAL_CLUSTER=here \
+		"${MESHDNS_EXTRA_ENV[@]}" "$@"
 }
 start_meshdns() { # VAR LISTEN LOG [VAR=VALUE...]: a meshdns on CPU 0, its PID in VAR; up when it
 	# answers MESH_PROBE (default probe.bench.test, a name of the stand-in kube-dns)
@@ -466,7 +470,7 @@ if has gather; then
 	# The gathered-SRV meshdns: three clusters behind the proxies, cache off so every query
 	# gathers. Not pinned, as before: it shares the machine with the proxies.
 	meshdns_env "$GATHER" MESHDNS_CACHE_SIZE=0 \
-		MESHDNS_CLUSTERS="a=${CLUSTER_PROXY[0]}; b=${CLUSTER_PROXY[1]}; c=${CLUSTER_PROXY[2]}" \
+		MESHDNS_CLUSTERS="here=; a=${CLUSTER_PROXY[0]}; b=${CLUSTER_PROXY[1]}; c=${CLUSTER_PROXY[2]}" \
 		"${NICE_CMD[@]}" "$MESHDNS" >"$WORK/meshdns-gather.log" 2>&1 &
 	GATHER_PID=$!
 	PIDS+=("$GATHER_PID")
@@ -476,7 +480,7 @@ if has gather; then
 	}
 	# 3 x 60 targets: the clusters' NSDs asked directly, cache off.
 	start_meshdns GATHER_BIG_PID "$GATHER_BIG" "$WORK/meshdns-gather-big.log" MESHDNS_CACHE_SIZE=0 \
-		MESHDNS_CLUSTERS="a=${CLUSTER_NSD[0]}; b=${CLUSTER_NSD[1]}; c=${CLUSTER_NSD[2]}"
+		MESHDNS_CLUSTERS="here=; a=${CLUSTER_NSD[0]}; b=${CLUSTER_NSD[1]}; c=${CLUSTER_NSD[2]}"
 fi
 
 # ---------------------------------------------------------------------------------------------
@@ -713,14 +717,14 @@ fi
 # Cluster u over UDP, p over TCP, t over DoT through stunnel: one NSD behind all three; k over
 # DoT to unbound answering itself, q over plain TCP to the same unbound (DoT vs TCP, one server). The second stunnel service (:854, no client certificate) is
 # for dnsperf -m dot asking directly.
-TLS_CLUSTERS="u=${CLUSTER_NSD[0]}; p=${CLUSTER_NSD[0]} transport=tcp; t=$STUNNEL:853 transport=tls tls_name=$TLS_NAME"
+TLS_CLUSTERS="here=; u=${CLUSTER_NSD[0]}; p=${CLUSTER_NSD[0]} transport=tcp; t=$STUNNEL:853 transport=tls tls_name=$TLS_NAME"
 TLS_CLUSTERS+="; k=$UNBOUND_DOT:853 transport=tls tls_name=$TLS_NAME; q=$UNBOUND_DOT:53 transport=tcp"
 
 # ---------------------------------------------------------------------------------------------
 # Idle meshdns (live configuration, DoT): started now, measured over BENCH_IDLE_SECONDS while the
 # rounds run (an idle process gets no CPU time from other processes' load; nothing asks them).
 # ---------------------------------------------------------------------------------------------
-CLUSTERS3="a=${CLUSTER_NSD[0]}; b=${CLUSTER_NSD[1]}; c=${CLUSTER_NSD[2]}"
+CLUSTERS3="here=; a=${CLUSTER_NSD[0]}; b=${CLUSTER_NSD[1]}; c=${CLUSTER_NSD[2]}"
 write_config() { # DIR VAR=VALUE...: a source directory for reload.py, one file per variable
 	local d=$1 kv
 	shift
@@ -768,7 +772,7 @@ idle_finish() { # [wait]: after BENCH_IDLE_SECONDS (waiting for them with "wait"
 
 # The meshdns whose configuration directory is swapped: clusters a and b (A), a, b and c (B).
 if has reload; then
-	write_config "$WORK/reload-a" MESHDNS_CLUSTERS="a=${CLUSTER_NSD[0]}; b=${CLUSTER_NSD[1]}"
+	write_config "$WORK/reload-a" MESHDNS_CLUSTERS="here=; a=${CLUSTER_NSD[0]}; b=${CLUSTER_NSD[1]}"
 	write_config "$WORK/reload-b" MESHDNS_CLUSTERS="$CLUSTERS3"
 	"$PY" "$BENCH/reload.py" write "$WORK/reload-config" "$WORK/reload-a" || die "reload.py write failed"
 	start_meshdns RELOAD_PID "$RELOADER" "$WORK/meshdns-reload.log" MESHDNS_CONFIG_DIR="$WORK/reload-config"
