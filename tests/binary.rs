@@ -298,22 +298,26 @@ fn an_oversized_file_exits_64_without_being_read_whole() {
 /// before anything is bound, on one line naming the variable, the token and the way out.
 #[test]
 fn a_configuration_that_cannot_be_meant_exits_64_naming_the_variable_and_the_way_out() {
-    let local = ("MESHDNS_LOCAL_CLUSTER", "a");
-    let cases: &[(&[(&str, &str)], &str, &str)] = &[
+    type Pairs = &'static [(&'static str, &'static str)];
+    const LOCAL: (&str, &str) = ("MESHDNS_LOCAL_CLUSTER", "a");
+    let cases: &[(Pairs, &str, &str)] = &[
         // 1. Prefixes that nest.
         (
-            &[local, ("MESHDNS_CLUSTERS", "a=; prod=10.9.0.1; prod-db=10.10.0.1")],
+            &[
+                LOCAL,
+                ("MESHDNS_CLUSTERS", "a=; prod=10.9.0.1; prod-db=10.10.0.1"),
+            ],
             "MESHDNS_CLUSTERS: \"prefix=prod-db-\"",
             "prefix=",
         ),
         // 2. A zone above the cluster domain, and zones that nest.
         (
-            &[local, ("MESHDNS_DISTRIBUTED_ZONES", "local")],
+            &[LOCAL, ("MESHDNS_DISTRIBUTED_ZONES", "local")],
             "MESHDNS_DISTRIBUTED_ZONES: \"local.\"",
             "contains the cluster domain cluster.local.",
         ),
         (
-            &[local, ("MESHDNS_CLUSTERSET_ZONE", "local")],
+            &[LOCAL, ("MESHDNS_CLUSTERSET_ZONE", "local")],
             "MESHDNS_CLUSTERSET_ZONE: \"local.\"",
             "kube-dns",
         ),
@@ -328,7 +332,7 @@ fn a_configuration_that_cannot_be_meant_exits_64_naming_the_variable_and_the_way
         ),
         (
             &[
-                local,
+                LOCAL,
                 ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1"),
                 ("MESHDNS_DISTRIBUTED_ZONES", "deep.cluster.b"),
             ],
@@ -352,7 +356,7 @@ fn a_configuration_that_cannot_be_meant_exits_64_naming_the_variable_and_the_way
         // 4. A peer claiming the pod's namespace or address.
         (
             &[
-                local,
+                LOCAL,
                 ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1 namespaces=db"),
                 ("MESHDNS_POD_IP", "10.1.1.10"),
                 ("MESHDNS_POD_NAMESPACE", "db"),
@@ -362,7 +366,7 @@ fn a_configuration_that_cannot_be_meant_exits_64_naming_the_variable_and_the_way
         ),
         (
             &[
-                local,
+                LOCAL,
                 ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1 cidr=10.1.1.0/24"),
                 ("MESHDNS_POD_IP", "10.1.1.10"),
             ],
@@ -371,7 +375,7 @@ fn a_configuration_that_cannot_be_meant_exits_64_naming_the_variable_and_the_way
         ),
         // 5. meshdns's own address in another spelling.
         (
-            &[local, ("MESHDNS_CLUSTERS", "a=; b=[::ffff:127.0.0.1]:53")],
+            &[LOCAL, ("MESHDNS_CLUSTERS", "a=; b=[::ffff:127.0.0.1]:53")],
             "MESHDNS_CLUSTERS: \"b=[::ffff:127.0.0.1]:53\"",
             "meshdns would ask itself",
         ),
@@ -382,7 +386,7 @@ fn a_configuration_that_cannot_be_meant_exits_64_naming_the_variable_and_the_way
         ),
         (
             &[
-                local,
+                LOCAL,
                 ("MESHDNS_LISTEN", "0.0.0.0:53"),
                 ("MESHDNS_POD_IP", "10.1.1.10"),
                 ("MESHDNS_CLUSTERS", "a=; b=10.1.1.10:53"),
@@ -392,7 +396,7 @@ fn a_configuration_that_cannot_be_meant_exits_64_naming_the_variable_and_the_way
         ),
         // 9. The common slips.
         (
-            &[local, ("MESHDNS_CLUSTERS", "a=10.8.0.1,b=10.9.0.1")],
+            &[LOCAL, ("MESHDNS_CLUSTERS", "a=10.8.0.1,b=10.9.0.1")],
             "MESHDNS_CLUSTERS: \"10.8.0.1,b=10.9.0.1\"",
             "separate clusters with ';' (a=10.8.0.1; b=10.9.0.1)",
         ),
@@ -402,17 +406,17 @@ fn a_configuration_that_cannot_be_meant_exits_64_naming_the_variable_and_the_way
             "separate them with ','",
         ),
         (
-            &[local, ("MESHDNS_CLUSTERS", "\"a=; b=10.9.0.1\"")],
+            &[LOCAL, ("MESHDNS_CLUSTERS", "\"a=; b=10.9.0.1\"")],
             "MESHDNS_CLUSTERS",
             "quotes were copied",
         ),
         (
-            &[local, ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1 prefx=west-")],
+            &[LOCAL, ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1 prefx=west-")],
             "MESHDNS_CLUSTERS: \"prefx=west-\"",
             "no option of cluster b: did you mean prefix=west-?",
         ),
         (
-            &[local, ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1:")],
+            &[LOCAL, ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1:")],
             "MESHDNS_CLUSTERS: \"10.9.0.1:\"",
             "names no port",
         ),
@@ -428,7 +432,10 @@ fn a_configuration_that_cannot_be_meant_exits_64_naming_the_variable_and_the_way
         assert_eq!(output.status.code(), Some(64), "{vars:?}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
         assert!(stderr.contains(named), "{vars:?} names {named}: {stderr}");
-        assert!(stderr.contains(way_out), "{vars:?} says {way_out}: {stderr}");
+        assert!(
+            stderr.contains(way_out),
+            "{vars:?} says {way_out}: {stderr}"
+        );
     }
     // A missing file's path is shown once.
     let output = meshdns(&[], &[("MESHDNS_TLS_CA_FILE", "/etc/meshdns/tls/ca.crt")]);
@@ -444,7 +451,11 @@ async fn check_sends_nothing_and_check_resolve_asks_the_upstreams() {
     use support::{Answer, FakeDns, rr};
     const NAME: &str = "dns-b.example.test.";
     let kube = FakeDns::builder()
-        .answer(NAME, RecordType::A, Answer::records([rr::a(NAME, [127, 0, 0, 2])]))
+        .answer(
+            NAME,
+            RecordType::A,
+            Answer::records([rr::a(NAME, [127, 0, 0, 2])]),
+        )
         .start()
         .await;
     let upstreams = kube.addr.to_string();

@@ -52,7 +52,11 @@ const LOCAL: (&str, &str) = ("MESHDNS_LOCAL_CLUSTER", "a");
 /// `MESHDNS_CLUSTERS` naming the local cluster `a` ([`LOCAL`]) and each `(cluster, peer)`.
 fn clusters(peers: &[(&str, &FakeDns)]) -> String {
     std::iter::once("a=".to_string())
-        .chain(peers.iter().map(|(name, fake)| format!("{name}={}", fake.addr)))
+        .chain(
+            peers
+                .iter()
+                .map(|(name, fake)| format!("{name}={}", fake.addr)),
+        )
         .collect::<Vec<_>>()
         .join("; ")
 }

@@ -795,12 +795,18 @@ async fn a_removed_clusters_series_go_and_a_kept_clusters_stay() {
     );
     let mut dir = ConfigMapDir::new(
         "removed-cluster",
-        &[("MESHDNS_CLUSTERS", &format!("a=; b={}; c={}", b.addr, c.addr))],
+        &[(
+            "MESHDNS_CLUSTERS",
+            &format!("a=; b={}; c={}", b.addr, c.addr),
+        )],
     );
     let path = dir.path.display().to_string();
     let meshdns = Meshdns::before(
         &kube,
-        &[("MESHDNS_CONFIG_DIR", &path), ("MESHDNS_LOCAL_CLUSTER", "a")],
+        &[
+            ("MESHDNS_CONFIG_DIR", &path),
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+        ],
     )
     .await;
     for name in ["x.cluster.b.", "x.cluster.c."] {

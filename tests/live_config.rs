@@ -125,7 +125,10 @@ async fn a_cluster_added_in_the_directory_answers_without_a_failed_query_or_a_re
         })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    dir.update(&[("MESHDNS_CLUSTERS", &format!("a=; b={}; c={}", b.addr, c.addr))]);
+    dir.update(&[(
+        "MESHDNS_CLUSTERS",
+        &format!("a=; b={}; c={}", b.addr, c.addr),
+    )]);
     assert!(
         eventually(100, || async {
             member_of(&meshdns, "c").await.as_deref() == Some("10.3.0.1")
@@ -161,9 +164,15 @@ async fn a_change_that_cannot_be_meant_is_rejected_and_counted() {
         // Prefixes that nest.
         &[("MESHDNS_CLUSTERS", &format!("{good}; b-b=10.9.0.1"))],
         // A zone above the cluster domain.
-        &[("MESHDNS_CLUSTERS", &good), ("MESHDNS_DISTRIBUTED_ZONES", "local")],
+        &[
+            ("MESHDNS_CLUSTERS", &good),
+            ("MESHDNS_DISTRIBUTED_ZONES", "local"),
+        ],
         // A misspelt local cluster.
-        &[("MESHDNS_CLUSTERS", &good), ("MESHDNS_LOCAL_CLUSTER", "cluster-a")],
+        &[
+            ("MESHDNS_CLUSTERS", &good),
+            ("MESHDNS_LOCAL_CLUSTER", "cluster-a"),
+        ],
         // A peer claiming the pod's namespace, and its address.
         &[("MESHDNS_CLUSTERS", &format!("{good} namespaces=db"))],
         &[("MESHDNS_CLUSTERS", &format!("{good} cidr=10.1.0.0/16"))],
@@ -195,11 +204,17 @@ async fn an_invalid_change_is_rejected_whole_and_the_running_configuration_stays
         peer([10, 2, 0, 1], "127.0.0.1:0").await,
         peer([10, 3, 0, 1], "127.0.0.1:0").await,
     );
-    let mut dir = ConfigMapDir::new("reject", &[("MESHDNS_CLUSTERS", &format!("a=; b={}", b.addr))]);
+    let mut dir = ConfigMapDir::new(
+        "reject",
+        &[("MESHDNS_CLUSTERS", &format!("a=; b={}", b.addr))],
+    );
     let meshdns = with_dir(&kube, &dir, &[]).await;
     // A valid cluster list, but a timeout that cannot be meant: nothing of it is applied.
     dir.update(&[
-        ("MESHDNS_CLUSTERS", &format!("a=; b={}; c={}", b.addr, c.addr)),
+        (
+            "MESHDNS_CLUSTERS",
+            &format!("a=; b={}; c={}", b.addr, c.addr),
+        ),
         ("MESHDNS_TIMEOUT", "forever"),
     ]);
     assert!(
@@ -219,7 +234,10 @@ async fn an_invalid_change_is_rejected_whole_and_the_running_configuration_stays
     );
     assert!(c.seen().is_empty());
     // Fixed, it is applied.
-    dir.update(&[("MESHDNS_CLUSTERS", &format!("a=; b={}; c={}", b.addr, c.addr))]);
+    dir.update(&[(
+        "MESHDNS_CLUSTERS",
+        &format!("a=; b={}; c={}", b.addr, c.addr),
+    )]);
     assert!(
         eventually(100, || async {
             member_of(&meshdns, "c").await.as_deref() == Some("10.3.0.1")
@@ -259,7 +277,10 @@ async fn a_reload_keeps_the_cached_answers_of_routes_it_did_not_change() {
         peer([10, 2, 0, 1], "127.0.0.1:0").await,
         peer([10, 2, 0, 2], "127.0.0.1:0").await,
     );
-    let mut dir = ConfigMapDir::new("cache", &[("MESHDNS_CLUSTERS", &format!("a=; b={}", b.addr))]);
+    let mut dir = ConfigMapDir::new(
+        "cache",
+        &[("MESHDNS_CLUSTERS", &format!("a=; b={}", b.addr))],
+    );
     let meshdns = with_dir(&kube, &dir, &[("MESHDNS_CACHE_SIZE", "100")]).await;
     udp(meshdns.addr, &query(WWW, RecordType::A)).await;
     assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.1"));

@@ -402,7 +402,11 @@ fn member() -> impl Strategy<Value = Member> {
     (
         "[ab](-[ab]){0,2}",
         proptest::option::of("[ab]{1,2}-"),
-        prop_oneof![Just("cluster.local"), Just("west.example"), Just("b.west.example")],
+        prop_oneof![
+            Just("cluster.local"),
+            Just("west.example"),
+            Just("b.west.example")
+        ],
     )
         .prop_map(|(name, prefix, domain)| Member {
             name,
@@ -434,7 +438,10 @@ fn accepted(
     let entries: Vec<String> = (members.iter().enumerate())
         .map(|(index, m)| {
             let endpoint = if index == 0 { "" } else { "127.0.0.1:9" };
-            let prefix = m.prefix.as_ref().map_or(String::new(), |p| format!(" prefix={p}"));
+            let prefix = m
+                .prefix
+                .as_ref()
+                .map_or(String::new(), |p| format!(" prefix={p}"));
             format!("{}={endpoint} domain={}{prefix}", m.name, m.domain)
         })
         .collect();

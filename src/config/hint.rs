@@ -14,8 +14,8 @@ pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) ->
     let bound = word.len() / 3;
     let mut best: Option<(usize, &str)> = None;
     for candidate in candidates {
-        let affix = word.ends_with(&format!("-{candidate}"))
-            || word.starts_with(&format!("{candidate}-"));
+        let affix =
+            word.ends_with(&format!("-{candidate}")) || word.starts_with(&format!("{candidate}-"));
         let distance = if affix {
             0
         } else {
@@ -88,14 +88,22 @@ mod tests {
         assert_eq!(closest("a-prod", names), Some("a"));
         assert_eq!(closest("eas", names), Some("east"));
         assert_eq!(closest("west-3", names), Some("west-2"));
-        assert_eq!(closest("c", names), None, "every short name is a letter away");
+        assert_eq!(
+            closest("c", names),
+            None,
+            "every short name is a letter away"
+        );
         assert_eq!(closest("europe", names), None);
         assert_eq!(closest("x", Vec::<&str>::new()), None);
     }
 
     #[test]
     fn quotes_at_either_end_are_copied_quotes() {
-        assert!(copied_quotes("\"a=10.8.0.1\"").unwrap().contains("write a=10.8.0.1 "));
+        assert!(
+            copied_quotes("\"a=10.8.0.1\"")
+                .unwrap()
+                .contains("write a=10.8.0.1 ")
+        );
         assert!(copied_quotes("'2s'").is_some());
         assert!(copied_quotes("a=10.8.0.1\"").is_some());
         assert_eq!(copied_quotes("a=10.8.0.1"), None);

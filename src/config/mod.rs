@@ -192,8 +192,9 @@ impl Config {
         self.clusters.iter().find(|c| c.is_local)
     }
 
-    /// meshdns's own addresses: the listen addresses, and the pod's addresses on the port of a
-    /// wildcard one ([`own_addresses`](own::own_addresses)). An endpoint among them is a loop.
+    /// meshdns's own addresses: the listen addresses, and the pod's addresses (of the same
+    /// family) on the port of a wildcard one. An endpoint among them, in any spelling
+    /// ([`is_own_address`]), is a loop.
     pub fn own_addresses(&self) -> Vec<SocketAddr> {
         own::own_addresses(&self.listen, self.pod.ips())
     }

@@ -32,7 +32,7 @@ pub fn own_addresses(listen: &[SocketAddr], pod_ips: &[IpAddr]) -> Vec<SocketAdd
 }
 
 /// Whether `endpoint` is meshdns itself, given its own addresses (`own`, from
-/// [`own_addresses`]): one of them in any spelling, or a loopback address on the port of a
+/// [`Config::own_addresses`](super::Config::own_addresses)): one of them in any spelling, or a loopback address on the port of a
 /// wildcard one (`0.0.0.0:53` answers `127.0.0.1:53`; `[::]:53` answers `[::1]:53`, IPv6 only
 /// as meshdns binds it).
 pub fn is_own_address(own: &[SocketAddr], endpoint: SocketAddr) -> bool {
@@ -121,13 +121,26 @@ mod tests {
         let pod: Vec<IpAddr> = vec!["10.1.1.10".parse().unwrap(), "fd00::10".parse().unwrap()];
         let own = own_addresses(&["0.0.0.0:53".parse().unwrap()], &pod);
         let is_own = |a: &str| is_own_address(&own, a.parse().unwrap());
-        assert!(is_own("10.1.1.10:53"), "the pod's IP on the wildcard's port");
+        assert!(
+            is_own("10.1.1.10:53"),
+            "the pod's IP on the wildcard's port"
+        );
         assert!(is_own("[::ffff:10.1.1.10]:53"), "IPv4-mapped");
         assert!(is_own("[::ffff:127.0.0.1]:53"), "IPv4-mapped loopback");
-        assert!(!is_own("[fd00::10]:53"), "an IPv4 wildcard does not answer IPv6");
+        assert!(
+            !is_own("[fd00::10]:53"),
+            "an IPv4 wildcard does not answer IPv6"
+        );
         assert!(!is_own("10.1.1.10:5353"));
         let listen: Vec<SocketAddr> = vec!["127.0.0.1:53".parse().unwrap()];
-        assert!(is_own_address(&listen, "[::ffff:127.0.0.1]:53".parse().unwrap()));
-        assert_eq!(own_addresses(&listen, &pod), listen, "no wildcard, no pod address");
+        assert!(is_own_address(
+            &listen,
+            "[::ffff:127.0.0.1]:53".parse().unwrap()
+        ));
+        assert_eq!(
+            own_addresses(&listen, &pod),
+            listen,
+            "no wildcard, no pod address"
+        );
     }
 }

@@ -29,7 +29,10 @@ use super::{Cluster, Config, ConfigError, Settings, list, set, value};
 pub enum PodIdentity {
     /// The own names are not answered locally (they go wherever their zone routes them): why,
     /// and the pod's addresses when they are known all the same (meshdns's own addresses).
-    Off { why: String, ips: Vec<IpAddr> },
+    Off {
+        why: String,
+        ips: Vec<IpAddr>,
+    },
     On(Pod),
 }
 
@@ -179,8 +182,11 @@ pub(super) fn check_peer_claims(
     };
     for cluster in clusters.iter().filter(|c| !c.is_local) {
         let claimed = namespace.filter(|ns| {
-            (cluster.namespaces.iter())
-                .any(|zone| zone.iter().next().is_some_and(|label| label == ns.as_bytes()))
+            (cluster.namespaces.iter()).any(|zone| {
+                zone.iter()
+                    .next()
+                    .is_some_and(|label| label == ns.as_bytes())
+            })
         });
         if let Some(ns) = claimed {
             return Err(ConfigError::new(

@@ -318,7 +318,10 @@ fn tls_clusters_need_a_ca_bundle_and_a_name_to_verify() {
     let peers = |clusters: &str| format!("a=; {clusters}");
     let err = config_from(&[
         ("MESHDNS_LOCAL_CLUSTER", "a"),
-        ("MESHDNS_CLUSTERS", &peers("b=dns-b.example.net transport=tls")),
+        (
+            "MESHDNS_CLUSTERS",
+            &peers("b=dns-b.example.net transport=tls"),
+        ),
     ])
     .unwrap_err();
     assert_eq!(err.variable, "MESHDNS_TLS_CA_FILE");
@@ -553,10 +556,16 @@ fn the_local_cluster_may_carry_the_tls_options_the_others_use() {
     assert_eq!(config.clusters[1].transport, Transport::Tls);
 }
 
+/// Variables as `(name, value)` pairs.
+type Pairs = &'static [(&'static str, &'static str)];
+
 /// The configuration `clusters` gives with `a` as the local cluster, plus `more` pairs.
 fn with_local_a(clusters: &str, more: &[(&str, &str)]) -> Result<Config, ConfigError> {
     let clusters = format!("a=; {clusters}");
-    let mut pairs = vec![("MESHDNS_LOCAL_CLUSTER", "a"), ("MESHDNS_CLUSTERS", &clusters)];
+    let mut pairs = vec![
+        ("MESHDNS_LOCAL_CLUSTER", "a"),
+        ("MESHDNS_CLUSTERS", &clusters),
+    ];
     pairs.extend_from_slice(more);
     config_from(&pairs)
 }
@@ -601,7 +610,7 @@ fn nested_prefixes_are_refused_naming_both_clusters_and_suggesting_prefix() {
 
 #[test]
 fn a_zone_equal_to_above_or_below_a_cluster_domain_is_refused() {
-    let cases: &[(&[(&str, &str)], &str, &str, &str)] = &[
+    let cases: &[(Pairs, &str, &str, &str)] = &[
         (
             &[("MESHDNS_DISTRIBUTED_ZONES", "local")],
             "MESHDNS_DISTRIBUTED_ZONES",
@@ -662,9 +671,12 @@ fn a_zone_equal_to_above_or_below_a_cluster_domain_is_refused() {
 
 #[test]
 fn nested_meshdns_zones_are_refused_naming_both() {
-    let cases: &[(&[(&str, &str)], &str, &str, &str)] = &[
+    let cases: &[(Pairs, &str, &str, &str)] = &[
         (
-            &[("MESHDNS_DISTRIBUTED_ZONES", "distributed.local,deep.cluster.b")],
+            &[(
+                "MESHDNS_DISTRIBUTED_ZONES",
+                "distributed.local,deep.cluster.b",
+            )],
             "MESHDNS_DISTRIBUTED_ZONES",
             "deep.cluster.b.",
             "lies in the zone of cluster b (cluster.b.)",
@@ -702,7 +714,10 @@ fn nested_meshdns_zones_are_refused_naming_both() {
         with_local_a(
             "b=10.9.0.1",
             &[
-                ("MESHDNS_DISTRIBUTED_ZONES", "distributed.local,mesh.example"),
+                (
+                    "MESHDNS_DISTRIBUTED_ZONES",
+                    "distributed.local,mesh.example"
+                ),
                 ("MESHDNS_CLUSTERSET_ZONE", "clusterset.local"),
                 ("MESHDNS_CLUSTER_ZONE", "{name}.clusters.example"),
             ],
@@ -766,7 +781,8 @@ fn a_peer_claiming_the_pods_own_namespace_or_address_is_refused() {
     let err = with_local_a("b=10.9.0.1 cidr=10.1.1.0/24", &pod).unwrap_err();
     assert_eq!(err.token, "cidr=10.1.1.0/24", "{err}");
     assert!(
-        err.reason.contains("covers this pod's own address 10.1.1.10"),
+        err.reason
+            .contains("covers this pod's own address 10.1.1.10"),
         "{err}"
     );
     // The local cluster's own claims mean "stays with kube-dns": accepted.
@@ -783,7 +799,7 @@ fn a_peer_claiming_the_pods_own_namespace_or_address_is_refused() {
 
 #[test]
 fn an_own_address_in_any_spelling_is_refused() {
-    let refused: &[(&[(&str, &str)], &str, &str)] = &[
+    let refused: &[(Pairs, &str, &str)] = &[
         (
             &[("MESHDNS_CLUSTERS", "a=; b=[::ffff:127.0.0.1]:53")],
             "MESHDNS_CLUSTERS",
@@ -851,14 +867,16 @@ fn common_slips_name_the_variable_the_token_and_the_fix() {
         ("MESHDNS_CLUSTERS", "10.8.0.1,b=10.9.0.1")
     );
     assert!(
-        err.reason.contains("separate clusters with ';' (a=10.8.0.1; b=10.9.0.1)"),
+        err.reason
+            .contains("separate clusters with ';' (a=10.8.0.1; b=10.9.0.1)"),
         "{err}"
     );
     // Spaces instead of commas in a list.
     let err = slip(&[("MESHDNS_ALLOW_FROM", "10.0.0.0/8 192.168.0.0/16")]);
     assert_eq!(err.variable, "MESHDNS_ALLOW_FROM");
     assert!(
-        err.reason.contains("separate them with ',' (10.0.0.0/8,192.168.0.0/16)"),
+        err.reason
+            .contains("separate them with ',' (10.0.0.0/8,192.168.0.0/16)"),
         "{err}"
     );
     // Shell quotes copied into an env file or a ConfigMap.
@@ -885,7 +903,11 @@ fn common_slips_name_the_variable_the_token_and_the_fix() {
     // A TLS file that is not there: the path once, and the usual cause.
     let err = slip(&[("MESHDNS_TLS_CA_FILE", "/etc/meshdns/tls/ca.crt")]);
     assert_eq!(err.token, "/etc/meshdns/tls/ca.crt");
-    assert_eq!(err.to_string().matches("/etc/meshdns/tls/ca.crt").count(), 1, "{err}");
+    assert_eq!(
+        err.to_string().matches("/etc/meshdns/tls/ca.crt").count(),
+        1,
+        "{err}"
+    );
     assert!(err.reason.contains("Secret"), "{err}");
 }
 
@@ -899,7 +921,9 @@ fn check_shows_the_resolv_conf_read_for_its_search_list() {
         .find(|l| l.trim_start().starts_with("MESHDNS_RESOLV_CONF "))
         .unwrap();
     assert!(
-        line.contains(&format!("{path} (search list only: MESHDNS_UPSTREAMS is set)")),
+        line.contains(&format!(
+            "{path} (search list only: MESHDNS_UPSTREAMS is set)"
+        )),
         "{line}"
     );
     assert!(!text.contains("not read"), "{text}");

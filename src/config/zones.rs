@@ -43,7 +43,10 @@ pub(super) fn check_zones(
     let mut domains: Vec<(&Name, String)> = vec![(cluster_domain, CLUSTER_DOMAIN.to_string())];
     for cluster in clusters {
         if !domains.iter().any(|(d, _)| *d == &cluster.domain) {
-            domains.push((&cluster.domain, format!("domain= of cluster {}", cluster.name)));
+            domains.push((
+                &cluster.domain,
+                format!("domain= of cluster {}", cluster.name),
+            ));
         }
     }
     let domain_of: HashMap<&Name, &str> = domains.iter().map(|(d, s)| (*d, s.as_str())).collect();
@@ -51,21 +54,43 @@ pub(super) fn check_zones(
         .iter()
         .map(|c| {
             let what = format!("the zone of cluster {}", c.name);
-            (&c.zone, Origin { variable: CLUSTER_ZONE, what })
+            (
+                &c.zone,
+                Origin {
+                    variable: CLUSTER_ZONE,
+                    what,
+                },
+            )
         })
         .chain(distributed.iter().map(|z| {
             let what = format!("a distributed zone ({DISTRIBUTED_ZONES})");
-            (z, Origin { variable: DISTRIBUTED_ZONES, what })
+            (
+                z,
+                Origin {
+                    variable: DISTRIBUTED_ZONES,
+                    what,
+                },
+            )
         }))
         .chain(clusterset.map(|z| {
             let what = format!("the clusterset zone ({CLUSTERSET_ZONE})");
-            (z, Origin { variable: CLUSTERSET_ZONE, what })
+            (
+                z,
+                Origin {
+                    variable: CLUSTERSET_ZONE,
+                    what,
+                },
+            )
         }));
     let mut zones: Vec<(&Name, Origin)> = Vec::new();
     let mut zone_of: HashMap<&Name, usize> = HashMap::new();
     for (zone, origin) in named {
         if let Some(&other) = zone_of.get(zone) {
-            return Err(refusal(zone, &origin, format!("is also {}", zones[other].1.what)));
+            return Err(refusal(
+                zone,
+                &origin,
+                format!("is also {}", zones[other].1.what),
+            ));
         }
         for (ancestor, inclusive) in ancestors(zone) {
             if let Some(source) = domain_of.get(&ancestor) {
