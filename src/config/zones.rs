@@ -41,46 +41,29 @@ pub(super) fn check_zones(
 ) -> Result<(), ConfigError> {
     // In order, for a deterministic message; the maps find a name in constant time.
     let mut domains: Vec<(&Name, String)> = vec![(cluster_domain, CLUSTER_DOMAIN.to_string())];
+    let mut domain_of: HashMap<&Name, usize> = HashMap::from([(cluster_domain, 0)]);
     for cluster in clusters {
-        if !domains.iter().any(|(d, _)| *d == &cluster.domain) {
+        if !domain_of.contains_key(&cluster.domain) {
+            domain_of.insert(&cluster.domain, domains.len());
             domains.push((
                 &cluster.domain,
                 format!("domain= of cluster {}", cluster.name),
             ));
         }
     }
-    let domain_of: HashMap<&Name, &str> = domains.iter().map(|(d, s)| (*d, s.as_str())).collect();
-    let named = clusters
-        .iter()
+    let origin = |variable, what| Origin { variable, what };
+    let named = (clusters.iter())
         .map(|c| {
             let what = format!("the zone of cluster {}", c.name);
-            (
-                &c.zone,
-                Origin {
-                    variable: CLUSTER_ZONE,
-                    what,
-                },
-            )
+            (&c.zone, origin(CLUSTER_ZONE, what))
         })
         .chain(distributed.iter().map(|z| {
             let what = format!("a distributed zone ({DISTRIBUTED_ZONES})");
-            (
-                z,
-                Origin {
-                    variable: DISTRIBUTED_ZONES,
-                    what,
-                },
-            )
+            (z, origin(DISTRIBUTED_ZONES, what))
         }))
         .chain(clusterset.map(|z| {
             let what = format!("the clusterset zone ({CLUSTERSET_ZONE})");
-            (
-                z,
-                Origin {
-                    variable: CLUSTERSET_ZONE,
-                    what,
-                },
-            )
+            (z, origin(CLUSTERSET_ZONE, what))
         }));
     let mut zones: Vec<(&Name, Origin)> = Vec::new();
     let mut zone_of: HashMap<&Name, usize> = HashMap::new();
@@ -93,7 +76,8 @@ pub(super) fn check_zones(
             ));
         }
         for (ancestor, inclusive) in ancestors(zone) {
-            if let Some(source) = domain_of.get(&ancestor) {
+            if let Some(&domain) = domain_of.get(&ancestor) {
+                let source = &domains[domain].1;
                 let how = if inclusive { "is" } else { "lies in" };
                 return Err(refusal(
                     zone,
