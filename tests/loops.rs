@@ -12,7 +12,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use hickory_proto::op::ResponseCode;
-use hickory_proto::rr::RecordType;
+use hickory_proto::rr::{Record, RecordType};
 use support::{Answer, Behaviour, FakeDns, Meshdns, eventually, query, rr, udp, with_edns};
 use tokio::net::UdpSocket;
 use tokio::task::JoinSet;
@@ -204,15 +204,25 @@ async fn an_endpoint_name_that_leads_back_to_meshdns_is_a_counted_loop() {
     );
 }
 
-#[tokio::test]
-async fn an_endpoint_name_that_resolves_to_meshdns_own_address_is_never_asked() {
-    // meshdns listens on 127.0.0.1:PORT; b=self.mesh.test:PORT resolves to exactly that.
+/// meshdns listening on 127.0.0.1:PORT with cluster b at `self.mesh.test:PORT`, a name kube-dns
+/// resolves to `own(name)`: meshdns's own address in some spelling. It is never asked.
+async fn an_endpoint_name_resolving_to_itself_is_never_asked(own: fn(&str) -> Record) {
+    const NAME: &str = "self.mesh.test.";
     let port = std::net::UdpSocket::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let kube = kube_dns(Some("self.mesh.test.")).await;
+    let record = own(NAME);
+    let kube = FakeDns::builder()
+        .answer(
+            MEMBER,
+            RecordType::A,
+            Answer::records([rr::a(MEMBER, LOCAL_POD)]),
+        )
+        .answer(NAME, record.record_type(), Answer::records([record]))
+        .start()
+        .await;
     let kube_addr = kube.addr.to_string();
     let clusters = format!("a=; b=self.mesh.test:{port}");
     let listen = format!("127.0.0.1:{port}");
@@ -227,10 +237,7 @@ async fn an_endpoint_name_that_resolves_to_meshdns_own_address_is_never_asked() 
     )
     .await;
     assert!(
-        eventually(50, || async {
-            kube.names().iter().any(|n| n == "self.mesh.test.")
-        })
-        .await,
+        eventually(50, || async { kube.names().iter().any(|n| n == NAME) }).await,
         "the endpoint name was resolved"
     );
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -247,6 +254,17 @@ async fn an_endpoint_name_that_resolves_to_meshdns_own_address_is_never_asked() 
         "meshdns asked itself: {:?}",
         kube.names()
     );
+}
+
+#[tokio::test]
+async fn an_endpoint_name_that_resolves_to_meshdns_own_address_is_never_asked() {
+    an_endpoint_name_resolving_to_itself_is_never_asked(|name| rr::a(name, [127, 0, 0, 1])).await;
+}
+
+#[tokio::test]
+async fn an_endpoint_name_whose_aaaa_is_meshdns_own_address_ipv4_mapped_is_never_asked() {
+    an_endpoint_name_resolving_to_itself_is_never_asked(|name| rr::aaaa(name, "::ffff:127.0.0.1"))
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
