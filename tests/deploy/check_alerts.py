@@ -5,7 +5,8 @@
     (MESHDNS_BIN: a built meshdns binary)
 
 - the PrometheusRule's groups pass `promtool check rules` (every expression parsed, every
-  template and duration valid);
+  template and duration valid), and `promtool test rules` with fixtures/alerts.test.yaml: each
+  alert fires on the series of its failure, and not before;
 - every metric an expression names is a family the binary exports: a meshdns started in a
   network namespace of its own (loopback only) is scraped on 127.0.0.1, its `# TYPE` lines read;
 - every label an expression groups or filters by is one of that family's labels in the README's
@@ -19,6 +20,7 @@ Prints PASS/FAIL lines.
 """
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,6 +31,7 @@ from checks import Checks
 
 import yaml
 
+TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "alerts.test.yaml")
 TARGET_LABELS = {"namespace", "pod", "job", "instance", "container"}
 WANTED = {
     "loops seen": lambda e: "meshdns_loops_total" in e,
@@ -91,12 +94,22 @@ def main():
     if not rules:
         return 1
     groups = [g for r in rules for g in r["spec"]["groups"]]
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
-        yaml.safe_dump({"groups": groups}, f)
-        f.flush()
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "all.yaml"), "w") as f:
+            yaml.safe_dump({"groups": groups}, f)
         run = subprocess.run([promtool, "check", "rules", f.name], capture_output=True, text=True)
-    CHECKS.check(f"promtool check rules: {sum(len(g['rules']) for g in groups)} rules parse", run.returncode == 0,
-                 (run.stdout + run.stderr).strip())
+        CHECKS.check(f"promtool check rules: {sum(len(g['rules']) for g in groups)} rules parse", run.returncode == 0,
+                     (run.stdout + run.stderr).strip())
+        bare = [{**g, "rules": [{k: v for k, v in r.items() if k != "annotations"} for r in g["rules"]]} for g in groups]
+        with open(os.path.join(d, "rules.yaml"), "w") as f:
+            yaml.safe_dump({"groups": bare}, f)
+        shutil.copy(TESTS, os.path.join(d, "alerts.test.yaml"))
+        run = subprocess.run([promtool, "test", "rules", "alerts.test.yaml"], cwd=d, capture_output=True, text=True)
+        tested = set(re.findall(r"alertname: (\w+)", open(TESTS).read()))
+        untested = sorted({r["alert"] for g in groups for r in g["rules"] if "alert" in r} - tested)
+        CHECKS.check(f"promtool test rules ({os.path.relpath(TESTS)}): every alert fires on its failure's series and "
+                     "not before", run.returncode == 0 and not untested,
+                     f"untested: {untested}; " + (run.stdout + run.stderr).strip()[-1500:])
     exprs = {r.get("alert") or r.get("record"): str(r["expr"]) for g in groups for r in g["rules"]}
 
     binary = os.environ.get("MESHDNS_BIN")
