@@ -375,8 +375,8 @@ PYEOF
 check "DNS over TLS endpoint: tls://.:853 with client_auth require_and_verify, a server name per cluster" corefile_contract
 
 # ---------------------------------------------------------------- the rendered pod spec
-# If the crate has been built (as .ci/run's cargo steps do), the example configuration is also
-# fed to the real `meshdns --check` (which binds and sends nothing). MESHDNS_BIN overrides.
+# The built binary (as .ci/run's cargo steps leave it) starts every rendered meshdns container,
+# reads meshdns's zones and exports the metrics the alerts use. MESHDNS_BIN overrides.
 if [ -z "${MESHDNS_BIN:-}" ]; then
     for cand in target/release/meshdns target/debug/meshdns; do
         if [ -x "$cand" ]; then
@@ -388,7 +388,7 @@ fi
 if [ -n "${MESHDNS_BIN:-}" ]; then
     export MESHDNS_BIN
 else
-    echo "    note: no built meshdns binary (target/{release,debug}/meshdns or MESHDNS_BIN): 'meshdns --check' on the example configuration not run"
+    echo "    note: no built meshdns binary (target/{release,debug}/meshdns or MESHDNS_BIN): the checks that run it fail"
 fi
 # The image: every meshdns container runs the release reference of k8s/components/image, whose
 # tag is the crate's version (Cargo.toml): what .github/workflows/release.yml pushes for v<version>.
