@@ -18,7 +18,8 @@ For each workload of the render with a meshdns container (sidecar or cluster-lev
   mountPath; the pod's sysctls set in the network namespace (whose own default for
   net.ipv4.ip_unprivileged_port_start is 1024), loopback up with the pod IP on it; then,
   as the container's uid and gid (chroot --userspec, no new privileges, no capabilities):
-  `meshdns --check` must exit 0, and meshdns itself must start -- every DNS listener bound
+  `meshdns --check` must exit 0 (and, for a pod with the downward API identity and a headless
+  Service, route the pod's own name to itself), and meshdns itself must start -- every DNS listener bound
   (MESHDNS_LISTEN, so port 53 under that uid and sysctl) and the startupProbe's GET answered 200
   on the pod IP within the probe's budget -- and exit 0 on SIGTERM within the pod's grace period.
 Nothing leaves the network namespace: it has no route out.
@@ -232,6 +233,9 @@ class Pod:
                      "annotations": workload["spec"]["template"].get("metadata", {}).get("annotations") or {}}
         self.volumes = {v["name"]: v for v in self.spec.get("volumes", [])}
         self.psc = self.spec.get("securityContext") or {}
+        self.hostname = self.spec.get("hostname") or self.name
+        self.subdomain = self.spec.get("subdomain") or (workload["spec"].get("serviceName")
+                                                        if workload["kind"] == "StatefulSet" else None)
 
     def env(self, c):
         env = {}
@@ -322,14 +326,15 @@ class Pod:
     def hosts(self):
         lines = ["# Kubernetes-managed hosts file.", "127.0.0.1\tlocalhost",
                  "::1\tlocalhost ip6-localhost ip6-loopback", "fe00::0\tip6-localnet", "fe00::0\tip6-mcastprefix"]
-        hostname = self.spec.get("hostname") or self.name
-        subdomain = self.spec.get("subdomain") or (self.workload["spec"].get("serviceName")
-                                                   if self.workload["kind"] == "StatefulSet" else None)
-        if subdomain:
-            lines.append(f"{POD_IP}\t{hostname}.{subdomain}.{self.ns}.svc.cluster.local\t{hostname}")
+        if self.subdomain:
+            lines.append(f"{POD_IP}\t{self.own_name()}\t{self.hostname}")
         else:
-            lines.append(f"{POD_IP}\t{hostname}")
+            lines.append(f"{POD_IP}\t{self.hostname}")
         return "\n".join(lines) + "\n"
+
+    def own_name(self):
+        """The pod's name under its headless Service, as the kubelet's hosts line gives it."""
+        return f"{self.hostname}.{self.subdomain}.{self.ns}.svc.cluster.local"
 
     def resolv_conf(self):
         policy = self.spec.get("dnsPolicy", "ClusterFirst")
@@ -464,7 +469,7 @@ def inner():
     env = plan["env"]
     result = {}
     check = subprocess.run(user + plan["argv"] + ["--check"], env=env, capture_output=True, text=True, timeout=60)
-    result["check"] = {"rc": check.returncode, "out": (check.stderr + check.stdout)[-1500:]}
+    result["check"] = {"rc": check.returncode, "out": check.stderr + check.stdout}
     proc = subprocess.Popen(user + plan["argv"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + plan["probe"]["budget"]
     status = None
@@ -524,7 +529,11 @@ def check_container(label, pod, c, args, binary):
         who = f"uid {uid} gid {gid}" + (f" groups {groups}" if groups else "")
         sysctl = plan["sysctls"].get("net.ipv4.ip_unprivileged_port_start", "unset: 1024")
         CHECKS.labelled(label, f"meshdns --check exits 0 in the pod's file system as {who}", result["check"]["rc"] == 0,
-                        f"exit {result['check']['rc']}: {result['check']['out'].strip()}")
+                        f"exit {result['check']['rc']}: {result['check']['out'].strip()[-1500:]}")
+        if env.get("MESHDNS_POD_IP") and pod.subdomain:
+            row = re.search(rf"^\s+{re.escape(pod.own_name())}\.\s+self\s", result["check"]["out"], re.M)
+            CHECKS.labelled(label, f"answers the pod's own name {pod.own_name()} itself (downward API and the "
+                            "kubelet's hosts line)", row is not None, "no `self` row in meshdns --check")
         start = result["start"]
         CHECKS.labelled(label, f"starts as {who} with ip_unprivileged_port_start={sysctl}: listeners bound, "
                         f"{plan['probe']['path']} on {POD_IP}:{plan['probe']['port']} answers 200 within "
