@@ -29,6 +29,7 @@ if any check failed. validate.sh counts the lines.
 """
 import argparse
 import base64
+import http.client
 import json
 import os
 import re
@@ -76,7 +77,6 @@ class Render:
     """The objects of one rendered kustomization the kubelet would look up."""
 
     def __init__(self, docs):
-        self.docs = docs
         self.configmaps = {}
         self.secrets = {}
         self.certificates = {}
@@ -198,14 +198,15 @@ def project(data, items, source):
     return out
 
 
-def field_value(path, pod):
+def field_value(path, meta):
+    """A downward API field of the pod whose metadata is META (other fields: example values)."""
     m = re.fullmatch(r"metadata\.(labels|annotations)\['(.+)'\]", path)
     if m:
-        return (pod["metadata"].get(m.group(1)) or {}).get(m.group(2), "")
+        return (meta.get(m.group(1)) or {}).get(m.group(2), "")
     if path == "metadata.name":
-        return pod["metadata"]["name"]
+        return meta["name"]
     if path == "metadata.namespace":
-        return pod["metadata"]["namespace"]
+        return meta["namespace"]
     if path in FIELDS:
         return FIELDS[path]
     raise Unstartable(f"unsupported downward API field {path!r}")
@@ -221,7 +222,6 @@ class Pod:
     """One pod of a workload, and what the kubelet makes of one of its containers."""
 
     def __init__(self, workload, render, pki):
-        self.workload = workload
         self.render = render
         self.pki = pki
         self.ns = workload["metadata"].get("namespace") or "default"
@@ -257,7 +257,7 @@ class Pod:
             if vf is None:
                 env[e["name"]] = expand(e.get("value", ""))
             elif "fieldRef" in vf:
-                env[e["name"]] = field_value(vf["fieldRef"]["fieldPath"], {"metadata": self.meta})
+                env[e["name"]] = field_value(vf["fieldRef"]["fieldPath"], self.meta)
             elif "resourceFieldRef" in vf:
                 ref = vf["resourceFieldRef"]
                 kind, _, res = ref["resource"].partition(".")
@@ -302,7 +302,7 @@ class Pod:
                     files.update(project(data, v.get("items"), f"secret {v['name']}"))
                 elif "downwardAPI" in s:
                     for it in s["downwardAPI"].get("items", []):
-                        files[it["path"]] = (field_value(it["fieldRef"]["fieldPath"], {"metadata": self.meta}).encode(),
+                        files[it["path"]] = (field_value(it["fieldRef"]["fieldPath"], self.meta).encode(),
                                              it.get("mode"))
                 else:
                     raise Unstartable(f"volume {name}: projected source {sorted(s)} not modelled by this check")
@@ -432,7 +432,6 @@ def sh(*args):
 
 
 def http_get(ip, port, path):
-    import http.client
     conn = http.client.HTTPConnection(ip, port, timeout=1)
     try:
         conn.request("GET", path)
