@@ -100,6 +100,19 @@ def main():
         foreign += [f"variable {v['name']}: {n}" for n in names if n not in allowed]
 
     CHECKS.check(f"{len(exprs)} queries parse as PromQL", exprs and not unparsable, "; ".join(unparsable))
+    # A literal legend of a one-metric query names that metric: every word of it is a word of
+    # the metric's name ("loops" for meshdns_loops_total, not "partial").
+    mislabelled = []
+    for p in all_panels:
+        for t in p.get("targets", []):
+            legend = t.get("legendFormat", "")
+            names = set(re.findall(r"\bmeshdns_[a-z_]+", t.get("expr", "")))
+            if legend and "{{" not in legend and len(names) == 1:
+                words = set(next(iter(names)).split("_"))
+                if not set(legend.lower().split()) <= words:
+                    mislabelled.append(f"{p.get('title')}: {legend!r} for {next(iter(names))}")
+    CHECKS.check("every literal legend of a one-metric query is words of that metric's name", not mislabelled,
+                 "; ".join(mislabelled))
     CHECKS.check("queries name only the README's metric families (histograms via _bucket/_sum/_count)", not foreign, "; ".join(foreign))
     missing = must_cover - used
     CHECKS.check("every metric family is shown", not missing, f"missing {sorted(missing)}")

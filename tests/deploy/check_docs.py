@@ -9,7 +9,9 @@ Usage: check_docs.py REPO_ROOT
   configuration table (which a Rust test keeps equal to the variable table the parser and
   --help use), and every meshdns_* metric one of docs/design.md's observability list;
 - relative links in docs/ point at files that exist;
-- no pre-check feeds meshdns --check through `env $(...)` word splitting.
+- no pre-check feeds meshdns --check through `env $(...)` word splitting;
+- walkthrough step 10's table of platform service ranges is platforms.py's; README's "Run it"
+  names the toolchain (Cargo.toml's rust-version, rustup, root).
 Prints one PASS/FAIL line per check, exits 1 on any failure.
 """
 import pathlib
@@ -17,6 +19,7 @@ import re
 import sys
 
 from checks import Checks
+from platforms import PLATFORMS
 
 DESIGN = "docs/design.md"
 DESIGN_SECTIONS = ["## Routing", "### Cluster zones", "### Distributed zones", "### Clusterset zone",
@@ -45,17 +48,22 @@ def design_metrics(text):
     return metrics
 
 
+# The merge of meshdns's blocks into a cluster's Corefile that check_coredns.py reproduces.
+MERGE = "{ cat Corefile; echo; cat k8s/clusters/a/coredns-forward/meshdns.server; } > Corefile.meshdns"
 REQUIRED = {
     "docs/walkthrough.md": ["dig mongo-1.mongo.db.cluster.b", "dig SRV _mongodb._tcp.mongo.db.svc.distributed.local",
                             "mongodb+srv://mongo.db.svc.distributed.local", "k8s/coredns/nodeport.yaml",
                             "MESHDNS_CLUSTERS", "MESHDNS_LOCAL_CLUSTER", "MESHDNS_UPSTREAMS",
                             "k8s/components/sidecar", "MESHDNS_CONFIG_DIR", "Add a third cluster",
                             "Lock down the exposed DNS", "client_auth require_and_verify",
-                            "meshdns_config_reloads_total"],
+                            "meshdns_config_reloads_total", "k8s/components/tls-mounts", "tls-mounts",
+                            "k8s/coredns-forward/blocks.py", "Calico", "Cilium", "Cluster Mesh",
+                            MERGE, "meshdns/platform", "k8s/components/image"],
     "docs/migration.md": ["rewrite name substring", "gathersrv", "forward", "cache", "MESHDNS_CLUSTERS"],
     "docs/troubleshooting.md": ["meshdns --check", "64", "71", "dig", "meshdns_upstream_healthy",
                                 "A reload was rejected", "not valid for name", "CertificateRequired",
-                                "UnknownCA", "tls_error"],
+                                "UnknownCA", "tls_error", "## The cluster-level resolver", "MESHDNS_ALLOW_FROM",
+                                "forwarding loop", "NetworkPolicy", "coredns-custom", "MeshdnsForwardingLoop"],
     "docs/flow.md": ["```mermaid"],
     "docs/design.md": ["MESHDNS_CONFIG_DIR", "transport=tls", "stragglers", "outcome"],
 }
@@ -112,6 +120,24 @@ def main():
              if re.search(r"^\s*env \$\(", p.read_text(), re.M)]
     CHECKS.check("no pre-check builds the environment by word splitting (env $(...)); use --env-file", not split,
           f"{split}")
+
+    # The platform table of walkthrough step 10 is the deploy checks' (platforms.py).
+    walk = (root / "docs/walkthrough.md").read_text()
+    wrong = []
+    for name, spec in PLATFORMS.items():
+        row = re.search(rf"^\s*\| {name} \| ([^|]*)\|", walk, re.M)
+        cidrs = sorted(re.findall(r"\d+\.\d+\.\d+\.\d+/\d+", row.group(1))) if row else None
+        if row is None or cidrs != sorted(spec["ranges"]) or (not spec["ranges"] and "per cluster" not in row.group(1)):
+            wrong.append(f"{name}: {row.group(1).strip() if row else 'no row'} (checks: {spec['ranges'] or 'per cluster'})")
+    CHECKS.check("walkthrough step 10's table of service ranges is the deploy checks' (platforms.py)", not wrong,
+                 "; ".join(wrong))
+    # The README states the toolchain: the Rust version Cargo.toml requires, rustup, root.
+    cargo = (root / "Cargo.toml").read_text()
+    rust = re.search(r'^rust-version = "([\d.]+)"', cargo, re.M)
+    run_it = readme.split("## Run it", 1)[-1].split("\n## ", 1)[0]
+    CHECKS.check("README's \"Run it\" states the toolchain: Rust >= Cargo.toml's rust-version via rustup, root for .ci/run",
+                 bool(rust) and f"**{rust.group(1)} or" in run_it and "rustup" in run_it and "root" in run_it
+                 and "fresh Debian" in run_it, f"rust-version {rust.group(1) if rust else None}")
 
     broken = []
     for p in (root / "docs").glob("**/*.md"):

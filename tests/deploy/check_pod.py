@@ -12,22 +12,15 @@ Usage: check_pod.py RENDERED.yaml NAMESPACE LABEL [--podmonitor] [--tls] [--exam
 
 The sidecar's configuration is what the pod would see: its environment plus one file per key of
 the ConfigMaps mounted at MESHDNS_CONFIG_DIR (a file overrides the variable of the same name).
-With MESHDNS_BIN set to a built meshdns binary, also runs `meshdns --check` (binds nothing)
-with exactly that: the environment, and MESHDNS_CONFIG_DIR pointing at a directory holding
-those files. `--check` resolves host-name endpoints through the configured upstreams, so it runs
-in a network namespace of its own with no interface up (`unshare -n`, root): nothing leaves the
-machine, and a name shows as unresolved. Expects exit 0.
+check_start.py runs the real binary on it, as the pod would.
 
 Prints one `PASS <label>: <check>` or `FAIL <label>: <check> -- <why>` line per check;
 exits 1 if any check failed. validate.sh counts the lines.
 """
 import argparse
 import ipaddress
-import os
 import re
-import subprocess
 import sys
-import tempfile
 
 from checks import Checks
 
@@ -342,21 +335,6 @@ def main():
             certs = {c["spec"].get("secretName") for c in by_kind.get("Certificate", [])}
             CHECKS.labelled(wl, "a Certificate (cert-manager) issues that Secret", bool(secrets) and secrets <= certs,
                   f"secrets={secrets}, certificates issue {certs}")
-
-        binary = os.environ.get("MESHDNS_BIN")
-        if binary and tls_set:
-            print(f"    note: {wl}: meshdns --check not run (the TLS files exist only in the pod)")
-        elif binary:
-            with tempfile.TemporaryDirectory() as d:
-                for k, v in files.items():
-                    with open(os.path.join(d, k), "w") as f:
-                        f.write(v)
-                run_env = {k: v for k, v in env.items() if v is not None}
-                run_env["MESHDNS_CONFIG_DIR"] = d
-                run = subprocess.run(["unshare", "-n", binary, "--check"], env=run_env,
-                                     capture_output=True, text=True, timeout=30)
-            CHECKS.labelled(wl, f"meshdns --check accepts the sidecar's environment and configuration directory ({binary})",
-                  run.returncode == 0, f"exit {run.returncode}: {(run.stderr or run.stdout).strip()[:500]}")
 
         if w["kind"] == "StatefulSet":
             svc = services.get(w["spec"].get("serviceName", ""))

