@@ -151,8 +151,8 @@ impl Cache {
     }
 
     fn lock(&self) -> MutexGuard<'_, Store> {
-        // Nothing under the lock can panic on input; if something did, the table is still
-        // consistent enough to serve from.
+        // A panic aborts the process (docs/design.md, "Panics"): nothing poisons the lock, and
+        // this takes it without an unwrap.
         self.store.lock().unwrap_or_else(PoisonError::into_inner)
     }
 

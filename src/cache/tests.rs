@@ -844,7 +844,7 @@ async fn a_lost_leader_hands_the_flight_to_one_follower() {
         });
     }
     tokio::task::yield_now().await;
-    doomed.abort_all(); // a cancelled task, or a panic
+    doomed.abort_all(); // cancelled tasks
     while let Some(done) = followers.join_next().await {
         assert_eq!(wire::rcode(&done.unwrap().unwrap()), Some(0));
     }
