@@ -14,9 +14,11 @@ use std::time::Duration;
 use hickory_proto::op::{Message, Query, ResponseCode};
 use hickory_proto::rr::rdata::{CNAME, MX, NS, PTR, SOA, SRV};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
+use hickory_proto::serialize::binary::BinEncodable;
 use tokio::time::Instant;
 
 use crate::reply::{self, ExtendedError};
+use crate::request::Request;
 use crate::upstream::Upstream;
 use crate::wire;
 
@@ -46,17 +48,6 @@ impl ZoneMap {
 
     pub fn to_client(&self, name: &Name) -> Option<Name> {
         replace_suffix(name, &self.upstream, &self.client)
-    }
-
-    /// The client's query as the upstream must see it: only the question name changes. (No
-    /// EDNS option of the client's goes along: [`inspect`](crate::request::inspect) parsed the
-    /// request without them.)
-    pub fn request_to_upstream(&self, request: &Message) -> Option<Message> {
-        let mut upstream = request.clone();
-        let query = upstream.queries.first_mut()?;
-        let name = self.to_upstream(query.name())?;
-        query.set_name(name);
-        Some(upstream)
     }
 
     /// The upstream's reply as the client must see it (docs/design.md, "Cluster zones"): question
@@ -125,55 +116,74 @@ impl ZoneMap {
 pub struct ClusterRoute {
     pub map: ZoneMap,
     pub upstream: Arc<Upstream>,
+    /// `map`'s zones in wire form, the client's lowercased: the question's name is mapped on
+    /// the client's bytes.
+    client_zone: Vec<u8>,
+    upstream_zone: Vec<u8>,
 }
 
 impl ClusterRoute {
+    pub fn new(map: ZoneMap, upstream: Arc<Upstream>) -> Self {
+        let wire = |name: &Name| name.to_bytes().unwrap_or_default();
+        Self {
+            client_zone: wire::lowercase_name(map.client.iter()),
+            upstream_zone: wire(&map.upstream),
+            map,
+            upstream,
+        }
+    }
+
+    /// `name` (wire form) with the client zone's suffix replaced by the upstream's, matched on
+    /// label boundaries ignoring case, like [`ZoneMap::to_upstream`]; `None` when `name` is
+    /// not under the client zone.
+    fn name_to_upstream(&self, name: &[u8]) -> Option<Vec<u8>> {
+        let keep = wire::find_suffix(name, |suffix| {
+            suffix
+                .eq_ignore_ascii_case(&self.client_zone)
+                .then(|| name.len() - suffix.len())
+        })?;
+        Some([name.get(..keep)?, &self.upstream_zone].concat())
+    }
+
     /// Asks the cluster with the question rewritten into its domain and maps the reply back
     /// (the complete reply, not yet cut to the client's size).
     pub async fn ask(
         &self,
-        request: &Message,
+        request: &Request,
         deadline: Instant,
         negative_ttl: Duration,
     ) -> Vec<u8> {
-        let Some(asked) = request.queries.first() else {
-            return form_error(request);
-        };
-        let Some(upstream_bytes) = self
-            .map
-            .request_to_upstream(request)
-            .and_then(|m| m.to_vec().ok())
-        else {
+        let upstream_bytes = self
+            .name_to_upstream(request.name())
+            .and_then(|name| request.for_peer(&name));
+        let Some(upstream_bytes) = upstream_bytes else {
             // The name cannot exist in the cluster's domain (too long once rewritten).
             let reply = reply::negative(
-                request,
+                request.message(),
                 ResponseCode::NXDomain,
                 &self.map.client,
                 negative_ttl,
             );
             return reply::encode_fitted(&reply, wire::MAX_MESSAGE);
         };
-        self.exchange(request, asked, &upstream_bytes, deadline)
-            .await
+        self.exchange(request, &upstream_bytes, deadline).await
     }
 
     /// Asks the cluster the question as the client asked it, and maps the reply's names back all
     /// the same: the reverse route (a PTR target `mongo-4.mongo.db.svc.cluster.local` comes back
     /// as `mongo-4.mongo.db.cluster.b`, the name that resolves forward to the address).
-    pub async fn ask_verbatim(&self, request: &Message, deadline: Instant) -> Vec<u8> {
-        let (Some(asked), Ok(upstream_bytes)) = (request.queries.first(), request.to_vec()) else {
-            return form_error(request);
+    pub async fn ask_verbatim(&self, request: &Request, deadline: Instant) -> Vec<u8> {
+        let Some(upstream_bytes) = request.for_peer(request.name()) else {
+            return form_error(request.message());
         };
-        self.exchange(request, asked, &upstream_bytes, deadline)
-            .await
+        self.exchange(request, &upstream_bytes, deadline).await
     }
 
-    /// Sends `upstream_bytes` (the client's `request`, question `asked`, as the cluster must see
-    /// it) and maps the reply back for the client.
+    /// Sends `upstream_bytes` (the client's `request` as the cluster must see it) and maps the
+    /// reply back for the client.
     async fn exchange(
         &self,
-        request: &Message,
-        asked: &Query,
+        request: &Request,
         upstream_bytes: &[u8],
         deadline: Instant,
     ) -> Vec<u8> {
@@ -182,7 +192,7 @@ impl ClusterRoute {
             Err(error) => {
                 tracing::debug!(cluster = self.upstream.name(), %error, "cluster query failed");
                 return reply::servfail_bytes(
-                    request,
+                    request.message(),
                     ExtendedError::NoReachableAuthority,
                     &error.client_reason("cluster DNS"),
                 );
@@ -190,7 +200,7 @@ impl ClusterRoute {
         };
         let Ok(upstream_reply) = Message::from_vec(&answered.bytes) else {
             return reply::servfail_bytes(
-                request,
+                request.message(),
                 ExtendedError::NetworkError,
                 "cluster DNS reply unreadable",
             );
@@ -202,10 +212,10 @@ impl ClusterRoute {
             // These describe meshdns's query to the peer, not the client's question: as a
             // resolver would, the client gets SERVFAIL, and the reason in an Extended DNS Error.
             let why = format!("cluster DNS answered {}", upstream_reply.response_code);
-            return reply::servfail_bytes(request, ExtendedError::NetworkError, &why);
+            return reply::servfail_bytes(request.message(), ExtendedError::NetworkError, &why);
         }
-        let mut client_reply = self.map.reply_to_client(upstream_reply, asked);
-        client_reply.metadata.id = request.id;
+        let mut client_reply = self.map.reply_to_client(upstream_reply, request.query());
+        client_reply.metadata.id = request.id();
         reply::encode_fitted(&client_reply, wire::MAX_MESSAGE)
     }
 }

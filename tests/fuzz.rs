@@ -344,10 +344,11 @@ async fn fuzz_the_request_path_over_sockets() {
                 Some(opt) => usize::from(opt.payload.max(512)),
                 None => 512,
             };
-            let verbatim = match meshdns::request::inspect(&input) {
-                meshdns::request::Inspected::Query(_) => meshdns::wire::first_question(&input)
-                    .and_then(|q| q.get(..q.len().checked_sub(4)?))
-                    .is_some_and(|name| router.route(name) == Route::Passthrough),
+            let inspected = meshdns::request::inspect(bytes::Bytes::from(input.clone()), None);
+            let verbatim = match inspected {
+                meshdns::request::Inspected::Query(request) => {
+                    router.route(request.name()) == Route::Passthrough
+                }
                 _ => false,
             };
             limits.lock().unwrap().insert(id, (limit, verbatim));

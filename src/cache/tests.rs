@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use hickory_proto::op::{Edns, Message, MessageType, Query, ResponseCode};
 use hickory_proto::rr::rdata::{A, SOA};
-use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
+use hickory_proto::rr::{Name, RData, Record, RecordType};
 use tokio::time::advance;
 
 use prometheus::{IntCounter, IntGauge};
@@ -679,19 +679,19 @@ async fn partial_answers_are_capped_and_legs_keep_their_last_good_answer() {
         Lookup::Miss
     );
 
-    let leg_name = Name::from_ascii("_db._tcp.mongo.db.svc.cluster.local.").unwrap();
     let flags = KeyFlags {
         edns: true,
         ..KeyFlags::default()
     };
     let scope = LegScope::of(&cluster("b", "127.0.0.1:53"));
-    let leg = CacheKey::for_leg(scope, &leg_name, RecordType::SRV, DNSClass::IN, flags);
     let leg_request = query(
         "_db._tcp.mongo.db.svc.cluster.local.",
         RecordType::SRV,
         Some(false),
         false,
     );
+    let leg_question = wire::first_question(&leg_request).unwrap();
+    let leg = CacheKey::for_leg(scope, leg_question, flags).unwrap();
     cache.insert(&leg, &answer(&leg_request, &[30]), Instant::now(), FIRST);
     advance(10 * SECOND).await;
     assert_eq!(ttls(&cache.last_good(&leg, Instant::now()).unwrap()), [20]);
