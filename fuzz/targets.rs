@@ -165,10 +165,10 @@ pub fn upstream_cluster(data: &[u8]) {
     let Ok(reply) = Message::from_vec(reply) else {
         return;
     };
-    let map = ZoneMap {
-        client: Name::from_ascii("cluster.b.").unwrap(),
-        upstream: Name::from_ascii("svc.cluster.local.").unwrap(),
-    };
+    let map = ZoneMap::new(
+        Name::from_ascii("cluster.b.").unwrap(),
+        Name::from_ascii("svc.cluster.local.").unwrap(),
+    );
     let asked = Query::query(
         Name::from_ascii("Mongo-0.mongo.db.cluster.b.").unwrap(),
         RecordType::A,

@@ -39,11 +39,33 @@ pub fn replace_suffix(name: &Name, from: &Name, to: &Name) -> Option<Name> {
 pub struct ZoneMap {
     pub client: Name,
     pub upstream: Name,
+    /// The zones in wire form, the client's lowercased: a question's name is mapped on the
+    /// client's bytes.
+    client_wire: Vec<u8>,
+    upstream_wire: Vec<u8>,
 }
 
 impl ZoneMap {
-    pub fn to_upstream(&self, name: &Name) -> Option<Name> {
-        replace_suffix(name, &self.client, &self.upstream)
+    pub fn new(client: Name, upstream: Name) -> Self {
+        Self {
+            client_wire: wire::lowercase_name(client.iter()),
+            upstream_wire: upstream.to_bytes().unwrap_or_default(),
+            client,
+            upstream,
+        }
+    }
+
+    /// `name` (wire form, plain labels) with the client zone's suffix replaced by the
+    /// upstream zone's, matched on label boundaries ignoring case; `None` when `name` is not
+    /// under the client zone or the result would be too long for DNS.
+    pub fn to_upstream(&self, name: &[u8]) -> Option<Vec<u8>> {
+        let keep = wire::find_suffix(name, |suffix| {
+            suffix
+                .eq_ignore_ascii_case(&self.client_wire)
+                .then(|| name.len() - suffix.len())
+        })?;
+        let mapped = [name.get(..keep)?, &self.upstream_wire].concat();
+        (mapped.len() <= wire::MAX_NAME).then_some(mapped)
     }
 
     pub fn to_client(&self, name: &Name) -> Option<Name> {
@@ -116,35 +138,9 @@ impl ZoneMap {
 pub struct ClusterRoute {
     pub map: ZoneMap,
     pub upstream: Arc<Upstream>,
-    /// `map`'s zones in wire form, the client's lowercased: the question's name is mapped on
-    /// the client's bytes.
-    client_zone: Vec<u8>,
-    upstream_zone: Vec<u8>,
 }
 
 impl ClusterRoute {
-    pub fn new(map: ZoneMap, upstream: Arc<Upstream>) -> Self {
-        let wire = |name: &Name| name.to_bytes().unwrap_or_default();
-        Self {
-            client_zone: wire::lowercase_name(map.client.iter()),
-            upstream_zone: wire(&map.upstream),
-            map,
-            upstream,
-        }
-    }
-
-    /// `name` (wire form) with the client zone's suffix replaced by the upstream's, matched on
-    /// label boundaries ignoring case, like [`ZoneMap::to_upstream`]; `None` when `name` is
-    /// not under the client zone.
-    fn name_to_upstream(&self, name: &[u8]) -> Option<Vec<u8>> {
-        let keep = wire::find_suffix(name, |suffix| {
-            suffix
-                .eq_ignore_ascii_case(&self.client_zone)
-                .then(|| name.len() - suffix.len())
-        })?;
-        Some([name.get(..keep)?, &self.upstream_zone].concat())
-    }
-
     /// Asks the cluster with the question rewritten into its domain and maps the reply back
     /// (the complete reply, not yet cut to the client's size).
     pub async fn ask(
@@ -154,7 +150,8 @@ impl ClusterRoute {
         negative_ttl: Duration,
     ) -> Vec<u8> {
         let upstream_bytes = self
-            .name_to_upstream(request.name())
+            .map
+            .to_upstream(request.name())
             .and_then(|name| request.for_peer(&name));
         let Some(upstream_bytes) = upstream_bytes else {
             // The name cannot exist in the cluster's domain (too long once rewritten).
@@ -257,6 +254,7 @@ pub fn map_record(record: &mut Record, spell: &impl Fn(&Name) -> Name) {
 #[cfg(test)]
 mod tests {
     use hickory_proto::rr::rdata::A;
+    use hickory_proto::serialize::binary::BinDecodable;
 
     use super::*;
 
@@ -265,29 +263,30 @@ mod tests {
     }
 
     fn map() -> ZoneMap {
-        ZoneMap {
-            client: name("cluster.b."),
-            upstream: name("svc.cluster.local."),
-        }
+        ZoneMap::new(name("cluster.b."), name("svc.cluster.local."))
+    }
+
+    /// `text` mapped by `map` into the upstream's domain, on its wire form.
+    fn up(map: &ZoneMap, text: &str) -> Option<Name> {
+        let mapped = map.to_upstream(&name(text).to_bytes().unwrap())?;
+        Some(Name::from_bytes(&mapped).unwrap())
     }
 
     #[test]
     fn names_map_there_and_back_on_label_boundaries() {
-        let there = map()
-            .to_upstream(&name("Mongo-1.mongo.db.cluster.b."))
-            .unwrap();
+        let there = up(&map(), "Mongo-1.mongo.db.Cluster.B.").unwrap();
         assert_eq!(there.to_ascii(), "Mongo-1.mongo.db.svc.cluster.local.");
         assert_eq!(
             map().to_client(&there).unwrap().to_ascii(),
             "Mongo-1.mongo.db.cluster.b."
         );
-        assert!(map().to_upstream(&name("x.notcluster.b.")).is_none());
+        assert!(up(&map(), "x.notcluster.b.").is_none());
         assert!(map().to_client(&name("x.notsvc.cluster.local.")).is_none());
     }
 
     #[test]
     fn a_wildcard_label_is_kept_like_any_other() {
-        let there = map().to_upstream(&name("*.mongo.db.cluster.b.")).unwrap();
+        let there = up(&map(), "*.mongo.db.cluster.b.").unwrap();
         assert_eq!(there.to_ascii(), "*.mongo.db.svc.cluster.local.");
         assert_eq!(
             map().to_client(&there).unwrap().to_ascii(),
@@ -301,11 +300,11 @@ mod tests {
             "{}.cluster.b.",
             ["a".repeat(63), "b".repeat(63), "c".repeat(63)].join(".")
         );
-        let to_long = ZoneMap {
-            client: name("cluster.b."),
-            upstream: name(&format!("{}.local.", "d".repeat(60))),
-        };
-        assert!(to_long.to_upstream(&name(&long)).is_none());
+        let to_long = ZoneMap::new(
+            name("cluster.b."),
+            name(&format!("{}.local.", "d".repeat(60))),
+        );
+        assert!(up(&to_long, &long).is_none());
     }
 
     #[test]

@@ -94,13 +94,13 @@ impl Snapshot {
             .clusters
             .iter()
             .map(|cluster| {
-                let map = ZoneMap {
-                    client: cluster.zone.clone(),
-                    upstream: cluster
+                let map = ZoneMap::new(
+                    cluster.zone.clone(),
+                    cluster
                         .domain
                         .prepend_label("svc")
                         .unwrap_or_else(|_| cluster.domain.clone()),
-                };
+                );
                 let upstream = if cluster.is_local {
                     Arc::clone(&local)
                 } else {
@@ -120,7 +120,7 @@ impl Snapshot {
                         Some(&local),
                     )
                 };
-                ClusterRoute::new(map, upstream)
+                ClusterRoute { map, upstream }
             })
             .collect();
         let gatherer = Gatherer::new(
