@@ -176,14 +176,24 @@ impl Reloader {
 /// Whether a cache entry may outlive the change from `old` to `new` (each with its router): its
 /// name routes the same way to a target that did not change. A gathered leg stays while its
 /// cluster (by identity: name, endpoints, domain) is still configured, wherever in the list.
+/// `None` when no route and no target changed (a reload of the log filter, a timeout, a
+/// rotated certificate): every entry stays, and the cache is not walked — the walk routes
+/// every key twice under the cache's lock.
 fn unchanged_routes<'a>(
     (old, old_router): (&'a Config, &'a Router),
     (new, new_router): (&'a Config, &'a Router),
-) -> impl Fn(&CacheKey) -> bool + 'a {
+) -> Option<impl Fn(&CacheKey) -> bool + 'a> {
     let clusters_same = old.clusters == new.clusters;
     let upstreams_same = old.upstreams == new.upstreams;
+    if clusters_same
+        && upstreams_same
+        && old.distributed_zones == new.distributed_zones
+        && old_router == new_router
+    {
+        return None;
+    }
     let scopes: HashSet<LegScope> = new.clusters.iter().map(LegScope::of).collect();
-    move |key| {
+    Some(move |key: &CacheKey| {
         if let Some(scope) = key.leg_scope() {
             return scopes.contains(&scope);
         }
@@ -200,7 +210,7 @@ fn unchanged_routes<'a>(
             (Route::Clusterset, Route::Clusterset) => clusters_same,
             _ => false,
         }
-    }
+    })
 }
 
 /// Puts the running value of the restart-only `variable` (one of [`variables::RESTART_ONLY`],
@@ -461,6 +471,7 @@ fn concerns(dirs: &RwLock<BTreeSet<PathBuf>>, paths: &[PathBuf]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire;
 
     /// A reload changes nothing a restart-only variable decides: the running value of each
     /// stays, whatever the directory now says (every variable of the list is tried).
@@ -510,6 +521,42 @@ mod tests {
             applied.environment = running.environment.clone();
             assert_eq!(applied, running, "{variable} kept its running value");
         }
+    }
+
+    /// A reload that changes no route leaves the cache alone; one that changes a cluster walks
+    /// it, keeping what routes elsewhere and dropping what went to the changed cluster.
+    #[test]
+    fn only_a_reload_that_changes_a_route_walks_the_cache() {
+        let build = |pairs: &[(&str, &str)]| {
+            let mut all = vec![(variables::UPSTREAMS, "127.0.0.2:53")];
+            all.extend_from_slice(pairs);
+            let config =
+                Config::from_vars(all.iter().map(|(k, v)| (k.to_string(), v.to_string()))).unwrap();
+            let router = Router::new(&config);
+            (config, router)
+        };
+        let running = build(&[(variables::CLUSTERS, "b=127.0.0.3")]);
+        let slower = build(&[
+            (variables::CLUSTERS, "b=127.0.0.3"),
+            (variables::TIMEOUT, "3s"),
+        ]);
+        let moved = build(&[(variables::CLUSTERS, "b=127.0.0.4")]);
+        assert!(unchanged_routes(pair(&running), pair(&slower)).is_none());
+        let keep = unchanged_routes(pair(&running), pair(&moved)).expect("a route changed");
+        let key = |name: &str| {
+            let question = [
+                &wire::lowercase_name(name.split('.').map(str::as_bytes))[..],
+                &[0, 1, 0, 1],
+            ]
+            .concat();
+            CacheKey::for_client(&question, Default::default()).unwrap()
+        };
+        assert!(!keep(&key("x.cluster.b")), "cluster b moved");
+        assert!(keep(&key("www.example")), "pass-through did not");
+    }
+
+    fn pair((config, router): &(Config, Router)) -> (&Config, &Router) {
+        (config, router)
     }
 
     /// The bench's idle meshdns had its directory in a busy work directory: watching that

@@ -1,8 +1,8 @@
 //! No loops (docs/design.md, "Cluster-level mode"): a query meshdns sent upstream that comes
-//! back to it — through a forwarder that relays it (CoreDNS's `forward`), or because an
-//! endpoint is meshdns itself — is answered SERVFAIL with an Extended DNS Error within one
-//! round trip and counted in `meshdns_loops_total`; never answered from another cluster's
-//! records. Endpoints equal to a listen address are refused; a host name that resolves to one
+//! back to it — through a forwarder that relays it (CoreDNS's `forward`), through another
+//! meshdns that rewrites its name, or because an endpoint is meshdns itself — is answered
+//! SERVFAIL with an Extended DNS Error within one round trip and counted in
+//! `meshdns_loops_total`; never answered from another cluster's records. Endpoints equal to a listen address are refused; a host name that resolves to one
 //! is never asked. Two clients asking the same name at once are never taken for a loop.
 
 mod support;

@@ -568,14 +568,17 @@ impl Cache {
 
     /// A reload to configuration `generation`: from now on writes of older generations are
     /// dropped, and every entry whose key `keep` rejects (the routes the reload changed) is
-    /// dropped now. Both happen under one lock, so no write of the previous configuration can
-    /// land between them. Call it before queries start on the new configuration.
-    pub fn advance(&self, generation: Generation, keep: impl Fn(&CacheKey) -> bool) {
+    /// dropped now; with no `keep` (no route changed) the entries are not looked at. Both
+    /// happen under one lock, so no write of the previous configuration can land between
+    /// them. Call it before queries start on the new configuration.
+    pub fn advance(&self, generation: Generation, keep: Option<impl Fn(&CacheKey) -> bool>) {
         let mut store = self.lock();
         store.advance(generation);
-        let dropped = store.retain(|bytes| keep(&CacheKey::from_bytes(bytes)));
-        tracing::debug!(dropped, "cache entries of changed routes dropped");
-        self.count_entries(&store);
+        if let Some(keep) = keep {
+            let dropped = store.retain(|bytes| keep(&CacheKey::from_bytes(bytes)));
+            tracing::debug!(dropped, "cache entries of changed routes dropped");
+            self.count_entries(&store);
+        }
     }
 
     /// New bounds and TTL policy (a reload): entries beyond the new size are evicted now;

@@ -966,7 +966,7 @@ async fn an_answer_of_a_previous_configuration_arriving_after_a_reload_is_not_ca
     );
     tokio::time::sleep(Duration::from_millis(100)).await;
     // The reload: the route of the name changed.
-    cache.advance(FIRST.next(), |_| false);
+    cache.advance(FIRST.next(), Some(|_: &CacheKey| false));
     let answered = old.await.unwrap().unwrap();
     assert_eq!(
         wire::rcode(&answered),
@@ -998,7 +998,7 @@ async fn after_a_reload_a_miss_never_waits_on_nor_inherits_the_failure_of_an_old
     );
     tokio::time::sleep(Duration::from_millis(100)).await;
     let new = FIRST.next();
-    cache.advance(new, |_| false);
+    cache.advance(new, Some(|_: &CacheKey| false));
     let started = Instant::now();
     let reply = cache
         .get_or_resolve(
@@ -1044,7 +1044,7 @@ async fn a_failure_remembered_before_a_reload_is_dropped_with_the_changed_route(
     assert_eq!(wire::rcode(&failed), Some(2));
     assert!(is_cached(&cache, &request), "the failure is remembered");
     let new = FIRST.next();
-    cache.advance(new, |k| k != &key(&request));
+    cache.advance(new, Some(|k: &CacheKey| k != &key(&request)));
     let reply = ask(
         &cache,
         &request,
@@ -1068,11 +1068,11 @@ async fn a_reload_keeps_the_entries_it_is_told_to_keep() {
             FIRST,
         );
     }
-    cache.advance(FIRST.next(), |k| k == &key(&kept));
+    cache.advance(FIRST.next(), Some(|k: &CacheKey| k == &key(&kept)));
     assert!(is_cached(&cache, &kept));
     assert!(!is_cached(&cache, &dropped));
     // Never back: an older generation does not reopen the door.
-    cache.advance(FIRST, |_| true);
+    cache.advance(FIRST, Some(|_: &CacheKey| true));
     cache.insert(
         &key(&dropped),
         &answer(&dropped, &[30]),
