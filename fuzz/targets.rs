@@ -79,22 +79,33 @@ fn assert_reply(reply: &[u8], id: u16, limit: usize, what: &str) {
 }
 
 /// Client bytes → inspect: replies meshdns writes at once parse, echo the ID, fit 512; a
-/// served query has one question and a cache key that agrees with its parse.
+/// served query has one question, the one hickory reads, and the cache-hit path's key; the
+/// query a peer gets from it asks the same question without a hop-by-hop option.
 pub fn client_query(data: &[u8]) {
-    match inspect(data) {
+    match inspect(bytes::Bytes::copy_from_slice(data), None) {
         Inspected::Drop => {}
         Inspected::Reply(reply) => {
             let id = wire::id(data).expect("a reply needs a header");
             assert_reply(&reply, id, wire::CLASSIC_UDP_SIZE, "inspect");
         }
-        Inspected::Query(msg) => {
-            assert_eq!(msg.queries.len(), 1);
-            if let Some(key) = CacheKey::from_request(data) {
-                let q = &msg.queries[0];
-                let from_parse =
-                    CacheKey::for_question(q.name(), q.query_type(), q.query_class(), key.flags());
-                assert_eq!(key, from_parse, "raw and parsed cache keys agree");
-            }
+        Inspected::Query(request) => {
+            assert_eq!(request.message().queries, [request.query().clone()]);
+            assert_eq!(
+                CacheKey::from_request(data).as_ref(),
+                request.shared_key(),
+                "the cache-hit path's key is the request's"
+            );
+            let peer = request
+                .for_peer(request.name())
+                .expect("the client's own name fits");
+            let opt = wire::opt(&peer).expect("the peer's query walks");
+            let options = opt.map(|o| o.options).unwrap_or_default();
+            assert!(
+                (0..32).all(|code| !(wire::is_hop_by_hop_option(code) && options.contains(code)))
+            );
+            let without_options = wire::without_options(&peer, |_| true).unwrap_or(peer);
+            let parsed = Message::from_vec(&without_options).expect("the peer's query parses");
+            assert_eq!(parsed.queries, [request.query().clone()]);
         }
     }
 }
@@ -154,10 +165,10 @@ pub fn upstream_cluster(data: &[u8]) {
     let Ok(reply) = Message::from_vec(reply) else {
         return;
     };
-    let map = ZoneMap {
-        client: Name::from_ascii("cluster.b.").unwrap(),
-        upstream: Name::from_ascii("svc.cluster.local.").unwrap(),
-    };
+    let map = ZoneMap::new(
+        Name::from_ascii("cluster.b.").unwrap(),
+        Name::from_ascii("svc.cluster.local.").unwrap(),
+    );
     let asked = Query::query(
         Name::from_ascii("Mongo-0.mongo.db.cluster.b.").unwrap(),
         RecordType::A,

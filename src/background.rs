@@ -2,7 +2,8 @@
 //! gathered answer that straggle past the reply, health probes of endpoints marked down, the
 //! re-resolution of endpoint host names — and who ends it.
 //!
-//! Nothing is spawned and forgotten. Two things say so:
+//! Nothing is spawned and forgotten. Work has one of two kinds of owner, and this module is
+//! the one for work off a client's path:
 //! - **Bounded work** lives in one tracked set ([`Background`]): every task is held in a
 //!   [`JoinSet`] owned here, finished tasks are reaped on the next spawn, and
 //!   [`Background::close`] stops what is left at shutdown. At most `limit`
@@ -15,10 +16,20 @@
 //!   endpoints) is tied to an [`Owner`]: the thing holds its owner, and dropping it — a
 //!   reload that replaces the group, a host name re-resolved away from an address — ends the
 //!   work at once, wherever it waits. Owners nest: an endpoint's owner is a child of its
-//!   group's, so dropping a group ends its endpoints' work too. This is the one mechanism for
-//!   every such task (a cancellation token whose drop guard the owner holds, as mini-redis's
-//!   `DbDropGuard` stops its purge task); the task itself holds only a `Weak` reference to
-//!   what it works for, so it never keeps its owner alive.
+//!   group's, so dropping a group ends its endpoints' work too. An owner is a cancellation
+//!   token whose drop guard the thing holds (as mini-redis's `DbDropGuard` stops its purge
+//!   task); the task holds only a `Weak` reference to what it works for, so it never keeps its
+//!   owner alive. Owned work runs in the bounded set ([`Background::spawn_owned`]: probes),
+//!   except the re-resolution of a host name ([`Owner::spawn`]), which lives as long as its
+//!   group and so must not hold a slot of the set: it is one task per configured host name,
+//!   ended by its token alone.
+//!
+//! Work on a client's path is owned by the code that waits for it, not here: a listener's
+//! connections, a connection's queries and an exchange's parallel attempts are each held in a
+//! `JoinSet` of the function that runs them (dropping it ends them); a UDP miss is a task of
+//! its own, bounded by the in-flight semaphore, which `run` drains at shutdown; and an
+//! upstream stream connection's task is stopped by the endpoint that opened it (its
+//! `AbortHandle`, on drop).
 
 use std::future::Future;
 use std::sync::{Mutex, MutexGuard, PoisonError};

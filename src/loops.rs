@@ -22,9 +22,11 @@
 //! and a host name that resolves to one is never asked.
 //!
 //! The cache-hit path pays nothing: a query carrying a marker is not a plain query
-//! (`wire::plain_query` already walks its options), so it takes the full path, where
-//! [`came_back`] compares the value. The marker itself is added and taken off where queries
-//! leave, in the upstream module (`upstream::marker`).
+//! (`wire::plain_query` already walks its options), so it takes the full path, where the
+//! request's view compares the value ([`Request::came_back`](crate::request::Request::came_back)).
+//! The marker itself is added and taken off where queries leave, in the upstream module
+//! (`upstream::marker`). Every route relays the markers a query carries (another meshdns's
+//! too), so a loop through several meshdns and rewritten names is seen where it started.
 
 use std::time::Duration;
 
@@ -33,7 +35,6 @@ use prometheus::IntCounter;
 
 use crate::reply::{self, ExtendedError};
 use crate::upstream::log_limit::LogLimit;
-pub use crate::upstream::marker::came_back;
 
 /// A loop is logged at most once in this interval (the metric counts every one).
 pub const LOOP_LOG_INTERVAL: Duration = Duration::from_secs(60);
@@ -56,7 +57,7 @@ impl Loops {
         }
     }
 
-    /// The reply to `request`, a query that [`came_back`]: SERVFAIL with an Extended DNS
+    /// The reply to `request`, a query that came back: SERVFAIL with an Extended DNS
     /// Error. It carries no marker, so the meshdns that waits for it relays it to its client.
     pub fn answer(&self, request: &Message) -> Vec<u8> {
         self.counter.inc();

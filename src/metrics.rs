@@ -8,7 +8,10 @@
 //! builds; the layers above (query, server, the reload loop) record through [`Metrics`].
 //!
 //! One registry per [`Metrics`], made by `run`: tests make their own and read exact values
-//! without serialising on a process-wide registry.
+//! without serialising on a process-wide registry. One series is process-wide and shown by
+//! every registry: `meshdns_log_lines_dropped_total`, counted by the one log writer of the
+//! process, which is installed before any `Metrics` exists (a test process running several
+//! instances sees their drops summed in each).
 //!
 //! Labels come only from closed sets — enums, or names bounded by the configuration (cluster
 //! names, endpoint addresses) — never from a query. Series of the closed sets are created up

@@ -27,7 +27,7 @@ use crate::wire;
 pub const OWN_TTL: Duration = Duration::from_secs(5);
 
 /// The own names of one configuration, each with its lowercase wire form for matching.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct OwnNames {
     names: Vec<(Vec<u8>, OwnName)>,
 }

@@ -11,29 +11,22 @@
 //! [`Resolver`](crate::query::Resolver) for every route). Every other byte — flags, rcode,
 //! sections, EDNS options meshdns does not use — passes untouched.
 
-use hickory_proto::op::Message;
 use tokio::time::Instant;
 
 use crate::reply::{self, ExtendedError};
+use crate::request::Request;
 use crate::upstream::Upstream;
 use crate::wire;
 
-/// Forwards `bytes` (the client's query, parsed as `request`) to `upstream`; the reply, or
-/// SERVFAIL when no endpoint answered before `deadline`.
-pub async fn forward(
-    upstream: &Upstream,
-    bytes: &[u8],
-    request: &Message,
-    deadline: Instant,
-) -> Vec<u8> {
-    let without_hop_options = wire::without_options(bytes, wire::is_hop_by_hop_option);
-    let query = without_hop_options.as_deref().unwrap_or(bytes);
-    match upstream.exchange(query, deadline).await {
-        Ok(answered) => to_client(answered.bytes, bytes),
+/// Forwards the client's query to `upstream`; the reply, or SERVFAIL when no endpoint
+/// answered before `deadline`.
+pub async fn forward(upstream: &Upstream, request: &Request, deadline: Instant) -> Vec<u8> {
+    match upstream.exchange(&request.relayed(), deadline).await {
+        Ok(answered) => to_client(answered.bytes, request.bytes()),
         Err(error) => {
             tracing::debug!(%error, "pass-through failed");
             reply::servfail_bytes(
-                request,
+                request.message(),
                 ExtendedError::NoReachableAuthority,
                 &error.client_reason("upstream DNS"),
             )

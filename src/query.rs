@@ -12,16 +12,16 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
-use hickory_proto::op::{Message, ResponseCode};
+use hickory_proto::op::{Query, ResponseCode};
 use hickory_proto::rr::RecordType;
 use tokio::time::Instant;
 
-use crate::cache::{Cache, CacheKey, Lookup, Miss};
-use crate::loops::{self, Loops};
+use crate::cache::{Cache, Lookup, Miss};
+use crate::loops::Loops;
 use crate::metrics::{DropReason, Metrics};
 use crate::passthrough;
 use crate::reply::{self, ExtendedError};
-use crate::request::{Inspected, inspect};
+use crate::request::{Inspected, Plain, Request, inspect};
 use crate::route::Route;
 use crate::snapshot::Snapshot;
 use crate::wire::{self, Proto};
@@ -31,8 +31,9 @@ use crate::wire::{self, Proto};
 pub enum FastPath {
     /// Served from the cache.
     Answered(Vec<u8>),
-    /// Not served: the key to share the miss under, when the query is cacheable.
-    Miss(Option<CacheKey>),
+    /// Not served: what the cache-hit path read of the query, when it is a plain one (its
+    /// cache key among it), so the miss does not read the bytes again.
+    Miss(Option<Plain>),
 }
 
 /// Everything needed to answer queries; shared by all listeners.
@@ -82,37 +83,40 @@ impl Resolver {
     pub async fn handle(&self, bytes: Bytes, proto: Proto) -> Option<Vec<u8>> {
         match self.answer_from_cache(&bytes, proto) {
             FastPath::Answered(reply) => Some(reply),
-            FastPath::Miss(key) => self.handle_miss(bytes, proto, key).await,
+            FastPath::Miss(plain) => self.handle_miss(bytes, proto, plain).await,
         }
     }
 
     /// The cache-hit path, synchronous and without parsing the message: a listener calls it
-    /// before spending a task on the query. Only well-formed queries take it
-    /// ([`wire::plain_query`]); hits are counted and timed here.
+    /// before spending a task on the query. Only plain queries take it ([`Plain::read`]); hits
+    /// are counted and timed here.
     pub fn answer_from_cache(&self, bytes: &[u8], proto: Proto) -> FastPath {
         let started = Instant::now();
-        let Some(query) = wire::plain_query(bytes) else {
+        let Some(plain) = Plain::read(bytes) else {
             return FastPath::Miss(None);
         };
-        let Some(key) = CacheKey::for_plain_query(&query, bytes) else {
-            return FastPath::Miss(None);
+        let Some(key) = plain.shared_key() else {
+            return FastPath::Miss(Some(plain));
         };
-        let Lookup::Fresh { reply, refresh } = self.cache.lookup(&key, bytes, started) else {
-            return FastPath::Miss(Some(key));
+        let Lookup::Fresh { reply, refresh } = self.cache.lookup(key, bytes, started) else {
+            return FastPath::Miss(Some(plain));
         };
         let snapshot = self.snapshot.load();
+        let question = plain.question(bytes);
         let route = snapshot
             .router
-            .route(wire::question_name(query.question).unwrap_or_default());
-        if refresh && let Inspected::Query(request) = inspect(bytes) {
+            .route(wire::question_name(question).unwrap_or_default());
+        if refresh
+            && let Inspected::Query(request) =
+                inspect(Bytes::copy_from_slice(bytes), Some(plain.clone()))
+        {
             let deadline = started + snapshot.timeout;
             let snapshot = arc_swap::Guard::into_inner(snapshot);
-            let query = Bytes::copy_from_slice(bytes);
             let generation = snapshot.generation;
-            let resolution = resolve(snapshot, route, query, Arc::new(request), deadline);
-            self.cache.refresh(&key, generation, resolution);
+            let resolution = resolve(snapshot, route, request, deadline);
+            self.cache.refresh(key, generation, resolution);
         }
-        let reply = reply::fit_wire(reply, proto.reply_limit(query.opt.map(|o| o.payload)));
+        let reply = reply::fit_wire(reply, proto.reply_limit(plain.payload()));
         self.metrics
             .record_request(proto, route.kind(), &reply, started.elapsed());
         FastPath::Answered(reply)
@@ -120,17 +124,17 @@ impl Resolver {
 
     /// Everything but a cache hit: inspect, route, resolve through the cache (which shares the
     /// exchange with identical misses and stores the answer), and cut to the client's size.
-    /// `key` is the cache key [`answer_from_cache`](Self::answer_from_cache) found no fresh
-    /// entry for, if any. `bytes` is shared with the exchange, which relays it on pass-through.
+    /// `plain` is what [`answer_from_cache`](Self::answer_from_cache) read of the query, if it
+    /// is a plain one. `bytes` is shared with the exchange, which relays it on pass-through.
     pub async fn handle_miss(
         &self,
         bytes: Bytes,
         proto: Proto,
-        key: Option<CacheKey>,
+        plain: Option<Plain>,
     ) -> Option<Vec<u8>> {
         let started = Instant::now();
-        let request = match inspect(&bytes) {
-            Inspected::Query(request) => Arc::new(request),
+        let request = match inspect(bytes, plain) {
+            Inspected::Query(request) => request,
             Inspected::Reply(reply) => {
                 self.metrics.dropped(DropReason::Malformed);
                 return Some(reply);
@@ -141,21 +145,19 @@ impl Resolver {
             }
         };
         let snapshot = self.snapshot.load_full();
-        let route = snapshot
-            .router
-            .route(wire::first_question_name(&bytes).unwrap_or_default());
-        if loops::came_back(&bytes) {
-            let reply = self.loops.answer(&request);
+        let route = snapshot.router.route(request.name());
+        if request.came_back() {
+            let reply = self.loops.answer(request.message());
             self.metrics
                 .record_request(proto, route.kind(), &reply, started.elapsed());
             return Some(reply);
         }
-        let limit = proto.reply_limit(request.edns.as_ref().map(|e| e.max_payload()));
-        tracing::debug!(name = %request.queries.first()?.name(), route = route.kind().label(), proto = proto.label(), "query");
-        let complete = if is_transfer(&request) {
+        let limit = proto.reply_limit(request.opt().map(|o| o.payload));
+        tracing::debug!(name = %request.query().name(), route = route.kind().label(), proto = proto.label(), "query");
+        let complete = if is_transfer(request.query()) {
             // A pod's stub resolver is no zone transfer path.
             reply::encode_fitted(
-                &reply::synthesized(&request, ResponseCode::Refused),
+                &reply::synthesized(request.message(), ResponseCode::Refused),
                 wire::MAX_MESSAGE,
             )
         } else {
@@ -166,24 +168,18 @@ impl Resolver {
                 upstream_failing: snapshot.upstream_failing(route),
                 generation: snapshot.generation,
             };
-            let resolution = resolve(
-                snapshot,
-                route,
-                bytes.clone(),
-                Arc::clone(&request),
-                deadline,
-            );
-            let answered = match key {
+            let resolution = resolve(snapshot, route, Arc::clone(&request), deadline);
+            let answered = match request.shared_key() {
                 Some(key) => {
                     self.cache
-                        .get_or_resolve(&key, &bytes, miss, resolution)
+                        .get_or_resolve(key, request.bytes(), miss, resolution)
                         .await
                 }
                 None => Some(resolution.await),
             };
             answered.unwrap_or_else(|| {
                 reply::servfail_bytes(
-                    &request,
+                    request.message(),
                     ExtendedError::NoReachableAuthority,
                     "no answer before the deadline",
                 )
@@ -191,19 +187,15 @@ impl Resolver {
         };
         let mut reply = reply::fit_wire(complete, limit);
         // RFC 6840 §5.8 for every route (a hit patches its copy the same way).
-        let dnssec_ok = request.edns.as_ref().is_some_and(|e| e.flags().dnssec_ok);
-        wire::clear_unasked_ad(&mut reply, &bytes, dnssec_ok);
+        wire::clear_unasked_ad(&mut reply, request.bytes(), request.dnssec_ok());
         self.metrics
             .record_request(proto, route.kind(), &reply, started.elapsed());
         Some(reply)
     }
 }
 
-fn is_transfer(request: &Message) -> bool {
-    request
-        .queries
-        .first()
-        .is_some_and(|q| matches!(q.query_type(), RecordType::AXFR | RecordType::IXFR))
+fn is_transfer(query: &Query) -> bool {
+    matches!(query.query_type(), RecordType::AXFR | RecordType::IXFR)
 }
 
 /// The complete reply (not yet cut to the client's size) along `route`. It owns what it needs
@@ -212,20 +204,17 @@ fn is_transfer(request: &Message) -> bool {
 async fn resolve(
     snapshot: Arc<Snapshot>,
     route: Route,
-    bytes: Bytes,
-    request: Arc<Message>,
+    request: Arc<Request>,
     deadline: Instant,
 ) -> Vec<u8> {
     match route {
-        Route::Passthrough => {
-            passthrough::forward(&snapshot.local, &bytes, &request, deadline).await
-        }
+        Route::Passthrough => passthrough::forward(&snapshot.local, &request, deadline).await,
         // The routes to one peer: its zone (names rewritten), a reverse name of its networks
         // (asked as is, the reply mapped back), a namespace it claims (forwarded verbatim).
         Route::Cluster(index) | Route::Reverse(index) | Route::Namespace(index) => {
             let Some(cluster) = snapshot.clusters.get(index) else {
                 return reply::servfail_bytes(
-                    &request,
+                    request.message(),
                     ExtendedError::NetworkError,
                     "no such cluster",
                 );
@@ -233,7 +222,7 @@ async fn resolve(
             match route {
                 Route::Reverse(_) => cluster.ask_verbatim(&request, deadline).await,
                 Route::Namespace(_) => {
-                    passthrough::forward(&cluster.upstream, &bytes, &request, deadline).await
+                    passthrough::forward(&cluster.upstream, &request, deadline).await
                 }
                 _ => cluster.ask(&request, deadline, snapshot.negative_ttl).await,
             }
@@ -250,9 +239,9 @@ async fn resolve(
                 .answer(snapshot.gatherer.clusterset(), &request, deadline)
                 .await
         }
-        Route::SelfName(index) => snapshot.router.own_names().answer(index, &request),
+        Route::SelfName(index) => (snapshot.router.own_names()).answer(index, request.message()),
         Route::Search(domain) => {
-            (snapshot.router.search()).answer(&request, domain, snapshot.negative_ttl)
+            (snapshot.router.search()).answer(request.message(), domain, snapshot.negative_ttl)
         }
     }
 }

@@ -4,8 +4,8 @@
 //! comes (a file or directory bind-mounted over another).
 //!
 //! A change is read and validated as a whole, off the thread that answers queries (the files
-//! are read and the keys parsed on tokio's blocking pool: a hung mount delays the reload, never
-//! a query). An invalid one is rejected whole: the running configuration stays, the error is
+//! are read, the keys parsed and the watches armed on tokio's blocking pool: a hung mount
+//! delays the reload, never a query). An invalid one is rejected whole: the running configuration stays, the error is
 //! logged naming the variable, and `meshdns_config_reloads_total{result="rejected"}` counts it.
 //! A valid one is applied without dropping or delaying a query: a new immutable snapshot is
 //! swapped in (queries in flight finish on theirs), upstream groups that did not change are
@@ -30,7 +30,7 @@
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
 
 use notify::Watcher;
@@ -119,17 +119,10 @@ impl Reloader {
                 restart_required = true;
             }
         }
-        let applied = Config {
-            listen: self.config.listen.clone(),
-            admin_listen: self.config.admin_listen,
-            threads: self.config.threads,
-            max_inflight: self.config.max_inflight,
-            log_format: self.config.log_format,
-            config_dir: self.config.config_dir.clone(),
-            // The pod's identity is fixed for its life: the one read at startup stays.
-            pod: self.config.pod.clone(),
-            ..read
-        };
+        let mut applied = read;
+        for variable in variables::RESTART_ONLY {
+            keep_running(&mut applied, &self.config, variable);
+        }
         if !live.is_empty() {
             self.apply(&applied);
             tracing::info!(changed = %live.join(","), "configuration applied");
@@ -183,14 +176,24 @@ impl Reloader {
 /// Whether a cache entry may outlive the change from `old` to `new` (each with its router): its
 /// name routes the same way to a target that did not change. A gathered leg stays while its
 /// cluster (by identity: name, endpoints, domain) is still configured, wherever in the list.
+/// `None` when no route and no target changed (a reload of the log filter, a timeout, a
+/// rotated certificate): every entry stays, and the cache is not walked — the walk routes
+/// every key twice under the cache's lock.
 fn unchanged_routes<'a>(
     (old, old_router): (&'a Config, &'a Router),
     (new, new_router): (&'a Config, &'a Router),
-) -> impl Fn(&CacheKey) -> bool + 'a {
+) -> Option<impl Fn(&CacheKey) -> bool + 'a> {
     let clusters_same = old.clusters == new.clusters;
     let upstreams_same = old.upstreams == new.upstreams;
+    if clusters_same
+        && upstreams_same
+        && old.distributed_zones == new.distributed_zones
+        && old_router == new_router
+    {
+        return None;
+    }
     let scopes: HashSet<LegScope> = new.clusters.iter().map(LegScope::of).collect();
-    move |key| {
+    Some(move |key: &CacheKey| {
         if let Some(scope) = key.leg_scope() {
             return scopes.contains(&scope);
         }
@@ -207,6 +210,25 @@ fn unchanged_routes<'a>(
             (Route::Clusterset, Route::Clusterset) => clusters_same,
             _ => false,
         }
+    })
+}
+
+/// Puts the running value of the restart-only `variable` (one of [`variables::RESTART_ONLY`],
+/// the one list of them) back into `applied`. `MESHDNS_CONFIG_DIR` needs no keeping: it is
+/// read from the environment captured at startup.
+fn keep_running(applied: &mut Config, running: &Config, variable: &str) {
+    use variables::*;
+    match variable {
+        LISTEN => applied.listen.clone_from(&running.listen),
+        ADMIN_LISTEN => applied.admin_listen = running.admin_listen,
+        THREADS => applied.threads = running.threads,
+        MAX_INFLIGHT => applied.max_inflight = running.max_inflight,
+        LOG_FORMAT => applied.log_format = running.log_format,
+        // The pod's identity is fixed for its life: the one read at startup stays.
+        POD_IP | POD_IPS | POD_HOSTNAME | POD_SUBDOMAIN | POD_NAMESPACE | HOSTS_FILE => {
+            applied.pod.clone_from(&running.pod);
+        }
+        _ => {}
     }
 }
 
@@ -230,7 +252,10 @@ async fn read_off_thread(environment: &Settings) -> Result<Config, ConfigError> 
 /// then never ends the process, as its default action would).
 pub async fn watch_and_reload(mut reloader: Reloader, mut shutdown: watch::Receiver<bool>) {
     let (events, mut changed) = mpsc::channel::<()>(1);
-    let mut watches = Watches::new(events, Arc::clone(&reloader.metrics));
+    let watches = Arc::new(Mutex::new(Watches::new(
+        events,
+        Arc::clone(&reloader.metrics),
+    )));
     let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
         Ok(hangup) => Some(hangup),
         Err(error) => {
@@ -242,7 +267,7 @@ pub async fn watch_and_reload(mut reloader: Reloader, mut shutdown: watch::Recei
     loop {
         let mut retrying = false;
         if !first {
-            let retry = watches.retry_in();
+            let retry = lock(&watches).retry;
             tokio::select! {
                 Some(()) = changed.recv() => {
                     // Let the burst of a kubelet update settle, then read it once.
@@ -262,7 +287,7 @@ pub async fn watch_and_reload(mut reloader: Reloader, mut shutdown: watch::Recei
         // Armed before the read: a change after this point is an event, one before it is read.
         // A retry that fails again has nothing new to read (what cannot be watched is not there
         // to be read either); one that succeeds reads what appeared unseen.
-        if !watches.arm(reloader.watched_dirs()) && retrying {
+        if !arm_off_thread(&watches, reloader.watched_dirs()).await && retrying {
             continue;
         }
         tokio::select! {
@@ -271,10 +296,27 @@ pub async fn watch_and_reload(mut reloader: Reloader, mut shutdown: watch::Recei
         }
         // A reload may move the TLS files to other directories.
         let wanted = reloader.watched_dirs();
-        if wanted != watches.dirs() {
-            let _ = watches.arm(wanted);
+        if wanted != lock(&watches).dirs() {
+            arm_off_thread(&watches, wanted).await;
         }
     }
+}
+
+/// [`Watches::arm`] on tokio's blocking pool: it looks at each directory (`symlink_metadata`)
+/// and adds and removes inotify watches, path lookups that a hung mount stalls; the runtime's
+/// threads (one, with `MESHDNS_THREADS=1`) keep answering queries meanwhile. Whether every
+/// watch could be armed.
+async fn arm_off_thread(watches: &Arc<Mutex<Watches>>, wanted: BTreeSet<PathBuf>) -> bool {
+    let watches = Arc::clone(watches);
+    tokio::task::spawn_blocking(move || lock(&watches).arm(wanted))
+        .await
+        .unwrap_or(false)
+}
+
+/// The watches, taken without an unwrap: a panic aborts the process, nothing poisons the lock.
+/// The reload task is their one user and awaits every arming, so the lock is never contended.
+fn lock(watches: &Mutex<Watches>) -> MutexGuard<'_, Watches> {
+    watches.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The inotify watches: made only while there is something to watch (no watcher thread
@@ -306,11 +348,6 @@ impl Watches {
 
     fn dirs(&self) -> BTreeSet<PathBuf> {
         self.dirs.read().map(|d| d.clone()).unwrap_or_default()
-    }
-
-    /// When to re-arm a watch that failed, if one did.
-    fn retry_in(&self) -> Option<Duration> {
-        self.retry
     }
 
     /// Watches exactly `wanted` and the parents [`needs_parent`] names, each watch made anew: a directory that was
@@ -434,6 +471,93 @@ fn concerns(dirs: &RwLock<BTreeSet<PathBuf>>, paths: &[PathBuf]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire;
+
+    /// A reload changes nothing a restart-only variable decides: the running value of each
+    /// stays, whatever the directory now says (every variable of the list is tried).
+    #[test]
+    fn every_restart_only_variable_keeps_its_running_value() {
+        use variables::*;
+        let base = [
+            (UPSTREAMS, "127.0.0.2:53"),
+            (POD_IP, "10.0.0.1"),
+            (POD_HOSTNAME, "db-0"),
+            (POD_SUBDOMAIN, "db"),
+            (POD_NAMESPACE, "prod"),
+        ];
+        let changes = [
+            (LISTEN, "127.0.0.1:5353"),
+            (ADMIN_LISTEN, "127.0.0.1:9999"),
+            (THREADS, "3"),
+            (MAX_INFLIGHT, "7"),
+            (LOG_FORMAT, "json"),
+            (POD_IP, "10.0.0.2"),
+            (POD_IPS, "10.0.0.1,10.0.0.3"),
+            (POD_HOSTNAME, "db-1"),
+            (POD_SUBDOMAIN, "other"),
+            (POD_NAMESPACE, "test"),
+            (HOSTS_FILE, "/nonexistent/hosts"),
+        ];
+        let mut tried: Vec<&str> = changes.iter().map(|(name, _)| *name).collect();
+        tried.sort_unstable();
+        let mut listed = RESTART_ONLY.to_vec();
+        listed.sort_unstable();
+        assert_eq!(tried, listed, "a change for every restart-only variable");
+        let build = |pairs: &[(&str, &str)]| {
+            Config::from_vars(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string()))).unwrap()
+        };
+        let running = build(&base);
+        for (variable, value) in changes {
+            let mut pairs = base.to_vec();
+            pairs.retain(|(name, _)| *name != variable);
+            pairs.push((variable, value));
+            let mut applied = build(&pairs);
+            assert_ne!(applied, running, "{variable} changes the configuration");
+            for kept in RESTART_ONLY {
+                keep_running(&mut applied, &running, kept);
+            }
+            // The raw values differ by design: they are what the next reload compares.
+            applied.settings = running.settings.clone();
+            applied.environment = running.environment.clone();
+            assert_eq!(applied, running, "{variable} kept its running value");
+        }
+    }
+
+    /// A reload that changes no route leaves the cache alone; one that changes a cluster walks
+    /// it, keeping what routes elsewhere and dropping what went to the changed cluster.
+    #[test]
+    fn only_a_reload_that_changes_a_route_walks_the_cache() {
+        let build = |pairs: &[(&str, &str)]| {
+            let mut all = vec![(variables::UPSTREAMS, "127.0.0.2:53")];
+            all.extend_from_slice(pairs);
+            let config =
+                Config::from_vars(all.iter().map(|(k, v)| (k.to_string(), v.to_string()))).unwrap();
+            let router = Router::new(&config);
+            (config, router)
+        };
+        let running = build(&[(variables::CLUSTERS, "b=127.0.0.3")]);
+        let slower = build(&[
+            (variables::CLUSTERS, "b=127.0.0.3"),
+            (variables::TIMEOUT, "3s"),
+        ]);
+        let moved = build(&[(variables::CLUSTERS, "b=127.0.0.4")]);
+        assert!(unchanged_routes(pair(&running), pair(&slower)).is_none());
+        let keep = unchanged_routes(pair(&running), pair(&moved)).expect("a route changed");
+        let key = |name: &str| {
+            let question = [
+                &wire::lowercase_name(name.split('.').map(str::as_bytes))[..],
+                &[0, 1, 0, 1],
+            ]
+            .concat();
+            CacheKey::for_client(&question, Default::default()).unwrap()
+        };
+        assert!(!keep(&key("x.cluster.b")), "cluster b moved");
+        assert!(keep(&key("www.example")), "pass-through did not");
+    }
+
+    fn pair((config, router): &(Config, Router)) -> (&Config, &Router) {
+        (config, router)
+    }
 
     /// The bench's idle meshdns had its directory in a busy work directory: watching that
     /// parent woke the watcher for every write there (432,860 context switches in 92 s).

@@ -24,7 +24,7 @@ const IP6_ARPA: &[u8] = b"\x03ip6\x04arpa\x00";
 
 /// The peers' networks, longest prefix first, each with the index of its cluster in
 /// `Config::clusters`. The local cluster's networks are left out: its addresses go to kube-dns.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Networks {
     networks: Vec<(IpNet, usize)>,
 }

@@ -15,9 +15,11 @@ use hickory_proto::op::{Message, Query, ResponseCode};
 use hickory_proto::rr::rdata::opt::EdnsCode;
 use hickory_proto::rr::rdata::{CNAME, MX, NS, PTR, SOA, SRV};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
+use hickory_proto::serialize::binary::BinEncodable;
 use tokio::time::Instant;
 
 use crate::reply::{self, ExtendedError};
+use crate::request::Request;
 use crate::upstream::Upstream;
 use crate::wire;
 
@@ -38,26 +40,37 @@ pub fn replace_suffix(name: &Name, from: &Name, to: &Name) -> Option<Name> {
 pub struct ZoneMap {
     pub client: Name,
     pub upstream: Name,
+    /// The zones in wire form, the client's lowercased: a question's name is mapped on the
+    /// client's bytes.
+    client_wire: Vec<u8>,
+    upstream_wire: Vec<u8>,
 }
 
 impl ZoneMap {
-    pub fn to_upstream(&self, name: &Name) -> Option<Name> {
-        replace_suffix(name, &self.client, &self.upstream)
+    pub fn new(client: Name, upstream: Name) -> Self {
+        Self {
+            client_wire: wire::lowercase_name(client.iter()),
+            upstream_wire: upstream.to_bytes().unwrap_or_default(),
+            client,
+            upstream,
+        }
+    }
+
+    /// `name` (wire form, plain labels) with the client zone's suffix replaced by the
+    /// upstream zone's, matched on label boundaries ignoring case; `None` when `name` is not
+    /// under the client zone or the result would be too long for DNS.
+    pub fn to_upstream(&self, name: &[u8]) -> Option<Vec<u8>> {
+        let keep = wire::find_suffix(name, |suffix| {
+            suffix
+                .eq_ignore_ascii_case(&self.client_wire)
+                .then(|| name.len() - suffix.len())
+        })?;
+        let mapped = [name.get(..keep)?, &self.upstream_wire].concat();
+        (mapped.len() <= wire::MAX_NAME).then_some(mapped)
     }
 
     pub fn to_client(&self, name: &Name) -> Option<Name> {
         replace_suffix(name, &self.upstream, &self.client)
-    }
-
-    /// The client's query as the upstream must see it: only the question name changes. (No
-    /// EDNS option of the client's goes along: [`inspect`](crate::request::inspect) parsed the
-    /// request without them.)
-    pub fn request_to_upstream(&self, request: &Message) -> Option<Message> {
-        let mut upstream = request.clone();
-        let query = upstream.queries.first_mut()?;
-        let name = self.to_upstream(query.name())?;
-        query.set_name(name);
-        Some(upstream)
     }
 
     /// The upstream's reply as the client must see it (docs/design.md, "Cluster zones"): question
@@ -135,48 +148,42 @@ impl ClusterRoute {
     /// (the complete reply, not yet cut to the client's size).
     pub async fn ask(
         &self,
-        request: &Message,
+        request: &Request,
         deadline: Instant,
         negative_ttl: Duration,
     ) -> Vec<u8> {
-        let Some(asked) = request.queries.first() else {
-            return form_error(request);
-        };
-        let Some(upstream_bytes) = self
+        let upstream_bytes = self
             .map
-            .request_to_upstream(request)
-            .and_then(|m| m.to_vec().ok())
-        else {
+            .to_upstream(request.name())
+            .and_then(|name| request.for_peer(&name));
+        let Some(upstream_bytes) = upstream_bytes else {
             // The name cannot exist in the cluster's domain (too long once rewritten).
             let reply = reply::negative(
-                request,
+                request.message(),
                 ResponseCode::NXDomain,
                 &self.map.client,
                 negative_ttl,
             );
             return reply::encode_fitted(&reply, wire::MAX_MESSAGE);
         };
-        self.exchange(request, asked, &upstream_bytes, deadline)
-            .await
+        self.exchange(request, &upstream_bytes, deadline).await
     }
 
     /// Asks the cluster the question as the client asked it, and maps the reply's names back all
     /// the same: the reverse route (a PTR target `mongo-4.mongo.db.svc.cluster.local` comes back
     /// as `mongo-4.mongo.db.cluster.b`, the name that resolves forward to the address).
-    pub async fn ask_verbatim(&self, request: &Message, deadline: Instant) -> Vec<u8> {
-        let (Some(asked), Ok(upstream_bytes)) = (request.queries.first(), request.to_vec()) else {
-            return form_error(request);
+    pub async fn ask_verbatim(&self, request: &Request, deadline: Instant) -> Vec<u8> {
+        let Some(upstream_bytes) = request.for_peer(request.name()) else {
+            return form_error(request.message());
         };
-        self.exchange(request, asked, &upstream_bytes, deadline)
-            .await
+        self.exchange(request, &upstream_bytes, deadline).await
     }
 
-    /// Sends `upstream_bytes` (the client's `request`, question `asked`, as the cluster must see
-    /// it) and maps the reply back for the client.
+    /// Sends `upstream_bytes` (the client's `request` as the cluster must see it) and maps the
+    /// reply back for the client.
     async fn exchange(
         &self,
-        request: &Message,
-        asked: &Query,
+        request: &Request,
         upstream_bytes: &[u8],
         deadline: Instant,
     ) -> Vec<u8> {
@@ -185,7 +192,7 @@ impl ClusterRoute {
             Err(error) => {
                 tracing::debug!(cluster = self.upstream.name(), %error, "cluster query failed");
                 return reply::servfail_bytes(
-                    request,
+                    request.message(),
                     ExtendedError::NoReachableAuthority,
                     &error.client_reason("cluster DNS"),
                 );
@@ -193,7 +200,7 @@ impl ClusterRoute {
         };
         let Ok(upstream_reply) = Message::from_vec(&answered.bytes) else {
             return reply::servfail_bytes(
-                request,
+                request.message(),
                 ExtendedError::NetworkError,
                 "cluster DNS reply unreadable",
             );
@@ -205,10 +212,10 @@ impl ClusterRoute {
             // These describe meshdns's query to the peer, not the client's question: as a
             // resolver would, the client gets SERVFAIL, and the reason in an Extended DNS Error.
             let why = format!("cluster DNS answered {}", upstream_reply.response_code);
-            return reply::servfail_bytes(request, ExtendedError::NetworkError, &why);
+            return reply::servfail_bytes(request.message(), ExtendedError::NetworkError, &why);
         }
-        let mut client_reply = self.map.reply_to_client(upstream_reply, asked);
-        client_reply.metadata.id = request.id;
+        let mut client_reply = self.map.reply_to_client(upstream_reply, request.query());
+        client_reply.metadata.id = request.id();
         reply::encode_fitted(&client_reply, wire::MAX_MESSAGE)
     }
 }
@@ -250,6 +257,7 @@ pub fn map_record(record: &mut Record, spell: &impl Fn(&Name) -> Name) {
 #[cfg(test)]
 mod tests {
     use hickory_proto::rr::rdata::A;
+    use hickory_proto::serialize::binary::BinDecodable;
 
     use super::*;
 
@@ -258,29 +266,30 @@ mod tests {
     }
 
     fn map() -> ZoneMap {
-        ZoneMap {
-            client: name("cluster.b."),
-            upstream: name("svc.cluster.local."),
-        }
+        ZoneMap::new(name("cluster.b."), name("svc.cluster.local."))
+    }
+
+    /// `text` mapped by `map` into the upstream's domain, on its wire form.
+    fn up(map: &ZoneMap, text: &str) -> Option<Name> {
+        let mapped = map.to_upstream(&name(text).to_bytes().unwrap())?;
+        Some(Name::from_bytes(&mapped).unwrap())
     }
 
     #[test]
     fn names_map_there_and_back_on_label_boundaries() {
-        let there = map()
-            .to_upstream(&name("Mongo-1.mongo.db.cluster.b."))
-            .unwrap();
+        let there = up(&map(), "Mongo-1.mongo.db.Cluster.B.").unwrap();
         assert_eq!(there.to_ascii(), "Mongo-1.mongo.db.svc.cluster.local.");
         assert_eq!(
             map().to_client(&there).unwrap().to_ascii(),
             "Mongo-1.mongo.db.cluster.b."
         );
-        assert!(map().to_upstream(&name("x.notcluster.b.")).is_none());
+        assert!(up(&map(), "x.notcluster.b.").is_none());
         assert!(map().to_client(&name("x.notsvc.cluster.local.")).is_none());
     }
 
     #[test]
     fn a_wildcard_label_is_kept_like_any_other() {
-        let there = map().to_upstream(&name("*.mongo.db.cluster.b.")).unwrap();
+        let there = up(&map(), "*.mongo.db.cluster.b.").unwrap();
         assert_eq!(there.to_ascii(), "*.mongo.db.svc.cluster.local.");
         assert_eq!(
             map().to_client(&there).unwrap().to_ascii(),
@@ -294,11 +303,11 @@ mod tests {
             "{}.cluster.b.",
             ["a".repeat(63), "b".repeat(63), "c".repeat(63)].join(".")
         );
-        let to_long = ZoneMap {
-            client: name("cluster.b."),
-            upstream: name(&format!("{}.local.", "d".repeat(60))),
-        };
-        assert!(to_long.to_upstream(&name(&long)).is_none());
+        let to_long = ZoneMap::new(
+            name("cluster.b."),
+            name(&format!("{}.local.", "d".repeat(60))),
+        );
+        assert!(up(&to_long, &long).is_none());
     }
 
     #[test]

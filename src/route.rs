@@ -99,8 +99,9 @@ impl RouteKind {
 }
 
 /// The routing table: the pod's own names, then each zone's lowercase wire form and its route,
-/// then the peers' networks; and the search-list expansions of the zones.
-#[derive(Debug, Clone)]
+/// then the peers' networks; and the search-list expansions of the zones. Two routers are equal
+/// when they route every name the same way.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Router {
     own: OwnNames,
     zones: Vec<(Vec<u8>, Route)>,

@@ -31,7 +31,7 @@ use crate::wire;
 
 /// One expansion a client's resolver makes of a meshdns zone: the zone followed by a search
 /// suffix, in lowercase wire form.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 struct Expansion {
     wire: Vec<u8>,
     /// Index into [`SearchList::domains`]: the cluster domain the suffix lies under.
@@ -41,7 +41,7 @@ struct Expansion {
 }
 
 /// A qualifying search suffix and the expansions that end in it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 struct Suffix {
     /// The suffix's wire length (root included): in a name of `n` bytes it starts at
     /// `n - wire_len`.
@@ -51,7 +51,7 @@ struct Suffix {
 }
 
 /// The expansions of every zone by every qualifying search suffix.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct SearchList {
     /// Bit `b` set: some qualifying suffix's last byte before the root is `b` (either case).
     suffix_last_bytes: [u64; 4],

@@ -93,15 +93,15 @@ impl Snapshot {
         let clusters: Vec<ClusterRoute> = config
             .clusters
             .iter()
-            .map(|cluster| ClusterRoute {
-                map: ZoneMap {
-                    client: cluster.zone.clone(),
-                    upstream: cluster
+            .map(|cluster| {
+                let map = ZoneMap::new(
+                    cluster.zone.clone(),
+                    cluster
                         .domain
                         .prepend_label("svc")
                         .unwrap_or_else(|_| cluster.domain.clone()),
-                },
-                upstream: if cluster.is_local {
+                );
+                let upstream = if cluster.is_local {
                     Arc::clone(&local)
                 } else {
                     group(
@@ -119,7 +119,8 @@ impl Snapshot {
                         },
                         Some(&local),
                     )
-                },
+                };
+                ClusterRoute { map, upstream }
             })
             .collect();
         let gatherer = Gatherer::new(

@@ -154,6 +154,39 @@ async fn an_a_record_comes_from_that_clusters_dns_under_its_zone() {
     assert!(mesh.local.seen().is_empty() && mesh.c.seen().is_empty());
 }
 
+/// The peer gets the client's query with the name rewritten and the client's options but the
+/// per-hop ones: CLIENT-SUBNET and another meshdns's loop marker travel, a cookie does not.
+#[tokio::test]
+async fn the_clients_options_travel_to_the_peer_but_the_per_hop_ones() {
+    use hickory_proto::rr::rdata::opt::EdnsOption;
+    use meshdns::wire::{self, OPTION_CLIENT_SUBNET, OPTION_COOKIE, OPTION_LOOP_MARKER};
+    let mesh = mesh().await;
+    let mut asked = support::with_edns(query("member-4.foo.ns.cluster.b.", RecordType::A), 1232);
+    let subnet = vec![0, 1, 24, 0, 10, 0, 0];
+    let other_meshdns = vec![0xee; 8];
+    if let Some(edns) = asked.edns.as_mut() {
+        for (code, data) in [
+            (OPTION_COOKIE, vec![1; 8]),
+            (OPTION_CLIENT_SUBNET, subnet.clone()),
+            (OPTION_LOOP_MARKER, other_meshdns.clone()),
+        ] {
+            edns.options_mut().insert(EdnsOption::Unknown(code, data));
+        }
+    }
+    let reply = udp(mesh.meshdns.addr, &asked).await;
+    assert_eq!(
+        reply.answer_lines(),
+        ["member-4.foo.ns.cluster.b. A 10.2.0.4"]
+    );
+    let seen = mesh.b.seen();
+    let sent = &seen.first().expect("asked cluster b").query;
+    assert_eq!(seen[0].name, "member-4.foo.ns.svc.cluster.local.");
+    assert!(wire::has_option(sent, OPTION_CLIENT_SUBNET, &subnet));
+    assert!(wire::has_option(sent, OPTION_LOOP_MARKER, &other_meshdns));
+    let options = wire::opt(sent).unwrap().unwrap().options;
+    assert!(!options.contains(OPTION_COOKIE));
+}
+
 #[tokio::test]
 async fn an_aaaa_record_comes_from_that_clusters_dns_under_its_zone() {
     let mesh = mesh().await;

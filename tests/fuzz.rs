@@ -344,10 +344,11 @@ async fn fuzz_the_request_path_over_sockets() {
                 Some(opt) => usize::from(opt.payload.max(512)),
                 None => 512,
             };
-            let verbatim = match meshdns::request::inspect(&input) {
-                meshdns::request::Inspected::Query(_) => meshdns::wire::first_question(&input)
-                    .and_then(|q| q.get(..q.len().checked_sub(4)?))
-                    .is_some_and(|name| router.route(name) == Route::Passthrough),
+            let inspected = meshdns::request::inspect(bytes::Bytes::from(input.clone()), None);
+            let verbatim = match inspected {
+                meshdns::request::Inspected::Query(request) => {
+                    router.route(request.name()) == Route::Passthrough
+                }
                 _ => false,
             };
             limits.lock().unwrap().insert(id, (limit, verbatim));
@@ -364,12 +365,11 @@ async fn fuzz_the_request_path_over_sockets() {
     assert!(reply.is_some());
 }
 
-/// Writes the seed corpus (run once with `MESHDNS_FUZZ_WRITE_CORPUS=1`; the files are in git).
+/// Not a test but the tool that writes the seed corpus (the files are in git); run it by hand
+/// after changing the seeds: `cargo test --test fuzz write_seed_corpus -- --ignored`.
 #[test]
-fn write_seed_corpus_when_asked() {
-    if std::env::var_os("MESHDNS_FUZZ_WRITE_CORPUS").is_none() {
-        return;
-    }
+#[ignore = "a tool: writes fuzz/corpus/ (cargo test --test fuzz write_seed_corpus -- --ignored)"]
+fn write_seed_corpus() {
     for (target, seeds) in seed_corpus() {
         let dir = corpus_dir(target);
         std::fs::create_dir_all(&dir).unwrap();
@@ -448,7 +448,7 @@ fn the_pass_through_seeds_are_accepted_replies_to_the_targets_query() {
     assert!(
         corpus("upstream_passthrough") == written,
         "fuzz/corpus/upstream_passthrough/ is not what passthrough_seeds() makes: \
-         MESHDNS_FUZZ_WRITE_CORPUS=1 cargo test --test fuzz write_seed (and remove stale files)"
+         cargo test --test fuzz write_seed_corpus -- --ignored (and remove stale files)"
     );
     for seed in &written {
         let reply = &seed[2..];

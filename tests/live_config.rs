@@ -15,6 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use tokio::io::AsyncWriteExt;
+
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
 use support::configmap::ConfigMapDir;
@@ -268,6 +270,34 @@ async fn a_setting_that_needs_a_restart_is_not_applied_and_the_rest_is() {
     let www = udp(meshdns.addr, &query(WWW, RecordType::A)).await;
     assert_eq!(www.msg.response_code, ResponseCode::NoError);
     assert_eq!(meshdns.config_reloads("applied").await, 1.0);
+}
+
+/// An access list narrowed by a reload reaches a TCP connection opened before it: the list is
+/// asked per query, not once per connection.
+#[tokio::test]
+async fn a_narrowed_allow_from_refuses_the_next_query_of_an_open_tcp_connection() {
+    let kube = kube_dns(&[]).await;
+    let mut dir = ConfigMapDir::new("allow", &[("MESHDNS_ALLOW_FROM", "127.0.0.0/8")]);
+    let meshdns = with_dir(&kube, &dir, &[]).await;
+    let mut connection = tokio::net::TcpStream::connect(meshdns.addr).await.unwrap();
+    let mut ask = async |id: u16| {
+        let mut msg = query(WWW, RecordType::A);
+        msg.metadata.id = id;
+        let framed = support::frame_of(&msg.to_vec().unwrap());
+        connection.write_all(&framed).await.unwrap();
+        let reply = support::read_frame(&mut connection).await.expect("a reply");
+        support::rcode_of(&reply)
+    };
+    assert_eq!(ask(1).await, ResponseCode::NoError);
+    dir.update(&[("MESHDNS_ALLOW_FROM", "10.0.0.0/8")]);
+    assert!(
+        eventually(100, || async {
+            meshdns.config_reloads("applied").await == 1.0
+        })
+        .await
+    );
+    assert_eq!(ask(2).await, ResponseCode::Refused);
+    assert_eq!(meshdns.dropped("not_allowed").await, 1.0);
 }
 
 #[tokio::test]

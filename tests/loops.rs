@@ -1,8 +1,8 @@
 //! No loops (docs/design.md, "Cluster-level mode"): a query meshdns sent upstream that comes
-//! back to it — through a forwarder that relays it (CoreDNS's `forward`), or because an
-//! endpoint is meshdns itself — is answered SERVFAIL with an Extended DNS Error within one
-//! round trip and counted in `meshdns_loops_total`; never answered from another cluster's
-//! records. Endpoints equal to a listen address are refused; a host name that resolves to one
+//! back to it — through a forwarder that relays it (CoreDNS's `forward`), through another
+//! meshdns that rewrites its name, or because an endpoint is meshdns itself — is answered
+//! SERVFAIL with an Extended DNS Error within one round trip and counted in
+//! `meshdns_loops_total`; never answered from another cluster's records. Endpoints equal to a listen address are refused; a host name that resolves to one
 //! is never asked. Two clients asking the same name at once are never taken for a loop.
 
 mod support;
@@ -236,11 +236,19 @@ async fn an_endpoint_name_resolving_to_itself_is_never_asked(own: fn(&str) -> Re
         ],
     )
     .await;
+    // Counted once its addresses are in the group (the count and the update happen together):
+    // from then on cluster b's endpoints are what the name resolved to, less meshdns itself.
+    let resolved = [("cluster", "b"), ("result", "ok")];
     assert!(
-        eventually(50, || async { kube.names().iter().any(|n| n == NAME) }).await,
-        "the endpoint name was resolved"
+        eventually(50, || async {
+            meshdns
+                .metric("meshdns_endpoint_resolutions_total", &resolved)
+                .await
+                == 1.0
+        })
+        .await,
+        "the endpoint name was resolved and applied"
     );
-    tokio::time::sleep(Duration::from_millis(100)).await;
     let reply = udp(
         meshdns.addr,
         &query("mongo-0.mongo.db.cluster.b.", RecordType::A),
@@ -353,4 +361,77 @@ fn an_endpoint_equal_to_a_listen_address_is_refused_naming_the_variable_and_toke
     ] {
         assert!(config(&vars).is_ok(), "{vars:?}: {:?}", config(&vars).err());
     }
+}
+
+/// A meshdns binary (a process of its own: its loop marker is not this test process's), killed
+/// when dropped.
+struct OtherProcess(std::process::Child);
+
+impl Drop for OtherProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test]
+async fn two_meshdns_asking_each_other_over_rewritten_routes_cut_the_loop_at_once() {
+    // A maps `svc.e.test` to the peer's `svc.d.test`, and the peer B (another process) maps
+    // `svc.d.test` back to A's `svc.e.test`: each rewrites the name, and neither passes it
+    // through. A's marker must travel in B's rewritten query for A to see its query come back;
+    // before, each rewrite dropped the other's marker and the query went round until the
+    // deadline.
+    let (kube_a, kube_b) = (kube_dns(None).await, kube_dns(None).await);
+    let b_addr = format!("127.0.0.1:{}", support::free_port());
+    let to_b = format!("svc={b_addr} domain=d.test");
+    let a = Meshdns::before(
+        &kube_a,
+        &[
+            ("MESHDNS_CLUSTER_ZONE", "{name}.e.test"),
+            ("MESHDNS_CLUSTERS", &to_b),
+        ],
+    )
+    .await;
+    let to_a = format!("svc={} domain=e.test", a.addr);
+    let b = std::process::Command::new(env!("CARGO_BIN_EXE_meshdns"))
+        .env_clear()
+        .env("MESHDNS_LISTEN", &b_addr)
+        .env("MESHDNS_ADMIN_LISTEN", "")
+        .env("MESHDNS_UPSTREAMS", kube_b.addr.to_string())
+        .env("MESHDNS_CLUSTER_ZONE", "{name}.d.test")
+        .env("MESHDNS_CLUSTERS", &to_a)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map(OtherProcess)
+        .expect("the meshdns binary starts");
+    let b_addr: SocketAddr = b_addr.parse().unwrap();
+    let ping = query("www.example.com.", RecordType::A).to_vec().unwrap();
+    assert!(
+        eventually(50, || async {
+            support::udp_raw_within(b_addr, &ping, Duration::from_millis(100))
+                .await
+                .is_some()
+        })
+        .await,
+        "B serves"
+    );
+    let reply = udp(
+        a.addr,
+        &with_edns(query("mongo-0.mongo.db.svc.e.test.", RecordType::A), 1232),
+    )
+    .await;
+    assert_eq!(reply.msg.response_code, ResponseCode::ServFail);
+    assert!(reply.msg.answers.is_empty(), "{:?}", reply.answer_lines());
+    assert_eq!(loops_total(&a).await, 1.0, "A saw its own query come back");
+    assert!(
+        ![kube_a.names(), kube_b.names()]
+            .concat()
+            .iter()
+            .any(|n| n.contains("mongo")),
+        "nobody passed the looping name to kube-dns: {:?} {:?}",
+        kube_a.names(),
+        kube_b.names()
+    );
+    drop(b);
 }

@@ -3,7 +3,8 @@
 //! The first miss for a key becomes the [`FlightLeader`] and asks upstream; misses for the same
 //! key that arrive meanwhile get a [`FlightFollower`] and wait for the leader's reply, which
 //! they patch with their own ID, RD, CD and AD bits and question spelling. If the leader goes
-//! away without a reply (its task cancelled, or it panicked), its guard's `Drop` closes the
+//! away without a reply (its task cancelled: the client's connection closed, the background
+//! set closed at shutdown, a refresh refused), its guard's `Drop` closes the
 //! flight and every follower's [`FlightFollower::wait`] returns `None`: the caller then asks
 //! for a flight again, so one follower becomes the new leader and the others follow it — never
 //! a herd, never a SERVFAIL caused only by someone else's cancellation. Waiting is bounded by

@@ -1,5 +1,6 @@
-//! Cache keys, built from the client's raw bytes (the hot path) or from a parsed question (the
-//! gather legs), without allocating for names of ordinary length.
+//! Cache keys, built by one builder from a question's bytes — the client's (the hot path, and
+//! the [`Request`](crate::request::Request) of a miss) or a gathered leg's query — without
+//! allocating for names of ordinary length.
 //!
 //! A gathered leg's key carries its cluster's identity ([`LegScope`]: name, endpoints,
 //! domain), never the cluster's position in the list, so a reload that removes or reorders
@@ -7,8 +8,6 @@
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::num::NonZeroU64;
-
-use hickory_proto::rr::{DNSClass, Name, RecordType};
 
 use crate::config::Cluster;
 use crate::wire;
@@ -87,65 +86,49 @@ pub struct CacheKey {
     heap: Option<Box<[u8]>>,
 }
 
+impl KeyFlags {
+    /// The flags of a query whose header starts `msg` and whose OPT record says `opt`.
+    pub fn of_query(msg: &[u8], opt: Option<&wire::OptInfo>) -> KeyFlags {
+        KeyFlags {
+            edns: opt.is_some(),
+            dnssec_ok: opt.is_some_and(|o| o.dnssec_ok),
+            checking_disabled: wire::checking_disabled(msg),
+        }
+    }
+}
+
+/// Whether the reply to a query for `question` (its bytes: name, type, class) with the OPT
+/// record `opt` may be shared with other clients: not for zone transfers, nor for a query with
+/// CLIENT-SUBNET (the reply may be scoped to the client's subnet).
+pub fn may_share(question: &[u8], opt: Option<&wire::OptInfo>) -> bool {
+    let transfer = matches!(wire::question_type(question), Some(TYPE_AXFR | TYPE_IXFR));
+    let subnet = opt.is_some_and(|o| o.options.contains(wire::OPTION_CLIENT_SUBNET));
+    !transfer && !subnet
+}
+
 impl CacheKey {
     /// The key of a client's query, from its raw bytes: `None` unless the query may be
     /// answered from the cache ([`wire::plain_query`]) and its reply may be shared.
     pub fn from_request(request: &[u8]) -> Option<CacheKey> {
-        Self::for_plain_query(&wire::plain_query(request)?, request)
+        let query = wire::plain_query(request)?;
+        let opt = query.opt.as_ref();
+        may_share(query.question, opt)
+            .then(|| Self::for_client(query.question, KeyFlags::of_query(request, opt)))
+            .flatten()
     }
 
-    /// [`from_request`](Self::from_request) for a caller that has read the query already
-    /// (the cache-hit path walks the message once). `None` for what must never be shared:
-    /// zone transfers, and queries with CLIENT-SUBNET (the reply may be scoped to the
-    /// client's subnet). Allocates nothing unless the name is unusually long.
-    pub fn for_plain_query(query: &wire::PlainQuery<'_>, request: &[u8]) -> Option<CacheKey> {
-        let (name, fixed) = query
-            .question
-            .split_at(query.question.len().checked_sub(4)?);
-        let qtype = wire::question_type(query.question)?;
-        if qtype == TYPE_AXFR
-            || qtype == TYPE_IXFR
-            || query
-                .opt
-                .is_some_and(|o| o.options.contains(wire::OPTION_CLIENT_SUBNET))
-        {
-            return None;
-        }
-        let flags = KeyFlags {
-            edns: query.opt.is_some(),
-            dnssec_ok: query.opt.is_some_and(|o| o.dnssec_ok),
-            checking_disabled: wire::checking_disabled(request),
-        };
-        let mut key = Self::with_prefix(SCOPE_CLIENT, flags, fixed, name.len());
-        for (to, from) in key.bytes_mut()[PREFIX_LEN..].iter_mut().zip(name) {
-            *to = from.to_ascii_lowercase();
-        }
-        Some(key)
-    }
-
-    /// The key a client query for this question would have: equal to
-    /// [`from_request`](Self::from_request) of such a query.
-    pub fn for_question(
-        name: &Name,
-        qtype: RecordType,
-        qclass: DNSClass,
-        flags: KeyFlags,
-    ) -> CacheKey {
-        Self::build(SCOPE_CLIENT, name, qtype, qclass, flags)
+    /// The key of a client's question (its bytes: name, type, class), with the flags of its
+    /// query. Allocates nothing unless the name is unusually long.
+    pub fn for_client(question: &[u8], flags: KeyFlags) -> Option<CacheKey> {
+        Self::new(SCOPE_CLIENT, flags, question)
     }
 
     /// The key of one leg of a gathered query: the question as sent to the cluster whose
     /// identity is `cluster`, with the flags of the leg's own request. The gather code stores
     /// each leg's reply under it so a failed leg can be filled from
     /// [`Cache::last_good`](super::Cache::last_good).
-    pub fn for_leg(
-        cluster: LegScope,
-        name: &Name,
-        qtype: RecordType,
-        qclass: DNSClass,
-        flags: KeyFlags,
-    ) -> CacheKey {
-        Self::build(cluster.0.get(), name, qtype, qclass, flags)
+    pub fn for_leg(cluster: LegScope, question: &[u8], flags: KeyFlags) -> Option<CacheKey> {
+        Self::new(cluster.0.get(), flags, question)
     }
 
     /// Whether `question` (the bytes of a message's first question: name, type, class) asks
@@ -163,42 +146,19 @@ impl CacheKey {
                 .is_some_and(|k| k.eq_ignore_ascii_case(name))
     }
 
-    /// A key of `PREFIX_LEN + name_len` bytes with its prefix written: scope, flags, and the
-    /// question's type and class (`fixed`, as on the wire); the name is the caller's to fill.
-    fn with_prefix(scope: u64, flags: KeyFlags, fixed: &[u8], name_len: usize) -> CacheKey {
-        let mut key = Self::empty(PREFIX_LEN + name_len);
+    /// The one builder of keys: scope, flags, then the question's type and class as on the
+    /// wire and its name lowercased. `None` when `question` is shorter than a type and class.
+    fn new(scope: u64, flags: KeyFlags, question: &[u8]) -> Option<CacheKey> {
+        let (name, fixed) = question.split_at_checked(question.len().checked_sub(4)?)?;
+        let mut key = Self::empty(PREFIX_LEN + name.len());
         let bytes = key.bytes_mut();
         bytes[..FLAGS_AT].copy_from_slice(&scope.to_be_bytes());
         bytes[FLAGS_AT] = flags.bits();
         bytes[FLAGS_AT + 1..PREFIX_LEN].copy_from_slice(fixed);
-        key
-    }
-
-    fn build(
-        scope: u64,
-        name: &Name,
-        qtype: RecordType,
-        qclass: DNSClass,
-        flags: KeyFlags,
-    ) -> CacheKey {
-        let name_len = name.iter().map(|label| 1 + label.len()).sum::<usize>() + 1;
-        let ([t0, t1], [c0, c1]) = (
-            u16::from(qtype).to_be_bytes(),
-            u16::from(qclass).to_be_bytes(),
-        );
-        let mut key = Self::with_prefix(scope, flags, &[t0, t1, c0, c1], name_len);
-        let bytes = key.bytes_mut();
-        let mut at = PREFIX_LEN;
-        for label in name.iter() {
-            // A Name's labels are at most 63 bytes, so the length fits.
-            bytes[at] = label.len() as u8;
-            for (to, from) in bytes[at + 1..].iter_mut().zip(label) {
-                *to = from.to_ascii_lowercase();
-            }
-            at += 1 + label.len();
+        for (to, from) in bytes[PREFIX_LEN..].iter_mut().zip(name) {
+            *to = from.to_ascii_lowercase();
         }
-        bytes[at] = 0;
-        key
+        Some(key)
     }
 
     /// The key stored as `bytes` (what [`as_bytes`](Self::as_bytes) gave).
@@ -289,6 +249,8 @@ impl std::fmt::Debug for CacheKey {
 
 #[cfg(test)]
 mod tests {
+    use hickory_proto::rr::{Name, RecordType};
+
     use super::*;
     use crate::cache::tests::{cluster, query};
 
@@ -329,28 +291,26 @@ mod tests {
     }
 
     #[test]
-    fn parsed_questions_give_the_same_key_and_legs_their_own() {
-        let name = Name::from_ascii("SRV.Example.").unwrap();
+    fn the_same_question_gives_the_same_key_and_legs_their_own() {
+        let asked = query("SRV.Example.", RecordType::SRV, Some(true), false);
+        let question = wire::first_question(&asked).unwrap();
         let flags = KeyFlags {
             edns: true,
             dnssec_ok: true,
             checking_disabled: false,
         };
-        let from_bytes = key("srv.example.", RecordType::SRV, Some(true), false);
+        let from_request = key("srv.example.", RecordType::SRV, Some(true), false);
         assert_eq!(
-            CacheKey::for_question(&name, RecordType::SRV, DNSClass::IN, flags),
-            from_bytes
+            CacheKey::for_client(question, flags),
+            Some(from_request.clone())
         );
         let b = LegScope::of(&cluster("b", "127.0.0.1:53"));
-        let leg = CacheKey::for_leg(b, &name, RecordType::SRV, DNSClass::IN, flags);
-        assert_ne!(leg, from_bytes);
-        assert_eq!(from_bytes.leg_scope(), None);
+        let leg = CacheKey::for_leg(b, question, flags).unwrap();
+        assert_ne!(leg, from_request);
+        assert_eq!(from_request.leg_scope(), None);
         assert_eq!(leg.leg_scope(), Some(b));
         let c = LegScope::of(&cluster("c", "127.0.0.1:53"));
-        assert_ne!(
-            leg,
-            CacheKey::for_leg(c, &name, RecordType::SRV, DNSClass::IN, flags)
-        );
+        assert_ne!(Some(leg), CacheKey::for_leg(c, question, flags));
     }
 
     #[test]

@@ -51,7 +51,7 @@ use crate::background::Background;
 use crate::config::CacheConfig;
 use crate::wire;
 
-pub use key::{CacheKey, KeyFlags, LegScope};
+pub use key::{CacheKey, KeyFlags, LegScope, may_share};
 pub use policy::{FAILURE_TTL_FIRST, FAILURE_TTL_MAX};
 pub use serve::STALE_TTL;
 
@@ -151,8 +151,8 @@ impl Cache {
     }
 
     fn lock(&self) -> MutexGuard<'_, Store> {
-        // Nothing under the lock can panic on input; if something did, the table is still
-        // consistent enough to serve from.
+        // A panic aborts the process (docs/design.md, "Panics"): nothing poisons the lock, and
+        // this takes it without an unwrap.
         self.store.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -568,14 +568,17 @@ impl Cache {
 
     /// A reload to configuration `generation`: from now on writes of older generations are
     /// dropped, and every entry whose key `keep` rejects (the routes the reload changed) is
-    /// dropped now. Both happen under one lock, so no write of the previous configuration can
-    /// land between them. Call it before queries start on the new configuration.
-    pub fn advance(&self, generation: Generation, keep: impl Fn(&CacheKey) -> bool) {
+    /// dropped now; with no `keep` (no route changed) the entries are not looked at. Both
+    /// happen under one lock, so no write of the previous configuration can land between
+    /// them. Call it before queries start on the new configuration.
+    pub fn advance(&self, generation: Generation, keep: Option<impl Fn(&CacheKey) -> bool>) {
         let mut store = self.lock();
         store.advance(generation);
-        let dropped = store.retain(|bytes| keep(&CacheKey::from_bytes(bytes)));
-        tracing::debug!(dropped, "cache entries of changed routes dropped");
-        self.count_entries(&store);
+        if let Some(keep) = keep {
+            let dropped = store.retain(|bytes| keep(&CacheKey::from_bytes(bytes)));
+            tracing::debug!(dropped, "cache entries of changed routes dropped");
+            self.count_entries(&store);
+        }
     }
 
     /// New bounds and TTL policy (a reload): entries beyond the new size are evicted now;

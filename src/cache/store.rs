@@ -407,7 +407,9 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hickory_proto::rr::{DNSClass, Name, RecordType};
+    use hickory_proto::op::Query;
+    use hickory_proto::rr::{Name, RecordType};
+    use hickory_proto::serialize::binary::BinEncodable;
 
     /// A table of at most `capacity` entries and `byte_budget` bytes, serving stale for
     /// `serve_stale`.
@@ -423,7 +425,8 @@ mod tests {
 
     fn key(i: usize) -> CacheKey {
         let name = Name::from_ascii(format!("n{i}.example.")).unwrap();
-        CacheKey::for_question(&name, RecordType::A, DNSClass::IN, Default::default())
+        let question = Query::query(name, RecordType::A).to_bytes().unwrap();
+        CacheKey::for_client(&question, Default::default()).unwrap()
     }
 
     fn entry(now: Instant, len: usize) -> Entry {

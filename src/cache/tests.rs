@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use hickory_proto::op::{Edns, Message, MessageType, Query, ResponseCode};
 use hickory_proto::rr::rdata::{A, SOA};
-use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
+use hickory_proto::rr::{Name, RData, Record, RecordType};
 use tokio::time::advance;
 
 use prometheus::{IntCounter, IntGauge};
@@ -679,19 +679,19 @@ async fn partial_answers_are_capped_and_legs_keep_their_last_good_answer() {
         Lookup::Miss
     );
 
-    let leg_name = Name::from_ascii("_db._tcp.mongo.db.svc.cluster.local.").unwrap();
     let flags = KeyFlags {
         edns: true,
         ..KeyFlags::default()
     };
     let scope = LegScope::of(&cluster("b", "127.0.0.1:53"));
-    let leg = CacheKey::for_leg(scope, &leg_name, RecordType::SRV, DNSClass::IN, flags);
     let leg_request = query(
         "_db._tcp.mongo.db.svc.cluster.local.",
         RecordType::SRV,
         Some(false),
         false,
     );
+    let leg_question = wire::first_question(&leg_request).unwrap();
+    let leg = CacheKey::for_leg(scope, leg_question, flags).unwrap();
     cache.insert(&leg, &answer(&leg_request, &[30]), Instant::now(), FIRST);
     advance(10 * SECOND).await;
     assert_eq!(ttls(&cache.last_good(&leg, Instant::now()).unwrap()), [20]);
@@ -844,7 +844,7 @@ async fn a_lost_leader_hands_the_flight_to_one_follower() {
         });
     }
     tokio::task::yield_now().await;
-    doomed.abort_all(); // a cancelled task, or a panic
+    doomed.abort_all(); // cancelled tasks
     while let Some(done) = followers.join_next().await {
         assert_eq!(wire::rcode(&done.unwrap().unwrap()), Some(0));
     }
@@ -966,7 +966,7 @@ async fn an_answer_of_a_previous_configuration_arriving_after_a_reload_is_not_ca
     );
     tokio::time::sleep(Duration::from_millis(100)).await;
     // The reload: the route of the name changed.
-    cache.advance(FIRST.next(), |_| false);
+    cache.advance(FIRST.next(), Some(|_: &CacheKey| false));
     let answered = old.await.unwrap().unwrap();
     assert_eq!(
         wire::rcode(&answered),
@@ -998,7 +998,7 @@ async fn after_a_reload_a_miss_never_waits_on_nor_inherits_the_failure_of_an_old
     );
     tokio::time::sleep(Duration::from_millis(100)).await;
     let new = FIRST.next();
-    cache.advance(new, |_| false);
+    cache.advance(new, Some(|_: &CacheKey| false));
     let started = Instant::now();
     let reply = cache
         .get_or_resolve(
@@ -1044,7 +1044,7 @@ async fn a_failure_remembered_before_a_reload_is_dropped_with_the_changed_route(
     assert_eq!(wire::rcode(&failed), Some(2));
     assert!(is_cached(&cache, &request), "the failure is remembered");
     let new = FIRST.next();
-    cache.advance(new, |k| k != &key(&request));
+    cache.advance(new, Some(|k: &CacheKey| k != &key(&request)));
     let reply = ask(
         &cache,
         &request,
@@ -1068,11 +1068,11 @@ async fn a_reload_keeps_the_entries_it_is_told_to_keep() {
             FIRST,
         );
     }
-    cache.advance(FIRST.next(), |k| k == &key(&kept));
+    cache.advance(FIRST.next(), Some(|k: &CacheKey| k == &key(&kept)));
     assert!(is_cached(&cache, &kept));
     assert!(!is_cached(&cache, &dropped));
     // Never back: an older generation does not reopen the door.
-    cache.advance(FIRST, |_| true);
+    cache.advance(FIRST, Some(|_: &CacheKey| true));
     cache.insert(
         &key(&dropped),
         &answer(&dropped, &[30]),

@@ -26,16 +26,18 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use hickory_proto::op::{Edns, Message, Query, ResponseCode};
+use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::rdata::TXT;
-use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
+use hickory_proto::rr::{Name, RData, Record};
+use hickory_proto::serialize::binary::BinEncodable;
 use prometheus::IntCounter;
 use tokio::time::{Instant, sleep_until};
 
 use crate::background::Background;
-use crate::cache::{Cache, CacheKey, Generation, KeyFlags, LegScope};
+use crate::cache::{Cache, CacheKey, Generation, KeyFlags, LegScope, may_share};
 use crate::config::{Cluster, Config};
 use crate::reply::{self, ExtendedError};
+use crate::request::Request;
 use crate::upstream::{Progress, Upstream};
 use crate::wire;
 
@@ -117,12 +119,12 @@ impl Gatherer {
     pub async fn answer(
         &self,
         naming: Option<&Naming>,
-        request: &Message,
+        request: &Request,
         deadline: Instant,
     ) -> Vec<u8> {
         let Some(naming) = naming else {
             return reply::servfail_bytes(
-                request,
+                request.message(),
                 ExtendedError::NetworkError,
                 "no such gathered zone",
             );
@@ -134,13 +136,8 @@ impl Gatherer {
         reply::encode_fitted(&merged.reply, wire::MAX_MESSAGE)
     }
 
-    async fn merged(&self, request: &Message, naming: &Naming, deadline: Instant) -> Merged {
-        let Some(asked) = request.queries.first() else {
-            return Merged {
-                reply: reply::synthesized(request, ResponseCode::FormErr),
-                partial: false,
-            };
-        };
+    async fn merged(&self, client: &Request, naming: &Naming, deadline: Instant) -> Merged {
+        let (request, asked) = (client.message(), client.query());
         let (legs, fallback) = match naming.plan(asked.name(), asked.query_type(), &self.clusters) {
             Plan::Ask { legs, fallback } => (legs, fallback),
             Plan::NoData => return self.negative(request, ResponseCode::NoError, naming),
@@ -152,7 +149,7 @@ impl Gatherer {
                 };
             }
         };
-        let mut gathered = self.ask_all(request, legs, deadline).await;
+        let mut gathered = self.ask_all(client, legs, deadline).await;
         let prefixed_nxdomain = fallback.is_some()
             && matches!(gathered.as_slice(), [(_, Leg::Answered(reply))]
                 if reply.response_code == ResponseCode::NXDomain);
@@ -162,8 +159,10 @@ impl Gatherer {
             // The prefixed cluster, answering, does not have the name: what the cache holds
             // for it (a member since removed) must not come back stale, not even while the
             // fallback below runs. Perhaps a name that merely begins like a prefix.
-            self.cache.forget(&client_key(request, asked));
-            gathered = self.ask_all(request, fallback, deadline).await;
+            if let Some(key) = client.key() {
+                self.cache.forget(key);
+            }
+            gathered = self.ask_all(client, fallback, deadline).await;
         }
         let merged = merge::merge(
             request,
@@ -201,10 +200,16 @@ impl Gatherer {
     /// in time are `Failed`, or filled from their last good answer.
     async fn ask_all(
         &self,
-        request: &Message,
+        request: &Request,
         legs: Vec<(usize, Name)>,
         deadline: Instant,
     ) -> Vec<(usize, Leg)> {
+        // A reply that may be scoped to the client's subnet is no leg's answer for others.
+        let shared = may_share(request.question(), request.opt());
+        let flags = KeyFlags {
+            edns: true,
+            ..request.key_flags()
+        };
         let mut gathered: Vec<(usize, Leg)> = Vec::with_capacity(legs.len());
         let mut keys: Vec<Option<CacheKey>> = Vec::with_capacity(legs.len());
         // The progress of each leg still running (`None`: finished, or never started).
@@ -212,13 +217,14 @@ impl Gatherer {
         let mut running: FuturesUnordered<LegRun> = FuturesUnordered::new();
         for (slot, (index, name)) in legs.into_iter().enumerate() {
             gathered.push((index, Leg::Failed));
-            let key = (self.scopes.get(index)).map(|&scope| leg_key(scope, &name, request));
+            let query = name.to_bytes().ok().and_then(|name| request.for_leg(&name));
+            let key = (self.scopes.get(index).zip(query.as_deref())).and_then(|(&scope, query)| {
+                CacheKey::for_leg(scope, wire::first_question(query)?, flags)
+            });
             keys.push(key.clone());
-            let (Some(key), Some(upstream), Some(query)) = (
-                key,
-                self.upstreams.get(index).map(Arc::clone),
-                leg_query(request, name),
-            ) else {
+            let (Some(key), Some(upstream), Some(query)) =
+                (key, self.upstreams.get(index).map(Arc::clone), query)
+            else {
                 progress.push(None);
                 continue;
             };
@@ -227,7 +233,7 @@ impl Gatherer {
             let (cache, generation) = (Arc::clone(&self.cache), self.generation);
             running.push(Box::pin(async move {
                 let (leg, bytes) = ask_leg(&upstream, &query, deadline, &leg_progress).await;
-                if let Some(bytes) = &bytes {
+                if let (true, Some(bytes)) = (shared, &bytes) {
                     // Also when the reply has gone out without this leg: it refreshes the
                     // answer a later failure of this cluster is filled from (unless a reload
                     // came in between: then the cache refuses it).
@@ -303,50 +309,6 @@ impl Gatherer {
             .unwrap_or(now)
             .max(now)
     }
-}
-
-/// The cache key of the client's own question (what the cache stores the merged reply under).
-fn client_key(request: &Message, asked: &Query) -> CacheKey {
-    let flags = KeyFlags {
-        edns: request.edns.is_some(),
-        dnssec_ok: request.edns.as_ref().is_some_and(|e| e.flags().dnssec_ok),
-        checking_disabled: request.checking_disabled,
-    };
-    CacheKey::for_question(asked.name(), asked.query_type(), asked.query_class(), flags)
-}
-
-/// The cache key of a leg: the cluster's identity, the rewritten question, and the flags the
-/// leg's own query carries (EDNS always; DO and CD from the client).
-fn leg_key(cluster: LegScope, name: &Name, request: &Message) -> CacheKey {
-    let (qtype, qclass) = request
-        .queries
-        .first()
-        .map_or((RecordType::A, DNSClass::IN), |q| {
-            (q.query_type(), q.query_class())
-        });
-    let flags = KeyFlags {
-        edns: true,
-        dnssec_ok: request.edns.as_ref().is_some_and(|e| e.flags().dnssec_ok),
-        checking_disabled: request.checking_disabled,
-    };
-    CacheKey::for_leg(cluster, name, qtype, qclass, flags)
-}
-
-/// The leg's query: the rewritten question, recursion desired, EDNS with our UDP size (so
-/// large sets come in one datagram, or over TCP when truncated), the client's DO and CD bits.
-fn leg_query(request: &Message, name: Name) -> Option<Vec<u8>> {
-    let asked = request.queries.first()?;
-    let mut query = Message::query();
-    query.metadata.recursion_desired = true;
-    query.metadata.checking_disabled = request.checking_disabled;
-    let mut leg_question = Query::query(name, asked.query_type());
-    leg_question.set_query_class(asked.query_class());
-    query.add_query(leg_question);
-    let mut edns = Edns::new();
-    edns.set_max_payload(reply::ADVERTISED_UDP_SIZE);
-    edns.set_dnssec_ok(request.edns.as_ref().is_some_and(|e| e.flags().dnssec_ok));
-    query.set_edns(edns);
-    query.to_vec().ok()
 }
 
 /// One leg's outcome, with the reply bytes worth caching when it answered.

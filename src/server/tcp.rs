@@ -101,7 +101,6 @@ fn is_broken_listener(error: &std::io::Error) -> bool {
 
 async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) {
     let _ = stream.set_nodelay(true);
-    let allowed = shared.resolver.allows(peer.ip());
     let (reader, writer) = stream.into_split();
     let mut frames = FramedRead::new(reader, wire::tcp_codec(MAX_QUERY_FRAME));
     let (replies, outgoing) = mpsc::channel::<Vec<u8>>(MAX_PIPELINED);
@@ -140,7 +139,9 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) {
             }
             () = stopped(&mut shutdown) => break,
         };
-        if !allowed {
+        // Asked per query, not per connection: a reload that narrows `MESHDNS_ALLOW_FROM`
+        // reaches the connections already open.
+        if !shared.resolver.allows(peer.ip()) {
             shared.metrics.dropped(DropReason::NotAllowed);
             if let Some(refused) = reply::from_header(&frame, ResponseCode::Refused)
                 && replies.send(refused).await.is_err()

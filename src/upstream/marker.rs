@@ -1,7 +1,7 @@
 //! The loop marker on every query that leaves meshdns: an EDNS option of the local and
 //! experimental range ([`wire::OPTION_LOOP_MARKER`]) whose value is drawn at random once per
 //! process, added before an exchange and taken off its reply, so that a query that comes back
-//! to this process is recognised ([`came_back`]; what meshdns then does is the `loops`
+//! to this process is recognised ([`is_ours`]; what meshdns then does is the `loops`
 //! module's).
 
 use std::sync::LazyLock;
@@ -46,9 +46,10 @@ impl Marked {
     }
 }
 
-/// Whether `query` carries this process's marker: meshdns sent it, and it came back.
-pub fn came_back(query: &[u8]) -> bool {
-    wire::has_option(query, OPTION_LOOP_MARKER, MARKER.as_slice())
+/// Whether `value`, the data of a loop-marker option, is this process's: the query that
+/// carries it was sent by this process and came back (the request's view asks).
+pub fn is_ours(value: &[u8]) -> bool {
+    value == MARKER.as_slice()
 }
 
 #[cfg(test)]
@@ -57,6 +58,10 @@ mod tests {
     use hickory_proto::rr::{Name, RecordType};
 
     use super::*;
+
+    fn came_back(query: &[u8]) -> bool {
+        wire::has_option(query, OPTION_LOOP_MARKER, MARKER.as_slice())
+    }
 
     fn query(edns: bool) -> Vec<u8> {
         let mut msg = Message::query();

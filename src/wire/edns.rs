@@ -73,32 +73,37 @@ pub struct OptInfo {
     /// The DO bit: the sender wants DNSSEC records.
     pub dnssec_ok: bool,
     pub options: OptionSet,
+    /// Where the option list (the record's RDATA) lies in the message, for
+    /// [`for_each_option`].
+    pub options_at: (usize, usize),
 }
 
 impl OptInfo {
     fn of(record: &RecordAt, msg: &[u8]) -> Option<OptInfo> {
         let [extended_rcode, version, flags, _] = record.ttl.ttl.to_be_bytes();
         let mut options = OptionSet::default();
-        for_each_option(msg, record, |code, _| options.insert(code))?;
+        let options_at = (record.rdata_offset, record.end());
+        for_each_option(msg, options_at, |code, _| options.insert(code))?;
         Some(OptInfo {
             payload: record.class,
             extended_rcode,
             version,
             dnssec_ok: flags & 0x80 != 0,
             options,
+            options_at,
         })
     }
 }
 
-/// Calls `visit(code, range of the whole option)` for each option in the OPT record's RDATA;
-/// `None` when the option list is malformed.
-fn for_each_option(
+/// Calls `visit(code, range of the whole option)` for each option of the OPT record's RDATA,
+/// which lies at `(start, end)` of `msg` ([`OptInfo::options_at`]); `None` when the option
+/// list is malformed.
+pub fn for_each_option(
     msg: &[u8],
-    record: &RecordAt,
+    (start, end): (usize, usize),
     mut visit: impl FnMut(u16, std::ops::Range<usize>),
 ) -> Option<()> {
-    let end = record.end();
-    let mut at = record.rdata_offset;
+    let mut at = start;
     while at < end {
         let head = msg.get(at..at + 4)?;
         let code = u16::from_be_bytes([head[0], head[1]]);
@@ -141,7 +146,7 @@ pub fn has_option(msg: &[u8], code: u16, data: &[u8]) -> bool {
         return false;
     };
     let mut found = false;
-    let _ = for_each_option(msg, &record, |at, range| {
+    let _ = for_each_option(msg, (record.rdata_offset, record.end()), |at, range| {
         found |= at == code && msg.get(range.start + 4..range.end) == Some(data);
     });
     found
@@ -253,7 +258,7 @@ pub fn without_options(msg: &[u8], drop: impl Fn(u16) -> bool) -> Option<Vec<u8>
     let record = first_opt(msg)??;
     let mut kept: Vec<std::ops::Range<usize>> = Vec::new();
     let mut dropped = false;
-    for_each_option(msg, &record, |code, range| {
+    for_each_option(msg, (record.rdata_offset, record.end()), |code, range| {
         if drop(code) {
             dropped = true;
         } else {

@@ -12,8 +12,9 @@ mod records;
 
 pub use edns::{
     OPTION_CLIENT_SUBNET, OPTION_COOKIE, OPTION_LOOP_MARKER, OPTION_NSID, OPTION_PADDING,
-    OPTION_TCP_KEEPALIVE, OptInfo, OptionSet, PlainQuery, has_option, is_hop_by_hop_option,
-    is_per_client_option, opt, plain_query, with_option, without_opt, without_options,
+    OPTION_TCP_KEEPALIVE, OptInfo, OptionSet, PlainQuery, for_each_option, has_option,
+    is_hop_by_hop_option, is_per_client_option, opt, plain_query, with_option, without_opt,
+    without_options,
 };
 pub use header::{
     HEADER_LEN, RCODE_NOERROR, RCODE_NXDOMAIN, RCODE_SERVFAIL, authentic_data, checking_disabled,
