@@ -528,19 +528,22 @@ mod tests {
     #[test]
     fn only_a_reload_that_changes_a_route_walks_the_cache() {
         let build = |pairs: &[(&str, &str)]| {
-            let mut all = vec![(variables::UPSTREAMS, "127.0.0.2:53")];
+            let mut all = vec![
+                (variables::UPSTREAMS, "127.0.0.2:53"),
+                (variables::LOCAL_CLUSTER, "a"),
+            ];
             all.extend_from_slice(pairs);
             let config =
                 Config::from_vars(all.iter().map(|(k, v)| (k.to_string(), v.to_string()))).unwrap();
             let router = Router::new(&config);
             (config, router)
         };
-        let running = build(&[(variables::CLUSTERS, "b=127.0.0.3")]);
+        let running = build(&[(variables::CLUSTERS, "a=; b=127.0.0.3")]);
         let slower = build(&[
-            (variables::CLUSTERS, "b=127.0.0.3"),
+            (variables::CLUSTERS, "a=; b=127.0.0.3"),
             (variables::TIMEOUT, "3s"),
         ]);
-        let moved = build(&[(variables::CLUSTERS, "b=127.0.0.4")]);
+        let moved = build(&[(variables::CLUSTERS, "a=; b=127.0.0.4")]);
         assert!(unchanged_routes(pair(&running), pair(&slower)).is_none());
         let keep = unchanged_routes(pair(&running), pair(&moved)).expect("a route changed");
         let key = |name: &str| {
