@@ -383,21 +383,23 @@ async fn two_meshdns_asking_each_other_over_rewritten_routes_cut_the_loop_at_onc
     // deadline.
     let (kube_a, kube_b) = (kube_dns(None).await, kube_dns(None).await);
     let b_addr = format!("127.0.0.1:{}", support::free_port());
-    let to_b = format!("svc={b_addr} domain=d.test");
+    let to_b = format!("here=; svc={b_addr} domain=d.test");
     let a = Meshdns::before(
         &kube_a,
         &[
+            ("MESHDNS_LOCAL_CLUSTER", "here"),
             ("MESHDNS_CLUSTER_ZONE", "{name}.e.test"),
             ("MESHDNS_CLUSTERS", &to_b),
         ],
     )
     .await;
-    let to_a = format!("svc={} domain=e.test", a.addr);
+    let to_a = format!("here=; svc={} domain=e.test", a.addr);
     let b = std::process::Command::new(env!("CARGO_BIN_EXE_meshdns"))
         .env_clear()
         .env("MESHDNS_LISTEN", &b_addr)
         .env("MESHDNS_ADMIN_LISTEN", "")
         .env("MESHDNS_UPSTREAMS", kube_b.addr.to_string())
+        .env("MESHDNS_LOCAL_CLUSTER", "here")
         .env("MESHDNS_CLUSTER_ZONE", "{name}.d.test")
         .env("MESHDNS_CLUSTERS", &to_a)
         .stdout(std::process::Stdio::null())
