@@ -584,23 +584,22 @@ impl Upstream {
                     abort,
                 });
                 number += 1;
-                next_at = if hedge {
-                    now + endpoint.rto(ceiling)
-                } else if number < attempts {
-                    now + ceiling
-                } else {
-                    deadline
-                };
+                next_at = now
+                    + if hedge {
+                        endpoint.rto(ceiling)
+                    } else {
+                        ceiling
+                    };
             } else if number >= attempts && listening.is_empty() {
                 // Every attempt made has failed.
                 break;
             }
+            // The next attempt's time counts only while one is left to make.
             let wake = listening
                 .iter()
                 .filter_map(|l| l.silent_at)
-                .chain([next_at, deadline])
-                .min()
-                .unwrap_or(deadline);
+                .chain((number < attempts).then_some(next_at))
+                .fold(deadline, Instant::min);
             tokio::select! {
                 Some(joined) = running.join_next() => {
                     let Ok(done) = joined else { continue };
@@ -658,8 +657,8 @@ impl Upstream {
     }
 
     /// One attempt per endpoint and one retry, as far as the time left allows (at least one):
-    /// a single-endpoint kube-dns gets a second datagram when the first is lost, and an
-    /// outage costs a bounded number of packets per query.
+    /// a single-endpoint kube-dns that stays silent for an attempt timeout (its retransmissions
+    /// included) is asked once more, and an outage costs a bounded number of packets per query.
     fn max_attempts(&self, deadline: Instant, endpoints: usize) -> usize {
         let left = deadline.saturating_duration_since(Instant::now());
         let per_attempt = self.spec.attempt_timeout.max(Duration::from_millis(1));
