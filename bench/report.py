@@ -386,7 +386,7 @@ def loss_section(work, rounds, meta, raw):
     failure, like a SERVFAIL."""
     levels = [int(x) for x in meta.get("loss_levels", "1 5").split()]
     rtt = meta.get("loss_rtt_ms", "20")
-    label = {"m": "meshdns", "u": "unbound"}
+    label = {"m": "meshdns", "u": "unbound", "g": "meshdns"}
     stats = {}  # (case, level, server) -> dict
 
     def pooled(case, level, want_an):

@@ -1161,12 +1161,14 @@ loss_links() { # PERCENT: every loss group link drops PERCENT % of UDP datagrams
 	nft delete table inet bench_loss 2>/dev/null
 	(($1 > 0)) || return 0
 	nft add table inet bench_loss &&
-		nft add chain inet bench_loss out '{ type filter hook output priority 0; }' || return 1
+		nft add chain inet bench_loss in '{ type filter hook input priority 0; }' || return 1
 	local a
+	# On arrival (the input hook): a datagram dropped on its way out makes send() fail with
+	# EPERM, which no WAN does; dropped on arrival it is silently lost, as on a real link.
 	for a in "${LOSSY_NSD[@]}" "$LOSSY_PROXY"; do
 		# Queries to the peer and its replies, each dropped at random.
-		nft add rule inet bench_loss out ip daddr "$a" udp dport 53 numgen random mod 100 '<' "$1" drop &&
-			nft add rule inet bench_loss out ip saddr "$a" udp sport 53 numgen random mod 100 '<' "$1" drop || return 1
+		nft add rule inet bench_loss in ip daddr "$a" udp dport 53 numgen random mod 100 '<' "$1" drop &&
+			nft add rule inet bench_loss in ip saddr "$a" udp sport 53 numgen random mod 100 '<' "$1" drop || return 1
 	done
 }
 

@@ -267,7 +267,11 @@ async fn udp(
                 resend.counter.inc();
                 let id = fresh_id(&sent);
                 wire::set_id(&mut msg, id);
-                socket.get_ref().send(&msg)?;
+                if let Err(error) = socket.get_ref().send(&msg) {
+                    // A datagram that did not go out (a local firewall's EPERM, a full send
+                    // buffer) is one more lost: the earlier sends may still be answered.
+                    tracing::debug!(%endpoint, %error, "a retransmission could not be sent");
+                }
                 sent.push((id, Instant::now()));
                 continue;
             }

@@ -307,15 +307,17 @@ class World:
 
 class Loss:
     """Random loss on peer links: nftables rules dropping a share of the UDP datagrams to and
-    from a peer's port 53 (`numgen random`), rebuilt from `percent` at every change."""
+    from a peer's port 53 (`numgen random`), rebuilt from `percent` at every change. They drop
+    on arrival (the input hook), so the loss is silent as on a real link: a datagram dropped
+    on its way out fails its send() with EPERM instead."""
 
     TABLE = "chaos_loss"
 
     def __init__(self):
         self.percent = {}  # cluster → per cent each way
         self.nft("add", "table", "inet", self.TABLE)
-        self.nft("add", "chain", "inet", self.TABLE, "out",
-                 "{ type filter hook output priority 0; }")
+        self.nft("add", "chain", "inet", self.TABLE, "in",
+                 "{ type filter hook input priority 0; }")
 
     @staticmethod
     def nft(*args):
@@ -323,12 +325,12 @@ class Loss:
 
     def set(self, cluster, percent):
         self.percent[cluster] = percent
-        self.nft("flush", "chain", "inet", self.TABLE, "out")
+        self.nft("flush", "chain", "inet", self.TABLE, "in")
         for lossy, share in self.percent.items():
             for addr in LOSSY[lossy] if share else []:
                 for match in (["ip", "daddr", addr, "udp", "dport", "53"],
                               ["ip", "saddr", addr, "udp", "sport", "53"]):
-                    self.nft("add", "rule", "inet", self.TABLE, "out", *match,
+                    self.nft("add", "rule", "inet", self.TABLE, "in", *match,
                              "numgen", "random", "mod", "100", "<", str(share), "drop")
 
 
