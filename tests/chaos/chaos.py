@@ -514,6 +514,16 @@ def pick_query(rng):
     return "passthrough", "www.example.test.", "A", None
 
 
+def pick_miss(rng):
+    """A name no cache holds, which every peer answers NXDOMAIN: each one crosses the links
+    (the calm window's queries that must not fail while they lose datagrams)."""
+    name = f"m{rng.getrandbits(40):x}"
+    if rng.random() < 0.5:
+        cluster = rng.choice(sorted(LOSSY))
+        return "cluster", f"{name}.db.prod.cluster.{cluster}.", "A", cluster
+    return "union", f"{name}.db.prod.svc.distributed.local.", "A", None
+
+
 class Datagrams(asyncio.DatagramProtocol):
     def __init__(self):
         self.received = asyncio.Queue()
@@ -555,12 +565,12 @@ async def ask(verdicts, kind, qname, rdtype, owner, proto, unanswered):
     verdicts.check(kind, qname, owner, reply, sent, time.monotonic() - sent, proto)
 
 
-async def traffic(verdicts, rng, qps, until, unanswered):
-    """Queries at `qps` until `until`, a fifth of them over TCP, each checked."""
+async def traffic(verdicts, rng, qps, until, unanswered, pick=pick_query):
+    """Queries (`pick`'s) at `qps` until `until`, a fifth of them over TCP, each checked."""
     tasks = set()
     next_at = time.monotonic()
     while time.monotonic() < until:
-        kind, qname, rdtype, owner = pick_query(rng)
+        kind, qname, rdtype, owner = pick(rng)
         proto = "tcp" if rng.random() < 0.2 else "udp"
         if len(tasks) < 800:
             task = asyncio.create_task(ask(verdicts, kind, qname, rdtype, owner, proto, unanswered))
@@ -629,6 +639,11 @@ async def chaos(verdicts, rng, world, config, pki, loss, until, log):
         await asyncio.sleep(seconds)
         loss.set(cluster, 0)
 
+    async def lossy_episode():
+        cluster = rng.choice(sorted(LOSSY))
+        if not loss.percent.get(cluster):
+            background(lossy(cluster, rng.randint(1, 10), rng.uniform(3, 6)))
+
     async def fault(cluster, mode, seconds):
         await world.fault(cluster, mode)
         ops[f"{cluster} {mode}"] += 1
@@ -660,7 +675,9 @@ async def chaos(verdicts, rng, world, config, pki, loss, until, log):
 
     # The two sequences at set points of the run, the random operations around them.
     begun = time.monotonic()
-    scripted = [(0.2, removed_while_later_down), (0.45, removed_while_pending), (0.7, removed_while_later_down)]
+    # (One lossy link at a set point too: the random ones may not come up in a short run.)
+    scripted = [(0.1, lossy_episode), (0.2, removed_while_later_down), (0.45, removed_while_pending),
+                (0.7, removed_while_later_down)]
     while time.monotonic() < until - 6:
         roll = rng.random()
         if scripted and time.monotonic() - begun >= scripted[0][0] * (until - begun):
@@ -686,9 +703,7 @@ async def chaos(verdicts, rng, world, config, pki, loss, until, log):
             switched = "tcp" if config.c_transport == "udp" else "udp"
             await reconfigure(lambda: setattr(config, "c_transport", switched), "c transport switched")
         elif roll < 0.84:
-            cluster = rng.choice(sorted(LOSSY))
-            if not loss.percent.get(cluster):
-                background(lossy(cluster, rng.randint(1, 10), rng.uniform(2, 6)))
+            await lossy_episode()
         elif roll < 0.92:
             rotated = pki.rotate_client()
             before = reloads_applied()
@@ -782,7 +797,12 @@ async def calm_loss(verdicts, rng, loss, qps, unanswered, log):
     partial = metric(metrics_text(), "meshdns_gather_partial_total")
     retransmits = sum(metric(metrics_text(), "meshdns_upstream_retransmits_total", f'cluster="{c}"') for c in LOSSY)
     before = collections.Counter(verdicts.counts)
-    await traffic(verdicts, rng, qps, time.monotonic() + CALM_LOSS_SECONDS, unanswered)
+    until = time.monotonic() + CALM_LOSS_SECONDS
+    # The usual traffic (mostly cache hits) and as many misses, which all cross the links.
+    await asyncio.gather(
+        traffic(verdicts, rng, qps, until, unanswered),
+        traffic(verdicts, rng, qps / 4, until, unanswered, pick=pick_miss),
+    )
     for cluster in LOSSY:
         loss.set(cluster, 0)
     text = metrics_text()
