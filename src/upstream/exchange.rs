@@ -19,7 +19,9 @@
 //! `rto`) is sent again on the same socket, each send with an ID of its own, up to the sends
 //! the exchange allows it: a late reply to an earlier send is still accepted (the first valid
 //! reply wins), and the reply is timed from the send whose ID it carries, so every answer is
-//! an unambiguous round-trip sample. Each timeout backs the endpoint's timer off.
+//! an unambiguous round-trip sample. Each timeout backs the endpoint's timer off. A blind
+//! spoofer then has as many IDs to hit as there were sends (at most four) instead of one,
+//! still behind the random source port of a connected socket.
 //!
 //! System calls per UDP attempt are few: the socket is made non-blocking in one call,
 //! connected (which also binds the random port) in one, registered for readability only (a
