@@ -1177,7 +1177,7 @@ loss_names() { # FIRST COUNT FILE: names hFIRST.. of the clusters' zones (probe 
 }
 
 round_loss() { # ROUND: each case's names are new to every cache (unbound's: meshdns runs without)
-	local r=$1 p k=0 base
+	local r=$1 p k=0 base targets
 	base=$(((r - 1) * 4 * LOSS_STEPS))
 	# Warm-up without loss: both meshdns and both unbound have measured their links.
 	loss_links 0
@@ -1189,11 +1189,13 @@ round_loss() { # ROUND: each case's names are new to every cache (unbound's: mes
 		log "round $r: loss $p % each way: $LOSS_STEPS cluster-route misses, meshdns and unbound interleaved; the same over +${LOSS_RTT_MS} ms; $LOSS_STEPS gathered SRV"
 		loss_names $((base + k * LOSS_STEPS)) "$LOSS_STEPS" "$WORK/r$r-loss-names.txt"
 		k=$((k + 1))
-		probe 120 "$LOSS_STEPS" "$WORK/r$r-loss-names.txt" $(rotate "$r" "m=$LOSS_MESH:53+cluster.b" "u=$LOSS_UNBOUND:53+svc.cluster.local") \
+		read -ra targets <<<"$(rotate "$r" "m=$LOSS_MESH:53+cluster.b" "u=$LOSS_UNBOUND:53+svc.cluster.local")"
+		probe 120 "$LOSS_STEPS" "$WORK/r$r-loss-names.txt" "${targets[@]}" \
 			>"$WORK/r$r-loss-route-$p.out" 2>"$WORK/r$r-loss-route-$p.err"
 		loss_names $((base + k * LOSS_STEPS)) "$LOSS_STEPS" "$WORK/r$r-loss-names.txt"
 		k=$((k + 1))
-		probe 120 "$LOSS_STEPS" "$WORK/r$r-loss-names.txt" $(rotate "$r" "m=$LOSS_MESH_RTT:53+cluster.b" "u=$LOSS_UNBOUND_RTT:53+svc.cluster.local") \
+		read -ra targets <<<"$(rotate "$r" "m=$LOSS_MESH_RTT:53+cluster.b" "u=$LOSS_UNBOUND_RTT:53+svc.cluster.local")"
+		probe 120 "$LOSS_STEPS" "$WORK/r$r-loss-names.txt" "${targets[@]}" \
 			>"$WORK/r$r-loss-rtt-$p.out" 2>"$WORK/r$r-loss-rtt-$p.err"
 		rec "$r" meshdns "loss_partial0_$p" "$(metric_of "$LOSS_MESH" meshdns_gather_partial_total)"
 		probe 120 "$LOSS_STEPS" /dev/null "g=$LOSS_MESH:53/_mongodb._tcp.mongo.db.svc.distributed.local/SRV" \
