@@ -235,6 +235,54 @@ impl Progress {
     }
 }
 
+/// How attempt `number` of an exchange is made.
+struct Plan<'a> {
+    endpoint: &'a Arc<Endpoint>,
+    /// The endpoint not yet asked that comes next, if any.
+    next: Option<&'a Arc<Endpoint>>,
+    /// Datagrams the attempt may send (UDP), its retransmissions included.
+    sends: u32,
+    /// The attempt's retransmission is the next attempt, at `next`, after its RTO.
+    hedge: bool,
+}
+
+/// Attempt `number` of `attempts` over `order` (cycled: the retry comes back to the first),
+/// taking its retransmissions from the exchange's `retransmits` left. A hedge goes only to an
+/// endpoint that is up and not yet asked; a down endpoint, or one asked over a stream, gets
+/// one send.
+fn plan<'a>(
+    order: &[&'a Arc<Endpoint>],
+    number: usize,
+    attempts: usize,
+    udp: bool,
+    retransmits: &mut u32,
+) -> Option<Plan<'a>> {
+    if number >= attempts {
+        return None;
+    }
+    let endpoint = *order.get(number % order.len().max(1))?;
+    let next = order
+        .get(number + 1)
+        .filter(|_| number + 1 < attempts)
+        .copied();
+    let hedge =
+        udp && *retransmits > 0 && endpoint.is_up() && next.is_some_and(|next| next.is_up());
+    let sends = if hedge {
+        *retransmits -= 1;
+        1
+    } else if udp && endpoint.is_up() {
+        1 + std::mem::take(retransmits)
+    } else {
+        1
+    };
+    Some(Plan {
+        endpoint,
+        next,
+        sends,
+        hedge,
+    })
+}
+
 /// A finished attempt: its number in the exchange, its endpoint, when it began, and the
 /// outcome.
 type AttemptDone = (
@@ -535,35 +583,23 @@ impl Upstream {
                 break;
             }
             if now >= next_at
-                && let Some(&endpoint) = order
-                    .get(number % order.len())
-                    .filter(|_| number < attempts)
+                && let Some(Plan {
+                    endpoint,
+                    next,
+                    sends,
+                    hedge,
+                }) = plan(&order, number, attempts, udp, &mut retransmits)
             {
                 if let Some(silent) = hedging.take() {
                     self.series.retransmits.inc();
                     silent.timed_out();
                 }
-                // The endpoint not yet asked that comes next, if any.
-                let next = order.get(number + 1).filter(|_| number + 1 < attempts);
-                let hedge = udp
-                    && retransmits > 0
-                    && endpoint.is_up()
-                    && next.is_some_and(|next| next.is_up());
-                // The hedge is this attempt's retransmission; a down endpoint gets one datagram.
-                let sends = if hedge || !udp || !endpoint.is_up() {
-                    1
-                } else {
-                    1 + std::mem::take(&mut retransmits)
-                };
-                if hedge {
-                    retransmits -= 1;
-                    hedging = Some(endpoint);
-                }
+                hedging = hedge.then_some(endpoint);
                 if let Some(progress) = progress {
                     progress.set(Current {
                         silent_at: now + ceiling,
                         endpoint: Arc::clone(endpoint),
-                        next: next.map(|&next| Arc::clone(next)),
+                        next: next.map(Arc::clone),
                     });
                 }
                 if listening.len() >= MAX_LISTENING
