@@ -380,6 +380,100 @@ def new_rows(work, rounds, raw, per, meta):
     return X
 
 
+def loss_section(work, rounds, meta, raw):
+    """The loss group (issue 30): the targets' rows and a table. Every round's queries of a case
+    are pooled (500 a case a round); a timeout (1 s, the probe's) counts as 1 s and as a
+    failure, like a SERVFAIL."""
+    levels = [int(x) for x in meta.get("loss_levels", "1 5").split()]
+    rtt = meta.get("loss_rtt_ms", "20")
+    label = {"m": "meshdns", "u": "unbound", "g": "meshdns"}
+    stats = {}  # (case, level, server) -> dict
+
+    def pooled(case, level, want_an):
+        got = defaultdict(lambda: {"lat": [], "servfail": 0, "timeout": 0, "short": 0, "n": 0})
+        for r in range(1, rounds + 1):
+            for lab, us, rcode, an in probe_lines(read(os.path.join(work, f"r{r}-loss-{case}-{level}.out"))):
+                g = got[label.get(lab, lab)]
+                g["n"] += 1
+                g["lat"].append(1e6 if us is None else us)
+                g["timeout"] += us is None
+                g["servfail"] += us is not None and rcode == 2
+                g["short"] += us is not None and rcode == 0 and an < want_an
+        for g in got.values():
+            g["lat"].sort()
+        return got
+
+    for level in levels:
+        for case, want in (("route", 1), ("rtt", 1), ("gather", 9)):
+            for server, g in pooled(case, level, want).items():
+                stats[(case, level, server)] = g
+        partial = 0
+        for r in range(1, rounds + 1):
+            a = raw[("meshdns", f"loss_partial0_{level}")].get(r)
+            b = raw[("meshdns", f"loss_partial1_{level}")].get(r)
+            if a is not None and b is not None:
+                partial += b - a
+        stats[("gather", level, "partial")] = partial
+
+    def ms(us):
+        return "—" if us is None else f"{us / 1000.0:,.1f}"
+
+    def p(case, level, server, q):
+        g = stats.get((case, level, server))
+        return None if not g or not g["lat"] else pct(g["lat"], q)
+
+    def failed(case, level, server):
+        g = stats.get((case, level, server))
+        return None if not g else g["servfail"] + g["timeout"]
+
+    def ok(cond):
+        if cond is None:
+            return "no data"
+        return "**met**" if cond else "**not met**"
+
+    targets, lines = [], []
+    for level in levels:
+        for case, what in (("route", "cluster-route miss"), ("rtt", f"cluster-route miss, +{rtt} ms RTT")):
+            m90, u90 = p(case, level, "meshdns", 90), p(case, level, "unbound", 90)
+            m99, u99 = p(case, level, "meshdns", 99), p(case, level, "unbound", 99)
+            fm, fu = failed(case, level, "meshdns"), failed(case, level, "unbound")
+            n = (stats.get((case, level, "meshdns")) or {}).get("n", 0)
+            met = None if None in (m90, u90, m99, u99, fm) else (m90 <= 2 * u90 and m99 <= u99 and fm == 0)
+            targets.append(("loss", "30", f"{what} at {level} % loss each way: p90, p99, failures vs unbound over the same link",
+                            "p90 ≤ 2× unbound's, p99 ≤ unbound's, no SERVFAIL",
+                            f"p90 {ms(m90)} vs {ms(u90)} ms, p99 {ms(m99)} vs {ms(u99)} ms; SERVFAIL or timeout {fm} vs {fu} of {n}",
+                            ok(met)))
+        g99 = p("gather", level, "meshdns", 99)
+        g = stats.get(("gather", level, "meshdns")) or {}
+        part = stats.get(("gather", level, "partial"))
+        fails = None if not g else g["servfail"] + g["timeout"]
+        met = None if g99 is None or fails is None else (g99 <= 250_000 and part == 0 and g.get("short", 0) == 0 and fails == 0)
+        targets.append(("loss", "30", f"gathered SRV over two lossy clusters at {level} % loss each way",
+                        "0 partial, p99 ≤ 250 ms",
+                        f"{part:g} partial (meshdns_gather_partial_total), {g.get('short', 0)} short of 9 targets, {fails} failed, of {g.get('n', 0)}; "
+                        f"p50 {ms(p('gather', level, 'meshdns', 50))}, p90 {ms(p('gather', level, 'meshdns', 90))}, p99 {ms(g99)} ms",
+                        ok(met)))
+    lines.append("## Lost packets (issue 30)")
+    lines.append("")
+    lines.append(f"Peer links dropping a share of UDP datagrams each way (nftables `numgen random` on the peers' addresses, "
+                 f"queries and replies); {meta.get('loss_steps', '500')} queries a case a round, {rounds} rounds pooled, "
+                 "one query in flight, meshdns (cache off) and unbound (forwarding `cluster.local.` over the same link) taking turns; "
+                 "a timeout is the probe's 1 s. Milliseconds.")
+    lines.append("")
+    lines.append("| case | loss | server | p50 | p90 | p99 | max | SERVFAIL | timeouts |")
+    lines.append("|---|--:|---|--:|--:|--:|--:|--:|--:|")
+    for case, what in (("route", "cluster-route miss"), ("rtt", f"miss, +{rtt} ms RTT"), ("gather", "gathered SRV (a + 2 lossy)")):
+        for level in levels:
+            for server in ("meshdns", "unbound"):
+                g = stats.get((case, level, server))
+                if not g or not g["lat"]:
+                    continue
+                lines.append(f"| {what} | {level} % | {server} | {ms(pct(g['lat'], 50))} | {ms(pct(g['lat'], 90))} | "
+                             f"{ms(pct(g['lat'], 99))} | {ms(g['lat'][-1])} | {g['servfail']} | {g['timeout']} |")
+    lines.append("")
+    return targets, lines
+
+
 def slices_of(work, r, test):
     out, k = [], 1
     while os.path.exists(os.path.join(work, f"r{r}-{test}-{k}.out")):
@@ -657,6 +751,8 @@ def main():
         ("tls", "16", "release binary size", "reported",
          f"{bin_bytes:,} bytes, {bin_kind} ({fr(bin_bytes / ref_bytes if bin_bytes else None)} 0.1.0's {ref_bytes:,})", "reported"),
     ]
+    loss_targets, loss_lines = loss_section(work, rounds, meta, raw)
+    targets += loss_targets
     targets = [t[1:] for t in targets if t[0] in groups]
 
     # ------------------------------------------------------------------ markdown
@@ -675,13 +771,15 @@ def main():
         f"dnsperf {meta.get('dnsperf', '?')}, stand-in kube-dns NSD {meta.get('nsd', '?')}"
     )
     L.append("")
-    L.append("## Targets (issues 10, 13, 15, 16, 19, 24, 25, 26)")
+    L.append("## Targets (issues 10, 13, 15, 16, 19, 24, 25, 26, 30)")
     L.append("")
     L.append("| issue | target | goal | measured | |")
     L.append("|--:|---|---|---|---|")
     for t in targets:
         L.append("| " + " | ".join(t) + " |")
     L.append("")
+    if "loss" in groups:
+        L.extend(loss_lines)
     mark = len(L)
     L.append(f"## Measurements (median of {rounds} rounds)")
     L.append("")

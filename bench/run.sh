@@ -7,16 +7,17 @@
 #   BENCH_ROUNDS=3                      interleaved rounds; the table quotes medians (default 3)
 #   BENCH_GROUPS=hits,misses,...        the groups to run (default all of them):
 #                                       hits misses lowrate gather reload tls threads search
-#                                       outage overload
+#                                       outage overload loss
 #   BENCH_RATE=20000                    the fixed rate of the CPU and latency runs (qps)
 #   BENCH_LOW_RATE=200                  the rate of the low-rate CPU run (qps, paced)
 #   BENCH_LOW_SECONDS=60                length of the low-rate run, split over the rounds
 #   BENCH_IDLE_SECONDS=60               the idle window of the live-configuration row
+#   BENCH_LOSS_STEPS=500                queries per case of the loss group (each server)
 #   BENCH_FLOOD_RATE=20000              datagrams a second of the mangled flood
 #   BENCH_RELOAD_RATE=5000              query rate while the configuration is swapped
 #   BENCH_SLICE=2                       timed runs are cut in slices this long, servers in turn
 #   BENCH_NICE=-10                      niceness of every process the bench starts (root only)
-#   BENCH_NET=20                        use 127.0.N.x, 127.0.N+1.x, 127.0.N+2.x (default 20)
+#   BENCH_NET=20                        use 127.0.N.x … 127.0.N+3.x (default 20)
 #   BENCH_MESHDNS_ENV="VAR=V ..."       more environment for every meshdns (GLIBC_TUNABLES=...)
 #   BENCH_RESULTS=dir                   where the results go (default bench/results)
 #   BENCH_KEEP=1                        keep the work directory (configs, logs, raw dnsperf output)
@@ -47,7 +48,12 @@
 #             search-list expansions itself and through one that does not (0.1.x);
 #   outage    stale answers while the upstream is black-holed: latency, upstream queries per name;
 #   overload  peak and after-flood RSS under 60,000 mangled datagrams, 40,000 misses with the
-#             upstream black-holed, and 300 TCP connections that never read.
+#             upstream black-holed, and 300 TCP connections that never read;
+#   loss      peer links losing 1 % and 5 % of UDP packets each way (nftables `numgen random`
+#             drops on the peers' addresses, inside the bench's namespace): cluster-route misses
+#             through meshdns vs unbound forwarding the same zone over the same link, the same
+#             with 20 ms of round trip added (bench/delayproxy.py), and a gathered SRV over two
+#             lossy clusters (partial answers counted).
 #
 # Writes bench/results/latest.md, bench/results/latest.png and bench/results/<date>-<commit>.md,
 # and prints the table. Runs as root (port 53, apt-get, unshare -n). The packages (apt-get; pip
@@ -73,13 +79,14 @@ RATE=${BENCH_RATE:-20000}
 SLICE=${BENCH_SLICE:-2}
 NICE=${BENCH_NICE:--10}
 NET=${BENCH_NET:-20}
-GROUPS_ALL=hits,misses,lowrate,gather,reload,tls,threads,search,outage,overload
+GROUPS_ALL=hits,misses,lowrate,gather,reload,tls,threads,search,outage,overload,loss
 GROUPS_RUN=${BENCH_GROUPS:-$GROUPS_ALL}
 LOW_RATE=${BENCH_LOW_RATE:-200}
 LOW_SECONDS=${BENCH_LOW_SECONDS:-60}
 IDLE_SECONDS=${BENCH_IDLE_SECONDS:-60}
 FLOOD_RATE=${BENCH_FLOOD_RATE:-20000}
 RELOAD_RATE=${BENCH_RELOAD_RATE:-5000}
+LOSS_STEPS=${BENCH_LOSS_STEPS:-500}
 RESULTS=${BENCH_RESULTS:-$ROOT/bench/results}
 read -ra MESHDNS_EXTRA_ENV <<<"${BENCH_MESHDNS_ENV:-}"
 T0=$(date +%s)
@@ -98,7 +105,7 @@ die() {
 [[ $SLICE =~ ^[0-9]+$ && $SLICE -ge 1 ]] || die "BENCH_SLICE must be a whole number ≥ 1"
 ((SLICE > SECONDS_PER_RUN)) && SLICE=$SECONDS_PER_RUN
 SLICES=$((SECONDS_PER_RUN / SLICE))
-for n in LOW_RATE LOW_SECONDS IDLE_SECONDS FLOOD_RATE RELOAD_RATE; do
+for n in LOW_RATE LOW_SECONDS IDLE_SECONDS FLOOD_RATE RELOAD_RATE LOSS_STEPS; do
 	[[ ${!n} =~ ^[0-9]+$ && ${!n} -ge 1 ]] || die "BENCH_$n must be a whole number ≥ 1"
 done
 for g in ${GROUPS_RUN//,/ }; do
@@ -140,6 +147,16 @@ SEARCH_B=127.0.$NET.26   # NSD: the search group's cluster b (cluster.local of c
 CLUSTER_NSD=(127.0.$((NET + 1)).1 127.0.$((NET + 1)).2 127.0.$((NET + 1)).3)
 CLUSTER_PROXY=(127.0.$((NET + 2)).1 127.0.$((NET + 2)).2 127.0.$((NET + 2)).3)
 LEG_MS=(20 40 80)
+# The loss group: NSDs of clusters b and c behind lossy links, a proxy adding 20 ms of round trip
+# in front of an unlossy copy of b (the link to the proxy loses), and the servers compared.
+LOSSY_NSD=(127.0.$((NET + 3)).1 127.0.$((NET + 3)).2)
+LOSSY_PROXY=127.0.$((NET + 3)).3
+LOSS_MESH=127.0.$((NET + 3)).11     # meshdns, cache off: clusters a (not lossy), b, c
+LOSS_MESH_RTT=127.0.$((NET + 3)).12 # meshdns, cache off: cluster b behind the 20 ms proxy
+LOSS_UNBOUND=127.0.$((NET + 3)).13     # unbound forwarding cluster.local. to b's lossy NSD
+LOSS_UNBOUND_RTT=127.0.$((NET + 3)).14 # unbound forwarding cluster.local. to the 20 ms proxy
+LOSS_RTT_MS=20
+LOSS_LEVELS=(1 5)
 
 # Two cores or more: servers under test on CPU 0, the load generator on CPU 1.
 if (($(nproc) >= 2)); then
@@ -233,6 +250,7 @@ install_prereqs() {
 	command -v taskset >/dev/null || pkgs+=(util-linux)
 	command -v stunnel4 >/dev/null || pkgs+=(stunnel4) # the DoT terminator of the tls rows
 	command -v openssl >/dev/null || pkgs+=(openssl)   # their certificates
+	command -v nft >/dev/null || pkgs+=(nftables)      # the loss group's lossy links
 	/usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || pkgs+=(python3-venv)
 	if ((${#pkgs[@]})); then
 		log "installing ${pkgs[*]} (Debian)"
@@ -317,7 +335,8 @@ done
 for a in "$STANDIN" "$MESH" "$UNBOUND" "$DNSMASQ" "$FLOOR" "$GATHER" "$RELAY" "$GATHER_BIG" "$OUTAGE" \
 	"$OUTAGE_HOLE" "$IDLE_PLAIN" "$IDLE_DIR" "$IDLE_TLS" "$TLSMESH" "$OVERLOAD" "$FLOOD_HOLE" "$RELOADER" \
 	"$MESH_T2" "$UNBOUND_T2" "$MESH_T1" "$SEARCH_ON" "$SEARCH_OFF" "$SEARCH_KUBE" "$SEARCH_B" \
-	"${CLUSTER_NSD[@]}" "${CLUSTER_PROXY[@]}"; do
+	"${CLUSTER_NSD[@]}" "${CLUSTER_PROXY[@]}" "${LOSSY_NSD[@]}" "$LOSSY_PROXY" "$LOSS_MESH" "$LOSS_MESH_RTT" \
+	"$LOSS_UNBOUND" "$LOSS_UNBOUND_RTT"; do
 	if listening "$a" 53 u || listening "$a" 53 t; then
 		die "$a:53 is already taken (another run of the bench? pick BENCH_NET)"
 	fi
@@ -456,17 +475,23 @@ start_meshdns() { # VAR LISTEN LOG [VAR=VALUE...]: a meshdns on CPU 0, its PID i
 	}
 }
 
+start_delayproxy() { # LOG PROBE_ADDR SPEC...: bench/delayproxy.py with SPECs, up when PROBE_ADDR answers
+	local logf=$1 probe_addr=$2 pid
+	shift 2
+	"${NICE_CMD[@]}" "$PY" "$BENCH/delayproxy.py" "$@" >"$logf" 2>&1 &
+	pid=$!
+	PIDS+=("$pid")
+	wait_answers "$pid" "$probe_addr" ns.dns.cluster.local 20 || {
+		cat "$logf" >&2
+		die "the delaying proxy ($*) did not start"
+	}
+}
+
 if has gather; then
 	log "starting the delaying proxies (${LEG_MS[*]} ms) and the gathering meshdns"
 	specs=()
 	for i in 0 1 2; do specs+=("${CLUSTER_PROXY[$i]}:53=${CLUSTER_NSD[$i]}:53@${LEG_MS[$i]}"); done
-	"${NICE_CMD[@]}" "$PY" "$BENCH/delayproxy.py" "${specs[@]}" >"$WORK/proxy.log" 2>&1 &
-	PROXY_PID=$!
-	PIDS+=("$PROXY_PID")
-	wait_answers "$PROXY_PID" "${CLUSTER_PROXY[2]}" ns.dns.cluster.local 20 || {
-		cat "$WORK/proxy.log" >&2
-		die "the delaying proxies did not start"
-	}
+	start_delayproxy "$WORK/proxy.log" "${CLUSTER_PROXY[2]}" "${specs[@]}"
 	# The gathered-SRV meshdns: three clusters behind the proxies, cache off so every query
 	# gathers. Not pinned, as before: it shares the machine with the proxies.
 	meshdns_env "$GATHER" MESHDNS_CACHE_SIZE=0 \
@@ -481,6 +506,22 @@ if has gather; then
 	# 3 x 60 targets: the clusters' NSDs asked directly, cache off.
 	start_meshdns GATHER_BIG_PID "$GATHER_BIG" "$WORK/meshdns-gather-big.log" MESHDNS_CACHE_SIZE=0 \
 		MESHDNS_CLUSTERS="here=; a=${CLUSTER_NSD[0]}; b=${CLUSTER_NSD[1]}; c=${CLUSTER_NSD[2]}"
+fi
+
+if has loss; then
+	log "starting the loss group's lossy clusters (NSD on ${LOSSY_NSD[*]}), the ${LOSS_RTT_MS} ms proxy and two meshdns"
+	for i in 0 1; do
+		mkdir -p "$WORK/lossy$i"
+		cp "$WORK/cluster$((i + 2))/zone" "$WORK/lossy$i/zone"
+		start_nsd "lossy$i" "${LOSSY_NSD[$i]}" cluster.local ns.dns.cluster.local || die "NSD (lossy cluster $i) did not start"
+	done
+	# The proxy's own leg to b's zone goes to the unlossy copy (cluster 2's NSD): the loss is
+	# on the link to the proxy, where meshdns and unbound send.
+	start_delayproxy "$WORK/loss-proxy.log" "$LOSSY_PROXY" "$LOSSY_PROXY:53=${CLUSTER_NSD[1]}:53@$LOSS_RTT_MS"
+	start_meshdns LOSS_MESH_PID "$LOSS_MESH" "$WORK/meshdns-loss.log" MESHDNS_CACHE_SIZE=0 \
+		MESHDNS_CLUSTERS="a=${CLUSTER_NSD[0]}; b=${LOSSY_NSD[0]}; c=${LOSSY_NSD[1]}"
+	start_meshdns LOSS_MESH_RTT_PID "$LOSS_MESH_RTT" "$WORK/meshdns-loss-rtt.log" MESHDNS_CACHE_SIZE=0 \
+		MESHDNS_CLUSTERS="b=$LOSSY_PROXY"
 fi
 
 # ---------------------------------------------------------------------------------------------
@@ -533,6 +574,29 @@ for u in "unbound $UNBOUND 1" "unbound-t2 $UNBOUND_T2 2"; do
 		die "bad $d/unbound.conf"
 	}
 done
+
+# The loss group's unbound: forwarding cluster.local. over the lossy link (the rest to the stand-in).
+if has loss; then
+	for u in "unbound-loss $LOSS_UNBOUND ${LOSSY_NSD[0]}" "unbound-loss-rtt $LOSS_UNBOUND_RTT $LOSSY_PROXY"; do
+		read -r d a fwd <<<"$u"
+		mkdir -p "$WORK/$d"
+		{
+			unbound_conf "$a" 1 "$WORK/$d"
+			printf 'forward-zone:\n\tname: "cluster.local."\n\tforward-addr: %s@53\n' "$fwd"
+		} >"$WORK/$d/unbound.conf"
+		unbound-checkconf "$WORK/$d/unbound.conf" >"$WORK/$d/check.log" 2>&1 || {
+			cat "$WORK/$d/check.log" >&2
+			die "bad $d/unbound.conf"
+		}
+		"${PIN_SERVER[@]}" "${NICE_CMD[@]}" unbound -d -c "$WORK/$d/unbound.conf" >"$WORK/$d.log" 2>&1 &
+		pid=$!
+		PIDS+=("$pid")
+		wait_answers "$pid" "$a" probe.bench.test 20 || {
+			cat "$WORK/$d.log" "$WORK/$d/unbound.log" >&2 2>/dev/null
+			die "$d did not start"
+		}
+	done
+fi
 
 start_server() { # NAME ROUND
 	local name=$1 r=$2 pid
@@ -1097,6 +1161,56 @@ round_overload() { # ROUND
 	for c in a b c; do overload_case "$r" "$c"; done
 }
 
+loss_links() { # PERCENT: every loss group link drops PERCENT % of UDP datagrams each way (0: none)
+	nft delete table inet bench_loss 2>/dev/null
+	(($1 > 0)) || return 0
+	nft add table inet bench_loss &&
+		nft add chain inet bench_loss in '{ type filter hook input priority 0; }' || return 1
+	local a
+	# On arrival (the input hook): a datagram dropped on its way out makes send() fail with
+	# EPERM, which no WAN does; dropped on arrival it is silently lost, as on a real link.
+	for a in "${LOSSY_NSD[@]}" "$LOSSY_PROXY"; do
+		# Queries to the peer and its replies, each dropped at random.
+		nft add rule inet bench_loss in ip daddr "$a" udp dport 53 numgen random mod 100 '<' "$1" drop &&
+			nft add rule inet bench_loss in ip saddr "$a" udp sport 53 numgen random mod 100 '<' "$1" drop || return 1
+	done
+}
+
+loss_names() { # FIRST COUNT FILE: names hFIRST.. of the clusters' zones (probe adds the suffix)
+	awk -v a="$1" -v n="$2" 'BEGIN { for (i = a; i < a + n; i++) print "h" i ".mongo.db A" }' >"$3"
+}
+
+round_loss() { # ROUND: each case's names are new to every cache (unbound's: meshdns runs without)
+	local r=$1 p k=0 base targets
+	base=$(((r - 1) * 4 * LOSS_STEPS))
+	# Warm-up without loss: both meshdns and both unbound have measured their links.
+	loss_links 0
+	loss_names $((9000 + r * 50)) 50 "$WORK/r$r-loss-warm.txt"
+	probe 10 50 "$WORK/r$r-loss-warm.txt" "m=$LOSS_MESH:53+cluster.b" "u=$LOSS_UNBOUND:53+svc.cluster.local" \
+		"mr=$LOSS_MESH_RTT:53+cluster.b" "ur=$LOSS_UNBOUND_RTT:53+svc.cluster.local" >"$WORK/r$r-loss-warm.out" 2>&1
+	for p in "${LOSS_LEVELS[@]}"; do
+		loss_links "$p" || die "nft could not set up the lossy links"
+		log "round $r: loss $p % each way: $LOSS_STEPS cluster-route misses, meshdns and unbound interleaved; the same over +${LOSS_RTT_MS} ms; $LOSS_STEPS gathered SRV"
+		loss_names $((base + k * LOSS_STEPS)) "$LOSS_STEPS" "$WORK/r$r-loss-names.txt"
+		k=$((k + 1))
+		read -ra targets <<<"$(rotate "$r" "m=$LOSS_MESH:53+cluster.b" "u=$LOSS_UNBOUND:53+svc.cluster.local")"
+		probe 120 "$LOSS_STEPS" "$WORK/r$r-loss-names.txt" "${targets[@]}" \
+			>"$WORK/r$r-loss-route-$p.out" 2>"$WORK/r$r-loss-route-$p.err"
+		loss_names $((base + k * LOSS_STEPS)) "$LOSS_STEPS" "$WORK/r$r-loss-names.txt"
+		k=$((k + 1))
+		read -ra targets <<<"$(rotate "$r" "m=$LOSS_MESH_RTT:53+cluster.b" "u=$LOSS_UNBOUND_RTT:53+svc.cluster.local")"
+		probe 120 "$LOSS_STEPS" "$WORK/r$r-loss-names.txt" "${targets[@]}" \
+			>"$WORK/r$r-loss-rtt-$p.out" 2>"$WORK/r$r-loss-rtt-$p.err"
+		rec "$r" meshdns "loss_partial0_$p" "$(metric_of "$LOSS_MESH" meshdns_gather_partial_total)"
+		probe 120 "$LOSS_STEPS" /dev/null "g=$LOSS_MESH:53/_mongodb._tcp.mongo.db.svc.distributed.local/SRV" \
+			>"$WORK/r$r-loss-gather-$p.out" 2>"$WORK/r$r-loss-gather-$p.err"
+		rec "$r" meshdns "loss_partial1_$p" "$(metric_of "$LOSS_MESH" meshdns_gather_partial_total)"
+	done
+	loss_links 0
+	metrics_dump "$LOSS_MESH" "$WORK/r$r-loss.metrics"
+	metrics_dump "$LOSS_MESH_RTT" "$WORK/r$r-loss-rtt.metrics"
+}
+
 # ---------------------------------------------------------------------------------------------
 # Rounds
 # ---------------------------------------------------------------------------------------------
@@ -1125,6 +1239,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	idle_finish
 	has overload && round_overload "$r"
 	idle_finish
+	has loss && round_loss "$r"
 done
 idle_finish wait
 # ---------------------------------------------------------------------------------------------
@@ -1159,6 +1274,9 @@ reload_rate=$RELOAD_RATE
 outage_names=$OUTAGE_NAMES
 outage_seconds=$OUTAGE_SECONDS
 big_targets=$BIG_TARGETS
+loss_steps=$LOSS_STEPS
+loss_levels=${LOSS_LEVELS[*]}
+loss_rtt_ms=$LOSS_RTT_MS
 search_names=$SEARCH_NAMES
 search_list=$SEARCH_LIST
 binary_bytes=$(stat -c %s "$MESHDNS")

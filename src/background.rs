@@ -9,9 +9,9 @@
 //!   [`Background::close`] stops what is left at shutdown. At most `limit`
 //!   tasks run at once; beyond that [`Background::spawn`] refuses the work, counts it
 //!   (`meshdns_background_refused_total`), and the caller carries on without it (a refresh is
-//!   skipped and served stale, a straggler is cut, a probe is retried on the next failure). A
-//!   flood or an outage therefore cannot grow background memory past the bound;
-//!   `meshdns_background_tasks` shows how full the set is.
+//!   skipped and served stale, a cut straggler is dropped). A flood or an outage therefore
+//!   cannot grow background memory past the bound; `meshdns_background_tasks` shows how full
+//!   the set is.
 //! - **Work started for something that can go away** (an upstream group, one of its
 //!   endpoints) is tied to an [`Owner`]: the thing holds its owner, and dropping it — a
 //!   reload that replaces the group, a host name re-resolved away from an address — ends the
@@ -19,10 +19,9 @@
 //!   group's, so dropping a group ends its endpoints' work too. An owner is a cancellation
 //!   token whose drop guard the thing holds (as mini-redis's `DbDropGuard` stops its purge
 //!   task); the task holds only a `Weak` reference to what it works for, so it never keeps its
-//!   owner alive. Owned work runs in the bounded set ([`Background::spawn_owned`]: probes),
-//!   except the re-resolution of a host name ([`Owner::spawn`]), which lives as long as its
-//!   group and so must not hold a slot of the set: it is one task per configured host name,
-//!   ended by its token alone.
+//!   owner alive. Owned work is bounded by what owns it (one re-resolution per configured host
+//!   name, one probe per endpoint), not by the set, and is never refused: a refused probe
+//!   would leave its endpoint down for good.
 //!
 //! Work on a client's path is owned by the code that waits for it, not here: a listener's
 //! connections, a connection's queries and an exchange's parallel attempts are each held in a
@@ -120,18 +119,6 @@ impl Background {
         true
     }
 
-    /// [`spawn`](Self::spawn) for work that ends, at the latest, when `owner` is dropped.
-    pub fn spawn_owned(
-        &self,
-        owner: &Owner,
-        work: impl Future<Output = ()> + Send + 'static,
-    ) -> bool {
-        let token = owner.token.clone();
-        self.spawn(async move {
-            token.run_until_cancelled_owned(work).await;
-        })
-    }
-
     /// Tasks running now (finished ones not yet reaped included).
     pub fn len(&self) -> usize {
         self.lock().len()
@@ -175,8 +162,9 @@ impl Owner {
         Self::of(self.token.child_token())
     }
 
-    /// Runs long-lived work (one per configured host name: it must not take a slot of the
-    /// bounded set) on a task of its own until it returns or this owner is dropped.
+    /// Runs work bounded by its owner (a re-resolution per configured host name, a probe per
+    /// endpoint: it must not take a slot of the bounded set, nor be refused one) on a task of
+    /// its own until it returns or this owner is dropped.
     pub fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) {
         let token = self.token.clone();
         drop(tokio::spawn(async move {
@@ -235,18 +223,15 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn dropping_an_owner_ends_its_work_and_its_childrens() {
-        let metrics = BackgroundMetrics::unregistered();
-        let background = Background::with_metrics(4, metrics.clone());
         let group = Owner::default();
         let endpoint = group.child();
         let (probe, probe_alive) = forever();
         let (resolution, resolution_alive) = forever();
-        assert!(background.spawn_owned(&endpoint, probe));
+        endpoint.spawn(probe);
         group.spawn(resolution);
         tokio::task::yield_now().await;
         assert_eq!(Arc::strong_count(&probe_alive), 2);
         assert_eq!(Arc::strong_count(&resolution_alive), 2);
-        assert_eq!(metrics.tasks.get(), 1);
         drop(group);
         assert!(endpoint.is_ended(), "a child ends with its parent");
         tokio::task::yield_now().await;
@@ -257,7 +242,25 @@ mod tests {
             1,
             "so has the resolution"
         );
-        assert_eq!(metrics.tasks.get(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn owned_work_runs_however_full_the_bounded_set_is() {
+        let metrics = BackgroundMetrics::unregistered();
+        let background = Background::with_metrics(1, metrics.clone());
+        assert!(background.spawn(std::future::pending()));
+        assert!(!background.spawn(async {}), "the set is full");
+        let endpoint = Owner::default();
+        let (probe, alive) = forever();
+        endpoint.spawn(probe);
+        tokio::task::yield_now().await;
+        assert_eq!(Arc::strong_count(&alive), 2, "the probe runs");
+        assert_eq!(
+            metrics.refused.get(),
+            1,
+            "only the unowned work was refused"
+        );
+        background.close();
     }
 
     #[tokio::test(start_paused = true)]

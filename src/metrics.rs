@@ -133,6 +133,12 @@ pub const UPSTREAM_CONNECTIONS_TOTAL: Family = Family {
     labels: &["cluster", "transport"],
     help: "TCP and DNS-over-TLS connections opened to a cluster's endpoints (failed connects included; a UDP cluster's are its retries after truncation), by cluster and transport (tcp, tls).",
 };
+pub const UPSTREAM_RETRANSMITS_TOTAL: Family = Family {
+    name: "meshdns_upstream_retransmits_total",
+    kind: Kind::Counter,
+    labels: &["cluster"],
+    help: "UDP queries sent again because no reply came within the endpoint's retransmission timeout (to the same endpoint, or a hedge to the next), by cluster.",
+};
 pub const ENDPOINT_RESOLUTIONS_TOTAL: Family = Family {
     name: "meshdns_endpoint_resolutions_total",
     kind: Kind::Counter,
@@ -179,13 +185,13 @@ pub const BACKGROUND_TASKS: Family = Family {
     name: "meshdns_background_tasks",
     kind: Kind::Gauge,
     labels: &[],
-    help: "Background tasks running (refreshes, straggling legs, probes), at most 256.",
+    help: "Background tasks running (refreshes, straggling legs), at most 256; probes run under their endpoint.",
 };
 pub const BACKGROUND_REFUSED_TOTAL: Family = Family {
     name: "meshdns_background_refused_total",
     kind: Kind::Counter,
     labels: &[],
-    help: "Background work refused because 256 tasks were running (a refresh skipped, a straggler cut, a probe deferred).",
+    help: "Background work refused because 256 tasks were running (a refresh skipped, a cut straggler dropped).",
 };
 pub const LOG_LINES_DROPPED_TOTAL: Family = Family {
     name: "meshdns_log_lines_dropped_total",
@@ -209,7 +215,7 @@ pub const LOOPS_TOTAL: Family = Family {
 };
 
 /// Every family, in the order of the README's table.
-pub const FAMILIES: [&Family; 24] = [
+pub const FAMILIES: [&Family; 25] = [
     &REQUESTS_TOTAL,
     &REQUEST_DURATION_SECONDS,
     &CACHE_HITS_TOTAL,
@@ -222,6 +228,7 @@ pub const FAMILIES: [&Family; 24] = [
     &UPSTREAM_HEALTHY,
     &UPSTREAM_TLS_HANDSHAKES_TOTAL,
     &UPSTREAM_CONNECTIONS_TOTAL,
+    &UPSTREAM_RETRANSMITS_TOTAL,
     &ENDPOINT_RESOLUTIONS_TOTAL,
     &GATHER_PARTIAL_TOTAL,
     &INFLIGHT,
@@ -415,6 +422,7 @@ impl Metrics {
             resolutions: counter_vec(&ENDPOINT_RESOLUTIONS_TOTAL),
             tls_handshakes: counter_vec(&UPSTREAM_TLS_HANDSHAKES_TOTAL),
             connections: counter_vec(&UPSTREAM_CONNECTIONS_TOTAL),
+            retransmits: counter_vec(&UPSTREAM_RETRANSMITS_TOTAL),
             held: Default::default(),
         };
         let background = BackgroundMetrics {
@@ -621,6 +629,7 @@ mod tests {
             .connections
             .with_label_values(&["unit-test", "tcp"])
             .inc();
+        upstream.retransmits.with_label_values(&["unit-test"]).inc();
         let gathered = metrics.registry.gather();
         assert_eq!(gathered.len(), FAMILIES.len());
         for family in FAMILIES {

@@ -7,7 +7,7 @@
 mod log_writer;
 
 use std::io::IsTerminal;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::fmt::writer::BoxMakeWriter;
@@ -15,7 +15,6 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{Registry, reload};
 
-use crate::background::Background;
 use crate::config::{Config, Endpoint, LogFormat, Resolved};
 use crate::metrics::{self, Metrics};
 use crate::snapshot;
@@ -127,7 +126,6 @@ pub fn resolve_endpoint_names(config: &Config) -> Resolved {
             snapshot::local_group(config, snapshot::LOCAL_UPSTREAM),
             None,
             &Metrics::new().upstream(),
-            Arc::new(Background::new(1)),
         );
         let mut resolved = Vec::with_capacity(names.len());
         for endpoint in names {

@@ -86,7 +86,7 @@ impl Snapshot {
             let reusable = local.is_none_or(|l| kept.iter().any(|k| Arc::ptr_eq(k, l)));
             match kept.iter().find(|k| reusable && *k.spec() == spec) {
                 Some(same) => Arc::clone(same),
-                None => Upstream::new(spec, local, &upstream_metrics, Arc::clone(background)),
+                None => Upstream::new(spec, local, &upstream_metrics),
             }
         };
         let local = group(local_group(config, local_name), None);

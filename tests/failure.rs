@@ -55,10 +55,11 @@ async fn answer_lines(meshdns: &Meshdns, name: &str) -> Vec<String> {
 }
 
 /// How many queries for `name` (any case) the fake received.
+/// The exchanges `fake` saw for `name` (a retransmission on the same socket is the same one).
 fn asked(fake: &FakeDns, name: &str) -> usize {
-    fake.names()
+    fake.exchanges()
         .iter()
-        .filter(|seen| seen.eq_ignore_ascii_case(name))
+        .filter(|seen| seen.name.eq_ignore_ascii_case(name))
         .count()
 }
 
@@ -182,9 +183,14 @@ async fn a_silent_upstream_costs_one_attempt_per_endpoint_and_one_retry() {
     assert_eq!(reply.msg.response_code, ResponseCode::ServFail);
     assert!(took <= Duration::from_secs(4) + AT_ONCE, "{took:?}");
     assert_eq!(
-        (first.seen().len(), second.seen().len()),
+        (first.exchanges().len(), second.exchanges().len()),
         (2, 1),
         "the first endpoint, the second, then one retry"
+    );
+    let sent = first.seen().len() + second.seen().len();
+    assert!(
+        sent > 3 && sent <= 3 + meshdns::upstream::MAX_RETRANSMITS as usize,
+        "and at most the bounded retransmissions: {sent} datagrams"
     );
 }
 
@@ -682,6 +688,81 @@ async fn a_tcp_only_endpoint_marked_down_comes_back_through_a_tcp_probe() {
     assert!(peer.seen().iter().all(|s| s.via == Via::Tcp));
 }
 
+/// Regression: the probe of a down endpoint was spawned into the bounded background set, and
+/// when the set was full it was refused and retried only at the endpoint's next failure — which
+/// an endpoint tried last might never have: it stayed down for good. Probes run under their
+/// endpoint now, and are never refused.
+#[tokio::test(start_paused = true)]
+async fn a_down_endpoint_is_probed_back_up_while_the_background_set_is_full() {
+    const LEGS: usize = meshdns::background::DEFAULT_LIMIT + 44;
+    let kube = FakeDns::builder().start().await;
+    // b answers the gathered names and its probe, and never `dead-0` or `dead-1`; c answers
+    // nothing, so every gathered query leaves c's leg straggling in the background set until
+    // its deadline.
+    let b = FakeDns::builder()
+        .on(
+            "dead-0.db.svc.cluster.local.",
+            RecordType::A,
+            Behaviour::Drop,
+        )
+        .on(
+            "dead-1.db.svc.cluster.local.",
+            RecordType::A,
+            Behaviour::Drop,
+        )
+        .on(
+            ".",
+            RecordType::NS,
+            Behaviour::Answer(Answer::rcode(ResponseCode::Refused)),
+        )
+        .otherwise(Behaviour::Answer(Answer::nxdomain("cluster.local.")))
+        .start()
+        .await;
+    let c = FakeDns::silent().await;
+    let clusters = format!("b={}; c={}", b.addr, c.addr);
+    let meshdns = Meshdns::before(&kube, &[("MESHDNS_CLUSTERS", &clusters)]).await;
+    let mut clients = tokio::task::JoinSet::new();
+    for i in 0..LEGS {
+        let addr = meshdns.addr;
+        clients.spawn(async move {
+            udp(
+                addr,
+                &query(&format!("x{i}.db.svc.distributed.local."), RecordType::A),
+            )
+            .await;
+        });
+    }
+    // Two queries whose attempts all fail mark b's endpoint down at 1 s, while c's legs fill
+    // the set (until 2 s).
+    for dead in ["dead-0.db.cluster.b.", "dead-1.db.cluster.b."] {
+        let addr = meshdns.addr;
+        clients.spawn(async move {
+            udp(addr, &query(dead, RecordType::A)).await;
+        });
+    }
+    tokio::time::sleep(ATTEMPT_TIMEOUT * 2 + Duration::from_millis(10)).await;
+    assert_eq!(
+        meshdns.upstream_healthy("b", &b).await,
+        0.0,
+        "b marked down"
+    );
+    assert!(
+        meshdns
+            .metric("meshdns_background_refused_total", &[])
+            .await
+            > 0.0,
+        "the set is full"
+    );
+    clients.join_all().await;
+    // Two probe intervals (1 s each).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        meshdns.upstream_healthy("b", &b).await,
+        1.0,
+        "probed back up, however full the set was"
+    );
+}
+
 // Work and series that end with their endpoint (docs/design.md, "Live configuration").
 
 /// A peer cluster's member as its own DNS names it.
@@ -734,13 +815,19 @@ async fn an_endpoint_removed_while_down_is_no_longer_probed_and_its_series_go() 
         ],
     )
     .await;
-    assert_eq!(meshdns.metric("meshdns_background_tasks", &[]).await, 0.0);
     mark_down(&meshdns, B, "b", &removed).await;
     mark_down(&meshdns, C, "c", &kept_down).await;
+    assert!(
+        support::eventually(100, || async {
+            probes(&removed) >= 1 && probes(&kept_down) >= 1
+        })
+        .await,
+        "each down endpoint is probed"
+    );
     assert_eq!(
         meshdns.metric("meshdns_background_tasks", &[]).await,
-        2.0,
-        "one probe per down endpoint"
+        0.0,
+        "probes run under their endpoint, not in the bounded set"
     );
     // b moves to a healthy endpoint; c stays as it is, down and probed.
     dir.update(&[("MESHDNS_CLUSTERS", &clusters(&moved_to))]);
@@ -749,7 +836,6 @@ async fn an_endpoint_removed_while_down_is_no_longer_probed_and_its_series_go() 
         support::eventually(100, || async {
             let scrape = meshdns.scrape().await;
             scrape.value("meshdns_config_reloads_total", &[("result", "applied")]) == 1.0
-                && scrape.value("meshdns_background_tasks", &[]) == 1.0
                 && !scrape
                     .label_values("meshdns_upstream_healthy", "endpoint")
                     .contains(&removed_label)

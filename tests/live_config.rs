@@ -489,7 +489,7 @@ async fn a_slow_answer_of_the_old_peer_is_neither_cached_nor_served_after_the_re
     assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.2"));
     tokio::time::sleep(Duration::from_secs(7)).await;
     assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.2"));
-    assert_eq!(old.seen().len(), 1);
+    assert_eq!(old.exchanges().len(), 1);
     assert_eq!(new.seen().len(), 1, "asked once, then cached");
 }
 
@@ -513,7 +513,7 @@ async fn a_cluster_removed_while_its_answer_is_pending_leaves_nothing_of_it_behi
         assert_eq!(member_of(&meshdns, "c").await, None, "kube-dns's REFUSED");
         tokio::time::sleep(Duration::from_secs(5)).await;
     }
-    assert_eq!(c.seen().len(), 1);
+    assert_eq!(c.exchanges().len(), 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -673,7 +673,7 @@ async fn a_prefetch_started_before_a_reload_is_not_cached_after_it() {
     )
     .await;
     assert_eq!(
-        old.seen().len(),
+        old.exchanges().len(),
         2,
         "the prefetch was asked before the reload"
     );

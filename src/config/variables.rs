@@ -147,7 +147,7 @@ pub const VARIABLES: &[Variable] = &[
     var(
         ATTEMPT_TIMEOUT,
         Some("500ms"),
-        "one attempt at one endpoint, then the next endpoint",
+        "ceiling of one wait for a reply: a lost UDP datagram is sent again after the endpoint's retransmission timeout (from its round-trip time, at least 15 ms), and an attempt silent this long counts as failed and the next endpoint is asked",
         false,
     ),
     var(

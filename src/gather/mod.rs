@@ -1,14 +1,19 @@
 //! Gathering: one question asked of several clusters at once, the answers merged.
 //!
-//! Each leg asks its cluster with the query's deadline and the usual endpoint failover. The
-//! reply waits for every leg, but not for long once some leg has answered (the stragglers
-//! rule): a leg still pending keeps the rest of its current attempt and at most one more
-//! attempt at its next endpoint; a leg with no endpoint left to try — or whose endpoints are
-//! all marked down — is cut. So a cluster whose first endpoint is dead but whose second
-//! answers is still in the reply; any number of dead clusters cost at most two attempt
-//! timeouts, and nothing once health checks have marked them down; and a cut leg keeps
-//! running in the background set, its answer, when it comes, refreshing what the cache holds
-//! for that leg (a later failure of the cluster is filled from it).
+//! Each leg asks its cluster with the query's deadline and the usual endpoint failover (and
+//! its retransmissions: a lost datagram is sent again on the endpoint's retransmission timer,
+//! see `upstream`). The reply waits for every leg, but not for long once some leg has answered
+//! (the stragglers rule): a leg still pending keeps the rest of its current attempt — its
+//! retransmissions included, so a leg that lost a packet is no straggler — and at most one
+//! more attempt at its next endpoint if that one is up; a leg whose endpoint is known down, or
+//! whose attempt is still silent after its retransmissions and the attempt timeout, with no
+//! endpoint up left to try, is cut. The endpoints' health is read when the first answer
+//! comes, from their records. So a gathered answer is partial only when a cluster really
+//! failed to answer; a cluster whose first endpoint is dead but whose second answers is still
+//! in the reply; any number of dead clusters cost at most two attempt timeouts, and nothing
+//! once health checks have marked them down; and a cut leg keeps running in the background
+//! set, its answer, when it comes, refreshing what the cache holds for that leg (a later
+//! failure of the cluster is filled from it).
 //!
 //! A leg's cache entry is keyed by its cluster's identity ([`LegScope`]: name, endpoints,
 //! domain), never by the cluster's position in the list, and written with the generation of
@@ -302,7 +307,7 @@ impl Gatherer {
                     } else {
                         Duration::ZERO
                     };
-                    attempt.started + self.attempt_timeout + one_more
+                    attempt.silent_at + one_more
                 }
             })
             .max()

@@ -1,4 +1,5 @@
-//! One endpoint of an upstream group and what meshdns knows of it: its health, its
+//! One endpoint of an upstream group and what meshdns knows of it: its health record (the
+//! `health` module: answered or failed, down until probed, its round-trip estimate), its
 //! `meshdns_upstream_healthy` gauge, its rate-limited log lines, and the probe that brings it
 //! back once it is marked down.
 //!
@@ -10,25 +11,25 @@
 //! The probe lives no longer than its endpoint: it holds only a `Weak` reference to it and
 //! runs under the endpoint's [`Owner`], so an endpoint that leaves its group (a reload, a host
 //! name re-resolved away, a TLS rotation that replaces the group) stops being probed at once,
-//! and its connection and its gauge go with it.
+//! and its connection and its gauge go with it. It is never refused: it runs on a task of its
+//! own, not in the bounded background set (one probe per endpoint, so the configuration bounds
+//! them), since a refused probe would leave its endpoint down for good.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use hickory_proto::op::{Message, Query};
 use hickory_proto::rr::{Name, RecordType};
+use prometheus::IntCounter;
 use tokio::time::Instant;
 
-use super::exchange::{Answered, AttemptError, over_stream, udp_then_tcp};
+use super::exchange::{Answered, AttemptError, Resend, over_stream, udp_then_tcp};
+use super::health::{Health, Verdict};
 use super::log_limit::LogLimit;
 use super::series::HealthSeries;
 use super::stream::StreamEndpoint;
-use crate::background::{Background, Owner};
-
-/// Failures in a row after which an endpoint is considered down (CoreDNS forward uses 3 too).
-const FAILURES_UNTIL_DOWN: u32 = 3;
+use crate::background::Owner;
 
 /// How often a down endpoint is probed.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
@@ -50,12 +51,11 @@ pub enum Dialer {
 pub struct Endpoint {
     pub addr: SocketAddr,
     dialer: Dialer,
-    consecutive_failures: AtomicU32,
-    down: AtomicBool,
-    /// A probe task is running for this endpoint.
-    probing: AtomicBool,
+    health: Health,
     /// `meshdns_upstream_healthy{cluster,endpoint}`, removed with the endpoint.
     healthy: HealthSeries,
+    /// The group's `meshdns_upstream_retransmits_total` series.
+    retransmits: IntCounter,
     /// Warnings about failed attempts.
     failure_log: LogLimit,
     /// Lines about the endpoint going down or up (a flapping endpoint must not flood either).
@@ -65,15 +65,21 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// An endpoint considered up, whose work ends with `owner`.
-    pub fn new(addr: SocketAddr, dialer: Dialer, healthy: HealthSeries, owner: Owner) -> Self {
+    /// An endpoint considered up, whose work ends with `owner`, counting its resends into
+    /// `retransmits`.
+    pub fn new(
+        addr: SocketAddr,
+        dialer: Dialer,
+        healthy: HealthSeries,
+        retransmits: IntCounter,
+        owner: Owner,
+    ) -> Self {
         Self {
             addr,
             dialer,
-            consecutive_failures: AtomicU32::new(0),
-            down: AtomicBool::new(false),
-            probing: AtomicBool::new(false),
+            health: Health::default(),
             healthy,
+            retransmits,
             failure_log: LogLimit::default(),
             health_log: LogLimit::default(),
             owner,
@@ -81,29 +87,54 @@ impl Endpoint {
     }
 
     pub fn is_up(&self) -> bool {
-        !self.down.load(Ordering::Relaxed)
+        self.health.is_up()
+    }
+
+    /// Whether its last attempt failed.
+    pub fn is_failing(&self) -> bool {
+        self.health.is_failing()
+    }
+
+    /// Its retransmission timeout now, at most `ceiling`.
+    pub fn rto(&self, ceiling: Duration) -> Duration {
+        self.health.rto(ceiling)
+    }
+
+    /// A send to it went unanswered for its retransmission timeout (a hedge was sent).
+    pub fn timed_out(&self) {
+        self.health.timed_out();
     }
 
     /// One attempt at this endpoint over the group's transport, until it answers or fails, or
-    /// the caller drops it (UDP attempts keep no timer; a stream exchange gives its query slot
-    /// back at `deadline`).
+    /// the caller drops it. Over UDP the query is sent up to `sends` times, on the endpoint's
+    /// retransmission timer (at most `ceiling` apart); a stream exchange sends once and gives
+    /// its query slot back at `deadline`.
     pub async fn attempt(
         &self,
         query: &[u8],
-        attempt_timeout: Duration,
+        sends: u32,
+        ceiling: Duration,
         deadline: Instant,
     ) -> Result<Answered, AttemptError> {
         match &self.dialer {
-            Dialer::Udp { tcp } => udp_then_tcp(self.addr, tcp, query, attempt_timeout).await,
+            Dialer::Udp { tcp } => {
+                let resend = Resend {
+                    sends,
+                    health: &self.health,
+                    ceiling,
+                    counter: &self.retransmits,
+                };
+                udp_then_tcp(self.addr, tcp, query, resend).await
+            }
             Dialer::Stream(stream) => over_stream(stream, query, deadline).await,
             Dialer::Unusable(why) => Err(AttemptError::Tls(why.clone())),
         }
     }
 
-    /// Records that the endpoint answered; logs and sets the gauge when it was down.
-    pub fn answered(&self, upstream: &str) {
-        self.consecutive_failures.store(0, Ordering::Relaxed);
-        if self.down.swap(false, Ordering::Relaxed) {
+    /// Records that the endpoint answered (in `rtt`, when timed); logs and sets the gauge
+    /// when it was down.
+    pub fn answered(&self, upstream: &str, rtt: Option<Duration>) {
+        if self.health.answered(rtt) {
             self.healthy.set(true);
             if let Some(suppressed) = self.health_log.check() {
                 tracing::info!(%upstream, endpoint = %self.addr, suppressed, "endpoint answers again; marked up");
@@ -118,7 +149,6 @@ impl Endpoint {
         upstream: &str,
         error: &AttemptError,
         attempt_timeout: Duration,
-        background: &Background,
     ) {
         if matches!(error, AttemptError::Local(_)) {
             if let Some(suppressed) = self.failure_log.check() {
@@ -126,10 +156,7 @@ impl Endpoint {
             }
             return;
         }
-        let failures = self.consecutive_failures.fetch_add(1, Ordering::Relaxed) + 1;
-        let newly_down =
-            failures >= FAILURES_UNTIL_DOWN && !self.down.swap(true, Ordering::Relaxed);
-        if newly_down {
+        if self.health.failed() == Verdict::NowDown {
             self.healthy.set(false);
             if let Some(suppressed) = self.health_log.check() {
                 tracing::warn!(%upstream, endpoint = %self.addr, %error, suppressed, "endpoint marked down; probing it in the background");
@@ -137,12 +164,9 @@ impl Endpoint {
         } else if let Some(suppressed) = self.failure_log.check() {
             tracing::warn!(%upstream, endpoint = %self.addr, %error, suppressed, "upstream attempt failed");
         }
-        if !self.is_up() && !self.probing.swap(true, Ordering::Relaxed) {
+        if self.health.claim_probe() {
             let probe = Self::probe(Arc::downgrade(self), upstream.to_string(), attempt_timeout);
-            if !background.spawn_owned(&self.owner, probe) {
-                // The set is full: the next failure tries again.
-                self.probing.store(false, Ordering::Relaxed);
-            }
+            self.owner.spawn(probe);
         }
     }
 
@@ -160,16 +184,14 @@ impl Endpoint {
             };
             if !endpoint.is_up() {
                 let deadline = Instant::now() + attempt_timeout;
-                let attempt = endpoint.attempt(&probe, attempt_timeout, deadline);
-                if tokio::time::timeout_at(deadline, attempt)
-                    .await
-                    .is_ok_and(|outcome| outcome.is_ok())
-                {
-                    endpoint.answered(&upstream);
+                // One datagram per probe: the interval is its retransmission.
+                let attempt = endpoint.attempt(&probe, 1, attempt_timeout, deadline);
+                if let Ok(Ok(answered)) = tokio::time::timeout_at(deadline, attempt).await {
+                    endpoint.answered(&upstream, answered.rtt);
                 }
             }
             if endpoint.is_up() {
-                endpoint.probing.store(false, Ordering::Relaxed);
+                endpoint.health.probe_ended();
                 return;
             }
         }
@@ -178,78 +200,114 @@ impl Endpoint {
 
 #[cfg(test)]
 mod tests {
+    use hickory_proto::op::ResponseCode;
+    use tokio::net::UdpSocket;
+
     use super::*;
-    use crate::background::BackgroundMetrics;
+    use crate::upstream::health::FAILURES_UNTIL_DOWN;
     use crate::upstream::series;
 
-    fn endpoint() -> Arc<Endpoint> {
-        let addr = "127.0.0.1:9".parse().unwrap();
+    const ATTEMPT: Duration = Duration::from_millis(100);
+
+    fn endpoint(addr: SocketAddr, dialer: Dialer) -> Arc<Endpoint> {
+        let metrics = series::tests::metrics();
         Arc::new(Endpoint::new(
             addr,
-            Dialer::Unusable("a unit test's endpoint".into()),
-            series::tests::metrics().endpoint("a", addr),
+            dialer,
+            metrics.endpoint("a", addr),
+            metrics.retransmits.with_label_values(&["a"]),
             Owner::default(),
         ))
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn the_probe_of_a_down_endpoint_ends_when_the_endpoint_is_dropped() {
-        let endpoint = endpoint();
-        let metrics = BackgroundMetrics::unregistered();
-        let background = Background::with_metrics(4, metrics.clone());
+    /// An endpoint asked over UDP at a socket the test reads itself.
+    async fn udp_endpoint() -> (Arc<Endpoint>, UdpSocket) {
+        let peer = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = peer.local_addr().unwrap();
+        let tcp = StreamEndpoint::tcp(addr, Default::default());
+        (endpoint(addr, Dialer::Udp { tcp }), peer)
+    }
+
+    fn mark_down(endpoint: &Arc<Endpoint>) {
         for _ in 0..FAILURES_UNTIL_DOWN {
-            endpoint.failed(
-                "a",
-                &AttemptError::Timeout,
-                Duration::from_millis(10),
-                &background,
-            );
+            endpoint.failed("a", &AttemptError::Timeout, ATTEMPT);
         }
         assert!(!endpoint.is_up());
-        assert_eq!(metrics.tasks.get(), 1, "a probe runs");
-        // Probing an address where nothing answers (port 9, discard) for a while.
-        tokio::time::sleep(PROBE_INTERVAL * 3).await;
-        assert_eq!(metrics.tasks.get(), 1, "still probing");
+        assert_eq!(endpoint.healthy.get(), 0);
+    }
+
+    /// The next probe at `peer`, answered REFUSED when `answer` is set.
+    async fn next_probe(peer: &UdpSocket, answer: bool) {
+        let mut buf = [0u8; 512];
+        let (len, from) = tokio::time::timeout(PROBE_INTERVAL * 2, peer.recv_from(&mut buf))
+            .await
+            .expect("a probe")
+            .unwrap();
+        let probe = Message::from_vec(&buf[..len]).unwrap();
+        assert_eq!(probe.queries[0].query_type(), RecordType::NS);
+        if answer {
+            let mut reply = Message::error_msg(
+                probe.metadata.id,
+                probe.metadata.op_code,
+                ResponseCode::Refused,
+            );
+            reply.queries = probe.queries.clone();
+            peer.send_to(&reply.to_vec().unwrap(), from).await.unwrap();
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_down_endpoint_is_probed_until_it_answers_then_marked_up() {
+        let (endpoint, peer) = udp_endpoint().await;
+        mark_down(&endpoint);
+        next_probe(&peer, false).await;
+        next_probe(&peer, false).await;
+        assert!(!endpoint.is_up(), "no answer yet");
+        next_probe(&peer, true).await;
+        tokio::time::sleep(ATTEMPT).await;
+        assert!(endpoint.is_up());
+        assert_eq!(endpoint.healthy.get(), 1);
+        endpoint.failed("a", &AttemptError::Timeout, ATTEMPT);
+        assert!(endpoint.is_up(), "its failures were forgotten");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_probe_of_a_down_endpoint_ends_when_the_endpoint_is_dropped() {
+        let (endpoint, peer) = udp_endpoint().await;
+        mark_down(&endpoint);
+        // More failures start no second probe: one probe a second.
+        mark_down(&endpoint);
+        for _ in 0..3 {
+            next_probe(&peer, false).await;
+        }
+        let before = tokio::time::Instant::now();
+        next_probe(&peer, false).await;
+        assert!(
+            before.elapsed() >= PROBE_INTERVAL - ATTEMPT,
+            "one probe at a time"
+        );
+        // Past the probe's attempt: it waits for the next.
+        tokio::time::sleep(ATTEMPT * 2).await;
         assert_eq!(
             Arc::strong_count(&endpoint),
             1,
             "the probe does not hold the endpoint"
         );
         drop(endpoint);
-        tokio::task::yield_now().await;
-        assert_eq!(metrics.tasks.get(), 0, "the probe ended with its endpoint");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn three_failures_mark_down_once_and_an_answer_marks_up() {
-        let endpoint = endpoint();
-        let background = Background::new(4);
-        let timeout = AttemptError::Timeout;
-        for _ in 0..2 {
-            endpoint.failed("a", &timeout, Duration::from_millis(10), &background);
-            assert!(endpoint.is_up());
-        }
-        endpoint.failed("a", &timeout, Duration::from_millis(10), &background);
-        assert!(!endpoint.is_up());
-        assert_eq!(endpoint.healthy.get(), 0);
-        assert_eq!(background.len(), 1, "one probe");
-        endpoint.failed("a", &timeout, Duration::from_millis(10), &background);
-        assert_eq!(background.len(), 1, "still one probe");
-        endpoint.answered("a");
-        assert!(endpoint.is_up());
-        assert_eq!(endpoint.healthy.get(), 1);
-        background.close();
+        let mut buf = [0u8; 512];
+        let after = tokio::time::timeout(PROBE_INTERVAL * 5, peer.recv_from(&mut buf)).await;
+        assert!(after.is_err(), "the probe ended with its endpoint");
     }
 
     #[tokio::test(start_paused = true)]
     async fn local_errors_never_mark_an_endpoint_down() {
-        let endpoint = endpoint();
-        let background = Background::new(4);
+        let addr = "127.0.0.1:9".parse().unwrap();
+        let endpoint = endpoint(addr, Dialer::Unusable("a unit test's endpoint".into()));
         let local = AttemptError::Local("Too many open files".into());
         for _ in 0..10 {
-            endpoint.failed("a", &local, Duration::from_millis(10), &background);
+            endpoint.failed("a", &local, ATTEMPT);
         }
         assert!(endpoint.is_up());
-        assert!(background.is_empty());
+        assert!(!endpoint.is_failing());
     }
 }

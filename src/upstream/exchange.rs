@@ -15,19 +15,30 @@
 //! the query allowed (a peer that ignores the advertised size) is taken as truncated and asked
 //! again over TCP, not dropped as unreadable.
 //!
+//! A UDP query not answered within the endpoint's retransmission timeout (its health record's
+//! `rto`) is sent again on the same socket, each send with an ID of its own, up to the sends
+//! the exchange allows it: a late reply to an earlier send is still accepted (the first valid
+//! reply wins), and the reply is timed from the send whose ID it carries, so every answer is
+//! an unambiguous round-trip sample. Each timeout backs the endpoint's timer off. A blind
+//! spoofer then has as many IDs to hit as there were sends (at most four) instead of one,
+//! still behind the random source port of a connected socket.
+//!
 //! System calls per UDP attempt are few: the socket is made non-blocking in one call,
 //! connected (which also binds the random port) in one, registered for readability only (a
-//! send wakes nothing), and read only once readiness says a datagram is there.
+//! send wakes nothing), and read only once readiness says a datagram is there. An attempt that
+//! may not resend keeps no timer (each timer costs the runtime a wake-up).
 
 use std::io::ErrorKind;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use prometheus::IntCounter;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
-use tokio::time::Instant;
+use tokio::time::{Instant, sleep_until};
 
+use super::health::Health;
 use super::stream::{StreamEndpoint, StreamError};
 use crate::wire;
 
@@ -36,6 +47,21 @@ use crate::wire;
 pub struct Answered {
     pub bytes: Vec<u8>,
     pub endpoint: SocketAddr,
+    /// The round trip of the send it answers, when timed (UDP replies).
+    pub rtt: Option<Duration>,
+}
+
+/// How a UDP attempt sends its query again while no reply comes.
+#[derive(Debug, Clone, Copy)]
+pub struct Resend<'a> {
+    /// Sends in all, the first included (1: never sent again).
+    pub sends: u32,
+    /// The endpoint's record: the wait before each resend, told of each timeout.
+    pub health: &'a Health,
+    /// The longest wait (the attempt timeout).
+    pub ceiling: Duration,
+    /// Counts each resend (`meshdns_upstream_retransmits_total`).
+    pub counter: &'a IntCounter,
 }
 
 /// Why one attempt failed.
@@ -84,35 +110,37 @@ fn is_local(error: &std::io::Error) -> bool {
     )
 }
 
-/// Asks `endpoint` once over UDP and listens for the reply for as long as the caller keeps
-/// the future: the exchange that runs it decides when to try another endpoint and drops it at
-/// the query's deadline, so the attempt keeps no timer of its own (each timer costs the
-/// runtime a wake-up). A truncated reply is fetched again over the endpoint's TCP connection
-/// `tcp`, for at most `attempt_timeout`; if that fails the truncated reply is returned (it is
-/// still an answer, and the cache never stores it).
+/// Asks `endpoint` over UDP, sending again as `resend` allows, and listens for the reply for
+/// as long as the caller keeps the future: the exchange that runs it decides when to try
+/// another endpoint and drops it at the query's deadline. A truncated reply is fetched again
+/// over the endpoint's TCP connection `tcp`, for at most the resend ceiling (the attempt
+/// timeout); if that fails the truncated reply is returned (it is still an answer, and the
+/// cache never stores it).
 pub async fn udp_then_tcp(
     endpoint: SocketAddr,
     tcp: &StreamEndpoint,
     query: &[u8],
-    attempt_timeout: Duration,
+    resend: Resend<'_>,
 ) -> Result<Answered, AttemptError> {
-    let reply = udp(endpoint, query).await?;
-    if !wire::is_truncated(&reply) {
-        return Ok(Answered {
-            bytes: reply,
-            endpoint,
-        });
+    let (reply, rtt) = udp(endpoint, query, resend).await?;
+    let udp_answer = Answered {
+        bytes: reply,
+        endpoint,
+        rtt: Some(rtt),
+    };
+    if !wire::is_truncated(&udp_answer.bytes) {
+        return Ok(udp_answer);
     }
     // A trickling TCP peer must not hold the truncated answer back until the deadline.
-    let retry_deadline = Instant::now() + attempt_timeout;
+    let retry_deadline = Instant::now() + resend.ceiling;
     match over_stream(tcp, query, retry_deadline).await {
-        Ok(full) => Ok(full),
+        Ok(full) => Ok(Answered {
+            rtt: Some(rtt),
+            ..full
+        }),
         Err(error) => {
             tracing::debug!(%endpoint, %error, "TCP retry after truncation failed; keeping the truncated reply");
-            Ok(Answered {
-                bytes: reply,
-                endpoint,
-            })
+            Ok(udp_answer)
         }
     }
 }
@@ -140,6 +168,7 @@ pub async fn over_stream(
         Some(id) if acceptable(&reply, id, query) => Ok(Answered {
             bytes: reply,
             endpoint: stream.addr(),
+            rtt: None,
         }),
         _ => Err(AttemptError::Network(
             "a reply over TCP or TLS that does not answer the query".into(),
@@ -154,6 +183,17 @@ pub fn stamped(query: &[u8]) -> Result<(Vec<u8>, u16), AttemptError> {
     let id = rand::random::<u16>();
     wire::set_id(&mut msg, id);
     Ok((msg, id))
+}
+
+/// A random ID none of `sent` carries: each send of a query has its own, so a reply names the
+/// send it answers.
+fn fresh_id(sent: &[(u16, Instant)]) -> u16 {
+    loop {
+        let id = rand::random::<u16>();
+        if sent.iter().all(|(used, _)| *used != id) {
+            return id;
+        }
+    }
 }
 
 /// RCODEs a server sends without the question when it cannot parse a query.
@@ -193,10 +233,18 @@ fn advertised_size(query: &[u8]) -> usize {
     wire::Proto::Udp.reply_limit(payload)
 }
 
-async fn udp(endpoint: SocketAddr, query: &[u8]) -> Result<Vec<u8>, AttemptError> {
-    let (msg, id) = stamped(query)?;
+/// The UDP exchange of [`udp_then_tcp`]: the reply, and the round trip of the send it answers.
+async fn udp(
+    endpoint: SocketAddr,
+    query: &[u8],
+    resend: Resend<'_>,
+) -> Result<(Vec<u8>, Duration), AttemptError> {
+    let (mut msg, id) = stamped(query)?;
     let socket = connected_udp(endpoint)?;
     socket.send(&msg)?;
+    // The ID and time of every send, the first included (at most `resend.sends`).
+    let first_sent = Instant::now();
+    let mut sent = vec![(id, first_sent)];
     // Registered for readability and errors only (an ICMP "port unreachable" is an error
     // event, and answers at once as connection refused); a send never wakes the task.
     let interest = Interest::READABLE | Interest::ERROR;
@@ -206,21 +254,51 @@ async fn udp(endpoint: SocketAddr, query: &[u8]) -> Result<Vec<u8>, AttemptError
     let limit = advertised_size(&msg);
     let mut buf = vec![0u8; limit + 1];
     loop {
-        let mut ready = socket.ready(interest).await?;
+        // No resend once the attempt timeout is reached: the exchange asks again then.
+        let resend_at = (sent.len() < resend.sends as usize)
+            .then(|| {
+                sent.last()
+                    .map(|(_, at)| *at + resend.health.rto(resend.ceiling))
+            })
+            .flatten()
+            .filter(|at| *at < first_sent + resend.ceiling);
+        let mut ready = tokio::select! {
+            ready = socket.ready(interest) => ready?,
+            () = sleep_until(resend_at.unwrap_or_else(Instant::now)), if resend_at.is_some() => {
+                resend.health.timed_out();
+                resend.counter.inc();
+                let id = fresh_id(&sent);
+                wire::set_id(&mut msg, id);
+                if let Err(error) = socket.get_ref().send(&msg) {
+                    // A datagram that did not go out (a local firewall's EPERM, a full send
+                    // buffer) is one more lost: the earlier sends may still be answered.
+                    tracing::debug!(%endpoint, %error, "a retransmission could not be sent");
+                }
+                sent.push((id, Instant::now()));
+                continue;
+            }
+        };
         let len = match ready.try_io(|socket| socket.get_ref().recv(&mut buf)) {
             Ok(received) => received?,
             Err(_would_block) => continue,
         };
         let reply = &buf[..len];
+        // The send this reply names; any other ID is not ours.
+        let Some(&(id, at)) =
+            wire::id(reply).and_then(|got| sent.iter().find(|(id, _)| *id == got))
+        else {
+            tracing::debug!(%endpoint, "ignored a datagram with the wrong ID");
+            continue;
+        };
         if len > limit && answers(reply, id, &msg) {
             // The kernel cut the rest off: taken as truncated, so the caller asks over TCP.
             tracing::debug!(%endpoint, limit, "a UDP reply larger than the query allows");
-            return Ok(wire::cut_to_question(reply));
+            return Ok((wire::cut_to_question(reply), at.elapsed()));
         }
         if len <= limit && acceptable(reply, id, &msg) {
-            return Ok(reply.to_vec());
+            return Ok((reply.to_vec(), at.elapsed()));
         }
-        tracing::debug!(%endpoint, "ignored a datagram with the wrong ID or question");
+        tracing::debug!(%endpoint, "ignored a datagram with the wrong question");
     }
 }
 
@@ -337,7 +415,17 @@ mod tests {
         }
         let timeout = Duration::from_secs(5);
         let tcp = StreamEndpoint::tcp(peer, Default::default());
-        tokio::time::timeout(timeout, udp_then_tcp(peer, &tcp, &query(), timeout))
+        let (health, counter) = (
+            Health::default(),
+            IntCounter::new("resends", "test").unwrap(),
+        );
+        let resend = Resend {
+            sends: 1,
+            health: &health,
+            ceiling: timeout,
+            counter: &counter,
+        };
+        tokio::time::timeout(timeout, udp_then_tcp(peer, &tcp, &query(), resend))
             .await
             .expect("an answer, not silence until the deadline")
             .unwrap()

@@ -33,6 +33,7 @@ pub struct UpstreamMetrics {
     pub resolutions: IntCounterVec,
     pub tls_handshakes: IntCounterVec,
     pub connections: IntCounterVec,
+    pub retransmits: IntCounterVec,
     /// Who holds which series.
     pub held: Arc<Held>,
 }
@@ -93,6 +94,7 @@ impl UpstreamMetrics {
             },
             tls_handshakes: self.tls_handshakes.with_label_values(&[name]),
             connections: self.connections.with_label_values(&[name, transport]),
+            retransmits: self.retransmits.with_label_values(&[name]),
             name: name.to_string(),
             metrics: self.clone(),
         }
@@ -139,6 +141,9 @@ pub(super) struct GroupSeries {
     pub tls_handshakes: IntCounter,
     /// Counts the stream connections (TCP or TLS) the group's endpoints open.
     pub connections: IntCounter,
+    /// Counts the group's retransmissions: UDP queries sent again, to the same endpoint or
+    /// (a hedge) to the next.
+    pub retransmits: IntCounter,
     name: String,
     metrics: UpstreamMetrics,
 }
@@ -176,6 +181,7 @@ impl Drop for GroupSeries {
         }
         let _ = metrics.duration.remove_label_values(&[name]);
         let _ = metrics.tls_handshakes.remove_label_values(&[name]);
+        let _ = metrics.retransmits.remove_label_values(&[name]);
         // Both transports: a reload may have changed the cluster's.
         for transport in STREAM_TRANSPORTS {
             let _ = metrics.connections.remove_label_values(&[name, transport]);
@@ -252,6 +258,7 @@ pub(super) mod tests {
             resolutions: counters("resolutions", &["cluster", "result"]),
             tls_handshakes: counters("handshakes", &["cluster"]),
             connections: counters("connections", &["cluster", "transport"]),
+            retransmits: counters("retransmits", &["cluster"]),
             held: Arc::default(),
         }
     }

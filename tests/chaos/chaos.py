@@ -11,7 +11,9 @@ While about 400 queries a second (UDP and TCP; cluster zones, prefixed and gathe
 names, SRV sets, pass-through) run, a seeded schedule of faults and operations plays: peers
 stopped, black-holed and restarted, members added and removed, cluster c removed from the
 configuration and re-added, cluster b's endpoint moved between two addresses, c's transport
-switched between udp and tcp, the client certificate rotated, and small floods of random names.
+switched between udp and tcp, the client certificate rotated, small floods of random names, and
+peer links losing 1–10 % of their UDP datagrams each way for a few seconds (nftables
+`numgen random` drops, in the soak's own network namespace).
 Configuration changes are written the way the kubelet writes a mounted ConfigMap.
 
 Invariants, checked on every reply or at the end:
@@ -21,7 +23,10 @@ Invariants, checked on every reply or at the end:
   TTL it could have handed out (5 s) has passed;
 - no TLS connection presenting the rotated-out client certificate once the rotation is applied;
 - after the storm: RSS, open files and background tasks back near their baseline, and no
-  metric series of an endpoint that is no longer configured.
+  metric series of an endpoint that is no longer configured;
+- while every cluster is up and its link loses at most 5 % each way (a calm window after the
+  storm, b's and c's links lossy): no gathered answer is partial
+  (`meshdns_gather_partial_total` does not move) and no query gets SERVFAIL.
 
 Usage (inside a network namespace of its own; tests/chaos/run.sh sets it up):
     python3 chaos.py --meshdns BIN --work DIR [--seconds 60] [--qps 400] [--seed 7]
@@ -65,6 +70,10 @@ B_MOVED = "127.0.61.2"  # cluster b's second home
 TLS_NAME = "dot-d.chaos.test"
 SLOW = 0.8  # how late a slow peer answers: its legs straggle past a reload
 SOA = "ns.dns.cluster.local. hostmaster.cluster.local. 1 7200 1800 86400 5"
+# The links that lose datagrams: the UDP peers' addresses (d speaks DNS over TLS only).
+LOSSY = {"b": [PEER_ADDR["b"], B_MOVED], "c": [PEER_ADDR["c"]]}
+CALM_LOSS = (1, 5)  # per cent each way in the calm window, where nothing may fail
+CALM_LOSS_SECONDS = 8
 DOMAIN = dns.name.from_text("cluster.local.")
 
 
@@ -296,6 +305,35 @@ class World:
         await self.call("restart", cluster)
 
 
+class Loss:
+    """Random loss on peer links: nftables rules dropping a share of the UDP datagrams to and
+    from a peer's port 53 (`numgen random`), rebuilt from `percent` at every change. They drop
+    on arrival (the input hook), so the loss is silent as on a real link: a datagram dropped
+    on its way out fails its send() with EPERM instead."""
+
+    TABLE = "chaos_loss"
+
+    def __init__(self):
+        self.percent = {}  # cluster → per cent each way
+        self.nft("add", "table", "inet", self.TABLE)
+        self.nft("add", "chain", "inet", self.TABLE, "in",
+                 "{ type filter hook input priority 0; }")
+
+    @staticmethod
+    def nft(*args):
+        subprocess.run(["nft", *args], check=True)
+
+    def set(self, cluster, percent):
+        self.percent[cluster] = percent
+        self.nft("flush", "chain", "inet", self.TABLE, "in")
+        for lossy, share in self.percent.items():
+            for addr in LOSSY[lossy] if share else []:
+                for match in (["ip", "daddr", addr, "udp", "dport", "53"],
+                              ["ip", "saddr", addr, "udp", "sport", "53"]):
+                    self.nft("add", "rule", "inet", self.TABLE, "in", *match,
+                             "numgen", "random", "mod", "100", "<", str(share), "drop")
+
+
 # ---------------------------------------------------------------------------------------------
 # meshdns and its configuration
 
@@ -476,6 +514,16 @@ def pick_query(rng):
     return "passthrough", "www.example.test.", "A", None
 
 
+def pick_miss(rng):
+    """A name no cache holds, which every peer answers NXDOMAIN: each one crosses the links
+    (the calm window's queries that must not fail while they lose datagrams)."""
+    name = f"m{rng.getrandbits(40):x}"
+    if rng.random() < 0.5:
+        cluster = rng.choice(sorted(LOSSY))
+        return "cluster", f"{name}.db.prod.cluster.{cluster}.", "A", cluster
+    return "union", f"{name}.db.prod.svc.distributed.local.", "A", None
+
+
 class Datagrams(asyncio.DatagramProtocol):
     def __init__(self):
         self.received = asyncio.Queue()
@@ -517,12 +565,12 @@ async def ask(verdicts, kind, qname, rdtype, owner, proto, unanswered):
     verdicts.check(kind, qname, owner, reply, sent, time.monotonic() - sent, proto)
 
 
-async def traffic(verdicts, rng, qps, until, unanswered):
-    """Queries at `qps` until `until`, a fifth of them over TCP, each checked."""
+async def traffic(verdicts, rng, qps, until, unanswered, pick=pick_query):
+    """Queries (`pick`'s) at `qps` until `until`, a fifth of them over TCP, each checked."""
     tasks = set()
     next_at = time.monotonic()
     while time.monotonic() < until:
-        kind, qname, rdtype, owner = pick_query(rng)
+        kind, qname, rdtype, owner = pick(rng)
         proto = "tcp" if rng.random() < 0.2 else "udp"
         if len(tasks) < 800:
             task = asyncio.create_task(ask(verdicts, kind, qname, rdtype, owner, proto, unanswered))
@@ -551,7 +599,7 @@ async def flood(count):
 # The schedule
 
 
-async def chaos(verdicts, rng, world, config, pki, until, log):
+async def chaos(verdicts, rng, world, config, pki, loss, until, log):
     """Random faults and operations, and between them the two sequences that once gave
     another cluster's pods: a cluster removed while a later one is down (its position moves),
     and a cluster removed while a query to it is pending."""
@@ -585,6 +633,17 @@ async def chaos(verdicts, rng, world, config, pki, until, log):
         verdicts.removed_since.pop("c", None)
         await reconfigure(lambda: config.present.add("c"), "c re-added")
 
+    async def lossy(cluster, percent, seconds):
+        loss.set(cluster, percent)
+        ops[f"{cluster} lossy"] += 1
+        await asyncio.sleep(seconds)
+        loss.set(cluster, 0)
+
+    async def lossy_episode():
+        cluster = rng.choice(sorted(LOSSY))
+        if not loss.percent.get(cluster):
+            background(lossy(cluster, rng.randint(1, 10), rng.uniform(3, 6)))
+
     async def fault(cluster, mode, seconds):
         await world.fault(cluster, mode)
         ops[f"{cluster} {mode}"] += 1
@@ -616,7 +675,9 @@ async def chaos(verdicts, rng, world, config, pki, until, log):
 
     # The two sequences at set points of the run, the random operations around them.
     begun = time.monotonic()
-    scripted = [(0.2, removed_while_later_down), (0.45, removed_while_pending), (0.7, removed_while_later_down)]
+    # (One lossy link at a set point too: the random ones may not come up in a short run.)
+    scripted = [(0.1, lossy_episode), (0.2, removed_while_later_down), (0.45, removed_while_pending),
+                (0.7, removed_while_later_down)]
     while time.monotonic() < until - 6:
         roll = rng.random()
         if scripted and time.monotonic() - begun >= scripted[0][0] * (until - begun):
@@ -641,7 +702,9 @@ async def chaos(verdicts, rng, world, config, pki, until, log):
         elif roll < 0.76:
             switched = "tcp" if config.c_transport == "udp" else "udp"
             await reconfigure(lambda: setattr(config, "c_transport", switched), "c transport switched")
-        elif roll < 0.88:
+        elif roll < 0.84:
+            await lossy_episode()
+        elif roll < 0.92:
             rotated = pki.rotate_client()
             before = reloads_applied()
             kubelet_write(pki.secret_dir, pki.secret_payload())
@@ -725,6 +788,36 @@ class Pki:
 # ---------------------------------------------------------------------------------------------
 
 
+async def calm_loss(verdicts, rng, loss, qps, unanswered, log):
+    """Every cluster up and configured, b's and c's links losing a few per cent each way: a
+    lost datagram costs a retransmission, never a gathered answer's cluster nor a SERVFAIL."""
+    percent = rng.randint(*CALM_LOSS)
+    for cluster in LOSSY:
+        loss.set(cluster, percent)
+    partial = metric(metrics_text(), "meshdns_gather_partial_total")
+    retransmits = sum(metric(metrics_text(), "meshdns_upstream_retransmits_total", f'cluster="{c}"') for c in LOSSY)
+    before = collections.Counter(verdicts.counts)
+    until = time.monotonic() + CALM_LOSS_SECONDS
+    # The usual traffic (mostly cache hits) and as many misses, which all cross the links.
+    await asyncio.gather(
+        traffic(verdicts, rng, qps, until, unanswered),
+        traffic(verdicts, rng, qps / 4, until, unanswered, pick=pick_miss),
+    )
+    for cluster in LOSSY:
+        loss.set(cluster, 0)
+    text = metrics_text()
+    partial = metric(text, "meshdns_gather_partial_total") - partial
+    retransmits = sum(metric(text, "meshdns_upstream_retransmits_total", f'cluster="{c}"') for c in LOSSY) - retransmits
+    during = verdicts.counts - before
+    servfail = sum(n for kind, n in during.items() if kind.endswith("SERVFAIL"))
+    log(f"calm window at {percent} % loss on b and c: {sum(during.values())} replies, "
+        f"{partial:g} partial, {servfail} SERVFAIL, {retransmits:g} retransmissions")
+    if partial:
+        verdicts.violation("loss-partial", f"{partial:g} gathered answers partial at {percent} % loss")
+    if servfail:
+        verdicts.violation("loss-servfail", f"{servfail} SERVFAIL at {percent} % loss")
+
+
 async def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--meshdns", required=True)
@@ -772,6 +865,7 @@ async def main():
 
     verdicts = Verdicts()
     unanswered = collections.Counter()
+    loss = Loss()
     # Warm up, then the baseline.
     await traffic(verdicts, rng, args.qps, time.monotonic() + 3, unanswered)
     baseline = process_usage(process.pid)
@@ -781,7 +875,7 @@ async def main():
     until = time.monotonic() + args.seconds
     await asyncio.gather(
         traffic(verdicts, rng, args.qps, until, unanswered),
-        chaos(verdicts, rng, world, config, pki, until, log),
+        chaos(verdicts, rng, world, config, pki, loss, until, log),
     )
     peak = process_usage(process.pid)
 
@@ -797,6 +891,7 @@ async def main():
         await wait_applied(before)
     await asyncio.sleep(8)
     await traffic(verdicts, rng, args.qps, time.monotonic() + 3, unanswered)
+    await calm_loss(verdicts, rng, loss, args.qps, unanswered, log)
     await asyncio.sleep(2)
     after = process_usage(process.pid)
     text = metrics_text()

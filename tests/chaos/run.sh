@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # The chaos soak (tests/chaos/chaos.py): meshdns under traffic of every route while peers are
 # stopped, black-holed and restarted, members come and go, clusters are removed and re-added,
-# endpoints move, transports switch, client certificates rotate and small floods arrive; every
-# reply checked against a model of the world. CI runs it for 60 s; by hand, longer:
+# endpoints move, transports switch, client certificates rotate, small floods arrive and peer
+# links lose datagrams (nftables); every reply checked against a model of the world. CI runs it for 60 s; by hand, longer:
 #
 #   sudo tests/chaos/run.sh                    # 60 s at 400 q/s, seed 7
 #   sudo CHAOS_SECONDS=600 CHAOS_SEED=11 tests/chaos/run.sh
 #   sudo MESHDNS_BIN=target/release/meshdns tests/chaos/run.sh   # no build
 #
-# Needs root (port 53 on loopback addresses, unshare -n). Installs what is missing (python3-venv,
-# openssl, iproute2 with apt-get; dnspython with pip into a venv of its own, CHAOS_VENV) and builds
+# Needs root (port 53 on loopback addresses, unshare -n, nft). Installs what is missing
+# (python3-venv, openssl, iproute2, nftables with apt-get; dnspython with pip into a venv of its own, CHAOS_VENV) and builds
 # the release binary in the machine's namespace, then runs itself again in a network namespace
 # of its own (tests/lib/netns.sh), where the world lives on 127.0.60.0/24 and 127.0.61.0/24 and
 # meshdns on 127.0.70.1: no packet can leave. Ends with `N passed, M failed` (one check: the
@@ -29,6 +29,7 @@ if [[ -z ${TESTS_NETNS_PRIVATE:-} ]]; then
 	pkgs=()
 	command -v openssl >/dev/null || pkgs+=(openssl)
 	command -v ip >/dev/null || pkgs+=(iproute2)
+	command -v nft >/dev/null || pkgs+=(nftables)
 	/usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || pkgs+=(python3-venv)
 	if ((${#pkgs[@]})); then
 		apt-get update -qq

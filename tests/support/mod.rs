@@ -225,6 +225,8 @@ pub struct Seen {
     /// The query as it arrived, byte for byte (what meshdns relayed).
     pub query: Vec<u8>,
     pub reply: Option<Vec<u8>>,
+    /// Where a UDP query came from (its socket); `None` over TCP.
+    pub from: Option<SocketAddr>,
 }
 
 /// Builds a [`FakeDns`]: a table keyed by (lowercased name, type), and a behaviour for the
@@ -329,7 +331,7 @@ impl FakeState {
     }
 
     /// Notes the query; returns its index for [`FakeState::sent`].
-    fn received(&self, via: Via, query: &Query, bytes: &[u8]) -> usize {
+    fn received(&self, via: Via, from: Option<SocketAddr>, query: &Query, bytes: &[u8]) -> usize {
         let mut seen = self.seen.lock().unwrap();
         seen.push(Seen {
             via,
@@ -337,6 +339,7 @@ impl FakeState {
             rtype: query.query_type(),
             query: bytes.to_vec(),
             reply: None,
+            from,
         });
         seen.len() - 1
     }
@@ -378,6 +381,24 @@ impl FakeDns {
 
     pub fn count(&self, via: Via) -> usize {
         self.seen().iter().filter(|s| s.via == via).count()
+    }
+
+    /// Queries received, a UDP query sent again on the same socket (meshdns's retransmission:
+    /// the same source port and question) left out: one per exchange meshdns made.
+    pub fn exchanges(&self) -> Vec<Seen> {
+        let seen = self.seen();
+        let resent = |at: usize, s: &Seen| {
+            seen[..at].iter().any(|earlier| {
+                s.from.is_some()
+                    && earlier.from == s.from
+                    && earlier.rtype == s.rtype
+                    && earlier.name.eq_ignore_ascii_case(&s.name)
+            })
+        };
+        (seen.iter().enumerate())
+            .filter(|(at, s)| !resent(*at, s))
+            .map(|(_, s)| s.clone())
+            .collect()
     }
 
     /// The question names received, in order.
@@ -537,13 +558,18 @@ fn reply(query: &Message, answer: &Answer) -> Message {
 /// The query's plan, the query noted as received (with the index for [`FakeState::sent`]);
 /// `None` for bytes that do not parse. EDNS options hickory rejects (a CLIENT-SUBNET of an
 /// unknown family) are ignored, as servers do.
-fn take_query(state: &FakeState, bytes: &[u8], via: Via) -> Option<(usize, Plan)> {
+fn take_query(
+    state: &FakeState,
+    bytes: &[u8],
+    via: Via,
+    from: Option<SocketAddr>,
+) -> Option<(usize, Plan)> {
     let query = Message::from_vec(bytes)
         .ok()
         .or_else(|| Message::from_vec(&meshdns::wire::without_options(bytes, |_| true)?).ok())?;
     let question = query.queries.first()?;
     let before = state.asked_before(question);
-    let index = state.received(via, question, bytes);
+    let index = state.received(via, from, question, bytes);
     let behaviour = match state.behaviour(question) {
         Behaviour::AnswerThenDrop(n, _) | Behaviour::ThenDrop(n, _) if before >= *n => {
             &Behaviour::Drop
@@ -566,7 +592,7 @@ async fn serve_fake_udp(socket: Arc<UdpSocket>, state: Arc<FakeState>) {
         let Ok((len, peer)) = socket.recv_from(&mut buf).await else {
             continue;
         };
-        let Some((index, plan)) = take_query(&state, &buf[..len], Via::Udp) else {
+        let Some((index, plan)) = take_query(&state, &buf[..len], Via::Udp, Some(peer)) else {
             continue;
         };
         let (socket, state) = (Arc::clone(&socket), Arc::clone(&state));
@@ -602,7 +628,7 @@ async fn fake_tcp_connection(stream: TcpStream, state: Arc<FakeState>) {
         if reader.read_exact(&mut frame).await.is_err() {
             return;
         }
-        let Some((index, plan)) = take_query(&state, &frame, Via::Tcp) else {
+        let Some((index, plan)) = take_query(&state, &frame, Via::Tcp, None) else {
             continue;
         };
         let (writer, state) = (Arc::clone(&writer), Arc::clone(&state));
