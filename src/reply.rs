@@ -6,10 +6,14 @@
 
 use std::time::Duration;
 
-use hickory_proto::op::{Edns, Message, MessageType, Metadata, ResponseCode};
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+
+use hickory_proto::ProtoError;
+use hickory_proto::op::{Edns, HeaderCounts, Message, MessageType, Metadata, ResponseCode};
 use hickory_proto::rr::rdata::SOA;
 use hickory_proto::rr::rdata::opt::EdnsOption;
-use hickory_proto::rr::{Name, RData, Record};
+use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 
 use crate::wire;
 
@@ -122,71 +126,143 @@ pub fn servfail_bytes(request: &Message, code: ExtendedError, why: &str) -> Vec<
 /// answer and authority sections alone do not fit, the RRsets that do not are left out whole
 /// (the additional section with them) and TC is set, so the client asks again over TCP and a
 /// client that cannot never takes part of a set for all of it. The OPT record is always kept.
+/// Names are compressed wherever a pointer reaches ([`wire::MessageWriter`]), so a big answer
+/// fits whole where it can.
 pub fn encode_fitted(msg: &Message, limit: usize) -> Vec<u8> {
-    match msg.to_vec() {
-        Ok(full) if full.len() <= limit => return full,
-        Ok(_) => {}
+    match fitted(msg, limit) {
+        Ok(Some(bytes)) => bytes,
+        // Not even the question and the OPT record fit.
+        Ok(None) => encode_servfail_header(msg),
         Err(error) => {
             tracing::warn!(%error, "reply could not be encoded; answering SERVFAIL");
-            return encode_servfail_header(msg);
+            encode_servfail_header(msg)
         }
     }
-    let mut cut = msg.clone();
-    let additional = rrsets(&msg.additionals);
-    let kept = largest_fitting(additional.len(), |count| {
-        cut.additionals = additional[..count].concat();
-        cut.to_vec().ok().filter(|bytes| bytes.len() <= limit)
-    });
-    if let Some(bytes) = kept {
-        return bytes;
-    }
-    cut.additionals.clear();
-    cut.metadata.truncation = true;
-    let answers = rrsets(&msg.answers);
-    let authorities = rrsets(&msg.authorities);
-    let kept = largest_fitting(answers.len() + authorities.len(), |count| {
-        cut.answers = answers[..count.min(answers.len())].concat();
-        cut.authorities = authorities[..count.saturating_sub(answers.len())].concat();
-        cut.to_vec().ok().filter(|bytes| bytes.len() <= limit)
-    });
-    kept.unwrap_or_else(|| encode_servfail_header(msg))
 }
 
-/// Whether two records belong to one RRset: the same owner, type and class (RFC 2181 §5).
-pub fn same_rrset(a: &Record, b: &Record) -> bool {
-    a.name == b.name && a.record_type() == b.record_type() && a.dns_class == b.dns_class
+/// [`encode_fitted`]'s work, in one pass: each RRset is written and, when it goes past the
+/// room left, undone.
+fn fitted(msg: &Message, limit: usize) -> Result<Option<Vec<u8>>, ProtoError> {
+    // The OPT record is kept whatever else is left out: its room is set aside first.
+    let opt = msg.edns.as_ref().map(|edns| {
+        let mut edns = edns.clone();
+        edns.set_rcode_high(msg.response_code.high());
+        Record::from(&edns)
+    });
+    let opt_size = match &opt {
+        Some(opt) => {
+            let mut alone = wire::MessageWriter::new(0);
+            alone.record(opt)?;
+            alone.size() - wire::HEADER_LEN
+        }
+        None => 0,
+    };
+    let Some(room) = limit.checked_sub(opt_size) else {
+        return Ok(None);
+    };
+    let mut writer = wire::MessageWriter::new(limit.min(msg_size_hint(msg)));
+    for query in &msg.queries {
+        writer.question(query);
+    }
+    if writer.size() > room {
+        return Ok(None);
+    }
+    let mut metadata = msg.metadata;
+    let (answers, complete) = write_rrsets(&mut writer, &msg.answers, room)?;
+    let (authorities, complete) = match complete {
+        true => write_rrsets(&mut writer, &msg.authorities, room)?,
+        false => (0, false),
+    };
+    let additionals = match complete {
+        true => write_rrsets(&mut writer, &msg.additionals, room)?.0,
+        false => 0,
+    };
+    metadata.truncation |= !complete;
+    if let Some(opt) = &opt {
+        writer.record(opt)?;
+    }
+    let counts = HeaderCounts {
+        queries: count(msg.queries.len())?,
+        answers,
+        authorities,
+        additionals: additionals + u16::from(opt.is_some()),
+    };
+    Ok(Some(writer.finish(&metadata, counts)))
+}
+
+/// Writes `records` RRset by RRset while they fit in `room`: how many records were written,
+/// and whether all were.
+fn write_rrsets(
+    writer: &mut wire::MessageWriter,
+    records: &[Record],
+    room: usize,
+) -> Result<(u16, bool), ProtoError> {
+    let mut written = 0;
+    for set in rrsets(records) {
+        let mark = writer.mark();
+        for record in &set {
+            writer.record(record)?;
+        }
+        if writer.size() > room {
+            writer.undo(mark);
+            return Ok((count(written)?, false));
+        }
+        written += set.len();
+    }
+    Ok((count(written)?, true))
+}
+
+fn count(records: usize) -> Result<u16, ProtoError> {
+    u16::try_from(records).map_err(|_| ProtoError::Message("more records than a header counts"))
+}
+
+/// A guess at the encoded size, for the buffer's first allocation: a compressed record is
+/// rarely longer than 64 bytes.
+fn msg_size_hint(msg: &Message) -> usize {
+    let records = msg.answers.len() + msg.authorities.len() + msg.additionals.len();
+    wire::HEADER_LEN + 64 * (msg.queries.len() + records + 1)
+}
+
+/// What makes records one RRset: the owner (ignoring case), the type and the class (RFC 2181
+/// §5).
+pub fn rrset_key(record: &Record) -> (Vec<u8>, RecordType, DNSClass) {
+    (
+        name_key(&record.name),
+        record.record_type(),
+        record.dns_class,
+    )
+}
+
+/// A name as a key that compares like [`Name`] does (ASCII case ignored, a fully qualified name
+/// never equal to a relative one) but hashes as one byte string: its labels lowercased, each
+/// after its length. `Name`'s own `Hash` feeds the hasher a byte at a time.
+pub fn name_key(name: &Name) -> Vec<u8> {
+    let mut key = Vec::with_capacity(name.len() + 1);
+    key.push(u8::from(name.is_fqdn()));
+    for label in name.iter() {
+        // A label is at most 63 bytes: its length fits in the byte, and lowercasing (below,
+        // of ASCII letters, 65 and up) leaves it alone.
+        key.push(label.len() as u8);
+        key.extend_from_slice(label);
+    }
+    key.make_ascii_lowercase();
+    key
 }
 
 /// Records grouped into RRsets, in order of first appearance.
-fn rrsets(records: &[Record]) -> Vec<Vec<Record>> {
-    let mut sets: Vec<Vec<Record>> = Vec::new();
+fn rrsets(records: &[Record]) -> Vec<Vec<&Record>> {
+    let mut sets: Vec<Vec<&Record>> = Vec::new();
+    let mut index: HashMap<_, usize, foldhash::fast::RandomState> = HashMap::default();
     for record in records {
-        let same_set =
-            |set: &&mut Vec<Record>| set.first().is_some_and(|first| same_rrset(first, record));
-        match sets.iter_mut().find(same_set) {
-            Some(set) => set.push(record.clone()),
-            None => sets.push(vec![record.clone()]),
+        match index.entry(rrset_key(record)) {
+            Entry::Occupied(set) => sets[*set.get()].push(record),
+            Entry::Vacant(new) => {
+                new.insert(sets.len());
+                sets.push(vec![record]);
+            }
         }
     }
     sets
-}
-
-/// The encoding with the most leading RRsets (out of `total`) that `encode_with` says fits;
-/// `None` when not even zero fit. Encodings grow with the count, so a binary search finds it.
-fn largest_fitting(
-    total: usize,
-    mut encode_with: impl FnMut(usize) -> Option<Vec<u8>>,
-) -> Option<Vec<u8>> {
-    let mut best = encode_with(0)?;
-    let (mut fits, mut upper) = (0, total);
-    while fits < upper {
-        let count = (fits + upper).div_ceil(2);
-        match encode_with(count) {
-            Some(bytes) => (fits, best) = (count, bytes),
-            None => upper = count - 1,
-        }
-    }
-    Some(best)
 }
 
 /// A complete reply in wire form, cut to `limit` when it is larger (parsed and re-encoded only
