@@ -233,6 +233,7 @@ pub struct FakeDnsBuilder {
     table: HashMap<(String, RecordType), Behaviour>,
     otherwise: Behaviour,
     cookies: bool,
+    compressing: bool,
     tcp: bool,
     udp: bool,
 }
@@ -266,6 +267,13 @@ impl FakeDnsBuilder {
         self
     }
 
+    /// Compresses every name it may, as CoreDNS does (hickory's encoder stops after 120
+    /// names), so an answer of hundreds of records fits a TCP frame whole.
+    pub fn compressing(mut self) -> Self {
+        self.compressing = true;
+        self
+    }
+
     pub async fn start(self) -> FakeDns {
         self.start_on("127.0.0.1:0").await
     }
@@ -280,6 +288,7 @@ impl FakeDnsBuilder {
             table: self.table,
             otherwise: self.otherwise,
             cookies: self.cookies,
+            compressing: self.compressing,
             seen: Mutex::new(Vec::new()),
         });
         let udp = Arc::new(udp);
@@ -307,6 +316,7 @@ struct FakeState {
     table: HashMap<(String, RecordType), Behaviour>,
     otherwise: Behaviour,
     cookies: bool,
+    compressing: bool,
     seen: Mutex<Vec<Seen>>,
 }
 
@@ -362,6 +372,7 @@ impl FakeDns {
             table: HashMap::new(),
             otherwise: Behaviour::Answer(Answer::rcode(ResponseCode::Refused)),
             cookies: false,
+            compressing: false,
             tcp: true,
             udp: true,
         }
@@ -414,8 +425,11 @@ struct Plan {
     trickle: Option<Duration>,
 }
 
-fn plan(behaviour: &Behaviour, query: &Message, via: Via) -> Plan {
-    let encode = |msg: Message| msg.to_vec().expect("the fake's reply encodes");
+fn plan(behaviour: &Behaviour, query: &Message, via: Via, compressing: bool) -> Plan {
+    let encode = |msg: Message| match compressing {
+        true => meshdns::reply::encode_fitted(&msg, 65_535),
+        false => msg.to_vec().expect("the fake's reply encodes"),
+    };
     let right = |answer: &Answer| encode(reply(query, answer));
     let now = |messages| Plan {
         forged: None,
@@ -428,7 +442,9 @@ fn plan(behaviour: &Behaviour, query: &Message, via: Via) -> Plan {
         Behaviour::Answer(answer) | Behaviour::AnswerThenDrop(_, answer) => {
             now(vec![right(answer)])
         }
-        Behaviour::DropFirst(_, then) | Behaviour::ThenDrop(_, then) => plan(then, query, via),
+        Behaviour::DropFirst(_, then) | Behaviour::ThenDrop(_, then) => {
+            plan(then, query, via, compressing)
+        }
         Behaviour::Delay(pause, answer) => Plan {
             pause: *pause,
             ..now(vec![right(answer)])
@@ -551,7 +567,7 @@ fn take_query(state: &FakeState, bytes: &[u8], via: Via) -> Option<(usize, Plan)
         Behaviour::DropFirst(n, _) if before < *n => &Behaviour::Drop,
         behaviour => behaviour,
     };
-    let mut plan = plan(behaviour, &query, via);
+    let mut plan = plan(behaviour, &query, via, state.compressing);
     if state.cookies {
         plan.messages = (plan.messages.into_iter())
             .map(|m| with_server_cookie(m, &query))
