@@ -99,21 +99,52 @@ pub fn servfail(request: &Message, code: ExtendedError, why: &str) -> Message {
     reply
 }
 
+/// The serial of an SOA meshdns synthesizes when it has learnt none from the clusters (a
+/// negative answer no cluster was asked for): a negative answer's SOA is read for its TTL and
+/// minimum only (RFC 2308 §5).
+pub const SYNTHESIZED_SERIAL: u32 = 1;
+
 /// A negative answer (NXDOMAIN or NODATA) for a zone meshdns speaks for, with the SOA that
-/// lets clients cache it (RFC 2308): owned by the zone apex, minimum and TTL `negative_ttl`.
+/// lets clients cache it (RFC 2308): owned by the zone apex, minimum and TTL `negative_ttl`,
+/// serial [`SYNTHESIZED_SERIAL`].
 pub fn negative(
     request: &Message,
     rcode: ResponseCode,
     zone: &Name,
     negative_ttl: Duration,
 ) -> Message {
+    negative_with_serial(request, rcode, zone, negative_ttl, SYNTHESIZED_SERIAL)
+}
+
+/// [`negative`] with the SOA's serial given.
+pub fn negative_with_serial(
+    request: &Message,
+    rcode: ResponseCode,
+    zone: &Name,
+    negative_ttl: Duration,
+    serial: u32,
+) -> Message {
     let mut reply = synthesized(request, rcode);
     reply.metadata.authoritative = true;
-    let ttl = u32::try_from(negative_ttl.as_secs()).unwrap_or(u32::MAX);
-    let host = |label: &str| zone.prepend_label(label).unwrap_or_else(|_| zone.clone());
-    let soa = SOA::new(host("ns"), host("hostmaster"), 1, 3600, 600, 86_400, ttl);
-    reply.add_authority(Record::from_rdata(zone.clone(), ttl, RData::SOA(soa)));
+    reply.add_authority(zone_soa(zone, negative_ttl, serial));
     reply
+}
+
+/// The SOA meshdns synthesizes for a zone it speaks for: `ns.` and `hostmaster.` of the zone,
+/// `serial`, TTL and minimum `ttl`.
+pub fn zone_soa(zone: &Name, ttl: Duration, serial: u32) -> Record {
+    let ttl = u32::try_from(ttl.as_secs()).unwrap_or(u32::MAX);
+    let host = |label: &str| zone.prepend_label(label).unwrap_or_else(|_| zone.clone());
+    let soa = SOA::new(
+        host("ns"),
+        host("hostmaster"),
+        serial,
+        3600,
+        600,
+        86_400,
+        ttl,
+    );
+    Record::from_rdata(zone.clone(), ttl, RData::SOA(soa))
 }
 
 /// SERVFAIL as bytes, ready to send (see [`servfail`]).

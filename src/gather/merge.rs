@@ -63,6 +63,9 @@ pub fn merge(
             partial: false,
         };
     };
+    if asked.query_type() == RecordType::SOA && asked.name() == &naming.zone {
+        return apex_soa(request, naming, legs, negative_ttl);
+    }
     let size = (legs.iter())
         .map(|(_, leg)| match leg {
             Leg::Answered(reply) | Leg::Stale(reply) => {
@@ -95,11 +98,25 @@ pub fn merge(
         reply.additionals = records.additionals;
         reply
     } else if noerror {
-        reply::negative(request, ResponseCode::NoError, &naming.zone, negative_ttl)
+        let serial = zone_serial(legs);
+        reply::negative_with_serial(
+            request,
+            ResponseCode::NoError,
+            &naming.zone,
+            negative_ttl,
+            serial,
+        )
     } else if failed == 0 {
         // Every leg said NXDOMAIN (or there are no clusters at all).
+        let serial = zone_serial(legs);
         return Merged {
-            reply: reply::negative(request, ResponseCode::NXDomain, &naming.zone, negative_ttl),
+            reply: reply::negative_with_serial(
+                request,
+                ResponseCode::NXDomain,
+                &naming.zone,
+                negative_ttl,
+                serial,
+            ),
             partial: false,
         };
     } else if nxdomain == 0 {
@@ -132,6 +149,64 @@ pub fn merge(
         reply: merged,
         partial,
     }
+}
+
+/// The zone's own SOA, asked at its apex (docs/design.md, "Zone apexes"): one record,
+/// synthesized, owned by the question as spelled, its serial made of the clusters'
+/// ([`zone_serial`]); SERVFAIL when no cluster answered.
+fn apex_soa(
+    request: &Message,
+    naming: &Naming,
+    legs: &[(usize, Leg)],
+    negative_ttl: Duration,
+) -> Merged {
+    let partial = (legs.iter()).any(|(_, leg)| !matches!(leg, Leg::Answered(_)));
+    if legs.iter().all(|(_, leg)| matches!(leg, Leg::Failed)) {
+        return Merged {
+            reply: reply::servfail(
+                request,
+                ExtendedError::NoReachableAuthority,
+                "no cluster answered",
+            ),
+            partial: false,
+        };
+    }
+    let mut reply = reply::synthesized(request, ResponseCode::NoError);
+    reply.metadata.authoritative = true;
+    let mut soa = reply::zone_soa(&naming.zone, negative_ttl, zone_serial(legs));
+    if let Some(asked) = request.queries.first() {
+        soa.name = asked.name().clone();
+    }
+    if partial {
+        soa.ttl = soa.ttl.min(PARTIAL_TTL);
+    }
+    reply.add_answer(soa);
+    Merged { reply, partial }
+}
+
+/// The serial of a gathered zone's SOA: the sum, modulo 2^32, of the serials of the SOAs the
+/// legs brought (each leg's first, from its answer or authority section: its cluster domain's
+/// SOA, asked at the apex or carried by a negative answer); [`reply::SYNTHESIZED_SERIAL`] when
+/// no leg brought one.
+///
+/// A sum rather than a hash: a change of any one cluster's serial changes it, and while the
+/// clusters' serials only grow (CoreDNS's is the time of the last change it saw), so does the
+/// sum in serial number arithmetic (RFC 1982) as long as the increments together stay below
+/// 2^31 — a tool that compares serials sees an increase. A cluster that does not answer takes
+/// its serial out of the sum; such an answer is partial, and cached only a few seconds.
+fn zone_serial(legs: &[(usize, Leg)]) -> u32 {
+    let serials = legs.iter().filter_map(|(_, leg)| match leg {
+        Leg::Answered(reply) | Leg::Stale(reply) => (reply.answers.iter())
+            .chain(&reply.authorities)
+            .find_map(|record| match &record.data {
+                RData::SOA(soa) => Some(soa.serial),
+                _ => None,
+            }),
+        Leg::Failed => None,
+    });
+    serials
+        .reduce(u32::wrapping_add)
+        .unwrap_or(reply::SYNTHESIZED_SERIAL)
 }
 
 /// Gives every record of an RRset (same owner ignoring case, type and class) the set's smallest
@@ -564,6 +639,16 @@ mod tests {
         assert_eq!(merged.reply.response_code, ResponseCode::NXDomain);
         assert_eq!(merged.reply.authorities[0].record_type(), RecordType::SOA);
         assert_eq!(merged.reply.authorities[0].name, name("distributed.local."));
+    }
+
+    #[test]
+    fn the_apex_soa_is_servfail_when_no_cluster_answered() {
+        let merged = run(
+            &request("distributed.local.", RecordType::SOA),
+            vec![Leg::Failed, Leg::Failed, Leg::Failed],
+        );
+        assert_eq!(merged.reply.response_code, ResponseCode::ServFail);
+        assert!(merged.reply.answers.is_empty());
     }
 
     #[test]

@@ -82,10 +82,15 @@ pub mod rr {
 
     /// The SOA a server puts in the authority section of a negative answer for `zone`.
     pub fn soa(zone: &str) -> Record {
+        soa_serial(zone, 1)
+    }
+
+    /// [`soa`] with the serial given.
+    pub fn soa_serial(zone: &str, serial: u32) -> Record {
         let soa = SOA::new(
             name(&format!("ns.dns.{zone}")),
             name(&format!("hostmaster.{zone}")),
-            1,
+            serial,
             7200,
             1800,
             86_400,
@@ -206,6 +211,9 @@ pub enum Behaviour {
     /// The behaviour for the first `n` queries for this name and type, then silence: a slow
     /// upstream that goes down after its late answer came.
     ThenDrop(usize, Box<Behaviour>),
+    /// The `n`-th answer to the `n`-th query for this name and type, the last one to every
+    /// query after: a server whose data changes (a zone's serial).
+    Sequence(Vec<Answer>),
 }
 
 /// The transport a query arrived on.
@@ -442,6 +450,8 @@ fn plan(behaviour: &Behaviour, query: &Message, via: Via, compressing: bool) -> 
         Behaviour::Answer(answer) | Behaviour::AnswerThenDrop(_, answer) => {
             now(vec![right(answer)])
         }
+        // Past its end (the queries before were answered in `take_query`): the last answer.
+        Behaviour::Sequence(answers) => now(answers.last().map(right).into_iter().collect()),
         Behaviour::DropFirst(_, then) | Behaviour::ThenDrop(_, then) => {
             plan(then, query, via, compressing)
         }
@@ -560,11 +570,16 @@ fn take_query(state: &FakeState, bytes: &[u8], via: Via) -> Option<(usize, Plan)
     let question = query.queries.first()?;
     let before = state.asked_before(question);
     let index = state.received(via, question, bytes);
+    let nth;
     let behaviour = match state.behaviour(question) {
         Behaviour::AnswerThenDrop(n, _) | Behaviour::ThenDrop(n, _) if before >= *n => {
             &Behaviour::Drop
         }
         Behaviour::DropFirst(n, _) if before < *n => &Behaviour::Drop,
+        Behaviour::Sequence(answers) if before + 1 < answers.len() => {
+            nth = Behaviour::Answer(answers[before].clone());
+            &nth
+        }
         behaviour => behaviour,
     };
     let mut plan = plan(behaviour, &query, via, state.compressing);
