@@ -462,6 +462,62 @@ mod tests {
     }
 
     #[test]
+    fn over_tcp_only_an_answer_section_too_large_for_any_message_is_cut_whole_with_tc() {
+        let mut reply = synthesized(&request(true), ResponseCode::NoError);
+        a_records(&mut reply, "small.example.", 3);
+        // 250 sets of 250 addresses: over 1 MB, compressed or not.
+        for set in 0..250 {
+            a_records(&mut reply, &format!("set-{set}.example."), 250);
+        }
+        reply.add_additional(Record::from_rdata(
+            Name::from_ascii("glue.example.").unwrap(),
+            30,
+            RData::A(A::new(10, 1, 0, 1)),
+        ));
+        let cut = encode_fitted(&reply, wire::MAX_MESSAGE);
+        assert!(cut.len() <= wire::MAX_MESSAGE);
+        assert!(wire::is_truncated(&cut));
+        let parsed = Message::from_vec(&cut).unwrap();
+        assert_eq!(parsed.answers.len() % 250, 3, "whole sets only");
+        assert!(parsed.answers.len() > 3 + 250, "as many sets as fit");
+        assert!(parsed.additionals.is_empty(), "no glue beside a cut answer");
+        assert!(parsed.edns.is_some());
+    }
+
+    #[test]
+    fn a_udp_reply_is_never_larger_than_one_datagram() {
+        let limit = wire::Proto::Udp.reply_limit(Some(u16::MAX));
+        assert_eq!(limit, wire::MAX_UDP_REPLY);
+        let mut reply = synthesized(&request(true), ResponseCode::NoError);
+        a_records(&mut reply, "big.example.", 100);
+        // Glue until the whole reply is larger than a datagram carries (a record of glue is
+        // 26 bytes: a TCP message still holds it all).
+        let mut glue = 0u32;
+        loop {
+            let size = encode_fitted(&reply, wire::MAX_MESSAGE).len();
+            if size > wire::MAX_UDP_REPLY {
+                break;
+            }
+            for _ in 0..((wire::MAX_UDP_REPLY - size) / 26).max(1) {
+                let [_, _, high, low] = glue.to_be_bytes();
+                let owner = format!("glue-{glue}.example.");
+                reply.add_additional(Record::from_rdata(
+                    Name::from_ascii(owner).unwrap(),
+                    30,
+                    RData::A(A::new(10, 2, high, low)),
+                ));
+                glue += 1;
+            }
+        }
+        let whole = encode_fitted(&reply, wire::MAX_MESSAGE);
+        assert!(whole.len() > wire::MAX_UDP_REPLY && !wire::is_truncated(&whole));
+        let cut = fit_wire(whole, limit);
+        assert!(cut.len() <= wire::MAX_UDP_REPLY);
+        assert!(!wire::is_truncated(&cut), "only glue had to go");
+        assert_eq!(Message::from_vec(&cut).unwrap().answers.len(), 100);
+    }
+
+    #[test]
     fn a_header_reply_echoes_the_cd_bit() {
         let mut query = request(false);
         query.metadata.checking_disabled = true;
