@@ -24,7 +24,7 @@ use hickory_proto::rr::{Name, RData, Record, RecordType};
 
 use super::naming::Naming;
 use crate::config::Cluster;
-use crate::reply::{self, ExtendedError, name_key};
+use crate::reply::{self, ExtendedError};
 
 /// TTL cap of a partial answer: short, so the missing cluster is asked again soon.
 pub const PARTIAL_TTL: u32 = 5;
@@ -214,17 +214,30 @@ fn zone_serial(legs: &[(usize, Leg)]) -> u32 {
 /// find each set's smallest TTL, one to apply it: a gathered set of hundreds of hosts is
 /// hundreds of sets, which comparing record by record made quadratic.
 fn one_ttl_per_rrset(records: &mut [Record]) {
-    let keys: Vec<_> = records.iter().map(reply::rrset_key).collect();
-    let mut smallest: HashMap<_, u32> = HashMap::with_capacity(records.len());
-    for (record, key) in records.iter().zip(&keys) {
-        let ttl = smallest.entry(key).or_insert(record.ttl);
-        *ttl = (*ttl).min(record.ttl);
+    let (sets, count) = reply::rrset_ids(records);
+    let mut smallest = vec![u32::MAX; count];
+    for (record, &set) in records.iter().zip(&sets) {
+        smallest[set] = smallest[set].min(record.ttl);
     }
-    for (record, key) in records.iter_mut().zip(&keys) {
-        if let Some(&ttl) = smallest.get(key) {
-            record.ttl = ttl;
-        }
+    for (record, &set) in records.iter_mut().zip(&sets) {
+        record.ttl = smallest[set];
     }
+}
+
+/// A name as a key that compares like [`Name`] does (ASCII case ignored, a fully qualified name
+/// never equal to a relative one) but hashes as one byte string: its labels lowercased, each
+/// after its length. `Name`'s own `Hash` feeds the hasher a byte at a time.
+fn name_key(name: &Name) -> Vec<u8> {
+    let mut key = Vec::with_capacity(name.len() + 1);
+    key.push(u8::from(name.is_fqdn()));
+    for label in name.iter() {
+        // A label is at most 63 bytes: its length fits in the byte, and lowercasing (below,
+        // of ASCII letters, 65 and up) leaves it alone.
+        key.push(label.len() as u8);
+        key.extend_from_slice(label);
+    }
+    key.make_ascii_lowercase();
+    key
 }
 
 /// The key a leg's records are put in canonical order by: the data as text, lowercased. An SRV

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 
 use hickory_proto::ProtoError;
 use hickory_proto::op::{Header, HeaderCounts, Metadata, Query};
-use hickory_proto::rr::rdata::{CNAME, NS, PTR};
+use hickory_proto::rr::rdata::{A, AAAA, CNAME, NS, PTR};
 use hickory_proto::rr::{Name, RData, Record};
 use hickory_proto::serialize::binary::{BinEncodable, BinEncoder, NameEncoding};
 
@@ -37,7 +37,7 @@ const ROOT: u16 = u16::MAX;
 /// One label of a name written in the message: its bytes, and where the rest of its name (the
 /// labels after it) can be found. Two names share a suffix exactly when the chains of these
 /// keys from their last label agree.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy)]
 struct Suffix {
     rest: u16,
     len: u8,
@@ -53,6 +53,26 @@ impl Suffix {
         };
         key.label.get_mut(..label.len())?.copy_from_slice(label);
         Some(key)
+    }
+
+    fn label(&self) -> &[u8] {
+        &self.label[..usize::from(self.len)]
+    }
+}
+
+impl PartialEq for Suffix {
+    fn eq(&self, other: &Self) -> bool {
+        self.rest == other.rest && self.label() == other.label()
+    }
+}
+
+impl Eq for Suffix {}
+
+/// Only the label's own bytes are hashed, not the padding.
+impl std::hash::Hash for Suffix {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u16(self.rest);
+        state.write(self.label());
     }
 }
 
@@ -70,6 +90,11 @@ pub struct MessageWriter {
     suffixes: HashMap<Suffix, u16, foldhash::fast::RandomState>,
     /// The keys of `suffixes` in the order they were added, for [`MessageWriter::undo`].
     added: Vec<Suffix>,
+    /// The question's name and where it is: most owners are the question (every record of a
+    /// gathered answer), and one comparison finds them.
+    question: Option<(Name, u16)>,
+    /// Where the labels of the name being written start (kept to spare an allocation a name).
+    starts: Vec<usize>,
 }
 
 impl MessageWriter {
@@ -80,8 +105,14 @@ impl MessageWriter {
         bytes.resize(HEADER_LEN, 0);
         Self {
             bytes,
-            suffixes: HashMap::default(),
+            // About a new label every 16 bytes, as far as a pointer reaches.
+            suffixes: HashMap::with_capacity_and_hasher(
+                capacity.min(POINTER_REACH) / 16,
+                Default::default(),
+            ),
             added: Vec::new(),
+            question: None,
+            starts: Vec::with_capacity(8),
         }
     }
 
@@ -103,10 +134,24 @@ impl MessageWriter {
         for key in self.added.drain(mark.suffixes..) {
             self.suffixes.remove(&key);
         }
+        if self
+            .question
+            .as_ref()
+            .is_some_and(|(_, at)| usize::from(*at) >= mark.len)
+        {
+            self.question = None;
+        }
     }
 
     pub fn question(&mut self, query: &Query) {
+        let start = self.bytes.len();
         self.name(query.name(), true);
+        if self.question.is_none()
+            && let Ok(at) = u16::try_from(start)
+            && start <= POINTER_REACH
+        {
+            self.question = Some((query.name().clone(), at));
+        }
         self.u16(u16::from(query.query_type()));
         self.u16(u16::from(query.query_class()));
     }
@@ -152,6 +197,8 @@ impl MessageWriter {
                 }
                 self.name(&srv.target, false);
             }
+            RData::A(A(address)) => self.bytes.extend_from_slice(&address.octets()),
+            RData::AAAA(AAAA(address)) => self.bytes.extend_from_slice(&address.octets()),
             // An empty record (legal in UPDATE messages only) has no data.
             RData::Update0(_) => {}
             other => {
@@ -189,32 +236,41 @@ impl MessageWriter {
     /// Writes `name`, ending in a pointer to the longest suffix already known when `compress`
     /// (else in full), and makes the suffixes it writes known to the names after it.
     fn name(&mut self, name: &Name, compress: bool) {
-        let labels: Vec<&[u8]> = name.iter().collect();
-        // `labels[known..]` is a suffix already in the message, starting at `rest`.
-        let (mut known, mut rest) = (labels.len(), ROOT);
-        for (i, label) in labels.iter().enumerate().rev() {
-            match Suffix::new(label, rest).and_then(|key| self.suffixes.get(&key)) {
-                Some(&at) => (known, rest) = (i, at),
-                None => break,
-            }
+        if let Some((question, at)) = &self.question
+            && compress
+            && question.len() == name.len()
+            && question.eq_case(name)
+        {
+            let pointer = 0xC000 | *at;
+            self.u16(pointer);
+            return;
         }
-        let written = if compress { known } else { labels.len() };
-        let mut starts = Vec::with_capacity(written);
-        for label in &labels[..written] {
+        // Written in full first; its labels are then read back from the message.
+        let mut starts = std::mem::take(&mut self.starts);
+        starts.clear();
+        for label in name.iter() {
             starts.push(self.bytes.len());
             // A label of a `Name` is at most 63 bytes.
             self.bytes.push(label.len() as u8);
             self.bytes.extend_from_slice(label);
         }
-        if written == known && rest != ROOT {
-            self.u16(0xC000 | rest);
-        } else {
-            self.bytes.push(0);
+        self.bytes.push(0);
+        // The labels from `known` on are a suffix already in the message, starting at `rest`.
+        let (mut known, mut rest) = (starts.len(), ROOT);
+        while let Some(&start) = known.checked_sub(1).and_then(|i| starts.get(i)) {
+            match Suffix::new(self.label_at(start), rest).and_then(|key| self.suffixes.get(&key)) {
+                Some(&at) => (known, rest) = (known - 1, at),
+                None => break,
+            }
         }
-        // Labels `known..` are known already; each new one is known with the rest of its name
-        // as the label written after it, or as the known suffix.
-        for (label, &start) in labels[..known].iter().zip(&starts).rev() {
-            let key = Suffix::new(label, rest);
+        if compress && rest != ROOT {
+            self.bytes.truncate(starts[known]);
+            self.u16(0xC000 | rest);
+        }
+        // Labels from `known` on are known already; each new one is known with the rest of its
+        // name as the label written after it, or as the known suffix.
+        for &start in starts[..known].iter().rev() {
+            let key = Suffix::new(self.label_at(start), rest);
             let Ok(at) = u16::try_from(start) else {
                 break;
             };
@@ -227,6 +283,15 @@ impl MessageWriter {
                 self.added.push(key);
             }
         }
+        self.starts = starts;
+    }
+
+    /// The label written at `start` (its length byte there).
+    fn label_at(&self, start: usize) -> &[u8] {
+        let len = self.bytes.get(start).map_or(0, |&len| usize::from(len));
+        self.bytes
+            .get(start + 1..start + 1 + len)
+            .unwrap_or_default()
     }
 }
 
