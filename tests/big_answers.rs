@@ -92,16 +92,26 @@ fn mongo(i: usize) -> String {
 
 /// meshdns over clusters a (local), b and c, each with `hosts` hosts named by `label`.
 async fn gathered(hosts: usize, label: fn(usize) -> String) -> (Vec<FakeDns>, Meshdns) {
+    gathered_with(hosts, label, &[]).await
+}
+
+/// [`gathered`] with `vars` over the test defaults.
+async fn gathered_with(
+    hosts: usize,
+    label: fn(usize) -> String,
+    vars: &[(&str, &str)],
+) -> (Vec<FakeDns>, Meshdns) {
     let mut fakes = Vec::new();
     for n in 1..=3 {
         fakes.push(srv_dns(n, hosts, label).start().await);
     }
     let clusters = format!("a=; b={}; c={}", fakes[1].addr, fakes[2].addr);
-    let vars = [
+    let mut all = vec![
         ("MESHDNS_LOCAL_CLUSTER", "a"),
         ("MESHDNS_CLUSTERS", clusters.as_str()),
     ];
-    let meshdns = Meshdns::before(&fakes[0], &vars).await;
+    all.extend_from_slice(vars);
+    let meshdns = Meshdns::before(&fakes[0], &all).await;
     (fakes, meshdns)
 }
 
@@ -271,17 +281,7 @@ async fn an_answer_larger_than_a_tcp_message_is_left_out_whole_with_tc() {
 
 #[tokio::test]
 async fn a_cached_big_answer_is_cut_for_each_client_anew() {
-    let mut fakes = Vec::new();
-    for n in 1..=3 {
-        fakes.push(srv_dns(n, 250, mongo).start().await);
-    }
-    let clusters = format!("a=; b={}; c={}", fakes[1].addr, fakes[2].addr);
-    let vars = [
-        ("MESHDNS_LOCAL_CLUSTER", "a"),
-        ("MESHDNS_CLUSTERS", clusters.as_str()),
-        ("MESHDNS_CACHE_SIZE", "1000"),
-    ];
-    let meshdns = Meshdns::before(&fakes[0], &vars).await;
+    let (fakes, meshdns) = gathered_with(250, mongo, &[("MESHDNS_CACHE_SIZE", "1000")]).await;
     // The first client's reply is cut; the whole answer is what the cache keeps. (All ask
     // with EDNS: its presence is part of the cache key.)
     for (how, size) in [

@@ -120,14 +120,7 @@ pub fn merge(
             partial: false,
         };
     } else if nxdomain == 0 {
-        return Merged {
-            reply: reply::servfail(
-                request,
-                ExtendedError::NoReachableAuthority,
-                "no cluster answered",
-            ),
-            partial: false,
-        };
+        return no_cluster_answered(request);
     } else {
         let why = "a cluster that did not answer could hold the name the others do not have";
         return Merged {
@@ -151,6 +144,17 @@ pub fn merge(
     }
 }
 
+fn no_cluster_answered(request: &Message) -> Merged {
+    Merged {
+        reply: reply::servfail(
+            request,
+            ExtendedError::NoReachableAuthority,
+            "no cluster answered",
+        ),
+        partial: false,
+    }
+}
+
 /// The zone's own SOA, asked at its apex (docs/design.md, "Zone apexes"): one record,
 /// synthesized, owned by the question as spelled, its serial made of the clusters'
 /// ([`zone_serial`]); SERVFAIL when no cluster answered.
@@ -162,14 +166,7 @@ fn apex_soa(
 ) -> Merged {
     let partial = (legs.iter()).any(|(_, leg)| !matches!(leg, Leg::Answered(_)));
     if legs.iter().all(|(_, leg)| matches!(leg, Leg::Failed)) {
-        return Merged {
-            reply: reply::servfail(
-                request,
-                ExtendedError::NoReachableAuthority,
-                "no cluster answered",
-            ),
-            partial: false,
-        };
+        return no_cluster_answered(request);
     }
     let mut reply = reply::synthesized(request, ResponseCode::NoError);
     reply.metadata.authoritative = true;
