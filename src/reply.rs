@@ -6,10 +6,14 @@
 
 use std::time::Duration;
 
-use hickory_proto::op::{Edns, Message, MessageType, Metadata, ResponseCode};
+use std::collections::HashMap;
+
+use hickory_proto::ProtoError;
+use hickory_proto::op::{Edns, HeaderCounts, Message, MessageType, Metadata, ResponseCode};
 use hickory_proto::rr::rdata::SOA;
 use hickory_proto::rr::rdata::opt::EdnsOption;
 use hickory_proto::rr::{Name, RData, Record};
+use hickory_proto::serialize::binary::BinEncodable;
 
 use crate::wire;
 
@@ -95,21 +99,52 @@ pub fn servfail(request: &Message, code: ExtendedError, why: &str) -> Message {
     reply
 }
 
+/// The serial of an SOA meshdns synthesizes when it has learnt none from the clusters (a
+/// negative answer no cluster was asked for): a negative answer's SOA is read for its TTL and
+/// minimum only (RFC 2308 §5).
+pub const SYNTHESIZED_SERIAL: u32 = 1;
+
 /// A negative answer (NXDOMAIN or NODATA) for a zone meshdns speaks for, with the SOA that
-/// lets clients cache it (RFC 2308): owned by the zone apex, minimum and TTL `negative_ttl`.
+/// lets clients cache it (RFC 2308): owned by the zone apex, minimum and TTL `negative_ttl`,
+/// serial [`SYNTHESIZED_SERIAL`].
 pub fn negative(
     request: &Message,
     rcode: ResponseCode,
     zone: &Name,
     negative_ttl: Duration,
 ) -> Message {
+    negative_with_serial(request, rcode, zone, negative_ttl, SYNTHESIZED_SERIAL)
+}
+
+/// [`negative`] with the SOA's serial given.
+pub fn negative_with_serial(
+    request: &Message,
+    rcode: ResponseCode,
+    zone: &Name,
+    negative_ttl: Duration,
+    serial: u32,
+) -> Message {
     let mut reply = synthesized(request, rcode);
     reply.metadata.authoritative = true;
-    let ttl = u32::try_from(negative_ttl.as_secs()).unwrap_or(u32::MAX);
-    let host = |label: &str| zone.prepend_label(label).unwrap_or_else(|_| zone.clone());
-    let soa = SOA::new(host("ns"), host("hostmaster"), 1, 3600, 600, 86_400, ttl);
-    reply.add_authority(Record::from_rdata(zone.clone(), ttl, RData::SOA(soa)));
+    reply.add_authority(zone_soa(zone, negative_ttl, serial));
     reply
+}
+
+/// The SOA meshdns synthesizes for a zone it speaks for: `ns.` and `hostmaster.` of the zone,
+/// `serial`, TTL and minimum `ttl`.
+pub fn zone_soa(zone: &Name, ttl: Duration, serial: u32) -> Record {
+    let ttl = u32::try_from(ttl.as_secs()).unwrap_or(u32::MAX);
+    let host = |label: &str| zone.prepend_label(label).unwrap_or_else(|_| zone.clone());
+    let soa = SOA::new(
+        host("ns"),
+        host("hostmaster"),
+        serial,
+        3600,
+        600,
+        86_400,
+        ttl,
+    );
+    Record::from_rdata(zone.clone(), ttl, RData::SOA(soa))
 }
 
 /// SERVFAIL as bytes, ready to send (see [`servfail`]).
@@ -122,71 +157,185 @@ pub fn servfail_bytes(request: &Message, code: ExtendedError, why: &str) -> Vec<
 /// answer and authority sections alone do not fit, the RRsets that do not are left out whole
 /// (the additional section with them) and TC is set, so the client asks again over TCP and a
 /// client that cannot never takes part of a set for all of it. The OPT record is always kept.
+/// Names are compressed wherever a pointer reaches ([`wire::MessageWriter`]), so a big answer
+/// fits whole where it can.
 pub fn encode_fitted(msg: &Message, limit: usize) -> Vec<u8> {
-    match msg.to_vec() {
-        Ok(full) if full.len() <= limit => return full,
-        Ok(_) => {}
+    match fitted(msg, limit) {
+        Ok(Some(bytes)) => bytes,
+        // Not even the question and the OPT record fit.
+        Ok(None) => encode_servfail_header(msg),
         Err(error) => {
             tracing::warn!(%error, "reply could not be encoded; answering SERVFAIL");
-            return encode_servfail_header(msg);
+            encode_servfail_header(msg)
         }
     }
-    let mut cut = msg.clone();
-    let additional = rrsets(&msg.additionals);
-    let kept = largest_fitting(additional.len(), |count| {
-        cut.additionals = additional[..count].concat();
-        cut.to_vec().ok().filter(|bytes| bytes.len() <= limit)
+}
+
+/// [`encode_fitted`]'s work, in one pass: each RRset is written and, when it goes past the
+/// room left, undone.
+fn fitted(msg: &Message, limit: usize) -> Result<Option<Vec<u8>>, ProtoError> {
+    // The OPT record is kept whatever else is left out: its room is set aside first.
+    let opt = msg.edns.as_ref().map(|edns| {
+        let mut edns = edns.clone();
+        edns.set_rcode_high(msg.response_code.high());
+        Record::from(&edns)
     });
-    if let Some(bytes) = kept {
-        return bytes;
+    // The OPT record's owner is the root: it is the same size however it is written.
+    let opt_size = match &opt {
+        Some(opt) => opt.to_bytes()?.len(),
+        None => 0,
+    };
+    let Some(room) = limit.checked_sub(opt_size) else {
+        return Ok(None);
+    };
+    let mut writer = wire::MessageWriter::new(limit.min(msg_size_hint(msg)));
+    for query in &msg.queries {
+        writer.question(query);
     }
-    cut.additionals.clear();
-    cut.metadata.truncation = true;
-    let answers = rrsets(&msg.answers);
-    let authorities = rrsets(&msg.authorities);
-    let kept = largest_fitting(answers.len() + authorities.len(), |count| {
-        cut.answers = answers[..count.min(answers.len())].concat();
-        cut.authorities = authorities[..count.saturating_sub(answers.len())].concat();
-        cut.to_vec().ok().filter(|bytes| bytes.len() <= limit)
-    });
-    kept.unwrap_or_else(|| encode_servfail_header(msg))
+    if writer.size() > room {
+        return Ok(None);
+    }
+    let mut metadata = msg.metadata;
+    let (answers, complete) = write_rrsets(&mut writer, &msg.answers, room)?;
+    let (authorities, complete) = match complete {
+        true => write_rrsets(&mut writer, &msg.authorities, room)?,
+        false => (0, false),
+    };
+    let additionals = match complete {
+        true => write_rrsets(&mut writer, &msg.additionals, room)?.0,
+        false => 0,
+    };
+    metadata.truncation |= !complete;
+    if let Some(opt) = &opt {
+        writer.record(opt)?;
+    }
+    let counts = HeaderCounts {
+        queries: count(msg.queries.len())?,
+        answers,
+        authorities,
+        additionals: additionals + u16::from(opt.is_some()),
+    };
+    Ok(Some(writer.finish(&metadata, counts)))
 }
 
-/// Whether two records belong to one RRset: the same owner, type and class (RFC 2181 §5).
-pub fn same_rrset(a: &Record, b: &Record) -> bool {
-    a.name == b.name && a.record_type() == b.record_type() && a.dns_class == b.dns_class
+/// Writes `records` RRset by RRset while they fit in `room`: how many records were written,
+/// and whether all were.
+fn write_rrsets(
+    writer: &mut wire::MessageWriter,
+    records: &[Record],
+    room: usize,
+) -> Result<(u16, bool), ProtoError> {
+    let (ordered, ends) = rrsets(records);
+    let mut written = 0;
+    for end in ends {
+        let mark = writer.mark();
+        for record in ordered.get(written..end).unwrap_or_default() {
+            writer.record(record)?;
+        }
+        if writer.size() > room {
+            writer.undo(mark);
+            return Ok((count(written)?, false));
+        }
+        written = end;
+    }
+    Ok((count(written)?, true))
 }
 
-/// Records grouped into RRsets, in order of first appearance.
-fn rrsets(records: &[Record]) -> Vec<Vec<Record>> {
-    let mut sets: Vec<Vec<Record>> = Vec::new();
+fn count(records: usize) -> Result<u16, ProtoError> {
+    u16::try_from(records).map_err(|_| ProtoError::Message("more records than a header counts"))
+}
+
+/// A guess at the encoded size, for the buffer's first allocation: a compressed record is
+/// rarely longer than 64 bytes.
+fn msg_size_hint(msg: &Message) -> usize {
+    let records = msg.answers.len() + msg.authorities.len() + msg.additionals.len();
+    wire::HEADER_LEN + 64 * (msg.queries.len() + records + 1)
+}
+
+/// The RRset of each record (the same owner ignoring case, type and class, RFC 2181 §5),
+/// numbered in order of first appearance; and how many sets there are. A record of the set of
+/// the record before it (the usual case: a set's records are adjacent) costs one comparison;
+/// only the first of a set is hashed.
+pub fn rrset_ids(records: &[Record]) -> (Vec<usize>, usize) {
+    let mut ids: Vec<usize> = Vec::with_capacity(records.len());
+    let mut firsts: HashMap<RrsetOf<'_>, usize, foldhash::fast::RandomState> =
+        HashMap::with_capacity_and_hasher(records.len(), Default::default());
+    let mut previous: Option<(&Record, usize)> = None;
     for record in records {
-        let same_set =
-            |set: &&mut Vec<Record>| set.first().is_some_and(|first| same_rrset(first, record));
-        match sets.iter_mut().find(same_set) {
-            Some(set) => set.push(record.clone()),
-            None => sets.push(vec![record.clone()]),
-        }
+        let id = match previous {
+            Some((before, id)) if same_rrset(before, record) => id,
+            _ => {
+                let count = firsts.len();
+                *firsts.entry(RrsetOf(record)).or_insert(count)
+            }
+        };
+        ids.push(id);
+        previous = Some((record, id));
     }
-    sets
+    (ids, firsts.len())
 }
 
-/// The encoding with the most leading RRsets (out of `total`) that `encode_with` says fits;
-/// `None` when not even zero fit. Encodings grow with the count, so a binary search finds it.
-fn largest_fitting(
-    total: usize,
-    mut encode_with: impl FnMut(usize) -> Option<Vec<u8>>,
-) -> Option<Vec<u8>> {
-    let mut best = encode_with(0)?;
-    let (mut fits, mut upper) = (0, total);
-    while fits < upper {
-        let count = (fits + upper).div_ceil(2);
-        match encode_with(count) {
-            Some(bytes) => (fits, best) = (count, bytes),
-            None => upper = count - 1,
+/// Whether two records belong to one RRset.
+fn same_rrset(a: &Record, b: &Record) -> bool {
+    a.record_type() == b.record_type() && a.dns_class == b.dns_class && same_name(&a.name, &b.name)
+}
+
+/// `a == b` for names (ASCII case ignored, fully qualified or not), label by label from the
+/// left: `Name`'s own comparison goes a character at a time from the right, and was a quarter
+/// of the time spent encoding a big answer.
+fn same_name(a: &Name, b: &Name) -> bool {
+    a.len() == b.len()
+        && a.is_fqdn() == b.is_fqdn()
+        && a.iter().len() == b.iter().len()
+        && a.iter()
+            .zip(b.iter())
+            .all(|(x, y)| x.eq_ignore_ascii_case(y))
+}
+
+/// A record as the key of its RRset: equal as [`same_rrset`] says, hashed by what is quick to
+/// read and tells most sets apart (the owner's length and first label, lowercased; the type;
+/// the class): a gathered answer's hosts differ in their first label.
+struct RrsetOf<'a>(&'a Record);
+
+impl PartialEq for RrsetOf<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        same_rrset(self.0, other.0)
+    }
+}
+
+impl Eq for RrsetOf<'_> {}
+
+impl std::hash::Hash for RrsetOf<'_> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let mut first = [0u8; 63];
+        let label = self.0.name.iter().next().unwrap_or_default();
+        let lowered = first.get_mut(..label.len()).unwrap_or_default();
+        lowered.copy_from_slice(label.get(..lowered.len()).unwrap_or_default());
+        lowered.make_ascii_lowercase();
+        state.write(lowered);
+        state.write_usize(self.0.name.len());
+        state.write_u16(u16::from(self.0.record_type()));
+        state.write_u16(u16::from(self.0.dns_class));
+    }
+}
+
+/// Records grouped into RRsets in order of first appearance (each set's records in their
+/// order): the records, and where each set ends.
+fn rrsets(records: &[Record]) -> (Vec<&Record>, Vec<usize>) {
+    let (ids, count) = rrset_ids(records);
+    let mut order: Vec<usize> = (0..records.len()).collect();
+    // Stable, and one pass when the sets are adjacent already.
+    order.sort_by_key(|&i| ids[i]);
+    let mut ends = Vec::with_capacity(count);
+    for (position, pair) in order.windows(2).enumerate() {
+        if ids[pair[0]] != ids[pair[1]] {
+            ends.push(position + 1);
         }
     }
-    Some(best)
+    if !order.is_empty() {
+        ends.push(order.len());
+    }
+    (order.into_iter().map(|i| &records[i]).collect(), ends)
 }
 
 /// A complete reply in wire form, cut to `limit` when it is larger (parsed and re-encoded only
@@ -352,6 +501,62 @@ mod tests {
         assert_eq!(parsed.answers.len(), 5);
         assert!(parsed.additionals.len() < 40);
         assert!(parsed.edns.is_some());
+    }
+
+    #[test]
+    fn over_tcp_only_an_answer_section_too_large_for_any_message_is_cut_whole_with_tc() {
+        let mut reply = synthesized(&request(true), ResponseCode::NoError);
+        a_records(&mut reply, "small.example.", 3);
+        // 250 sets of 250 addresses: over 1 MB, compressed or not.
+        for set in 0..250 {
+            a_records(&mut reply, &format!("set-{set}.example."), 250);
+        }
+        reply.add_additional(Record::from_rdata(
+            Name::from_ascii("glue.example.").unwrap(),
+            30,
+            RData::A(A::new(10, 1, 0, 1)),
+        ));
+        let cut = encode_fitted(&reply, wire::MAX_MESSAGE);
+        assert!(cut.len() <= wire::MAX_MESSAGE);
+        assert!(wire::is_truncated(&cut));
+        let parsed = Message::from_vec(&cut).unwrap();
+        assert_eq!(parsed.answers.len() % 250, 3, "whole sets only");
+        assert!(parsed.answers.len() > 3 + 250, "as many sets as fit");
+        assert!(parsed.additionals.is_empty(), "no glue beside a cut answer");
+        assert!(parsed.edns.is_some());
+    }
+
+    #[test]
+    fn a_udp_reply_is_never_larger_than_one_datagram() {
+        let limit = wire::Proto::Udp.reply_limit(Some(u16::MAX));
+        assert_eq!(limit, wire::MAX_UDP_REPLY);
+        let mut reply = synthesized(&request(true), ResponseCode::NoError);
+        a_records(&mut reply, "big.example.", 100);
+        // Glue until the whole reply is larger than a datagram carries (a record of glue is
+        // 26 bytes: a TCP message still holds it all).
+        let mut glue = 0u32;
+        loop {
+            let size = encode_fitted(&reply, wire::MAX_MESSAGE).len();
+            if size > wire::MAX_UDP_REPLY {
+                break;
+            }
+            for _ in 0..((wire::MAX_UDP_REPLY - size) / 26).max(1) {
+                let [_, _, high, low] = glue.to_be_bytes();
+                let owner = format!("glue-{glue}.example.");
+                reply.add_additional(Record::from_rdata(
+                    Name::from_ascii(owner).unwrap(),
+                    30,
+                    RData::A(A::new(10, 2, high, low)),
+                ));
+                glue += 1;
+            }
+        }
+        let whole = encode_fitted(&reply, wire::MAX_MESSAGE);
+        assert!(whole.len() > wire::MAX_UDP_REPLY && !wire::is_truncated(&whole));
+        let cut = fit_wire(whole, limit);
+        assert!(cut.len() <= wire::MAX_UDP_REPLY);
+        assert!(!wire::is_truncated(&cut), "only glue had to go");
+        assert_eq!(Message::from_vec(&cut).unwrap().answers.len(), 100);
     }
 
     #[test]

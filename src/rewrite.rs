@@ -132,7 +132,27 @@ impl ZoneMap {
                 map_record(record, &spell);
             }
         }
+        if asked.query_type() == RecordType::SOA && asked_name == &self.client {
+            self.answer_apex_soa(&mut reply, asked_name);
+        }
         reply
+    }
+
+    /// `SOA cluster.b` (docs/design.md, "Zone apexes"): the zone's apex is the peer's
+    /// `svc.<domain>`, which is no zone of its own there, so the peer answers NODATA with its
+    /// domain's SOA — the SOA of cluster b, its serial the peer's. It is the answer, owned by
+    /// the question as spelled. (Below the apex the NODATA shape stays, as in Kubernetes DNS.)
+    fn answer_apex_soa(&self, reply: &mut Message, asked_name: &Name) {
+        let answered = (reply.answers.iter()).any(|r| r.record_type() == RecordType::SOA);
+        if answered || reply.response_code != ResponseCode::NoError {
+            return;
+        }
+        let apex = |r: &Record| r.record_type() == RecordType::SOA && r.name == self.client;
+        if let Some(at) = reply.authorities.iter().position(apex) {
+            let mut soa = reply.authorities.remove(at);
+            soa.name = asked_name.clone();
+            reply.answers.push(soa);
+        }
     }
 }
 

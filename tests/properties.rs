@@ -1,10 +1,11 @@
 //! Properties (issue 9), checked by proptest over generated names, legs and replies:
 //! rewriting a name into a cluster's domain and back is the identity; a merged answer never
 //! holds a record of a cluster that did not answer; an encoded reply never exceeds the
-//! client's size; (issue 24) every SRV target meshdns writes for a gathered service resolves
-//! back through meshdns to the addresses it came from; and (issue 31) in every mesh that
-//! validation accepts — generated names, prefixes and zones, nesting ones included — each
-//! target written for a cluster routes back to that cluster.
+//! client's size, and reads back as written however many names it holds (issue 31);
+//! (issue 24) every SRV target meshdns writes for a gathered service resolves back through
+//! meshdns to the addresses it came from; and (issue 31) in every mesh that validation accepts
+//! — generated names, prefixes and zones, nesting ones included — each target written for a
+//! cluster routes back to that cluster.
 
 use std::time::Duration;
 
@@ -200,6 +201,97 @@ proptest! {
         let kept = parsed.answers.len();
         prop_assert!(kept == 0 || kept == answers, "{} of the {} records of one RRset", kept, answers);
         prop_assert_eq!(parsed.truncation, kept < answers);
+    }
+}
+
+/// A name from a small pool of labels in both cases, so that names share suffixes (and
+/// differ only in case) often.
+fn pooled_name() -> impl Strategy<Value = Name> {
+    let label = prop::sample::select(vec!["mongo", "Mongo", "db", "DB", "svc", "a-mongo-1", "x"]);
+    let zone = prop::sample::select(vec!["cluster.local.", "distributed.local.", "Cluster.B."]);
+    (prop::collection::vec(label, 0..5), zone).prop_map(|(labels, zone)| {
+        zone_name(&format!(
+            "{}{zone}",
+            labels.iter().map(|l| format!("{l}.")).collect::<String>()
+        ))
+    })
+}
+
+fn zone_name(text: &str) -> Name {
+    Name::from_ascii(text).unwrap()
+}
+
+/// A record of a type with a name inside (compressed or not) or without one.
+fn any_record() -> impl Strategy<Value = Record> {
+    use hickory_proto::rr::rdata::{CNAME, MX, NS, PTR, SOA, TXT};
+    (
+        pooled_name(),
+        pooled_name(),
+        pooled_name(),
+        0u8..8,
+        any::<u16>(),
+    )
+        .prop_map(|(owner, n1, n2, kind, number)| {
+            let data = match kind {
+                0 => RData::A(A::new(10, 0, (number >> 8) as u8, number as u8)),
+                1 => RData::SRV(SRV::new(0, 50, number, n1)),
+                2 => RData::CNAME(CNAME(n1)),
+                3 => RData::MX(MX::new(number, n1)),
+                4 => RData::NS(NS(n1)),
+                5 => RData::PTR(PTR(n1)),
+                6 => RData::SOA(SOA::new(n1, n2, u32::from(number), 1, 2, 3, 4)),
+                _ => RData::TXT(TXT::new(vec![format!("t{number}")])),
+            };
+            Record::from_rdata(owner, 30, data)
+        })
+}
+
+/// Records as sorted `owner type data` lines, the owner's case kept.
+fn lines(records: &[Record]) -> Vec<String> {
+    let mut lines: Vec<String> = records
+        .iter()
+        .map(|r| format!("{} {} {:?}", r.name.to_ascii(), r.record_type(), r.data))
+        .collect();
+    lines.sort();
+    lines
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn every_reply_reads_back_as_written_however_many_names_it_holds(
+        question in pooled_name(),
+        answers in prop::collection::vec(any_record(), 0..900),
+        authorities in prop::collection::vec(any_record(), 0..3),
+        additionals in prop::collection::vec(any_record(), 0..900),
+    ) {
+        let mut reply = Message::response(9, OpCode::Query);
+        reply.add_query(Query::query(question, RecordType::ANY));
+        reply.answers = answers;
+        reply.authorities = authorities;
+        reply.additionals = additionals;
+        reply.set_edns(Edns::new());
+        let out = encode_fitted(&reply, 65_535);
+        prop_assert!(out.len() <= 65_535);
+        let parsed = Message::from_vec(&out).unwrap();
+        prop_assert!(parsed.queries[0].name().eq_case(reply.queries[0].name()));
+        // Whole RRsets are kept or left out; those kept read back byte for byte (names with
+        // their case), whatever pointer they were written with.
+        let kept = |got: &[Record], all: &[Record]| {
+            all.iter().filter(|r| got.iter().any(|g| g.name.eq_case(&r.name) && g.record_type() == r.record_type())).cloned().collect::<Vec<_>>()
+        };
+        for (got, all) in [
+            (&parsed.answers, &reply.answers),
+            (&parsed.authorities, &reply.authorities),
+            (&parsed.additionals, &reply.additionals),
+        ] {
+            prop_assert_eq!(lines(got), lines(&kept(got, all)));
+        }
+        if !parsed.truncation {
+            prop_assert_eq!(lines(&parsed.answers), lines(&reply.answers));
+            prop_assert_eq!(lines(&parsed.authorities), lines(&reply.authorities));
+        }
     }
 }
 

@@ -63,6 +63,9 @@ pub fn merge(
             partial: false,
         };
     };
+    if asked.query_type() == RecordType::SOA && asked.name() == &naming.zone {
+        return apex_soa(request, naming, legs, negative_ttl);
+    }
     let size = (legs.iter())
         .map(|(_, leg)| match leg {
             Leg::Answered(reply) | Leg::Stale(reply) => {
@@ -95,22 +98,29 @@ pub fn merge(
         reply.additionals = records.additionals;
         reply
     } else if noerror {
-        reply::negative(request, ResponseCode::NoError, &naming.zone, negative_ttl)
+        let serial = zone_serial(legs);
+        reply::negative_with_serial(
+            request,
+            ResponseCode::NoError,
+            &naming.zone,
+            negative_ttl,
+            serial,
+        )
     } else if failed == 0 {
         // Every leg said NXDOMAIN (or there are no clusters at all).
+        let serial = zone_serial(legs);
         return Merged {
-            reply: reply::negative(request, ResponseCode::NXDomain, &naming.zone, negative_ttl),
-            partial: false,
-        };
-    } else if nxdomain == 0 {
-        return Merged {
-            reply: reply::servfail(
+            reply: reply::negative_with_serial(
                 request,
-                ExtendedError::NoReachableAuthority,
-                "no cluster answered",
+                ResponseCode::NXDomain,
+                &naming.zone,
+                negative_ttl,
+                serial,
             ),
             partial: false,
         };
+    } else if nxdomain == 0 {
+        return no_cluster_answered(request);
     } else {
         let why = "a cluster that did not answer could hold the name the others do not have";
         return Merged {
@@ -134,23 +144,80 @@ pub fn merge(
     }
 }
 
+fn no_cluster_answered(request: &Message) -> Merged {
+    Merged {
+        reply: reply::servfail(
+            request,
+            ExtendedError::NoReachableAuthority,
+            "no cluster answered",
+        ),
+        partial: false,
+    }
+}
+
+/// The zone's own SOA, asked at its apex (docs/design.md, "Zone apexes"): one record,
+/// synthesized, owned by the question as spelled, its serial made of the clusters'
+/// ([`zone_serial`]); SERVFAIL when no cluster answered.
+fn apex_soa(
+    request: &Message,
+    naming: &Naming,
+    legs: &[(usize, Leg)],
+    negative_ttl: Duration,
+) -> Merged {
+    let partial = (legs.iter()).any(|(_, leg)| !matches!(leg, Leg::Answered(_)));
+    if legs.iter().all(|(_, leg)| matches!(leg, Leg::Failed)) {
+        return no_cluster_answered(request);
+    }
+    let mut reply = reply::synthesized(request, ResponseCode::NoError);
+    reply.metadata.authoritative = true;
+    let mut soa = reply::zone_soa(&naming.zone, negative_ttl, zone_serial(legs));
+    if let Some(asked) = request.queries.first() {
+        soa.name = asked.name().clone();
+    }
+    if partial {
+        soa.ttl = soa.ttl.min(PARTIAL_TTL);
+    }
+    reply.add_answer(soa);
+    Merged { reply, partial }
+}
+
+/// The serial of a gathered zone's SOA: the sum, modulo 2^32, of the serials of the SOAs the
+/// legs brought (each leg's first, from its answer or authority section: its cluster domain's
+/// SOA, asked at the apex or carried by a negative answer); [`reply::SYNTHESIZED_SERIAL`] when
+/// no leg brought one.
+///
+/// A sum rather than a hash: a change of any one cluster's serial changes it, and while the
+/// clusters' serials only grow (CoreDNS's is the time of the last change it saw), so does the
+/// sum in serial number arithmetic (RFC 1982) as long as the increments together stay below
+/// 2^31 — a tool that compares serials sees an increase. A cluster that does not answer takes
+/// its serial out of the sum; such an answer is partial, and cached only a few seconds.
+fn zone_serial(legs: &[(usize, Leg)]) -> u32 {
+    let serials = legs.iter().filter_map(|(_, leg)| match leg {
+        Leg::Answered(reply) | Leg::Stale(reply) => (reply.answers.iter())
+            .chain(&reply.authorities)
+            .find_map(|record| match &record.data {
+                RData::SOA(soa) => Some(soa.serial),
+                _ => None,
+            }),
+        Leg::Failed => None,
+    });
+    serials
+        .reduce(u32::wrapping_add)
+        .unwrap_or(reply::SYNTHESIZED_SERIAL)
+}
+
 /// Gives every record of an RRset (same owner ignoring case, type and class) the set's smallest
 /// TTL: legs from different clusters carry different TTLs for what is now one set. One pass to
 /// find each set's smallest TTL, one to apply it: a gathered set of hundreds of hosts is
 /// hundreds of sets, which comparing record by record made quadratic.
 fn one_ttl_per_rrset(records: &mut [Record]) {
-    let keys: Vec<_> = (records.iter())
-        .map(|r| (name_key(&r.name), r.record_type(), r.dns_class))
-        .collect();
-    let mut smallest: HashMap<_, u32> = HashMap::with_capacity(records.len());
-    for (record, key) in records.iter().zip(&keys) {
-        let ttl = smallest.entry(key).or_insert(record.ttl);
-        *ttl = (*ttl).min(record.ttl);
+    let (sets, count) = reply::rrset_ids(records);
+    let mut smallest = vec![u32::MAX; count];
+    for (record, &set) in records.iter().zip(&sets) {
+        smallest[set] = smallest[set].min(record.ttl);
     }
-    for (record, key) in records.iter_mut().zip(&keys) {
-        if let Some(&ttl) = smallest.get(key) {
-            record.ttl = ttl;
-        }
+    for (record, &set) in records.iter_mut().zip(&sets) {
+        record.ttl = smallest[set];
     }
 }
 
@@ -582,6 +649,16 @@ mod tests {
         assert_eq!(merged.reply.response_code, ResponseCode::NXDomain);
         assert_eq!(merged.reply.authorities[0].record_type(), RecordType::SOA);
         assert_eq!(merged.reply.authorities[0].name, name("distributed.local."));
+    }
+
+    #[test]
+    fn the_apex_soa_is_servfail_when_no_cluster_answered() {
+        let merged = run(
+            &request("distributed.local.", RecordType::SOA),
+            vec![Leg::Failed, Leg::Failed, Leg::Failed],
+        );
+        assert_eq!(merged.reply.response_code, ResponseCode::ServFail);
+        assert!(merged.reply.answers.is_empty());
     }
 
     #[test]

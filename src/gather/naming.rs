@@ -70,6 +70,14 @@ impl Naming {
             .filter_map(|(index, c)| upstream_name(&labels, &c.domain).map(|n| (index, n)))
             .collect();
         let gathered = (!gathered.is_empty()).then_some(gathered);
+        if qtype == RecordType::SOA && labels.is_empty() {
+            // The zone's own SOA: every cluster is asked for its domain's, whose serials make
+            // the zone's (the merge).
+            return gathered.map_or(Plan::NxDomain, |legs| Plan::Ask {
+                legs,
+                fallback: None,
+            });
+        }
         if !matches!(
             qtype,
             RecordType::SRV | RecordType::A | RecordType::AAAA | RecordType::TXT
@@ -227,6 +235,27 @@ mod tests {
                 (2, "_mongodb._tcp.mongo.db.svc.bb.example.".to_string()),
             ]
         );
+    }
+
+    #[test]
+    fn the_apex_soa_asks_every_cluster_for_its_domains_and_below_it_none() {
+        for naming in [prefix(), mcs()] {
+            let apex = naming.zone.clone();
+            let legs = asked(naming.plan(&apex, RecordType::SOA, &clusters()));
+            assert_eq!(
+                legs,
+                [
+                    (0, "cluster.local.".to_string()),
+                    (1, "cluster.local.".to_string()),
+                    (2, "bb.example.".to_string()),
+                ]
+            );
+            let below = apex.prepend_label("db").unwrap();
+            assert_eq!(
+                naming.plan(&below, RecordType::SOA, &clusters()),
+                Plan::NoData
+            );
+        }
     }
 
     #[test]

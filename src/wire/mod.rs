@@ -1,14 +1,18 @@
 //! Byte-level views of DNS messages, for the paths that must not pay for a full parse:
 //! reading and patching the header, comparing question sections, walking names and resource
-//! records (to find TTL fields and the OPT record), and editing EDNS options in place.
+//! records (to find TTL fields and the OPT record), and editing EDNS options in place — and
+//! the one writer of the messages meshdns encodes ([`MessageWriter`]: name compression that
+//! keeps working in big messages, RRsets that can be undone).
 //!
 //! Every function here takes untrusted bytes and returns `None` (or `false`) on anything short
-//! or malformed; none can panic. Full parsing and encoding stays with hickory-proto.
+//! or malformed; none can panic. Parsing stays with hickory-proto, and so does the encoding of
+//! record data without names.
 
 mod edns;
 mod header;
 mod name;
 mod records;
+mod writer;
 
 pub use edns::{
     OPTION_CLIENT_SUBNET, OPTION_COOKIE, OPTION_LOOP_MARKER, OPTION_NSID, OPTION_PADDING,
@@ -26,12 +30,19 @@ pub use name::{MAX_NAME, find_suffix, is_plain_name, lowercase_name, walk_name};
 pub use records::{
     RecordAt, Section, TYPE_SOA, TtlField, for_each_record, rewrite_ttls, set_ttl, ttl_fields,
 };
+pub use writer::{Mark, MessageWriter};
 
 /// The largest message a DNS transport can carry (TCP's 2-byte length prefix).
 pub const MAX_MESSAGE: usize = 65_535;
 
 /// The UDP payload a client without EDNS accepts (RFC 1035).
 pub const CLASSIC_UDP_SIZE: usize = 512;
+
+/// The largest reply meshdns sends in one datagram, whatever payload size the client
+/// advertises: what an IPv4 datagram carries (65,535 − 20 bytes of IP header − 8 of UDP). An
+/// IPv6 datagram carries 20 bytes more; one bound for both families keeps the rule simple, and
+/// a reply sized to an advertised 65,535 could not be sent at all.
+pub const MAX_UDP_REPLY: usize = 65_507;
 
 /// The framing of DNS over TCP and over TLS (RFC 1035 §4.2.2, RFC 7858): a 2-byte length
 /// prefix. A frame announcing more than `max` bytes is an error (the connection is then
@@ -65,10 +76,12 @@ impl Proto {
     pub const ALL: [Proto; 2] = [Proto::Udp, Proto::Tcp];
 
     /// How large a reply may be: over UDP the client's EDNS payload size (512 without EDNS,
-    /// and never less, RFC 6891), over TCP any size.
+    /// and never less, RFC 6891; never more than [`MAX_UDP_REPLY`]), over TCP any size.
     pub fn reply_limit(self, edns_payload: Option<u16>) -> usize {
         match self {
-            Proto::Udp => usize::from(edns_payload.unwrap_or(0)).max(CLASSIC_UDP_SIZE),
+            Proto::Udp => {
+                usize::from(edns_payload.unwrap_or(0)).clamp(CLASSIC_UDP_SIZE, MAX_UDP_REPLY)
+            }
             Proto::Tcp => MAX_MESSAGE,
         }
     }

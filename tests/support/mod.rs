@@ -82,10 +82,15 @@ pub mod rr {
 
     /// The SOA a server puts in the authority section of a negative answer for `zone`.
     pub fn soa(zone: &str) -> Record {
+        soa_serial(zone, 1)
+    }
+
+    /// [`soa`] with the serial given.
+    pub fn soa_serial(zone: &str, serial: u32) -> Record {
         let soa = SOA::new(
             name(&format!("ns.dns.{zone}")),
             name(&format!("hostmaster.{zone}")),
-            1,
+            serial,
             7200,
             1800,
             86_400,
@@ -206,6 +211,9 @@ pub enum Behaviour {
     /// The behaviour for the first `n` queries for this name and type, then silence: a slow
     /// upstream that goes down after its late answer came.
     ThenDrop(usize, Box<Behaviour>),
+    /// The `n`-th answer to the `n`-th query for this name and type, the last one to every
+    /// query after: a server whose data changes (a zone's serial).
+    Sequence(Vec<Answer>),
 }
 
 /// The transport a query arrived on.
@@ -235,6 +243,7 @@ pub struct FakeDnsBuilder {
     table: HashMap<(String, RecordType), Behaviour>,
     otherwise: Behaviour,
     cookies: bool,
+    compressing: bool,
     tcp: bool,
     udp: bool,
 }
@@ -268,6 +277,13 @@ impl FakeDnsBuilder {
         self
     }
 
+    /// Compresses every name it may, as CoreDNS does (hickory's encoder stops after 120
+    /// names), so an answer of hundreds of records fits a TCP frame whole.
+    pub fn compressing(mut self) -> Self {
+        self.compressing = true;
+        self
+    }
+
     pub async fn start(self) -> FakeDns {
         self.start_on("127.0.0.1:0").await
     }
@@ -282,6 +298,7 @@ impl FakeDnsBuilder {
             table: self.table,
             otherwise: self.otherwise,
             cookies: self.cookies,
+            compressing: self.compressing,
             seen: Mutex::new(Vec::new()),
         });
         let udp = Arc::new(udp);
@@ -309,6 +326,7 @@ struct FakeState {
     table: HashMap<(String, RecordType), Behaviour>,
     otherwise: Behaviour,
     cookies: bool,
+    compressing: bool,
     seen: Mutex<Vec<Seen>>,
 }
 
@@ -365,6 +383,7 @@ impl FakeDns {
             table: HashMap::new(),
             otherwise: Behaviour::Answer(Answer::rcode(ResponseCode::Refused)),
             cookies: false,
+            compressing: false,
             tcp: true,
             udp: true,
         }
@@ -435,8 +454,11 @@ struct Plan {
     trickle: Option<Duration>,
 }
 
-fn plan(behaviour: &Behaviour, query: &Message, via: Via) -> Plan {
-    let encode = |msg: Message| msg.to_vec().expect("the fake's reply encodes");
+fn plan(behaviour: &Behaviour, query: &Message, via: Via, compressing: bool) -> Plan {
+    let encode = |msg: Message| match compressing {
+        true => meshdns::reply::encode_fitted(&msg, 65_535),
+        false => msg.to_vec().expect("the fake's reply encodes"),
+    };
     let right = |answer: &Answer| encode(reply(query, answer));
     let now = |messages| Plan {
         forged: None,
@@ -449,7 +471,11 @@ fn plan(behaviour: &Behaviour, query: &Message, via: Via) -> Plan {
         Behaviour::Answer(answer) | Behaviour::AnswerThenDrop(_, answer) => {
             now(vec![right(answer)])
         }
-        Behaviour::DropFirst(_, then) | Behaviour::ThenDrop(_, then) => plan(then, query, via),
+        // Past its end (the queries before were answered in `take_query`): the last answer.
+        Behaviour::Sequence(answers) => now(answers.last().map(right).into_iter().collect()),
+        Behaviour::DropFirst(_, then) | Behaviour::ThenDrop(_, then) => {
+            plan(then, query, via, compressing)
+        }
         Behaviour::Delay(pause, answer) => Plan {
             pause: *pause,
             ..now(vec![right(answer)])
@@ -570,14 +596,19 @@ fn take_query(
     let question = query.queries.first()?;
     let before = state.asked_before(question);
     let index = state.received(via, from, question, bytes);
+    let nth;
     let behaviour = match state.behaviour(question) {
         Behaviour::AnswerThenDrop(n, _) | Behaviour::ThenDrop(n, _) if before >= *n => {
             &Behaviour::Drop
         }
         Behaviour::DropFirst(n, _) if before < *n => &Behaviour::Drop,
+        Behaviour::Sequence(answers) if before + 1 < answers.len() => {
+            nth = Behaviour::Answer(answers[before].clone());
+            &nth
+        }
         behaviour => behaviour,
     };
-    let mut plan = plan(behaviour, &query, via);
+    let mut plan = plan(behaviour, &query, via, state.compressing);
     if state.cookies {
         plan.messages = (plan.messages.into_iter())
             .map(|m| with_server_cookie(m, &query))
