@@ -1,0 +1,2 @@
+cases_clients() { :; }
+write_results() { printf "%s\n" "${RESULTS[@]}"; }
