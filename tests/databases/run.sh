@@ -119,22 +119,29 @@ member() {
 guide_block() {
 	awk -v open="\`\`\`sh $2" '$0 == open { f = 1; next } f && /^```/ { exit } f' "$GUIDES/$1.md"
 }
-# guide_run POD GUIDE NAME [VAR=VALUE...]: runs that block in POD with those variables.
+# guide_run POD GUIDE NAME [VAR=VALUE...]: runs that block in POD with those variables, as the
+# user GUIDE_USER when set (PostgreSQL will not run as root).
 # guide_spawn POD GUIDE NAME LOG [VAR=VALUE...]: the same in the background (a server: its block
 # ends in `exec`, so SPAWNED is the server's PID).
+guide_command() { # GUIDE NAME: the command line that runs the block (GUIDE_CMD)
+	local block
+	block=$(guide_block "$1" "$2")
+	[[ -n $block ]] || { echo "no block '$2' in docs/databases/$1.md" >&2; return 96; }
+	GUIDE_CMD=(bash -c "$block")
+	# setpriv execs (runuser would stay as a parent, between the suite's signals and the server)
+	[[ -z ${GUIDE_USER:-} ]] || GUIDE_CMD=(setpriv --reuid="$GUIDE_USER" --regid="$GUIDE_USER" --init-groups "${GUIDE_CMD[@]}")
+}
 guide_run() {
-	local pod=$1 guide=$2 name=$3 block
+	local pod=$1 guide=$2 name=$3 GUIDE_CMD
 	shift 3
-	block=$(guide_block "$guide" "$name")
-	[[ -n $block ]] || { echo "no block '$name' in docs/databases/$guide.md" >&2; return 96; }
-	pod_exec "$pod" env "$@" bash -c "$block"
+	guide_command "$guide" "$name" || return
+	pod_exec "$pod" env "$@" "${GUIDE_CMD[@]}"
 }
 guide_spawn() {
-	local pod=$1 guide=$2 name=$3 log=$4 block
+	local pod=$1 guide=$2 name=$3 log=$4 GUIDE_CMD
 	shift 4
-	block=$(guide_block "$guide" "$name")
-	[[ -n $block ]] || { echo "no block '$name' in docs/databases/$guide.md" >>"$log"; return 96; }
-	pod_spawn "$pod" "$log" env "$@" bash -c "$block"
+	guide_command "$guide" "$name" 2>>"$log" || return
+	pod_spawn "$pod" "$log" env "$@" "${GUIDE_CMD[@]}"
 }
 
 # metric POD FAMILY_REGEX: the sum of the matching series of POD's sidecar
