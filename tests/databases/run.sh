@@ -42,7 +42,7 @@ fi
 # Debian's packages; the ones with a daemon are stopped by policy-rc.d or simply never used:
 # every server here is started by the suite, in its pods.
 PACKAGES=(nsd dnsutils iproute2 util-linux openssl curl dnsdist etcd-server etcd-client
-	postgresql pgbouncer postgresql-client redis-server redis-sentinel zookeeper
+	postgresql pgbouncer postgresql-client redis-server redis-sentinel libzookeeper-java
 	default-jre-headless)
 if [[ -z ${TESTS_NETNS_PRIVATE:-} ]]; then
 	echo "# databases: packages and build in the machine's network namespace"
