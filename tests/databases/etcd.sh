@@ -55,7 +55,7 @@ etcd_members_by_name() { # the member list names every peer by its prefixed name
 	done
 }
 
-etcd_stop_plain() { # frees the CPU for the rest; the TLS cluster carries the later cases
+etcd_stop_plain() { # frees the CPU for the rest; the TLS cluster carries the fault cases
 	local c
 	for c in "${CLUSTERS[@]}"; do kill -TERM "${ETCD_PID[etcd-$c]}" 2>/dev/null; done
 	return 0
@@ -144,16 +144,20 @@ etcds_moved() {
 	result "etcd (TLS)" "member moved to a new address, to healthy" "$((($(date +%s%N) - t0) / 1000000)) ms"
 }
 
+# cases_DB: the database formed and checked; faults_DB: what happens to it afterwards (run.sh
+# measures the steady state of every database in between).
 cases_etcd() {
 	case_ "etcd: three members by distributed names (plain peer URLs) become healthy" etcd_form etcd 1
 	case_ "etcd: a write on a is read on c" etcd_write_read
 	case_ "etcd: the member list names each peer by its prefixed name" etcd_members_by_name
-	etcd_stop_plain
 }
+faults_etcd() { etcd_stop_plain; }
 cases_etcd_tls() {
 	case_ "etcd TLS: the CA and the guide's peer certificates (SAN = the prefixed name only)" etcds_pki
 	case_ "etcd TLS: formed by --discovery-srv etcds.db.svc.distributed.local" etcd_form etcds 2
 	case_ "etcd TLS: a's certificate accepted from a's address, refused from another (10.3.9.66)" etcds_cert_address
+}
+faults_etcd_tls() {
 	case_ "etcd TLS: cluster c's DNS stopped -> a and b keep quorum and resolve each other" etcds_c_dns_down
 	case_ "etcd TLS: a restarted with c's DNS down rejoins (stale answers), c reachable" etcds_restart_rejoins
 	etcds_c_dns_back

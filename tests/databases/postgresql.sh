@@ -96,6 +96,8 @@ cases_postgresql() {
 	case_ "PostgreSQL: a row written on the primary is read on the standby" pg_replicates first
 	case_ "PostgreSQL: pg_hba 'pg-0.pg.db.cluster.b' admits b's pod, refuses c's" pg_hba_by_name
 	case_ "PostgreSQL: pgbouncer in c reaches the primary by pg-0.pg.db.cluster.a" pg_bouncer 10.1.3.10
+}
+faults_postgresql() {
 	case_ "PostgreSQL: the primary moved to 10.1.3.11 -> the standby follows the name" pg_primary_moved
 	case_ "PostgreSQL: pgbouncer follows the moved primary" pg_bouncer 10.1.3.11
 }

@@ -23,10 +23,18 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 DB=$ROOT/tests/databases
 GUIDES=$ROOT/docs/databases
-for lib in harness netns nsd pods kubedns; do
-	# shellcheck source=/dev/null
-	. "$ROOT/tests/lib/$lib.sh"
-done
+# shellcheck source=tests/lib/harness.sh
+. "$ROOT/tests/lib/harness.sh"
+# shellcheck source=tests/lib/netns.sh
+. "$ROOT/tests/lib/netns.sh"
+# shellcheck source=tests/lib/nsd.sh
+. "$ROOT/tests/lib/nsd.sh"
+# shellcheck source=tests/lib/pods.sh
+. "$ROOT/tests/lib/pods.sh"
+# shellcheck source=tests/lib/kubedns.sh
+. "$ROOT/tests/lib/kubedns.sh"
+# shellcheck source=tests/lib/clusterdns.sh
+. "$ROOT/tests/lib/clusterdns.sh"
 # shellcheck source=tests/e2e/configmap.sh
 . "$ROOT/tests/e2e/configmap.sh"
 HARNESS_DEADLINE=${DB_DEADLINE:-420}
@@ -50,11 +58,11 @@ if [[ -z ${TESTS_NETNS_PRIVATE:-} ]]; then
 	for p in "${PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 	if ((${#missing[@]})); then
 		echo "# installing ${missing[*]}"
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-			--no-install-recommends "${missing[@]}" >/tmp/meshdns-databases-apt.log 2>&1 || {
+		if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends "${missing[@]}"; } >/tmp/meshdns-databases-apt.log 2>&1; then
 			tail -20 /tmp/meshdns-databases-apt.log >&2
 			exit 1
-		}
+		fi
 	fi
 	if [[ -z ${MESHDNS_BIN:-} ]]; then
 		MESHDNS_BIN=$ROOT/target/release/meshdns
@@ -149,18 +157,16 @@ metric() {
 	curl -s --max-time 2 "http://$(pod_ip "$1"):9153/metrics" |
 		awk -v re="^$2[ {]" '$0 ~ re { s += $NF } END { printf "%d\n", s }'
 }
-# within SECONDS FUNC [ARGS...]: FUNC retried every 0.5 s until it succeeds; WITHIN_MS is the time
-# it took
-WITHIN_MS=0
+# within SECONDS FUNC [ARGS...]: FUNC retried every 0.5 s until it succeeds (its output dropped)
 within() {
 	local limit=$1 t0
 	shift
 	t0=$(date +%s%N)
 	until "$@" >/dev/null 2>&1; do
-		(($(date +%s%N) - t0 > limit * 1000000000)) && { WITHIN_MS=$((($(date +%s%N) - t0) / 1000000)); return 1; }
+		(($(date +%s%N) - t0 > limit * 1000000000)) && return 1
 		sleep 0.5
 	done
-	WITHIN_MS=$((($(date +%s%N) - t0) / 1000000))
+	return 0
 }
 # result DATABASE WHAT VALUE: one measurement for the results file
 RESULTS=()
@@ -174,15 +180,25 @@ world_up() {
 	done
 }
 
-for f in etcd postgresql redis zookeeper clients; do
-	# shellcheck source=/dev/null
-	. "$DB/$f.sh"
-done
+# shellcheck source=tests/databases/etcd.sh
+. "$DB/etcd.sh"
+# shellcheck source=tests/databases/postgresql.sh
+. "$DB/postgresql.sh"
+# shellcheck source=tests/databases/redis.sh
+. "$DB/redis.sh"
+# shellcheck source=tests/databases/zookeeper.sh
+. "$DB/zookeeper.sh"
+# shellcheck source=tests/databases/clients.sh
+. "$DB/clients.sh"
 
 echo "# databases: $DB_ONLY; meshdns $("$MESHDNS_BIN" --version 2>/dev/null)"
 case_ "world: bridge, stand-in kube-dns of clusters a, b, c" world_up || true
 for d in $DB_ONLY; do
 	"cases_${d//-/_}"
+done
+case_ "steady state: ${STEADY_S}s of DNS queries per database, from the sidecars' /metrics" steady_state
+for d in $DB_ONLY; do
+	"faults_${d//-/_}"
 done
 write_results
 if [[ -n ${DB_HOLD:-} ]]; then # by hand: nsenter -t PID -n -m (a pod's holder) to look around

@@ -63,5 +63,7 @@ zk_moved() { # server c recreated on 10.3.5.11 with its volume: it rejoins
 cases_zookeeper() {
 	case_ "ZooKeeper: three servers by cluster names form an ensemble (one leader)" zk_form
 	case_ "ZooKeeper: a znode created through a is read through c" zk_write_read from-a
+}
+faults_zookeeper() {
 	case_ "ZooKeeper: server c recreated on 10.3.5.11 rejoins; writes still reach c" zk_moved
 }

@@ -27,7 +27,7 @@ kubedns_zones() { # CLUSTER: writes both zone files from the pod list
 	KUBEDNS_SERIAL[$c]=$((${KUBEDNS_SERIAL[$c]:-0} + 1))
 	serial=${KUBEDNS_SERIAL[$c]}
 	{
-		printf '$ORIGIN cluster.local.\n$TTL 5\n'
+		printf '%s\n' "\$ORIGIN cluster.local." "\$TTL 5"
 		printf '@ IN SOA ns.dns.cluster.local. hostmaster.cluster.local. %s 7200 1800 86400 5\n' "$serial"
 		printf '@ IN NS ns.dns.cluster.local.\nns.dns IN A %s\n' "${KUBEDNS_ADDR[$c]}"
 		printf 'kube-dns.kube-system.svc IN A %s\n' "${KUBEDNS_ADDR[$c]}"
@@ -41,7 +41,7 @@ kubedns_zones() { # CLUSTER: writes both zone files from the pod list
 		}' "$d/pods"
 	} >"$d/cluster.local.zone"
 	{
-		printf '$ORIGIN %s.10.in-addr.arpa.\n$TTL 5\n' "$i"
+		printf '%s\n' "\$ORIGIN $i.10.in-addr.arpa." "\$TTL 5"
 		printf '@ IN SOA ns.dns.cluster.local. hostmaster.cluster.local. %s 7200 1800 86400 5\n' "$serial"
 		printf '@ IN NS ns.dns.cluster.local.\n'
 		awk '{ split($5, o, "."); printf "%s.%s IN PTR %s.%s.%s.svc.cluster.local.\n", o[4], o[3], $4, $3, $2 }' "$d/pods"

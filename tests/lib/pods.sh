@@ -26,6 +26,7 @@
 # Needs root, iproute2 (ip, ss), util-linux (unshare, nsenter) and the kernel's veth and bridge.
 declare -A POD_PID POD_IP POD_VETH
 POD_SEQ=0
+export SPAWNED= # set by pod_spawn, read by its callers
 
 # br0's MAC address is set once: a bridge left to choose takes the lowest MAC of its ports, so
 # every pod made or deleted could change it, and the pods' ARP entries for the addresses on br0
@@ -43,6 +44,7 @@ pod_create() {
 	printf 'search %s\nnameserver %s\noptions ndots:5\n' "$search" "$nameserver" >"$d/resolv.conf"
 	printf '127.0.0.1\tlocalhost\n%s\t%s\t%s\n' "$ip" "$fqdn" "${fqdn%%.*}" >"$d/hosts"
 	printf 'hosts: files dns\n' >"$d/nsswitch.conf"
+	# shellcheck disable=SC2016 # the holder's own script, its arguments in $1
 	unshare -n -m --propagation private sh -c '
 		for f in resolv.conf hosts nsswitch.conf; do mount --bind "$1/$f" "/etc/$f" || exit 97; done
 		if [ -d /var/run/nscd ]; then mount -t tmpfs none /var/run/nscd || exit 97; fi
@@ -58,13 +60,14 @@ pod_create() {
 	# One veth pair per pod made (a recreated pod gets a new one); the pod's end is renamed eth0.
 	POD_SEQ=$((POD_SEQ + 1))
 	POD_VETH[$pod]=veth$POD_SEQ
-	ip link add "veth$POD_SEQ" type veth peer name "peer$POD_SEQ" &&
+	if ! { ip link add "veth$POD_SEQ" type veth peer name "peer$POD_SEQ" &&
 		ip link set "peer$POD_SEQ" netns "${POD_PID[$pod]}" &&
 		ip link set "veth$POD_SEQ" master br0 &&
 		ip link set "veth$POD_SEQ" up &&
 		pod_exec "$pod" sh -c "ip link set lo up && ip link set peer$POD_SEQ name eth0 &&
-			ip addr add $ip/8 dev eth0 && ip link set eth0 up" ||
+			ip addr add $ip/8 dev eth0 && ip link set eth0 up"; }; then
 		fail_with "pod $pod: its network could not be set up"
+	fi
 }
 
 pod_exec() {
@@ -80,7 +83,6 @@ pod_spawn() {
 	SPAWNED=$!
 	track $!
 }
-SPAWNED=
 
 pod_delete() { # POD: its holder ended and its veth removed (end the processes in it first)
 	kill -KILL "${POD_PID[$1]}" 2>/dev/null
