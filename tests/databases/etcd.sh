@@ -133,15 +133,13 @@ etcds_peer_active() {
 # Member c recreated on a new address (its volume kept): the peers follow the name.
 etcds_moved() {
 	local t0
-	kill -KILL "${ETCD_PID[etcds-c]}" "${SIDECAR_PID[etcds-c]}" 2>/dev/null
-	wait "${ETCD_PID[etcds-c]}" "${SIDECAR_PID[etcds-c]}" 2>/dev/null
-	pod_delete etcds-c
 	t0=$(date +%s%N)
+	member_gone etcds-c c etcds "${ETCD_PID[etcds-c]}" || return 1
 	etcd_pod etcds c 10.3.2.11 || return 1
 	etcd_start etcds c
 	within 60 etcd_health etcds a || fail_with "not healthy 60 s after c moved: $(etcd_health etcds a 2>&1 | tail -3 | tr '\n' ' ')" || return 1
 	within 30 etcds_put a k3 after-move || return 1
-	result "etcd (TLS)" "member moved to a new address, to healthy" "$((($(date +%s%N) - t0) / 1000000)) ms"
+	result "etcd (TLS)" "member moved to a new address (deleted, recreated), to healthy" "$((($(date +%s%N) - t0) / 1000000)) ms"
 }
 
 # cases_DB: the database formed and checked; faults_DB: what happens to it afterwards (run.sh

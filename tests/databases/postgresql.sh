@@ -42,7 +42,7 @@ pg_standby_streams() { # the primary sees b streaming, by its host name from the
 pg_standby() {
 	pg_guide b pg-standby-init >"$WORK/pods/pg-b/basebackup.log" 2>&1 ||
 		fail_with "pg_basebackup from pg-0.pg.db.cluster.a: $(tail -3 "$WORK/pods/pg-b/basebackup.log" | tr '\n' ' ')" || return 1
-	grep -q "host=''pg-0.pg.db.cluster.a''" "$WORK/data/pg-b/postgresql.auto.conf" ||
+	grep "host=''pg-0.pg.db.cluster.a''" "$WORK/data/pg-b/postgresql.auto.conf" | grep -q 'tcp_user_timeout=5000' ||
 		fail_with "primary_conninfo: $(grep primary_conninfo "$WORK/data/pg-b/postgresql.auto.conf")" || return 1
 	pg_start b || return 1
 	within 30 pg_standby_streams || fail_with "pg_stat_replication: '$(psql_a "SELECT state, client_addr, client_hostname FROM pg_stat_replication")'" || return 1
@@ -65,16 +65,13 @@ pg_hba_by_name() { # b's pod admitted by the host-name line, c's pod refused
 
 pg_primary_moved() { # the primary's pod recreated on 10.1.3.11 with its volume: b follows
 	local t0
-	kill -INT "${PG_PID[a]}"
-	wait "${PG_PID[a]}" 2>/dev/null
-	kill -TERM "${SIDECAR_PID[pg-a]}"
-	wait "${SIDECAR_PID[pg-a]}" 2>/dev/null
-	pod_delete pg-a
 	t0=$(date +%s%N)
+	kill -INT "${PG_PID[a]}" # fast shutdown (SIGTERM is "smart": it would wait for pgbouncer's connection)
+	member_gone pg-a a pg "${PG_PID[a]}" || return 1
 	pg_pod a 10.1.3.11 && pg_start a || return 1
 	within 60 pg_standby_streams_from 10.1.3.11 || fail_with "the standby did not follow within 60 s: $(psql_b "SELECT status, sender_host FROM pg_stat_wal_receiver")" || return 1
 	pg_replicates after-move || return 1
-	result PostgreSQL "primary moved to a new address, to the standby streaming again" "$((($(date +%s%N) - t0) / 1000000)) ms"
+	result PostgreSQL "primary moved to a new address (deleted, recreated), to the standby streaming again" "$((($(date +%s%N) - t0) / 1000000)) ms"
 }
 pg_standby_streams_from() { # the standby's receiver streams (sender by name); the primary sees it
 	[[ $(psql_b "SELECT status, sender_host FROM pg_stat_wal_receiver") == "streaming|pg-0.pg.db.cluster.a" ]] &&

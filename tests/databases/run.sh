@@ -123,6 +123,21 @@ member() {
 		meshdns_sidecar "$pod" "$cluster"
 }
 
+# member_gone POD CLUSTER SERVICE PID...: the pod deleted — its processes (the PIDs, then its
+# sidecar) ended, its records gone from its cluster's kube-dns, as when a StatefulSet's pod is
+# deleted and before it is recreated
+member_gone() {
+	local pod=$1 cluster=$2 service=$3
+	shift 3
+	kill -TERM "$@" 2>/dev/null
+	wait "$@" 2>/dev/null
+	kill -TERM "${SIDECAR_PID[$pod]}" 2>/dev/null
+	wait "${SIDECAR_PID[$pod]}" 2>/dev/null
+	unset "SIDECAR_PID[$pod]"
+	pod_delete "$pod"
+	kubedns_pod_gone "$cluster" $NS "$service" "$service-0"
+}
+
 # guide_block GUIDE NAME: the fenced block "```sh NAME" of docs/databases/GUIDE.md.
 guide_block() {
 	awk -v open="\`\`\`sh $2" '$0 == open { f = 1; next } f && /^```/ { exit } f' "$GUIDES/$1.md"

@@ -49,14 +49,12 @@ zk_c_reads() { zk_cli c get /greeting | grep -qx "$1"; }
 
 zk_moved() { # server c recreated on 10.3.5.11 with its volume: it rejoins
 	local t0
-	kill -KILL "${ZK_PID[c]}" "${SIDECAR_PID[zk-c]}"
-	wait "${ZK_PID[c]}" "${SIDECAR_PID[zk-c]}" 2>/dev/null
-	pod_delete zk-c
 	t0=$(date +%s%N)
+	member_gone zk-c c zk "${ZK_PID[c]}" || return 1
 	zk_pod c 10.3.5.11 || return 1
 	zk_start c
 	within 60 zk_ensemble || fail_with "modes 60 s after the move: $(for c in "${CLUSTERS[@]}"; do echo "$c=$(zk_mode "$c")"; done | tr '\n' ' ')" || return 1
-	result ZooKeeper "server moved to a new address, to a follower again" "$((($(date +%s%N) - t0) / 1000000)) ms"
+	result ZooKeeper "server moved to a new address (deleted, recreated), to a follower again" "$((($(date +%s%N) - t0) / 1000000)) ms"
 	zk_write_read after-move
 }
 

@@ -53,7 +53,7 @@ harness_cleanup() {
 		sleep 0.2
 	done
 	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
-	if [[ -n ${KEEP_WORK:-} ]]; then echo "# kept $WORK" >&2; else rm -rf "$WORK"; fi
+	if [[ -n ${KEEP_WORK:-} ]]; then echo "# kept $WORK"; else rm -rf "$WORK"; fi
 }
 
 harness_summary() {

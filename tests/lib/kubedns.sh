@@ -12,6 +12,7 @@
 #         _PORTNAME._tcp.SERVICE.NS.svc SRV 0 100 PORT POD.SERVICE.NS.svc.cluster.local.,
 #         the PTR of IP -> POD.SERVICE.NS.svc.cluster.local.
 #       and reloads the server when it runs.
+#   kubedns_pod_gone CLUSTER NS SERVICE POD    its records removed (the pod was deleted)
 #   kubedns_stop CLUSTER / kubedns_restart CLUSTER    the cluster's DNS down / back
 #   kubedns_queries CLUSTER                           queries answered since it started
 #
@@ -82,12 +83,19 @@ kubedns_stop() { # CLUSTER
 }
 
 kubedns_pod() { # CLUSTER NS SERVICE POD IP [PORTNAME:PORT...]
+	local c=$1
+	shift
+	kubedns_update "$c" "$1" "$2" "$3" "$c $*"
+}
+kubedns_pod_gone() { # CLUSTER NS SERVICE POD
+	kubedns_update "$@" ""
+}
+kubedns_update() { # CLUSTER NS SERVICE POD LINE: POD's line replaced by LINE (none when empty)
 	local c=$1 d
 	d=$(kubedns_dir "$c")
-	shift
 	{
-		awk -v ns="$1" -v svc="$2" -v pod="$3" '!($2 == ns && $3 == svc && $4 == pod)' "$d/pods"
-		echo "$c $*"
+		awk -v ns="$2" -v svc="$3" -v pod="$4" '!($2 == ns && $3 == svc && $4 == pod)' "$d/pods"
+		[[ -z $5 ]] || echo "$5"
 	} >"$d/pods.new" && mv "$d/pods.new" "$d/pods"
 	kubedns_zones "$c"
 	[[ -z ${KUBEDNS_PID[$c]:-} ]] && return 0
