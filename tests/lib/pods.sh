@@ -41,6 +41,7 @@ node_addr() { ip addr add "$1/8" dev br0; }
 pod_create() {
 	local pod=$1 ip=$2 nameserver=$3 search=$4 fqdn=$5 d=$WORK/pods/$1 n=50
 	mkdir -p "$d"
+	rm -f "$d/ready" # a pod recreated under the same name: wait for the new holder
 	printf 'search %s\nnameserver %s\noptions ndots:5\n' "$search" "$nameserver" >"$d/resolv.conf"
 	printf '127.0.0.1\tlocalhost\n%s\t%s\t%s\n' "$ip" "$fqdn" "${fqdn%%.*}" >"$d/hosts"
 	printf 'hosts: files dns\n' >"$d/nsswitch.conf"
