@@ -140,6 +140,7 @@ member_gone() {
 
 # guide_block GUIDE NAME: the fenced block "```sh NAME" of docs/databases/GUIDE.md.
 guide_block() {
+	echo "$1 $2" >>"$WORK/guide-blocks-run"
 	awk -v open="\`\`\`sh $2" '$0 == open { f = 1; next } f && /^```/ { exit } f' "$GUIDES/$1.md"
 }
 # guide_run POD GUIDE NAME [VAR=VALUE...]: runs that block in POD with those variables, as the
@@ -165,6 +166,16 @@ guide_spawn() {
 	shift 4
 	guide_command "$guide" "$name" 2>>"$log" || return
 	pod_spawn "$pod" "$log" env "$@" "${GUIDE_CMD[@]}"
+}
+
+# Every fenced sh block of a tested guide was run (when every database was): a block the suite
+# never runs could drift from what was tested.
+guides_all_run() {
+	local g missing
+	missing=$(for g in etcd postgresql redis zookeeper; do
+		awk -v g="$g" '/^```sh / { print g, $2 }' "$GUIDES/$g.md"
+	done | sort -u | comm -23 - <(sort -u "$WORK/guide-blocks-run"))
+	[[ -z $missing ]] || fail_with "blocks never run: $(tr '\n' ' ' <<<"$missing")"
 }
 
 # metric POD FAMILY_REGEX: the sum of the matching series of POD's sidecar
@@ -215,6 +226,8 @@ case_ "steady state: ${STEADY_S}s of DNS queries per database, from the sidecars
 for d in $DB_ONLY; do
 	"faults_${d//-/_}"
 done
+[[ $DB_ONLY != "etcd etcd-tls postgresql redis zookeeper clients" ]] ||
+	case_ "guides: every fenced sh block of the etcd, PostgreSQL, Redis, ZooKeeper guides was run" guides_all_run
 write_results
 if [[ -n ${DB_HOLD:-} ]]; then # by hand: nsenter -t PID -n -m (a pod's holder) to look around
 	note "holding the world for ${DB_HOLD}s; pods: $(for p in "${!POD_PID[@]}"; do printf '%s=%s ' "$p" "${POD_PID[$p]}"; done)"
