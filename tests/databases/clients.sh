@@ -83,9 +83,6 @@ steady_state() {
 			"$((req[$db] * 60 / STEADY_S)) / $((up[$db] * 60 / STEADY_S))"
 	done
 }
-db_title() {
-	case $1 in etcd) echo etcd ;; etcds) echo "etcd (TLS)" ;; pg) echo PostgreSQL ;; redis) echo Redis ;; zk) echo ZooKeeper ;; *) echo "$1" ;; esac
-}
 
 write_results() {
 	{

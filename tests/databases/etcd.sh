@@ -37,7 +37,7 @@ etcd_form() { # SERVICE FIRST_OCTET: three members, healthy through their own na
 	t0=$(date +%s%N)
 	for c in "${CLUSTERS[@]}"; do etcd_start "$svc" "$c"; done
 	within 60 etcd_health "$svc" c || fail_with "not healthy after 60 s: $(etcd_health "$svc" c 2>&1 | tail -3 | tr '\n' ' '); log of b: $(tail -2 "$WORK/pods/$svc-b/etcd.log" | tr '\n' ' ')" || return 1
-	result "etcd ($svc)" "time to form (start of 3 members to healthy)" "$((($(date +%s%N) - t0) / 1000000)) ms"
+	result "$(db_title "$svc")" "time to form (start of 3 members to healthy)" "$((($(date +%s%N) - t0) / 1000000)) ms"
 }
 
 etcd_write_read() {

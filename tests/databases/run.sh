@@ -197,6 +197,9 @@ within() {
 # result DATABASE WHAT VALUE: one measurement for the results file
 RESULTS=()
 result() { RESULTS+=("$1|$2|$3"); note "measured: $1, $2: $3"; }
+db_title() { # a pod name's first part -> the database's name in the results
+	case $1 in etcd) echo etcd ;; etcds) echo "etcd (TLS)" ;; pg) echo PostgreSQL ;; redis) echo Redis ;; zk) echo ZooKeeper ;; *) echo "$1" ;; esac
+}
 
 world_up() {
 	local c
