@@ -5,7 +5,7 @@
 # cluster.local and the reverse zone of the cluster's pod network 10.INDEX.0.0/16, TTL 5 s
 # (CoreDNS's default), SOA minimum 5.
 #
-#   kubedns_start CLUSTER INDEX ADDR    NSD for CLUSTER on ADDR:53 (sources tests/lib/nsd.sh)
+#   kubedns_start CLUSTER INDEX ADDR    NSD for CLUSTER on ADDR:53 (tests/lib/nsd.sh must be sourced)
 #   kubedns_pod CLUSTER NS SERVICE POD IP [PORTNAME:PORT...]
 #       publishes (or moves) pod POD of headless Service SERVICE in namespace NS:
 #         POD.SERVICE.NS.svc A IP, SERVICE.NS.svc A IP (the Service's set),
@@ -14,7 +14,6 @@
 #       and reloads the server when it runs.
 #   kubedns_pod_gone CLUSTER NS SERVICE POD    its records removed (the pod was deleted)
 #   kubedns_stop CLUSTER / kubedns_restart CLUSTER    the cluster's DNS down / back
-#   kubedns_queries CLUSTER                           queries answered since it started
 #
 # Uses WORK, track and wait_listen (tests/lib/harness.sh).
 declare -A KUBEDNS_PID KUBEDNS_ADDR KUBEDNS_INDEX KUBEDNS_SERIAL
@@ -100,8 +99,4 @@ kubedns_update() { # CLUSTER NS SERVICE POD LINE: POD's line replaced by LINE (n
 	kubedns_zones "$c"
 	[[ -z ${KUBEDNS_PID[$c]:-} ]] && return 0
 	nsd-control -c "$d/nsd.conf" reload >/dev/null 2>&1 || fail_with "nsd-control reload ($c) failed"
-}
-
-kubedns_queries() { # CLUSTER
-	nsd-control -c "$(kubedns_dir "$1")/nsd.conf" stats_noreset 2>/dev/null | sed -n 's/^num\.queries=//p'
 }
