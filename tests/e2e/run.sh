@@ -20,8 +20,12 @@
 set -u -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=tests/lib/harness.sh
+. "$ROOT/tests/lib/harness.sh"
 # shellcheck source=tests/lib/nsd.sh
 . "$ROOT/tests/lib/nsd.sh"
+# shellcheck source=tests/lib/clusterdns.sh
+. "$ROOT/tests/lib/clusterdns.sh"
 # shellcheck source=tests/lib/netns.sh
 . "$ROOT/tests/lib/netns.sh"
 # shellcheck source=tests/e2e/configmap.sh
@@ -30,28 +34,8 @@ E2E=$ROOT/tests/e2e
 MODE=${E2E_MODE:-full}
 E2E_VENV=${E2E_VENV:-/opt/meshdns-e2e/venv}
 PY=${PYTHON:-$E2E_VENV/bin/python}
-START_NS=$(date +%s%N)
-
-PASS=0
-FAIL=0
-FAILED=()
-REASON=
-
-ok() { PASS=$((PASS + 1)); printf 'ok    %s\n' "$1"; }
-bad() { FAIL=$((FAIL + 1)); FAILED+=("$1"); printf 'FAIL  %s -- %s\n' "$1" "$2"; }
-# case NAME FUNC [ARGS...]: FUNC returns 0 (pass) or sets REASON and returns 1.
-DEADLINE_S=${E2E_DEADLINE:-240}
-case_() {
-	local name=$1
-	shift
-	if (($(date +%s%N) - START_NS > DEADLINE_S * 1000000000)); then
-		bad "$name" "not run: the suite passed its ${DEADLINE_S}s deadline (E2E_DEADLINE)"
-		return
-	fi
-	REASON=
-	if "$@"; then ok "$name"; else bad "$name" "${REASON:-check failed}"; fi
-}
-note() { printf '#     %s\n' "$*"; }
+HARNESS_DEADLINE=${E2E_DEADLINE:-240}
+HARNESS_DEADLINE_VAR=E2E_DEADLINE
 
 if [[ $(id -u) != 0 ]]; then
 	echo "tests/e2e/run.sh must run as root (port 53, unshare -n and -m)" >&2
@@ -127,34 +111,10 @@ netns_private "$ROOT/tests/e2e/run.sh" "$@"
 # Processes: every one we start is recorded and ended on exit
 # ---------------------------------------------------------------------------------------------
 WORK=$(mktemp -d /tmp/meshdns-e2e.XXXXXX)
-PIDS=()
-cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-	for _ in 1 2 3 4 5 6 7 8 9 10; do
-		local alive=0
-		for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-		((alive)) || break
-		sleep 0.2
-	done
-	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
-	if [[ -n ${E2E_KEEP:-} ]]; then echo "# kept $WORK" >&2; else rm -rf "$WORK"; fi
-}
-trap cleanup EXIT
+KEEP_WORK=${E2E_KEEP:-}
+trap harness_cleanup EXIT
 trap 'exit 130' INT TERM
 
-listening() { # ADDR PORT PROTO(u|t)
-	ss -Hln"$3" 2>/dev/null | awk '{print $4}' | grep -qxF "$1:$2"
-}
-wait_listen() { # PID ADDR PORT SECONDS -> waits for UDP and TCP
-	local pid=$1 addr=$2 port=$3 n=$(($4 * 10))
-	while ((n-- > 0)); do
-		kill -0 "$pid" 2>/dev/null || return 1
-		listening "$addr" "$port" u && listening "$addr" "$port" t && return 0
-		sleep 0.1
-	done
-	return 1
-}
 
 # ---------------------------------------------------------------------------------------------
 # Stand-in clusters: NSD serving cluster.local the way CoreDNS's kubernetes plugin answers
@@ -320,7 +280,6 @@ rcode() { printf '%s\n' "$OUT" | sed -n 's/.*status: \([A-Z]*\),.*/\1/p' | head 
 flags() { printf '%s\n' "$OUT" | sed -n 's/^;; flags: \([^;]*\);.*/\1/p' | head -1; }
 has_flag() { [[ " $(flags) " == *" $1 "* ]]; }
 ttls() { sec "$1" | awk '{print $2}'; }
-fail_with() { REASON="$*"; return 1; }
 why() { # short context for a failure
 	local s
 	s=$(rcode)
@@ -989,22 +948,10 @@ CL_DNS=127.44.0.10
 CL_R1=127.44.1.1
 CL_R2=127.44.1.2
 CL_ZONES="cluster.a cluster.b cluster.c distributed.local cluster.z"
-CL_CHECK="checkName='kube-dns.kube-system.svc.cluster.local.', checkInterval=1, maxCheckFailures=1, checkTimeout=500"
 start_cluster_dns() {
-	local d=$WORK/dnsdist z r
+	local d=$WORK/dnsdist
 	mkdir -p "$d"
-	{
-		echo "setSecurityPollSuffix('')"
-		echo "setLocal('$CL_DNS:53')"
-		echo "setACL({'127.0.0.0/8'})"
-		echo "newServer({address='127.0.1.1:53', source='$CL_DNS', $CL_CHECK})"
-		for r in $CL_R1 $CL_R2; do
-			echo "newServer({address='$r:53', pool='meshdns', source='$CL_DNS', $CL_CHECK})"
-		done
-		echo "zones = newSuffixMatchNode()"
-		for z in $CL_ZONES; do echo "zones:add(newDNSName('$z'))"; done
-		echo "addAction(SuffixMatchNodeRule(zones), PoolAction('meshdns'))"
-	} >"$d/dnsdist.conf"
+	clusterdns_conf $CL_DNS 127.0.0.0/8 127.0.1.1:53 "$CL_ZONES" $CL_R1:53 $CL_R2:53 >"$d/dnsdist.conf"
 	if listening $CL_DNS 53 u; then
 		REASON="$CL_DNS:53 is already taken"
 		return 1
@@ -1930,6 +1877,4 @@ if ((FAIL)); then
 		tail -5 "$log" | sed "s/\x1b\[[0-9;]*m//g" | cut -c1-200 | sed "s/^/#       /"
 	done
 fi
-echo "# took $((($(date +%s%N) - START_NS) / 1000000000))s"
-echo "$PASS passed, $FAIL failed"
-((FAIL == 0))
+harness_summary
