@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use crate::cache::{Cache, Lookup, Miss};
 use crate::loops::Loops;
 use crate::metrics::{DropReason, Metrics};
+use crate::own_names;
 use crate::passthrough;
 use crate::reply::{self, ExtendedError};
 use crate::request::{Inspected, Plain, Request, inspect};
@@ -221,9 +222,12 @@ async fn resolve(
                 .answer(&naming, &request, deadline)
                 .await
         }
-        Route::SelfName(index) => (snapshot.router.own_names()).answer(index, request.message()),
+        Route::SelfName(own) => own_names::answer(&own, request.query(), request.message()),
         Route::Search(domain) => {
-            (snapshot.router.search()).answer(request.message(), domain, snapshot.negative_ttl)
+            let nxdomain = ResponseCode::NXDomain;
+            let reply =
+                reply::negative(request.message(), nxdomain, &domain, snapshot.negative_ttl);
+            reply::encode_fitted(&reply, wire::MAX_MESSAGE)
         }
     }
 }

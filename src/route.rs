@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use hickory_proto::rr::Name;
 
-use crate::config::Config;
+use crate::config::{Config, OwnName};
 use crate::gather::{Naming, Scheme};
 use crate::own_names::OwnNames;
 use crate::reverse::Networks;
@@ -43,11 +43,11 @@ pub enum Route<P = Arc<Peer>> {
     Reverse(P),
     /// Under a namespace that the peer claims: asked of that cluster verbatim.
     Namespace(P),
-    /// One of the pod's own names (`OwnNames`' index `i`): answered locally.
-    SelfName(usize),
+    /// One of the pod's own names: answered locally.
+    SelfName(Arc<OwnName>),
     /// A search-list expansion of a meshdns name (`….cluster.b.svc.cluster.local`), which
-    /// cannot exist: NXDOMAIN with the SOA of cluster domain `i` of the [`SearchList`].
-    Search(usize),
+    /// cannot exist: NXDOMAIN with the SOA of this cluster domain.
+    Search(Arc<Name>),
 }
 
 impl<P> Route<P> {
@@ -159,18 +159,13 @@ impl<P: Clone> Router<P> {
         }
     }
 
-    /// The pod's own names, which [`Route::SelfName`] indexes.
-    pub fn own_names(&self) -> &OwnNames {
-        &self.own
-    }
-
     /// The route of a question name in wire form (uncompressed labels ending in the root).
     /// Label starts are tried left to right, so the first zone found is the longest match; a
     /// name under no zone may still be the reverse name of a peer's address, or a search-list
     /// expansion of a zone name.
     pub fn route(&self, name: &[u8]) -> Route<P> {
-        if let Some(index) = self.own.find(name) {
-            return Route::SelfName(index);
+        if let Some(own) = self.own.find(name) {
+            return Route::SelfName(Arc::clone(own));
         }
         wire::find_suffix(name, |suffix| {
             (self.zones.iter())
@@ -179,13 +174,8 @@ impl<P: Clone> Router<P> {
         })
         .or_else(|| (self.networks.cluster_of(name)).and_then(|i| self.reverse.get(i)))
         .cloned()
-        .or_else(|| self.search.expansion(name).map(Route::Search))
+        .or_else(|| self.search.expansion(name).cloned().map(Route::Search))
         .unwrap_or(Route::Passthrough)
-    }
-
-    /// The search-list expansions this router answers ([`Route::Search`]).
-    pub fn search(&self) -> &SearchList {
-        &self.search
     }
 }
 
@@ -300,16 +290,11 @@ mod tests {
         .unwrap();
         let router = numbered(&config);
         let route = |name: &str| router.route(&Name::from_ascii(name).unwrap().to_bytes().unwrap());
-        assert_eq!(
-            route("mongo-0.mongo.db.svc.cluster.local."),
-            Route::SelfName(0)
-        );
-        assert_eq!(route("MONGO-0.mongo.db.Cluster.A."), Route::SelfName(1));
-        assert_eq!(
-            route("a-mongo-0.mongo.db.svc.distributed.local."),
-            Route::SelfName(2)
-        );
-        assert_eq!(route("2.1.8.10.in-addr.arpa."), Route::SelfName(3));
+        let own = |i: usize| Route::SelfName(Arc::new(config.own_names()[i].clone()));
+        assert_eq!(route("mongo-0.mongo.db.svc.cluster.local."), own(0));
+        assert_eq!(route("MONGO-0.mongo.db.Cluster.A."), own(1));
+        assert_eq!(route("a-mongo-0.mongo.db.svc.distributed.local."), own(2));
+        assert_eq!(route("2.1.8.10.in-addr.arpa."), own(3));
         assert_eq!(route("mongo-1.mongo.db.cluster.a."), Route::Cluster(0));
         assert_eq!(route("x.mongo-0.mongo.db.cluster.a."), Route::Cluster(0));
         assert_eq!(
@@ -329,11 +314,11 @@ mod tests {
         let route = |name: &str| router.route(&Name::from_ascii(name).unwrap().to_bytes().unwrap());
         assert_eq!(
             route("mongo-4.mongo.db.cluster.b.db.svc.cluster.local."),
-            Route::Search(0)
+            Route::Search(Arc::new(Name::from_ascii("cluster.local.").unwrap()))
         );
         assert_eq!(
             route("a-mongo-0.mongo.db.svc.distributed.local.cluster.local."),
-            Route::Search(0)
+            Route::Search(Arc::new(Name::from_ascii("cluster.local.").unwrap()))
         );
         assert_eq!(route("mongo-4.mongo.db.cluster.b."), Route::Cluster(1));
         assert_eq!(
