@@ -299,7 +299,7 @@ async fn a_cached_big_answer_is_cut_for_each_client_anew() {
         let fits = matches!(how, Ask::Udp(Some(65_535)) | Ask::Tcp);
         assert_eq!(got.srv == 750, fits, "{how:?}: {got:?}");
     }
-    let asked: usize = fakes.iter().map(|f| f.seen().len()).sum();
+    let asked: usize = fakes.iter().map(|f| f.exchanges().len()).sum();
     assert_eq!(
         asked, 6,
         "each cluster asked once (UDP, then TCP); then the cache answered"

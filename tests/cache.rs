@@ -75,7 +75,7 @@ async fn a_second_identical_query_is_answered_from_the_cache() {
     let first = udp(meshdns.addr, &query(NAME, RecordType::A)).await;
     let second = udp(meshdns.addr, &query(NAME, RecordType::A)).await;
     assert_eq!(
-        upstream.seen().len(),
+        upstream.exchanges().len(),
         1,
         "the second query was not asked upstream"
     );
@@ -93,7 +93,7 @@ async fn cached_ttls_count_down() {
     assert_eq!(first.msg.answers[0].ttl, 30);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let later = udp(meshdns.addr, &query(NAME, RecordType::A)).await;
-    assert_eq!(upstream.seen().len(), 1);
+    assert_eq!(upstream.exchanges().len(), 1);
     assert_eq!(
         later.msg.answers[0].ttl, 28,
         "30 s less the 2 s the answer has been cached"
@@ -129,7 +129,11 @@ async fn identical_misses_in_flight_share_one_upstream_query() {
     let mut ids: Vec<u16> = replies.iter().map(|r| r.msg.id).collect();
     ids.sort_unstable();
     assert_eq!(ids, (1..=50).collect::<Vec<u16>>());
-    assert_eq!(upstream.seen().len(), 1, "one upstream query for 50 misses");
+    assert_eq!(
+        upstream.exchanges().len(),
+        1,
+        "one upstream query for 50 misses"
+    );
 }
 
 async fn futures_join(handles: impl Iterator<Item = tokio::task::JoinHandle<Reply>>) -> Vec<Reply> {
@@ -158,7 +162,7 @@ async fn do_bit_cd_bit_and_type_make_different_entries() {
         let reply = udp(meshdns.addr, msg).await;
         assert_eq!(reply.msg.response_code, ResponseCode::NoError);
         assert_eq!(
-            upstream.seen().len(),
+            upstream.exchanges().len(),
             asked + 1,
             "variant {asked} has its own entry"
         );
@@ -167,7 +171,7 @@ async fn do_bit_cd_bit_and_type_make_different_entries() {
         udp(meshdns.addr, msg).await;
     }
     assert_eq!(
-        upstream.seen().len(),
+        upstream.exchanges().len(),
         4,
         "each variant is cached on its own"
     );
@@ -180,7 +184,7 @@ async fn keys_ignore_case_and_the_reply_keeps_the_clients_spelling() {
     udp(meshdns.addr, &query("WWW.Example.COM.", RecordType::A)).await;
     let reply = udp(meshdns.addr, &query("www.EXAMPLE.com.", RecordType::A)).await;
     assert_eq!(
-        upstream.seen().len(),
+        upstream.exchanges().len(),
         1,
         "the other spelling is the same entry"
     );
@@ -221,7 +225,7 @@ async fn nxdomain_is_cached_with_the_ttl_capped_by_the_negative_cap() {
         let ttl = reply.msg.authorities[0].ttl;
         assert!(ttl <= 5, "negative TTL {ttl} above the cap");
     }
-    assert_eq!(upstream.seen().len(), 1, "the NXDOMAIN was cached");
+    assert_eq!(upstream.exchanges().len(), 1, "the NXDOMAIN was cached");
 }
 
 #[tokio::test(start_paused = true)]
@@ -252,7 +256,7 @@ async fn an_expired_answer_is_served_stale_when_the_upstream_fails() {
     // RFC 8767's client response timer: one attempt timeout, not the whole MESHDNS_TIMEOUT.
     assert_eq!(took, ATTEMPT);
     assert!(
-        upstream.seen().len() >= 2,
+        upstream.exchanges().len() >= 2,
         "the expired entry was asked again"
     );
 }
@@ -324,7 +328,7 @@ async fn a_failed_leg_of_a_gathered_answer_is_filled_from_its_stale_answer() {
     assert!(max <= 5, "a partial answer's TTLs are capped, got {max}");
     // c's leg is cut one attempt timeout after a and b answered, not at the 2 s deadline.
     assert_eq!(took, ATTEMPT);
-    assert!(c.seen().len() >= 2, "c was asked again");
+    assert!(c.exchanges().len() >= 2, "c was asked again");
 }
 
 #[tokio::test]

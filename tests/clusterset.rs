@@ -144,6 +144,6 @@ async fn dns_version_is_the_mcs_schema_version() {
         reply.answer_lines(),
         ["dns-version.clusterset.local. TXT 1.0.0"]
     );
-    let asked = mesh.a.seen().len() + mesh.b.seen().len() + mesh.c.seen().len();
+    let asked = mesh.a.exchanges().len() + mesh.b.exchanges().len() + mesh.c.exchanges().len();
     assert_eq!(asked, 0, "answered by meshdns itself");
 }

@@ -131,7 +131,7 @@ impl Mesh {
     }
 
     fn queried(&self) -> [usize; 3] {
-        [&self.a, &self.b, &self.c].map(|fake| fake.seen().len())
+        [&self.a, &self.b, &self.c].map(|fake| fake.exchanges().len())
     }
 }
 
@@ -735,7 +735,11 @@ async fn a_cluster_failing_over_to_its_second_endpoint_is_still_in_the_reply() {
         reply.answer_lines(),
         [outcome_line(1), outcome_line(2), outcome_line(3)]
     );
-    assert_eq!(dead.seen().len(), 1, "b's dead endpoint was asked first");
+    assert_eq!(
+        dead.exchanges().len(),
+        1,
+        "b's dead endpoint was asked first"
+    );
     // a and c answered at once; b's answer came after its first attempt timed out, later than
     // one attempt timeout after the first answer (the 0.1.0 rule cut it there).
     assert_eq!(took, ATTEMPT + late);
@@ -839,9 +843,9 @@ async fn a_cut_leg_still_refreshes_its_cache_entry() {
     // leaves its serve-stale window (1 s), so the next query is gathered again.
     let partial_ttl = u64::from(meshdns::gather::PARTIAL_TTL);
     tokio::time::sleep(Duration::from_secs(partial_ttl + 2)).await;
-    let asked_before = mesh.c.seen().len();
+    let asked_before = mesh.c.exchanges().len();
     let later = mesh.ask(OUTCOME, RecordType::A).await;
-    assert!(mesh.c.seen().len() > asked_before, "c was asked again");
+    assert!(mesh.c.exchanges().len() > asked_before, "c was asked again");
     assert_eq!(
         later.answer_lines(),
         [outcome_line(1), outcome_line(2), outcome_line(3)],

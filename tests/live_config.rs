@@ -314,7 +314,7 @@ async fn a_reload_keeps_the_cached_answers_of_routes_it_did_not_change() {
     let meshdns = with_dir(&kube, &dir, &[("MESHDNS_CACHE_SIZE", "100")]).await;
     udp(meshdns.addr, &query(WWW, RecordType::A)).await;
     assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.1"));
-    assert_eq!((kube.seen().len(), b.seen().len()), (1, 1));
+    assert_eq!((kube.exchanges().len(), b.exchanges().len()), (1, 1));
     // Cluster b's endpoint moves: its cached answer goes, kube-dns's stays.
     dir.update(&[("MESHDNS_CLUSTERS", &format!("a=; b={}", moved.addr))]);
     assert!(
@@ -326,11 +326,11 @@ async fn a_reload_keeps_the_cached_answers_of_routes_it_did_not_change() {
     );
     udp(meshdns.addr, &query(WWW, RecordType::A)).await;
     assert_eq!(
-        kube.seen().len(),
+        kube.exchanges().len(),
         1,
         "the pass-through answer stayed cached"
     );
-    assert_eq!(b.seen().len(), 1);
+    assert_eq!(b.exchanges().len(), 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -490,7 +490,7 @@ async fn a_slow_answer_of_the_old_peer_is_neither_cached_nor_served_after_the_re
     tokio::time::sleep(Duration::from_secs(7)).await;
     assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.2"));
     assert_eq!(old.exchanges().len(), 1);
-    assert_eq!(new.seen().len(), 1, "asked once, then cached");
+    assert_eq!(new.exchanges().len(), 1, "asked once, then cached");
 }
 
 #[tokio::test(start_paused = true)]
@@ -650,7 +650,7 @@ async fn a_leg_finishing_after_a_reload_that_reordered_clusters_never_fills_anot
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
-    assert!(d.seen().len() > 1, "d was asked again");
+    assert!(d.exchanges().len() > 1, "d was asked again");
 }
 
 #[tokio::test(start_paused = true)]
@@ -680,5 +680,5 @@ async fn a_prefetch_started_before_a_reload_is_not_cached_after_it() {
     // The prefetch's answer comes after the reload; the entry would have lived until 31 s.
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.2"));
-    assert_eq!(new.seen().len(), 1);
+    assert_eq!(new.exchanges().len(), 1);
 }

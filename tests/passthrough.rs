@@ -139,7 +139,7 @@ async fn ad_reaches_only_a_client_that_set_ad_or_do_on_a_miss_and_on_a_hit() {
         assert_eq!(hit.answer_lines().len(), 2);
     }
     assert_eq!(
-        upstream.seen().len(),
+        upstream.exchanges().len(),
         2,
         "the second of each pair was a hit"
     );
@@ -153,7 +153,7 @@ async fn ad_reaches_only_a_client_that_set_ad_or_do_on_a_miss_and_on_a_hit() {
         ad_of(&udp(meshdns.addr, &asking_ad(false, true)).await),
         "DO, a hit"
     );
-    assert_eq!(upstream.seen().len(), 3);
+    assert_eq!(upstream.exchanges().len(), 3);
     // And the other bits of the reply are kube-dns's, but for AD.
     let cleared = udp(meshdns.addr, &asking_ad(false, false)).await;
     assert_eq!(cleared.bytes[2..3], upstream.last_reply()[2..3]);

@@ -124,7 +124,7 @@ async fn a_cookie_in_an_upstream_reply_reaches_no_client_on_a_miss_or_a_hit() {
         assert!(!carries(&reply.bytes, OPTION_COOKIE), "{which}");
         assert_eq!(reply.answer_lines().len(), 1, "{which}");
     }
-    assert_eq!(upstream.seen().len(), 1);
+    assert_eq!(upstream.exchanges().len(), 1);
 }
 
 #[tokio::test]
@@ -147,7 +147,11 @@ async fn nsid_reaches_only_the_client_that_asked() {
     // A hit was produced by another client's query: the identity there is not this hop's.
     let asked_on_a_hit = udp(meshdns.addr, &asking(NAME, RecordType::A, nsid)).await;
     assert!(!carries(&asked_on_a_hit.bytes, OPTION_NSID));
-    assert_eq!(upstream.seen().len(), 1, "both later queries were hits");
+    assert_eq!(
+        upstream.exchanges().len(),
+        1,
+        "both later queries were hits"
+    );
 }
 
 #[tokio::test]
@@ -220,13 +224,17 @@ async fn a_client_subnet_query_is_relayed_and_never_cached() {
             "relayed as is"
         );
     }
-    assert_eq!(upstream.seen().len(), 2, "the second was not a cache hit");
+    assert_eq!(
+        upstream.exchanges().len(),
+        2,
+        "the second was not a cache hit"
+    );
     // Nor was the reply stored for clients without a subnet.
     let plain = || async { udp(meshdns.addr, &with_edns(query(NAME, RecordType::A), 1232)).await };
     plain().await;
     plain().await;
     assert_eq!(
-        upstream.seen().len(),
+        upstream.exchanges().len(),
         3,
         "a scoped reply was never served to another"
     );
@@ -291,7 +299,7 @@ async fn two_opt_records_get_formerr_even_when_the_name_is_cached() {
         1.0,
         "no hit for a malformed query"
     );
-    assert_eq!(upstream.seen().len(), 1, "nor was it forwarded");
+    assert_eq!(upstream.exchanges().len(), 1, "nor was it forwarded");
 }
 
 #[tokio::test]
@@ -324,7 +332,7 @@ async fn only_well_formed_queries_take_the_cache_hit_path() {
         "none was answered from the cache"
     );
     assert_eq!(
-        upstream.seen().len(),
+        upstream.exchanges().len(),
         1 + odd.len(),
         "each took the full path"
     );
@@ -590,7 +598,7 @@ async fn a_prefixed_host_unknown_to_its_cluster_falls_back_to_the_gathered_name(
     let reply = udp(meshdns.addr, &query(prefixed, RecordType::A)).await;
     assert_eq!(reply.answer_lines(), [format!("{prefixed} A 10.2.0.1")]);
     assert_eq!(
-        (a.seen().len(), c.seen().len()),
+        (a.exchanges().len(), c.exchanges().len()),
         (1, 1),
         "no fallback needed"
     );
@@ -865,7 +873,7 @@ async fn an_error_reply_without_a_question_is_relayed_with_the_question_restored
     // Relayed at once: one attempt per query, none of them waited out (a reply held back for
     // a better one would count a timeout and ask again).
     assert_eq!(
-        upstream.seen().len(),
+        upstream.exchanges().len(),
         8,
         "never answered from the cache, never retried"
     );
