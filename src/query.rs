@@ -112,7 +112,7 @@ impl Resolver {
             && let Inspected::Query(request) =
                 inspect(Bytes::copy_from_slice(bytes), Some(plain.clone()))
         {
-            let deadline = started + snapshot.timeout;
+            let (deadline, route) = (started + snapshot.timeout, route.into_owned());
             let snapshot = arc_swap::Guard::into_inner(snapshot);
             let generation = snapshot.generation;
             let resolution = resolve(snapshot, route, request, deadline);
@@ -147,7 +147,7 @@ impl Resolver {
             }
         };
         let snapshot = self.snapshot.load_full();
-        let route = snapshot.router.route(request.name());
+        let route = snapshot.router.route(request.name()).into_owned();
         let kind = route.kind();
         if request.came_back() {
             let reply = self.loops.answer(request.message());

@@ -199,7 +199,7 @@ fn unchanged_routes<'a, P: Clone + PartialEq>(
         }
         let (was, is) = (old_router.route(key.name()), new_router.route(key.name()));
         was == is
-            && match is {
+            && match *is {
                 Route::Passthrough => upstreams_same,
                 // A peer compares by its configuration; a gathered zone asks every cluster.
                 Route::Cluster(_) | Route::Reverse(_) | Route::Namespace(_) => true,

@@ -15,6 +15,7 @@
 //! block does: nothing looks a target up by position. The router is generic over the peer so
 //! that what only routes (tests) needs no upstream.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use hickory_proto::rr::Name;
@@ -162,10 +163,11 @@ impl<P: Clone> Router<P> {
     /// The route of a question name in wire form (uncompressed labels ending in the root).
     /// Label starts are tried left to right, so the first zone found is the longest match; a
     /// name under no zone may still be the reverse name of a peer's address, or a search-list
-    /// expansion of a zone name.
-    pub fn route(&self, name: &[u8]) -> Route<P> {
+    /// expansion of a zone name. A zone's or a reverse name's route is borrowed from the
+    /// table, so the cache-hit path, which wants only its kind, copies nothing.
+    pub fn route(&self, name: &[u8]) -> Cow<'_, Route<P>> {
         if let Some(own) = self.own.find(name) {
-            return Route::SelfName(Arc::clone(own));
+            return Cow::Owned(Route::SelfName(Arc::clone(own)));
         }
         wire::find_suffix(name, |suffix| {
             (self.zones.iter())
@@ -173,9 +175,13 @@ impl<P: Clone> Router<P> {
                 .map(|(_, route)| route)
         })
         .or_else(|| (self.networks.cluster_of(name)).and_then(|i| self.reverse.get(i)))
-        .cloned()
-        .or_else(|| self.search.expansion(name).cloned().map(Route::Search))
-        .unwrap_or(Route::Passthrough)
+        .map(Cow::Borrowed)
+        .unwrap_or_else(|| {
+            Cow::Owned(match self.search.expansion(name) {
+                Some(domain) => Route::Search(Arc::clone(domain)),
+                None => Route::Passthrough,
+            })
+        })
     }
 }
 
@@ -218,7 +224,8 @@ mod tests {
     }
 
     fn route(name: &str) -> Route<usize> {
-        router().route(&Name::from_ascii(name).unwrap().to_bytes().unwrap())
+        let name = Name::from_ascii(name).unwrap().to_bytes().unwrap();
+        router().route(&name).into_owned()
     }
 
     #[test]
@@ -289,7 +296,10 @@ mod tests {
         ])
         .unwrap();
         let router = numbered(&config);
-        let route = |name: &str| router.route(&Name::from_ascii(name).unwrap().to_bytes().unwrap());
+        let route = |name: &str| {
+            let name = Name::from_ascii(name).unwrap().to_bytes().unwrap();
+            router.route(&name).into_owned()
+        };
         let own = |i: usize| Route::SelfName(Arc::new(config.own_names()[i].clone()));
         assert_eq!(route("mongo-0.mongo.db.svc.cluster.local."), own(0));
         assert_eq!(route("MONGO-0.mongo.db.Cluster.A."), own(1));
@@ -311,7 +321,10 @@ mod tests {
     #[test]
     fn search_expansions_of_zone_names_route_to_search_and_zones_keep_theirs() {
         let router = numbered(&crate::search::tests::pod_config());
-        let route = |name: &str| router.route(&Name::from_ascii(name).unwrap().to_bytes().unwrap());
+        let route = |name: &str| {
+            let name = Name::from_ascii(name).unwrap().to_bytes().unwrap();
+            router.route(&name).into_owned()
+        };
         assert_eq!(
             route("mongo-4.mongo.db.cluster.b.db.svc.cluster.local."),
             Route::Search(Arc::new(Name::from_ascii("cluster.local.").unwrap()))
@@ -338,6 +351,6 @@ mod tests {
         let mut tricky = vec![11u8];
         tricky.extend_from_slice(b"\x07cluster\x01b\x00");
         tricky.push(0);
-        assert_eq!(router().route(&tricky), Route::Passthrough);
+        assert_eq!(*router().route(&tricky), Route::Passthrough);
     }
 }

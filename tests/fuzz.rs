@@ -348,7 +348,7 @@ async fn fuzz_the_request_path_over_sockets() {
             let inspected = meshdns::request::inspect(bytes::Bytes::from(input.clone()), None);
             let verbatim = match inspected {
                 meshdns::request::Inspected::Query(request) => {
-                    router.route(request.name()) == Route::Passthrough
+                    *router.route(request.name()) == Route::Passthrough
                 }
                 _ => false,
             };

@@ -591,7 +591,7 @@ proptest! {
                     };
                     let wire = target.to_bytes().unwrap();
                     prop_assert_eq!(
-                        router.route(&wire),
+                        router.route(&wire).into_owned(),
                         meshdns::route::Route::Distributed(std::sync::Arc::new(naming.clone())),
                         "{} of cluster {}", target, cluster.name
                     );
