@@ -15,11 +15,11 @@
 //! set, its answer, when it comes, refreshing what the cache holds for that leg (a later
 //! failure of the cluster is filled from it).
 //!
-//! A leg's cache entry is keyed by its cluster's identity ([`LegScope`]: name, endpoints,
-//! domain), never by the cluster's position in the list, and written with the generation of
-//! the configuration the leg started under: a leg that straggles past a reload which removed
-//! or reordered clusters can neither land under another cluster's key nor write into the new
-//! configuration's cache.
+//! A leg's cache entry is keyed by its peer's identity ([`LegScope`](crate::cache::LegScope):
+//! name, endpoints, domain), never by the cluster's position in the list, and written with the
+//! generation of the configuration the leg started under: a leg that straggles past a reload
+//! which removed or reordered clusters can neither land under another cluster's key nor write
+//! into the new configuration's cache.
 
 mod merge;
 mod naming;
