@@ -1163,10 +1163,10 @@ n_by_name() { # cluster b's endpoint is a name kube-dns resolves: its zone and t
 	want_metric $D_NAME 0 meshdns_endpoint_resolutions_total cluster=b result=failed || return 1
 	want_metric $D_NAME 1 meshdns_upstream_healthy cluster=b endpoint=127.0.2.1:53
 }
-n_check_cmd() { # meshdns --check with the pod's variables lists the name with its address
+n_check_cmd() { # meshdns --check --resolve with the pod's variables lists the name with its address
 	local out rc
 	out=$(env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin MESHDNS_LISTEN="$D_NAME:53" MESHDNS_UPSTREAMS=127.0.1.1:53 \
-		MESHDNS_LOCAL_CLUSTER=a MESHDNS_CLUSTERS="$NAMED_CLUSTERS" timeout 10 "$MESHDNS_BIN" --check 2>&1)
+		MESHDNS_LOCAL_CLUSTER=a MESHDNS_CLUSTERS="$NAMED_CLUSTERS" timeout 10 "$MESHDNS_BIN" --check --resolve 2>&1)
 	rc=$?
 	[[ $rc == 0 ]] || fail_with "exit $rc: $(tr "\n" " " <<<"$out" | cut -c1-200)" || return 1
 	grep -F 'dns-b.mesh.test:53' <<<"$out" | grep -qF '[127.0.2.1:53]' ||
