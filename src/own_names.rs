@@ -11,15 +11,16 @@
 //! the route of the zone they lie in; any other name (a sibling's) is routed as before.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
-use hickory_proto::op::{Message, ResponseCode};
+use hickory_proto::op::{Message, Query, ResponseCode};
 use hickory_proto::rr::rdata::{A, AAAA, PTR};
 use hickory_proto::rr::{DNSClass, RData, Record, RecordType};
 use hickory_proto::serialize::binary::BinEncodable;
 
 use crate::config::{Config, OwnData, OwnName, PodIdentity};
-use crate::reply::{self, ExtendedError};
+use crate::reply;
 use crate::wire;
 
 /// The TTL of every own answer, positive or negative: what kube-dns (CoreDNS's `kubernetes`
@@ -29,7 +30,7 @@ pub const OWN_TTL: Duration = Duration::from_secs(5);
 /// The own names of one configuration, each with its lowercase wire form for matching.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct OwnNames {
-    names: Vec<(Vec<u8>, OwnName)>,
+    names: Vec<(Vec<u8>, Arc<OwnName>)>,
 }
 
 impl OwnNames {
@@ -38,61 +39,56 @@ impl OwnNames {
         let names = config
             .own_names()
             .into_iter()
-            .filter_map(|own| Some((own.name.to_lowercase().to_bytes().ok()?, own)))
+            .filter_map(|own| Some((own.name.to_lowercase().to_bytes().ok()?, Arc::new(own))))
             .collect();
         Self { names }
     }
 
-    /// The index of the own name `name` (uncompressed wire form, any letter case), if it is one.
-    /// Without an identity the table is empty and this costs nothing.
-    pub fn find(&self, name: &[u8]) -> Option<usize> {
-        self.names
-            .iter()
-            .position(|(own, _)| own.len() == name.len() && own.eq_ignore_ascii_case(name))
+    /// The own name `name` (uncompressed wire form, any letter case), if it is one. Without an
+    /// identity the table is empty and this costs nothing.
+    pub fn find(&self, name: &[u8]) -> Option<&Arc<OwnName>> {
+        (self.names.iter())
+            .find(|(own, _)| own.len() == name.len() && own.eq_ignore_ascii_case(name))
+            .map(|(_, own)| own)
     }
+}
 
-    /// The complete reply to `request`, whose question is own name `index`: the records of the
-    /// asked type owned by the question as the client spelled it, or NODATA with the SOA of the
-    /// name's zone.
-    pub fn answer(&self, index: usize, request: &Message) -> Vec<u8> {
-        let (Some((_, own)), Some(query)) = (self.names.get(index), request.queries.first()) else {
-            return reply::servfail_bytes(request, ExtendedError::NetworkError, "no such own name");
-        };
-        let ttl = u32::try_from(OWN_TTL.as_secs()).unwrap_or(u32::MAX);
-        let owner = query.name();
-        let wanted = |rtype: RecordType| {
-            query.query_class() == DNSClass::IN
-                && (query.query_type() == rtype || query.query_type() == RecordType::ANY)
-        };
-        let records: Vec<Record> = match &own.data {
-            OwnData::Addresses(ips) => ips
-                .iter()
-                .filter_map(|ip| match ip {
-                    IpAddr::V4(v4) if wanted(RecordType::A) => Some(RData::A(A::from(*v4))),
-                    IpAddr::V6(v6) if wanted(RecordType::AAAA) => {
-                        Some(RData::AAAA(AAAA::from(*v6)))
-                    }
-                    _ => None,
-                })
-                .map(|data| Record::from_rdata(owner.clone(), ttl, data))
-                .collect(),
-            OwnData::Pointer(target) if wanted(RecordType::PTR) => vec![Record::from_rdata(
-                owner.clone(),
-                ttl,
-                RData::PTR(PTR(target.clone())),
-            )],
-            OwnData::Pointer(_) => Vec::new(),
-        };
-        let reply = if records.is_empty() {
-            reply::negative(request, ResponseCode::NoError, &own.zone, OWN_TTL)
-        } else {
-            let mut reply = reply::synthesized(request, ResponseCode::NoError);
-            reply.metadata.authoritative = true;
-            reply.answers = records;
-            reply
-        };
-        reply::encode_fitted(&reply, wire::MAX_MESSAGE)
-    }
+/// The complete reply to `request`, whose question `query` is the own name `own`: the records
+/// of the asked type owned by the question as the client spelled it, or NODATA with the SOA of
+/// the name's zone.
+pub fn answer(own: &OwnName, query: &Query, request: &Message) -> Vec<u8> {
+    let ttl = u32::try_from(OWN_TTL.as_secs()).unwrap_or(u32::MAX);
+    let owner = query.name();
+    let wanted = |rtype: RecordType| {
+        query.query_class() == DNSClass::IN
+            && (query.query_type() == rtype || query.query_type() == RecordType::ANY)
+    };
+    let records: Vec<Record> = match &own.data {
+        OwnData::Addresses(ips) => ips
+            .iter()
+            .filter_map(|ip| match ip {
+                IpAddr::V4(v4) if wanted(RecordType::A) => Some(RData::A(A::from(*v4))),
+                IpAddr::V6(v6) if wanted(RecordType::AAAA) => Some(RData::AAAA(AAAA::from(*v6))),
+                _ => None,
+            })
+            .map(|data| Record::from_rdata(owner.clone(), ttl, data))
+            .collect(),
+        OwnData::Pointer(target) if wanted(RecordType::PTR) => vec![Record::from_rdata(
+            owner.clone(),
+            ttl,
+            RData::PTR(PTR(target.clone())),
+        )],
+        OwnData::Pointer(_) => Vec::new(),
+    };
+    let reply = if records.is_empty() {
+        reply::negative(request, ResponseCode::NoError, &own.zone, OWN_TTL)
+    } else {
+        let mut reply = reply::synthesized(request, ResponseCode::NoError);
+        reply.metadata.authoritative = true;
+        reply.answers = records;
+        reply
+    };
+    reply::encode_fitted(&reply, wire::MAX_MESSAGE)
 }
 
 /// Says once, at startup, whether the pod's own names are answered locally, and which.

@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use crate::cache::{Cache, Lookup, Miss};
 use crate::loops::Loops;
 use crate::metrics::{DropReason, Metrics};
+use crate::own_names;
 use crate::passthrough;
 use crate::reply::{self, ExtendedError};
 use crate::request::{Inspected, Plain, Request, inspect};
@@ -106,11 +107,12 @@ impl Resolver {
         let route = snapshot
             .router
             .route(wire::question_name(question).unwrap_or_default());
+        let kind = route.kind();
         if refresh
             && let Inspected::Query(request) =
                 inspect(Bytes::copy_from_slice(bytes), Some(plain.clone()))
         {
-            let deadline = started + snapshot.timeout;
+            let (deadline, route) = (started + snapshot.timeout, route.into_owned());
             let snapshot = arc_swap::Guard::into_inner(snapshot);
             let generation = snapshot.generation;
             let resolution = resolve(snapshot, route, request, deadline);
@@ -118,7 +120,7 @@ impl Resolver {
         }
         let reply = reply::fit_wire(reply, proto.reply_limit(plain.payload()));
         self.metrics
-            .record_request(proto, route.kind(), &reply, started.elapsed());
+            .record_request(proto, kind, &reply, started.elapsed());
         FastPath::Answered(reply)
     }
 
@@ -145,15 +147,16 @@ impl Resolver {
             }
         };
         let snapshot = self.snapshot.load_full();
-        let route = snapshot.router.route(request.name());
+        let route = snapshot.router.route(request.name()).into_owned();
+        let kind = route.kind();
         if request.came_back() {
             let reply = self.loops.answer(request.message());
             self.metrics
-                .record_request(proto, route.kind(), &reply, started.elapsed());
+                .record_request(proto, kind, &reply, started.elapsed());
             return Some(reply);
         }
         let limit = proto.reply_limit(request.opt().map(|o| o.payload));
-        tracing::debug!(name = %request.query().name(), route = route.kind().label(), proto = proto.label(), "query");
+        tracing::debug!(name = %request.query().name(), route = kind.label(), proto = proto.label(), "query");
         let complete = if is_transfer(request.query()) {
             // A pod's stub resolver is no zone transfer path.
             reply::encode_fitted(
@@ -165,7 +168,7 @@ impl Resolver {
             let miss = Miss {
                 deadline,
                 client_timer: snapshot.attempt_timeout,
-                upstream_failing: snapshot.upstream_failing(route),
+                upstream_failing: snapshot.upstream_failing(&route),
                 generation: snapshot.generation,
             };
             let resolution = resolve(snapshot, route, Arc::clone(&request), deadline);
@@ -189,7 +192,7 @@ impl Resolver {
         // RFC 6840 §5.8 for every route (a hit patches its copy the same way).
         wire::clear_unasked_ad(&mut reply, request.bytes(), request.dnssec_ok());
         self.metrics
-            .record_request(proto, route.kind(), &reply, started.elapsed());
+            .record_request(proto, kind, &reply, started.elapsed());
         Some(reply)
     }
 }
@@ -211,37 +214,20 @@ async fn resolve(
         Route::Passthrough => passthrough::forward(&snapshot.local, &request, deadline).await,
         // The routes to one peer: its zone (names rewritten), a reverse name of its networks
         // (asked as is, the reply mapped back), a namespace it claims (forwarded verbatim).
-        Route::Cluster(index) | Route::Reverse(index) | Route::Namespace(index) => {
-            let Some(cluster) = snapshot.clusters.get(index) else {
-                return reply::servfail_bytes(
-                    request.message(),
-                    ExtendedError::NetworkError,
-                    "no such cluster",
-                );
-            };
-            match route {
-                Route::Reverse(_) => cluster.ask_verbatim(&request, deadline).await,
-                Route::Namespace(_) => {
-                    passthrough::forward(&cluster.upstream, &request, deadline).await
-                }
-                _ => cluster.ask(&request, deadline, snapshot.negative_ttl).await,
-            }
-        }
-        Route::Distributed(index) => {
-            snapshot
-                .gatherer
-                .answer(snapshot.gatherer.distributed(index), &request, deadline)
+        Route::Cluster(peer) => peer.ask(&request, deadline, snapshot.negative_ttl).await,
+        Route::Reverse(peer) => peer.ask_verbatim(&request, deadline).await,
+        Route::Namespace(peer) => passthrough::forward(&peer.upstream, &request, deadline).await,
+        Route::Distributed(naming) | Route::Clusterset(naming) => {
+            (snapshot.gatherer)
+                .answer(&naming, &request, deadline)
                 .await
         }
-        Route::Clusterset => {
-            snapshot
-                .gatherer
-                .answer(snapshot.gatherer.clusterset(), &request, deadline)
-                .await
-        }
-        Route::SelfName(index) => (snapshot.router.own_names()).answer(index, request.message()),
+        Route::SelfName(own) => own_names::answer(&own, request.query(), request.message()),
         Route::Search(domain) => {
-            (snapshot.router.search()).answer(request.message(), domain, snapshot.negative_ttl)
+            let nxdomain = ResponseCode::NXDomain;
+            let reply =
+                reply::negative(request.message(), nxdomain, &domain, snapshot.negative_ttl);
+            reply::encode_fitted(&reply, wire::MAX_MESSAGE)
         }
     }
 }

@@ -179,9 +179,9 @@ impl Reloader {
 /// `None` when no route and no target changed (a reload of the log filter, a timeout, a
 /// rotated certificate): every entry stays, and the cache is not walked — the walk routes
 /// every key twice under the cache's lock.
-fn unchanged_routes<'a>(
-    (old, old_router): (&'a Config, &'a Router),
-    (new, new_router): (&'a Config, &'a Router),
+fn unchanged_routes<'a, P: Clone + PartialEq>(
+    (old, old_router): (&'a Config, &'a Router<P>),
+    (new, new_router): (&'a Config, &'a Router<P>),
 ) -> Option<impl Fn(&CacheKey) -> bool + 'a> {
     let clusters_same = old.clusters == new.clusters;
     let upstreams_same = old.upstreams == new.upstreams;
@@ -197,19 +197,15 @@ fn unchanged_routes<'a>(
         if let Some(scope) = key.leg_scope() {
             return scopes.contains(&scope);
         }
-        match (old_router.route(key.name()), new_router.route(key.name())) {
-            (Route::Passthrough, Route::Passthrough) => upstreams_same,
-            (Route::Cluster(a), Route::Cluster(b))
-            | (Route::Reverse(a), Route::Reverse(b))
-            | (Route::Namespace(a), Route::Namespace(b)) => {
-                old.clusters.get(a) == new.clusters.get(b)
+        let (was, is) = (old_router.route(key.name()), new_router.route(key.name()));
+        was == is
+            && match *is {
+                Route::Passthrough => upstreams_same,
+                // A peer compares by its configuration; a gathered zone asks every cluster.
+                Route::Cluster(_) | Route::Reverse(_) | Route::Namespace(_) => true,
+                Route::Distributed(_) | Route::Clusterset(_) => clusters_same,
+                Route::SelfName(_) | Route::Search(_) => false,
             }
-            (Route::Distributed(a), Route::Distributed(b)) => {
-                clusters_same && old.distributed_zones.get(a) == new.distributed_zones.get(b)
-            }
-            (Route::Clusterset, Route::Clusterset) => clusters_same,
-            _ => false,
-        }
     })
 }
 
@@ -471,6 +467,7 @@ fn concerns(dirs: &RwLock<BTreeSet<PathBuf>>, paths: &[PathBuf]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Cluster;
     use crate::wire;
 
     /// A reload changes nothing a restart-only variable decides: the running value of each
@@ -535,7 +532,8 @@ mod tests {
             all.extend_from_slice(pairs);
             let config =
                 Config::from_vars(all.iter().map(|(k, v)| (k.to_string(), v.to_string()))).unwrap();
-            let router = Router::new(&config);
+            // The peers compare as their configuration does: the clusters stand for them.
+            let router = Router::new(&config, &config.clusters);
             (config, router)
         };
         let running = build(&[(variables::CLUSTERS, "a=; b=127.0.0.3")]);
@@ -558,7 +556,7 @@ mod tests {
         assert!(keep(&key("www.example")), "pass-through did not");
     }
 
-    fn pair((config, router): &(Config, Router)) -> (&Config, &Router) {
+    fn pair((config, router): &(Config, Router<Cluster>)) -> (&Config, &Router<Cluster>) {
         (config, router)
     }
 

@@ -8,7 +8,7 @@
 //! (four decimal labels, or 32 hex nibbles) is a peer's; a reverse name of a network
 //! (`9.10.in-addr.arpa`, fewer labels) or of a classless delegation (`0/25.1.9.10…`) is no
 //! address and passes through to kube-dns. The exchange itself is the cluster zone's, with the
-//! question sent as asked ([`ClusterRoute::ask_verbatim`](crate::rewrite::ClusterRoute::ask_verbatim)).
+//! question sent as asked ([`Peer::ask_verbatim`](crate::rewrite::Peer::ask_verbatim)).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 

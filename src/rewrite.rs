@@ -1,6 +1,6 @@
 //! Name mapping between the names clients use and the names a cluster's DNS knows, over whole
-//! messages, in both directions — and the cluster-zone route that uses it
-//! ([`ClusterRoute::ask`]).
+//! messages, in both directions — and the [`Peer`], the target of every route to one cluster
+//! ([`Peer::ask`]).
 //!
 //! `mongo-1.mongo.db.cluster.b` goes to cluster b as `mongo-1.mongo.db.svc.cluster.local`; in
 //! the reply every name under `svc.cluster.local` — owners and the names inside SRV, CNAME,
@@ -18,6 +18,8 @@ use hickory_proto::rr::{Name, RData, Record, RecordType};
 use hickory_proto::serialize::binary::BinEncodable;
 use tokio::time::Instant;
 
+use crate::cache::LegScope;
+use crate::config::Cluster;
 use crate::reply::{self, ExtendedError};
 use crate::request::Request;
 use crate::upstream::Upstream;
@@ -156,14 +158,32 @@ impl ZoneMap {
     }
 }
 
-/// A cluster as the cluster-zone route sees it: how its names map, and whom to ask.
+/// One configured cluster as every route to it sees it: its identity, how its names map, and
+/// whom to ask. The routes to it hold it (`Arc<Peer>`), so no route looks a cluster up.
 #[derive(Debug)]
-pub struct ClusterRoute {
+pub struct Peer {
+    /// Its configuration: name, endpoints, domain, zone, prefix.
+    pub cluster: Cluster,
+    /// The identity its gathered legs are cached under.
+    pub scope: LegScope,
     pub map: ZoneMap,
     pub upstream: Arc<Upstream>,
 }
 
-impl ClusterRoute {
+/// Two peers are the same target when their configuration is (their groups are then shared).
+impl PartialEq for Peer {
+    fn eq(&self, other: &Self) -> bool {
+        self.cluster == other.cluster
+    }
+}
+
+impl AsRef<Cluster> for Arc<Peer> {
+    fn as_ref(&self) -> &Cluster {
+        &self.cluster
+    }
+}
+
+impl Peer {
     /// Asks the cluster with the question rewritten into its domain and maps the reply back
     /// (the complete reply, not yet cut to the client's size).
     pub async fn ask(

@@ -10,46 +10,55 @@
 //!
 //! Routing works on the wire form of the question name, so the cache-hit path can route a
 //! query (for its metric label) without parsing the message.
+//!
+//! A route holds its target (a [`Peer`], a gathered zone's [`Naming`]), as a CoreDNS server
+//! block does: nothing looks a target up by position. The router is generic over the peer so
+//! that what only routes (tests) needs no upstream.
+
+use std::borrow::Cow;
+use std::sync::Arc;
 
 use hickory_proto::rr::Name;
 
-use crate::config::Config;
+use crate::config::{Config, OwnName};
+use crate::gather::{Naming, Scheme};
 use crate::own_names::OwnNames;
 use crate::reverse::Networks;
+use crate::rewrite::Peer;
 use crate::search::SearchList;
 use crate::wire;
 
-/// Where a query goes. Indexes point into `Config::clusters` / `Config::distributed_zones`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
+/// Where a query goes, with its target.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Route<P = Arc<Peer>> {
     /// Not one of ours: forwarded verbatim to the local cluster DNS.
     Passthrough,
-    /// Under cluster `clusters[i]`'s zone: rewritten and asked of that cluster.
-    Cluster(usize),
-    /// Under `distributed_zones[i]`: gathered from every cluster (gathersrv naming).
-    Distributed(usize),
+    /// Under the peer's zone: rewritten and asked of that cluster.
+    Cluster(P),
+    /// Under a distributed zone: gathered from every cluster (gathersrv naming).
+    Distributed(Arc<Naming>),
     /// Under the clusterset zone (Kubernetes MCS naming).
-    Clusterset,
-    /// The reverse name of an address in `clusters[i]`'s networks: asked of that cluster as is,
+    Clusterset(Arc<Naming>),
+    /// The reverse name of an address in the peer's networks: asked of that cluster as is,
     /// the names of the reply mapped back under its zone.
-    Reverse(usize),
-    /// Under a namespace that `clusters[i]` claims: asked of that cluster verbatim.
-    Namespace(usize),
-    /// One of the pod's own names (`OwnNames`' index `i`): answered locally.
-    SelfName(usize),
+    Reverse(P),
+    /// Under a namespace that the peer claims: asked of that cluster verbatim.
+    Namespace(P),
+    /// One of the pod's own names: answered locally.
+    SelfName(Arc<OwnName>),
     /// A search-list expansion of a meshdns name (`….cluster.b.svc.cluster.local`), which
-    /// cannot exist: NXDOMAIN with the SOA of cluster domain `i` of the [`SearchList`].
-    Search(usize),
+    /// cannot exist: NXDOMAIN with the SOA of this cluster domain.
+    Search(Arc<Name>),
 }
 
-impl Route {
+impl<P> Route<P> {
     /// What kind of route this is: the metric label.
-    pub fn kind(self) -> RouteKind {
+    pub fn kind(&self) -> RouteKind {
         match self {
             Route::Passthrough => RouteKind::Passthrough,
             Route::Cluster(_) => RouteKind::Cluster,
             Route::Distributed(_) => RouteKind::Distributed,
-            Route::Clusterset => RouteKind::Clusterset,
+            Route::Clusterset(_) => RouteKind::Clusterset,
             Route::Reverse(_) => RouteKind::Reverse,
             Route::Namespace(_) => RouteKind::Namespace,
             Route::SelfName(_) => RouteKind::SelfName,
@@ -58,7 +67,7 @@ impl Route {
     }
 }
 
-/// A [`Route`] without its index: the `route` label of the request metrics.
+/// A [`Route`] without its target: the `route` label of the request metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RouteKind {
     Passthrough,
@@ -100,77 +109,79 @@ impl RouteKind {
 
 /// The routing table: the pod's own names, then each zone's lowercase wire form and its route,
 /// then the peers' networks; and the search-list expansions of the zones. Two routers are equal
-/// when they route every name the same way.
+/// when they route every name the same way to the same targets.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Router {
+pub struct Router<P = Arc<Peer>> {
     own: OwnNames,
-    zones: Vec<(Vec<u8>, Route)>,
+    zones: Vec<(Vec<u8>, Route<P>)>,
     networks: Networks,
+    /// The reverse routes: `reverse[i]` is cluster `i`'s, which [`Networks`] names.
+    reverse: Vec<Route<P>>,
     search: SearchList,
 }
 
-impl Router {
-    pub fn new(config: &Config) -> Self {
-        let named = config
-            .clusters
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (&c.zone, Route::Cluster(i)))
+impl<P: Clone> Router<P> {
+    /// The router of `config`, whose `peers` are its clusters in their order.
+    pub fn new(config: &Config, peers: &[P]) -> Self {
+        let clusters = || config.clusters.iter().zip(peers);
+        let gathered = |zone: &Name, scheme| {
+            Arc::new(Naming {
+                zone: zone.clone(),
+                scheme,
+            })
+        };
+        let named = (clusters().map(|(c, peer)| (&c.zone, Route::Cluster(peer.clone()))))
             .chain(
                 config
                     .distributed_zones
                     .iter()
-                    .enumerate()
-                    .map(|(i, z)| (z, Route::Distributed(i))),
+                    .map(|z| (z, Route::Distributed(gathered(z, Scheme::Prefix)))),
             )
             .chain(
                 config
                     .clusterset_zone
                     .iter()
-                    .map(|z| (z, Route::Clusterset)),
+                    .map(|z| (z, Route::Clusterset(gathered(z, Scheme::Clusterset)))),
             );
-        let named: Vec<(&Name, Route)> = named.collect();
+        let named: Vec<(&Name, Route<P>)> = named.collect();
         // Namespaces claimed by peers route like zones, but they are no meshdns zone names:
         // a search expansion of one is kube-dns's to answer.
-        let namespaces = (config.clusters.iter().enumerate())
-            .filter(|(_, c)| !c.is_local)
-            .flat_map(|(i, c)| c.namespaces.iter().map(move |z| (z, Route::Namespace(i))));
+        let namespaces = (clusters().filter(|(c, _)| !c.is_local)).flat_map(|(c, peer)| {
+            (c.namespaces.iter()).map(move |z| (z, Route::Namespace(peer.clone())))
+        });
         Self {
             own: OwnNames::new(config),
-            zones: (named.iter().copied().chain(namespaces))
+            search: SearchList::new(config, named.iter().map(|(zone, _)| *zone)),
+            zones: (named.into_iter().chain(namespaces))
                 .map(|(zone, route)| (wire::lowercase_name(zone.iter()), route))
                 .collect(),
             networks: Networks::new(config),
-            search: SearchList::new(config, named.iter().map(|(zone, _)| *zone)),
+            reverse: peers.iter().cloned().map(Route::Reverse).collect(),
         }
-    }
-
-    /// The pod's own names, which [`Route::SelfName`] indexes.
-    pub fn own_names(&self) -> &OwnNames {
-        &self.own
     }
 
     /// The route of a question name in wire form (uncompressed labels ending in the root).
     /// Label starts are tried left to right, so the first zone found is the longest match; a
     /// name under no zone may still be the reverse name of a peer's address, or a search-list
-    /// expansion of a zone name.
-    pub fn route(&self, name: &[u8]) -> Route {
-        if let Some(index) = self.own.find(name) {
-            return Route::SelfName(index);
+    /// expansion of a zone name. A zone's or a reverse name's route is borrowed from the
+    /// table, so the cache-hit path, which wants only its kind, copies nothing.
+    pub fn route(&self, name: &[u8]) -> Cow<'_, Route<P>> {
+        if let Some(own) = self.own.find(name) {
+            return Cow::Owned(Route::SelfName(Arc::clone(own)));
         }
         wire::find_suffix(name, |suffix| {
             (self.zones.iter())
                 .find(|(zone, _)| zone.eq_ignore_ascii_case(suffix))
-                .map(|(_, route)| *route)
+                .map(|(_, route)| route)
         })
-        .or_else(|| self.networks.cluster_of(name).map(Route::Reverse))
-        .or_else(|| self.search.expansion(name).map(Route::Search))
-        .unwrap_or(Route::Passthrough)
-    }
-
-    /// The search-list expansions this router answers ([`Route::Search`]).
-    pub fn search(&self) -> &SearchList {
-        &self.search
+        .or_else(|| (self.networks.cluster_of(name)).and_then(|i| self.reverse.get(i)))
+        .map(Cow::Borrowed)
+        .unwrap_or_else(|| {
+            Cow::Owned(match self.search.expansion(name) {
+                Some(domain) => Route::Search(Arc::clone(domain)),
+                None => Route::Passthrough,
+            })
+        })
     }
 }
 
@@ -181,7 +192,21 @@ mod tests {
     use super::*;
     use crate::config::tests::config_from;
 
-    fn router() -> Router {
+    /// A router whose peers are the clusters' positions.
+    fn numbered(config: &Config) -> Router<usize> {
+        Router::new(config, &(0..config.clusters.len()).collect::<Vec<_>>())
+    }
+
+    fn gathered(zone: &str, scheme: Scheme) -> Route<usize> {
+        let zone = Name::from_ascii(zone).unwrap();
+        let naming = Arc::new(Naming { zone, scheme });
+        match scheme {
+            Scheme::Prefix => Route::Distributed(naming),
+            Scheme::Clusterset => Route::Clusterset(naming),
+        }
+    }
+
+    fn router() -> Router<usize> {
         let config = config_from(&[
             ("MESHDNS_LOCAL_CLUSTER", "a"),
             (
@@ -195,11 +220,12 @@ mod tests {
             ("MESHDNS_CLUSTERSET_ZONE", "clusterset.local"),
         ])
         .unwrap();
-        Router::new(&config)
+        numbered(&config)
     }
 
-    fn route(name: &str) -> Route {
-        router().route(&Name::from_ascii(name).unwrap().to_bytes().unwrap())
+    fn route(name: &str) -> Route<usize> {
+        let name = Name::from_ascii(name).unwrap().to_bytes().unwrap();
+        router().route(&name).into_owned()
     }
 
     #[test]
@@ -222,12 +248,18 @@ mod tests {
         // Zones never nest (the configuration refuses it): a namespace `deep` of cluster b is
         // cluster b's, whatever zones exist.
         assert_eq!(route("x.deep.cluster.b."), Route::Cluster(1));
-        assert_eq!(route("x.mesh.example."), Route::Distributed(1));
+        assert_eq!(
+            route("x.mesh.example."),
+            gathered("mesh.example.", Scheme::Prefix)
+        );
         assert_eq!(
             route("_mongodb._tcp.mongo.db.svc.Distributed.Local."),
-            Route::Distributed(0)
+            gathered("distributed.local.", Scheme::Prefix)
         );
-        assert_eq!(route("x.clusterset.local."), Route::Clusterset);
+        assert_eq!(
+            route("x.clusterset.local."),
+            gathered("clusterset.local.", Scheme::Clusterset)
+        );
         assert_eq!(route("example.com."), Route::Passthrough);
         assert_eq!(route("."), Route::Passthrough);
     }
@@ -263,23 +295,21 @@ mod tests {
             ("MESHDNS_POD_NAMESPACE", "db"),
         ])
         .unwrap();
-        let router = Router::new(&config);
-        let route = |name: &str| router.route(&Name::from_ascii(name).unwrap().to_bytes().unwrap());
-        assert_eq!(
-            route("mongo-0.mongo.db.svc.cluster.local."),
-            Route::SelfName(0)
-        );
-        assert_eq!(route("MONGO-0.mongo.db.Cluster.A."), Route::SelfName(1));
-        assert_eq!(
-            route("a-mongo-0.mongo.db.svc.distributed.local."),
-            Route::SelfName(2)
-        );
-        assert_eq!(route("2.1.8.10.in-addr.arpa."), Route::SelfName(3));
+        let router = numbered(&config);
+        let route = |name: &str| {
+            let name = Name::from_ascii(name).unwrap().to_bytes().unwrap();
+            router.route(&name).into_owned()
+        };
+        let own = |i: usize| Route::SelfName(Arc::new(config.own_names()[i].clone()));
+        assert_eq!(route("mongo-0.mongo.db.svc.cluster.local."), own(0));
+        assert_eq!(route("MONGO-0.mongo.db.Cluster.A."), own(1));
+        assert_eq!(route("a-mongo-0.mongo.db.svc.distributed.local."), own(2));
+        assert_eq!(route("2.1.8.10.in-addr.arpa."), own(3));
         assert_eq!(route("mongo-1.mongo.db.cluster.a."), Route::Cluster(0));
         assert_eq!(route("x.mongo-0.mongo.db.cluster.a."), Route::Cluster(0));
         assert_eq!(
             route("b-mongo-0.mongo.db.svc.distributed.local."),
-            Route::Distributed(0)
+            gathered("distributed.local.", Scheme::Prefix)
         );
         assert_eq!(
             route("mongo-1.mongo.db.svc.cluster.local."),
@@ -290,15 +320,18 @@ mod tests {
 
     #[test]
     fn search_expansions_of_zone_names_route_to_search_and_zones_keep_theirs() {
-        let router = Router::new(&crate::search::tests::pod_config());
-        let route = |name: &str| router.route(&Name::from_ascii(name).unwrap().to_bytes().unwrap());
+        let router = numbered(&crate::search::tests::pod_config());
+        let route = |name: &str| {
+            let name = Name::from_ascii(name).unwrap().to_bytes().unwrap();
+            router.route(&name).into_owned()
+        };
         assert_eq!(
             route("mongo-4.mongo.db.cluster.b.db.svc.cluster.local."),
-            Route::Search(0)
+            Route::Search(Arc::new(Name::from_ascii("cluster.local.").unwrap()))
         );
         assert_eq!(
             route("a-mongo-0.mongo.db.svc.distributed.local.cluster.local."),
-            Route::Search(0)
+            Route::Search(Arc::new(Name::from_ascii("cluster.local.").unwrap()))
         );
         assert_eq!(route("mongo-4.mongo.db.cluster.b."), Route::Cluster(1));
         assert_eq!(
@@ -318,6 +351,6 @@ mod tests {
         let mut tricky = vec![11u8];
         tricky.extend_from_slice(b"\x07cluster\x01b\x00");
         tricky.push(0);
-        assert_eq!(router().route(&tricky), Route::Passthrough);
+        assert_eq!(*router().route(&tricky), Route::Passthrough);
     }
 }

@@ -20,13 +20,11 @@
 //! label; docs/design.md gives the measured cost).
 
 use std::ops::{ControlFlow, Range};
-use std::time::Duration;
+use std::sync::Arc;
 
-use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::Name;
 
 use crate::config::Config;
-use crate::reply;
 use crate::wire;
 
 /// One expansion a client's resolver makes of a meshdns zone: the zone followed by a search
@@ -34,8 +32,8 @@ use crate::wire;
 #[derive(Debug, Clone, PartialEq)]
 struct Expansion {
     wire: Vec<u8>,
-    /// Index into [`SearchList::domains`]: the cluster domain the suffix lies under.
-    domain: usize,
+    /// The cluster domain the suffix lies under: its SOA goes into the answer.
+    domain: Arc<Name>,
     /// The length of that domain's wire form, so its offset in a name is `len - domain_len`.
     domain_len: usize,
 }
@@ -60,8 +58,6 @@ pub struct SearchList {
     suffixes: Vec<Suffix>,
     /// Grouped by suffix.
     expansions: Vec<Expansion>,
-    /// The cluster domains the suffixes lie under: their SOA goes into the answer.
-    domains: Vec<Name>,
 }
 
 /// Whether bit `byte` of a 256-bit set is set.
@@ -88,19 +84,13 @@ impl SearchList {
         let Ok(suffixes) = &config.search else {
             return list;
         };
-        let mut domains: Vec<&Name> = Vec::new();
-        for cluster in &config.clusters {
-            if !domains.contains(&&cluster.domain) {
-                domains.push(&cluster.domain);
-            }
-        }
-        let qualifying: Vec<(&Name, usize)> = suffixes
+        let qualifying: Vec<(&Name, Arc<Name>)> = suffixes
             .iter()
             .filter_map(|suffix| {
-                let (index, _) = (domains.iter().enumerate())
-                    .filter(|(_, domain)| domain.zone_of(suffix))
-                    .max_by_key(|(_, domain)| domain.num_labels())?;
-                Some((suffix, index))
+                let domain = (config.clusters.iter().map(|c| &c.domain))
+                    .filter(|domain| domain.zone_of(suffix))
+                    .max_by_key(|domain| domain.num_labels())?;
+                Some((suffix, Arc::new(domain.clone())))
             })
             .collect();
         let zones: Vec<&Name> = zones.into_iter().collect();
@@ -127,8 +117,8 @@ impl SearchList {
                 }
                 list.expansions.push(Expansion {
                     wire,
-                    domain,
-                    domain_len: wire::lowercase_name(domains[domain].iter()).len(),
+                    domain_len: wire::lowercase_name(domain.iter()).len(),
+                    domain: Arc::clone(&domain),
                 });
             }
             if list.expansions.len() > first {
@@ -138,21 +128,20 @@ impl SearchList {
                 });
             }
         }
-        list.domains = domains.into_iter().cloned().collect();
         list
     }
 
     /// Whether `name` (a plain wire name under no zone) is a search expansion of a meshdns
     /// name that cannot exist: it ends in a zone followed by a search suffix (on label
-    /// boundaries), and the whole name has no Kubernetes shape. Returns the index of the
-    /// cluster domain.
+    /// boundaries), and the whole name has no Kubernetes shape. Returns the cluster domain,
+    /// whose SOA the NXDOMAIN carries.
     ///
     /// Bit tests come before any comparison: the name's last byte before the root against
     /// the suffixes' (names outside the cluster domain stop here); then, per suffix, the two
     /// bytes just before where the suffix would start against the last two bytes of every
     /// zone. An in-cluster name (`mongo-0.mongo.db.svc.cluster.local`) rarely passes one; only
     /// then are the suffix's expansions compared.
-    pub fn expansion(&self, name: &[u8]) -> Option<usize> {
+    pub fn expansion(&self, name: &[u8]) -> Option<&Arc<Name>> {
         let (&last, _) = name.split_last()?.1.split_last()?;
         if !has_byte(&self.suffix_last_bytes, last) {
             return None;
@@ -173,7 +162,7 @@ impl SearchList {
 
     /// [`expansion`](Self::expansion) among `expansions`, once the byte tests passed.
     #[cold]
-    fn exact(&self, name: &[u8], expansions: &[Expansion]) -> Option<usize> {
+    fn exact<'e>(&self, name: &[u8], expansions: &'e [Expansion]) -> Option<&'e Arc<Name>> {
         expansions.iter().find_map(|expansion| {
             let at = name.len().checked_sub(expansion.wire.len())?;
             if !name.get(at..)?.eq_ignore_ascii_case(&expansion.wire) {
@@ -191,24 +180,8 @@ impl SearchList {
                 relative.extend(name.get(label + 1..label + 1 + len));
                 ControlFlow::Continue(())
             });
-            (on_boundary && !kubernetes_could_hold(&relative)).then_some(expansion.domain)
+            (on_boundary && !kubernetes_could_hold(&relative)).then_some(&expansion.domain)
         })
-    }
-
-    /// NXDOMAIN for `request` with the SOA of cluster domain `domain` (as
-    /// [`expansion`](Self::expansion) gave it), encoded.
-    pub fn answer(&self, request: &Message, domain: usize, negative_ttl: Duration) -> Vec<u8> {
-        match self.domains.get(domain) {
-            Some(domain) => reply::encode_fitted(
-                &reply::negative(request, ResponseCode::NXDomain, domain, negative_ttl),
-                wire::MAX_MESSAGE,
-            ),
-            None => reply::servfail_bytes(
-                request,
-                reply::ExtendedError::NetworkError,
-                "no such cluster domain",
-            ),
-        }
     }
 
     /// Whether any expansion is answered here (`--check`, logs).
@@ -268,8 +241,14 @@ pub(crate) mod tests {
         SearchList::new(&pod_config(), &zones)
     }
 
-    fn expansion(list: &SearchList, text: &str) -> Option<usize> {
-        list.expansion(&name(text).to_bytes().unwrap())
+    fn expansion(list: &SearchList, text: &str) -> Option<String> {
+        let found = list.expansion(&name(text).to_bytes().unwrap());
+        found.map(|domain| domain.to_ascii())
+    }
+
+    /// The cluster domain every suffix of [`pod_config`] lies under.
+    fn local() -> Option<String> {
+        Some("cluster.local.".to_string())
     }
 
     #[test]
@@ -281,7 +260,7 @@ pub(crate) mod tests {
             "mongo-4.mongo.db.cluster.b.cluster.local.",
             "a-mongo-0.mongo.db.svc.distributed.local.cluster.local.",
         ] {
-            assert_eq!(expansion(&list, text), Some(0), "{text}");
+            assert_eq!(expansion(&list, text), local(), "{text}");
         }
     }
 
@@ -309,7 +288,7 @@ pub(crate) mod tests {
         assert_eq!(list.expansion(&tricky), None);
         let mut plain = b"\x01y\x01x".to_vec();
         plain.extend_from_slice(&tricky[1..]);
-        assert_eq!(list.expansion(&plain), Some(0));
+        assert_eq!(list.expansion(&plain).map(|d| d.to_ascii()), local());
     }
 
     #[test]
@@ -317,7 +296,7 @@ pub(crate) mod tests {
         // `y.b.abcd.b.cluster.local`: the bytes before where `db.svc.cluster.local` would
         // start are `\x01b`, like zone `b`'s, but the expansion is `b.cluster.local`.
         let list = list(&["b.", "cluster.b."]);
-        assert_eq!(expansion(&list, "y.b.abcd.b.cluster.local."), Some(0));
+        assert_eq!(expansion(&list, "y.b.abcd.b.cluster.local."), local());
     }
 
     #[test]
@@ -331,7 +310,7 @@ pub(crate) mod tests {
         assert_eq!(expansion(&list, "x.cluster.b.svc.cluster.local."), None);
         assert_eq!(
             expansion(&list, "y.x.cluster.b.svc.cluster.local."),
-            Some(0)
+            local()
         );
     }
 

@@ -13,11 +13,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::background::Background;
-use crate::cache::{Cache, Generation};
+use crate::cache::{Cache, Generation, LegScope};
 use crate::config::{Config, Endpoint, IpNet, Transport};
 use crate::gather::Gatherer;
 use crate::metrics::Metrics;
-use crate::rewrite::{ClusterRoute, ZoneMap};
+use crate::rewrite::{Peer, ZoneMap};
 use crate::route::{Route, Router};
 use crate::upstream::{GroupSpec, Upstream};
 
@@ -34,8 +34,8 @@ pub struct Snapshot {
     pub router: Router,
     /// kube-dns: pass-through, and the local cluster's names.
     pub local: Arc<Upstream>,
-    /// `config.clusters[i]` as the cluster-zone route sees it.
-    pub clusters: Vec<ClusterRoute>,
+    /// The configured clusters, which the routes to them hold.
+    peers: Vec<Arc<Peer>>,
     pub gatherer: Gatherer,
     /// `MESHDNS_TIMEOUT`: the deadline of one client query.
     pub timeout: Duration,
@@ -90,7 +90,7 @@ impl Snapshot {
             }
         };
         let local = group(local_group(config, local_name), None);
-        let clusters: Vec<ClusterRoute> = config
+        let peers: Vec<Arc<Peer>> = config
             .clusters
             .iter()
             .map(|cluster| {
@@ -120,13 +120,18 @@ impl Snapshot {
                         Some(&local),
                     )
                 };
-                ClusterRoute { map, upstream }
+                Arc::new(Peer {
+                    cluster: cluster.clone(),
+                    scope: LegScope::of(cluster),
+                    map,
+                    upstream,
+                })
             })
             .collect();
         let gatherer = Gatherer::new(
             config,
             Arc::clone(cache),
-            clusters.iter().map(|c| Arc::clone(&c.upstream)).collect(),
+            peers.clone(),
             metrics.gather_partial(),
             Arc::clone(background),
             generation,
@@ -134,9 +139,9 @@ impl Snapshot {
         Self {
             generation,
             allow_from: config.allow_from.clone(),
-            router: Router::new(config),
+            router: Router::new(config, &peers),
             local,
-            clusters,
+            peers,
             gatherer,
             timeout: config.timeout,
             attempt_timeout: config.attempt_timeout,
@@ -147,9 +152,9 @@ impl Snapshot {
     /// Every upstream group of this snapshot, kube-dns first.
     fn groups(&self) -> impl Iterator<Item = &Arc<Upstream>> {
         std::iter::once(&self.local).chain(
-            self.clusters
+            self.peers
                 .iter()
-                .map(|c| &c.upstream)
+                .map(|p| &p.upstream)
                 .filter(|u| !Arc::ptr_eq(u, &self.local)),
         )
     }
@@ -161,17 +166,17 @@ impl Snapshot {
 
     /// Whether the upstream of `route` is failing (stale answers are then served at once).
     /// Gathered routes fill failed legs from the cache themselves.
-    pub fn upstream_failing(&self, route: Route) -> bool {
+    pub fn upstream_failing(&self, route: &Route) -> bool {
         match route {
             Route::Passthrough => self.local.is_failing(),
-            Route::Cluster(index) | Route::Reverse(index) | Route::Namespace(index) => self
-                .clusters
-                .get(index)
-                .is_some_and(|c| c.upstream.is_failing()),
-            // Answered locally or gathered: no one upstream whose failure serves stale at once.
-            Route::Distributed(_) | Route::Clusterset | Route::SelfName(_) | Route::Search(_) => {
-                false
+            Route::Cluster(peer) | Route::Reverse(peer) | Route::Namespace(peer) => {
+                peer.upstream.is_failing()
             }
+            // Answered locally or gathered: no one upstream whose failure serves stale at once.
+            Route::Distributed(_)
+            | Route::Clusterset(_)
+            | Route::SelfName(_)
+            | Route::Search(_) => false,
         }
     }
 }

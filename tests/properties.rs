@@ -578,8 +578,8 @@ proptest! {
         let Some(config) = accepted(&members, template, distributed, clusterset) else {
             return Ok(()); // refused: not a configuration meshdns runs with
         };
-        let router = meshdns::route::Router::new(&config);
-        for (z, zone) in config.distributed_zones.iter().enumerate() {
+        let router = meshdns::route::Router::new(&config, &(0..config.clusters.len()).collect::<Vec<_>>());
+        for zone in &config.distributed_zones {
             let naming = Naming { zone: zone.clone(), scheme: Scheme::Prefix };
             for (index, cluster) in config.clusters.iter().enumerate() {
                 for relative in &hosts {
@@ -591,8 +591,8 @@ proptest! {
                     };
                     let wire = target.to_bytes().unwrap();
                     prop_assert_eq!(
-                        router.route(&wire),
-                        meshdns::route::Route::Distributed(z),
+                        router.route(&wire).into_owned(),
+                        meshdns::route::Route::Distributed(std::sync::Arc::new(naming.clone())),
                         "{} of cluster {}", target, cluster.name
                     );
                     let plan = naming.plan(&target, RecordType::A, &config.clusters);

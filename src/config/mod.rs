@@ -113,6 +113,13 @@ pub struct Cluster {
     pub is_local: bool,
 }
 
+/// So that what takes clusters (the gathered naming) also takes what holds them (peers).
+impl AsRef<Cluster> for Cluster {
+    fn as_ref(&self) -> &Cluster {
+        self
+    }
+}
+
 /// The files of DNS over TLS to peers: what `transport=tls` clusters are verified against,
 /// and the client certificate they may ask for — and the client configuration read from them
 /// (read at validation, so a bad file is refused like any bad value).

@@ -53,7 +53,7 @@ pub struct Merged {
 pub fn merge(
     request: &Message,
     naming: &Naming,
-    clusters: &[Cluster],
+    clusters: &[impl AsRef<Cluster>],
     legs: &[(usize, Leg)],
     negative_ttl: Duration,
 ) -> Merged {
@@ -84,7 +84,7 @@ pub fn merge(
                     ResponseCode::NXDomain => nxdomain += 1,
                     _ => noerror = true,
                 }
-                records.add_leg(asked, reply, naming, &clusters[*index]);
+                records.add_leg(asked, reply, naming, clusters[*index].as_ref());
             }
             Leg::Failed => failed += 1,
         }

@@ -15,11 +15,11 @@
 //! set, its answer, when it comes, refreshing what the cache holds for that leg (a later
 //! failure of the cluster is filled from it).
 //!
-//! A leg's cache entry is keyed by its cluster's identity ([`LegScope`]: name, endpoints,
-//! domain), never by the cluster's position in the list, and written with the generation of
-//! the configuration the leg started under: a leg that straggles past a reload which removed
-//! or reordered clusters can neither land under another cluster's key nor write into the new
-//! configuration's cache.
+//! A leg's cache entry is keyed by its peer's identity ([`LegScope`](crate::cache::LegScope):
+//! name, endpoints, domain), never by the cluster's position in the list, and written with the
+//! generation of the configuration the leg started under: a leg that straggles past a reload
+//! which removed or reordered clusters can neither land under another cluster's key nor write
+//! into the new configuration's cache.
 
 mod merge;
 mod naming;
@@ -39,10 +39,11 @@ use prometheus::IntCounter;
 use tokio::time::{Instant, sleep_until};
 
 use crate::background::Background;
-use crate::cache::{Cache, CacheKey, Generation, KeyFlags, LegScope, may_share};
-use crate::config::{Cluster, Config};
-use crate::reply::{self, ExtendedError};
+use crate::cache::{Cache, CacheKey, Generation, KeyFlags, may_share};
+use crate::config::Config;
+use crate::reply;
 use crate::request::Request;
+use crate::rewrite::Peer;
 use crate::upstream::{Progress, Upstream};
 use crate::wire;
 
@@ -58,15 +59,11 @@ type LegRun = Pin<Box<dyn Future<Output = (usize, Leg)> + Send>>;
 /// The gathered zones and whom to ask for them.
 #[derive(Debug)]
 pub struct Gatherer {
-    clusters: Vec<Cluster>,
-    /// `scopes[i]`: the identity `clusters[i]`'s legs are cached under.
-    scopes: Vec<LegScope>,
+    /// Every configured cluster, each leg's target.
+    peers: Vec<Arc<Peer>>,
     /// The configuration this gatherer belongs to: its legs' cache writes carry it.
     generation: Generation,
-    upstreams: Vec<Arc<Upstream>>,
     cache: Arc<Cache>,
-    distributed: Vec<Naming>,
-    clusterset: Option<Naming>,
     attempt_timeout: Duration,
     negative_ttl: Duration,
     /// `meshdns_gather_partial_total`.
@@ -75,33 +72,19 @@ pub struct Gatherer {
 }
 
 impl Gatherer {
-    /// `upstreams[i]` asks `config.clusters[i]`; `generation` is the configuration's.
+    /// The gatherer over `peers`; `generation` is the configuration's.
     pub fn new(
         config: &Config,
         cache: Arc<Cache>,
-        upstreams: Vec<Arc<Upstream>>,
+        peers: Vec<Arc<Peer>>,
         partial: IntCounter,
         background: Arc<Background>,
         generation: Generation,
     ) -> Self {
         Self {
-            clusters: config.clusters.clone(),
-            scopes: config.clusters.iter().map(LegScope::of).collect(),
+            peers,
             generation,
-            upstreams,
             cache,
-            distributed: config
-                .distributed_zones
-                .iter()
-                .map(|zone| Naming {
-                    zone: zone.clone(),
-                    scheme: Scheme::Prefix,
-                })
-                .collect(),
-            clusterset: config.clusterset_zone.as_ref().map(|zone| Naming {
-                zone: zone.clone(),
-                scheme: Scheme::Clusterset,
-            }),
             attempt_timeout: config.attempt_timeout,
             negative_ttl: config.cache.negative_ttl,
             partial,
@@ -109,31 +92,9 @@ impl Gatherer {
         }
     }
 
-    /// The naming of distributed zone `index`.
-    pub fn distributed(&self, index: usize) -> Option<&Naming> {
-        self.distributed.get(index)
-    }
-
-    /// The naming of the clusterset zone, when one is configured.
-    pub fn clusterset(&self) -> Option<&Naming> {
-        self.clusterset.as_ref()
-    }
-
     /// Answers `request` for a name under `naming`'s zone: the complete reply, with the
     /// client's ID (not yet cut to its size).
-    pub async fn answer(
-        &self,
-        naming: Option<&Naming>,
-        request: &Request,
-        deadline: Instant,
-    ) -> Vec<u8> {
-        let Some(naming) = naming else {
-            return reply::servfail_bytes(
-                request.message(),
-                ExtendedError::NetworkError,
-                "no such gathered zone",
-            );
-        };
+    pub async fn answer(&self, naming: &Naming, request: &Request, deadline: Instant) -> Vec<u8> {
         let merged = self.merged(request, naming, deadline).await;
         if merged.partial {
             self.partial.inc();
@@ -143,7 +104,7 @@ impl Gatherer {
 
     async fn merged(&self, client: &Request, naming: &Naming, deadline: Instant) -> Merged {
         let (request, asked) = (client.message(), client.query());
-        let (legs, fallback) = match naming.plan(asked.name(), asked.query_type(), &self.clusters) {
+        let (legs, fallback) = match naming.plan(asked.name(), asked.query_type(), &self.peers) {
             Plan::Ask { legs, fallback } => (legs, fallback),
             Plan::NoData => return self.negative(request, ResponseCode::NoError, naming),
             Plan::NxDomain => return self.negative(request, ResponseCode::NXDomain, naming),
@@ -169,13 +130,7 @@ impl Gatherer {
             }
             gathered = self.ask_all(client, fallback, deadline).await;
         }
-        let merged = merge::merge(
-            request,
-            naming,
-            &self.clusters,
-            &gathered,
-            self.negative_ttl,
-        );
+        let merged = merge::merge(request, naming, &self.peers, &gathered, self.negative_ttl);
         if prefixed_nxdomain && merged.reply.response_code == ResponseCode::ServFail {
             // The fallback could not complete (a cluster is down): the prefixed cluster's
             // NXDOMAIN stands, never a SERVFAIL that would let a stale copy be served.
@@ -186,7 +141,7 @@ impl Gatherer {
             let missing: Vec<&str> = gathered
                 .iter()
                 .filter(|(_, leg)| matches!(leg, Leg::Failed))
-                .filter_map(|(i, _)| self.clusters.get(*i).map(|c| c.name.as_str()))
+                .filter_map(|(i, _)| self.peers.get(*i).map(|p| p.cluster.name.as_str()))
                 .collect();
             tracing::debug!(?missing, "partial gathered answer");
         }
@@ -223,13 +178,12 @@ impl Gatherer {
         for (slot, (index, name)) in legs.into_iter().enumerate() {
             gathered.push((index, Leg::Failed));
             let query = name.to_bytes().ok().and_then(|name| request.for_leg(&name));
-            let key = (self.scopes.get(index).zip(query.as_deref())).and_then(|(&scope, query)| {
-                CacheKey::for_leg(scope, wire::first_question(query)?, flags)
+            let peer = self.peers.get(index);
+            let key = (peer.zip(query.as_deref())).and_then(|(peer, query)| {
+                CacheKey::for_leg(peer.scope, wire::first_question(query)?, flags)
             });
             keys.push(key.clone());
-            let (Some(key), Some(upstream), Some(query)) =
-                (key, self.upstreams.get(index).map(Arc::clone), query)
-            else {
+            let (Some(key), Some(peer), Some(query)) = (key, peer.map(Arc::clone), query) else {
                 progress.push(None);
                 continue;
             };
@@ -237,7 +191,7 @@ impl Gatherer {
             progress.push(Some(Arc::clone(&leg_progress)));
             let (cache, generation) = (Arc::clone(&self.cache), self.generation);
             running.push(Box::pin(async move {
-                let (leg, bytes) = ask_leg(&upstream, &query, deadline, &leg_progress).await;
+                let (leg, bytes) = ask_leg(&peer.upstream, &query, deadline, &leg_progress).await;
                 if let (true, Some(bytes)) = (shared, &bytes) {
                     // Also when the reply has gone out without this leg: it refreshes the
                     // answer a later failure of this cluster is filled from (unless a reload

@@ -25,7 +25,7 @@ pub const MCS_VERSION_LABEL: &[u8] = b"dns-version";
 pub const MCS_SCHEMA_VERSION: &str = "1.0.0";
 
 /// A gathered zone and its naming scheme.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Naming {
     pub zone: Name,
     pub scheme: Scheme,
@@ -60,14 +60,14 @@ pub enum Plan {
 
 impl Naming {
     /// The plan for `name` (under this zone) and `qtype`.
-    pub fn plan(&self, name: &Name, qtype: RecordType, clusters: &[Cluster]) -> Plan {
+    pub fn plan<C: AsRef<Cluster>>(&self, name: &Name, qtype: RecordType, clusters: &[C]) -> Plan {
         // Every label, a leading `*` included (`Name::num_labels` leaves it out).
         let keep = name.iter().count().saturating_sub(self.zone.iter().count());
         let labels: Vec<&[u8]> = name.iter().take(keep).collect();
         // The name as it is, in the domain of each cluster that can hold it: a cluster whose
         // domain is longer may not, and only a name that none can hold does not exist.
         let gathered: Vec<(usize, Name)> = (clusters.iter().enumerate())
-            .filter_map(|(index, c)| upstream_name(&labels, &c.domain).map(|n| (index, n)))
+            .filter_map(|(index, c)| upstream_name(&labels, &c.as_ref().domain).map(|n| (index, n)))
             .collect();
         let gathered = (!gathered.is_empty()).then_some(gathered);
         if qtype == RecordType::SOA && labels.is_empty() {
@@ -93,8 +93,8 @@ impl Naming {
             Scheme::Clusterset if one_host => clusterset_cluster(&labels, clusters),
             _ => None,
         };
-        let host = single.and_then(|(index, stripped)| {
-            upstream_name(&stripped, &clusters[index].domain).map(|host| (index, host))
+        let host = single.and_then(|(index, cluster, stripped)| {
+            upstream_name(&stripped, &cluster.domain).map(|host| (index, host))
         });
         match host {
             Some(host) => Plan::Ask {
@@ -139,11 +139,12 @@ impl Naming {
 /// `b-mongo-2.mongo.db.svc` → cluster b with `mongo-2.mongo.db.svc`, `b-web.db.svc` → cluster
 /// b with `web.db.svc`: any depth; the longest matching prefix wins, and the prefix must leave
 /// something of the label.
-fn prefixed_cluster(labels: &[&[u8]], clusters: &[Cluster]) -> Option<(usize, Vec<Vec<u8>>)> {
+fn prefixed_cluster<'c, C: AsRef<Cluster>>(
+    labels: &[&[u8]],
+    clusters: &'c [C],
+) -> Option<(usize, &'c Cluster, Vec<Vec<u8>>)> {
     let first = labels.first()?;
-    let (index, cluster) = clusters
-        .iter()
-        .enumerate()
+    let (index, cluster) = (clusters.iter().map(AsRef::as_ref).enumerate())
         .filter(|(_, c)| {
             first.len() > c.prefix.len()
                 && first[..c.prefix.len()].eq_ignore_ascii_case(c.prefix.as_bytes())
@@ -151,22 +152,25 @@ fn prefixed_cluster(labels: &[&[u8]], clusters: &[Cluster]) -> Option<(usize, Ve
         .max_by_key(|(_, c)| c.prefix.len())?;
     let mut stripped: Vec<Vec<u8>> = labels.iter().map(|l| l.to_vec()).collect();
     stripped[0].drain(..cluster.prefix.len());
-    Some((index, stripped))
+    Some((index, cluster, stripped))
 }
 
 /// `host.X.service.ns.svc` → cluster X with `host.service.ns.svc`.
-fn clusterset_cluster(labels: &[&[u8]], clusters: &[Cluster]) -> Option<(usize, Vec<Vec<u8>>)> {
+fn clusterset_cluster<'c, C: AsRef<Cluster>>(
+    labels: &[&[u8]],
+    clusters: &'c [C],
+) -> Option<(usize, &'c Cluster, Vec<Vec<u8>>)> {
     let [host, cluster, service, namespace, svc] = labels else {
         return None;
     };
     if !svc.eq_ignore_ascii_case(SVC_LABEL) {
         return None;
     }
-    let index = clusters
-        .iter()
-        .position(|c| c.name.as_bytes().eq_ignore_ascii_case(cluster))?;
+    let (index, cluster) = (clusters.iter().map(AsRef::as_ref).enumerate())
+        .find(|(_, c)| c.name.as_bytes().eq_ignore_ascii_case(cluster))?;
     Some((
         index,
+        cluster,
         [host, service, namespace, svc]
             .iter()
             .map(|l| l.to_vec())
