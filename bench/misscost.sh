@@ -4,7 +4,8 @@
 # figure holds on a loaded machine. For finding where a miss's time beyond the relay goes
 # (bench/results/steps.md, round four). Not part of CI.
 #
-#   bench/misscost.sh BINARY [VAR=VALUE...]     prints a table, per miss, for both
+#   bench/misscost.sh BINARY [VAR=VALUE...]     prints a table, per miss, for both: CPU time,
+#                                               context switches, system calls
 #
 # Runs as root in a network namespace of its own (unshare -n, loopback only): NSD on 127.0.0.9
 # serving 1,000 names, BINARY on 127.0.0.2 (MESHDNS_CACHE_SIZE=0 and the extra environment),
@@ -73,18 +74,20 @@ for a in 127.0.0.2 127.0.0.3; do
 done
 
 ctx() { cat /proc/"$1"/task/*/status | awk '/^(non)?voluntary_ctxt_switches:/ {s += $2} END {print s + 0}'; }
+oncpu() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%.0f\n", s}'; } # ns, every thread
 ask() { # ADDR OUT
 	dnsperf -s "$1" -d "$D/hot.txt" -n $(((N + 999) / 1000)) -Q 1000 -c 1 -q 10 -t 2 >"$2" 2>&1
 	awk '/Queries completed/ {print $3}' "$2"
 }
 printf '| per miss | %s | floor relay |\n|---|--:|--:|\n' "$(basename "$BIN")"
-declare -A WAKE CALLS TOP
+declare -A WAKE CALLS TOP CPU
 for who in mesh relay; do
 	if [[ $who == mesh ]]; then pid=$MESH addr=127.0.0.2; else pid=$RELAY addr=127.0.0.3; fi
-	c0=$(ctx "$pid")
+	c0=$(ctx "$pid") n0=$(oncpu "$pid")
 	q=$(ask "$addr" "$D/$who-ctx.out")
-	c1=$(ctx "$pid")
+	c1=$(ctx "$pid") n1=$(oncpu "$pid")
 	WAKE[$who]=$(awk -v a="$c0" -v b="$c1" -v q="$q" 'BEGIN {printf "%.2f", (b - a) / q}')
+	CPU[$who]=$(awk -v a="$n0" -v b="$n1" -v q="$q" 'BEGIN {printf "%.1f", (b - a) / q / 1000}')
 	strace -c -f -p "$pid" -o "$D/$who.strace" 2>/dev/null &
 	st=$!
 	sleep 1
@@ -94,6 +97,7 @@ for who in mesh relay; do
 	CALLS[$who]=$(awk -v q="$q" '$NF == "total" {printf "%.2f", $4 / q}' "$D/$who.strace")
 	TOP[$who]=$(awk -v q="$q" '$1 ~ /^[0-9.]+$/ && $NF != "total" {printf "%s %.2f, ", $NF, $4 / q}' "$D/$who.strace")
 done
+printf '| CPU time, µs (schedstat, every thread) | %s | %s |\n' "${CPU[mesh]}" "${CPU[relay]}"
 printf '| context switches (every thread) | %s | %s |\n' "${WAKE[mesh]}" "${WAKE[relay]}"
 printf '| system calls (strace -c -f) | %s | %s |\n' "${CALLS[mesh]}" "${CALLS[relay]}"
 printf '\nmeshdns: %s\nrelay: %s\n' "${TOP[mesh]%, }" "${TOP[relay]%, }"
