@@ -44,6 +44,15 @@ for _ in $(seq 1 50); do
 done
 sleep 1
 before=$(rss)
+glibc=
+ldd "$BIN" 2>/dev/null | grep -q 'libc\.so\.6' && command -v gdb >/dev/null && glibc=1
+in_use() { # glibc: malloc_stats() through gdb, its "in use" and "system" totals (MiB), from the log
+	: >"$D/meshdns.log"
+	gdb -p "$M" -batch -ex 'call (void) malloc_stats()' >/dev/null 2>&1
+	awk '/^Total \(incl. mmap\):/ {t = 1} t && /system bytes/ {s = $NF} t && /in use bytes/ {u = $NF}
+		END {printf "%.1f %.1f\n", u / 1048576, s / 1048576}' "$D/meshdns.log"
+}
+[[ -n $glibc ]] && read -r used0 held0 < <(in_use)
 "$D/flood" names 127.0.0.16:53 40000 4000 fx flood.test >"$D/flood.out" 2>&1 &
 F=$!
 PIDS+=("$F")
@@ -59,10 +68,10 @@ done
 after=$(rss)
 printf '| %s | RSS MiB |\n|---|--:|\n| before the flood | %s |\n| peak | %s |\n| 10 s after | %s |\n' \
 	"$(basename "$BIN")" "$before" "$peak" "$after"
-if ldd "$BIN" >/dev/null 2>&1 && command -v gdb >/dev/null; then
-	gdb -p "$M" -batch -ex 'call (void) malloc_stats()' >/dev/null 2>&1
-	awk '/^Total \(incl. mmap\):/ {t = 1} t && /system bytes/ {printf "| malloc_stats: held from the system | %.1f |\n", $NF / 1048576}
-		t && /in use bytes/ {printf "| malloc_stats: in use | %.1f |\n", $NF / 1048576}' "$D/meshdns.log"
+if [[ -n $glibc ]]; then
+	read -r used1 held1 < <(in_use)
+	printf '| malloc_stats: in use, before / 10 s after | %s / %s |\n' "$used0" "$used1"
+	printf '| malloc_stats: held from the system, before / 10 s after | %s / %s |\n' "$held0" "$held1"
 	gdb -p "$M" -batch -ex 'call (int) malloc_trim(0)' >/dev/null 2>&1
 	printf '| after malloc_trim(0) | %s |\n' "$(rss)"
 fi

@@ -44,10 +44,18 @@ async fn peer(behaviour: Behaviour) -> FakeDns {
         .await
 }
 
-/// meshdns in front of a kube-dns and cluster b at `endpoints` (one entry's endpoint list).
+/// meshdns in cluster a, in front of its kube-dns, and cluster b at `endpoints` (one entry's
+/// endpoint list).
 async fn meshdns(kube_dns: &FakeDns, endpoints: &str) -> Meshdns {
-    let clusters = format!("b={endpoints}");
-    Meshdns::before(kube_dns, &[("MESHDNS_CLUSTERS", &clusters)]).await
+    let clusters = format!("a=; b={endpoints}");
+    Meshdns::before(
+        kube_dns,
+        &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", &clusters),
+        ],
+    )
+    .await
 }
 
 /// Asks `name` A of meshdns; the reply and how long it took.
