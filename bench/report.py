@@ -993,7 +993,7 @@ def main():
         L.append("")
         L.append("| | 1 thread, hits | 2 threads, hits | 1 thread, misses | 2 threads, misses |")
         L.append("|---|--:|--:|--:|--:|")
-        for label, metric, d in [("QPS (dnsperf, 4 sockets × 200 in flight)", "sz_qps", 0),
+        for label, metric, d in [("QPS (dnsperf, 4 sockets, up to 200 in flight)", "sz_qps", 0),
                                  ("CPU time per query at that load (µs, utime+stime, every thread)", "sz_cpu_us", 1),
                                  (f"latency p50 at {sz_rate:,} qps from 1,000 source addresses (µs)", "sz_p50", 0),
                                  (f"latency p90 at {sz_rate:,} qps from 1,000 source addresses (µs)", "sz_p90", 0),
