@@ -719,8 +719,15 @@ async fn a_down_endpoint_is_probed_back_up_while_the_background_set_is_full() {
         .start()
         .await;
     let c = FakeDns::silent().await;
-    let clusters = format!("b={}; c={}", b.addr, c.addr);
-    let meshdns = Meshdns::before(&kube, &[("MESHDNS_CLUSTERS", &clusters)]).await;
+    let clusters = format!("a=; b={}; c={}", b.addr, c.addr);
+    let meshdns = Meshdns::before(
+        &kube,
+        &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", &clusters),
+        ],
+    )
+    .await;
     let mut clients = tokio::task::JoinSet::new();
     for i in 0..LEGS {
         let addr = meshdns.addr;
