@@ -44,8 +44,7 @@ async fn peer(behaviour: Behaviour) -> FakeDns {
         .await
 }
 
-/// meshdns in cluster a, in front of its kube-dns, and cluster b at `endpoints` (one entry's
-/// endpoint list).
+/// meshdns in front of a kube-dns and cluster b at `endpoints` (one entry's endpoint list).
 async fn meshdns(kube_dns: &FakeDns, endpoints: &str) -> Meshdns {
     let clusters = format!("a=; b={endpoints}");
     Meshdns::before(
