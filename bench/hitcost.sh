@@ -5,6 +5,8 @@
 # the CPU-time rows of bench/run.sh are within the machine's noise. Not part of CI.
 #
 #   bench/hitcost.sh BINARY [VAR=VALUE...]     prints "instructions_per_hit N (Q queries)"
+#   HITCOST_KEEP=FILE bench/hitcost.sh ...     also keeps callgrind's output there (for
+#                                              callgrind_annotate: where the instructions go)
 #
 # Runs as root in a network namespace of its own (unshare -n, loopback only): NSD on 127.0.0.9
 # serving 1,000 names, BINARY under valgrind --tool=callgrind on 127.0.0.2 with the extra
@@ -73,4 +75,5 @@ IR=$(cat "$D"/cg.out.* 2>/dev/null | awk '/^summary:/ {print $2}' | sort -n | ta
 	trap - EXIT
 	exit 1
 }
+[[ -z ${HITCOST_KEEP:-} ]] || cp "$(grep -l "^summary: $IR\$" "$D"/cg.out.* | head -1)" "$HITCOST_KEEP"
 echo "instructions_per_hit $((IR / Q)) ($Q queries)"

@@ -143,6 +143,8 @@ DROP_REASONS = ["inflight_limit", "tcp_connection_limit", "malformed", "not_allo
 
 
 THREAD_SERVERS = ["meshdns-t2", "unbound-t2", "meshdns-t1"]
+# The sizing group: MESHDNS_THREADS=1 and 2, the cache on (hits) and off (every query a miss).
+SIZING_SERVERS = ["meshdns-t1", "meshdns-t2", "meshdns-m1", "meshdns-m2"]
 
 
 def new_rows(work, rounds, raw, per, meta):
@@ -275,6 +277,33 @@ def new_rows(work, rounds, raw, per, meta):
             t = raw[(s, "threads")].get(r)
             if t is not None:
                 per["thr_threads"][s][r] = t
+        # ---- sizing: one replica's QPS, and its latency from 1,000 source addresses
+        for s in SIZING_SERVERS:
+            done = secs = 0.0
+            for text in slices_of(work, r, f"szqps-{s}"):
+                q = dnsperf_summary(text)
+                done += q["completed"] or 0
+                secs += q["runtime"] or 0
+            if secs:
+                per["sz_qps"][s][r] = done / secs
+            ticks = raw[(s, "sz_cpu_ticks")].get(r)
+            if ticks is not None and done:
+                per["sz_cpu_us"][s][r] = ticks / os.sysconf("SC_CLK_TCK") * 1e6 / done
+            lat, lost = [], 0
+            for line in w(f"r{r}-szlat-{s}.out").splitlines():
+                parts = line.split()
+                if len(parts) != 2 or line.startswith("#"):
+                    continue
+                us, rcode = float(parts[0]), int(parts[1])
+                if us < 0 or rcode != 0:
+                    lost += 1
+                else:
+                    lat.append(us)
+            lat.sort()
+            if lat:
+                for p in (50, 90, 99):
+                    per[f"sz_p{p}"][s][r] = pct(lat, p)
+            per["sz_lost"][s][r] = lost
         # ---- search: upstream queries per getaddrinfo, search-list answers on and off
         names = int(meta.get("search_names", "50"))
         for mode in ["on", "off"]:
@@ -957,6 +986,28 @@ def main():
                  f"({meta.get('machine', '?').split(',')[0]}). "
                  "unbound runs with `so-reuseport: yes` (a socket per thread). Queries dnsperf counted as lost at the fixed rate: "
                  + ", ".join(f"{s} {fmt(v)}" for s, v in lost_thr.items()) + ".")
+        L.append("")
+    if "sizing" in groups:
+        sz_rate = int(meta.get("sizing_rate", "2000"))
+        L.append("## Sizing the cluster-level mode: one replica")
+        L.append("")
+        L.append("| | 1 thread, hits | 2 threads, hits | 1 thread, misses | 2 threads, misses |")
+        L.append("|---|--:|--:|--:|--:|")
+        for label, metric, d in [("QPS (dnsperf, 4 sockets, up to 200 in flight)", "sz_qps", 0),
+                                 ("CPU time per query at that load (µs, utime+stime, every thread)", "sz_cpu_us", 1),
+                                 (f"latency p50 at {sz_rate:,} qps from 1,000 source addresses (µs)", "sz_p50", 0),
+                                 (f"latency p90 at {sz_rate:,} qps from 1,000 source addresses (µs)", "sz_p90", 0),
+                                 (f"latency p99 at {sz_rate:,} qps from 1,000 source addresses (µs)", "sz_p99", 0)]:
+            L.append(f"| {label} | " + " | ".join(fmt(m(metric, s), d) for s in SIZING_SERVERS) + " |")
+        lost_sz = {s: sum(per["sz_lost"][s].values()) for s in SIZING_SERVERS}
+        L.append("")
+        L.append("Misses: the cache off (`MESHDNS_CACHE_SIZE=0`), so every query is asked of the stand-in kube-dns (NSD, on "
+                 "CPU 0), which is what a 5 s TTL makes of a name asked less often than every 5 s. Neither meshdns nor the load "
+                 "generators are pinned: on this machine the load generator takes a share of the same cores, so the QPS rows are a "
+                 "floor for a node whose cores serve meshdns alone. The latency runs: bench/sources.py, one UDP socket on each of "
+                 "1,000 addresses of 127.0.0.0/8, paced. Queries unanswered within a second or failed: "
+                 + ", ".join(f"{s} {fmt(v)}" for s, v in lost_sz.items()) + ". docs/design.md (\"Cluster-level mode\") "
+                 "turns these rows into replicas.")
         L.append("")
     if "search" in groups:
         n = meta.get("search_names", "50")

@@ -7,7 +7,7 @@
 #   BENCH_ROUNDS=3                      interleaved rounds; the table quotes medians (default 3)
 #   BENCH_GROUPS=hits,misses,...        the groups to run (default all of them):
 #                                       hits misses lowrate gather reload tls threads search
-#                                       outage overload loss
+#                                       outage overload loss sizing
 #   BENCH_RATE=20000                    the fixed rate of the CPU and latency runs (qps)
 #   BENCH_LOW_RATE=200                  the rate of the low-rate CPU run (qps, paced)
 #   BENCH_LOW_SECONDS=60                length of the low-rate run, split over the rounds
@@ -17,6 +17,7 @@
 #   BENCH_RELOAD_RATE=5000              query rate while the configuration is swapped
 #   BENCH_SLICE=2                       timed runs are cut in slices this long, servers in turn
 #   BENCH_NICE=-10                      niceness of every process the bench starts (root only)
+#   BENCH_SIZING_RATE=2000              query rate of the sizing group's 1,000-source latency run
 #   BENCH_NET=20                        use 127.0.N.x … 127.0.N+3.x (default 20)
 #   BENCH_MESHDNS_ENV="VAR=V ..."       more environment for every meshdns (GLIBC_TUNABLES=...)
 #   BENCH_RESULTS=dir                   where the results go (default bench/results)
@@ -53,7 +54,12 @@
 #             drops on the peers' addresses, inside the bench's namespace): cluster-route misses
 #             through meshdns vs unbound forwarding the same zone over the same link, the same
 #             with 20 ms of round trip added (bench/delayproxy.py), and a gathered SRV over two
-#             lossy clusters (partial answers counted).
+#             lossy clusters (partial answers counted);
+#   sizing    the cluster-level mode (one meshdns for a node's pods): QPS of one replica with
+#             MESHDNS_THREADS=1 and 2, cache hits and misses (the cache off: every query asked
+#             upstream, what a 5 s kube-dns TTL makes of a name asked less often), and latency
+#             at BENCH_SIZING_RATE from 1,000 distinct source addresses (bench/sources.py),
+#             none of them pinned; docs/design.md turns it into replicas for P pods at R qps.
 #
 # Writes bench/results/latest.md, bench/results/latest.png and bench/results/<date>-<commit>.md,
 # and prints the table. Runs as root (port 53, apt-get, unshare -n). The packages (apt-get; pip
@@ -79,13 +85,14 @@ RATE=${BENCH_RATE:-20000}
 SLICE=${BENCH_SLICE:-2}
 NICE=${BENCH_NICE:--10}
 NET=${BENCH_NET:-20}
-GROUPS_ALL=hits,misses,lowrate,gather,reload,tls,threads,search,outage,overload,loss
+GROUPS_ALL=hits,misses,lowrate,gather,reload,tls,threads,search,outage,overload,loss,sizing
 GROUPS_RUN=${BENCH_GROUPS:-$GROUPS_ALL}
 LOW_RATE=${BENCH_LOW_RATE:-200}
 LOW_SECONDS=${BENCH_LOW_SECONDS:-60}
 IDLE_SECONDS=${BENCH_IDLE_SECONDS:-60}
 FLOOD_RATE=${BENCH_FLOOD_RATE:-20000}
 RELOAD_RATE=${BENCH_RELOAD_RATE:-5000}
+SIZING_RATE=${BENCH_SIZING_RATE:-2000}
 LOSS_STEPS=${BENCH_LOSS_STEPS:-500}
 RESULTS=${BENCH_RESULTS:-$ROOT/bench/results}
 read -ra MESHDNS_EXTRA_ENV <<<"${BENCH_MESHDNS_ENV:-}"
@@ -105,7 +112,7 @@ die() {
 [[ $SLICE =~ ^[0-9]+$ && $SLICE -ge 1 ]] || die "BENCH_SLICE must be a whole number ≥ 1"
 ((SLICE > SECONDS_PER_RUN)) && SLICE=$SECONDS_PER_RUN
 SLICES=$((SECONDS_PER_RUN / SLICE))
-for n in LOW_RATE LOW_SECONDS IDLE_SECONDS FLOOD_RATE RELOAD_RATE LOSS_STEPS; do
+for n in LOW_RATE LOW_SECONDS IDLE_SECONDS FLOOD_RATE RELOAD_RATE LOSS_STEPS SIZING_RATE; do
 	[[ ${!n} =~ ^[0-9]+$ && ${!n} -ge 1 ]] || die "BENCH_$n must be a whole number ≥ 1"
 done
 for g in ${GROUPS_RUN//,/ }; do
@@ -144,6 +151,9 @@ SEARCH_ON=127.0.$NET.23  # meshdns reading the pod's search list: expansions ans
 SEARCH_OFF=127.0.$NET.24 # meshdns reading a resolv.conf without a search line (what 0.1.x did)
 SEARCH_KUBE=127.0.$NET.25 # NSD: the search group's kube-dns (cluster.local of cluster 1), counted
 SEARCH_B=127.0.$NET.26   # NSD: the search group's cluster b (cluster.local of cluster 2), counted
+MESH_M1=127.0.$NET.27    # meshdns, MESHDNS_THREADS=1, cache off (sizing group, not pinned)
+MESH_M2=127.0.$NET.28    # meshdns, MESHDNS_THREADS=2, cache off (sizing group, not pinned)
+SOURCES_BASE=127.$((NET + 4)).0 # the sizing group's 1,000 client addresses: 127.N+4.0.1 …
 CLUSTER_NSD=(127.0.$((NET + 1)).1 127.0.$((NET + 1)).2 127.0.$((NET + 1)).3)
 CLUSTER_PROXY=(127.0.$((NET + 2)).1 127.0.$((NET + 2)).2 127.0.$((NET + 2)).3)
 LEG_MS=(20 40 80)
@@ -334,7 +344,7 @@ done
 # also lets a run share one on purpose).
 for a in "$STANDIN" "$MESH" "$UNBOUND" "$DNSMASQ" "$FLOOR" "$GATHER" "$RELAY" "$GATHER_BIG" "$OUTAGE" \
 	"$OUTAGE_HOLE" "$IDLE_PLAIN" "$IDLE_DIR" "$IDLE_TLS" "$TLSMESH" "$OVERLOAD" "$FLOOD_HOLE" "$RELOADER" \
-	"$MESH_T2" "$UNBOUND_T2" "$MESH_T1" "$SEARCH_ON" "$SEARCH_OFF" "$SEARCH_KUBE" "$SEARCH_B" \
+	"$MESH_T2" "$UNBOUND_T2" "$MESH_T1" "$MESH_M1" "$MESH_M2" "$SEARCH_ON" "$SEARCH_OFF" "$SEARCH_KUBE" "$SEARCH_B" \
 	"${CLUSTER_NSD[@]}" "${CLUSTER_PROXY[@]}" "${LOSSY_NSD[@]}" "$LOSSY_PROXY" "$LOSS_MESH" "$LOSS_MESH_RTT" \
 	"$LOSS_UNBOUND" "$LOSS_UNBOUND_RTT"; do
 	if listening "$a" 53 u || listening "$a" 53 t; then
@@ -529,7 +539,7 @@ fi
 # ---------------------------------------------------------------------------------------------
 declare -A SPID ADDR
 ADDR=([meshdns]=$MESH [unbound]=$UNBOUND [dnsmasq]=$DNSMASQ [floor]=$FLOOR [direct]=$STANDIN [relay]=$RELAY
-	[meshdns-t2]=$MESH_T2 [unbound-t2]=$UNBOUND_T2 [meshdns-t1]=$MESH_T1)
+	[meshdns-t2]=$MESH_T2 [unbound-t2]=$UNBOUND_T2 [meshdns-t1]=$MESH_T1 [meshdns-m1]=$MESH_M1 [meshdns-m2]=$MESH_M2)
 SPID[floor]=$FLOOR_PID
 
 unbound_conf() { # ADDR THREADS DIR: unbound forwarding "." to the stand-in
@@ -604,8 +614,12 @@ start_server() { # NAME ROUND
 	meshdns)
 		meshdns_env "$MESH" "${PIN_SERVER[@]}" "${NICE_CMD[@]}" "$MESHDNS" >"$WORK/r$r-meshdns.log" 2>&1 &
 		;;
-	meshdns-t[12]) # the threads group: not pinned
+	meshdns-t[12]) # the threads and sizing groups: not pinned
 		meshdns_env "${ADDR[$name]}" MESHDNS_THREADS="${name#meshdns-t}" "${NICE_CMD[@]}" "$MESHDNS" >"$WORK/r$r-$name.log" 2>&1 &
+		;;
+	meshdns-m[12]) # the sizing group's misses: the cache off, not pinned
+		meshdns_env "${ADDR[$name]}" MESHDNS_THREADS="${name#meshdns-m}" MESHDNS_CACHE_SIZE=0 "${NICE_CMD[@]}" "$MESHDNS" \
+			>"$WORK/r$r-$name.log" 2>&1 &
 		;;
 	unbound)
 		"${PIN_SERVER[@]}" "${NICE_CMD[@]}" unbound -d -c "$WORK/unbound/unbound.conf" >"$WORK/r$r-unbound.log" 2>&1 &
@@ -1037,6 +1051,32 @@ round_threads() { # ROUND: two threads each, and meshdns with one, not pinned
 	done
 }
 
+round_sizing() { # ROUND: one replica's capacity and its latency from 1,000 client addresses
+	local r=$1 k s u0 s0 u1 s1 servers=(meshdns-t1 meshdns-t2 meshdns-m1 meshdns-m2)
+	log "round $r: sizing: meshdns MESHDNS_THREADS=1 and 2, cache on (hits) and off (misses), not pinned"
+	for s in $(rotate "$r" "${servers[@]}"); do start_server "$s" "$r"; done
+	for s in meshdns-t1 meshdns-t2; do
+		dnsperf_free -s "${ADDR[$s]}" -d "$WORK/hot.txt" -n 1 -c 4 -q 20 -t 2 >"$WORK/r$r-sz-fill-$s.out" 2>&1
+	done
+	sleep 1
+	log "round $r: sizing: QPS (${SECONDS_PER_RUN}s each, in ${SLICES} slices), the same 1,000 names (the cache off: each one asked upstream)"
+	for ((k = 1; k <= SLICES; k++)); do
+		for s in $(rotate $((r + k)) "${servers[@]}"); do
+			read -r u0 s0 < <(cpu_ticks "${SPID[$s]}")
+			dnsperf_free -s "${ADDR[$s]}" -d "$WORK/hot.txt" -l "$SLICE" -c 4 -q 200 -t 1 \
+				>"$WORK/r$r-szqps-$s-$k.out" 2>&1
+			read -r u1 s1 < <(cpu_ticks "${SPID[$s]}")
+			rec "$r" "$s" sz_cpu_ticks $((u1 - u0 + s1 - s0))
+		done
+	done
+	log "round $r: sizing: latency at $SIZING_RATE qps from 1,000 source addresses (${SECONDS_PER_RUN}s each)"
+	for s in $(rotate "$r" "${servers[@]}"); do
+		"${NICE_CMD[@]}" "$PY" "$BENCH/sources.py" "${ADDR[$s]}:53" "$WORK/hot.txt" "$SOURCES_BASE" 1000 \
+			"$SIZING_RATE" "$SECONDS_PER_RUN" >"$WORK/r$r-szlat-$s.out" 2>&1
+	done
+	for s in "${servers[@]}"; do stop_pid "${SPID[$s]}"; done
+}
+
 # The search group: one getent ahosts per name, in a mount namespace whose resolv.conf has the
 # pod's search list and ndots:5 and points at the meshdns under test; the names are distinct
 # (hN.mongo.db.cluster.b, 4 dots: glibc tries the three expansions first), so no cache hides a
@@ -1240,6 +1280,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	has overload && round_overload "$r"
 	idle_finish
 	has loss && round_loss "$r"
+	has sizing && round_sizing "$r"
 done
 idle_finish wait
 # ---------------------------------------------------------------------------------------------
@@ -1271,6 +1312,7 @@ low_seconds=$((LOW_PER_ROUND * ROUNDS))
 idle_seconds=$IDLE_SECONDS
 flood_rate=$FLOOD_RATE
 reload_rate=$RELOAD_RATE
+sizing_rate=$SIZING_RATE
 outage_names=$OUTAGE_NAMES
 outage_seconds=$OUTAGE_SECONDS
 big_targets=$BIG_TARGETS

@@ -9,9 +9,10 @@
 //! that is still the endpoint's answer. Anything else on the socket is ignored, and the attempt
 //! keeps listening until its deadline: a spoofed datagram cannot cut the real answer short.
 //!
-//! Memory per attempt is what its messages need: a UDP reply is received into a buffer of the
-//! size the query advertised (512 without EDNS) and copied out at its exact length; a reply over
-//! a stream grows as its bytes arrive, up to what its length prefix announces. A UDP reply larger than
+//! Memory per attempt is what its messages need: a UDP reply is received, once readiness says
+//! it is there (a waiting attempt holds no buffer), into a buffer of the size the query
+//! advertised (512 without EDNS) and copied out at its exact length; a reply over a stream
+//! grows as its bytes arrive, up to what its length prefix announces. A UDP reply larger than
 //! the query allowed (a peer that ignores the advertised size) is taken as truncated and asked
 //! again over TCP, not dropped as unreadable.
 //!
@@ -250,9 +251,7 @@ async fn udp(
     let interest = Interest::READABLE | Interest::ERROR;
     #[allow(deprecated)] // Sound here: the AsyncFd owns the socket (see server::udp).
     let socket = AsyncFd::with_interest(socket, interest)?;
-    // One byte more than the query allows, so a reply that breaks the limit shows it.
     let limit = advertised_size(&msg);
-    let mut buf = vec![0u8; limit + 1];
     loop {
         // No resend once the attempt timeout is reached: the exchange asks again then.
         let resend_at = (sent.len() < resend.sends as usize)
@@ -278,6 +277,10 @@ async fn udp(
                 continue;
             }
         };
+        // Made only once a datagram is there, so an attempt that waits holds no buffer (a
+        // flood of misses to a silent upstream keeps a thousand attempts waiting). One byte
+        // more than the query allows, so a reply that breaks the limit shows it.
+        let mut buf = vec![0u8; limit + 1];
         let len = match ready.try_io(|socket| socket.get_ref().recv(&mut buf)) {
             Ok(received) => received?,
             Err(_would_block) => continue,

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# System calls and wake-ups per cache miss, meshdns (the cache off: every query asked upstream)
+# next to the floor relay (bench/floor.c relaying, no DNS work): counts, not times, so the
+# figure holds on a loaded machine. For finding where a miss's time beyond the relay goes
+# (bench/results/steps.md, round four). Not part of CI.
+#
+#   bench/misscost.sh BINARY [VAR=VALUE...]     prints a table, per miss, for both: CPU time,
+#                                               context switches, system calls
+#
+# Runs as root in a network namespace of its own (unshare -n, loopback only): NSD on 127.0.0.9
+# serving 1,000 names, BINARY on 127.0.0.2 (MESHDNS_CACHE_SIZE=0 and the extra environment),
+# the relay on 127.0.0.3. For each: MISSCOST_QUERIES queries (default 5,000) at 1,000 a second
+# (dnsperf, one socket, paced: one miss at a time, as a pod asks), once with the context
+# switches of every thread counted (/proc), once under `strace -c -f` (the calls by name).
+# Needs strace, nsd, dnsperf, dig and gcc.
+set -u -o pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=tests/lib/nsd.sh
+. "$ROOT/tests/lib/nsd.sh"
+# shellcheck source=tests/lib/netns.sh
+. "$ROOT/tests/lib/netns.sh"
+[[ $# -ge 1 && -x $1 ]] || {
+	echo "usage: bench/misscost.sh BINARY [VAR=VALUE...]" >&2
+	exit 2
+}
+for tool in strace nsd dnsperf dig gcc; do
+	command -v "$tool" >/dev/null || {
+		echo "misscost: $tool is not installed" >&2
+		exit 2
+	}
+done
+netns_private "$ROOT/bench/misscost.sh" "$@"
+BIN=$(realpath "$1")
+shift
+N=${MISSCOST_QUERIES:-5000}
+D=$(mktemp -d /tmp/meshdns-misscost.XXXXXX)
+PIDS=()
+cleanup() { # only the processes started here, by PID
+	local p
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	wait
+	rm -rf "$D"
+}
+trap cleanup EXIT
+
+mkdir -p "$D/nsd"
+{
+	# shellcheck disable=SC2016 # zone-file directives, not shell expansions
+	printf '$ORIGIN bench.test.\n$TTL 3600\n'
+	printf '@ IN SOA ns.bench.test. hostmaster.bench.test. 1 7200 1800 86400 60\n@ IN NS ns\nns IN A 127.0.0.9\n'
+	awk 'BEGIN { for (i = 0; i < 1000; i++) printf "h%d IN A 10.0.%d.%d\n", i, int(i / 256), i % 256 }'
+} >"$D/nsd/zone"
+{
+	nsd_conf "$D/nsd" 127.0.0.9 'verbosity: 0'
+	nsd_zone bench.test "$D/nsd/zone"
+} >"$D/nsd/nsd.conf"
+nsd -d -c "$D/nsd/nsd.conf" >"$D/nsd/out.log" 2>&1 &
+PIDS+=($!)
+awk 'BEGIN { for (i = 0; i < 1000; i++) print "h" i ".bench.test A" }' >"$D/hot.txt"
+gcc -O2 -o "$D/floor" "$ROOT/bench/floor.c" || exit 1
+
+env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@" MESHDNS_LISTEN=127.0.0.2:53 MESHDNS_ADMIN_LISTEN= \
+	MESHDNS_UPSTREAMS=127.0.0.9 MESHDNS_CACHE_SIZE=0 "$BIN" >"$D/meshdns.log" 2>&1 &
+MESH=$!
+PIDS+=("$MESH")
+"$D/floor" 127.0.0.3 53 127.0.0.9:53 >"$D/floor.log" 2>&1 &
+RELAY=$!
+PIDS+=("$RELAY")
+for a in 127.0.0.2 127.0.0.3; do
+	for _ in $(seq 1 100); do
+		dig @$a h1.bench.test A +short +tries=1 +time=1 2>/dev/null | grep -q . && break
+		sleep 0.1
+	done
+done
+
+ctx() { cat /proc/"$1"/task/*/status | awk '/^(non)?voluntary_ctxt_switches:/ {s += $2} END {print s + 0}'; }
+oncpu() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%.0f\n", s}'; } # ns, every thread
+ask() { # ADDR OUT
+	dnsperf -s "$1" -d "$D/hot.txt" -n $(((N + 999) / 1000)) -Q 1000 -c 1 -q 10 -t 2 >"$2" 2>&1
+	awk '/Queries completed/ {print $3}' "$2"
+}
+printf '| per miss | %s | floor relay |\n|---|--:|--:|\n' "$(basename "$BIN")"
+declare -A WAKE CALLS TOP CPU
+for who in mesh relay; do
+	if [[ $who == mesh ]]; then pid=$MESH addr=127.0.0.2; else pid=$RELAY addr=127.0.0.3; fi
+	c0=$(ctx "$pid") n0=$(oncpu "$pid")
+	q=$(ask "$addr" "$D/$who-ctx.out")
+	c1=$(ctx "$pid") n1=$(oncpu "$pid")
+	WAKE[$who]=$(awk -v a="$c0" -v b="$c1" -v q="$q" 'BEGIN {printf "%.2f", (b - a) / q}')
+	CPU[$who]=$(awk -v a="$n0" -v b="$n1" -v q="$q" 'BEGIN {printf "%.1f", (b - a) / q / 1000}')
+	strace -c -f -p "$pid" -o "$D/$who.strace" 2>/dev/null &
+	st=$!
+	sleep 1
+	q=$(ask "$addr" "$D/$who-strace.out")
+	kill -INT "$st"
+	wait "$st"
+	CALLS[$who]=$(awk -v q="$q" '$NF == "total" {printf "%.2f", $4 / q}' "$D/$who.strace")
+	TOP[$who]=$(awk -v q="$q" '$1 ~ /^[0-9.]+$/ && $NF != "total" {printf "%s %.2f, ", $NF, $4 / q}' "$D/$who.strace")
+done
+printf '| CPU time, µs (schedstat, every thread) | %s | %s |\n' "${CPU[mesh]}" "${CPU[relay]}"
+printf '| context switches (every thread) | %s | %s |\n' "${WAKE[mesh]}" "${WAKE[relay]}"
+printf '| system calls (strace -c -f) | %s | %s |\n' "${CALLS[mesh]}" "${CALLS[relay]}"
+printf '\nmeshdns: %s\nrelay: %s\n' "${TOP[mesh]%, }" "${TOP[relay]%, }"
