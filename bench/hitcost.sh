@@ -41,20 +41,9 @@ cleanup() { # only the processes started here, by PID
 }
 trap cleanup EXIT
 
-mkdir -p "$D/nsd"
-{
-	# shellcheck disable=SC2016 # zone-file directives, not shell expansions
-	printf '$ORIGIN bench.test.\n$TTL 3600\n'
-	printf '@ IN SOA ns.bench.test. hostmaster.bench.test. 1 7200 1800 86400 60\n@ IN NS ns\nns IN A 127.0.0.9\n'
-	awk 'BEGIN { for (i = 0; i < 1000; i++) printf "h%d IN A 10.0.%d.%d\n", i, int(i / 256), i % 256 }'
-} >"$D/nsd/zone"
-{
-	nsd_conf "$D/nsd" 127.0.0.9 'verbosity: 0'
-	nsd_zone bench.test "$D/nsd/zone"
-} >"$D/nsd/nsd.conf"
+nsd_bench_zone "$D/nsd" 127.0.0.9
 nsd -d -c "$D/nsd/nsd.conf" >"$D/nsd/out.log" 2>&1 &
 PIDS+=($!)
-awk 'BEGIN { for (i = 0; i < 1000; i++) print "h" i ".bench.test A" }' >"$D/hot.txt"
 
 env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@" MESHDNS_LISTEN=127.0.0.2:53 MESHDNS_ADMIN_LISTEN= \
 	MESHDNS_UPSTREAMS=127.0.0.9 valgrind --tool=callgrind --callgrind-out-file="$D/cg.out" "$BIN" >"$D/meshdns.log" 2>&1 &
@@ -64,9 +53,9 @@ for _ in $(seq 1 150); do
 	dig @127.0.0.2 h1.bench.test A +short +tries=1 +time=1 2>/dev/null | grep -q . && break
 	sleep 0.2
 done
-dnsperf -s 127.0.0.2 -d "$D/hot.txt" -n 2 -c 1 -q 10 -t 5 >"$D/fill.out" 2>&1
+dnsperf -s 127.0.0.2 -d "$D/nsd/hot.txt" -n 2 -c 1 -q 10 -t 5 >"$D/fill.out" 2>&1
 callgrind_control -z "$M" >/dev/null 2>&1
-dnsperf -s 127.0.0.2 -d "$D/hot.txt" -n 20 -c 4 -q 40 -t 5 >"$D/run.out" 2>&1
+dnsperf -s 127.0.0.2 -d "$D/nsd/hot.txt" -n 20 -c 4 -q 40 -t 5 >"$D/run.out" 2>&1
 callgrind_control -d "$M" >/dev/null 2>&1
 Q=$(awk '/Queries completed/ {print $3}' "$D/run.out")
 IR=$(cat "$D"/cg.out.* 2>/dev/null | awk '/^summary:/ {print $2}' | sort -n | tail -1)

@@ -43,20 +43,9 @@ cleanup() { # only the processes started here, by PID
 }
 trap cleanup EXIT
 
-mkdir -p "$D/nsd"
-{
-	# shellcheck disable=SC2016 # zone-file directives, not shell expansions
-	printf '$ORIGIN bench.test.\n$TTL 3600\n'
-	printf '@ IN SOA ns.bench.test. hostmaster.bench.test. 1 7200 1800 86400 60\n@ IN NS ns\nns IN A 127.0.0.9\n'
-	awk 'BEGIN { for (i = 0; i < 1000; i++) printf "h%d IN A 10.0.%d.%d\n", i, int(i / 256), i % 256 }'
-} >"$D/nsd/zone"
-{
-	nsd_conf "$D/nsd" 127.0.0.9 'verbosity: 0'
-	nsd_zone bench.test "$D/nsd/zone"
-} >"$D/nsd/nsd.conf"
+nsd_bench_zone "$D/nsd" 127.0.0.9
 nsd -d -c "$D/nsd/nsd.conf" >"$D/nsd/out.log" 2>&1 &
 PIDS+=($!)
-awk 'BEGIN { for (i = 0; i < 1000; i++) print "h" i ".bench.test A" }' >"$D/hot.txt"
 gcc -O2 -o "$D/floor" "$ROOT/bench/floor.c" || exit 1
 
 env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@" MESHDNS_LISTEN=127.0.0.2:53 MESHDNS_ADMIN_LISTEN= \
@@ -76,7 +65,7 @@ done
 ctx() { cat /proc/"$1"/task/*/status | awk '/^(non)?voluntary_ctxt_switches:/ {s += $2} END {print s + 0}'; }
 oncpu() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%.0f\n", s}'; } # ns, every thread
 ask() { # ADDR OUT
-	dnsperf -s "$1" -d "$D/hot.txt" -n $(((N + 999) / 1000)) -Q 1000 -c 1 -q 10 -t 2 >"$2" 2>&1
+	dnsperf -s "$1" -d "$D/nsd/hot.txt" -n $(((N + 999) / 1000)) -Q 1000 -c 1 -q 10 -t 2 >"$2" 2>&1
 	awk '/Queries completed/ {print $3}' "$2"
 }
 printf '| per miss | %s | floor relay |\n|---|--:|--:|\n' "$(basename "$BIN")"

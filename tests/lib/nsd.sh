@@ -38,3 +38,22 @@ nsd_server_conf() {
 nsd_zone() {
 	printf 'zone:\n\tname: %s\n\tzonefile: "%s"\n' "$1" "$2"
 }
+
+# nsd_bench_zone DIR ADDR: the benchmark scripts' zone, bench.test with 1,000 names h0…h999
+# (A 10.0.x.y), served from ADDR: DIR/zone, DIR/nsd.conf, and DIR/hot.txt with the 1,000
+# questions in dnsperf's format.
+nsd_bench_zone() {
+	local dir=$1 addr=$2
+	mkdir -p "$dir"
+	{
+		# shellcheck disable=SC2016 # zone-file directives, not shell expansions
+		printf '$ORIGIN bench.test.\n$TTL 3600\n'
+		printf '@ IN SOA ns.bench.test. hostmaster.bench.test. 1 7200 1800 86400 60\n@ IN NS ns\nns IN A %s\n' "$addr"
+		awk 'BEGIN { for (i = 0; i < 1000; i++) printf "h%d IN A 10.0.%d.%d\n", i, int(i / 256), i % 256 }'
+	} >"$dir/zone"
+	{
+		nsd_conf "$dir" "$addr" 'verbosity: 0'
+		nsd_zone bench.test "$dir/zone"
+	} >"$dir/nsd.conf"
+	awk 'BEGIN { for (i = 0; i < 1000; i++) print "h" i ".bench.test A" }' >"$dir/hot.txt"
+}
