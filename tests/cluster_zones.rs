@@ -113,15 +113,8 @@ async fn mesh() -> Mesh {
         cluster_dns(2).start().await,
         cluster_dns(3).start().await,
     );
-    let clusters = format!("a=; b={}; c={}", b.addr, c.addr);
-    let meshdns = Meshdns::before(
-        &local,
-        &[
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            ("MESHDNS_CLUSTERS", &clusters),
-        ],
-    )
-    .await;
+    let peers = format!("b={}; c={}", b.addr, c.addr);
+    let meshdns = Meshdns::in_cluster_a(&local, &peers).await;
     Mesh {
         local,
         b,

@@ -151,15 +151,8 @@ async fn a_peers_error_reply_without_a_question_fails_its_query_at_once_over_tcp
         .tcp_only()
         .start()
         .await;
-    let clusters = format!("a=; b={} transport=tcp", peer.addr);
-    let meshdns = Meshdns::before(
-        &kube_dns,
-        &[
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            ("MESHDNS_CLUSTERS", &clusters),
-        ],
-    )
-    .await;
+    let peers = format!("b={} transport=tcp", peer.addr);
+    let meshdns = Meshdns::in_cluster_a(&kube_dns, &peers).await;
     for _ in 0..5 {
         let (reply, took) = timed_udp(&meshdns, "mongo-0.mongo.db.cluster.b.").await;
         // A FORMERR describes meshdns's query to the peer, not the client's question.
@@ -641,15 +634,8 @@ async fn a_tcp_only_endpoint_marked_down_comes_back_through_a_tcp_probe() {
         .tcp_only()
         .start()
         .await;
-    let clusters = format!("a=; b={} transport=tcp", peer.addr);
-    let meshdns = Meshdns::before(
-        &kube_dns,
-        &[
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            ("MESHDNS_CLUSTERS", &clusters),
-        ],
-    )
-    .await;
+    let peers = format!("b={} transport=tcp", peer.addr);
+    let meshdns = Meshdns::in_cluster_a(&kube_dns, &peers).await;
     assert_eq!(meshdns.upstream_healthy("b", &peer).await, 1.0);
     for _ in 0..5 {
         let reply = udp(
@@ -719,15 +705,8 @@ async fn a_down_endpoint_is_probed_back_up_while_the_background_set_is_full() {
         .start()
         .await;
     let c = FakeDns::silent().await;
-    let clusters = format!("a=; b={}; c={}", b.addr, c.addr);
-    let meshdns = Meshdns::before(
-        &kube,
-        &[
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            ("MESHDNS_CLUSTERS", &clusters),
-        ],
-    )
-    .await;
+    let peers = format!("b={}; c={}", b.addr, c.addr);
+    let meshdns = Meshdns::in_cluster_a(&kube, &peers).await;
     let mut clients = tokio::task::JoinSet::new();
     for i in 0..LEGS {
         let addr = meshdns.addr;
@@ -949,15 +928,8 @@ async fn a_host_name_that_resolves_again_is_followed_within_15_seconds() {
         .start()
         .await;
     let kube_addr = failing.addr.to_string();
-    let clusters = format!("a=; b=dns-b.example.test:{}", peer.addr.port());
-    let meshdns = Meshdns::before(
-        &failing,
-        &[
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            ("MESHDNS_CLUSTERS", &clusters),
-        ],
-    )
-    .await;
+    let peers = format!("b=dns-b.example.test:{}", peer.addr.port());
+    let meshdns = Meshdns::in_cluster_a(&failing, &peers).await;
     // Minutes of failed resolutions: the retry has backed off as far as it goes.
     tokio::time::sleep(Duration::from_secs(400)).await;
     assert!(

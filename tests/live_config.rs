@@ -341,15 +341,8 @@ async fn a_host_name_endpoint_is_resolved_through_kube_dns_and_followed_when_it_
     let second = peer([10, 2, 0, 2], &format!("127.0.0.2:{port}")).await;
     let kube = kube_dns(&[(NAME, [127, 0, 0, 1])]).await;
     let kube_addr = kube.addr;
-    let clusters = format!("a=; b=dns-b.example.test:{port}");
-    let meshdns = Meshdns::before(
-        &kube,
-        &[
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            ("MESHDNS_CLUSTERS", &clusters),
-        ],
-    )
-    .await;
+    let peers = format!("b=dns-b.example.test:{port}");
+    let meshdns = Meshdns::in_cluster_a(&kube, &peers).await;
     assert!(
         eventually(50, || async {
             member_of(&meshdns, "b").await.as_deref() == Some("10.2.0.1")

@@ -46,15 +46,7 @@ async fn peer(behaviour: Behaviour) -> FakeDns {
 
 /// meshdns in front of a kube-dns and cluster b at `endpoints` (one entry's endpoint list).
 async fn meshdns(kube_dns: &FakeDns, endpoints: &str) -> Meshdns {
-    let clusters = format!("a=; b={endpoints}");
-    Meshdns::before(
-        kube_dns,
-        &[
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            ("MESHDNS_CLUSTERS", &clusters),
-        ],
-    )
-    .await
+    Meshdns::in_cluster_a(kube_dns, &format!("b={endpoints}")).await
 }
 
 /// Asks `name` A of meshdns; the reply and how long it took.
@@ -236,15 +228,8 @@ async fn a_gathered_leg_that_loses_its_first_datagram_is_not_partial() {
     })
     .start()
     .await;
-    let clusters = format!("a=; b={}", b.addr);
-    let meshdns = Meshdns::before(
-        &a,
-        &[
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            ("MESHDNS_CLUSTERS", &clusters),
-        ],
-    )
-    .await;
+    let peers = format!("b={}", b.addr);
+    let meshdns = Meshdns::in_cluster_a(&a, &peers).await;
     let started = Instant::now();
     let reply = udp(
         meshdns.addr,

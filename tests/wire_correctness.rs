@@ -390,15 +390,8 @@ async fn a_gathered_srv_set_without_edns_is_all_or_nothing_with_tc() {
             big_srv(2, pods).start().await,
             big_srv(3, pods).start().await,
         );
-        let clusters = format!("a=; b={}; c={}", b.addr, c.addr);
-        let meshdns = Meshdns::before(
-            &a,
-            &[
-                ("MESHDNS_LOCAL_CLUSTER", "a"),
-                ("MESHDNS_CLUSTERS", &clusters),
-            ],
-        )
-        .await;
+        let peers = format!("b={}; c={}", b.addr, c.addr);
+        let meshdns = Meshdns::in_cluster_a(&a, &peers).await;
         let all = 3 * usize::from(pods);
         let noedns = udp(meshdns.addr, &query(gathered, RecordType::SRV)).await;
         assert!(noedns.bytes.len() <= 512, "{} bytes", noedns.bytes.len());

@@ -718,6 +718,17 @@ impl Meshdns {
         Self::before_all(&[upstream], vars).await
     }
 
+    /// [`Meshdns::before`] as a pod of local cluster `a` whose peers are `peers` (the entries
+    /// of `MESHDNS_CLUSTERS` after `a=`).
+    pub async fn in_cluster_a(upstream: &FakeDns, peers: &str) -> Meshdns {
+        let clusters = format!("a=; {peers}");
+        let vars = [
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", clusters.as_str()),
+        ];
+        Self::before(upstream, &vars).await
+    }
+
     /// [`Meshdns::before`] with several kube-dns endpoints, in this order.
     pub async fn before_all(upstreams: &[&FakeDns], vars: &[(&str, &str)]) -> Meshdns {
         let list: Vec<String> = upstreams.iter().map(|f| f.addr.to_string()).collect();
