@@ -100,7 +100,7 @@ impl EndpointToken {
 }
 
 /// One entry of `MESHDNS_CLUSTERS`, options not yet defaulted.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClusterEntry {
     pub name: String,
     pub endpoints: Vec<EndpointToken>,
@@ -169,13 +169,7 @@ fn parse_entry(entry: &str) -> Result<ClusterEntry, EntryError> {
     check_cluster_name(name).map_err(|reason| error(name, reason))?;
     let mut parsed = ClusterEntry {
         name: name.to_string(),
-        endpoints: Vec::new(),
-        domain: None,
-        prefix: None,
-        transport: None,
-        tls_name: None,
-        networks: Vec::new(),
-        namespaces: Vec::new(),
+        ..ClusterEntry::default()
     };
     for token in tokens(rest) {
         match token.split_once('=') {

@@ -671,13 +671,7 @@ fn clusters(
     {
         let implicit = clusters::ClusterEntry {
             name: local.clone(),
-            endpoints: Vec::new(),
-            domain: None,
-            prefix: None,
-            transport: None,
-            tls_name: None,
-            networks: Vec::new(),
-            namespaces: Vec::new(),
+            ..clusters::ClusterEntry::default()
         };
         clusters.push(cluster_from(
             &implicit,

@@ -5,10 +5,7 @@ use super::*;
 
 /// A CA certificate in a temporary PEM file, for the rules of `transport=tls`.
 pub(crate) fn ca_file() -> String {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    temp_file("ca.pem", &params.self_signed(&key).unwrap().pem())
+    temp_file("ca.pem", &certificates::tests::ca().0.pem())
 }
 
 /// A resolv.conf with `content` in a temporary file of its own; its path.
@@ -514,22 +511,14 @@ fn an_env_file_keeps_each_value_whole_spaces_included() {
 #[test]
 fn a_rotation_names_the_variable_of_each_file_that_changed() {
     let dir = Scratch::new("config-rotated");
-    let write_pair = |issuer: &rcgen::Issuer<'_, &rcgen::KeyPair>| {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(vec!["client.test".to_string()])
-            .unwrap()
-            .signed_by(&key, issuer)
-            .unwrap();
-        std::fs::write(dir.0.join("tls.crt"), cert.pem()).unwrap();
-        std::fs::write(dir.0.join("tls.key"), key.serialize_pem()).unwrap();
+    let (ca, issuer) = certificates::tests::ca();
+    let write_pair = || {
+        let (cert, key) = certificates::tests::client(&issuer);
+        dir.file("tls.crt", &cert);
+        dir.file("tls.key", &key.serialize_pem());
     };
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = params.self_signed(&ca_key).unwrap();
-    std::fs::write(dir.0.join("ca.crt"), ca.pem()).unwrap();
-    let issuer = rcgen::Issuer::new(params, &ca_key);
-    write_pair(&issuer);
+    dir.file("ca.crt", &ca.pem());
+    write_pair();
     let file = |name: &str| dir.0.join(name).display().to_string();
     let load = || {
         config_from(&[
@@ -544,7 +533,7 @@ fn a_rotation_names_the_variable_of_each_file_that_changed() {
     let before = load();
     assert!(before.rotated(&load()).is_empty());
     // cert-manager renews the client certificate: a new certificate and key, the same CA.
-    write_pair(&issuer);
+    write_pair();
     assert_eq!(
         before.rotated(&load()),
         ["MESHDNS_TLS_CERT_FILE", "MESHDNS_TLS_KEY_FILE"]
