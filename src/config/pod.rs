@@ -371,6 +371,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::certificates::tests::Scratch;
     use crate::config::tests::config_from;
 
     fn ip(text: &str) -> IpAddr {
@@ -449,23 +450,11 @@ mod tests {
         );
     }
 
-    /// A hosts file in the temp directory, removed when dropped.
-    struct TempHosts(String);
-
-    impl Drop for TempHosts {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
-
-    fn hosts_file(text: &str) -> TempHosts {
-        let path = std::env::temp_dir().join(format!(
-            "meshdns-hosts-{}-{}",
-            std::process::id(),
-            rand::random::<u32>()
-        ));
-        std::fs::write(&path, text).unwrap();
-        TempHosts(path.display().to_string())
+    /// A hosts file holding `text`, in a directory of `test`'s own (removed when dropped).
+    fn hosts_file(test: &str, text: &str) -> (Scratch, String) {
+        let dir = Scratch::new(test);
+        let path = dir.file("hosts", text).display().to_string();
+        (dir, path)
     }
 
     /// The identity `pairs` give, which must be complete.
@@ -491,25 +480,25 @@ mod tests {
 
     #[test]
     fn the_identity_comes_from_the_hosts_file_and_the_pod_ips() {
-        let hosts = hosts_file(KUBELET_HOSTS);
+        let (_dir, hosts) = hosts_file("pod-hosts", KUBELET_HOSTS);
         let pod = pod_on(&[
             ("MESHDNS_POD_IP", "10.8.1.2"),
             ("MESHDNS_POD_IPS", "10.8.1.2,fd00::8:1:2"),
-            ("MESHDNS_HOSTS_FILE", &hosts.0),
+            ("MESHDNS_HOSTS_FILE", &hosts),
         ]);
         assert_eq!(who(&pod), ["mongo-0", "mongo", "db"]);
         assert_eq!(pod.ips, [ip("10.8.1.2"), ip("fd00::8:1:2")]);
-        assert_eq!(pod.hosts_file, Some(PathBuf::from(&hosts.0)));
+        assert_eq!(pod.hosts_file, Some(PathBuf::from(&hosts)));
     }
 
     #[test]
     fn the_variables_override_what_the_hosts_file_says() {
-        let hosts = hosts_file(KUBELET_HOSTS);
+        let (_dir, hosts) = hosts_file("pod-override", KUBELET_HOSTS);
         let pod = pod_on(&[
             ("MESHDNS_POD_IP", "10.8.1.2"),
             ("MESHDNS_POD_NAMESPACE", "prod"),
             ("MESHDNS_POD_SUBDOMAIN", "rs0"),
-            ("MESHDNS_HOSTS_FILE", &hosts.0),
+            ("MESHDNS_HOSTS_FILE", &hosts),
         ]);
         assert_eq!(who(&pod), ["mongo-0", "rs0", "prod"]);
     }
@@ -529,10 +518,13 @@ mod tests {
 
     #[test]
     fn without_a_line_for_the_pod_the_feature_is_off_and_says_why() {
-        let hosts = hosts_file("127.0.0.1\tlocalhost\n10.8.1.9\tsomeone-else\n");
+        let (_dir, hosts) = hosts_file(
+            "pod-no-line",
+            "127.0.0.1\tlocalhost\n10.8.1.9\tsomeone-else\n",
+        );
         let why = pod_off(&[
             ("MESHDNS_POD_IP", "10.8.1.2"),
-            ("MESHDNS_HOSTS_FILE", &hosts.0),
+            ("MESHDNS_HOSTS_FILE", &hosts),
         ]);
         assert!(
             why.contains(
@@ -540,7 +532,7 @@ mod tests {
             ),
             "{why}"
         );
-        assert!(why.contains(&hosts.0) && why.contains("10.8.1.2"), "{why}");
+        assert!(why.contains(&hosts) && why.contains("10.8.1.2"), "{why}");
     }
 
     #[test]

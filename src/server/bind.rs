@@ -120,12 +120,7 @@ pub fn bind_spread(addrs: &[SocketAddr], udp_per_address: usize) -> Result<Liste
 /// split scrapes and probes between them.
 pub fn bind_admin(addr: SocketAddr) -> Result<std::net::TcpListener, BindError> {
     let bind = || -> std::io::Result<std::net::TcpListener> {
-        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-        if addr.is_ipv6() {
-            socket.set_only_v6(true)?;
-        }
-        socket.set_reuse_address(true)?;
-        socket.set_nonblocking(true)?;
+        let socket = new_socket(addr, Type::STREAM, Protocol::TCP)?;
         socket.bind(&addr.into())?;
         socket.listen(ADMIN_BACKLOG)?;
         Ok(socket.into())
