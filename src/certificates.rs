@@ -174,14 +174,6 @@ struct Fingerprint {
     files: Vec<u64>,
 }
 
-/// [`load`] without the fingerprint.
-pub fn load_client_config(
-    ca_file: &Path,
-    identity: Option<ClientIdentity<'_>>,
-) -> Result<Arc<ClientConfig>, TlsConfigError> {
-    load(ca_file, identity).map(|loaded| loaded.config)
-}
-
 /// The name a peer's certificate must carry (DNS names and IP addresses; an IP needs an IP SAN
 /// in the certificate). An upstream group checks it once, when the group is made.
 pub fn server_name(name: &str) -> Result<ServerName<'static>, TlsConfigError> {
@@ -385,7 +377,7 @@ pub(crate) mod tests {
     fn load_client(
         test: &str,
         key: impl FnOnce(&str, &KeyPair) -> String,
-    ) -> (Result<Arc<ClientConfig>, TlsConfigError>, PathBuf, PathBuf) {
+    ) -> (Result<ClientTls, TlsConfigError>, PathBuf, PathBuf) {
         let scratch = Scratch::new(test);
         let (ca, cert, client_key) = ca_and_client();
         let ca = scratch.file("ca.pem", &ca);
@@ -395,7 +387,7 @@ pub(crate) mod tests {
             cert_file: &cert,
             key_file: &key,
         };
-        (load_client_config(&ca, Some(identity)), cert, key)
+        (load(&ca, Some(identity)), cert, key)
     }
 
     #[test]
@@ -404,15 +396,15 @@ pub(crate) mod tests {
         let (ca, _, _) = ca_and_client();
         let (other_ca, _, _) = ca_and_client();
         let bundle = scratch.file("ca.pem", &format!("{ca}{other_ca}"));
-        let config = load_client_config(&bundle, None).expect("a valid bundle loads");
-        assert!(!config.client_auth_cert_resolver.has_certs());
+        let loaded = load(&bundle, None).expect("a valid bundle loads");
+        assert!(!loaded.config.client_auth_cert_resolver.has_certs());
     }
 
     #[test]
     fn a_client_certificate_with_its_pkcs8_key_is_loaded() {
         let (config, _, _) = load_client("pkcs8", |_, key| key.serialize_pem());
-        let config = config.expect("a matching certificate and key load");
-        assert!(config.client_auth_cert_resolver.has_certs());
+        let loaded = config.expect("a matching certificate and key load");
+        assert!(loaded.config.client_auth_cert_resolver.has_certs());
     }
 
     #[test]
@@ -425,7 +417,7 @@ pub(crate) mod tests {
     fn a_missing_ca_file_is_named_in_the_error() {
         let scratch = Scratch::new("missing");
         let path = scratch.0.join("absent.pem");
-        let error = load_client_config(&path, None).expect_err("no file, no config");
+        let error = load(&path, None).expect_err("no file, no config");
         assert!(matches!(error, TlsConfigError::Read { .. }), "{error:?}");
         let message = error.to_string();
         assert!(
@@ -439,7 +431,7 @@ pub(crate) mod tests {
     fn an_empty_ca_bundle_is_an_error_naming_the_file() {
         let scratch = Scratch::new("empty");
         let path = scratch.file("ca.pem", "# nothing here\n");
-        let error = load_client_config(&path, None).expect_err("no certificate, no config");
+        let error = load(&path, None).expect_err("no certificate, no config");
         assert!(
             matches!(error, TlsConfigError::NoCertificate { .. }),
             "{error:?}"
@@ -456,7 +448,7 @@ pub(crate) mod tests {
         let (ca, _, _) = ca_and_client();
         let cut = &ca[..ca.len() / 2];
         let path = scratch.file("ca.pem", cut);
-        let error = load_client_config(&path, None).expect_err("half a certificate");
+        let error = load(&path, None).expect_err("half a certificate");
         assert!(matches!(error, TlsConfigError::BadPem { .. }), "{error:?}");
         let message = error.to_string();
         assert!(message.contains(&*path.display().to_string()), "{message}");
