@@ -122,24 +122,20 @@ pub fn load(
     identity: Option<ClientIdentity<'_>>,
 ) -> Result<ClientTls, TlsConfigError> {
     let mut fingerprint = Fingerprint::default();
+    let bad_certificate = |e: rustls::Error| TlsConfigError::BadCertificate {
+        path: ca_file.to_path_buf(),
+        reason: e.to_string(),
+    };
     let mut roots = RootCertStore::empty();
     for cert in certificates(ca_file, &mut fingerprint)? {
-        roots
-            .add(cert)
-            .map_err(|e| TlsConfigError::BadCertificate {
-                path: ca_file.to_path_buf(),
-                reason: e.to_string(),
-            })?;
+        roots.add(cert).map_err(bad_certificate)?;
     }
+    // The versions cannot be refused by the ring provider (it supports both); the error says
+    // where it would come from anyway.
     let builder =
         ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-            .map_err(|e| TlsConfigError::BadCertificate {
-                // Cannot happen with the ring provider (it supports both versions); say where it
-                // would come from anyway.
-                path: ca_file.to_path_buf(),
-                reason: e.to_string(),
-            })?
+            .map_err(bad_certificate)?
             .with_root_certificates(roots);
     let config = match identity {
         None => builder.with_no_client_auth(),
