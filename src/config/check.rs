@@ -12,6 +12,8 @@
 use std::fmt::Write;
 use std::net::SocketAddr;
 
+use hickory_proto::rr::Name;
+
 use super::variables::*;
 use super::{
     Config, Endpoint, OwnData, PodIdentity, Source, Transport, UpstreamSource, show_duration,
@@ -250,14 +252,7 @@ pub(crate) fn effective(config: &Config, variable: &str) -> String {
                 .collect::<Vec<_>>()
                 .join(", "),
         ),
-        DISTRIBUTED_ZONES => or_dash(
-            config
-                .distributed_zones
-                .iter()
-                .map(|z| z.to_ascii())
-                .collect::<Vec<_>>()
-                .join(","),
-        ),
+        DISTRIBUTED_ZONES => join(config.distributed_zones.iter().map(Name::to_ascii)),
         CLUSTERSET_ZONE => config
             .clusterset_zone
             .as_ref()
@@ -314,14 +309,9 @@ pub(crate) fn effective(config: &Config, variable: &str) -> String {
     }
 }
 
-fn join<T: ToString>(items: &[T]) -> String {
-    or_dash(
-        items
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(","),
-    )
+fn join<T: ToString>(items: impl IntoIterator<Item = T>) -> String {
+    let items: Vec<String> = items.into_iter().map(|item| item.to_string()).collect();
+    or_dash(items.join(","))
 }
 
 fn or_dash(text: String) -> String {
