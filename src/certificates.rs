@@ -122,24 +122,20 @@ pub fn load(
     identity: Option<ClientIdentity<'_>>,
 ) -> Result<ClientTls, TlsConfigError> {
     let mut fingerprint = Fingerprint::default();
+    let bad_certificate = |e: rustls::Error| TlsConfigError::BadCertificate {
+        path: ca_file.to_path_buf(),
+        reason: e.to_string(),
+    };
     let mut roots = RootCertStore::empty();
     for cert in certificates(ca_file, &mut fingerprint)? {
-        roots
-            .add(cert)
-            .map_err(|e| TlsConfigError::BadCertificate {
-                path: ca_file.to_path_buf(),
-                reason: e.to_string(),
-            })?;
+        roots.add(cert).map_err(bad_certificate)?;
     }
+    // The versions cannot be refused by the ring provider (it supports both); the error says
+    // where it would come from anyway.
     let builder =
         ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-            .map_err(|e| TlsConfigError::BadCertificate {
-                // Cannot happen with the ring provider (it supports both versions); say where it
-                // would come from anyway.
-                path: ca_file.to_path_buf(),
-                reason: e.to_string(),
-            })?
+            .map_err(bad_certificate)?
             .with_root_certificates(roots);
     let config = match identity {
         None => builder.with_no_client_auth(),
@@ -172,14 +168,6 @@ pub fn load(
 struct Fingerprint {
     all: DefaultHasher,
     files: Vec<u64>,
-}
-
-/// [`load`] without the fingerprint.
-pub fn load_client_config(
-    ca_file: &Path,
-    identity: Option<ClientIdentity<'_>>,
-) -> Result<Arc<ClientConfig>, TlsConfigError> {
-    load(ca_file, identity).map(|loaded| loaded.config)
 }
 
 /// The name a peer's certificate must carry (DNS names and IP addresses; an IP needs an IP SAN
@@ -309,19 +297,30 @@ pub(crate) mod tests {
         }
     }
 
+    /// A self-signed CA: its certificate, and the issuer that signs with it.
+    pub(crate) fn ca() -> (rcgen::Certificate, Issuer<'static, KeyPair>) {
+        let key = KeyPair::generate().expect("CA key");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let cert = params.self_signed(&key).expect("CA certificate");
+        (cert, Issuer::new(params, key))
+    }
+
+    /// A client certificate (PEM) `issuer` signed, and its key.
+    pub(crate) fn client(issuer: &Issuer<'_, KeyPair>) -> (String, KeyPair) {
+        let key = KeyPair::generate().expect("client key");
+        let cert = CertificateParams::new(vec!["client.test".to_string()])
+            .expect("client params")
+            .signed_by(&key, issuer)
+            .expect("client certificate");
+        (cert.pem(), key)
+    }
+
     /// A CA certificate (PEM) and a client certificate it signed, with the client's key.
     fn ca_and_client() -> (String, String, KeyPair) {
-        let ca_key = KeyPair::generate().expect("CA key");
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let ca_cert = ca_params.self_signed(&ca_key).expect("CA certificate");
-        let issuer = Issuer::new(ca_params, ca_key);
-        let client_key = KeyPair::generate().expect("client key");
-        let client_cert = CertificateParams::new(vec!["client.test".to_string()])
-            .expect("client params")
-            .signed_by(&client_key, &issuer)
-            .expect("client certificate");
-        (ca_cert.pem(), client_cert.pem(), client_key)
+        let (ca, issuer) = ca();
+        let (cert, key) = client(&issuer);
+        (ca.pem(), cert, key)
     }
 
     /// The SEC1 form ("EC PRIVATE KEY") of a P-256 key that rcgen gives as PKCS#8: the PKCS#8
@@ -368,12 +367,23 @@ pub(crate) mod tests {
         out
     }
 
-    fn load_with(ca: &Path, cert: &Path, key: &Path) -> Result<Arc<ClientConfig>, TlsConfigError> {
+    /// Loads a CA bundle and a client certificate it signed, with the key file `key` writes
+    /// (given the certificate's PEM and its own key): the result, and the certificate's and the
+    /// key's paths.
+    fn load_client(
+        test: &str,
+        key: impl FnOnce(&str, &KeyPair) -> String,
+    ) -> (Result<ClientTls, TlsConfigError>, PathBuf, PathBuf) {
+        let scratch = Scratch::new(test);
+        let (ca, cert, client_key) = ca_and_client();
+        let ca = scratch.file("ca.pem", &ca);
+        let key = scratch.file("client.key", &key(&cert, &client_key));
+        let cert = scratch.file("client.pem", &cert);
         let identity = ClientIdentity {
-            cert_file: cert,
-            key_file: key,
+            cert_file: &cert,
+            key_file: &key,
         };
-        load_client_config(ca, Some(identity))
+        (load(&ca, Some(identity)), cert, key)
     }
 
     #[test]
@@ -382,36 +392,28 @@ pub(crate) mod tests {
         let (ca, _, _) = ca_and_client();
         let (other_ca, _, _) = ca_and_client();
         let bundle = scratch.file("ca.pem", &format!("{ca}{other_ca}"));
-        let config = load_client_config(&bundle, None).expect("a valid bundle loads");
-        assert!(!config.client_auth_cert_resolver.has_certs());
+        let loaded = load(&bundle, None).expect("a valid bundle loads");
+        assert!(!loaded.config.client_auth_cert_resolver.has_certs());
     }
 
     #[test]
     fn a_client_certificate_with_its_pkcs8_key_is_loaded() {
-        let scratch = Scratch::new("pkcs8");
-        let (ca, cert, key) = ca_and_client();
-        let ca = scratch.file("ca.pem", &ca);
-        let cert = scratch.file("client.pem", &cert);
-        let key = scratch.file("client.key", &key.serialize_pem());
-        let config = load_with(&ca, &cert, &key).expect("a matching certificate and key load");
-        assert!(config.client_auth_cert_resolver.has_certs());
+        let (config, _, _) = load_client("pkcs8", |_, key| key.serialize_pem());
+        let loaded = config.expect("a matching certificate and key load");
+        assert!(loaded.config.client_auth_cert_resolver.has_certs());
     }
 
     #[test]
     fn a_sec1_ec_key_is_loaded() {
-        let scratch = Scratch::new("sec1");
-        let (ca, cert, key) = ca_and_client();
-        let ca = scratch.file("ca.pem", &ca);
-        let cert = scratch.file("client.pem", &cert);
-        let key = scratch.file("client.key", &sec1_pem(&key));
-        load_with(&ca, &cert, &key).expect("an EC PRIVATE KEY loads");
+        let (config, _, _) = load_client("sec1", |_, key| sec1_pem(key));
+        config.expect("an EC PRIVATE KEY loads");
     }
 
     #[test]
     fn a_missing_ca_file_is_named_in_the_error() {
         let scratch = Scratch::new("missing");
         let path = scratch.0.join("absent.pem");
-        let error = load_client_config(&path, None).expect_err("no file, no config");
+        let error = load(&path, None).expect_err("no file, no config");
         assert!(matches!(error, TlsConfigError::Read { .. }), "{error:?}");
         let message = error.to_string();
         assert!(
@@ -425,7 +427,7 @@ pub(crate) mod tests {
     fn an_empty_ca_bundle_is_an_error_naming_the_file() {
         let scratch = Scratch::new("empty");
         let path = scratch.file("ca.pem", "# nothing here\n");
-        let error = load_client_config(&path, None).expect_err("no certificate, no config");
+        let error = load(&path, None).expect_err("no certificate, no config");
         assert!(
             matches!(error, TlsConfigError::NoCertificate { .. }),
             "{error:?}"
@@ -442,7 +444,7 @@ pub(crate) mod tests {
         let (ca, _, _) = ca_and_client();
         let cut = &ca[..ca.len() / 2];
         let path = scratch.file("ca.pem", cut);
-        let error = load_client_config(&path, None).expect_err("half a certificate");
+        let error = load(&path, None).expect_err("half a certificate");
         assert!(matches!(error, TlsConfigError::BadPem { .. }), "{error:?}");
         let message = error.to_string();
         assert!(message.contains(&*path.display().to_string()), "{message}");
@@ -451,13 +453,9 @@ pub(crate) mod tests {
 
     #[test]
     fn a_key_file_without_a_key_is_an_error_naming_the_file() {
-        let scratch = Scratch::new("no-key");
-        let (ca, cert, _) = ca_and_client();
-        let ca = scratch.file("ca.pem", &ca);
-        let cert_path = scratch.file("client.pem", &cert);
         // A common slip: the certificate given twice.
-        let key = scratch.file("client.key", &cert);
-        let error = load_with(&ca, &cert_path, &key).expect_err("no key, no config");
+        let (result, _, key) = load_client("no-key", |cert, _| cert.to_string());
+        let error = result.expect_err("no key, no config");
         assert!(matches!(error, TlsConfigError::NoKey { .. }), "{error:?}");
         assert!(
             error.to_string().contains(&*key.display().to_string()),
@@ -467,21 +465,12 @@ pub(crate) mod tests {
 
     #[test]
     fn an_encrypted_key_is_refused_saying_encrypted_keys_are_not_supported() {
-        let scratch = Scratch::new("encrypted");
-        let (ca, cert, _) = ca_and_client();
-        let ca = scratch.file("ca.pem", &ca);
-        let cert = scratch.file("client.pem", &cert);
         // What `openssl pkcs8 -topk8 -v2 aes-256-cbc` and `openssl genrsa -aes256` write.
-        let pkcs8 = scratch.file(
-            "pkcs8.key",
-            "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIBvTBXBgkqhkiG9w0BBQ0wSjApBgkqhkiG9w0BBQwwHAQI\n-----END ENCRYPTED PRIVATE KEY-----\n",
-        );
-        let legacy = scratch.file(
-            "legacy.key",
-            "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-256-CBC,0123456789ABCDEF0123456789ABCDEF\n\nAAAA\n-----END RSA PRIVATE KEY-----\n",
-        );
-        for key in [pkcs8, legacy] {
-            let error = load_with(&ca, &cert, &key).expect_err("an encrypted key");
+        let pkcs8 = "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIBvTBXBgkqhkiG9w0BBQ0wSjApBgkqhkiG9w0BBQwwHAQI\n-----END ENCRYPTED PRIVATE KEY-----\n";
+        let legacy = "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-256-CBC,0123456789ABCDEF0123456789ABCDEF\n\nAAAA\n-----END RSA PRIVATE KEY-----\n";
+        for (test, pem) in [("encrypted-pkcs8", pkcs8), ("encrypted-legacy", legacy)] {
+            let (result, _, key) = load_client(test, |_, _| pem.to_string());
+            let error = result.expect_err("an encrypted key");
             assert!(
                 matches!(error, TlsConfigError::EncryptedKey { .. }),
                 "{error:?}"
@@ -500,13 +489,9 @@ pub(crate) mod tests {
 
     #[test]
     fn a_key_of_another_pair_is_rejected_naming_both_files() {
-        let scratch = Scratch::new("mismatch");
-        let (ca, cert, _) = ca_and_client();
-        let ca = scratch.file("ca.pem", &ca);
-        let cert = scratch.file("client.pem", &cert);
-        let other = KeyPair::generate().expect("another key");
-        let key = scratch.file("client.key", &other.serialize_pem());
-        let error = load_with(&ca, &cert, &key).expect_err("a key that does not match");
+        let other = || KeyPair::generate().expect("another key").serialize_pem();
+        let (result, cert, key) = load_client("mismatch", |_, _| other());
+        let error = result.expect_err("a key that does not match");
         assert!(matches!(error, TlsConfigError::BadKey { .. }), "{error:?}");
         let message = error.to_string();
         assert!(message.contains(&*key.display().to_string()), "{message}");
@@ -516,15 +501,9 @@ pub(crate) mod tests {
 
     #[test]
     fn a_garbled_key_is_rejected_naming_the_file() {
-        let scratch = Scratch::new("garbled");
-        let (ca, cert, _) = ca_and_client();
-        let ca = scratch.file("ca.pem", &ca);
-        let cert = scratch.file("client.pem", &cert);
-        let key = scratch.file(
-            "client.key",
-            "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
-        );
-        let error = load_with(&ca, &cert, &key).expect_err("four zero bytes are no key");
+        let garbled = "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n";
+        let (result, _, key) = load_client("garbled", |_, _| garbled.to_string());
+        let error = result.expect_err("four zero bytes are no key");
         assert!(matches!(error, TlsConfigError::BadKey { .. }), "{error:?}");
         assert!(
             error.to_string().starts_with(&*key.display().to_string()),

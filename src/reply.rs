@@ -444,14 +444,18 @@ mod tests {
         );
     }
 
+    /// An A record of `owner`, TTL 30.
+    fn a_record(owner: &str, [a, b, c, d]: [u8; 4]) -> Record {
+        Record::from_rdata(
+            Name::from_ascii(owner).unwrap(),
+            30,
+            RData::A(A::new(a, b, c, d)),
+        )
+    }
+
     fn a_records(reply: &mut Message, owner: &str, count: u8) {
-        let name = Name::from_ascii(owner).unwrap();
         for i in 0..count {
-            reply.add_answer(Record::from_rdata(
-                name.clone(),
-                30,
-                RData::A(A::new(10, 0, 0, i)),
-            ));
+            reply.add_answer(a_record(owner, [10, 0, 0, i]));
         }
     }
 
@@ -489,11 +493,7 @@ mod tests {
         let mut reply = synthesized(&request(true), ResponseCode::NoError);
         a_records(&mut reply, "a.example.", 5);
         for i in 0..40u8 {
-            reply.add_additional(Record::from_rdata(
-                Name::from_ascii(format!("glue-{i}.example.")).unwrap(),
-                30,
-                RData::A(A::new(10, 1, 0, i)),
-            ));
+            reply.add_additional(a_record(&format!("glue-{i}.example."), [10, 1, 0, i]));
         }
         let cut = encode_fitted(&reply, 512);
         assert!(!wire::is_truncated(&cut), "answers complete: no TC");
@@ -511,11 +511,7 @@ mod tests {
         for set in 0..250 {
             a_records(&mut reply, &format!("set-{set}.example."), 250);
         }
-        reply.add_additional(Record::from_rdata(
-            Name::from_ascii("glue.example.").unwrap(),
-            30,
-            RData::A(A::new(10, 1, 0, 1)),
-        ));
+        reply.add_additional(a_record("glue.example.", [10, 1, 0, 1]));
         let cut = encode_fitted(&reply, wire::MAX_MESSAGE);
         assert!(cut.len() <= wire::MAX_MESSAGE);
         assert!(wire::is_truncated(&cut));
@@ -543,11 +539,7 @@ mod tests {
             for _ in 0..((wire::MAX_UDP_REPLY - size) / 26).max(1) {
                 let [_, _, high, low] = glue.to_be_bytes();
                 let owner = format!("glue-{glue}.example.");
-                reply.add_additional(Record::from_rdata(
-                    Name::from_ascii(owner).unwrap(),
-                    30,
-                    RData::A(A::new(10, 2, high, low)),
-                ));
+                reply.add_additional(a_record(&owner, [10, 2, high, low]));
                 glue += 1;
             }
         }

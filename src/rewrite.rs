@@ -214,7 +214,8 @@ impl Peer {
     /// as `mongo-4.mongo.db.cluster.b`, the name that resolves forward to the address).
     pub async fn ask_verbatim(&self, request: &Request, deadline: Instant) -> Vec<u8> {
         let Some(upstream_bytes) = request.for_peer(request.name()) else {
-            return form_error(request.message());
+            let reply = reply::synthesized(request.message(), ResponseCode::FormErr);
+            return reply::encode_fitted(&reply, wire::MAX_MESSAGE);
         };
         self.exchange(request, &upstream_bytes, deadline).await
     }
@@ -258,13 +259,6 @@ impl Peer {
         client_reply.metadata.id = request.id();
         reply::encode_fitted(&client_reply, wire::MAX_MESSAGE)
     }
-}
-
-fn form_error(request: &Message) -> Vec<u8> {
-    reply::encode_fitted(
-        &reply::synthesized(request, ResponseCode::FormErr),
-        wire::MAX_MESSAGE,
-    )
 }
 
 /// Maps a record's owner and the names inside its data.

@@ -134,13 +134,8 @@ impl SearchList {
     /// Whether `name` (a plain wire name under no zone) is a search expansion of a meshdns
     /// name that cannot exist: it ends in a zone followed by a search suffix (on label
     /// boundaries), and the whole name has no Kubernetes shape. Returns the cluster domain,
-    /// whose SOA the NXDOMAIN carries.
-    ///
-    /// Bit tests come before any comparison: the name's last byte before the root against
-    /// the suffixes' (names outside the cluster domain stop here); then, per suffix, the two
-    /// bytes just before where the suffix would start against the last two bytes of every
-    /// zone. An in-cluster name (`mongo-0.mongo.db.svc.cluster.local`) rarely passes one; only
-    /// then are the suffix's expansions compared.
+    /// whose SOA the NXDOMAIN carries. The bit tests of the module's documentation come
+    /// first; an in-cluster name (`mongo-0.mongo.db.svc.cluster.local`) rarely passes one.
     pub fn expansion(&self, name: &[u8]) -> Option<&Arc<Name>> {
         let (&last, _) = name.split_last()?.1.split_last()?;
         if !has_byte(&self.suffix_last_bytes, last) {

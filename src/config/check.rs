@@ -12,6 +12,8 @@
 use std::fmt::Write;
 use std::net::SocketAddr;
 
+use hickory_proto::rr::Name;
+
 use super::variables::*;
 use super::{
     Config, Endpoint, OwnData, PodIdentity, Source, Transport, UpstreamSource, show_duration,
@@ -250,14 +252,7 @@ pub(crate) fn effective(config: &Config, variable: &str) -> String {
                 .collect::<Vec<_>>()
                 .join(", "),
         ),
-        DISTRIBUTED_ZONES => or_dash(
-            config
-                .distributed_zones
-                .iter()
-                .map(|z| z.to_ascii())
-                .collect::<Vec<_>>()
-                .join(","),
-        ),
+        DISTRIBUTED_ZONES => join(config.distributed_zones.iter().map(Name::to_ascii)),
         CLUSTERSET_ZONE => config
             .clusterset_zone
             .as_ref()
@@ -314,14 +309,9 @@ pub(crate) fn effective(config: &Config, variable: &str) -> String {
     }
 }
 
-fn join<T: ToString>(items: &[T]) -> String {
-    or_dash(
-        items
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(","),
-    )
+fn join<T: ToString>(items: impl IntoIterator<Item = T>) -> String {
+    let items: Vec<String> = items.into_iter().map(|item| item.to_string()).collect();
+    or_dash(items.join(","))
 }
 
 fn or_dash(text: String) -> String {
@@ -360,23 +350,33 @@ fn table<const N: usize>(header: &[[String; N]], rows: &[[String; N]]) -> String
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use crate::config::tests::config_from;
 
     use super::*;
 
+    /// `--check`'s text for the configuration `pairs` give (sending nothing).
+    fn check(pairs: &[(&str, &str)]) -> String {
+        render_check(&config_from(pairs).unwrap(), None)
+    }
+
+    /// The line of `text` that starts with `start` (after the indent).
+    pub(crate) fn line<'a>(text: &'a str, start: &str) -> &'a str {
+        (text.lines())
+            .find(|l| l.trim_start().starts_with(start))
+            .unwrap_or_else(|| panic!("no line {start}:\n{text}"))
+    }
+
     #[test]
     fn the_routing_table_names_every_zone_and_where_it_goes() {
-        let config = config_from(&[
+        let text = check(&[
             ("MESHDNS_LOCAL_CLUSTER", "a"),
             (
                 "MESHDNS_CLUSTERS",
                 "a=; b=10.9.0.1:30053 prefix=west- transport=tcp",
             ),
             ("MESHDNS_CLUSTERSET_ZONE", "clusterset.local"),
-        ])
-        .unwrap();
-        let text = render_check(&config, None);
+        ]);
         assert!(text.contains("cluster.a."), "{text}");
         assert!(text.contains("upstreams 127.0.0.1:5300 (udp)"), "{text}");
         assert!(text.contains("10.9.0.1:30053 (tcp)"), "{text}");
@@ -391,19 +391,15 @@ mod tests {
 
     #[test]
     fn namespace_and_reverse_claims_are_rows_of_the_routing_table() {
-        let config = config_from(&[
+        let text = check(&[
             ("MESHDNS_LOCAL_CLUSTER", "a"),
             (
                 "MESHDNS_CLUSTERS",
                 "a= cidr=10.8.0.0/16; b=10.9.0.1:30053 cidr=10.9.0.0/16,fd00:9::/56 namespaces=crdb-eu",
             ),
-        ])
-        .unwrap();
-        let text = render_check(&config, None);
-        let row = |start: &str| {
-            text.lines()
-                .find(|l| l.trim_start().starts_with(start))
-                .unwrap_or_else(|| panic!("no row {start}:\n{text}"))
+        ]);
+        let row = |start| {
+            line(&text, start)
                 .split_whitespace()
                 .collect::<Vec<_>>()
                 .join(" ")
@@ -425,13 +421,9 @@ mod tests {
 
     #[test]
     fn every_variable_is_shown_with_its_source() {
-        let config = config_from(&[("MESHDNS_CACHE_SIZE", "0")]).unwrap();
-        let text = render_check(&config, None);
+        let text = check(&[("MESHDNS_CACHE_SIZE", "0")]);
         for variable in VARIABLES {
-            let line = text
-                .lines()
-                .find(|l| l.trim_start().starts_with(&format!("{} ", variable.name)))
-                .unwrap_or_else(|| panic!("{} missing:\n{text}", variable.name));
+            let line = line(&text, &format!("{} ", variable.name));
             assert!(
                 line.ends_with("default") || line.ends_with("environment"),
                 "{line}"
@@ -503,34 +495,27 @@ mod tests {
             ("MESHDNS_THREADS", "2"),
         ]);
         let text = render_check(&config.unwrap(), None);
-        let line = |name: &str| {
-            text.lines()
-                .find(|l| l.trim_start().starts_with(name))
-                .unwrap_or_else(|| panic!("{name} missing:\n{text}"))
-                .to_string()
-        };
         assert!(
-            line("MESHDNS_THREADS ").contains("4 (pending a restart; in force: 2"),
+            line(&text, "MESHDNS_THREADS ").contains("4 (pending a restart; in force: 2"),
             "{text}"
         );
         // A live variable is simply in force.
-        assert!(!line("MESHDNS_TIMEOUT ").contains("pending"), "{text}");
+        assert!(
+            !line(&text, "MESHDNS_TIMEOUT ").contains("pending"),
+            "{text}"
+        );
     }
 
     #[test]
     fn columns_never_run_together() {
-        let config = config_from(&[
+        let text = check(&[
             ("MESHDNS_LOCAL_CLUSTER", "a"),
             (
                 "MESHDNS_CLUSTERS",
                 "a=; a-very-long-cluster-name-indeed=10.9.0.1:30053,10.9.0.2:30053,10.9.0.3:30053 prefix=long-",
             ),
-        ])
-        .unwrap();
-        for line in render_check(&config, None)
-            .lines()
-            .filter(|l| l.contains("cluster.a-very"))
-        {
+        ]);
+        for line in text.lines().filter(|l| l.contains("cluster.a-very")) {
             assert!(line.contains("  cluster a-very-long"), "{line}");
         }
     }

@@ -100,7 +100,7 @@ impl EndpointToken {
 }
 
 /// One entry of `MESHDNS_CLUSTERS`, options not yet defaulted.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClusterEntry {
     pub name: String,
     pub endpoints: Vec<EndpointToken>,
@@ -169,13 +169,7 @@ fn parse_entry(entry: &str) -> Result<ClusterEntry, EntryError> {
     check_cluster_name(name).map_err(|reason| error(name, reason))?;
     let mut parsed = ClusterEntry {
         name: name.to_string(),
-        endpoints: Vec::new(),
-        domain: None,
-        prefix: None,
-        transport: None,
-        tls_name: None,
-        networks: Vec::new(),
-        namespaces: Vec::new(),
+        ..ClusterEntry::default()
     };
     for token in tokens(rest) {
         match token.split_once('=') {
@@ -622,71 +616,64 @@ mod tests {
     }
 
     mod claims {
-        use crate::config::tests::config_from;
+        use crate::config::tests::{config_from, refused};
+        use crate::config::{Config, ConfigError};
 
-        fn refused(clusters: &str) -> String {
-            let error = config_from(&[
+        /// The configuration of `clusters`, with `a` the local cluster.
+        fn with_local_a(clusters: &str) -> Result<Config, ConfigError> {
+            config_from(&[
                 ("MESHDNS_LOCAL_CLUSTER", "a"),
                 ("MESHDNS_CLUSTERS", clusters),
             ])
-            .unwrap_err();
-            assert_eq!(error.variable, "MESHDNS_CLUSTERS");
-            error.to_string()
         }
 
         #[test]
         fn overlapping_networks_of_two_clusters_are_refused_naming_both() {
-            let error = refused(
-                "a= cidr=10.8.0.0/16; b=10.9.0.1 cidr=10.9.0.0/16; c=10.10.0.1 cidr=10.9.128.0/17",
+            refused(
+                with_local_a(
+                    "a= cidr=10.8.0.0/16; b=10.9.0.1 cidr=10.9.0.0/16; c=10.10.0.1 cidr=10.9.128.0/17",
+                ),
+                ("MESHDNS_CLUSTERS", "cidr=10.9.128.0/17"),
+                &["of cluster c overlaps 10.9.0.0/16 of cluster b"],
             );
-            assert!(error.contains("\"cidr=10.9.128.0/17\""), "{error}");
-            assert!(
-                error.contains("cluster c overlaps 10.9.0.0/16 of cluster b"),
-                "{error}"
-            );
-            let error = refused("a= cidr=fd00::/8; b=10.9.0.1 cidr=fd00:9::/56");
-            assert!(
-                error.contains("cluster b overlaps fd00::/8 of cluster a"),
-                "{error}"
+            refused(
+                with_local_a("a= cidr=fd00::/8; b=10.9.0.1 cidr=fd00:9::/56"),
+                ("MESHDNS_CLUSTERS", "cidr=fd00:9::/56"),
+                &["of cluster b overlaps fd00::/8 of cluster a"],
             );
         }
 
         #[test]
         fn nested_networks_of_one_cluster_are_its_own_business() {
-            let config = config_from(&[
-                ("MESHDNS_LOCAL_CLUSTER", "a"),
-                (
-                    "MESHDNS_CLUSTERS",
-                    "a=; b=10.9.0.1 cidr=10.9.0.0/16,10.9.1.0/24; c=10.10.0.1 cidr=10.10.0.0/16",
-                ),
-            ])
+            let config = with_local_a(
+                "a=; b=10.9.0.1 cidr=10.9.0.0/16,10.9.1.0/24; c=10.10.0.1 cidr=10.10.0.0/16",
+            )
             .unwrap();
             assert_eq!(config.clusters[1].networks.len(), 2);
         }
 
         #[test]
         fn a_namespace_claimed_by_two_clusters_is_refused() {
-            let error = refused(
-                "a=; b=10.9.0.1 namespaces=crdb-eu; c=10.10.0.1 namespaces=crdb-us,crdb-eu",
-            );
-            assert!(
-                error.contains("\"namespaces=crdb-eu\" is claimed by both b and c"),
-                "{error}"
+            refused(
+                with_local_a(
+                    "a=; b=10.9.0.1 namespaces=crdb-eu; c=10.10.0.1 namespaces=crdb-us,crdb-eu",
+                ),
+                ("MESHDNS_CLUSTERS", "namespaces=crdb-eu"),
+                &["is claimed by both b and c"],
             );
             // The local cluster's claim counts: its namespaces stay with kube-dns.
-            let error = refused("a= namespaces=crdb-us; b=10.9.0.1 namespaces=crdb-us");
-            assert!(error.contains("claimed by both a and b"), "{error}");
+            refused(
+                with_local_a("a= namespaces=crdb-us; b=10.9.0.1 namespaces=crdb-us"),
+                ("MESHDNS_CLUSTERS", "namespaces=crdb-us"),
+                &["is claimed by both a and b"],
+            );
         }
 
         #[test]
         fn namespace_zones_lie_under_the_local_cluster_domain() {
-            let config = config_from(&[
-                ("MESHDNS_LOCAL_CLUSTER", "a"),
-                (
-                    "MESHDNS_CLUSTERS",
-                    "a= domain=a.example namespaces=crdb-us; b=10.9.0.1 domain=a.example namespaces=crdb-eu",
-                ),
-            ])
+            let config = with_local_a(
+                "a= domain=a.example namespaces=crdb-us; b=10.9.0.1 domain=a.example namespaces=crdb-eu",
+            )
             .unwrap();
             let zones: Vec<String> = config
                 .clusters
@@ -698,8 +685,11 @@ mod tests {
 
         #[test]
         fn a_namespace_route_to_a_cluster_of_another_domain_is_refused() {
-            let error = refused("a=; b=10.9.0.1 domain=b.example namespaces=crdb-eu");
-            assert!(error.contains("\"namespaces=crdb-eu\" needs cluster b to share the local cluster domain cluster.local."), "{error}");
+            refused(
+                with_local_a("a=; b=10.9.0.1 domain=b.example namespaces=crdb-eu"),
+                ("MESHDNS_CLUSTERS", "namespaces=crdb-eu"),
+                &["needs cluster b to share the local cluster domain cluster.local."],
+            );
         }
     }
 }

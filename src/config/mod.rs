@@ -657,36 +657,25 @@ fn clusters(
     zone_template: &str,
     upstreams: &[SocketAddr],
 ) -> Result<Vec<Cluster>, ConfigError> {
-    let entries = parse_clusters(value(settings, CLUSTERS))?;
+    let mut entries = parse_clusters(value(settings, CLUSTERS))?;
     let local = local_cluster(settings, &entries)?;
+    // A local cluster named without a list is an entry without endpoints (it is asked through
+    // the upstreams).
+    if let Some(local) = &local
+        && !entries.iter().any(|e| &e.name == local)
+    {
+        entries.push(clusters::ClusterEntry {
+            name: local.clone(),
+            ..clusters::ClusterEntry::default()
+        });
+    }
     // The domain names of this pod's cluster live in: namespace routes are zones under it.
     let local_domain = entries
         .iter()
         .find(|e| local.as_ref() == Some(&e.name))
         .and_then(|e| e.domain.as_ref())
         .unwrap_or(default_domain);
-    let mut clusters: Vec<Cluster> = Vec::with_capacity(entries.len() + 1);
-    if let Some(local) = &local
-        && !entries.iter().any(|e| &e.name == local)
-    {
-        let implicit = clusters::ClusterEntry {
-            name: local.clone(),
-            endpoints: Vec::new(),
-            domain: None,
-            prefix: None,
-            transport: None,
-            tls_name: None,
-            networks: Vec::new(),
-            namespaces: Vec::new(),
-        };
-        clusters.push(cluster_from(
-            &implicit,
-            (default_domain, local_domain),
-            zone_template,
-            upstreams,
-            true,
-        )?);
-    }
+    let mut clusters: Vec<Cluster> = Vec::with_capacity(entries.len());
     let mut names = std::collections::HashSet::with_capacity(entries.len());
     for entry in &entries {
         if !names.insert(entry.name.as_str()) {

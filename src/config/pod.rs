@@ -371,7 +371,8 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::tests::config_from;
+    use crate::certificates::tests::Scratch;
+    use crate::config::tests::{config_from, refused};
 
     fn ip(text: &str) -> IpAddr {
         text.parse().unwrap()
@@ -449,23 +450,11 @@ mod tests {
         );
     }
 
-    /// A hosts file in the temp directory, removed when dropped.
-    struct TempHosts(String);
-
-    impl Drop for TempHosts {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
-
-    fn hosts_file(text: &str) -> TempHosts {
-        let path = std::env::temp_dir().join(format!(
-            "meshdns-hosts-{}-{}",
-            std::process::id(),
-            rand::random::<u32>()
-        ));
-        std::fs::write(&path, text).unwrap();
-        TempHosts(path.display().to_string())
+    /// A hosts file holding `text`, in a directory of `test`'s own (removed when dropped).
+    fn hosts_file(test: &str, text: &str) -> (Scratch, String) {
+        let dir = Scratch::new(test);
+        let path = dir.file("hosts", text).display().to_string();
+        (dir, path)
     }
 
     /// The identity `pairs` give, which must be complete.
@@ -491,25 +480,25 @@ mod tests {
 
     #[test]
     fn the_identity_comes_from_the_hosts_file_and_the_pod_ips() {
-        let hosts = hosts_file(KUBELET_HOSTS);
+        let (_dir, hosts) = hosts_file("pod-hosts", KUBELET_HOSTS);
         let pod = pod_on(&[
             ("MESHDNS_POD_IP", "10.8.1.2"),
             ("MESHDNS_POD_IPS", "10.8.1.2,fd00::8:1:2"),
-            ("MESHDNS_HOSTS_FILE", &hosts.0),
+            ("MESHDNS_HOSTS_FILE", &hosts),
         ]);
         assert_eq!(who(&pod), ["mongo-0", "mongo", "db"]);
         assert_eq!(pod.ips, [ip("10.8.1.2"), ip("fd00::8:1:2")]);
-        assert_eq!(pod.hosts_file, Some(PathBuf::from(&hosts.0)));
+        assert_eq!(pod.hosts_file, Some(PathBuf::from(&hosts)));
     }
 
     #[test]
     fn the_variables_override_what_the_hosts_file_says() {
-        let hosts = hosts_file(KUBELET_HOSTS);
+        let (_dir, hosts) = hosts_file("pod-override", KUBELET_HOSTS);
         let pod = pod_on(&[
             ("MESHDNS_POD_IP", "10.8.1.2"),
             ("MESHDNS_POD_NAMESPACE", "prod"),
             ("MESHDNS_POD_SUBDOMAIN", "rs0"),
-            ("MESHDNS_HOSTS_FILE", &hosts.0),
+            ("MESHDNS_HOSTS_FILE", &hosts),
         ]);
         assert_eq!(who(&pod), ["mongo-0", "rs0", "prod"]);
     }
@@ -529,10 +518,13 @@ mod tests {
 
     #[test]
     fn without_a_line_for_the_pod_the_feature_is_off_and_says_why() {
-        let hosts = hosts_file("127.0.0.1\tlocalhost\n10.8.1.9\tsomeone-else\n");
+        let (_dir, hosts) = hosts_file(
+            "pod-no-line",
+            "127.0.0.1\tlocalhost\n10.8.1.9\tsomeone-else\n",
+        );
         let why = pod_off(&[
             ("MESHDNS_POD_IP", "10.8.1.2"),
-            ("MESHDNS_HOSTS_FILE", &hosts.0),
+            ("MESHDNS_HOSTS_FILE", &hosts),
         ]);
         assert!(
             why.contains(
@@ -540,7 +532,7 @@ mod tests {
             ),
             "{why}"
         );
-        assert!(why.contains(&hosts.0) && why.contains("10.8.1.2"), "{why}");
+        assert!(why.contains(&hosts) && why.contains("10.8.1.2"), "{why}");
     }
 
     #[test]
@@ -573,21 +565,22 @@ mod tests {
                 "{error}"
             );
         }
-        let error = config_from(&[("MESHDNS_POD_IPS", "10.8.1.2,fd00::zz")]).unwrap_err();
-        assert_eq!(error.token, "fd00::zz");
-        assert!(error.reason.contains("status.podIPs"), "{error}");
+        refused(
+            config_from(&[("MESHDNS_POD_IPS", "10.8.1.2,fd00::zz")]),
+            ("MESHDNS_POD_IPS", "fd00::zz"),
+            &["status.podIPs"],
+        );
     }
 
     #[test]
     fn a_pod_ip_outside_the_pod_ips_is_a_configuration_error() {
-        let error = config_from(&[
+        refused(
+            config_from(&[
+                ("MESHDNS_POD_IP", "10.8.1.3"),
+                ("MESHDNS_POD_IPS", "10.8.1.2,fd00::2"),
+            ]),
             ("MESHDNS_POD_IP", "10.8.1.3"),
-            ("MESHDNS_POD_IPS", "10.8.1.2,fd00::2"),
-        ])
-        .unwrap_err();
-        assert_eq!(
-            (error.variable.as_str(), error.token.as_str()),
-            ("MESHDNS_POD_IP", "10.8.1.3")
+            &["is not among MESHDNS_POD_IPS"],
         );
     }
 
@@ -599,13 +592,11 @@ mod tests {
             "MESHDNS_POD_NAMESPACE",
         ] {
             for bad in ["Mongo-0", "mongo.0", "-mongo", &"a".repeat(64)] {
-                let error =
-                    config_from(&[("MESHDNS_POD_IP", "10.8.1.2"), (variable, bad)]).unwrap_err();
-                assert_eq!(
-                    (error.variable.as_str(), error.token.as_str()),
-                    (variable, bad)
+                refused(
+                    config_from(&[("MESHDNS_POD_IP", "10.8.1.2"), (variable, bad)]),
+                    (variable, bad),
+                    &["DNS label"],
                 );
-                assert!(error.reason.contains("DNS label"), "{error}");
             }
         }
     }

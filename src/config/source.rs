@@ -143,14 +143,12 @@ impl Settings {
     /// These settings with the files of `dir` laid over them.
     pub fn with_dir(mut self, dir: &Path) -> Result<Self, ConfigError> {
         let shown = dir.display().to_string();
-        let entries = std::fs::read_dir(dir).map_err(|error| {
+        let unreadable = |error: std::io::Error| {
             ConfigError::new(CONFIG_DIR, &shown, format!("cannot be read ({error})"))
-        })?;
+        };
         let mut files: Vec<(String, PathBuf)> = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|error| {
-                ConfigError::new(CONFIG_DIR, &shown, format!("cannot be read ({error})"))
-            })?;
+        for entry in std::fs::read_dir(dir).map_err(unreadable)? {
+            let entry = entry.map_err(unreadable)?;
             let name = entry.file_name().to_string_lossy().into_owned();
             if name.starts_with('.') || !name.starts_with("MESHDNS_") {
                 continue;
@@ -201,6 +199,7 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::certificates::tests::Scratch;
 
     fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs
@@ -211,18 +210,17 @@ mod tests {
 
     #[test]
     fn a_file_overrides_the_environment_and_hidden_entries_are_skipped() {
-        let dir = std::env::temp_dir().join(format!("meshdns-source-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("..2026_12_01_00_00_00.1")).unwrap();
-        std::fs::write(dir.join("MESHDNS_TIMEOUT"), "3s\n").unwrap();
-        std::fs::write(dir.join("README"), "not ours").unwrap();
+        let dir = Scratch::new("source-override");
+        std::fs::create_dir_all(dir.0.join("..2026_12_01_00_00_00.1")).unwrap();
+        dir.file("MESHDNS_TIMEOUT", "3s\n");
+        dir.file("README", "not ours");
         let settings = Settings::from_vars(vars(&[
             ("MESHDNS_TIMEOUT", "2s"),
             ("MESHDNS_CACHE_SIZE", "5"),
         ]))
         .unwrap()
-        .with_dir(&dir)
+        .with_dir(&dir.0)
         .unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(settings.get("MESHDNS_TIMEOUT"), Some("3s"));
         assert!(matches!(
             settings.source("MESHDNS_TIMEOUT"),
@@ -235,11 +233,9 @@ mod tests {
 
     #[test]
     fn an_unknown_file_in_the_directory_is_named_with_a_suggestion() {
-        let dir = std::env::temp_dir().join(format!("meshdns-typo-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("MESHDNS_CLUSTRES"), "b=10.9.0.1").unwrap();
-        let error = Settings::default().with_dir(&dir).unwrap_err();
-        std::fs::remove_dir_all(&dir).unwrap();
+        let dir = Scratch::new("source-typo");
+        dir.file("MESHDNS_CLUSTRES", "b=10.9.0.1");
+        let error = Settings::default().with_dir(&dir.0).unwrap_err();
         assert_eq!(error.variable, "MESHDNS_CLUSTRES");
         assert!(error.reason.contains("MESHDNS_CLUSTERS"), "{error}");
     }

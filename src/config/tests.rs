@@ -5,23 +5,18 @@ use super::*;
 
 /// A CA certificate in a temporary PEM file, for the rules of `transport=tls`.
 pub(crate) fn ca_file() -> String {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let cert = params.self_signed(&key).unwrap();
-    let path = std::env::temp_dir().join(format!(
-        "meshdns-test-ca-{}-{}.pem",
-        std::process::id(),
-        rand::random::<u32>()
-    ));
-    std::fs::write(&path, cert.pem()).unwrap();
-    path.display().to_string()
+    temp_file("ca.pem", &certificates::tests::ca().0.pem())
 }
 
 /// A resolv.conf with `content` in a temporary file of its own; its path.
 pub(crate) fn resolv_conf_file(content: &str) -> String {
+    temp_file("resolv.conf", content)
+}
+
+/// A temporary file of its own, named after `what`, holding `content`; its path.
+fn temp_file(what: &str, content: &str) -> String {
     let path = std::env::temp_dir().join(format!(
-        "meshdns-test-resolv-{}-{}.conf",
+        "meshdns-test-{}-{}-{what}",
         std::process::id(),
         rand::random::<u32>()
     ));
@@ -36,6 +31,40 @@ pub(crate) fn config_from(pairs: &[(&str, &str)]) -> Result<Config, ConfigError>
         vec![("MESHDNS_UPSTREAMS".into(), "127.0.0.1:5300".into())];
     vars.extend(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     Config::from_vars(vars)
+}
+
+/// Variables as `(name, value)` pairs.
+type Pairs = &'static [(&'static str, &'static str)];
+
+/// The configuration `clusters` gives with `a` as the local cluster, plus `more` pairs.
+fn with_local_a(clusters: &str, more: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    let clusters = format!("a=; {clusters}");
+    let mut pairs = vec![
+        ("MESHDNS_LOCAL_CLUSTER", "a"),
+        ("MESHDNS_CLUSTERS", &clusters),
+    ];
+    pairs.extend_from_slice(more);
+    config_from(&pairs)
+}
+
+/// The error of `result`, which must be refused naming `variable` and `token`, with a reason
+/// that says each of `says`.
+#[track_caller]
+pub(crate) fn refused(
+    result: Result<Config, ConfigError>,
+    (variable, token): (&str, &str),
+    says: &[&str],
+) -> ConfigError {
+    let err = result.unwrap_err();
+    assert_eq!(
+        (err.variable.as_str(), err.token.as_str()),
+        (variable, token),
+        "{err}"
+    );
+    for words in says {
+        assert!(err.reason.contains(words), "{err}");
+    }
+    err
 }
 
 #[test]
@@ -83,16 +112,11 @@ fn a_local_cluster_alone_needs_no_list() {
 
 #[test]
 fn the_resolv_conf_skips_loopback_nameservers() {
-    let dir = std::env::temp_dir().join(format!("meshdns-resolv-{}", std::process::id()));
-    std::fs::write(
-        &dir,
+    let path = resolv_conf_file(
         "search db.svc.cluster.local\nnameserver 127.0.0.1\nnameserver 10.96.0.10\n",
-    )
-    .unwrap();
-    let config =
-        Config::from_vars([("MESHDNS_RESOLV_CONF".to_string(), dir.display().to_string())])
-            .unwrap();
-    std::fs::remove_file(&dir).unwrap();
+    );
+    let config = Config::from_vars([("MESHDNS_RESOLV_CONF".to_string(), path.clone())]).unwrap();
+    std::fs::remove_file(&path).unwrap();
     assert_eq!(config.upstreams, vec!["10.96.0.10:53".parse().unwrap()]);
 }
 
@@ -234,23 +258,11 @@ fn a_typo_is_named_whatever_the_order_of_the_variables() {
 }
 
 #[test]
-fn a_distributed_zone_cannot_also_be_a_cluster_zone() {
-    let err = config_from(&[
-        ("MESHDNS_LOCAL_CLUSTER", "a"),
-        ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1"),
-        ("MESHDNS_DISTRIBUTED_ZONES", "cluster.b"),
-    ])
-    .unwrap_err();
-    assert_eq!(err.variable, "MESHDNS_DISTRIBUTED_ZONES");
-}
-
-#[test]
 fn a_typo_suggests_the_variable_meant() {
-    let err = config_from(&[("MESHDNS_UPSTREAM", "10.96.0.10")]).unwrap_err();
-    assert_eq!(err.variable, "MESHDNS_UPSTREAM");
-    assert!(
-        err.reason.contains("did you mean MESHDNS_UPSTREAMS?"),
-        "{err}"
+    refused(
+        config_from(&[("MESHDNS_UPSTREAM", "10.96.0.10")]),
+        ("MESHDNS_UPSTREAM", "MESHDNS_UPSTREAM"),
+        &["did you mean MESHDNS_UPSTREAMS?"],
     );
 }
 
@@ -280,11 +292,10 @@ fn decimal_durations_are_accepted() {
 
 #[test]
 fn a_cluster_zone_template_under_another_domain_than_the_cluster_domain_is_fine() {
-    let config = config_from(&[
-        ("MESHDNS_LOCAL_CLUSTER", "a"),
-        ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1"),
-        ("MESHDNS_CLUSTER_ZONE", "{name}.clusters.example"),
-    ])
+    let config = with_local_a(
+        "b=10.9.0.1",
+        &[("MESHDNS_CLUSTER_ZONE", "{name}.clusters.example")],
+    )
     .unwrap();
     assert_eq!(config.clusters[1].zone.to_ascii(), "b.clusters.example.");
 }
@@ -301,42 +312,29 @@ fn every_value_remembers_where_it_came_from() {
 
 #[test]
 fn a_cluster_zone_in_the_cluster_domain_is_refused() {
-    let err = config_from(&[
-        ("MESHDNS_LOCAL_CLUSTER", "a"),
-        ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1"),
-        ("MESHDNS_CLUSTER_ZONE", "{name}.cluster.local"),
-    ])
-    .unwrap_err();
-    assert_eq!(
-        (err.variable.as_str(), err.token.as_str()),
-        ("MESHDNS_CLUSTER_ZONE", "a.cluster.local.")
+    refused(
+        with_local_a(
+            "b=10.9.0.1",
+            &[("MESHDNS_CLUSTER_ZONE", "{name}.cluster.local")],
+        ),
+        ("MESHDNS_CLUSTER_ZONE", "a.cluster.local."),
+        &[],
     );
 }
 
 #[test]
 fn tls_clusters_need_a_ca_bundle_and_a_name_to_verify() {
-    let peers = |clusters: &str| format!("a=; {clusters}");
-    let err = config_from(&[
-        ("MESHDNS_LOCAL_CLUSTER", "a"),
-        (
-            "MESHDNS_CLUSTERS",
-            &peers("b=dns-b.example.net transport=tls"),
-        ),
-    ])
-    .unwrap_err();
-    assert_eq!(err.variable, "MESHDNS_TLS_CA_FILE");
+    refused(
+        with_local_a("b=dns-b.example.net transport=tls", &[]),
+        ("MESHDNS_TLS_CA_FILE", ""),
+        &["cluster b uses transport=tls"],
+    );
     let ca = ca_file();
-    let with_ca = |clusters: &str| {
-        config_from(&[
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            ("MESHDNS_CLUSTERS", &peers(clusters)),
-            ("MESHDNS_TLS_CA_FILE", &ca),
-        ])
-    };
-    let err = with_ca("b=10.9.0.1 transport=tls").unwrap_err();
-    assert_eq!(
-        (err.variable.as_str(), err.token.as_str()),
-        ("MESHDNS_CLUSTERS", "b")
+    let with_ca = |clusters: &str| with_local_a(clusters, &[("MESHDNS_TLS_CA_FILE", &ca)]);
+    refused(
+        with_ca("b=10.9.0.1 transport=tls"),
+        ("MESHDNS_CLUSTERS", "b"),
+        &["without tls_name="],
     );
     let config = with_ca("b=10.9.0.1 transport=tls tls_name=dns.b.example").unwrap();
     assert_eq!(config.clusters[1].endpoints[0].to_string(), "10.9.0.1:853");
@@ -349,39 +347,44 @@ fn tls_clusters_need_a_ca_bundle_and_a_name_to_verify() {
         config.clusters[1].tls_name.as_ref().unwrap().to_ascii(),
         "dns-b.example.net."
     );
-    let err = with_ca("b=10.9.0.1 tls_name=dns.b.example").unwrap_err();
-    assert_eq!(err.token, "tls_name=dns.b.example");
+    refused(
+        with_ca("b=10.9.0.1 tls_name=dns.b.example"),
+        ("MESHDNS_CLUSTERS", "tls_name=dns.b.example"),
+        &["is only for transport=tls"],
+    );
 }
 
 #[test]
 fn a_client_certificate_needs_its_key() {
-    let err = config_from(&[
-        ("MESHDNS_TLS_CA_FILE", &ca_file()),
-        ("MESHDNS_TLS_CERT_FILE", "/tls.crt"),
-    ])
-    .unwrap_err();
-    assert_eq!(err.variable, "MESHDNS_TLS_KEY_FILE");
+    refused(
+        config_from(&[
+            ("MESHDNS_TLS_CA_FILE", &ca_file()),
+            ("MESHDNS_TLS_CERT_FILE", "/tls.crt"),
+        ]),
+        ("MESHDNS_TLS_KEY_FILE", ""),
+        &["is needed with MESHDNS_TLS_CERT_FILE (/tls.crt)"],
+    );
 }
 
 #[test]
 fn an_unreadable_or_empty_tls_file_is_named() {
-    let err = config_from(&[("MESHDNS_TLS_CA_FILE", "/nonexistent/ca.crt")]).unwrap_err();
-    assert_eq!(
-        (err.variable.as_str(), err.token.as_str()),
-        ("MESHDNS_TLS_CA_FILE", "/nonexistent/ca.crt")
+    refused(
+        config_from(&[("MESHDNS_TLS_CA_FILE", "/nonexistent/ca.crt")]),
+        ("MESHDNS_TLS_CA_FILE", "/nonexistent/ca.crt"),
+        &["does not exist"],
     );
-    let empty = std::env::temp_dir().join(format!("meshdns-empty-{}.pem", std::process::id()));
-    std::fs::write(&empty, "").unwrap();
-    let shown = empty.display().to_string();
-    let err = config_from(&[
+    let empty = temp_file("empty.pem", "");
+    let result = config_from(&[
         ("MESHDNS_TLS_CA_FILE", &ca_file()),
-        ("MESHDNS_TLS_CERT_FILE", &shown),
-        ("MESHDNS_TLS_KEY_FILE", &shown),
-    ])
-    .unwrap_err();
+        ("MESHDNS_TLS_CERT_FILE", &empty),
+        ("MESHDNS_TLS_KEY_FILE", &empty),
+    ]);
     std::fs::remove_file(&empty).unwrap();
-    assert_eq!(err.variable, "MESHDNS_TLS_CERT_FILE");
-    assert!(err.reason.contains("no certificate"), "{err}");
+    refused(
+        result,
+        ("MESHDNS_TLS_CERT_FILE", &empty),
+        &["no certificate"],
+    );
 }
 
 use crate::certificates::tests::Scratch;
@@ -447,16 +450,14 @@ fn clusters(n: usize) -> String {
 
 #[test]
 fn cluster_257_is_refused_and_256_validate_with_the_routing_table_linear_in_size() {
-    let err = config_from(&[
-        ("MESHDNS_LOCAL_CLUSTER", "c0"),
-        ("MESHDNS_CLUSTERS", &clusters(257)),
-    ])
-    .unwrap_err();
-    assert_eq!(
-        (err.variable.as_str(), err.token.as_str()),
-        ("MESHDNS_CLUSTERS", "c256")
+    refused(
+        config_from(&[
+            ("MESHDNS_LOCAL_CLUSTER", "c0"),
+            ("MESHDNS_CLUSTERS", &clusters(257)),
+        ]),
+        ("MESHDNS_CLUSTERS", "c256"),
+        &["at most 256"],
     );
-    assert!(err.reason.contains("at most 256"), "{err}");
     // Validation and --check grow linearly: twice the clusters, about twice the output (a table
     // padded to its longest cell grew with the square).
     let size = |n: usize| {
@@ -501,22 +502,14 @@ fn an_env_file_keeps_each_value_whole_spaces_included() {
 #[test]
 fn a_rotation_names_the_variable_of_each_file_that_changed() {
     let dir = Scratch::new("config-rotated");
-    let write_pair = |issuer: &rcgen::Issuer<'_, &rcgen::KeyPair>| {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(vec!["client.test".to_string()])
-            .unwrap()
-            .signed_by(&key, issuer)
-            .unwrap();
-        std::fs::write(dir.0.join("tls.crt"), cert.pem()).unwrap();
-        std::fs::write(dir.0.join("tls.key"), key.serialize_pem()).unwrap();
+    let (ca, issuer) = certificates::tests::ca();
+    let write_pair = || {
+        let (cert, key) = certificates::tests::client(&issuer);
+        dir.file("tls.crt", &cert);
+        dir.file("tls.key", &key.serialize_pem());
     };
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = params.self_signed(&ca_key).unwrap();
-    std::fs::write(dir.0.join("ca.crt"), ca.pem()).unwrap();
-    let issuer = rcgen::Issuer::new(params, &ca_key);
-    write_pair(&issuer);
+    dir.file("ca.crt", &ca.pem());
+    write_pair();
     let file = |name: &str| dir.0.join(name).display().to_string();
     let load = || {
         config_from(&[
@@ -531,7 +524,7 @@ fn a_rotation_names_the_variable_of_each_file_that_changed() {
     let before = load();
     assert!(before.rotated(&load()).is_empty());
     // cert-manager renews the client certificate: a new certificate and key, the same CA.
-    write_pair(&issuer);
+    write_pair();
     assert_eq!(
         before.rotated(&load()),
         ["MESHDNS_TLS_CERT_FILE", "MESHDNS_TLS_KEY_FILE"]
@@ -556,20 +549,6 @@ fn the_local_cluster_may_carry_the_tls_options_the_others_use() {
     assert_eq!(config.clusters[1].transport, Transport::Tls);
 }
 
-/// Variables as `(name, value)` pairs.
-type Pairs = &'static [(&'static str, &'static str)];
-
-/// The configuration `clusters` gives with `a` as the local cluster, plus `more` pairs.
-fn with_local_a(clusters: &str, more: &[(&str, &str)]) -> Result<Config, ConfigError> {
-    let clusters = format!("a=; {clusters}");
-    let mut pairs = vec![
-        ("MESHDNS_LOCAL_CLUSTER", "a"),
-        ("MESHDNS_CLUSTERS", &clusters),
-    ];
-    pairs.extend_from_slice(more);
-    config_from(&pairs)
-}
-
 #[test]
 fn nested_prefixes_are_refused_naming_both_clusters_and_suggesting_prefix() {
     for (clusters, token, named) in [
@@ -589,23 +568,26 @@ fn nested_prefixes_are_refused_naming_both_clusters_and_suggesting_prefix() {
             "of cluster c starts with prefix=west- of cluster b",
         ),
     ] {
-        let err = with_local_a(clusters, &[]).unwrap_err();
-        assert_eq!(
-            (err.variable.as_str(), err.token.as_str()),
+        refused(
+            with_local_a(clusters, &[]),
             ("MESHDNS_CLUSTERS", token),
-            "{err}"
+            &[named, "give one of them a prefix="],
         );
-        assert!(err.reason.contains(named), "{err}");
-        assert!(err.reason.contains("give one of them a prefix="), "{err}");
     }
-    let err = with_local_a("prod=10.9.0.1; prod-db=10.10.0.1", &[]).unwrap_err();
-    assert!(err.reason.contains("prod-db=… prefix=proddb-"), "{err}");
+    refused(
+        with_local_a("prod=10.9.0.1; prod-db=10.10.0.1", &[]),
+        ("MESHDNS_CLUSTERS", "prefix=prod-db-"),
+        &["prod-db=… prefix=proddb-"],
+    );
     // The way out the message names is accepted.
     let config = with_local_a("prod=10.9.0.1; prod-db=10.10.0.1 prefix=proddb-", &[]).unwrap();
     assert_eq!(config.clusters[2].prefix, "proddb-");
     // The local cluster's prefix counts too.
-    let err = with_local_a("a-b=10.9.0.1", &[]).unwrap_err();
-    assert_eq!(err.token, "prefix=a-b-", "{err}");
+    refused(
+        with_local_a("a-b=10.9.0.1", &[]),
+        ("MESHDNS_CLUSTERS", "prefix=a-b-"),
+        &[],
+    );
 }
 
 #[test]
@@ -649,29 +631,33 @@ fn a_zone_equal_to_above_or_below_a_cluster_domain_is_refused() {
         ),
     ];
     for (pairs, variable, token, reason) in cases {
-        let err = with_local_a("cluster=10.7.0.1; b=10.9.0.1 domain=b.example", pairs).unwrap_err();
-        assert_eq!(
-            (err.variable.as_str(), err.token.as_str()),
-            (*variable, *token),
-            "{err}"
+        refused(
+            with_local_a("cluster=10.7.0.1; b=10.9.0.1 domain=b.example", pairs),
+            (variable, token),
+            &[reason, "kube-dns"],
         );
-        assert!(err.reason.contains(reason), "{err}");
-        assert!(err.reason.contains("kube-dns"), "{err}");
     }
     // A cluster named after the last label of a domain, with the template {name}.
-    let err = config_from(&[
-        ("MESHDNS_LOCAL_CLUSTER", "local"),
-        ("MESHDNS_CLUSTERS", "local=; b=10.9.0.1"),
-        ("MESHDNS_CLUSTER_ZONE", "{name}"),
-    ])
-    .unwrap_err();
-    assert_eq!(err.token, "local.", "{err}");
-    assert!(err.reason.contains("(the zone of cluster local)"), "{err}");
+    refused(
+        config_from(&[
+            ("MESHDNS_LOCAL_CLUSTER", "local"),
+            ("MESHDNS_CLUSTERS", "local=; b=10.9.0.1"),
+            ("MESHDNS_CLUSTER_ZONE", "{name}"),
+        ]),
+        ("MESHDNS_CLUSTER_ZONE", "local."),
+        &["(the zone of cluster local)"],
+    );
 }
 
 #[test]
-fn nested_meshdns_zones_are_refused_naming_both() {
+fn nested_or_equal_meshdns_zones_are_refused_naming_both() {
     let cases: &[(Pairs, &str, &str, &str)] = &[
+        (
+            &[("MESHDNS_DISTRIBUTED_ZONES", "cluster.b")],
+            "MESHDNS_DISTRIBUTED_ZONES",
+            "cluster.b.",
+            "is also the zone of cluster b",
+        ),
         (
             &[(
                 "MESHDNS_DISTRIBUTED_ZONES",
@@ -701,13 +687,11 @@ fn nested_meshdns_zones_are_refused_naming_both() {
         ),
     ];
     for (pairs, variable, token, reason) in cases {
-        let err = with_local_a("b=10.9.0.1", pairs).unwrap_err();
-        assert_eq!(
-            (err.variable.as_str(), err.token.as_str()),
-            (*variable, *token),
-            "{err}"
+        refused(
+            with_local_a("b=10.9.0.1", pairs),
+            (variable, token),
+            &[reason],
         );
-        assert!(err.reason.contains(reason), "{err}");
     }
     // Side by side is fine.
     assert!(
@@ -728,36 +712,28 @@ fn nested_meshdns_zones_are_refused_naming_both() {
 
 #[test]
 fn a_cluster_list_without_the_local_cluster_is_refused() {
-    let err = config_from(&[("MESHDNS_CLUSTERS", "a=10.8.0.1; b=10.9.0.1")]).unwrap_err();
-    assert_eq!(
-        (err.variable.as_str(), err.token.as_str()),
-        ("MESHDNS_LOCAL_CLUSTER", "")
-    );
-    assert!(
-        err.reason
-            .contains("must be set when MESHDNS_CLUSTERS lists clusters (a, b)"),
-        "{err}"
+    refused(
+        config_from(&[("MESHDNS_CLUSTERS", "a=10.8.0.1; b=10.9.0.1")]),
+        ("MESHDNS_LOCAL_CLUSTER", ""),
+        &["must be set when MESHDNS_CLUSTERS lists clusters (a, b)"],
     );
 }
 
 #[test]
 fn a_local_cluster_missing_from_the_list_is_refused_with_the_closest_name() {
     for (local, meant) in [("cluster-a", "a"), ("eastt", "east"), ("east-1", "east")] {
-        let err = config_from(&[
+        refused(
+            config_from(&[
+                ("MESHDNS_LOCAL_CLUSTER", local),
+                ("MESHDNS_CLUSTERS", "a=10.8.0.1; b=10.9.0.1; east=10.7.0.1"),
+            ]),
             ("MESHDNS_LOCAL_CLUSTER", local),
-            ("MESHDNS_CLUSTERS", "a=10.8.0.1; b=10.9.0.1; east=10.7.0.1"),
-        ])
-        .unwrap_err();
-        assert_eq!(
-            (err.variable.as_str(), err.token.as_str()),
-            ("MESHDNS_LOCAL_CLUSTER", local)
+            &[
+                &format!("did you mean {meant}?"),
+                "(a, b, east)",
+                "gathered twice",
+            ],
         );
-        assert!(
-            err.reason.contains(&format!("did you mean {meant}?")),
-            "{err}"
-        );
-        assert!(err.reason.contains("(a, b, east)"), "{err}");
-        assert!(err.reason.contains("gathered twice"), "{err}");
     }
 }
 
@@ -768,22 +744,15 @@ fn a_peer_claiming_the_pods_own_namespace_or_address_is_refused() {
         ("MESHDNS_POD_NAMESPACE", "db"),
         ("MESHDNS_HOSTS_FILE", "/nonexistent/hosts"),
     ];
-    let err = with_local_a("b=10.9.0.1 namespaces=db", &pod).unwrap_err();
-    assert_eq!(
-        (err.variable.as_str(), err.token.as_str()),
-        ("MESHDNS_CLUSTERS", "namespaces=db")
+    refused(
+        with_local_a("b=10.9.0.1 namespaces=db", &pod),
+        ("MESHDNS_CLUSTERS", "namespaces=db"),
+        &["of cluster b is this pod's own namespace (MESHDNS_POD_NAMESPACE)"],
     );
-    assert!(
-        err.reason
-            .contains("of cluster b is this pod's own namespace (MESHDNS_POD_NAMESPACE)"),
-        "{err}"
-    );
-    let err = with_local_a("b=10.9.0.1 cidr=10.1.1.0/24", &pod).unwrap_err();
-    assert_eq!(err.token, "cidr=10.1.1.0/24", "{err}");
-    assert!(
-        err.reason
-            .contains("covers this pod's own address 10.1.1.10"),
-        "{err}"
+    refused(
+        with_local_a("b=10.9.0.1 cidr=10.1.1.0/24", &pod),
+        ("MESHDNS_CLUSTERS", "cidr=10.1.1.0/24"),
+        &["covers this pod's own address 10.1.1.10"],
     );
     // The local cluster's own claims mean "stays with kube-dns": accepted.
     let clusters = "a= namespaces=db cidr=10.1.0.0/16; b=10.9.0.1 namespaces=db-b cidr=10.9.0.0/16";
@@ -799,7 +768,7 @@ fn a_peer_claiming_the_pods_own_namespace_or_address_is_refused() {
 
 #[test]
 fn an_own_address_in_any_spelling_is_refused() {
-    let refused: &[(Pairs, &str, &str)] = &[
+    let cases: &[(Pairs, &str, &str)] = &[
         (
             &[("MESHDNS_CLUSTERS", "a=; b=[::ffff:127.0.0.1]:53")],
             "MESHDNS_CLUSTERS",
@@ -837,17 +806,15 @@ fn an_own_address_in_any_spelling_is_refused() {
             "b=127.0.0.1:53",
         ),
     ];
-    for (pairs, variable, token) in refused {
+    for (pairs, variable, token) in cases {
         let mut pairs = pairs.to_vec();
         pairs.push(("MESHDNS_LOCAL_CLUSTER", "a"));
         pairs.push(("MESHDNS_HOSTS_FILE", "/nonexistent/hosts"));
-        let err = config_from(&pairs).unwrap_err();
-        assert_eq!(
-            (err.variable.as_str(), err.token.as_str()),
-            (*variable, *token),
-            "{err}"
+        refused(
+            config_from(&pairs),
+            (variable, token),
+            &["meshdns would ask itself"],
         );
-        assert!(err.reason.contains("meshdns would ask itself"), "{err}");
     }
     // Another port, or the pod's address without a wildcard listener, is someone else.
     assert!(with_local_a("b=[::ffff:127.0.0.1]:5353", &[]).is_ok());
@@ -856,59 +823,64 @@ fn an_own_address_in_any_spelling_is_refused() {
 
 #[test]
 fn common_slips_name_the_variable_the_token_and_the_fix() {
-    let slip = |pairs: &[(&str, &str)]| config_from(pairs).unwrap_err();
-    // `,` instead of `;` between clusters.
-    let err = slip(&[
-        ("MESHDNS_LOCAL_CLUSTER", "a"),
-        ("MESHDNS_CLUSTERS", "a=10.8.0.1, b=10.9.0.1"),
-    ]);
-    assert_eq!(
-        (err.variable.as_str(), err.token.as_str()),
-        ("MESHDNS_CLUSTERS", "10.8.0.1,b=10.9.0.1")
-    );
-    assert!(
-        err.reason
-            .contains("separate clusters with ';' (a=10.8.0.1; b=10.9.0.1)"),
-        "{err}"
-    );
-    // Spaces instead of commas in a list.
-    let err = slip(&[("MESHDNS_ALLOW_FROM", "10.0.0.0/8 192.168.0.0/16")]);
-    assert_eq!(err.variable, "MESHDNS_ALLOW_FROM");
-    assert!(
-        err.reason
-            .contains("separate them with ',' (10.0.0.0/8,192.168.0.0/16)"),
-        "{err}"
-    );
-    // Shell quotes copied into an env file or a ConfigMap.
-    let err = slip(&[("MESHDNS_CLUSTERS", "\"a=10.8.0.1; b=10.9.0.1\"")]);
-    assert_eq!(err.variable, "MESHDNS_CLUSTERS");
-    assert!(err.reason.contains("quotes were copied"), "{err}");
-    let err = slip(&[("MESHDNS_LOCAL_CLUSTER", "'a'")]);
-    assert!(err.reason.contains("write a without them"), "{err}");
-    // A cluster option's typo: the cluster named, the option suggested.
-    let err = with_local_a("b=10.9.0.1 prefx=west-", &[]).unwrap_err();
-    assert_eq!(err.token, "prefx=west-");
-    assert!(
-        err.reason
-            .contains("is no option of cluster b: did you mean prefix=west-?"),
-        "{err}"
-    );
-    // A port left out after the ':'.
-    let err = with_local_a("b=10.9.0.1:", &[]).unwrap_err();
-    assert_eq!(err.token, "10.9.0.1:");
-    assert!(err.reason.contains("names no port"), "{err}");
-    let err = Config::from_vars([(UPSTREAMS.to_string(), "10.96.0.10:".to_string())]).unwrap_err();
-    assert_eq!(err.token, "10.96.0.10:");
-    assert!(err.reason.contains("names no port"), "{err}");
+    let upstream_without_port =
+        Config::from_vars([(UPSTREAMS.to_string(), "10.96.0.10:".to_string())]);
+    let cases = [
+        // `,` instead of `;` between clusters.
+        (
+            config_from(&[
+                ("MESHDNS_LOCAL_CLUSTER", "a"),
+                ("MESHDNS_CLUSTERS", "a=10.8.0.1, b=10.9.0.1"),
+            ]),
+            ("MESHDNS_CLUSTERS", "10.8.0.1,b=10.9.0.1"),
+            "separate clusters with ';' (a=10.8.0.1; b=10.9.0.1)",
+        ),
+        // Spaces instead of commas in a list.
+        (
+            config_from(&[("MESHDNS_ALLOW_FROM", "10.0.0.0/8 192.168.0.0/16")]),
+            ("MESHDNS_ALLOW_FROM", "10.0.0.0/8 192.168.0.0/16"),
+            "separate them with ',' (10.0.0.0/8,192.168.0.0/16)",
+        ),
+        // Shell quotes copied into an env file or a ConfigMap.
+        (
+            config_from(&[("MESHDNS_CLUSTERS", "\"a=10.8.0.1; b=10.9.0.1\"")]),
+            ("MESHDNS_CLUSTERS", "\"a=10.8.0.1; b=10.9.0.1\""),
+            "quotes were copied",
+        ),
+        (
+            config_from(&[("MESHDNS_LOCAL_CLUSTER", "'a'")]),
+            ("MESHDNS_LOCAL_CLUSTER", "'a'"),
+            "write a without them",
+        ),
+        // A cluster option's typo: the cluster named, the option suggested.
+        (
+            with_local_a("b=10.9.0.1 prefx=west-", &[]),
+            ("MESHDNS_CLUSTERS", "prefx=west-"),
+            "is no option of cluster b: did you mean prefix=west-?",
+        ),
+        // A port left out after the ':'.
+        (
+            with_local_a("b=10.9.0.1:", &[]),
+            ("MESHDNS_CLUSTERS", "10.9.0.1:"),
+            "names no port",
+        ),
+        (
+            upstream_without_port,
+            ("MESHDNS_UPSTREAMS", "10.96.0.10:"),
+            "names no port",
+        ),
+    ];
+    for (result, named, fix) in cases {
+        refused(result, named, &[fix]);
+    }
     // A TLS file that is not there: the path once, and the usual cause.
-    let err = slip(&[("MESHDNS_TLS_CA_FILE", "/etc/meshdns/tls/ca.crt")]);
-    assert_eq!(err.token, "/etc/meshdns/tls/ca.crt");
-    assert_eq!(
-        err.to_string().matches("/etc/meshdns/tls/ca.crt").count(),
-        1,
-        "{err}"
+    let path = "/etc/meshdns/tls/ca.crt";
+    let err = refused(
+        config_from(&[("MESHDNS_TLS_CA_FILE", path)]),
+        ("MESHDNS_TLS_CA_FILE", path),
+        &["Secret"],
     );
-    assert!(err.reason.contains("Secret"), "{err}");
+    assert_eq!(err.to_string().matches(path).count(), 1, "{err}");
 }
 
 #[test]
@@ -917,9 +889,7 @@ fn check_shows_the_resolv_conf_read_for_its_search_list() {
     let config = config_from(&[("MESHDNS_RESOLV_CONF", &path)]).unwrap();
     std::fs::remove_file(&path).unwrap();
     let text = render_check(&config, None);
-    let line = (text.lines())
-        .find(|l| l.trim_start().starts_with("MESHDNS_RESOLV_CONF "))
-        .unwrap();
+    let line = check::tests::line(&text, "MESHDNS_RESOLV_CONF ");
     assert!(
         line.contains(&format!(
             "{path} (search list only: MESHDNS_UPSTREAMS is set)"

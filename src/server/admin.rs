@@ -99,12 +99,8 @@ fn respond(
     }
     match request.uri().path() {
         "/metrics" => {
-            let mut response = Response::new(Full::new(Bytes::from(metrics.encode())));
-            response.headers_mut().insert(
-                CONTENT_TYPE,
-                HeaderValue::from_static(metrics::CONTENT_TYPE),
-            );
-            response
+            let body = Bytes::from(metrics.encode());
+            response(StatusCode::OK, body, metrics::CONTENT_TYPE)
         }
         "/livez" => text(StatusCode::OK, "ok\n"),
         "/readyz" if readiness.is_ready() => text(StatusCode::OK, "ready\n"),
@@ -117,11 +113,13 @@ fn respond(
 }
 
 fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    let body = Bytes::from_static(body.as_bytes());
+    response(status, body, "text/plain; charset=utf-8")
+}
+
+fn response(status: StatusCode, body: Bytes, content_type: &'static str) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(body));
     *response.status_mut() = status;
-    response.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
+    (response.headers_mut()).insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     response
 }

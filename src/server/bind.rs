@@ -29,7 +29,7 @@ const PORT_ZERO_TRIES: usize = 16;
 const ADMIN_BACKLOG: i32 = 64;
 
 /// The bound sockets, as std sockets in non-blocking mode; `run` hands them to tokio.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Listeners {
     pub udp: Vec<std::net::UdpSocket>,
     pub tcp: Vec<std::net::TcpListener>,
@@ -88,11 +88,7 @@ pub fn bind(addrs: &[SocketAddr]) -> Result<Listeners, BindError> {
 /// [`bind`] with `udp_per_address` UDP sockets on each address (one per runtime thread),
 /// sharing its port through SO_REUSEPORT once the exclusive bind has shown the port free.
 pub fn bind_spread(addrs: &[SocketAddr], udp_per_address: usize) -> Result<Listeners, BindError> {
-    let mut listeners = Listeners {
-        udp: Vec::new(),
-        tcp: Vec::new(),
-        admin: None,
-    };
+    let mut listeners = Listeners::default();
     for &addr in addrs {
         let failed = |source| BindError {
             variable: LISTEN,
@@ -120,12 +116,7 @@ pub fn bind_spread(addrs: &[SocketAddr], udp_per_address: usize) -> Result<Liste
 /// split scrapes and probes between them.
 pub fn bind_admin(addr: SocketAddr) -> Result<std::net::TcpListener, BindError> {
     let bind = || -> std::io::Result<std::net::TcpListener> {
-        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-        if addr.is_ipv6() {
-            socket.set_only_v6(true)?;
-        }
-        socket.set_reuse_address(true)?;
-        socket.set_nonblocking(true)?;
+        let socket = new_socket(addr, Type::STREAM, Protocol::TCP)?;
         socket.bind(&addr.into())?;
         socket.listen(ADMIN_BACKLOG)?;
         Ok(socket.into())

@@ -22,7 +22,7 @@ use std::time::Duration;
 use hickory_proto::op::{Message, Metadata, Query};
 use hickory_proto::rr::rdata::A;
 use hickory_proto::rr::{RData, Record, RecordType};
-use meshdns::certificates::{ClientIdentity, load_client_config};
+use meshdns::certificates::{ClientIdentity, load};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::server::WebPkiClientVerifier;
@@ -136,7 +136,7 @@ impl ClientFiles {
                 key_file: &key_file,
             }
         });
-        load_client_config(&ca_file, identity).expect("the test PKI loads")
+        load(&ca_file, identity).expect("the test PKI loads").config
     }
 }
 
