@@ -50,6 +50,9 @@ pub struct Answered {
     pub endpoint: SocketAddr,
     /// The round trip of the send it answers, when timed (UDP replies).
     pub rtt: Option<Duration>,
+    /// The UDP reply came truncated (`bytes` are then the TCP answer, or that truncated reply
+    /// when TCP failed): the `truncated` module remembers the question.
+    pub udp_truncated: bool,
 }
 
 /// How a UDP attempt sends its query again while no reply comes.
@@ -124,19 +127,22 @@ pub async fn udp_then_tcp(
     resend: Resend<'_>,
 ) -> Result<Answered, AttemptError> {
     let (reply, rtt) = udp(endpoint, query, resend).await?;
-    let udp_answer = Answered {
+    let mut udp_answer = Answered {
         bytes: reply,
         endpoint,
         rtt: Some(rtt),
+        udp_truncated: false,
     };
     if !wire::is_truncated(&udp_answer.bytes) {
         return Ok(udp_answer);
     }
+    udp_answer.udp_truncated = true;
     // A trickling TCP peer must not hold the truncated answer back until the deadline.
     let retry_deadline = Instant::now() + resend.ceiling;
     match over_stream(tcp, query, retry_deadline).await {
         Ok(full) => Ok(Answered {
             rtt: Some(rtt),
+            udp_truncated: true,
             ..full
         }),
         Err(error) => {
@@ -170,6 +176,7 @@ pub async fn over_stream(
             bytes: reply,
             endpoint: stream.addr(),
             rtt: None,
+            udp_truncated: false,
         }),
         _ => Err(AttemptError::Network(
             "a reply over TCP or TLS that does not answer the query".into(),
@@ -228,8 +235,8 @@ fn answers(reply: &[u8], id: u16, sent: &[u8]) -> bool {
         && question_ok
 }
 
-/// The UDP payload size a query advertises: what its reply may use.
-fn advertised_size(query: &[u8]) -> usize {
+/// The UDP payload size a query advertises: what its reply may use (512 without EDNS).
+pub fn advertised_size(query: &[u8]) -> usize {
     let payload = wire::opt(query).flatten().map(|opt| opt.payload);
     wire::Proto::Udp.reply_limit(payload)
 }
