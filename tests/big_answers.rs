@@ -376,3 +376,20 @@ async fn an_answer_that_shrank_to_fit_goes_back_to_udp() {
         "UDP then TCP; TCP at once, where the set fits; so UDP again"
     );
 }
+
+#[tokio::test]
+async fn a_peer_without_tcp_keeps_being_asked_over_udp() {
+    let local = FakeDns::builder().start().await;
+    let peer = srv_dns(2, 60, mongo).udp_only().start().await;
+    let meshdns = Meshdns::in_cluster_a(&local, &format!("b={}", peer.addr)).await;
+    for asked in 1..=3 {
+        let reply = Ask::Udp(Some(1232)).send(&meshdns, CLUSTER_ROUTE).await;
+        let got = shape(&reply, Ask::Udp(Some(1232)), 60);
+        assert!(got.truncated && got.srv == 0, "its TC, every time: {got:?}");
+        assert_eq!(
+            peer.count(Via::Udp),
+            asked,
+            "never TCP at once: it has none"
+        );
+    }
+}

@@ -50,9 +50,9 @@ pub struct Answered {
     pub endpoint: SocketAddr,
     /// The round trip of the send it answers, when timed (UDP replies).
     pub rtt: Option<Duration>,
-    /// The UDP reply came truncated (`bytes` are then the TCP answer, or that truncated reply
-    /// when TCP failed): the `truncated` module remembers the question.
-    pub udp_truncated: bool,
+    /// The UDP reply came truncated and `bytes` are the whole answer, fetched again over TCP:
+    /// the `truncated` module remembers the question.
+    pub fetched_after_tc: bool,
 }
 
 /// How a UDP attempt sends its query again while no reply comes.
@@ -127,22 +127,21 @@ pub async fn udp_then_tcp(
     resend: Resend<'_>,
 ) -> Result<Answered, AttemptError> {
     let (reply, rtt) = udp(endpoint, query, resend).await?;
-    let mut udp_answer = Answered {
+    let udp_answer = Answered {
         bytes: reply,
         endpoint,
         rtt: Some(rtt),
-        udp_truncated: false,
+        fetched_after_tc: false,
     };
     if !wire::is_truncated(&udp_answer.bytes) {
         return Ok(udp_answer);
     }
-    udp_answer.udp_truncated = true;
     // A trickling TCP peer must not hold the truncated answer back until the deadline.
     let retry_deadline = Instant::now() + resend.ceiling;
     match over_stream(tcp, query, retry_deadline).await {
         Ok(full) => Ok(Answered {
             rtt: Some(rtt),
-            udp_truncated: true,
+            fetched_after_tc: true,
             ..full
         }),
         Err(error) => {
@@ -176,7 +175,7 @@ pub async fn over_stream(
             bytes: reply,
             endpoint: stream.addr(),
             rtt: None,
-            udp_truncated: false,
+            fetched_after_tc: false,
         }),
         _ => Err(AttemptError::Network(
             "a reply over TCP or TLS that does not answer the query".into(),

@@ -554,11 +554,12 @@ impl Upstream {
     ) -> Result<Answered, UpstreamError> {
         // Every query leaves marked, so one that comes back to this meshdns is known (`marker`).
         let marked = Marked::new(query);
+        // Judged on the query and reply as they travel (the marker's OPT record included).
         let truncated = self.truncated.as_ref();
-        let tcp_first = truncated.is_some_and(|truncated| truncated.remembers(query));
+        let tcp_first = truncated.is_some_and(|truncated| truncated.remembers(marked.bytes()));
         let result = (self.failover(marked.bytes(), deadline, progress, tcp_first)).await;
         if let Some(truncated) = truncated {
-            truncated.learn(query, result.as_ref().ok());
+            truncated.learn(marked.bytes(), result.as_ref().ok());
         }
         result.map(|answered| Answered {
             bytes: marked.unmark(answered.bytes),

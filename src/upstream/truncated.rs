@@ -6,11 +6,12 @@
 //!
 //! What is remembered is a fingerprint of the question (the name in lower case, type, class)
 //! and of the UDP size the query advertises (a client asking with 512 bytes and one with 1232
-//! do not unlearn each other). An answer teaches the memory: one that came truncated over UDP,
-//! or one over TCP larger than the query's UDP size, is remembered; one that fits is forgotten,
-//! so a set that shrank goes back to UDP after one TCP ask. A TCP ask that fails forgets too:
-//! an endpoint whose TCP is broken is asked over UDP again next time (the truncated reply is
-//! still an answer).
+//! do not unlearn each other). An answer teaches the memory: one fetched over TCP after a
+//! truncated UDP reply, or one over TCP larger than the query's UDP size, is remembered; one
+//! that fits is forgotten, so a set that shrank goes back to UDP after one TCP ask. A truncated
+//! reply kept because the TCP retry failed, and an exchange that fails, forget it: a server
+//! without TCP keeps being asked over UDP (its truncated reply is still an answer), and one
+//! whose TCP broke costs one failed exchange, not every other one.
 //!
 //! The memory belongs to the group, not to the cache entry: it survives the entry's expiry and
 //! eviction, and works with the cache off; a reload that replaces the group (other endpoints)
@@ -56,15 +57,16 @@ impl Truncated {
             .is_some_and(|(slot, print)| slot.load(Ordering::Relaxed) == print)
     }
 
-    /// Learns from how `query` was answered (`None`: it was not). Remembered: an answer that
-    /// came truncated over UDP, or one larger than the query's UDP size (asked over TCP at
-    /// once). Forgotten: any other answer, and a failure (TCP may be what failed).
+    /// Learns from how `query` was answered (`None`: it was not). Remembered: an answer fetched
+    /// over TCP after a truncated UDP reply, or one larger than the query's UDP size (asked
+    /// over TCP at once). Forgotten: any other answer — a truncated reply kept because TCP
+    /// failed included — and a failure (TCP may be what failed).
     pub fn learn(&self, query: &[u8], answered: Option<&Answered>) {
         let Some((slot, print)) = self.fingerprint(query) else {
             return;
         };
         let too_big = answered.is_some_and(|answered| {
-            answered.udp_truncated || answered.bytes.len() > advertised_size(query)
+            answered.fetched_after_tc || answered.bytes.len() > advertised_size(query)
         });
         if too_big {
             slot.store(print, Ordering::Relaxed);
@@ -97,13 +99,13 @@ mod tests {
 
     use super::*;
 
-    /// An answer of `len` bytes; `udp_truncated` as given.
-    fn answer(len: usize, udp_truncated: bool) -> Answered {
+    /// An answer of `len` bytes; `fetched_after_tc` as given.
+    fn answer(len: usize, fetched_after_tc: bool) -> Answered {
         Answered {
             bytes: vec![0; len],
             endpoint: "127.0.0.1:53".parse().unwrap(),
             rtt: None,
-            udp_truncated,
+            fetched_after_tc,
         }
     }
 
