@@ -901,7 +901,8 @@ def main():
                  f"{fmt(sum(per['big_n']['meshdns'].values()))} ok, {fmt(sum(per['big_bad']['meshdns'].values()))} bad |")
         L.append("")
         L.append(f"`_big._tcp.big.db.svc.distributed.local SRV` of a meshdns with the cache off and three clusters whose NSDs hold "
-                 f"{bt} SRV records each (too large for 1,232 bytes: each leg is truncated over UDP and asked again over TCP; "
+                 f"{bt} SRV records each (too large for 1,232 bytes: each leg is truncated over UDP and asked again over TCP, "
+                 "and meshdns, remembering it, asks every later one over TCP at once; "
                  "the client, bench/probe.c, does the same with meshdns's 180-target answer). Each step asks the three legs "
                  "directly (UDP, then TCP), then meshdns; the figure over the slowest leg is the median of the per-step differences.")
         L.append("")

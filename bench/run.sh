@@ -950,7 +950,8 @@ round_gather() { # ROUND
 	c0=$(sched_ns "$GATHER_BIG_PID")
 	w0=$(ctx_switches "$GATHER_BIG_PID")
 	# meshdns asked over TCP (one gather an answer; over UDP the client's TCP retry would gather
-	# again, the cache being off); its legs go UDP, truncated, then TCP, like the direct ones.
+	# again, the cache being off); its legs go UDP, truncated, then TCP, like the direct ones,
+	# the first time, and over TCP at once after that (each cluster remembers the truncation).
 	probe "$SECONDS_PER_RUN" 100000 /dev/null "${legs[@]}" \
 		"gathered=$GATHER_BIG:53/_big._tcp.big.db.svc.distributed.local/SRV/tcp" >"$WORK/r$r-big.out" 2>"$WORK/r$r-big.err"
 	rec "$r" meshdns big_cpu_ns $(($(sched_ns "$GATHER_BIG_PID") - c0))

@@ -11,11 +11,12 @@
 mod support;
 
 use std::collections::HashSet;
+use std::time::Duration;
 
 use hickory_proto::op::Message;
 use hickory_proto::rr::{RData, RecordType};
 use support::{
-    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Reply, query, rr, tcp, with_edns,
+    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Reply, Via, query, rr, tcp, with_edns,
 };
 
 const GATHERED: &str = "_mongodb._tcp.mongo.db.svc.distributed.local.";
@@ -304,4 +305,91 @@ async fn a_cached_big_answer_is_cut_for_each_client_anew() {
         asked, 6,
         "each cluster asked once (UDP, then TCP); then the cache answered"
     );
+}
+
+/// How many queries `fake` received over UDP and over TCP.
+fn transports(fake: &FakeDns) -> (usize, usize) {
+    (fake.count(Via::Udp), fake.count(Via::Tcp))
+}
+
+#[tokio::test]
+async fn a_leg_truncated_last_time_is_asked_over_tcp_at_once_after_its_entry_expired() {
+    let vars = [
+        ("MESHDNS_CACHE_SIZE", "1000"),
+        ("MESHDNS_CACHE_MAX_TTL", "1s"),
+    ];
+    let (fakes, meshdns) = gathered_with(60, mongo, &vars).await;
+    let whole = shape(&Ask::Tcp.send(&meshdns, GATHERED).await, Ask::Tcp, 180);
+    assert_eq!(whole.srv, 180, "{whole:?}");
+    for fake in &fakes {
+        assert_eq!(transports(fake), (1, 1), "first ask: UDP, TC, then TCP");
+    }
+    // Past the entry's expiry (and the leg entries'): every leg is asked again.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let again = Ask::Tcp.send(&meshdns, GATHERED).await;
+    assert_eq!(shape(&again, Ask::Tcp, 180).srv, 180);
+    for fake in &fakes {
+        assert_eq!(transports(fake), (1, 2), "second ask: straight to TCP");
+    }
+    // A client with too small a buffer still gets TC, never part of the set.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let cut = Ask::Udp(Some(1232)).send(&meshdns, GATHERED).await;
+    let cut = shape(&cut, Ask::Udp(Some(1232)), 180);
+    assert!(cut.truncated && cut.srv == 0, "{cut:?}");
+    for fake in &fakes {
+        assert_eq!(transports(fake), (1, 3));
+    }
+}
+
+#[tokio::test]
+async fn a_cluster_route_truncated_last_time_is_asked_over_tcp_at_once() {
+    let (_local, peer, meshdns) = cluster_route(60).await;
+    for asked in 1..=3 {
+        let reply = Ask::Tcp.send(&meshdns, CLUSTER_ROUTE).await;
+        assert_eq!(shape(&reply, Ask::Tcp, 60).srv, 60);
+        assert_eq!(transports(&peer), (1, asked), "UDP only the first time");
+    }
+}
+
+#[tokio::test]
+async fn an_answer_that_shrank_to_fit_goes_back_to_udp() {
+    let local = FakeDns::builder().start().await;
+    let target = "mongo-0.mongo.db.svc.cluster.local.";
+    let big = Answer::records((0..60).map(|i| rr::srv(UPSTREAM, 27_017 + i, target)));
+    let small = Answer::records([rr::srv(UPSTREAM, 27_017, target)]);
+    // The big set on both transports (over UDP larger than the query allows: taken as
+    // truncated), then one target.
+    let answers = Behaviour::Sequence(vec![big.clone(), big, small]);
+    let peer = (FakeDns::builder().compressing())
+        .on(UPSTREAM, RecordType::SRV, answers)
+        .start()
+        .await;
+    let meshdns = Meshdns::in_cluster_a(&local, &format!("b={}", peer.addr)).await;
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        Ask::Tcp.send(&meshdns, CLUSTER_ROUTE).await;
+        seen.push(transports(&peer));
+    }
+    assert_eq!(
+        seen,
+        [(1, 1), (1, 2), (2, 2)],
+        "UDP then TCP; TCP at once, where the set fits; so UDP again"
+    );
+}
+
+#[tokio::test]
+async fn a_peer_without_tcp_keeps_being_asked_over_udp() {
+    let local = FakeDns::builder().start().await;
+    let peer = srv_dns(2, 60, mongo).udp_only().start().await;
+    let meshdns = Meshdns::in_cluster_a(&local, &format!("b={}", peer.addr)).await;
+    for asked in 1..=3 {
+        let reply = Ask::Udp(Some(1232)).send(&meshdns, CLUSTER_ROUTE).await;
+        let got = shape(&reply, Ask::Udp(Some(1232)), 60);
+        assert!(got.truncated && got.srv == 0, "its TC, every time: {got:?}");
+        assert_eq!(
+            peer.count(Via::Udp),
+            asked,
+            "never TCP at once: it has none"
+        );
+    }
 }

@@ -244,7 +244,11 @@ fn name_key(name: &Name) -> Vec<u8> {
 fn order_key(data: &RData) -> String {
     let mut key = match data {
         RData::SRV(srv) if srv.target.iter().all(plain_label) => {
-            let mut key = format!("{} {} {} ", srv.priority, srv.weight, srv.port);
+            let mut key = String::with_capacity(18 + srv.target.len());
+            for number in [srv.priority, srv.weight, srv.port] {
+                push_decimal(&mut key, number);
+                key.push(' ');
+            }
             for (i, label) in srv.target.iter().enumerate() {
                 if i > 0 {
                     key.push('.');
@@ -263,6 +267,22 @@ fn order_key(data: &RData) -> String {
     key
 }
 
+/// Appends `number` as `Display` writes it, without the formatting machinery (which cost a
+/// gathered answer of 180 targets about 5 % of its instructions).
+fn push_decimal(key: &mut String, mut number: u16) {
+    let mut digits = [0u8; 5];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (number % 10) as u8;
+        number /= 10;
+        if number == 0 {
+            break;
+        }
+    }
+    key.extend(digits[at..].iter().map(|&digit| char::from(digit)));
+}
+
 /// Whether `Display` writes the label as its bytes (see [`order_key`]).
 fn plain_label(label: &[u8]) -> bool {
     !label
@@ -273,20 +293,25 @@ fn plain_label(label: &[u8]) -> bool {
         })
 }
 
+/// The merge's maps' hasher: foldhash, several times faster than SipHash on these short keys
+/// (as the cache's index; a gathered answer of 180 targets hashes about 1,800 keys), and
+/// seeded at random per map, so records chosen to collide cannot be precomputed.
+type Hasher = foldhash::fast::RandomState;
+
 /// The union being built, with the keys that make it a set.
 #[derive(Default)]
 struct Records {
     answers: Vec<Record>,
     additionals: Vec<Record>,
     /// Every record kept: its section (answers or not) and its position there.
-    seen: HashMap<RecordKey, (bool, usize)>,
+    seen: HashMap<RecordKey, (bool, usize), Hasher>,
 }
 
 impl Records {
     /// Room for `size` records in all, so the set is not rebuilt as it grows.
     fn with_capacity(size: usize) -> Self {
         Self {
-            seen: HashMap::with_capacity(size),
+            seen: HashMap::with_capacity_and_hasher(size, Hasher::default()),
             ..Self::default()
         }
     }
@@ -295,11 +320,13 @@ impl Records {
         let qtype = asked.query_type();
         // The SRV targets by key, each with its name as the client sees it: their glue is what
         // the additional section keeps.
-        let mut targets: HashMap<Vec<u8>, (&Name, Name)> = HashMap::with_capacity(
-            (reply.answers.iter())
-                .filter(|r| r.record_type() == RecordType::SRV)
-                .count(),
-        );
+        let mut targets: HashMap<Vec<u8>, (&Name, Name), Hasher> =
+            HashMap::with_capacity_and_hasher(
+                (reply.answers.iter())
+                    .filter(|r| r.record_type() == RecordType::SRV)
+                    .count(),
+                Hasher::default(),
+            );
         // Within a leg, records go in a canonical order: a cluster DNS that shuffles its
         // answers must not make the merged answer change from one query to the next.
         // An empty record (hickory's `Update0`, legal only in UPDATE messages) would make the
@@ -748,8 +775,12 @@ mod tests {
         targets.push(Name::from_labels([&b"-lead"[..], b"a b", b"semi;colon", b"\\xff"]).unwrap());
         targets.push(Name::from_labels([&b"caf\xc3\xa9"[..], b"x"]).unwrap());
         for target in targets {
-            let data = srv(target);
-            assert_eq!(order_key(&data), data.to_string().to_ascii_lowercase());
+            for data in [
+                srv(target.clone()),
+                RData::SRV(SRV::new(0, 65535, 7, target)),
+            ] {
+                assert_eq!(order_key(&data), data.to_string().to_ascii_lowercase());
+            }
         }
         let a = RData::A(A::new(10, 1, 2, 3));
         assert_eq!(order_key(&a), "10.1.2.3");

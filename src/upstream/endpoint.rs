@@ -108,15 +108,18 @@ impl Endpoint {
     /// One attempt at this endpoint over the group's transport, until it answers or fails, or
     /// the caller drops it. Over UDP the query is sent up to `sends` times, on the endpoint's
     /// retransmission timer (at most `ceiling` apart); a stream exchange sends once and gives
-    /// its query slot back at `deadline`.
+    /// its query slot back at `deadline`. `tcp_first`: a UDP endpoint is asked over its TCP
+    /// connection at once (the question's last answer was too big for UDP).
     pub async fn attempt(
         &self,
         query: &[u8],
         sends: u32,
         ceiling: Duration,
         deadline: Instant,
+        tcp_first: bool,
     ) -> Result<Answered, AttemptError> {
         match &self.dialer {
+            Dialer::Udp { tcp } if tcp_first => over_stream(tcp, query, deadline).await,
             Dialer::Udp { tcp } => {
                 let resend = Resend {
                     sends,
@@ -185,7 +188,7 @@ impl Endpoint {
             if !endpoint.is_up() {
                 let deadline = Instant::now() + attempt_timeout;
                 // One datagram per probe: the interval is its retransmission.
-                let attempt = endpoint.attempt(&probe, 1, attempt_timeout, deadline);
+                let attempt = endpoint.attempt(&probe, 1, attempt_timeout, deadline, false);
                 if let Ok(Ok(answered)) = tokio::time::timeout_at(deadline, attempt).await {
                     endpoint.answered(&upstream, answered.rtt);
                 }

@@ -50,6 +50,9 @@ pub struct Answered {
     pub endpoint: SocketAddr,
     /// The round trip of the send it answers, when timed (UDP replies).
     pub rtt: Option<Duration>,
+    /// The UDP reply came truncated and `bytes` are the whole answer, fetched again over TCP:
+    /// the `truncated` module remembers the question.
+    pub fetched_after_tc: bool,
 }
 
 /// How a UDP attempt sends its query again while no reply comes.
@@ -128,6 +131,7 @@ pub async fn udp_then_tcp(
         bytes: reply,
         endpoint,
         rtt: Some(rtt),
+        fetched_after_tc: false,
     };
     if !wire::is_truncated(&udp_answer.bytes) {
         return Ok(udp_answer);
@@ -137,6 +141,7 @@ pub async fn udp_then_tcp(
     match over_stream(tcp, query, retry_deadline).await {
         Ok(full) => Ok(Answered {
             rtt: Some(rtt),
+            fetched_after_tc: true,
             ..full
         }),
         Err(error) => {
@@ -170,6 +175,7 @@ pub async fn over_stream(
             bytes: reply,
             endpoint: stream.addr(),
             rtt: None,
+            fetched_after_tc: false,
         }),
         _ => Err(AttemptError::Network(
             "a reply over TCP or TLS that does not answer the query".into(),
@@ -228,8 +234,8 @@ fn answers(reply: &[u8], id: u16, sent: &[u8]) -> bool {
         && question_ok
 }
 
-/// The UDP payload size a query advertises: what its reply may use.
-fn advertised_size(query: &[u8]) -> usize {
+/// The UDP payload size a query advertises: what its reply may use (512 without EDNS).
+pub fn advertised_size(query: &[u8]) -> usize {
     let payload = wire::opt(query).flatten().map(|opt| opt.payload);
     wire::Proto::Udp.reply_limit(payload)
 }

@@ -22,6 +22,11 @@
 //! counts as failed. A down endpoint gets one datagram per attempt (its probe decides when it
 //! is back), and TCP and TLS are never resent: the kernel retransmits their segments.
 //!
+//! A UDP group remembers the questions it last answered too big for UDP (the `truncated`
+//! module): the next ask of one goes over the endpoint's TCP connection at once, one attempt
+//! per endpoint without retransmissions (the kernel retransmits TCP segments), instead of a
+//! UDP round trip for a truncated reply first.
+//!
 //! Every attempt is counted in `meshdns_upstream_requests_total` and timed in
 //! `meshdns_upstream_duration_seconds`, every retransmission in
 //! `meshdns_upstream_retransmits_total`; failures and health changes are logged at most once
@@ -40,6 +45,7 @@ pub mod marker;
 pub mod names;
 mod series;
 pub mod stream;
+mod truncated;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -61,6 +67,7 @@ use endpoint::{Dialer, Endpoint};
 use marker::Marked;
 use series::GroupSeries;
 use stream::{StreamEndpoint, StreamSettings};
+use truncated::Truncated;
 
 pub use exchange::{Answered, AttemptError, acceptable};
 pub use health::{INITIAL_RTO, RTO_FLOOR};
@@ -375,6 +382,8 @@ pub struct Upstream {
     resolved: Mutex<Vec<Vec<SocketAddr>>>,
     /// The families, for the series of endpoints to come.
     metrics: UpstreamMetrics,
+    /// A UDP group's questions last answered too big for UDP: asked over TCP at once.
+    truncated: Option<Truncated>,
     series: GroupSeries,
     /// Ends the work started for the group (its host names kept resolved, its endpoints'
     /// probes) when the group is dropped.
@@ -399,8 +408,10 @@ impl Upstream {
                 config::Endpoint::Addr(_) => None,
             })
             .collect();
+        let truncated = matches!(dialing, Dialing::Udp(_)).then(Truncated::default);
         let group = Arc::new(Self {
             dialing,
+            truncated,
             endpoints: ArcSwap::from_pointee(Vec::new()),
             resolved: Mutex::new(vec![Vec::new(); hosts.len()]),
             metrics: metrics.clone(),
@@ -543,7 +554,13 @@ impl Upstream {
     ) -> Result<Answered, UpstreamError> {
         // Every query leaves marked, so one that comes back to this meshdns is known (`marker`).
         let marked = Marked::new(query);
-        let result = self.failover(marked.bytes(), deadline, progress).await;
+        // Judged on the query and reply as they travel (the marker's OPT record included).
+        let truncated = self.truncated.as_ref();
+        let tcp_first = truncated.is_some_and(|truncated| truncated.remembers(marked.bytes()));
+        let result = (self.failover(marked.bytes(), deadline, progress, tcp_first)).await;
+        if let Some(truncated) = truncated {
+            truncated.learn(marked.bytes(), result.as_ref().ok());
+        }
         result.map(|answered| Answered {
             bytes: marked.unmark(answered.bytes),
             ..answered
@@ -555,6 +572,7 @@ impl Upstream {
         query: &[u8],
         deadline: Instant,
         progress: Option<&Progress>,
+        tcp_first: bool,
     ) -> Result<Answered, UpstreamError> {
         let endpoints = self.endpoints.load_full();
         if endpoints.is_empty() {
@@ -567,7 +585,7 @@ impl Upstream {
         let attempts = self.max_attempts(deadline, order.len());
         let query: Arc<[u8]> = Arc::from(query);
         let ceiling = self.spec.attempt_timeout;
-        let udp = matches!(self.dialing, Dialing::Udp(_));
+        let udp = matches!(self.dialing, Dialing::Udp(_)) && !tcp_first;
         // Attempts still listening, oldest first; dropping the set (on return) stops them.
         let mut running: JoinSet<AttemptDone> = JoinSet::new();
         let mut listening: VecDeque<Listener> = VecDeque::new();
@@ -609,7 +627,9 @@ impl Upstream {
                 }
                 let (asked, query) = (Arc::clone(endpoint), Arc::clone(&query));
                 let abort = running.spawn(async move {
-                    let outcome = asked.attempt(&query, sends, ceiling, deadline).await;
+                    let outcome = asked
+                        .attempt(&query, sends, ceiling, deadline, tcp_first)
+                        .await;
                     (number, asked, now, outcome)
                 });
                 listening.push_back(Listener {

@@ -1,0 +1,191 @@
+//! Which questions a UDP group last answered too big for UDP, so that the next ask of the same
+//! question goes over TCP at once instead of paying a UDP round trip for a truncated reply
+//! (RFC 7766 allows TCP first). A gathered SRV of a large StatefulSet is truncated every time
+//! it is asked; without this, every ask after its cache entry expired sent a datagram, got TC,
+//! and asked again over TCP.
+//!
+//! What is remembered is a fingerprint of the question (the name in lower case, type, class)
+//! and of the UDP size the query advertises (a client asking with 512 bytes and one with 1232
+//! do not unlearn each other). An answer teaches the memory: one fetched over TCP after a
+//! truncated UDP reply, or one over TCP larger than the query's UDP size, is remembered; one
+//! that fits is forgotten, so a set that shrank goes back to UDP after one TCP ask. A truncated
+//! reply kept because the TCP retry failed, and an exchange that fails, forget it: a server
+//! without TCP keeps being asked over UDP (its truncated reply is still an answer), and one
+//! whose TCP broke costs one failed exchange, not every other one.
+//!
+//! The memory belongs to the group, not to the cache entry: it survives the entry's expiry and
+//! eviction, and works with the cache off; a reload that replaces the group (other endpoints)
+//! starts it afresh, one that keeps the group keeps it. It is a fixed table of [`SLOTS`]
+//! fingerprints (one page of memory per group, however many questions), each question in one
+//! slot chosen by its hash: a question that lands on a remembered one's slot takes it over, and
+//! the displaced question costs one UDP round trip again. The hash is seeded at random per
+//! group, so no one can choose names that displace a given one. Lock-free: a load to read, a
+//! store to remember.
+
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::exchange::{Answered, advertised_size};
+use crate::wire;
+
+/// Questions a group remembers at most (4 KiB of fingerprints).
+pub const SLOTS: usize = 512;
+
+/// An empty slot.
+const EMPTY: u64 = 0;
+
+/// The questions last answered too big for UDP, for one group.
+#[derive(Debug)]
+pub struct Truncated {
+    hasher: foldhash::fast::RandomState,
+    slots: Box<[AtomicU64]>,
+}
+
+impl Default for Truncated {
+    fn default() -> Self {
+        Self {
+            hasher: foldhash::fast::RandomState::default(),
+            slots: (0..SLOTS).map(|_| AtomicU64::new(EMPTY)).collect(),
+        }
+    }
+}
+
+impl Truncated {
+    /// Whether `query`'s last answer was too big for the UDP size it advertises: ask over TCP.
+    pub fn remembers(&self, query: &[u8]) -> bool {
+        self.fingerprint(query)
+            .is_some_and(|(slot, print)| slot.load(Ordering::Relaxed) == print)
+    }
+
+    /// Learns from how `query` was answered (`None`: it was not). Remembered: an answer fetched
+    /// over TCP after a truncated UDP reply, or one larger than the query's UDP size (asked
+    /// over TCP at once). Forgotten: any other answer — a truncated reply kept because TCP
+    /// failed included — and a failure (TCP may be what failed).
+    pub fn learn(&self, query: &[u8], answered: Option<&Answered>) {
+        let Some((slot, print)) = self.fingerprint(query) else {
+            return;
+        };
+        let too_big = answered.is_some_and(|answered| {
+            answered.fetched_after_tc || answered.bytes.len() > advertised_size(query)
+        });
+        if too_big {
+            slot.store(print, Ordering::Relaxed);
+        } else {
+            // Only this question's own mark: a slot another question took over stays.
+            let _ = slot.compare_exchange(print, EMPTY, Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
+
+    /// `query`'s slot and fingerprint (never [`EMPTY`]); `None` for a query without a question.
+    fn fingerprint(&self, query: &[u8]) -> Option<(&AtomicU64, u64)> {
+        let question = wire::first_question(query)?;
+        let name = wire::question_name(question)?;
+        let mut hasher = self.hasher.build_hasher();
+        for byte in name {
+            hasher.write_u8(byte.to_ascii_lowercase());
+        }
+        hasher.write(question.get(name.len()..)?);
+        hasher.write_usize(advertised_size(query));
+        let print = hasher.finish().max(1);
+        let slot = self.slots.get(print as usize % SLOTS)?;
+        Some((slot, print))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hickory_proto::op::{Edns, Message, Query};
+    use hickory_proto::rr::{Name, RecordType};
+
+    use super::*;
+
+    /// An answer of `len` bytes; `fetched_after_tc` as given.
+    fn answer(len: usize, fetched_after_tc: bool) -> Answered {
+        Answered {
+            bytes: vec![0; len],
+            endpoint: "127.0.0.1:53".parse().unwrap(),
+            rtt: None,
+            fetched_after_tc,
+        }
+    }
+
+    fn query(name: &str, payload: Option<u16>) -> Vec<u8> {
+        let mut msg = Message::query();
+        msg.add_query(Query::query(
+            Name::from_ascii(name).unwrap(),
+            RecordType::SRV,
+        ));
+        if let Some(payload) = payload {
+            let mut edns = Edns::new();
+            edns.set_max_payload(payload);
+            msg.set_edns(edns);
+        }
+        msg.to_vec().unwrap()
+    }
+
+    #[test]
+    fn a_question_answered_too_big_is_remembered_until_an_answer_fits() {
+        let memory = Truncated::default();
+        let big = query("_mongodb._tcp.mongo.db.svc.cluster.local.", Some(1232));
+        assert!(!memory.remembers(&big), "nothing learnt yet: UDP first");
+        memory.learn(&big, Some(&answer(3000, true)));
+        assert!(memory.remembers(&big), "TC over UDP: TCP first next time");
+        let shouted = query("_MONGODB._tcp.Mongo.db.svc.cluster.local.", Some(1232));
+        assert!(
+            memory.remembers(&shouted),
+            "the same question in other letter case"
+        );
+        memory.learn(&big, Some(&answer(3000, false)));
+        assert!(
+            memory.remembers(&big),
+            "asked over TCP, still too big for UDP"
+        );
+        memory.learn(&big, Some(&answer(1232, false)));
+        assert!(!memory.remembers(&big), "the set shrank to fit: UDP again");
+        memory.learn(&big, Some(&answer(900, true)));
+        assert!(
+            memory.remembers(&big),
+            "a server that truncates below the advertised size"
+        );
+        memory.learn(&big, None);
+        assert!(!memory.remembers(&big), "TCP failed: UDP again");
+    }
+
+    #[test]
+    fn another_question_or_udp_size_is_not_remembered() {
+        let memory = Truncated::default();
+        let big = query("_mongodb._tcp.mongo.db.svc.cluster.local.", Some(1232));
+        memory.learn(&big, Some(&answer(3000, true)));
+        assert!(!memory.remembers(&query("_pg._tcp.pg.db.svc.cluster.local.", Some(1232))));
+        assert!(!memory.remembers(&query("_mongodb._tcp.mongo.db.svc.cluster.local.", None)));
+        assert!(
+            !memory.remembers(b"\0\0"),
+            "no question: nothing to remember"
+        );
+    }
+
+    #[test]
+    fn forgetting_one_question_keeps_another_in_the_same_slot() {
+        let memory = Truncated::default();
+        let first = query("first.example.", None);
+        let (slot, _) = memory.fingerprint(&first).unwrap();
+        let same_slot = (0..100_000)
+            .map(|i| query(&format!("q{i}.example."), None))
+            .find(|other| {
+                let (other_slot, print) = memory.fingerprint(other).unwrap();
+                std::ptr::eq(other_slot, slot) && print != memory.fingerprint(&first).unwrap().1
+            })
+            .expect("some name shares the slot");
+        memory.learn(&first, Some(&answer(3000, true)));
+        memory.learn(&same_slot, Some(&answer(3000, true)));
+        assert!(
+            memory.remembers(&same_slot) && !memory.remembers(&first),
+            "taken over"
+        );
+        memory.learn(&first, None);
+        assert!(
+            memory.remembers(&same_slot),
+            "the other question's mark stays"
+        );
+    }
+}
