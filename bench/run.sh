@@ -528,10 +528,13 @@ if has loss; then
 	# The proxy's own leg to b's zone goes to the unlossy copy (cluster 2's NSD): the loss is
 	# on the link to the proxy, where meshdns and unbound send.
 	start_delayproxy "$WORK/loss-proxy.log" "$LOSSY_PROXY" "$LOSSY_PROXY:53=${CLUSTER_NSD[1]}:53@$LOSS_RTT_MS"
-	start_meshdns LOSS_MESH_PID "$LOSS_MESH" "$WORK/meshdns-loss.log" MESHDNS_CACHE_SIZE=0 \
-		MESHDNS_CLUSTERS="a=${CLUSTER_NSD[0]}; b=${LOSSY_NSD[0]}; c=${LOSSY_NSD[1]}"
+	# The gathering one runs in cluster a (not lossy: its kube-dns is cluster 1's NSD), so a
+	# gathered answer asks a, b and c, and nothing else.
+	MESH_PROBE=ns.dns.cluster.local start_meshdns LOSS_MESH_PID "$LOSS_MESH" "$WORK/meshdns-loss.log" \
+		MESHDNS_CACHE_SIZE=0 MESHDNS_UPSTREAMS="${CLUSTER_NSD[0]}" MESHDNS_LOCAL_CLUSTER=a \
+		MESHDNS_CLUSTERS="a=; b=${LOSSY_NSD[0]}; c=${LOSSY_NSD[1]}"
 	start_meshdns LOSS_MESH_RTT_PID "$LOSS_MESH_RTT" "$WORK/meshdns-loss-rtt.log" MESHDNS_CACHE_SIZE=0 \
-		MESHDNS_CLUSTERS="b=$LOSSY_PROXY"
+		MESHDNS_CLUSTERS="here=; b=$LOSSY_PROXY"
 fi
 
 # ---------------------------------------------------------------------------------------------

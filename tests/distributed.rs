@@ -395,7 +395,8 @@ async fn mixed_outcomes_follow_the_defined_table() {
 
 #[tokio::test(start_paused = true)]
 async fn per_attempt_and_per_query_deadlines_bound_the_wait() {
-    // One dead cluster costs one attempt timeout, and the answer is partial.
+    // One dead cluster costs its attempt and its retry (two attempt timeouts), and the answer
+    // is partial.
     let vars = [
         ("MESHDNS_ATTEMPT_TIMEOUT", "200ms"),
         ("MESHDNS_TIMEOUT", "800ms"),
@@ -409,7 +410,11 @@ async fn per_attempt_and_per_query_deadlines_bound_the_wait() {
         "{:?}",
         reply.answer_lines()
     );
-    assert_eq!(partial, ATTEMPT, "one attempt timeout, not the deadline");
+    assert_eq!(
+        partial,
+        ATTEMPT * 2,
+        "the attempt and its retry, not the deadline"
+    );
 
     // Nobody answers: SERVFAIL at the query's deadline, not later.
     let mesh = Mesh::outcome([Behaviour::Drop, Behaviour::Drop, Behaviour::Drop], &vars).await;
@@ -686,7 +691,7 @@ async fn slow_clusters_are_asked_in_parallel() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_silent_cluster_costs_one_attempt_timeout_and_the_answer_is_partial() {
+async fn a_silent_cluster_costs_its_attempt_and_its_retry_and_the_answer_is_partial() {
     let mesh = Mesh::start(
         [cluster_dns(1, 2), cluster_dns(2, 2), silent()],
         CLUSTERS,
@@ -704,7 +709,13 @@ async fn a_silent_cluster_costs_one_attempt_timeout_and_the_answer_is_partial() 
             "b-mongo-1.mongo.db.svc.distributed.local.",
         ]
     );
-    assert_eq!(took, ATTEMPT, "one attempt timeout, not the 2 s deadline");
+    // A cluster of one endpoint, still considered up, keeps its retry: a lost attempt is not
+    // yet a dead cluster.
+    assert_eq!(
+        took,
+        ATTEMPT * 2,
+        "two attempt timeouts, not the 2 s deadline"
+    );
     let ttl = max_ttl(&reply.msg.answers).max(max_ttl(&reply.msg.additionals));
     assert!(ttl <= 5, "a partial answer's TTLs are capped, got {ttl}");
     assert!(!mesh.c.seen().is_empty(), "c was asked");
@@ -810,10 +821,10 @@ async fn dead_clusters_marked_down_cost_nothing_once_another_answered() {
 
 #[tokio::test(start_paused = true)]
 async fn a_cut_leg_still_refreshes_its_cache_entry() {
-    // c answers once, 100 ms after its leg was cut (one attempt timeout after a and b
+    // c answers once, 100 ms after its leg was cut (its attempt and its retry after a and b
     // answered), and is silent from then on.
     let late = Behaviour::Delay(
-        ATTEMPT + Duration::from_millis(100),
+        ATTEMPT * 2 + Duration::from_millis(100),
         Answer::records([rr::a(OUTCOME_UPSTREAM, [10, 3, 0, 1])]),
     );
     let vars = [
@@ -832,7 +843,7 @@ async fn a_cut_leg_still_refreshes_its_cache_entry() {
     )
     .await;
     let (first, took) = mesh.ask_timed(OUTCOME, RecordType::A).await;
-    assert_eq!(took, ATTEMPT);
+    assert_eq!(took, ATTEMPT * 2);
     assert_eq!(
         first.answer_lines(),
         [outcome_line(1), outcome_line(2)],

@@ -5,10 +5,12 @@
 //! see `upstream`). The reply waits for every leg, but not for long once some leg has answered
 //! (the stragglers rule): a leg still pending keeps the rest of its current attempt — its
 //! retransmissions included, so a leg that lost a packet is no straggler — and at most one
-//! more attempt at its next endpoint if that one is up; a leg whose endpoint is known down, or
-//! whose attempt is still silent after its retransmissions and the attempt timeout, with no
-//! endpoint up left to try, is cut. The endpoints' health is read when the first answer
-//! comes, from their records. So a gathered answer is partial only when a cluster really
+//! more attempt if its exchange has one left at an endpoint that is up: the next endpoint, or
+//! for a cluster of one endpoint the same once more (the retry; an attempt whose sends were
+//! all lost, or that made few because its endpoint's retransmission timeout was high, is no
+//! dead cluster). A leg whose endpoint is known down, or whose attempt is still silent after
+//! its retransmissions and the attempt timeout with no attempt at an endpoint up left, is cut.
+//! The endpoints' health is read when the first answer comes, from their records. So a gathered answer is partial only when a cluster really
 //! failed to answer; a cluster whose first endpoint is dead but whose second answers is still
 //! in the reply; any number of dead clusters cost at most two attempt timeouts, and nothing
 //! once health checks have marked them down; and a cut leg keeps running in the background
@@ -222,6 +224,11 @@ impl Gatherer {
             }
         }
         if !running.is_empty() {
+            let cut: Vec<&str> = (progress.iter().zip(&gathered))
+                .filter(|(running, _)| running.is_some())
+                .filter_map(|(_, (i, _))| self.peers.get(*i).map(|p| p.cluster.name.as_str()))
+                .collect();
+            tracing::debug!(?cut, "stragglers cut");
             // Cut legs finish in the background and refresh their cache entries; when the
             // set is full they are dropped here instead.
             self.background

@@ -211,7 +211,8 @@ struct Current {
     /// When the attempt, its retransmissions included, has been silent too long.
     silent_at: Instant,
     endpoint: Arc<Endpoint>,
-    /// The next endpoint, when the exchange has one left it has not asked yet.
+    /// The endpoint of the exchange's next attempt, when it has one left: the next endpoint,
+    /// or the same once more (the retry).
     next: Option<Arc<Endpoint>>,
 }
 
@@ -223,7 +224,8 @@ pub struct Attempting {
     pub silent_at: Instant,
     /// The endpoint asked is considered up (a down one is a last resort, not worth waiting for).
     pub endpoint_up: bool,
-    /// Another endpoint, not asked yet in this exchange and considered up, remains.
+    /// The exchange has another attempt left, at an endpoint considered up (the next one, or
+    /// for a group of one the same once more).
     pub next_up: bool,
 }
 
@@ -245,11 +247,10 @@ impl Progress {
 /// How attempt `number` of an exchange is made.
 struct Plan<'a> {
     endpoint: &'a Arc<Endpoint>,
-    /// The endpoint not yet asked that comes next, if any.
-    next: Option<&'a Arc<Endpoint>>,
     /// Datagrams the attempt may send (UDP), its retransmissions included.
     sends: u32,
-    /// The attempt's retransmission is the next attempt, at `next`, after its RTO.
+    /// The attempt's retransmission is the next attempt, at the next endpoint (up and not yet
+    /// asked), after its RTO.
     hedge: bool,
 }
 
@@ -284,7 +285,6 @@ fn plan<'a>(
     };
     Some(Plan {
         endpoint,
-        next,
         sends,
         hedge,
     })
@@ -603,7 +603,6 @@ impl Upstream {
             if now >= next_at
                 && let Some(Plan {
                     endpoint,
-                    next,
                     sends,
                     hedge,
                 }) = plan(&order, number, attempts, udp, &mut retransmits)
@@ -614,10 +613,11 @@ impl Upstream {
                 }
                 hedging = hedge.then_some(endpoint);
                 if let Some(progress) = progress {
+                    let after = plan(&order, number + 1, attempts, false, &mut 0);
                     progress.set(Current {
                         silent_at: now + ceiling,
                         endpoint: Arc::clone(endpoint),
-                        next: next.map(Arc::clone),
+                        next: after.map(|after| Arc::clone(after.endpoint)),
                     });
                 }
                 if listening.len() >= MAX_LISTENING

@@ -788,10 +788,13 @@ class Pki:
 # ---------------------------------------------------------------------------------------------
 
 
-async def calm_loss(verdicts, rng, loss, qps, unanswered, log):
+async def calm_loss(verdicts, rng, loss, qps, unanswered, log, meshdns_log):
     """Every cluster up and configured, b's and c's links losing a few per cent each way: a
-    lost datagram costs a retransmission, never a gathered answer's cluster nor a SERVFAIL."""
+    lost datagram costs a retransmission, never a gathered answer's cluster nor a SERVFAIL.
+    A violation quotes meshdns's own lines about it (which clusters a partial answer missed,
+    and why their legs failed)."""
     percent = rng.randint(*CALM_LOSS)
+    log_from = os.path.getsize(meshdns_log)
     for cluster in LOSSY:
         loss.set(cluster, percent)
     partial = metric(metrics_text(), "meshdns_gather_partial_total")
@@ -814,6 +817,10 @@ async def calm_loss(verdicts, rng, loss, qps, unanswered, log):
         f"{partial:g} partial, {servfail} SERVFAIL, {retransmits:g} retransmissions")
     if partial:
         verdicts.violation("loss-partial", f"{partial:g} gathered answers partial at {percent} % loss")
+        with open(meshdns_log, errors="replace") as lines:
+            lines.seek(log_from)
+            for line in [line for line in lines if "gather" in line][:20]:
+                log(f"  meshdns: {line.rstrip()}")
     if servfail:
         verdicts.violation("loss-servfail", f"{servfail} SERVFAIL at {percent} % loss")
 
@@ -851,7 +858,8 @@ async def main():
         "MESHDNS_TIMEOUT": f"{TIMEOUT:g}s",
         "MESHDNS_CACHE_NEGATIVE_TTL": f"{NEGATIVE_TTL}s",
         "MESHDNS_CACHE_SIZE": "2000",
-        "MESHDNS_LOG": "warn",
+        # The gatherer's debug lines name the clusters a partial answer missed.
+        "MESHDNS_LOG": os.environ.get("CHAOS_MESHDNS_LOG", "warn,meshdns::gather=debug"),
     }
     log_file = open(os.path.join(args.work, "meshdns.log"), "w")
     process = subprocess.Popen([args.meshdns], env=environment, stdout=log_file, stderr=log_file)
@@ -891,7 +899,7 @@ async def main():
         await wait_applied(before)
     await asyncio.sleep(8)
     await traffic(verdicts, rng, args.qps, time.monotonic() + 3, unanswered)
-    await calm_loss(verdicts, rng, loss, args.qps, unanswered, log)
+    await calm_loss(verdicts, rng, loss, args.qps, unanswered, log, log_file.name)
     await asyncio.sleep(2)
     after = process_usage(process.pid)
     text = metrics_text()
