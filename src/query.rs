@@ -99,14 +99,15 @@ impl Resolver {
         let Some(key) = plain.shared_key() else {
             return FastPath::Miss(Some(plain));
         };
-        let Lookup::Fresh { reply, refresh } = self.cache.lookup(key, bytes, started) else {
-            return FastPath::Miss(Some(plain));
-        };
         let snapshot = self.snapshot.load();
         let question = plain.question(bytes);
         let route = snapshot
             .router
             .route(wire::question_name(question).unwrap_or_default());
+        let key = key.for_target(snapshot.target(&route));
+        let Lookup::Fresh { reply, refresh } = self.cache.lookup(&key, bytes, started) else {
+            return FastPath::Miss(Some(plain));
+        };
         let kind = route.kind();
         if refresh
             && let Inspected::Query(request) =
@@ -116,7 +117,7 @@ impl Resolver {
             let snapshot = arc_swap::Guard::into_inner(snapshot);
             let generation = snapshot.generation;
             let resolution = resolve(snapshot, route, request, deadline);
-            self.cache.refresh(key, generation, resolution);
+            self.cache.refresh(&key, generation, resolution);
         }
         let reply = reply::fit_wire(reply, proto.reply_limit(plain.payload()));
         self.metrics
@@ -171,11 +172,12 @@ impl Resolver {
                 upstream_failing: snapshot.upstream_failing(&route),
                 generation: snapshot.generation,
             };
+            let key = (request.shared_key()).map(|key| key.for_target(snapshot.target(&route)));
             let resolution = resolve(snapshot, route, Arc::clone(&request), deadline);
-            let answered = match request.shared_key() {
+            let answered = match key {
                 Some(key) => {
                     self.cache
-                        .get_or_resolve(key, request.bytes(), miss, resolution)
+                        .get_or_resolve(&key, request.bytes(), miss, resolution)
                         .await
                 }
                 None => Some(resolution.await),

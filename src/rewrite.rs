@@ -18,7 +18,7 @@ use hickory_proto::rr::{Name, RData, Record, RecordType};
 use hickory_proto::serialize::binary::BinEncodable;
 use tokio::time::Instant;
 
-use crate::cache::LegScope;
+use crate::cache::{LegScope, TargetId};
 use crate::config::Cluster;
 use crate::reply::{self, ExtendedError};
 use crate::request::Request;
@@ -166,15 +166,10 @@ pub struct Peer {
     pub cluster: Cluster,
     /// The identity its gathered legs are cached under.
     pub scope: LegScope,
+    /// Its identity as a route's target: the answers of the routes to it are cached under it.
+    pub target: TargetId,
     pub map: ZoneMap,
     pub upstream: Arc<Upstream>,
-}
-
-/// Two peers are the same target when their configuration is (their groups are then shared).
-impl PartialEq for Peer {
-    fn eq(&self, other: &Self) -> bool {
-        self.cluster == other.cluster
-    }
 }
 
 impl AsRef<Cluster> for Arc<Peer> {

@@ -39,7 +39,7 @@ use prometheus::IntCounter;
 use tokio::time::{Instant, sleep_until};
 
 use crate::background::Background;
-use crate::cache::{Cache, CacheKey, Generation, KeyFlags, may_share};
+use crate::cache::{Cache, CacheKey, Generation, KeyFlags, TargetId, may_share};
 use crate::config::Config;
 use crate::reply;
 use crate::request::Request;
@@ -63,6 +63,8 @@ pub struct Gatherer {
     peers: Vec<Arc<Peer>>,
     /// The configuration this gatherer belongs to: its legs' cache writes carry it.
     generation: Generation,
+    /// The gathered zones' identity as a target: their answers are cached under it.
+    pub target: TargetId,
     cache: Arc<Cache>,
     attempt_timeout: Duration,
     negative_ttl: Duration,
@@ -72,18 +74,19 @@ pub struct Gatherer {
 }
 
 impl Gatherer {
-    /// The gatherer over `peers`; `generation` is the configuration's.
+    /// The gatherer over `peers`; `generation` is the configuration's, `target` its own.
     pub fn new(
         config: &Config,
         cache: Arc<Cache>,
         peers: Vec<Arc<Peer>>,
         partial: IntCounter,
         background: Arc<Background>,
-        generation: Generation,
+        (generation, target): (Generation, TargetId),
     ) -> Self {
         Self {
             peers,
             generation,
+            target,
             cache,
             attempt_timeout: config.attempt_timeout,
             negative_ttl: config.cache.negative_ttl,
@@ -126,7 +129,7 @@ impl Gatherer {
             // for it (a member since removed) must not come back stale, not even while the
             // fallback below runs. Perhaps a name that merely begins like a prefix.
             if let Some(key) = client.key() {
-                self.cache.forget(key);
+                self.cache.forget(&key.for_target(self.target));
             }
             gathered = self.ask_all(client, fallback, deadline).await;
         }
