@@ -93,19 +93,17 @@ impl Resolver {
     /// are counted and timed here.
     pub fn answer_from_cache(&self, bytes: &[u8], proto: Proto) -> FastPath {
         let started = Instant::now();
-        let Some(plain) = Plain::read(bytes) else {
+        let Some(mut plain) = Plain::read(bytes) else {
             return FastPath::Miss(None);
         };
+        let snapshot = self.snapshot.load();
+        let route =
+            (snapshot.router).route(wire::question_name(plain.question(bytes)).unwrap_or_default());
+        plain.set_target(snapshot.target(&route));
         let Some(key) = plain.shared_key() else {
             return FastPath::Miss(Some(plain));
         };
-        let snapshot = self.snapshot.load();
-        let question = plain.question(bytes);
-        let route = snapshot
-            .router
-            .route(wire::question_name(question).unwrap_or_default());
-        let key = key.for_target(snapshot.target(&route));
-        let Lookup::Fresh { reply, refresh } = self.cache.lookup(&key, bytes, started) else {
+        let Lookup::Fresh { reply, refresh } = self.cache.lookup(key, bytes, started) else {
             return FastPath::Miss(Some(plain));
         };
         let kind = route.kind();
@@ -117,7 +115,7 @@ impl Resolver {
             let snapshot = arc_swap::Guard::into_inner(snapshot);
             let generation = snapshot.generation;
             let resolution = resolve(snapshot, route, request, deadline);
-            self.cache.refresh(&key, generation, resolution);
+            self.cache.refresh(key, generation, resolution);
         }
         let reply = reply::fit_wire(reply, proto.reply_limit(plain.payload()));
         self.metrics

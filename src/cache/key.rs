@@ -149,8 +149,13 @@ impl CacheKey {
     /// shared and stored under.
     pub fn for_target(&self, target: TargetId) -> CacheKey {
         let mut key = self.clone();
-        key.bytes_mut()[..FLAGS_AT].copy_from_slice(&u64::from(target.0).to_be_bytes());
+        key.set_target(target);
         key
+    }
+
+    /// [`for_target`](Self::for_target) in place (the cache-hit path copies no key).
+    pub fn set_target(&mut self, target: TargetId) {
+        self.bytes_mut()[..FLAGS_AT].copy_from_slice(&u64::from(target.0).to_be_bytes());
     }
 
     /// The key of one leg of a gathered query: the question as sent to the cluster whose
