@@ -18,7 +18,7 @@ use hickory_proto::rr::{Name, RData, Record, RecordType};
 use hickory_proto::serialize::binary::BinEncodable;
 use tokio::time::Instant;
 
-use crate::cache::{LegScope, TargetId};
+use crate::cache::TargetId;
 use crate::config::Cluster;
 use crate::reply::{self, ExtendedError};
 use crate::request::Request;
@@ -164,9 +164,8 @@ impl ZoneMap {
 pub struct Peer {
     /// Its configuration: name, endpoints, domain, zone, prefix.
     pub cluster: Cluster,
-    /// The identity its gathered legs are cached under.
-    pub scope: LegScope,
-    /// Its identity as a route's target: the answers of the routes to it are cached under it.
+    /// Its identity as a target: the answers of the routes to it, and its gathered legs, are
+    /// cached under it.
     pub target: TargetId,
     pub map: ZoneMap,
     pub upstream: Arc<Upstream>,

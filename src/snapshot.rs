@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::background::Background;
-use crate::cache::{Cache, Generation, LegScope, TargetId};
+use crate::cache::{Cache, Generation, TargetId};
 use hickory_proto::rr::Name;
 
 use crate::config::{Config, Endpoint, IpNet, Transport};
@@ -155,7 +155,6 @@ impl Snapshot {
                     .map_or_else(TargetId::fresh, |p| p.target);
                 Arc::new(Peer {
                     cluster: cluster.clone(),
-                    scope: LegScope::of(cluster),
                     target,
                     map,
                     upstream,

@@ -3,16 +3,14 @@
 //! allocating for names of ordinary length.
 //!
 //! Every key carries the identity of what answers it, never a position in a list: a client's
-//! question the [`TargetId`] of its route's target, a gathered leg its cluster's [`LegScope`]
-//! (name, endpoints, domain). A reload that changes a target gives it a new identity, so the
+//! question the [`TargetId`] of its route's target, a gathered leg that of its cluster. A reload that changes a target gives it a new identity, so the
 //! entries of the old one are never found again (and age out of the table like any unused
 //! entry); a reload that removes or reorders clusters can never file one cluster's records
 //! under another's.
 
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::config::Cluster;
 use crate::wire;
 
 /// Key bytes kept on the stack; longer names (rare: 92+ bytes of wire name) spill to the heap.
@@ -55,8 +53,8 @@ impl KeyFlags {
 }
 
 /// Which cache "namespace" a key lives in: a client's question under its route's target
-/// ([`TargetId`], below 2^32), or one cluster's leg of a gathered query under its [`LegScope`]
-/// (top bit set), so cluster b's leg for `x.svc.cluster.local` never meets cluster c's, nor a
+/// ([`TargetId`], below 2^32), or one cluster's leg of a gathered query under the cluster's
+/// (with the top bit set), so cluster b's leg for `x.svc.cluster.local` never meets cluster c's, nor a
 /// pass-through answer for the same name from kube-dns.
 const LEG_SCOPE_BIT: u64 = 1 << 63;
 
@@ -74,27 +72,6 @@ impl TargetId {
     pub fn fresh() -> TargetId {
         static NEXT: AtomicU32 = AtomicU32::new(1);
         TargetId(NEXT.fetch_add(1, Ordering::Relaxed))
-    }
-}
-
-/// The identity of a cluster as its gathered legs are cached under: a hash of its name, its
-/// endpoints and its domain — what decides which records its DNS gives. Equal for the same
-/// cluster in two configurations (so a reload that only adds, removes or reorders other
-/// clusters keeps its legs), different as soon as any of the three changes. 63 bits: the
-/// clusters of a configuration are chosen by its operator, not by an attacker, and a few
-/// hundred at most.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct LegScope(u64);
-
-impl LegScope {
-    pub fn of(cluster: &Cluster) -> LegScope {
-        // `DefaultHasher::new()` is keyed with constants: the same cluster hashes the same way
-        // for the life of the process, which is all a cache key needs.
-        let mut hasher = DefaultHasher::new();
-        cluster.name.hash(&mut hasher);
-        cluster.endpoints.hash(&mut hasher);
-        cluster.domain.hash(&mut hasher);
-        LegScope(hasher.finish() | LEG_SCOPE_BIT)
     }
 }
 
@@ -159,11 +136,11 @@ impl CacheKey {
     }
 
     /// The key of one leg of a gathered query: the question as sent to the cluster whose
-    /// identity is `cluster`, with the flags of the leg's own request. The gather code stores
+    /// identity (as a target) is `cluster`, with the flags of the leg's own request. The gather code stores
     /// each leg's reply under it so a failed leg can be filled from
     /// [`Cache::last_good`](super::Cache::last_good).
-    pub fn for_leg(cluster: LegScope, question: &[u8], flags: KeyFlags) -> Option<CacheKey> {
-        Self::new(cluster.0, flags, question)
+    pub fn for_leg(cluster: TargetId, question: &[u8], flags: KeyFlags) -> Option<CacheKey> {
+        Self::new(LEG_SCOPE_BIT | u64::from(cluster.0), flags, question)
     }
 
     /// Whether `question` (the bytes of a message's first question: name, type, class) asks
@@ -266,10 +243,10 @@ impl std::fmt::Debug for CacheKey {
 
 #[cfg(test)]
 mod tests {
-    use hickory_proto::rr::{Name, RecordType};
+    use hickory_proto::rr::RecordType;
 
     use super::*;
-    use crate::cache::tests::{cluster, query};
+    use crate::cache::tests::query;
 
     fn key(name: &str, qtype: RecordType, edns: Option<bool>, cd: bool) -> CacheKey {
         CacheKey::from_request(&query(name, qtype, edns, cd)).unwrap()
@@ -321,30 +298,16 @@ mod tests {
             CacheKey::for_client(question, flags),
             Some(from_request.clone())
         );
-        let b = LegScope::of(&cluster("b", "127.0.0.1:53"));
+        let b = TargetId::fresh();
         let leg = CacheKey::for_leg(b, question, flags).unwrap();
         assert_ne!(leg, from_request);
-        let c = LegScope::of(&cluster("c", "127.0.0.1:53"));
+        assert_ne!(
+            Some(leg.clone()),
+            from_request.for_target(b).into(),
+            "nor b's route"
+        );
+        let c = TargetId::fresh();
         assert_ne!(Some(leg), CacheKey::for_leg(c, question, flags));
-    }
-
-    #[test]
-    fn a_legs_scope_is_its_clusters_identity_not_its_place_in_the_list() {
-        let b = cluster("b", "127.0.0.1:53");
-        // The same cluster, written again (a reload that moved others around it).
-        assert_eq!(LegScope::of(&b), LegScope::of(&b.clone()));
-        let mut moved = b.clone();
-        moved.endpoints = cluster("b", "127.0.0.2:53").endpoints;
-        let mut other_domain = b.clone();
-        other_domain.domain = Name::from_ascii("other.local.").unwrap();
-        let renamed = cluster("d", "127.0.0.1:53");
-        for changed in [moved, other_domain, renamed] {
-            assert_ne!(LegScope::of(&b), LegScope::of(&changed), "{changed:?}");
-        }
-        // What does not decide the records a leg brings back leaves the identity alone.
-        let mut prefixed = b.clone();
-        prefixed.prefix = "bee-".into();
-        assert_eq!(LegScope::of(&b), LegScope::of(&prefixed));
     }
 
     #[test]

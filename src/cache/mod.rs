@@ -53,7 +53,7 @@ use crate::background::Background;
 use crate::config::CacheConfig;
 use crate::wire;
 
-pub use key::{CacheKey, KeyFlags, LegScope, TargetId, may_share};
+pub use key::{CacheKey, KeyFlags, TargetId, may_share};
 pub use policy::{FAILURE_TTL_FIRST, FAILURE_TTL_MAX};
 pub use serve::STALE_TTL;
 

@@ -42,22 +42,6 @@ pub(super) fn query(name: &str, qtype: RecordType, edns: Option<bool>, cd: bool)
     msg.to_vec().unwrap()
 }
 
-/// A peer cluster named `name` whose DNS is at `endpoint`, domain `cluster.local`.
-pub(super) fn cluster(name: &str, endpoint: &str) -> crate::config::Cluster {
-    crate::config::Cluster {
-        name: name.to_string(),
-        zone: Name::from_ascii(format!("cluster.{name}.")).unwrap(),
-        domain: Name::from_ascii("cluster.local.").unwrap(),
-        prefix: format!("{name}-"),
-        endpoints: vec![crate::config::Endpoint::Addr(endpoint.parse().unwrap())],
-        transport: crate::config::Transport::Udp,
-        tls_name: None,
-        networks: Vec::new(),
-        namespaces: Vec::new(),
-        is_local: false,
-    }
-}
-
 fn reply_to(request: &[u8], rcode: ResponseCode) -> Message {
     let request = Message::from_vec(request).unwrap();
     let mut reply = Message::new(request.id, MessageType::Response, request.op_code);
@@ -683,7 +667,7 @@ async fn partial_answers_are_capped_and_legs_keep_their_last_good_answer() {
         edns: true,
         ..KeyFlags::default()
     };
-    let scope = LegScope::of(&cluster("b", "127.0.0.1:53"));
+    let scope = TargetId::fresh();
     let leg_request = query(
         "_db._tcp.mongo.db.svc.cluster.local.",
         RecordType::SRV,

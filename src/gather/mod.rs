@@ -15,8 +15,8 @@
 //! set, its answer, when it comes, refreshing what the cache holds for that leg (a later
 //! failure of the cluster is filled from it).
 //!
-//! A leg's cache entry is keyed by its peer's identity ([`LegScope`](crate::cache::LegScope):
-//! name, endpoints, domain), never by the cluster's position in the list, and written with the
+//! A leg's cache entry is keyed by its peer's identity ([`TargetId`], which a reload hands on
+//! to the same cluster at the same endpoints), never by the cluster's position in the list, and written with the
 //! generation of the configuration the leg started under: a leg that straggles past a reload
 //! which removed or reordered clusters can neither land under another cluster's key nor write
 //! into the new configuration's cache.
@@ -183,7 +183,7 @@ impl Gatherer {
             let query = name.to_bytes().ok().and_then(|name| request.for_leg(&name));
             let peer = self.peers.get(index);
             let key = (peer.zip(query.as_deref())).and_then(|(peer, query)| {
-                CacheKey::for_leg(peer.scope, wire::first_question(query)?, flags)
+                CacheKey::for_leg(peer.target, wire::first_question(query)?, flags)
             });
             keys.push(key.clone());
             let (Some(key), Some(peer), Some(query)) = (key, peer.map(Arc::clone), query) else {
