@@ -93,20 +93,19 @@ impl Resolver {
     /// are counted and timed here.
     pub fn answer_from_cache(&self, bytes: &[u8], proto: Proto) -> FastPath {
         let started = Instant::now();
-        let Some(plain) = Plain::read(bytes) else {
+        let Some(mut plain) = Plain::read(bytes) else {
             return FastPath::Miss(None);
         };
+        let snapshot = self.snapshot.load();
+        let route =
+            (snapshot.router).route(wire::question_name(plain.question(bytes)).unwrap_or_default());
+        plain.set_target(snapshot.target(&route));
         let Some(key) = plain.shared_key() else {
             return FastPath::Miss(Some(plain));
         };
         let Lookup::Fresh { reply, refresh } = self.cache.lookup(key, bytes, started) else {
             return FastPath::Miss(Some(plain));
         };
-        let snapshot = self.snapshot.load();
-        let question = plain.question(bytes);
-        let route = snapshot
-            .router
-            .route(wire::question_name(question).unwrap_or_default());
         let kind = route.kind();
         if refresh
             && let Inspected::Query(request) =
@@ -171,11 +170,12 @@ impl Resolver {
                 upstream_failing: snapshot.upstream_failing(&route),
                 generation: snapshot.generation,
             };
+            let key = (request.shared_key()).map(|key| key.for_target(snapshot.target(&route)));
             let resolution = resolve(snapshot, route, Arc::clone(&request), deadline);
-            let answered = match request.shared_key() {
+            let answered = match key {
                 Some(key) => {
                     self.cache
-                        .get_or_resolve(key, request.bytes(), miss, resolution)
+                        .get_or_resolve(&key, request.bytes(), miss, resolution)
                         .await
                 }
                 None => Some(resolution.await),

@@ -9,8 +9,9 @@
 //! logged naming the variable, and `meshdns_config_reloads_total{result="rejected"}` counts it.
 //! A valid one is applied without dropping or delaying a query: a new immutable snapshot is
 //! swapped in (queries in flight finish on theirs), upstream groups that did not change are
-//! carried over with their health, the cache keeps every entry but those of routes that
-//! changed, and the log filter and cache limits follow. A change of a restart-only variable
+//! carried over with their health, the cache keeps the entries of every target that did
+//! not change (without looking at one: see [`TargetId`](crate::cache::TargetId)), and the log
+//! filter and cache limits follow. A change of a restart-only variable
 //! (see [`variables::RESTART_ONLY`]) is logged with the value in force and the pending one,
 //! counted as `restart_required` and not applied; one back to the value in force is logged too.
 //!
@@ -28,7 +29,7 @@
 //! settling delay (the kubelet writes several entries per update) starts only after one, and
 //! the retry timer exists only while a watch is failing.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
@@ -37,12 +38,10 @@ use notify::Watcher;
 use tokio::sync::{mpsc, watch};
 
 use crate::background::Background;
-use crate::cache::{CacheKey, LegScope};
 use crate::config::{Config, ConfigError, Settings, effective, variables};
 use crate::metrics::{Metrics, ReloadResult};
 use crate::process;
 use crate::query::Resolver;
-use crate::route::{Route, Router};
 use crate::snapshot::Snapshot;
 
 /// How long a burst of events must be quiet before the directory is read.
@@ -150,9 +149,9 @@ impl Reloader {
 
     /// Makes `new` the running configuration: the next generation. The cache moves on to it
     /// first — from then on it refuses what work of the previous generations writes (a slow
-    /// answer, a straggling leg, a refresh, a failure), and the entries of the routes that
-    /// changed are gone — and only then do queries start on it, so none of them can meet an
-    /// answer of a changed route. A query that starts in between runs on the previous
+    /// answer, a straggling leg, a refresh, a failure) — and only then do queries start on it,
+    /// looking up under the new snapshot's targets, so none of them can meet an answer of a
+    /// changed target. A query that starts in between runs on the previous
     /// configuration, as if it had come a moment earlier, and caches nothing.
     fn apply(&self, new: &Config) {
         let old = &self.config;
@@ -165,48 +164,9 @@ impl Reloader {
         }
         let previous = self.resolver.snapshot();
         let snapshot = Snapshot::new(new, cache, &self.metrics, &self.background, Some(&previous));
-        cache.advance(
-            snapshot.generation,
-            unchanged_routes((old, &previous.router), (new, &snapshot.router)),
-        );
+        cache.advance(snapshot.generation);
         self.resolver.replace(snapshot);
     }
-}
-
-/// Whether a cache entry may outlive the change from `old` to `new` (each with its router): its
-/// name routes the same way to a target that did not change. A gathered leg stays while its
-/// cluster (by identity: name, endpoints, domain) is still configured, wherever in the list.
-/// `None` when no route and no target changed (a reload of the log filter, a timeout, a
-/// rotated certificate): every entry stays, and the cache is not walked — the walk routes
-/// every key twice under the cache's lock.
-fn unchanged_routes<'a, P: Clone + PartialEq>(
-    (old, old_router): (&'a Config, &'a Router<P>),
-    (new, new_router): (&'a Config, &'a Router<P>),
-) -> Option<impl Fn(&CacheKey) -> bool + 'a> {
-    let clusters_same = old.clusters == new.clusters;
-    let upstreams_same = old.upstreams == new.upstreams;
-    if clusters_same
-        && upstreams_same
-        && old.distributed_zones == new.distributed_zones
-        && old_router == new_router
-    {
-        return None;
-    }
-    let scopes: HashSet<LegScope> = new.clusters.iter().map(LegScope::of).collect();
-    Some(move |key: &CacheKey| {
-        if let Some(scope) = key.leg_scope() {
-            return scopes.contains(&scope);
-        }
-        let (was, is) = (old_router.route(key.name()), new_router.route(key.name()));
-        was == is
-            && match *is {
-                Route::Passthrough => upstreams_same,
-                // A peer compares by its configuration; a gathered zone asks every cluster.
-                Route::Cluster(_) | Route::Reverse(_) | Route::Namespace(_) => true,
-                Route::Distributed(_) | Route::Clusterset(_) => clusters_same,
-                Route::SelfName(_) | Route::Search(_) => false,
-            }
-    })
 }
 
 /// Puts the running value of the restart-only `variable` (one of [`variables::RESTART_ONLY`],
@@ -467,8 +427,6 @@ fn concerns(dirs: &RwLock<BTreeSet<PathBuf>>, paths: &[PathBuf]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Cluster;
-    use crate::wire;
 
     /// A reload changes nothing a restart-only variable decides: the running value of each
     /// stays, whatever the directory now says (every variable of the list is tried).
@@ -518,46 +476,6 @@ mod tests {
             applied.environment = running.environment.clone();
             assert_eq!(applied, running, "{variable} kept its running value");
         }
-    }
-
-    /// A reload that changes no route leaves the cache alone; one that changes a cluster walks
-    /// it, keeping what routes elsewhere and dropping what went to the changed cluster.
-    #[test]
-    fn only_a_reload_that_changes_a_route_walks_the_cache() {
-        let build = |pairs: &[(&str, &str)]| {
-            let mut all = vec![
-                (variables::UPSTREAMS, "127.0.0.2:53"),
-                (variables::LOCAL_CLUSTER, "a"),
-            ];
-            all.extend_from_slice(pairs);
-            let config =
-                Config::from_vars(all.iter().map(|(k, v)| (k.to_string(), v.to_string()))).unwrap();
-            // The peers compare as their configuration does: the clusters stand for them.
-            let router = Router::new(&config, &config.clusters);
-            (config, router)
-        };
-        let running = build(&[(variables::CLUSTERS, "a=; b=127.0.0.3")]);
-        let slower = build(&[
-            (variables::CLUSTERS, "a=; b=127.0.0.3"),
-            (variables::TIMEOUT, "3s"),
-        ]);
-        let moved = build(&[(variables::CLUSTERS, "a=; b=127.0.0.4")]);
-        assert!(unchanged_routes(pair(&running), pair(&slower)).is_none());
-        let keep = unchanged_routes(pair(&running), pair(&moved)).expect("a route changed");
-        let key = |name: &str| {
-            let question = [
-                &wire::lowercase_name(name.split('.').map(str::as_bytes))[..],
-                &[0, 1, 0, 1],
-            ]
-            .concat();
-            CacheKey::for_client(&question, Default::default()).unwrap()
-        };
-        assert!(!keep(&key("x.cluster.b")), "cluster b moved");
-        assert!(keep(&key("www.example")), "pass-through did not");
-    }
-
-    fn pair((config, router): &(Config, Router<Cluster>)) -> (&Config, &Router<Cluster>) {
-        (config, router)
     }
 
     /// The bench's idle meshdns had its directory in a busy work directory: watching that

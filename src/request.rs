@@ -27,7 +27,7 @@ use bytes::Bytes;
 use hickory_proto::op::{Edns, Header, Message, Metadata, OpCode, Query, ResponseCode};
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
 
-use crate::cache::{CacheKey, KeyFlags, may_share};
+use crate::cache::{CacheKey, KeyFlags, TargetId, may_share};
 use crate::reply;
 use crate::upstream::marker;
 use crate::wire::{self, OptInfo};
@@ -75,6 +75,14 @@ impl Plain {
     /// be shared.
     pub fn shared_key(&self) -> Option<&CacheKey> {
         self.key.as_ref().filter(|_| self.shared)
+    }
+
+    /// Files the key under `target`, the target of the query's route
+    /// ([`CacheKey::set_target`]).
+    pub fn set_target(&mut self, target: TargetId) {
+        if let Some(key) = &mut self.key {
+            key.set_target(target);
+        }
     }
 
     /// The question's bytes (name, type, class) in `bytes`, the query this view was read from.

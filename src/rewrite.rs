@@ -18,7 +18,7 @@ use hickory_proto::rr::{Name, RData, Record, RecordType};
 use hickory_proto::serialize::binary::BinEncodable;
 use tokio::time::Instant;
 
-use crate::cache::LegScope;
+use crate::cache::TargetId;
 use crate::config::Cluster;
 use crate::reply::{self, ExtendedError};
 use crate::request::Request;
@@ -164,17 +164,11 @@ impl ZoneMap {
 pub struct Peer {
     /// Its configuration: name, endpoints, domain, zone, prefix.
     pub cluster: Cluster,
-    /// The identity its gathered legs are cached under.
-    pub scope: LegScope,
+    /// Its identity as a target: the answers of the routes to it, and its gathered legs, are
+    /// cached under it.
+    pub target: TargetId,
     pub map: ZoneMap,
     pub upstream: Arc<Upstream>,
-}
-
-/// Two peers are the same target when their configuration is (their groups are then shared).
-impl PartialEq for Peer {
-    fn eq(&self, other: &Self) -> bool {
-        self.cluster == other.cluster
-    }
 }
 
 impl AsRef<Cluster> for Arc<Peer> {

@@ -108,9 +108,8 @@ impl RouteKind {
 }
 
 /// The routing table: the pod's own names, then each zone's lowercase wire form and its route,
-/// then the peers' networks; and the search-list expansions of the zones. Two routers are equal
-/// when they route every name the same way to the same targets.
-#[derive(Debug, Clone, PartialEq)]
+/// then the peers' networks; and the search-list expansions of the zones.
+#[derive(Debug, Clone)]
 pub struct Router<P = Arc<Peer>> {
     own: OwnNames,
     zones: Vec<(Vec<u8>, Route<P>)>,

@@ -7,13 +7,20 @@
 //! Each snapshot is a [`Generation`], one more than the snapshot it replaces: what a query (and
 //! the work it leaves behind: a refresh, a straggling leg) writes into the cache carries it, so
 //! the cache can refuse what comes from a configuration it has moved past.
+//!
+//! Each target a route goes to (kube-dns, a peer, the gathered zones, the answers made here)
+//! has a [`TargetId`], which a client's cache key carries. A target whose configuration a
+//! reload leaves as it was keeps the identity of the one it replaces, so its cached answers
+//! stay; a changed one gets a new identity, and its old answers are never found again.
 
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::background::Background;
-use crate::cache::{Cache, Generation, LegScope};
+use crate::cache::{Cache, Generation, TargetId};
+use hickory_proto::rr::Name;
+
 use crate::config::{Config, Endpoint, IpNet, Transport};
 use crate::gather::Gatherer;
 use crate::metrics::Metrics;
@@ -36,13 +43,28 @@ pub struct Snapshot {
     pub local: Arc<Upstream>,
     /// The configured clusters, which the routes to them hold.
     peers: Vec<Arc<Peer>>,
+    /// Pass-through's target: kube-dns.
+    passthrough: TargetId,
+    /// What the gathered zones' answers depend on, and their target.
+    gathered: GatheredIdentity,
     pub gatherer: Gatherer,
+    /// The target of the answers made here (the pod's own names, search expansions): a new
+    /// one per snapshot, so a reload never keeps them.
+    local_answers: TargetId,
     /// `MESHDNS_TIMEOUT`: the deadline of one client query.
     pub timeout: Duration,
     /// `MESHDNS_ATTEMPT_TIMEOUT`: also how long a client waits when a stale answer is at hand.
     pub attempt_timeout: Duration,
     /// `MESHDNS_CACHE_NEGATIVE_TTL`: the TTL of meshdns's own negative answers.
     pub negative_ttl: Duration,
+}
+
+/// What a gathered answer depends on: every peer (by identity, in order) and the zones.
+#[derive(Debug, PartialEq)]
+struct GatheredIdentity {
+    peers: Vec<TargetId>,
+    distributed: Vec<Name>,
+    clusterset: Option<Name>,
 }
 
 /// The local cluster's DNS (kube-dns) as an upstream group named `name`: `MESHDNS_UPSTREAMS`
@@ -90,6 +112,12 @@ impl Snapshot {
             }
         };
         let local = group(local_group(config, local_name), None);
+        let same_endpoints = |a: &Upstream, b: &Upstream| a.spec().endpoints == b.spec().endpoints;
+        // kube-dns's answers depend on its endpoints only; a peer's on its cluster's
+        // configuration and the endpoints it is asked at (kube-dns's for the local cluster).
+        let passthrough = previous
+            .filter(|p| same_endpoints(&p.local, &local))
+            .map_or_else(TargetId::fresh, |p| p.passthrough);
         let peers: Vec<Arc<Peer>> = config
             .clusters
             .iter()
@@ -120,21 +148,35 @@ impl Snapshot {
                         Some(&local),
                     )
                 };
+                let same = |p: &&Arc<Peer>| {
+                    p.cluster == *cluster && same_endpoints(&p.upstream, &upstream)
+                };
+                let target = (previous.iter().flat_map(|p| &p.peers).find(same))
+                    .map_or_else(TargetId::fresh, |p| p.target);
                 Arc::new(Peer {
                     cluster: cluster.clone(),
-                    scope: LegScope::of(cluster),
+                    target,
                     map,
                     upstream,
                 })
             })
             .collect();
+        let gathered = GatheredIdentity {
+            peers: peers.iter().map(|p| p.target).collect(),
+            distributed: config.distributed_zones.clone(),
+            clusterset: config.clusterset_zone.clone(),
+        };
         let gatherer = Gatherer::new(
             config,
             Arc::clone(cache),
             peers.clone(),
             metrics.gather_partial(),
             Arc::clone(background),
-            generation,
+            (
+                generation,
+                (previous.filter(|p| p.gathered == gathered))
+                    .map_or_else(TargetId::fresh, |p| p.gatherer.target),
+            ),
         );
         Self {
             generation,
@@ -142,7 +184,10 @@ impl Snapshot {
             router: Router::new(config, &peers),
             local,
             peers,
+            passthrough,
+            gathered,
             gatherer,
+            local_answers: TargetId::fresh(),
             timeout: config.timeout,
             attempt_timeout: config.attempt_timeout,
             negative_ttl: config.cache.negative_ttl,
@@ -157,6 +202,16 @@ impl Snapshot {
                 .map(|p| &p.upstream)
                 .filter(|u| !Arc::ptr_eq(u, &self.local)),
         )
+    }
+
+    /// The identity of the target `route` goes to: what its answers are cached under.
+    pub fn target(&self, route: &Route) -> TargetId {
+        match route {
+            Route::Passthrough => self.passthrough,
+            Route::Cluster(peer) | Route::Reverse(peer) | Route::Namespace(peer) => peer.target,
+            Route::Distributed(_) | Route::Clusterset(_) => self.gatherer.target,
+            Route::SelfName(_) | Route::Search(_) => self.local_answers,
+        }
     }
 
     /// Whether a client at `ip` is served.

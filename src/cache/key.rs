@@ -2,14 +2,15 @@
 //! the [`Request`](crate::request::Request) of a miss) or a gathered leg's query — without
 //! allocating for names of ordinary length.
 //!
-//! A gathered leg's key carries its cluster's identity ([`LegScope`]: name, endpoints,
-//! domain), never the cluster's position in the list, so a reload that removes or reorders
-//! clusters can never file one cluster's records under another's.
+//! Every key carries the identity of what answers it, never a position in a list: a client's
+//! question the [`TargetId`] of its route's target, a gathered leg that of its cluster. A reload that changes a target gives it a new identity, so the
+//! entries of the old one are never found again (and age out of the table like any unused
+//! entry); a reload that removes or reorders clusters can never file one cluster's records
+//! under another's.
 
-use std::hash::{DefaultHasher, Hash, Hasher};
-use std::num::NonZeroU64;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::config::Cluster;
 use crate::wire;
 
 /// Key bytes kept on the stack; longer names (rare: 92+ bytes of wire name) spill to the heap.
@@ -51,29 +52,26 @@ impl KeyFlags {
     }
 }
 
-/// Which cache "namespace" a key lives in: the client's question (0), or one cluster's leg of
-/// a gathered query, under its [`LegScope`] (so cluster b's answer for `x.svc.cluster.local`
-/// never meets cluster c's, nor a pass-through answer for the same name from kube-dns).
-const SCOPE_CLIENT: u64 = 0;
+/// Which cache "namespace" a key lives in: a client's question under its route's target
+/// ([`TargetId`], below 2^32), or one cluster's leg of a gathered query under the cluster's
+/// (with the top bit set), so cluster b's leg for `x.svc.cluster.local` never meets cluster c's, nor a
+/// pass-through answer for the same name from kube-dns.
+const LEG_SCOPE_BIT: u64 = 1 << 63;
 
-/// The identity of a cluster as its gathered legs are cached under: a hash of its name, its
-/// endpoints and its domain — what decides which records its DNS gives. Equal for the same
-/// cluster in two configurations (so a reload that only adds, removes or reorders other
-/// clusters keeps its legs), different as soon as any of the three changes. Never zero (zero
-/// is the client scope). 64 bits: the clusters of a configuration are chosen by its operator,
-/// not by an attacker, and a few hundred at most.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct LegScope(NonZeroU64);
+/// The identity of a route's target (kube-dns, a peer, the gathered zones, the answers made
+/// locally), given when the target is built and handed on to the target that replaces it
+/// when a reload leaves its configuration as it was. A client's key carries it
+/// ([`CacheKey::for_target`]), so a reload invalidates a changed target's entries without
+/// looking at them. 32 bits: a reload builds a few targets; at one reload a second, the
+/// numbers last a century.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TargetId(u32);
 
-impl LegScope {
-    pub fn of(cluster: &Cluster) -> LegScope {
-        // `DefaultHasher::new()` is keyed with constants: the same cluster hashes the same way
-        // for the life of the process, which is all a cache key needs.
-        let mut hasher = DefaultHasher::new();
-        cluster.name.hash(&mut hasher);
-        cluster.endpoints.hash(&mut hasher);
-        cluster.domain.hash(&mut hasher);
-        LegScope(NonZeroU64::new(hasher.finish()).unwrap_or(NonZeroU64::MIN))
+impl TargetId {
+    /// An identity no target has had before (in this process).
+    pub fn fresh() -> TargetId {
+        static NEXT: AtomicU32 = AtomicU32::new(1);
+        TargetId(NEXT.fetch_add(1, Ordering::Relaxed))
     }
 }
 
@@ -118,17 +116,31 @@ impl CacheKey {
     }
 
     /// The key of a client's question (its bytes: name, type, class), with the flags of its
-    /// query. Allocates nothing unless the name is unusually long.
+    /// query, before its route is known ([`for_target`](Self::for_target) completes it).
+    /// Allocates nothing unless the name is unusually long.
     pub fn for_client(question: &[u8], flags: KeyFlags) -> Option<CacheKey> {
-        Self::new(SCOPE_CLIENT, flags, question)
+        Self::new(0, flags, question)
+    }
+
+    /// This client's key under the target its route goes to: what the query is looked up,
+    /// shared and stored under.
+    pub fn for_target(&self, target: TargetId) -> CacheKey {
+        let mut key = self.clone();
+        key.set_target(target);
+        key
+    }
+
+    /// [`for_target`](Self::for_target) in place (the cache-hit path copies no key).
+    pub fn set_target(&mut self, target: TargetId) {
+        self.bytes_mut()[..FLAGS_AT].copy_from_slice(&u64::from(target.0).to_be_bytes());
     }
 
     /// The key of one leg of a gathered query: the question as sent to the cluster whose
-    /// identity is `cluster`, with the flags of the leg's own request. The gather code stores
+    /// identity (as a target) is `cluster`, with the flags of the leg's own request. The gather code stores
     /// each leg's reply under it so a failed leg can be filled from
     /// [`Cache::last_good`](super::Cache::last_good).
-    pub fn for_leg(cluster: LegScope, question: &[u8], flags: KeyFlags) -> Option<CacheKey> {
-        Self::new(cluster.0.get(), flags, question)
+    pub fn for_leg(cluster: TargetId, question: &[u8], flags: KeyFlags) -> Option<CacheKey> {
+        Self::new(LEG_SCOPE_BIT | u64::from(cluster.0), flags, question)
     }
 
     /// Whether `question` (the bytes of a message's first question: name, type, class) asks
@@ -161,13 +173,6 @@ impl CacheKey {
         Some(key)
     }
 
-    /// The key stored as `bytes` (what [`as_bytes`](Self::as_bytes) gave).
-    pub(super) fn from_bytes(bytes: &[u8]) -> CacheKey {
-        let mut key = Self::empty(bytes.len());
-        key.bytes_mut().copy_from_slice(bytes);
-        key
-    }
-
     fn empty(len: usize) -> CacheKey {
         CacheKey {
             len,
@@ -195,17 +200,6 @@ impl CacheKey {
         let mut scope = [0; FLAGS_AT];
         scope.copy_from_slice(&self.as_bytes()[..FLAGS_AT]);
         u64::from_be_bytes(scope)
-    }
-
-    /// The cluster this is the key of a gathered leg of (see [`for_leg`](Self::for_leg));
-    /// `None` for a client's question.
-    pub fn leg_scope(&self) -> Option<LegScope> {
-        NonZeroU64::new(self.scope()).map(LegScope)
-    }
-
-    /// The question name, lowercased, in wire form.
-    pub fn name(&self) -> &[u8] {
-        &self.as_bytes()[PREFIX_LEN..]
     }
 
     /// The request bits this key was built with.
@@ -249,10 +243,10 @@ impl std::fmt::Debug for CacheKey {
 
 #[cfg(test)]
 mod tests {
-    use hickory_proto::rr::{Name, RecordType};
+    use hickory_proto::rr::RecordType;
 
     use super::*;
-    use crate::cache::tests::{cluster, query};
+    use crate::cache::tests::query;
 
     fn key(name: &str, qtype: RecordType, edns: Option<bool>, cd: bool) -> CacheKey {
         CacheKey::from_request(&query(name, qtype, edns, cd)).unwrap()
@@ -304,32 +298,16 @@ mod tests {
             CacheKey::for_client(question, flags),
             Some(from_request.clone())
         );
-        let b = LegScope::of(&cluster("b", "127.0.0.1:53"));
+        let b = TargetId::fresh();
         let leg = CacheKey::for_leg(b, question, flags).unwrap();
         assert_ne!(leg, from_request);
-        assert_eq!(from_request.leg_scope(), None);
-        assert_eq!(leg.leg_scope(), Some(b));
-        let c = LegScope::of(&cluster("c", "127.0.0.1:53"));
+        assert_ne!(
+            Some(leg.clone()),
+            from_request.for_target(b).into(),
+            "nor b's route"
+        );
+        let c = TargetId::fresh();
         assert_ne!(Some(leg), CacheKey::for_leg(c, question, flags));
-    }
-
-    #[test]
-    fn a_legs_scope_is_its_clusters_identity_not_its_place_in_the_list() {
-        let b = cluster("b", "127.0.0.1:53");
-        // The same cluster, written again (a reload that moved others around it).
-        assert_eq!(LegScope::of(&b), LegScope::of(&b.clone()));
-        let mut moved = b.clone();
-        moved.endpoints = cluster("b", "127.0.0.2:53").endpoints;
-        let mut other_domain = b.clone();
-        other_domain.domain = Name::from_ascii("other.local.").unwrap();
-        let renamed = cluster("d", "127.0.0.1:53");
-        for changed in [moved, other_domain, renamed] {
-            assert_ne!(LegScope::of(&b), LegScope::of(&changed), "{changed:?}");
-        }
-        // What does not decide the records a leg brings back leaves the identity alone.
-        let mut prefixed = b.clone();
-        prefixed.prefix = "bee-".into();
-        assert_eq!(LegScope::of(&b), LegScope::of(&prefixed));
     }
 
     #[test]

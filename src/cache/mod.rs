@@ -25,13 +25,15 @@
 //! `std::sync::Mutex` around the table and the configuration it is read by, held only for
 //! index lookups and list bookkeeping; bytes are copied and patched outside it.
 //!
-//! Generations: every write (an answer, a remembered failure, a failed refresh's mark) carries
-//! the [`Generation`] of the configuration its work started under, and is dropped when the
-//! cache has moved on to a newer one ([`Cache::advance`], which also drops the entries of the
-//! routes a reload changed, under the same lock). In-flight sharing is per generation too: a
-//! miss never waits for an exchange started under an older configuration. So after a reload
-//! nothing of a changed route — a slow answer, a straggling leg, a refresh, a failure — is
-//! cached, served or inherited.
+//! Reloads: a client's key carries the [`TargetId`] of its route's target, which a reload
+//! changes only for the targets it changes: the entries of those are never found again (and
+//! age out of the table like any unused entry), the others stay, and [`Cache::advance`] looks
+//! at no entry. Every write (an answer, a remembered failure, a failed refresh's mark) also
+//! carries the [`Generation`] of the configuration its work started under, and is dropped when
+//! the cache has moved on to a newer one; in-flight sharing is per generation too: a miss never
+//! waits for an exchange started under an older configuration. So after a reload nothing of a
+//! changed route — a slow answer, a straggling leg, a refresh, a failure — is cached, served or
+//! inherited.
 
 mod flight;
 mod key;
@@ -51,7 +53,7 @@ use crate::background::Background;
 use crate::config::CacheConfig;
 use crate::wire;
 
-pub use key::{CacheKey, KeyFlags, LegScope, may_share};
+pub use key::{CacheKey, KeyFlags, TargetId, may_share};
 pub use policy::{FAILURE_TTL_FIRST, FAILURE_TTL_MAX};
 pub use serve::STALE_TTL;
 
@@ -567,18 +569,11 @@ impl Cache {
     }
 
     /// A reload to configuration `generation`: from now on writes of older generations are
-    /// dropped, and every entry whose key `keep` rejects (the routes the reload changed) is
-    /// dropped now; with no `keep` (no route changed) the entries are not looked at. Both
-    /// happen under one lock, so no write of the previous configuration can land between
-    /// them. Call it before queries start on the new configuration.
-    pub fn advance(&self, generation: Generation, keep: Option<impl Fn(&CacheKey) -> bool>) {
-        let mut store = self.lock();
-        store.advance(generation);
-        if let Some(keep) = keep {
-            let dropped = store.retain(|bytes| keep(&CacheKey::from_bytes(bytes)));
-            tracing::debug!(dropped, "cache entries of changed routes dropped");
-            self.count_entries(&store);
-        }
+    /// dropped. The entries of the targets it changed need no dropping: their keys name the
+    /// old targets, which no query asks for any more. Call it before queries start on the new
+    /// configuration.
+    pub fn advance(&self, generation: Generation) {
+        self.lock().advance(generation);
     }
 
     /// New bounds and TTL policy (a reload): entries beyond the new size are evicted now;

@@ -333,20 +333,6 @@ impl Store {
         slot.is_some()
     }
 
-    /// Evicts every entry whose key `keep` rejects; returns how many.
-    pub fn retain(&mut self, mut keep: impl FnMut(&[u8]) -> bool) -> u64 {
-        let doomed: Vec<u32> = self
-            .index
-            .iter()
-            .filter(|(key, _)| !keep(key))
-            .map(|(_, slot)| *slot)
-            .collect();
-        for &slot in &doomed {
-            self.evict(slot);
-        }
-        doomed.len() as u64
-    }
-
     /// New bounds and TTL policy, applied at once (entries beyond the bounds are evicted);
     /// returns how many entries were evicted.
     pub fn reconfigure(&mut self, config: &CacheConfig, byte_budget: usize, now: Instant) -> u64 {

@@ -42,22 +42,6 @@ pub(super) fn query(name: &str, qtype: RecordType, edns: Option<bool>, cd: bool)
     msg.to_vec().unwrap()
 }
 
-/// A peer cluster named `name` whose DNS is at `endpoint`, domain `cluster.local`.
-pub(super) fn cluster(name: &str, endpoint: &str) -> crate::config::Cluster {
-    crate::config::Cluster {
-        name: name.to_string(),
-        zone: Name::from_ascii(format!("cluster.{name}.")).unwrap(),
-        domain: Name::from_ascii("cluster.local.").unwrap(),
-        prefix: format!("{name}-"),
-        endpoints: vec![crate::config::Endpoint::Addr(endpoint.parse().unwrap())],
-        transport: crate::config::Transport::Udp,
-        tls_name: None,
-        networks: Vec::new(),
-        namespaces: Vec::new(),
-        is_local: false,
-    }
-}
-
 fn reply_to(request: &[u8], rcode: ResponseCode) -> Message {
     let request = Message::from_vec(request).unwrap();
     let mut reply = Message::new(request.id, MessageType::Response, request.op_code);
@@ -683,7 +667,7 @@ async fn partial_answers_are_capped_and_legs_keep_their_last_good_answer() {
         edns: true,
         ..KeyFlags::default()
     };
-    let scope = LegScope::of(&cluster("b", "127.0.0.1:53"));
+    let scope = TargetId::fresh();
     let leg_request = query(
         "_db._tcp.mongo.db.svc.cluster.local.",
         RecordType::SRV,
@@ -966,7 +950,7 @@ async fn an_answer_of_a_previous_configuration_arriving_after_a_reload_is_not_ca
     );
     tokio::time::sleep(Duration::from_millis(100)).await;
     // The reload: the route of the name changed.
-    cache.advance(FIRST.next(), Some(|_: &CacheKey| false));
+    cache.advance(FIRST.next());
     let answered = old.await.unwrap().unwrap();
     assert_eq!(
         wire::rcode(&answered),
@@ -998,7 +982,7 @@ async fn after_a_reload_a_miss_never_waits_on_nor_inherits_the_failure_of_an_old
     );
     tokio::time::sleep(Duration::from_millis(100)).await;
     let new = FIRST.next();
-    cache.advance(new, Some(|_: &CacheKey| false));
+    cache.advance(new);
     let started = Instant::now();
     let reply = cache
         .get_or_resolve(
@@ -1029,57 +1013,57 @@ async fn after_a_reload_a_miss_never_waits_on_nor_inherits_the_failure_of_an_old
     assert_eq!(cache.flights.len(), 0);
 }
 
+/// A reload looks at no entry: a changed target has a new identity, so what its old one cached
+/// (a remembered failure too) is never found again, and an unchanged one keeps its entries.
 #[tokio::test(start_paused = true)]
-async fn a_failure_remembered_before_a_reload_is_dropped_with_the_changed_route() {
-    let cache = cache(100);
-    let request = query("member-0.mongo.db.cluster.b.", RecordType::A, None, false);
-    let asked = Arc::new(AtomicUsize::new(0));
-    let failed = ask(
-        &cache,
-        &request,
-        miss(false),
-        upstream(&asked, Duration::ZERO, servfail(&request)),
-    )
-    .await;
-    assert_eq!(wire::rcode(&failed), Some(2));
-    assert!(is_cached(&cache, &request), "the failure is remembered");
-    let new = FIRST.next();
-    cache.advance(new, Some(|k: &CacheKey| k != &key(&request)));
-    let reply = ask(
-        &cache,
-        &request,
-        miss_of(new),
-        upstream(&asked, Duration::ZERO, answer(&request, &[30])),
-    )
-    .await;
-    assert_eq!(wire::rcode(&reply), Some(0));
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_reload_keeps_the_entries_it_is_told_to_keep() {
+async fn a_reload_keeps_the_entries_of_unchanged_targets_and_loses_those_of_changed_ones() {
     let cache = cache(100);
     let kept = query("www.example.com.", RecordType::A, None, false);
-    let dropped = query("member-0.mongo.db.cluster.b.", RecordType::A, None, false);
-    for request in [&kept, &dropped] {
-        cache.insert(
-            &key(request),
-            &answer(request, &[30]),
-            Instant::now(),
-            FIRST,
-        );
-    }
-    cache.advance(FIRST.next(), Some(|k: &CacheKey| k == &key(&kept)));
-    assert!(is_cached(&cache, &kept));
-    assert!(!is_cached(&cache, &dropped));
-    // Never back: an older generation does not reopen the door.
-    cache.advance(FIRST, Some(|_: &CacheKey| true));
+    let failed = query("member-0.mongo.db.cluster.b.", RecordType::A, None, false);
+    let (kube_dns, old_b) = (TargetId::fresh(), TargetId::fresh());
+    let on = |target: TargetId, request: &[u8]| key(request).for_target(target);
+    let at = |target: TargetId, request: &[u8]| {
+        matches!(
+            cache.lookup(&on(target, request), request, Instant::now()),
+            Lookup::Fresh { .. }
+        )
+    };
     cache.insert(
-        &key(&dropped),
-        &answer(&dropped, &[30]),
+        &on(kube_dns, &kept),
+        &answer(&kept, &[30]),
         Instant::now(),
         FIRST,
     );
-    assert!(!is_cached(&cache, &dropped));
+    let asked = Arc::new(AtomicUsize::new(0));
+    let servfail = upstream(&asked, Duration::ZERO, servfail(&failed));
+    let old_key = on(old_b, &failed);
+    let failure = cache.get_or_resolve(&old_key, &failed, miss(false), servfail);
+    assert_eq!(wire::rcode(&failure.await.unwrap()), Some(2));
+    assert!(at(old_b, &failed), "the failure is remembered");
+    let (new, new_b) = (FIRST.next(), TargetId::fresh());
+    cache.advance(new);
+    assert!(at(kube_dns, &kept), "kube-dns did not change");
+    let new_key = on(new_b, &failed);
+    let reply = cache.get_or_resolve(
+        &new_key,
+        &failed,
+        miss_of(new),
+        upstream(&asked, Duration::ZERO, answer(&failed, &[30])),
+    );
+    assert_eq!(
+        wire::rcode(&reply.await.unwrap()),
+        Some(0),
+        "b's new target is asked"
+    );
+    // Never back: an older generation does not reopen the door.
+    cache.advance(FIRST);
+    cache.insert(
+        &on(old_b, &kept),
+        &answer(&kept, &[30]),
+        Instant::now(),
+        FIRST,
+    );
+    assert!(!at(old_b, &kept));
 }
 
 // --- AD (RFC 6840 §5.8) --------------------------------------------------------------------

@@ -17,8 +17,8 @@
 //! set, its answer, when it comes, refreshing what the cache holds for that leg (a later
 //! failure of the cluster is filled from it).
 //!
-//! A leg's cache entry is keyed by its peer's identity ([`LegScope`](crate::cache::LegScope):
-//! name, endpoints, domain), never by the cluster's position in the list, and written with the
+//! A leg's cache entry is keyed by its peer's identity ([`TargetId`], which a reload hands on
+//! to the same cluster at the same endpoints), never by the cluster's position in the list, and written with the
 //! generation of the configuration the leg started under: a leg that straggles past a reload
 //! which removed or reordered clusters can neither land under another cluster's key nor write
 //! into the new configuration's cache.
@@ -41,7 +41,7 @@ use prometheus::IntCounter;
 use tokio::time::{Instant, sleep_until};
 
 use crate::background::Background;
-use crate::cache::{Cache, CacheKey, Generation, KeyFlags, may_share};
+use crate::cache::{Cache, CacheKey, Generation, KeyFlags, TargetId, may_share};
 use crate::config::Config;
 use crate::reply;
 use crate::request::Request;
@@ -65,6 +65,8 @@ pub struct Gatherer {
     peers: Vec<Arc<Peer>>,
     /// The configuration this gatherer belongs to: its legs' cache writes carry it.
     generation: Generation,
+    /// The gathered zones' identity as a target: their answers are cached under it.
+    pub target: TargetId,
     cache: Arc<Cache>,
     attempt_timeout: Duration,
     negative_ttl: Duration,
@@ -74,18 +76,19 @@ pub struct Gatherer {
 }
 
 impl Gatherer {
-    /// The gatherer over `peers`; `generation` is the configuration's.
+    /// The gatherer over `peers`; `generation` is the configuration's, `target` its own.
     pub fn new(
         config: &Config,
         cache: Arc<Cache>,
         peers: Vec<Arc<Peer>>,
         partial: IntCounter,
         background: Arc<Background>,
-        generation: Generation,
+        (generation, target): (Generation, TargetId),
     ) -> Self {
         Self {
             peers,
             generation,
+            target,
             cache,
             attempt_timeout: config.attempt_timeout,
             negative_ttl: config.cache.negative_ttl,
@@ -128,7 +131,7 @@ impl Gatherer {
             // for it (a member since removed) must not come back stale, not even while the
             // fallback below runs. Perhaps a name that merely begins like a prefix.
             if let Some(key) = client.key() {
-                self.cache.forget(key);
+                self.cache.forget(&key.for_target(self.target));
             }
             gathered = self.ask_all(client, fallback, deadline).await;
         }
@@ -182,7 +185,7 @@ impl Gatherer {
             let query = name.to_bytes().ok().and_then(|name| request.for_leg(&name));
             let peer = self.peers.get(index);
             let key = (peer.zip(query.as_deref())).and_then(|(peer, query)| {
-                CacheKey::for_leg(peer.scope, wire::first_question(query)?, flags)
+                CacheKey::for_leg(peer.target, wire::first_question(query)?, flags)
             });
             keys.push(key.clone());
             let (Some(key), Some(peer), Some(query)) = (key, peer.map(Arc::clone), query) else {
