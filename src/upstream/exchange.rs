@@ -26,18 +26,23 @@
 //!
 //! System calls per UDP attempt are few: the socket is made non-blocking in one call,
 //! connected (which also binds the random port) in one, registered for readability only (a
-//! send wakes nothing), and read only once readiness says a datagram is there. An attempt that
-//! may not resend keeps no timer (each timer costs the runtime a wake-up).
+//! send wakes nothing), and read only once readiness says a datagram is there. An attempt keeps
+//! no timer of its own (each timer registered costs the runtime a wake-up): it says when it
+//! wants to resend in its [`ResendAt`], and the exchange that polls it wakes it then with the
+//! one timer the exchange has anyway.
 
+use std::future::poll_fn;
 use std::io::ErrorKind;
 use std::net::SocketAddr;
+use std::sync::{Mutex, PoisonError};
+use std::task::Poll;
 use std::time::Duration;
 
 use prometheus::IntCounter;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
-use tokio::time::{Instant, sleep_until};
+use tokio::time::Instant;
 
 use super::health::Health;
 use super::stream::{StreamEndpoint, StreamError};
@@ -63,6 +68,37 @@ pub struct Resend<'a> {
     pub ceiling: Duration,
     /// Counts each resend (`meshdns_upstream_retransmits_total`).
     pub counter: &'a IntCounter,
+    /// Where the attempt tells its exchange when it wants to be polled to resend.
+    pub due: &'a ResendAt,
+}
+
+/// When a UDP attempt next wants to send its query again, if ever: written by the attempt, read
+/// by the exchange that polls it, whose single timer then wakes both (see the module
+/// documentation). An attempt polled by anything else must not be allowed to resend.
+#[derive(Debug, Default)]
+pub struct ResendAt(Mutex<Option<Instant>>);
+
+impl ResendAt {
+    pub fn get(&self) -> Option<Instant> {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn set(&self, at: Option<Instant>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = at;
+    }
+}
+
+/// Ready once `at` has passed. It registers no timer and no waker: the exchange's timer, set
+/// to the attempt's [`ResendAt`], wakes the task that polls it.
+async fn reached(at: Instant) {
+    poll_fn(|_| {
+        if Instant::now() >= at {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await;
 }
 
 /// Why one attempt failed.
@@ -123,7 +159,10 @@ pub async fn udp_then_tcp(
     query: &[u8],
     resend: Resend<'_>,
 ) -> Result<Answered, AttemptError> {
-    let (reply, rtt) = udp(endpoint, query, resend).await?;
+    let received = udp(endpoint, query, resend).await;
+    // Nothing is resent from here on (a TCP retry is not), whatever the exchange waits for.
+    resend.due.set(None);
+    let (reply, rtt) = received?;
     let udp_answer = Answered {
         bytes: reply,
         endpoint,
@@ -261,9 +300,10 @@ async fn udp(
             })
             .flatten()
             .filter(|at| *at < first_sent + resend.ceiling);
+        resend.due.set(resend_at);
         let mut ready = tokio::select! {
             ready = socket.ready(interest) => ready?,
-            () = sleep_until(resend_at.unwrap_or_else(Instant::now)), if resend_at.is_some() => {
+            () = reached(resend_at.unwrap_or_else(Instant::now)), if resend_at.is_some() => {
                 resend.health.timed_out();
                 resend.counter.inc();
                 let id = fresh_id(&sent);
@@ -418,15 +458,17 @@ mod tests {
         }
         let timeout = Duration::from_secs(5);
         let tcp = StreamEndpoint::tcp(peer, Default::default());
-        let (health, counter) = (
+        let (health, counter, due) = (
             Health::default(),
             IntCounter::new("resends", "test").unwrap(),
+            ResendAt::default(),
         );
         let resend = Resend {
             sends: 1,
             health: &health,
             ceiling: timeout,
             counter: &counter,
+            due: &due,
         };
         tokio::time::timeout(timeout, udp_then_tcp(peer, &tcp, &query(), resend))
             .await
