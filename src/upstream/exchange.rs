@@ -32,14 +32,14 @@
 //! one timer the exchange has anyway.
 
 use std::future::poll_fn;
-use std::io::ErrorKind;
+use std::io::{ErrorKind, IoSlice};
 use std::net::SocketAddr;
 use std::sync::{Mutex, PoisonError};
 use std::task::Poll;
 use std::time::Duration;
 
 use prometheus::IntCounter;
-use socket2::{Domain, Protocol, Socket, Type};
+use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use tokio::time::Instant;
@@ -216,13 +216,11 @@ pub async fn over_stream(
     }
 }
 
-/// The query with a fresh random ID, and that ID.
-pub fn stamped(query: &[u8]) -> Result<(Vec<u8>, u16), AttemptError> {
-    wire::first_question(query).ok_or(AttemptError::BadQuery)?;
-    let mut msg = query.to_vec();
-    let id = rand::random::<u16>();
-    wire::set_id(&mut msg, id);
-    Ok((msg, id))
+/// Sends `query` on `socket` with `id` in place of its own, from the two pieces (the ID, the
+/// rest of the query's bytes) in one datagram: the query is never copied to be stamped.
+fn send_as(socket: &std::net::UdpSocket, query: &[u8], id: u16) -> std::io::Result<usize> {
+    let rest = query.get(2..).unwrap_or_default();
+    SockRef::from(socket).send_vectored(&[IoSlice::new(&id.to_be_bytes()), IoSlice::new(rest)])
 }
 
 /// A random ID none of `sent` carries: each send of a query has its own, so a reply names the
@@ -279,9 +277,10 @@ async fn udp(
     query: &[u8],
     resend: Resend<'_>,
 ) -> Result<(Vec<u8>, Duration), AttemptError> {
-    let (mut msg, id) = stamped(query)?;
+    wire::first_question(query).ok_or(AttemptError::BadQuery)?;
+    let id = rand::random::<u16>();
     let socket = connected_udp(endpoint)?;
-    socket.send(&msg)?;
+    send_as(&socket, query, id)?;
     // The ID and time of every send, the first included (at most `resend.sends`).
     let first_sent = Instant::now();
     let mut sent = vec![(id, first_sent)];
@@ -290,7 +289,7 @@ async fn udp(
     let interest = Interest::READABLE | Interest::ERROR;
     #[allow(deprecated)] // Sound here: the AsyncFd owns the socket (see server::udp).
     let socket = AsyncFd::with_interest(socket, interest)?;
-    let limit = advertised_size(&msg);
+    let limit = advertised_size(query);
     loop {
         // No resend once the attempt timeout is reached: the exchange asks again then.
         let resend_at = (sent.len() < resend.sends as usize)
@@ -307,8 +306,7 @@ async fn udp(
                 resend.health.timed_out();
                 resend.counter.inc();
                 let id = fresh_id(&sent);
-                wire::set_id(&mut msg, id);
-                if let Err(error) = socket.get_ref().send(&msg) {
+                if let Err(error) = send_as(socket.get_ref(), query, id) {
                     // A datagram that did not go out (a local firewall's EPERM, a full send
                     // buffer) is one more lost: the earlier sends may still be answered.
                     tracing::debug!(%endpoint, %error, "a retransmission could not be sent");
@@ -333,12 +331,12 @@ async fn udp(
             tracing::debug!(%endpoint, "ignored a datagram with the wrong ID");
             continue;
         };
-        if len > limit && answers(reply, id, &msg) {
+        if len > limit && answers(reply, id, query) {
             // The kernel cut the rest off: taken as truncated, so the caller asks over TCP.
             tracing::debug!(%endpoint, limit, "a UDP reply larger than the query allows");
             return Ok((wire::cut_to_question(reply), at.elapsed()));
         }
-        if len <= limit && acceptable(reply, id, &msg) {
+        if len <= limit && acceptable(reply, id, query) {
             return Ok((reply.to_vec(), at.elapsed()));
         }
         tracing::debug!(%endpoint, "ignored a datagram with the wrong question");
