@@ -9,7 +9,8 @@
 //! one attempt per endpoint plus one retry, so a query costs a bounded number of sockets and
 //! packets however long its deadline. "Acceptable" is decided in the `exchange` module.
 //! Endpoints that keep failing are skipped until a background probe sees them answer again
-//! (the `endpoint` module).
+//! (the `endpoint` module). The attempts run inside their exchange, not as tasks of their own
+//! (the `listening` module), under one timer: a miss costs one task and one timer.
 //!
 //! A lost datagram costs a retransmission timeout, not an attempt. Each endpoint's health
 //! record (the `health` module) keeps its round-trip estimate, from which its retransmission
@@ -35,6 +36,7 @@
 mod endpoint;
 mod exchange;
 mod health;
+mod listening;
 pub mod log_limit;
 pub mod marker;
 pub mod names;
@@ -43,7 +45,7 @@ pub mod stream;
 
 use std::future::poll_fn;
 use std::net::SocketAddr;
-use std::pin::{Pin, pin};
+use std::pin::pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
 use std::time::Duration;
@@ -66,6 +68,7 @@ use stream::{StreamEndpoint, StreamSettings};
 use exchange::ResendAt;
 pub use exchange::{Answered, AttemptError, acceptable};
 pub use health::{INITIAL_RTO, RTO_FLOOR};
+use listening::Slots;
 pub use series::{Held, UpstreamMetrics};
 
 /// Attempts of one exchange listening at once: the one just made and the one before it.
@@ -559,12 +562,13 @@ impl Upstream {
         let attempts = self.max_attempts(deadline, order.len());
         let ceiling = self.spec.attempt_timeout;
         let udp = matches!(self.dialing, Dialing::Udp(_));
-        // The attempts listening, polled here, each in its slot: no task of their own, and one
-        // timer for the exchange, its attempts' resends included. Emptying a slot stops its
-        // attempt (the oldest makes way for a new one; all stop on return).
+        // The attempts listening, polled here, each in its slot (`listening`): no task of
+        // their own, and one timer for the exchange, its attempts' resends included. A new
+        // attempt takes a free slot or the oldest attempt's; all stop on return.
         let resend_at: [ResendAt; MAX_LISTENING] = Default::default();
         let mut listening: [Option<Listener>; MAX_LISTENING] = Default::default();
-        let mut running: [Pin<&mut Option<_>>; MAX_LISTENING] = [pin!(None), pin!(None)];
+        let first = pin!(None);
+        let mut running = Slots::new(first);
         let mut timer = pin!(sleep_until(deadline));
         let mut retransmits = MAX_RETRANSMITS;
         let mut last_error = None;
@@ -602,13 +606,10 @@ impl Upstream {
                     .min_by_key(|&slot| listening[slot].as_ref().map(|l| l.number))
                     .unwrap_or_default();
                 resend_at[slot].set(None);
-                running[slot].set(Some(endpoint.attempt(
-                    query,
-                    sends,
-                    ceiling,
-                    deadline,
-                    &resend_at[slot],
-                )));
+                running.start(
+                    slot,
+                    endpoint.attempt(query, sends, ceiling, deadline, &resend_at[slot]),
+                );
                 listening[slot] = Some(Listener {
                     number,
                     endpoint,
@@ -629,12 +630,8 @@ impl Upstream {
             // The next attempt's time counts only while one is left to make.
             let next_attempt = (number < attempts).then_some(next_at);
             let finished = poll_fn(|cx| {
-                for (slot, attempt) in running.iter_mut().enumerate() {
-                    if let Some(attempt) = attempt.as_mut().as_pin_mut()
-                        && let Poll::Ready(outcome) = attempt.poll(cx)
-                    {
-                        return Poll::Ready(Some((slot, outcome)));
-                    }
+                if let Poll::Ready(finished) = running.poll_finished(cx) {
+                    return Poll::Ready(Some(finished));
                 }
                 // Read after the attempts were polled: a resend moves its time on.
                 let wake = listening
@@ -651,7 +648,6 @@ impl Upstream {
             })
             .await;
             if let Some((slot, outcome)) = finished {
-                running[slot].set(None);
                 resend_at[slot].set(None);
                 let Some(listener) = listening[slot].take() else {
                     continue;
