@@ -44,6 +44,7 @@ use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use tokio::time::Instant;
 
+use super::MAX_RETRANSMITS;
 use super::health::Health;
 use super::stream::{StreamEndpoint, StreamError};
 use crate::wire;
@@ -281,9 +282,12 @@ async fn udp(
     let id = rand::random::<u16>();
     let socket = connected_udp(endpoint)?;
     send_as(&socket, query, id)?;
-    // The ID and time of every send, the first included (at most `resend.sends`).
+    // The ID and time of every send, the first included: the first `made` of room for as
+    // many as the exchange may make (`resend.sends`, at most one per retransmission).
     let first_sent = Instant::now();
-    let mut sent = vec![(id, first_sent)];
+    let mut sent = [(id, first_sent); 1 + MAX_RETRANSMITS as usize];
+    let mut made = 1;
+    let sends = sent.len().min(resend.sends as usize);
     // Registered for readability and errors only (an ICMP "port unreachable" is an error
     // event, and answers at once as connection refused); a send never wakes the task.
     let interest = Interest::READABLE | Interest::ERROR;
@@ -292,12 +296,8 @@ async fn udp(
     let limit = advertised_size(query);
     loop {
         // No resend once the attempt timeout is reached: the exchange asks again then.
-        let resend_at = (sent.len() < resend.sends as usize)
-            .then(|| {
-                sent.last()
-                    .map(|(_, at)| *at + resend.health.rto(resend.ceiling))
-            })
-            .flatten()
+        let resend_at = (made < sends)
+            .then(|| sent[made - 1].1 + resend.health.rto(resend.ceiling))
             .filter(|at| *at < first_sent + resend.ceiling);
         resend.due.set(resend_at);
         let mut ready = tokio::select! {
@@ -305,13 +305,14 @@ async fn udp(
             () = reached(resend_at.unwrap_or_else(Instant::now)), if resend_at.is_some() => {
                 resend.health.timed_out();
                 resend.counter.inc();
-                let id = fresh_id(&sent);
+                let id = fresh_id(&sent[..made]);
                 if let Err(error) = send_as(socket.get_ref(), query, id) {
                     // A datagram that did not go out (a local firewall's EPERM, a full send
                     // buffer) is one more lost: the earlier sends may still be answered.
                     tracing::debug!(%endpoint, %error, "a retransmission could not be sent");
                 }
-                sent.push((id, Instant::now()));
+                sent[made] = (id, Instant::now());
+                made += 1;
                 continue;
             }
         };
@@ -326,7 +327,7 @@ async fn udp(
         let reply = &buf[..len];
         // The send this reply names; any other ID is not ours.
         let Some(&(id, at)) =
-            wire::id(reply).and_then(|got| sent.iter().find(|(id, _)| *id == got))
+            wire::id(reply).and_then(|got| sent[..made].iter().find(|(id, _)| *id == got))
         else {
             tracing::debug!(%endpoint, "ignored a datagram with the wrong ID");
             continue;
