@@ -24,8 +24,9 @@
 //!   would leave its endpoint down for good.
 //!
 //! Work on a client's path is owned by the code that waits for it, not here: a listener's
-//! connections, a connection's queries and an exchange's parallel attempts are each held in a
-//! `JoinSet` of the function that runs them (dropping it ends them); a UDP miss is a task of
+//! connections and a connection's queries are each held in a `JoinSet` of the function that
+//! runs them (dropping it ends them), an exchange's attempts are futures it polls itself (no
+//! task: returning ends them); a UDP miss is a task of
 //! its own, bounded by the in-flight semaphore, which `run` drains at shutdown; and an
 //! upstream stream connection's task is stopped by the endpoint that opened it (its
 //! `AbortHandle`, on drop).

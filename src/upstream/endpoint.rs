@@ -24,7 +24,7 @@ use hickory_proto::rr::{Name, RecordType};
 use prometheus::IntCounter;
 use tokio::time::Instant;
 
-use super::exchange::{Answered, AttemptError, Resend, over_stream, udp_then_tcp};
+use super::exchange::{Answered, AttemptError, Resend, ResendAt, over_stream, udp_then_tcp};
 use super::health::{Health, Verdict};
 use super::log_limit::LogLimit;
 use super::series::HealthSeries;
@@ -107,15 +107,17 @@ impl Endpoint {
 
     /// One attempt at this endpoint over the group's transport, until it answers or fails, or
     /// the caller drops it. Over UDP the query is sent up to `sends` times, on the endpoint's
-    /// retransmission timer (at most `ceiling` apart); a stream exchange sends once and gives
-    /// its query slot back at `deadline`. `tcp_first`: a UDP endpoint is asked over its TCP
-    /// connection at once (the question's last answer was too big for UDP).
+    /// retransmission timer (at most `ceiling` apart): the caller polls the attempt again at
+    /// the time it leaves in `due`. A stream exchange sends once and gives its query slot
+    /// back at `deadline`. `tcp_first`: a UDP endpoint is asked over its TCP connection at
+    /// once (the question's last answer was too big for UDP).
     pub async fn attempt(
         &self,
         query: &[u8],
         sends: u32,
         ceiling: Duration,
         deadline: Instant,
+        due: &ResendAt,
         tcp_first: bool,
     ) -> Result<Answered, AttemptError> {
         match &self.dialer {
@@ -126,6 +128,7 @@ impl Endpoint {
                     health: &self.health,
                     ceiling,
                     counter: &self.retransmits,
+                    due,
                 };
                 udp_then_tcp(self.addr, tcp, query, resend).await
             }
@@ -188,7 +191,8 @@ impl Endpoint {
             if !endpoint.is_up() {
                 let deadline = Instant::now() + attempt_timeout;
                 // One datagram per probe: the interval is its retransmission.
-                let attempt = endpoint.attempt(&probe, 1, attempt_timeout, deadline, false);
+                let never = ResendAt::default();
+                let attempt = endpoint.attempt(&probe, 1, attempt_timeout, deadline, &never, false);
                 if let Ok(Ok(answered)) = tokio::time::timeout_at(deadline, attempt).await {
                     endpoint.answered(&upstream, answered.rtt);
                 }

@@ -26,19 +26,25 @@
 //!
 //! System calls per UDP attempt are few: the socket is made non-blocking in one call,
 //! connected (which also binds the random port) in one, registered for readability only (a
-//! send wakes nothing), and read only once readiness says a datagram is there. An attempt that
-//! may not resend keeps no timer (each timer costs the runtime a wake-up).
+//! send wakes nothing), and read only once readiness says a datagram is there. An attempt keeps
+//! no timer of its own (each timer registered costs the runtime a wake-up): it says when it
+//! wants to resend in its [`ResendAt`], and the exchange that polls it wakes it then with the
+//! one timer the exchange has anyway.
 
-use std::io::ErrorKind;
+use std::future::poll_fn;
+use std::io::{ErrorKind, IoSlice};
 use std::net::SocketAddr;
+use std::sync::{Mutex, PoisonError};
+use std::task::Poll;
 use std::time::Duration;
 
 use prometheus::IntCounter;
-use socket2::{Domain, Protocol, Socket, Type};
+use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
-use tokio::time::{Instant, sleep_until};
+use tokio::time::Instant;
 
+use super::MAX_RETRANSMITS;
 use super::health::Health;
 use super::stream::{StreamEndpoint, StreamError};
 use crate::wire;
@@ -66,6 +72,37 @@ pub struct Resend<'a> {
     pub ceiling: Duration,
     /// Counts each resend (`meshdns_upstream_retransmits_total`).
     pub counter: &'a IntCounter,
+    /// Where the attempt tells its exchange when it wants to be polled to resend.
+    pub due: &'a ResendAt,
+}
+
+/// When a UDP attempt next wants to send its query again, if ever: written by the attempt, read
+/// by the exchange that polls it, whose single timer then wakes both (see the module
+/// documentation). An attempt polled by anything else must not be allowed to resend.
+#[derive(Debug, Default)]
+pub struct ResendAt(Mutex<Option<Instant>>);
+
+impl ResendAt {
+    pub fn get(&self) -> Option<Instant> {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn set(&self, at: Option<Instant>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = at;
+    }
+}
+
+/// Ready once `at` has passed. It registers no timer and no waker: the exchange's timer, set
+/// to the attempt's [`ResendAt`], wakes the task that polls it.
+async fn reached(at: Instant) {
+    poll_fn(|_| {
+        if Instant::now() >= at {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await;
 }
 
 /// Why one attempt failed.
@@ -126,7 +163,10 @@ pub async fn udp_then_tcp(
     query: &[u8],
     resend: Resend<'_>,
 ) -> Result<Answered, AttemptError> {
-    let (reply, rtt) = udp(endpoint, query, resend).await?;
+    let received = udp(endpoint, query, resend).await;
+    // Nothing is resent from here on (a TCP retry is not), whatever the exchange waits for.
+    resend.due.set(None);
+    let (reply, rtt) = received?;
     let udp_answer = Answered {
         bytes: reply,
         endpoint,
@@ -183,13 +223,11 @@ pub async fn over_stream(
     }
 }
 
-/// The query with a fresh random ID, and that ID.
-pub fn stamped(query: &[u8]) -> Result<(Vec<u8>, u16), AttemptError> {
-    wire::first_question(query).ok_or(AttemptError::BadQuery)?;
-    let mut msg = query.to_vec();
-    let id = rand::random::<u16>();
-    wire::set_id(&mut msg, id);
-    Ok((msg, id))
+/// Sends `query` on `socket` with `id` in place of its own, from the two pieces (the ID, the
+/// rest of the query's bytes) in one datagram: the query is never copied to be stamped.
+fn send_as(socket: &std::net::UdpSocket, query: &[u8], id: u16) -> std::io::Result<usize> {
+    let rest = query.get(2..).unwrap_or_default();
+    SockRef::from(socket).send_vectored(&[IoSlice::new(&id.to_be_bytes()), IoSlice::new(rest)])
 }
 
 /// A random ID none of `sent` carries: each send of a query has its own, so a reply names the
@@ -246,40 +284,41 @@ async fn udp(
     query: &[u8],
     resend: Resend<'_>,
 ) -> Result<(Vec<u8>, Duration), AttemptError> {
-    let (mut msg, id) = stamped(query)?;
+    wire::first_question(query).ok_or(AttemptError::BadQuery)?;
+    let id = rand::random::<u16>();
     let socket = connected_udp(endpoint)?;
-    socket.send(&msg)?;
-    // The ID and time of every send, the first included (at most `resend.sends`).
+    send_as(&socket, query, id)?;
+    // The ID and time of every send, the first included: the first `made` of room for as
+    // many as the exchange may make (`resend.sends`, at most one per retransmission).
     let first_sent = Instant::now();
-    let mut sent = vec![(id, first_sent)];
+    let mut sent = [(id, first_sent); 1 + MAX_RETRANSMITS as usize];
+    let mut made = 1;
+    let sends = sent.len().min(resend.sends as usize);
     // Registered for readability and errors only (an ICMP "port unreachable" is an error
     // event, and answers at once as connection refused); a send never wakes the task.
     let interest = Interest::READABLE | Interest::ERROR;
     #[allow(deprecated)] // Sound here: the AsyncFd owns the socket (see server::udp).
     let socket = AsyncFd::with_interest(socket, interest)?;
-    let limit = advertised_size(&msg);
+    let limit = advertised_size(query);
     loop {
         // No resend once the attempt timeout is reached: the exchange asks again then.
-        let resend_at = (sent.len() < resend.sends as usize)
-            .then(|| {
-                sent.last()
-                    .map(|(_, at)| *at + resend.health.rto(resend.ceiling))
-            })
-            .flatten()
+        let resend_at = (made < sends)
+            .then(|| sent[made - 1].1 + resend.health.rto(resend.ceiling))
             .filter(|at| *at < first_sent + resend.ceiling);
+        resend.due.set(resend_at);
         let mut ready = tokio::select! {
             ready = socket.ready(interest) => ready?,
-            () = sleep_until(resend_at.unwrap_or_else(Instant::now)), if resend_at.is_some() => {
+            () = reached(resend_at.unwrap_or_else(Instant::now)), if resend_at.is_some() => {
                 resend.health.timed_out();
                 resend.counter.inc();
-                let id = fresh_id(&sent);
-                wire::set_id(&mut msg, id);
-                if let Err(error) = socket.get_ref().send(&msg) {
+                let id = fresh_id(&sent[..made]);
+                if let Err(error) = send_as(socket.get_ref(), query, id) {
                     // A datagram that did not go out (a local firewall's EPERM, a full send
                     // buffer) is one more lost: the earlier sends may still be answered.
                     tracing::debug!(%endpoint, %error, "a retransmission could not be sent");
                 }
-                sent.push((id, Instant::now()));
+                sent[made] = (id, Instant::now());
+                made += 1;
                 continue;
             }
         };
@@ -294,17 +333,17 @@ async fn udp(
         let reply = &buf[..len];
         // The send this reply names; any other ID is not ours.
         let Some(&(id, at)) =
-            wire::id(reply).and_then(|got| sent.iter().find(|(id, _)| *id == got))
+            wire::id(reply).and_then(|got| sent[..made].iter().find(|(id, _)| *id == got))
         else {
             tracing::debug!(%endpoint, "ignored a datagram with the wrong ID");
             continue;
         };
-        if len > limit && answers(reply, id, &msg) {
+        if len > limit && answers(reply, id, query) {
             // The kernel cut the rest off: taken as truncated, so the caller asks over TCP.
             tracing::debug!(%endpoint, limit, "a UDP reply larger than the query allows");
             return Ok((wire::cut_to_question(reply), at.elapsed()));
         }
-        if len <= limit && acceptable(reply, id, &msg) {
+        if len <= limit && acceptable(reply, id, query) {
             return Ok((reply.to_vec(), at.elapsed()));
         }
         tracing::debug!(%endpoint, "ignored a datagram with the wrong question");
@@ -424,15 +463,17 @@ mod tests {
         }
         let timeout = Duration::from_secs(5);
         let tcp = StreamEndpoint::tcp(peer, Default::default());
-        let (health, counter) = (
+        let (health, counter, due) = (
             Health::default(),
             IntCounter::new("resends", "test").unwrap(),
+            ResendAt::default(),
         );
         let resend = Resend {
             sends: 1,
             health: &health,
             ceiling: timeout,
             counter: &counter,
+            due: &due,
         };
         tokio::time::timeout(timeout, udp_then_tcp(peer, &tcp, &query(), resend))
             .await

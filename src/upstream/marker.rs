@@ -40,7 +40,7 @@ impl Marked {
     /// the query had none, and no marker echoed back.
     pub fn unmark(&self, reply: Vec<u8>) -> Vec<u8> {
         if self.added_opt {
-            return wire::without_opt(&reply).unwrap_or(reply);
+            return wire::without_opt(reply).unwrap_or_else(|unchanged| unchanged);
         }
         wire::without_options(&reply, |code| code == OPTION_LOOP_MARKER).unwrap_or(reply)
     }

@@ -9,7 +9,8 @@
 //! one attempt per endpoint plus one retry, so a query costs a bounded number of sockets and
 //! packets however long its deadline. "Acceptable" is decided in the `exchange` module.
 //! Endpoints that keep failing are skipped until a background probe sees them answer again
-//! (the `endpoint` module).
+//! (the `endpoint` module). The attempts run inside their exchange, not as tasks of their own
+//! (the `listening` module), under one timer: a miss costs one task and one timer.
 //!
 //! A lost datagram costs a retransmission timeout, not an attempt. Each endpoint's health
 //! record (the `health` module) keeps its round-trip estimate, from which its retransmission
@@ -40,6 +41,7 @@
 mod endpoint;
 mod exchange;
 mod health;
+mod listening;
 pub mod log_limit;
 pub mod marker;
 pub mod names;
@@ -47,16 +49,17 @@ mod series;
 pub mod stream;
 mod truncated;
 
-use std::collections::VecDeque;
+use std::future::poll_fn;
 use std::net::SocketAddr;
+use std::pin::pin;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use hickory_proto::rr::Name;
 use rustls::ClientConfig;
 use rustls::pki_types::ServerName;
-use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::{Instant, sleep_until};
 
 use crate::background::Owner;
@@ -69,8 +72,10 @@ use series::GroupSeries;
 use stream::{StreamEndpoint, StreamSettings};
 use truncated::Truncated;
 
+use exchange::ResendAt;
 pub use exchange::{Answered, AttemptError, acceptable};
 pub use health::{INITIAL_RTO, RTO_FLOOR};
+use listening::Slots;
 pub use series::{Held, UpstreamMetrics};
 
 /// Attempts of one exchange listening at once: the one just made and the one before it.
@@ -290,24 +295,14 @@ fn plan<'a>(
     })
 }
 
-/// A finished attempt: its number in the exchange, its endpoint, when it began, and the
-/// outcome.
-type AttemptDone = (
-    usize,
-    Arc<Endpoint>,
-    Instant,
-    Result<Answered, AttemptError>,
-);
-
-/// An attempt still listening.
+/// An attempt still listening, in the slot its future is polled in.
 #[derive(Debug)]
-struct Listener {
+struct Listener<'a> {
     number: usize,
-    endpoint: Arc<Endpoint>,
+    endpoint: &'a Arc<Endpoint>,
     started: Instant,
     /// When it counts as timed out; `None` once counted.
     silent_at: Option<Instant>,
-    abort: AbortHandle,
 }
 
 /// How every endpoint of a group is asked, worked out once when the group is made: a new
@@ -583,12 +578,16 @@ impl Upstream {
         // so that a group whose every endpoint is marked down is still tried.
         order.sort_by_key(|e| !e.is_up());
         let attempts = self.max_attempts(deadline, order.len());
-        let query: Arc<[u8]> = Arc::from(query);
         let ceiling = self.spec.attempt_timeout;
         let udp = matches!(self.dialing, Dialing::Udp(_)) && !tcp_first;
-        // Attempts still listening, oldest first; dropping the set (on return) stops them.
-        let mut running: JoinSet<AttemptDone> = JoinSet::new();
-        let mut listening: VecDeque<Listener> = VecDeque::new();
+        // The attempts listening, polled here, each in its slot (`listening`): no task of
+        // their own, and one timer for the exchange, its attempts' resends included. A new
+        // attempt takes a free slot or the oldest attempt's; all stop on return.
+        let resend_at: [ResendAt; MAX_LISTENING] = Default::default();
+        let mut listening: [Option<Listener>; MAX_LISTENING] = Default::default();
+        let first = pin!(None);
+        let mut running = Slots::new(first);
+        let mut timer = pin!(sleep_until(deadline));
         let mut retransmits = MAX_RETRANSMITS;
         let mut last_error = None;
         let mut number = 0;
@@ -620,24 +619,20 @@ impl Upstream {
                         next: after.map(|after| Arc::clone(after.endpoint)),
                     });
                 }
-                if listening.len() >= MAX_LISTENING
-                    && let Some(oldest) = listening.pop_front()
-                {
-                    oldest.abort.abort();
-                }
-                let (asked, query) = (Arc::clone(endpoint), Arc::clone(&query));
-                let abort = running.spawn(async move {
-                    let outcome = asked
-                        .attempt(&query, sends, ceiling, deadline, tcp_first)
-                        .await;
-                    (number, asked, now, outcome)
-                });
-                listening.push_back(Listener {
+                // A free slot, else the oldest attempt's.
+                let slot = (0..MAX_LISTENING)
+                    .min_by_key(|&slot| listening[slot].as_ref().map(|l| l.number))
+                    .unwrap_or_default();
+                resend_at[slot].set(None);
+                running.start(
+                    slot,
+                    endpoint.attempt(query, sends, ceiling, deadline, &resend_at[slot], tcp_first),
+                );
+                listening[slot] = Some(Listener {
                     number,
-                    endpoint: Arc::clone(endpoint),
+                    endpoint,
                     started: now,
                     silent_at: Some(now + ceiling),
-                    abort,
                 });
                 number += 1;
                 next_at = now
@@ -646,58 +641,81 @@ impl Upstream {
                     } else {
                         ceiling
                     };
-            } else if number >= attempts && listening.is_empty() {
+            } else if number >= attempts && listening.iter().all(Option::is_none) {
                 // Every attempt made has failed.
                 break;
             }
             // The next attempt's time counts only while one is left to make.
-            let wake = listening
-                .iter()
-                .filter_map(|l| l.silent_at)
-                .chain((number < attempts).then_some(next_at))
-                .fold(deadline, Instant::min);
-            tokio::select! {
-                Some(joined) = running.join_next() => {
-                    let Ok(done) = joined else { continue };
-                    let Some(at) = listening.iter().position(|l| l.number == done.0) else {
-                        continue;
-                    };
-                    let counted = listening.remove(at).is_some_and(|l| l.silent_at.is_none());
-                    match self.settle(done, counted) {
-                        Ok(answered) => return Ok(answered),
-                        Err(error) => {
-                            last_error = Some(error);
-                            // A quick failure (refused, unreachable): ask the next one now.
-                            next_at = Instant::now();
-                            hedging = None;
-                        }
+            let next_attempt = (number < attempts).then_some(next_at);
+            let finished = poll_fn(|cx| {
+                if let Poll::Ready(finished) = running.poll_finished(cx) {
+                    return Poll::Ready(Some(finished));
+                }
+                // Read after the attempts were polled: a resend moves its time on.
+                let wake = listening
+                    .iter()
+                    .flatten()
+                    .filter_map(|l| l.silent_at)
+                    .chain(resend_at.iter().filter_map(ResendAt::get))
+                    .chain(next_attempt)
+                    .fold(deadline, Instant::min);
+                if timer.deadline() != wake {
+                    timer.as_mut().reset(wake);
+                }
+                timer.as_mut().poll(cx).map(|()| None)
+            })
+            .await;
+            if let Some((slot, outcome)) = finished {
+                resend_at[slot].set(None);
+                let Some(listener) = listening[slot].take() else {
+                    continue;
+                };
+                match self.settle(&listener, outcome) {
+                    Ok(answered) => return Ok(answered),
+                    Err(error) => {
+                        last_error = Some(error);
+                        // A quick failure (refused, unreachable): ask the next one now.
+                        next_at = Instant::now();
+                        hedging = None;
                     }
                 }
-                () = sleep_until(wake) => {
-                    let now = Instant::now();
-                    for listener in listening.iter_mut().filter(|l| l.silent_at.is_some_and(|at| at <= now)) {
-                        listener.silent_at = None;
-                        self.attempt_failed(&listener.endpoint, &AttemptError::Timeout, listener.started);
-                        last_error = Some(AttemptError::Timeout);
-                    }
+            } else {
+                let now = Instant::now();
+                for listener in listening
+                    .iter_mut()
+                    .flatten()
+                    .filter(|l| l.silent_at.is_some_and(|at| at <= now))
+                {
+                    listener.silent_at = None;
+                    self.attempt_failed(
+                        listener.endpoint,
+                        &AttemptError::Timeout,
+                        listener.started,
+                    );
+                    last_error = Some(AttemptError::Timeout);
                 }
             }
         }
         Err(last_error.map_or(UpstreamError::NoTime, UpstreamError::Exhausted))
     }
 
-    /// A finished attempt, counted and told to its endpoint (a failure only when it was not
-    /// `counted` already as timed out).
-    fn settle(&self, done: AttemptDone, counted: bool) -> Result<Answered, AttemptError> {
-        let (_, endpoint, began, outcome) = done;
+    /// A finished attempt's outcome, counted and told to its endpoint (a failure only when it
+    /// was not counted already as timed out).
+    fn settle(
+        &self,
+        listener: &Listener,
+        outcome: Result<Answered, AttemptError>,
+    ) -> Result<Answered, AttemptError> {
         match &outcome {
             Ok(answered) => {
-                self.series
-                    .record(AttemptResult::of_reply(&answered.bytes), began.elapsed());
-                endpoint.answered(&self.spec.name, answered.rtt);
+                self.series.record(
+                    AttemptResult::of_reply(&answered.bytes),
+                    listener.started.elapsed(),
+                );
+                listener.endpoint.answered(&self.spec.name, answered.rtt);
             }
-            Err(error) if !counted => {
-                self.attempt_failed(&endpoint, error, began);
+            Err(error) if listener.silent_at.is_some() => {
+                self.attempt_failed(listener.endpoint, error, listener.started);
             }
             Err(_) => {}
         }
@@ -722,5 +740,46 @@ impl Upstream {
             .unwrap_or(usize::MAX)
             .max(1);
         rounds.min(endpoints + 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hickory_proto::op::{Message, Query};
+    use hickory_proto::rr::RecordType;
+    use tokio::net::UdpSocket;
+    use tokio::runtime::Handle;
+
+    use super::*;
+
+    /// A UDP group of one endpoint, `addr`, with a 1 s attempt timeout.
+    fn group(addr: SocketAddr) -> Arc<Upstream> {
+        let spec = GroupSpec {
+            name: "b".into(),
+            endpoints: vec![config::Endpoint::Addr(addr)],
+            transport: Transport::Udp,
+            tls_name: None,
+            tls: None,
+            attempt_timeout: Duration::from_secs(1),
+            own: Vec::new(),
+        };
+        Upstream::new(spec, None, &series::tests::metrics())
+    }
+
+    #[tokio::test]
+    async fn an_attempt_is_polled_by_its_exchange_not_spawned_as_a_task() {
+        let silent = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let group = group(silent.local_addr().unwrap());
+        let mut query = Message::query();
+        query.add_query(Query::query(Name::root(), RecordType::NS));
+        let query = query.to_vec().unwrap();
+        let tasks = Handle::current().metrics().num_alive_tasks();
+        let exchange = group.exchange(&query, Instant::now() + Duration::from_secs(1));
+        let mut exchange = pin!(exchange);
+        let waited = tokio::time::timeout(Duration::from_millis(20), &mut exchange).await;
+        assert!(waited.is_err(), "the endpoint is silent: still waiting");
+        let mut buf = [0u8; 512];
+        assert!(silent.try_recv(&mut buf).is_ok(), "the query was sent");
+        assert_eq!(Handle::current().metrics().num_alive_tasks(), tasks);
     }
 }

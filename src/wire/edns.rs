@@ -200,16 +200,19 @@ fn push_option(out: &mut Vec<u8>, code: u16, len: u16, data: &[u8]) {
     out.extend_from_slice(data);
 }
 
-/// `msg` without its OPT record (ARCOUNT lowered): a reply to a query whose OPT record was
-/// added on the way, for a client that sent none. `None` when it has none or does not walk.
-pub fn without_opt(msg: &[u8]) -> Option<Vec<u8>> {
-    let record = first_opt(msg)??;
-    let arcount = count(msg, 3)?.checked_sub(1)?;
-    let mut out = Vec::with_capacity(msg.len());
-    out.extend_from_slice(&msg[..record.start]);
-    out.extend_from_slice(&msg[record.end()..]);
-    out[10..12].copy_from_slice(&arcount.to_be_bytes());
-    Some(out)
+/// `msg` without its OPT record (ARCOUNT lowered), taken out in place: a reply to a query
+/// whose OPT record was added on the way, for a client that sent none. `msg` unchanged as the
+/// error when it has none or does not walk.
+pub fn without_opt(mut msg: Vec<u8>) -> Result<Vec<u8>, Vec<u8>> {
+    let found = first_opt(&msg)
+        .flatten()
+        .zip(count(&msg, 3).and_then(|arcount| arcount.checked_sub(1)));
+    let Some((record, arcount)) = found else {
+        return Err(msg);
+    };
+    msg.drain(record.start..record.end());
+    msg[10..12].copy_from_slice(&arcount.to_be_bytes());
+    Ok(msg)
 }
 
 /// A query that may be answered from the cache: its question bytes and OPT record.
