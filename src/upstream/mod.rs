@@ -20,8 +20,9 @@
 //! (the `exchange` module), the wait doubling each time. The first valid reply wins, late
 //! replies to an earlier send included. An exchange makes at most [`MAX_RETRANSMITS`] of them;
 //! the attempt timeout stays the ceiling of one wait and the time after which a silent attempt
-//! counts as failed. A down endpoint gets one datagram per attempt (its probe decides when it
-//! is back), and TCP and TLS are never resent: the kernel retransmits their segments.
+//! counts as failed. An endpoint that is down, or whose last attempt failed, gets one datagram
+//! per attempt (its next answer, or its probe, decides when it is back), and TCP and TLS are
+//! never resent: the kernel retransmits their segments.
 //!
 //! A UDP group remembers the questions it last answered too big for UDP (the `truncated`
 //! module): the next ask of one goes over the endpoint's TCP connection at once, one attempt
@@ -261,8 +262,11 @@ struct Plan<'a> {
 
 /// Attempt `number` of `attempts` over `order` (cycled: the retry comes back to the first),
 /// taking its retransmissions from the exchange's `retransmits` left. A hedge goes only to an
-/// endpoint that is up and not yet asked; a down endpoint, or one asked over a stream, gets
-/// one send.
+/// endpoint that is up and not yet asked; an endpoint that is down or whose last attempt
+/// failed, or one asked over a stream, gets one send: a datagram lost on the way is what
+/// retransmission is for, and an endpoint that stopped answering is not sent the same query
+/// again and again (during an outage each stale answer's refresh would cost three datagrams
+/// instead of one per attempt).
 fn plan<'a>(
     order: &[&'a Arc<Endpoint>],
     number: usize,
@@ -283,7 +287,7 @@ fn plan<'a>(
     let sends = if hedge {
         *retransmits -= 1;
         1
-    } else if udp && endpoint.is_up() {
+    } else if udp && endpoint.is_up() && !endpoint.is_failing() {
         1 + std::mem::take(retransmits)
     } else {
         1
@@ -781,5 +785,30 @@ mod tests {
         let mut buf = [0u8; 512];
         assert!(silent.try_recv(&mut buf).is_ok(), "the query was sent");
         assert_eq!(Handle::current().metrics().num_alive_tasks(), tasks);
+    }
+
+    #[tokio::test]
+    async fn an_endpoint_whose_last_attempt_failed_is_not_sent_retransmissions() {
+        let silent = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let group = group(silent.local_addr().unwrap());
+        let endpoints = group.endpoints.load();
+        let order: Vec<&Arc<Endpoint>> = endpoints.iter().collect();
+        let sends = |retransmits: &mut u32| plan(&order, 0, 2, true, retransmits).unwrap().sends;
+        assert_eq!(sends(&mut MAX_RETRANSMITS.clone()), 1 + MAX_RETRANSMITS);
+        let timeout = AttemptError::Timeout;
+        order[0].failed("b", &timeout, Duration::from_secs(1));
+        let mut retransmits = MAX_RETRANSMITS;
+        assert_eq!(
+            sends(&mut retransmits),
+            1,
+            "failing: one datagram per attempt"
+        );
+        assert_eq!(retransmits, MAX_RETRANSMITS, "none spent");
+        order[0].answered("b", None);
+        assert_eq!(
+            sends(&mut retransmits),
+            1 + MAX_RETRANSMITS,
+            "answered again"
+        );
     }
 }
