@@ -220,6 +220,15 @@ fn srv_dns(n: u8, behaviour: impl FnOnce(Answer) -> Behaviour) -> support::FakeD
     FakeDns::builder().on(owner, RecordType::SRV, behaviour(set))
 }
 
+/// The gathered `mongo` SRV set, asked of `meshdns` with EDNS.
+async fn ask_gathered(meshdns: &Meshdns) -> Reply {
+    let srv = query(
+        "_mongodb._tcp.mongo.db.svc.distributed.local.",
+        RecordType::SRV,
+    );
+    udp(meshdns.addr, &with_edns(srv, 1232)).await
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_gathered_leg_that_loses_its_first_datagram_is_not_partial() {
     let a = srv_dns(1, Behaviour::Answer).start().await;
@@ -231,17 +240,7 @@ async fn a_gathered_leg_that_loses_its_first_datagram_is_not_partial() {
     let peers = format!("b={}", b.addr);
     let meshdns = Meshdns::in_cluster_a(&a, &peers).await;
     let started = Instant::now();
-    let reply = udp(
-        meshdns.addr,
-        &with_edns(
-            query(
-                "_mongodb._tcp.mongo.db.svc.distributed.local.",
-                RecordType::SRV,
-            ),
-            1232,
-        ),
-    )
-    .await;
+    let reply = ask_gathered(&meshdns).await;
     // b was never measured: its first query waits the conservative start, then is resent.
     assert_eq!(started.elapsed(), INITIAL_RTO);
     assert_eq!(reply.msg.response_code, ResponseCode::NoError);
@@ -274,17 +273,7 @@ async fn a_gathered_leg_of_one_endpoint_keeps_its_retry_when_its_whole_attempt_i
     .await;
     let meshdns = Meshdns::in_cluster_a(&a, &format!("b={}", b.addr)).await;
     let started = Instant::now();
-    let reply = udp(
-        meshdns.addr,
-        &with_edns(
-            query(
-                "_mongodb._tcp.mongo.db.svc.distributed.local.",
-                RecordType::SRV,
-            ),
-            1232,
-        ),
-    )
-    .await;
+    let reply = ask_gathered(&meshdns).await;
     assert_eq!(started.elapsed(), ATTEMPT, "answered by the retry");
     assert_eq!(reply.msg.answers.len(), 2, "both clusters' members");
     assert_eq!(
