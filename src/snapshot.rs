@@ -17,10 +17,10 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::background::Background;
-use crate::cache::{Cache, Generation, TargetId};
 use hickory_proto::rr::Name;
 
+use crate::background::Background;
+use crate::cache::{Cache, Generation, TargetId};
 use crate::config::{Config, Endpoint, IpNet, Transport};
 use crate::gather::Gatherer;
 use crate::metrics::Metrics;
