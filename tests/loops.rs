@@ -208,11 +208,7 @@ async fn an_endpoint_name_that_leads_back_to_meshdns_is_a_counted_loop() {
 /// resolves to `own(name)`: meshdns's own address in some spelling. It is never asked.
 async fn an_endpoint_name_resolving_to_itself_is_never_asked(own: fn(&str) -> Record) {
     const NAME: &str = "self.mesh.test.";
-    let port = std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = support::free_port();
     let record = own(NAME);
     let kube = FakeDns::builder()
         .answer(

@@ -26,8 +26,7 @@ const SRV_NAME: &str = "_mongodb._tcp.mongo.db.svc.cluster.local.";
 /// A port on 127.0.0.1 where nothing listens: UDP queries to it fail at once (ICMP port
 /// unreachable → connection refused), a clean "upstream failure".
 fn dead_port() -> SocketAddr {
-    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    socket.local_addr().unwrap()
+    ([127, 0, 0, 1], support::free_port()).into()
 }
 
 #[tokio::test]

@@ -947,10 +947,20 @@ pub fn rcode_of(reply: &[u8]) -> ResponseCode {
 }
 
 /// A port free for UDP and TCP on 127.0.0.1 a moment ago (a binary must be told its port).
+///
+/// Chosen below the kernel's ephemeral range, so the sockets other tests bind to port 0 in the
+/// meantime cannot take it before the binary binds it (they did: `AddrInUse` in CI).
 pub fn free_port() -> u16 {
+    let ephemeral_from = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let below_ephemeral = 10_000..ephemeral_from.max(10_001);
     loop {
-        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let port = udp.local_addr().unwrap().port();
+        let port = rand::random_range(below_ephemeral.clone());
+        let Ok(_udp) = std::net::UdpSocket::bind(("127.0.0.1", port)) else {
+            continue;
+        };
         if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
             return port;
         }
