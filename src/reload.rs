@@ -22,9 +22,11 @@
 //! with its parent, so that a symlink renamed over it (`mv -T`) or its creation is an event
 //! too; a real directory reports its own deletion (and its parent, which may be busy with
 //! other files' writes, is not watched: each of those writes would wake the watcher); every reload
-//! re-arms every watch before it reads (a directory replaced in any way is then watched
-//! anew), and SIGHUP reloads and so re-arms (the way out after a mount over the directory,
-//! which no inotify event reports). A watch that cannot be armed is logged, counted in
+//! re-arms the watches before it reads when anything may have moved them — an event about a
+//! watched directory itself, an error, a path that now names another directory (inode) or
+//! device — so a directory replaced in any way is then watched anew, and SIGHUP re-arms them
+//! all (the way out after a mount over the directory with no reload since, which no inotify
+//! event reports). A watch that cannot be armed is logged, counted in
 //! `meshdns_config_watch_errors_total`, and retried with a backoff from [`RETRY_FIRST`] to
 //! [`RETRY_MAX`].
 //!
@@ -32,7 +34,7 @@
 //! settling delay (the kubelet writes several entries per update) starts only after one (see
 //! [`Burst`]), and the retry timer exists only while a watch is failing.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
@@ -300,10 +302,13 @@ pub async fn watch_and_reload(mut reloader: Reloader, mut shutdown: watch::Recei
             reloader.watched_dirs(),
         );
         let before = move || {
-            if settle {
+            let armed = if settle {
                 burst.settle();
-            }
-            lock(&arming).arm(wanted) || !retrying
+                lock(&arming).rearm_if_moved(wanted)
+            } else {
+                lock(&arming).arm(wanted)
+            };
+            armed || !retrying
         };
         tokio::select! {
             () = reloader.reload(before) => {}
@@ -395,6 +400,12 @@ struct Watches {
     dirs: Arc<RwLock<BTreeSet<PathBuf>>>,
     /// The paths watched now (directories and their parents).
     armed: BTreeSet<PathBuf>,
+    /// What each path to watch was (device and inode, `None` when missing) when it was armed.
+    identities: BTreeMap<PathBuf, Option<(u64, u64)>>,
+    /// Set by the watcher's callback when an event may have moved a watch: one about a watched
+    /// directory itself (deleted, renamed, replaced), or an error (the kernel's queue
+    /// overflowed).
+    moved: Arc<AtomicBool>,
     /// While a watch is failing: when to try again.
     retry: Option<Duration>,
 }
@@ -408,12 +419,33 @@ impl Watches {
             watcher: None,
             dirs: Arc::default(),
             armed: BTreeSet::new(),
+            identities: BTreeMap::new(),
+            moved: Arc::default(),
             retry: None,
         }
     }
 
     fn dirs(&self) -> BTreeSet<PathBuf> {
         self.dirs.read().map(|d| d.clone()).unwrap_or_default()
+    }
+
+    /// [`arm`](Self::arm) for a reload an event started, unless nothing can have moved the
+    /// watches since they were armed: the same directories wanted and every one armed, no event
+    /// about a watched directory itself and no error since, and each path still the directory
+    /// (device and inode) it was then — a directory replaced has another inode, a mount over it
+    /// another device. The events of a kubelet update are inside the directory and move
+    /// nothing: re-arming for each of them cost two round trips to the watcher's thread and an
+    /// event (IN_IGNORED) a reload. SIGHUP and retries call `arm` itself. Whether every watch
+    /// is armed.
+    fn rearm_if_moved(&mut self, wanted: BTreeSet<PathBuf>) -> bool {
+        let moved = self.moved.swap(false, Ordering::AcqRel);
+        let unmoved = !moved
+            && self.retry.is_none()
+            && self.watcher.is_some()
+            && self.dirs() == wanted
+            && to_watch(&wanted) == self.armed
+            && (self.identities.iter()).all(|(path, was)| identity(path) == *was);
+        unmoved || self.arm(wanted)
     }
 
     /// Watches exactly `wanted` and the parents [`needs_parent`] names, each watch made anew: a directory that was
@@ -430,6 +462,10 @@ impl Watches {
             return true;
         }
         let armed = std::mem::take(&mut self.armed);
+        let paths = to_watch(&wanted);
+        // Taken before the watches: a directory replaced in between is then armed again by the
+        // next reload (its identity no longer matches), never missed.
+        self.identities = paths.iter().map(|p| (p.clone(), identity(p))).collect();
         let Some(watcher) = self.watcher() else {
             self.metrics.config_watch_error();
             self.back_off();
@@ -438,13 +474,6 @@ impl Watches {
         for path in &armed {
             let _ = watcher.unwatch(path);
         }
-        let paths: BTreeSet<PathBuf> = wanted
-            .iter()
-            .flat_map(|dir| {
-                let parent = needs_parent(dir).then(|| dir.parent()).flatten();
-                std::iter::once(dir.clone()).chain(parent.map(Path::to_path_buf))
-            })
-            .collect();
         let mut armed = BTreeSet::new();
         let mut failures = Vec::new();
         for path in paths {
@@ -485,18 +514,23 @@ impl Watches {
     fn watcher(&mut self) -> Option<&mut notify::RecommendedWatcher> {
         if self.watcher.is_none() {
             let (wake, burst) = (self.wake.clone(), Arc::clone(&self.burst));
-            let dirs = Arc::clone(&self.dirs);
+            let (dirs, moved) = (Arc::clone(&self.dirs), Arc::clone(&self.moved));
             let made = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
                 // Reading the directory opens it, and an open is an event too: only changes
                 // count, or every reload would announce the next one. An error (the kernel's
                 // queue overflowed) may hide a change: reload.
-                let relevant = match event {
+                let (relevant, moves) = match event {
                     Ok(event) => {
-                        !matches!(event.kind, notify::EventKind::Access(_))
-                            && concerns(&dirs, &event.paths)
+                        let relevant = !matches!(event.kind, notify::EventKind::Access(_))
+                            && concerns(&dirs, &event.paths);
+                        let moves = event.need_rescan() || itself(&dirs, &event.paths);
+                        (relevant, relevant && moves)
                     }
-                    Err(_) => true,
+                    Err(_) => (true, true),
                 };
+                if moves {
+                    moved.store(true, Ordering::Release);
+                }
                 if relevant && burst.event() {
                     // A reload is already due when the channel is full.
                     let _ = wake.try_send(());
@@ -519,6 +553,35 @@ impl Watches {
 /// parent, which may be busy with writes that are none of ours, is left alone.
 fn needs_parent(dir: &Path) -> bool {
     std::fs::symlink_metadata(dir).map_or(true, |meta| meta.file_type().is_symlink())
+}
+
+/// The paths that watch `wanted`: each directory, and its parent where [`needs_parent`] says.
+fn to_watch(wanted: &BTreeSet<PathBuf>) -> BTreeSet<PathBuf> {
+    wanted
+        .iter()
+        .flat_map(|dir| {
+            let parent = needs_parent(dir).then(|| dir.parent()).flatten();
+            std::iter::once(dir.clone()).chain(parent.map(Path::to_path_buf))
+        })
+        .collect()
+}
+
+/// The directory `path` names now (symlinks followed, as the watch follows them): its device
+/// and inode, `None` when there is none.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path)
+        .ok()
+        .map(|meta| (meta.dev(), meta.ino()))
+}
+
+/// Whether an event on `paths` is about a watched directory itself (not something in it):
+/// what may have moved its watch. No path at all (a rescan) may be anything.
+fn itself(dirs: &RwLock<BTreeSet<PathBuf>>, paths: &[PathBuf]) -> bool {
+    let Ok(dirs) = dirs.read() else {
+        return true;
+    };
+    paths.is_empty() || paths.iter().any(|path| dirs.contains(path))
 }
 
 /// Whether an event on `paths` concerns a watched directory: something in it, or the
@@ -722,5 +785,56 @@ mod tests {
                 "127.0.0.2:53".parse().unwrap()
             )]
         );
+    }
+
+    /// Waits (5 s at most) for the watcher to wake the reload task.
+    fn woken(wake: &mut mpsc::Receiver<()>) -> bool {
+        let end = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < end {
+            if wake.try_recv().is_ok() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+
+    /// A kubelet update writes inside the directory: nothing that moves a watch, so the
+    /// reload's check leaves the watches as they are (re-arming cost two round trips to the
+    /// watcher's thread a reload). The directory deleted and made again is another directory:
+    /// the check arms it again, and a write in it wakes the reload.
+    #[test]
+    fn a_write_inside_the_directory_moves_no_watch_and_a_replaced_one_is_armed_again() {
+        let scratch = crate::certificates::tests::Scratch::new("reload-rearm");
+        let dir = scratch.0.join("config");
+        std::fs::create_dir(&dir).unwrap();
+        let (wake, mut woke) = mpsc::channel(1);
+        let burst = Arc::new(Burst::default());
+        let mut watches = Watches::new(wake, Arc::clone(&burst), Arc::new(Metrics::new()));
+        let wanted = BTreeSet::from([dir.clone()]);
+        assert!(watches.arm(wanted.clone()));
+        let armed = watches.identities.clone();
+
+        std::fs::write(dir.join("MESHDNS_LOG"), "info").unwrap();
+        assert!(woken(&mut woke), "a write inside is an event");
+        burst.settle();
+        assert!(!watches.moved.load(Ordering::Acquire), "and moves no watch");
+        assert!(watches.rearm_if_moved(wanted.clone()));
+        assert_eq!(watches.identities, armed, "left as armed");
+
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("MESHDNS_LOG"), "debug").unwrap();
+        assert!(woken(&mut woke), "the deletion is an event");
+        burst.settle();
+        // The new directory may even have the old one's inode number (ext4 reuses it at
+        // once): the deletion's event, not the identity, is what says the watch is gone.
+        assert!(
+            watches.moved.load(Ordering::Acquire),
+            "which moves the watch"
+        );
+        assert!(watches.rearm_if_moved(wanted));
+        std::fs::write(dir.join("MESHDNS_LOG"), "info").unwrap();
+        assert!(woken(&mut woke), "a write in the new directory is an event");
     }
 }
