@@ -135,7 +135,7 @@ impl Gatherer {
             }
             gathered = self.ask_all(client, fallback, deadline).await;
         }
-        let merged = merge::merge(request, naming, &self.peers, &gathered, self.negative_ttl);
+        let merged = merge::merge(request, naming, &gathered, self.negative_ttl);
         if prefixed_nxdomain && merged.reply.response_code == ResponseCode::ServFail {
             // The fallback could not complete (a cluster is down): the prefixed cluster's
             // NXDOMAIN stands, never a SERVFAIL that would let a stale copy be served.
@@ -146,7 +146,7 @@ impl Gatherer {
             let missing: Vec<&str> = gathered
                 .iter()
                 .filter(|(_, leg)| matches!(leg, Leg::Failed))
-                .filter_map(|(i, _)| self.peers.get(*i).map(|p| p.cluster.name.as_str()))
+                .map(|(peer, _)| peer.cluster.name.as_str())
                 .collect();
             tracing::debug!(?missing, "partial gathered answer");
         }
@@ -166,29 +166,28 @@ impl Gatherer {
     async fn ask_all(
         &self,
         request: &Request,
-        legs: Vec<(usize, Name)>,
+        legs: Vec<(Arc<Peer>, Name)>,
         deadline: Instant,
-    ) -> Vec<(usize, Leg)> {
+    ) -> Vec<(Arc<Peer>, Leg)> {
         // A reply that may be scoped to the client's subnet is no leg's answer for others.
         let shared = may_share(request.question(), request.opt());
         let flags = KeyFlags {
             edns: true,
             ..request.key_flags()
         };
-        let mut gathered: Vec<(usize, Leg)> = Vec::with_capacity(legs.len());
+        let mut gathered: Vec<(Arc<Peer>, Leg)> = Vec::with_capacity(legs.len());
         let mut keys: Vec<Option<CacheKey>> = Vec::with_capacity(legs.len());
         // The progress of each leg still running (`None`: finished, or never started).
         let mut progress: Vec<Option<Arc<Progress>>> = Vec::with_capacity(legs.len());
         let mut running: FuturesUnordered<LegRun> = FuturesUnordered::new();
-        for (slot, (index, name)) in legs.into_iter().enumerate() {
-            gathered.push((index, Leg::Failed));
+        for (slot, (peer, name)) in legs.into_iter().enumerate() {
+            gathered.push((Arc::clone(&peer), Leg::Failed));
             let query = name.to_bytes().ok().and_then(|name| request.for_leg(&name));
-            let peer = self.peers.get(index);
-            let key = (peer.zip(query.as_deref())).and_then(|(peer, query)| {
+            let key = (query.as_deref()).and_then(|query| {
                 CacheKey::for_leg(peer.target, wire::first_question(query)?, flags)
             });
             keys.push(key.clone());
-            let (Some(key), Some(peer), Some(query)) = (key, peer.map(Arc::clone), query) else {
+            let (Some(key), Some(query)) = (key, query) else {
                 progress.push(None);
                 continue;
             };
@@ -229,7 +228,7 @@ impl Gatherer {
         if !running.is_empty() {
             let cut: Vec<&str> = (progress.iter().zip(&gathered))
                 .filter(|(running, _)| running.is_some())
-                .filter_map(|(_, (i, _))| self.peers.get(*i).map(|p| p.cluster.name.as_str()))
+                .map(|(_, (peer, _))| peer.cluster.name.as_str())
                 .collect();
             tracing::debug!(?cut, "stragglers cut");
             // Cut legs finish in the background and refresh their cache entries; when the
