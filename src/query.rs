@@ -32,9 +32,20 @@ use crate::wire::{self, Proto};
 pub enum FastPath {
     /// Served from the cache.
     Answered(Vec<u8>),
-    /// Not served: what the cache-hit path read of the query, when it is a plain one (its
-    /// cache key among it), so the miss does not read the bytes again.
-    Miss(Option<Plain>),
+    /// Not served: what the cache-hit path made of the query when it is a plain one, so the
+    /// miss neither reads the bytes nor routes the name again.
+    Miss(Option<Routed>),
+}
+
+/// A plain query the cache-hit path read and routed: its view (the cache key filed under the
+/// route's target), its route, and the snapshot that routed it. A route is valid only with the
+/// snapshot it came from (its target's identity, the generation the answer is written with),
+/// so the two travel together: a reload between the hit path and the miss changes neither.
+#[derive(Debug)]
+pub struct Routed {
+    plain: Plain,
+    route: Route,
+    snapshot: Arc<Snapshot>,
 }
 
 /// Everything needed to answer queries; shared by all listeners.
@@ -84,7 +95,7 @@ impl Resolver {
     pub async fn handle(&self, bytes: Bytes, proto: Proto) -> Option<Vec<u8>> {
         match self.answer_from_cache(&bytes, proto) {
             FastPath::Answered(reply) => Some(reply),
-            FastPath::Miss(plain) => self.handle_miss(bytes, proto, plain).await,
+            FastPath::Miss(routed) => self.handle_miss(bytes, proto, routed).await,
         }
     }
 
@@ -100,11 +111,15 @@ impl Resolver {
         let route =
             (snapshot.router).route(wire::question_name(plain.question(bytes)).unwrap_or_default());
         plain.set_target(snapshot.target(&route));
-        let Some(key) = plain.shared_key() else {
-            return FastPath::Miss(Some(plain));
-        };
-        let Lookup::Fresh { reply, refresh } = self.cache.lookup(key, bytes, started) else {
-            return FastPath::Miss(Some(plain));
+        let hit = (plain.shared_key()).map(|key| (key, self.cache.lookup(key, bytes, started)));
+        let Some((key, Lookup::Fresh { reply, refresh })) = hit else {
+            let route = route.into_owned();
+            let snapshot = arc_swap::Guard::into_inner(snapshot);
+            return FastPath::Miss(Some(Routed {
+                plain,
+                route,
+                snapshot,
+            }));
         };
         let kind = route.kind();
         if refresh
@@ -125,15 +140,24 @@ impl Resolver {
 
     /// Everything but a cache hit: inspect, route, resolve through the cache (which shares the
     /// exchange with identical misses and stores the answer), and cut to the client's size.
-    /// `plain` is what [`answer_from_cache`](Self::answer_from_cache) read of the query, if it
-    /// is a plain one. `bytes` is shared with the exchange, which relays it on pass-through.
+    /// `routed` is what [`answer_from_cache`](Self::answer_from_cache) made of the query, if
+    /// it is a plain one: its view, its route and the snapshot the query then runs on. `bytes`
+    /// is shared with the exchange, which relays it on pass-through.
     pub async fn handle_miss(
         &self,
         bytes: Bytes,
         proto: Proto,
-        plain: Option<Plain>,
+        routed: Option<Routed>,
     ) -> Option<Vec<u8>> {
         let started = Instant::now();
+        let (plain, routed) = match routed {
+            Some(Routed {
+                plain,
+                route,
+                snapshot,
+            }) => (Some(plain), Some((snapshot, route))),
+            None => (None, None),
+        };
         let request = match inspect(bytes, plain) {
             Inspected::Query(request) => request,
             Inspected::Reply(reply) => {
@@ -145,8 +169,11 @@ impl Resolver {
                 return None;
             }
         };
-        let snapshot = self.snapshot.load_full();
-        let route = snapshot.router.route(request.name()).into_owned();
+        let (snapshot, route) = routed.unwrap_or_else(|| {
+            let snapshot = self.snapshot.load_full();
+            let route = snapshot.router.route(request.name()).into_owned();
+            (snapshot, route)
+        });
         let kind = route.kind();
         if request.came_back() {
             let reply = self.loops.answer(request.message());
