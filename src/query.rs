@@ -258,3 +258,69 @@ async fn resolve(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use hickory_proto::op::Message;
+    use hickory_proto::rr::{Name, RData};
+
+    use super::*;
+    use crate::background::Background;
+    use crate::config::Config;
+    use crate::config::tests::config_from;
+
+    /// A pod at `ip`, whose own name `mongo-0.mongo.db.svc.cluster.local` is answered here.
+    fn pod_at(ip: &str) -> Config {
+        config_from(&[
+            ("MESHDNS_UPSTREAMS", "127.0.0.1:9"),
+            ("MESHDNS_POD_IP", ip),
+            ("MESHDNS_POD_HOSTNAME", "mongo-0"),
+            ("MESHDNS_POD_SUBDOMAIN", "mongo"),
+            ("MESHDNS_POD_NAMESPACE", "db"),
+        ])
+        .unwrap()
+    }
+
+    fn addresses(reply: &[u8]) -> Vec<String> {
+        let reply = Message::from_vec(reply).unwrap();
+        (reply.answers.iter())
+            .map(|record| match &record.data {
+                RData::A(a) => a.to_string(),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_miss_is_answered_on_the_snapshot_that_routed_it_when_a_reload_comes_between() {
+        let (old, new) = (pod_at("10.8.1.2"), pod_at("10.8.1.3"));
+        let metrics = Arc::new(Metrics::new());
+        let background = Arc::new(Background::new(4));
+        let cache = Arc::new(Cache::new(
+            &old.cache,
+            metrics.cache(),
+            Arc::clone(&background),
+        ));
+        let first = Snapshot::new(&old, &cache, &metrics, &background, None);
+        let second = Snapshot::new(&new, &cache, &metrics, &background, Some(&first));
+        let resolver = Resolver::new(first, cache, Arc::clone(&metrics));
+        let mut query = Message::query();
+        let own = Name::from_ascii("mongo-0.mongo.db.svc.cluster.local.").unwrap();
+        query.add_query(Query::query(own, RecordType::A));
+        let query = Bytes::from(query.to_vec().unwrap());
+
+        let FastPath::Miss(routed) = resolver.answer_from_cache(&query, Proto::Udp) else {
+            panic!("nothing is cached yet");
+        };
+        assert!(routed.is_some(), "a plain query is routed on the hit path");
+        resolver.replace(second);
+        let reply = resolver
+            .handle_miss(query.clone(), Proto::Udp, routed)
+            .await;
+        assert_eq!(addresses(&reply.unwrap()), ["10.8.1.2"]);
+        // The next query starts on the new snapshot, and the answer cached under the old one's
+        // target is not its answer.
+        let reply = resolver.handle(query, Proto::Udp).await;
+        assert_eq!(addresses(&reply.unwrap()), ["10.8.1.3"]);
+    }
+}
