@@ -150,14 +150,7 @@ impl Resolver {
         routed: Option<Routed>,
     ) -> Option<Vec<u8>> {
         let started = Instant::now();
-        let (plain, routed) = match routed {
-            Some(Routed {
-                plain,
-                route,
-                snapshot,
-            }) => (Some(plain), Some((snapshot, route))),
-            None => (None, None),
-        };
+        let (plain, routed) = (routed.map(|r| (r.plain, (r.snapshot, r.route)))).unzip();
         let request = match inspect(bytes, plain) {
             Inspected::Query(request) => request,
             Inspected::Reply(reply) => {

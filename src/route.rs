@@ -240,9 +240,14 @@ mod tests {
         named(&config(), name)
     }
 
-    fn route(name: &str) -> Route<Cluster> {
+    /// The route `router` gives `name` (dotted).
+    fn route_in(router: &Router<Cluster>, name: &str) -> Route<Cluster> {
         let name = Name::from_ascii(name).unwrap().to_bytes().unwrap();
-        router().route(&name).into_owned()
+        router.route(&name).into_owned()
+    }
+
+    fn route(name: &str) -> Route<Cluster> {
+        route_in(&router(), name)
     }
 
     #[test]
@@ -325,10 +330,7 @@ mod tests {
         ])
         .unwrap();
         let router = unconnected(&config);
-        let route = |name: &str| {
-            let name = Name::from_ascii(name).unwrap().to_bytes().unwrap();
-            router.route(&name).into_owned()
-        };
+        let route = |name: &str| route_in(&router, name);
         let own = |i: usize| Route::SelfName(Arc::new(config.own_names()[i].clone()));
         assert_eq!(route("mongo-0.mongo.db.svc.cluster.local."), own(0));
         assert_eq!(route("MONGO-0.mongo.db.Cluster.A."), own(1));
@@ -352,10 +354,7 @@ mod tests {
     fn search_expansions_of_zone_names_route_to_search_and_zones_keep_theirs() {
         let config = crate::search::tests::pod_config();
         let router = unconnected(&config);
-        let route = |name: &str| {
-            let name = Name::from_ascii(name).unwrap().to_bytes().unwrap();
-            router.route(&name).into_owned()
-        };
+        let route = |name: &str| route_in(&router, name);
         assert_eq!(
             route("mongo-4.mongo.db.cluster.b.db.svc.cluster.local."),
             Route::Search(Arc::new(Name::from_ascii("cluster.local.").unwrap()))
