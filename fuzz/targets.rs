@@ -186,12 +186,12 @@ pub fn upstream_cluster(data: &[u8]) {
     }
 }
 
-/// Distributed zone: up to three legs of arbitrary bytes (`[len][leg]…`, unparseable legs
+/// Distributed zone: a leg of arbitrary bytes per cluster (`[len][leg]…`, unparseable legs
 /// count as failed) merged and encoded; every answer is owned by the question.
 pub fn gather_merge(data: &[u8]) {
     let (limit, mut rest) = client_limit(data);
     let mut legs = Vec::new();
-    for index in 0..3 {
+    for (index, cluster) in CONFIG.clusters.iter().enumerate() {
         let (leg, after) = split(rest);
         rest = after;
         let leg = match Message::from_vec(leg) {
@@ -199,7 +199,7 @@ pub fn gather_merge(data: &[u8]) {
             Ok(msg) => Leg::Answered(msg),
             Err(_) => Leg::Failed,
         };
-        legs.push((index, leg));
+        legs.push((cluster, leg));
     }
     let mut request = Message::query();
     request.metadata.id = 0xbeef;
@@ -215,13 +215,7 @@ pub fn gather_merge(data: &[u8]) {
         zone: Name::from_ascii("distributed.local.").unwrap(),
         scheme: Scheme::Prefix,
     };
-    let merged = merge(
-        &request,
-        &naming,
-        &CONFIG.clusters,
-        &legs,
-        CONFIG.cache.negative_ttl,
-    );
+    let merged = merge(&request, &naming, &legs, CONFIG.cache.negative_ttl);
     for record in &merged.reply.answers {
         assert!(
             record.name.eq_ignore_root(&question),

@@ -32,9 +32,20 @@ use crate::wire::{self, Proto};
 pub enum FastPath {
     /// Served from the cache.
     Answered(Vec<u8>),
-    /// Not served: what the cache-hit path read of the query, when it is a plain one (its
-    /// cache key among it), so the miss does not read the bytes again.
-    Miss(Option<Plain>),
+    /// Not served: what the cache-hit path made of the query when it is a plain one, so the
+    /// miss neither reads the bytes nor routes the name again.
+    Miss(Option<Routed>),
+}
+
+/// A plain query the cache-hit path read and routed: its view (the cache key filed under the
+/// route's target), its route, and the snapshot that routed it. A route is valid only with the
+/// snapshot it came from (its target's identity, the generation the answer is written with),
+/// so the two travel together: a reload between the hit path and the miss changes neither.
+#[derive(Debug)]
+pub struct Routed {
+    plain: Plain,
+    route: Route,
+    snapshot: Arc<Snapshot>,
 }
 
 /// Everything needed to answer queries; shared by all listeners.
@@ -84,7 +95,7 @@ impl Resolver {
     pub async fn handle(&self, bytes: Bytes, proto: Proto) -> Option<Vec<u8>> {
         match self.answer_from_cache(&bytes, proto) {
             FastPath::Answered(reply) => Some(reply),
-            FastPath::Miss(plain) => self.handle_miss(bytes, proto, plain).await,
+            FastPath::Miss(routed) => self.handle_miss(bytes, proto, routed).await,
         }
     }
 
@@ -100,11 +111,15 @@ impl Resolver {
         let route =
             (snapshot.router).route(wire::question_name(plain.question(bytes)).unwrap_or_default());
         plain.set_target(snapshot.target(&route));
-        let Some(key) = plain.shared_key() else {
-            return FastPath::Miss(Some(plain));
-        };
-        let Lookup::Fresh { reply, refresh } = self.cache.lookup(key, bytes, started) else {
-            return FastPath::Miss(Some(plain));
+        let hit = (plain.shared_key()).map(|key| (key, self.cache.lookup(key, bytes, started)));
+        let Some((key, Lookup::Fresh { reply, refresh })) = hit else {
+            let route = route.into_owned();
+            let snapshot = arc_swap::Guard::into_inner(snapshot);
+            return FastPath::Miss(Some(Routed {
+                plain,
+                route,
+                snapshot,
+            }));
         };
         let kind = route.kind();
         if refresh
@@ -125,15 +140,17 @@ impl Resolver {
 
     /// Everything but a cache hit: inspect, route, resolve through the cache (which shares the
     /// exchange with identical misses and stores the answer), and cut to the client's size.
-    /// `plain` is what [`answer_from_cache`](Self::answer_from_cache) read of the query, if it
-    /// is a plain one. `bytes` is shared with the exchange, which relays it on pass-through.
+    /// `routed` is what [`answer_from_cache`](Self::answer_from_cache) made of the query, if
+    /// it is a plain one: its view, its route and the snapshot the query then runs on. `bytes`
+    /// is shared with the exchange, which relays it on pass-through.
     pub async fn handle_miss(
         &self,
         bytes: Bytes,
         proto: Proto,
-        plain: Option<Plain>,
+        routed: Option<Routed>,
     ) -> Option<Vec<u8>> {
         let started = Instant::now();
+        let (plain, routed) = (routed.map(|r| (r.plain, (r.snapshot, r.route)))).unzip();
         let request = match inspect(bytes, plain) {
             Inspected::Query(request) => request,
             Inspected::Reply(reply) => {
@@ -145,8 +162,11 @@ impl Resolver {
                 return None;
             }
         };
-        let snapshot = self.snapshot.load_full();
-        let route = snapshot.router.route(request.name()).into_owned();
+        let (snapshot, route) = routed.unwrap_or_else(|| {
+            let snapshot = self.snapshot.load_full();
+            let route = snapshot.router.route(request.name()).into_owned();
+            (snapshot, route)
+        });
         let kind = route.kind();
         if request.came_back() {
             let reply = self.loops.answer(request.message());
@@ -229,5 +249,71 @@ async fn resolve(
                 reply::negative(request.message(), nxdomain, &domain, snapshot.negative_ttl);
             reply::encode_fitted(&reply, wire::MAX_MESSAGE)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hickory_proto::op::Message;
+    use hickory_proto::rr::{Name, RData};
+
+    use super::*;
+    use crate::background::Background;
+    use crate::config::Config;
+    use crate::config::tests::config_from;
+
+    /// A pod at `ip`, whose own name `mongo-0.mongo.db.svc.cluster.local` is answered here.
+    fn pod_at(ip: &str) -> Config {
+        config_from(&[
+            ("MESHDNS_UPSTREAMS", "127.0.0.1:9"),
+            ("MESHDNS_POD_IP", ip),
+            ("MESHDNS_POD_HOSTNAME", "mongo-0"),
+            ("MESHDNS_POD_SUBDOMAIN", "mongo"),
+            ("MESHDNS_POD_NAMESPACE", "db"),
+        ])
+        .unwrap()
+    }
+
+    fn addresses(reply: &[u8]) -> Vec<String> {
+        let reply = Message::from_vec(reply).unwrap();
+        (reply.answers.iter())
+            .map(|record| match &record.data {
+                RData::A(a) => a.to_string(),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_miss_is_answered_on_the_snapshot_that_routed_it_when_a_reload_comes_between() {
+        let (old, new) = (pod_at("10.8.1.2"), pod_at("10.8.1.3"));
+        let metrics = Arc::new(Metrics::new());
+        let background = Arc::new(Background::new(4));
+        let cache = Arc::new(Cache::new(
+            &old.cache,
+            metrics.cache(),
+            Arc::clone(&background),
+        ));
+        let first = Snapshot::new(&old, &cache, &metrics, &background, None);
+        let second = Snapshot::new(&new, &cache, &metrics, &background, Some(&first));
+        let resolver = Resolver::new(first, cache, Arc::clone(&metrics));
+        let mut query = Message::query();
+        let own = Name::from_ascii("mongo-0.mongo.db.svc.cluster.local.").unwrap();
+        query.add_query(Query::query(own, RecordType::A));
+        let query = Bytes::from(query.to_vec().unwrap());
+
+        let FastPath::Miss(routed) = resolver.answer_from_cache(&query, Proto::Udp) else {
+            panic!("nothing is cached yet");
+        };
+        assert!(routed.is_some(), "a plain query is routed on the hit path");
+        resolver.replace(second);
+        let reply = resolver
+            .handle_miss(query.clone(), Proto::Udp, routed)
+            .await;
+        assert_eq!(addresses(&reply.unwrap()), ["10.8.1.2"]);
+        // The next query starts on the new snapshot, and the answer cached under the old one's
+        // target is not its answer.
+        let reply = resolver.handle(query, Proto::Udp).await;
+        assert_eq!(addresses(&reply.unwrap()), ["10.8.1.3"]);
     }
 }

@@ -14,39 +14,31 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::IpNet;
 
-use crate::config::Config;
-
 /// `in-addr.arpa.` in wire form.
 const IN_ADDR_ARPA: &[u8] = b"\x07in-addr\x04arpa\x00";
 
 /// `ip6.arpa.` in wire form.
 const IP6_ARPA: &[u8] = b"\x03ip6\x04arpa\x00";
 
-/// The peers' networks, longest prefix first, each with the index of its cluster in
-/// `Config::clusters`. The local cluster's networks are left out: its addresses go to kube-dns.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Networks {
-    networks: Vec<(IpNet, usize)>,
+/// Networks, longest prefix first, each with what the reverse names of its addresses go to
+/// (the router's: the route to the cluster that claims it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Networks<T> {
+    networks: Vec<(IpNet, T)>,
 }
 
-impl Networks {
-    pub fn new(config: &Config) -> Self {
-        let mut networks: Vec<(IpNet, usize)> = config
-            .clusters
-            .iter()
-            .enumerate()
-            .filter(|(_, cluster)| !cluster.is_local)
-            .flat_map(|(i, cluster)| cluster.networks.iter().map(move |net| (*net, i)))
-            .collect();
+impl<T> Networks<T> {
+    pub fn new(networks: impl IntoIterator<Item = (IpNet, T)>) -> Self {
+        let mut networks: Vec<(IpNet, T)> = networks.into_iter().collect();
         // Validation keeps two clusters' networks apart, so only one cluster's nested networks
         // can both match; longest first keeps the rule exact all the same.
         networks.sort_by_key(|(net, _)| std::cmp::Reverse(net.prefix_len()));
         Self { networks }
     }
 
-    /// The cluster whose network holds the address that `name` (wire form) is the reverse
-    /// name of; `None` for every other name.
-    pub fn cluster_of(&self, name: &[u8]) -> Option<usize> {
+    /// What the network holding the address that `name` (wire form) is the reverse name of
+    /// goes to; `None` for every other name.
+    pub fn find(&self, name: &[u8]) -> Option<&T> {
         if self.networks.is_empty() {
             return None;
         }
@@ -54,7 +46,7 @@ impl Networks {
         self.networks
             .iter()
             .find(|(net, _)| net.contains(&address))
-            .map(|(_, cluster)| *cluster)
+            .map(|(_, target)| target)
     }
 }
 
@@ -107,7 +99,6 @@ fn ipv6_of(labels: &[u8]) -> Option<Ipv6Addr> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::tests::config_from;
 
     /// `name` (dotted, ending in the root) in wire form, labels taken as they are written.
     fn wire(name: &str) -> Vec<u8> {
@@ -180,23 +171,21 @@ mod tests {
     }
 
     #[test]
-    fn the_longest_prefix_wins_and_the_local_cluster_is_left_out() {
-        let config = config_from(&[
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            (
-                "MESHDNS_CLUSTERS",
-                "a= cidr=10.8.0.0/16; b=10.9.0.1 cidr=10.9.0.0/16,fd00:9::/56; c=10.10.0.1 cidr=10.10.0.0/16,10.10.7.0/24",
-            ),
-        ])
-        .unwrap();
-        let networks = Networks::new(&config);
-        let cluster = |name: &str| networks.cluster_of(&wire(name));
-        assert_eq!(cluster("4.1.9.10.in-addr.arpa."), Some(1));
-        assert_eq!(cluster("4.7.10.10.in-addr.arpa."), Some(2));
-        assert_eq!(cluster("4.1.8.10.in-addr.arpa."), None);
+    fn the_longest_prefix_wins() {
+        let net = |text: &str| text.parse::<IpNet>().unwrap();
+        let networks = Networks::new([
+            (net("10.9.0.0/16"), "b"),
+            (net("fd00:9::/56"), "b"),
+            (net("10.10.0.0/16"), "c"),
+            (net("10.10.7.0/25"), "c-nested"),
+        ]);
+        let cluster = |name: &str| networks.find(&wire(name)).copied();
+        assert_eq!(cluster("4.1.9.10.in-addr.arpa."), Some("b"));
+        assert_eq!(cluster("4.7.10.10.in-addr.arpa."), Some("c-nested"));
+        assert_eq!(cluster("200.7.10.10.in-addr.arpa."), Some("c"));
         assert_eq!(cluster("4.1.1.10.in-addr.arpa."), None);
         let in_b = format!("{}0.0.0.0.0.0.9.0.0.0.0.0.d.f.ip6.arpa.", "1.".repeat(18));
-        assert_eq!(cluster(&in_b), Some(1));
+        assert_eq!(cluster(&in_b), Some("b"));
         assert_eq!(
             networks.networks.first().map(|(n, _)| n.prefix_len()),
             Some(56)

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use hickory_proto::rr::Name;
 
-use crate::config::{Config, OwnName};
+use crate::config::{Cluster, Config, OwnName};
 use crate::gather::{Naming, Scheme};
 use crate::own_names::OwnNames;
 use crate::reverse::Networks;
@@ -108,28 +108,26 @@ impl RouteKind {
 }
 
 /// The routing table: the pod's own names, then each zone's lowercase wire form and its route,
-/// then the peers' networks; and the search-list expansions of the zones.
+/// then the peers' networks with theirs; and the search-list expansions of the zones.
 #[derive(Debug, Clone)]
 pub struct Router<P = Arc<Peer>> {
     own: OwnNames,
     zones: Vec<(Vec<u8>, Route<P>)>,
-    networks: Networks,
-    /// The reverse routes: `reverse[i]` is cluster `i`'s, which [`Networks`] names.
-    reverse: Vec<Route<P>>,
+    networks: Networks<Route<P>>,
     search: SearchList,
 }
 
-impl<P: Clone> Router<P> {
-    /// The router of `config`, whose `peers` are its clusters in their order.
+impl<P: AsRef<Cluster> + Clone> Router<P> {
+    /// The router of `config`, whose clusters are `peers` (each knows its own configuration).
     pub fn new(config: &Config, peers: &[P]) -> Self {
-        let clusters = || config.clusters.iter().zip(peers);
         let gathered = |zone: &Name, scheme| {
             Arc::new(Naming {
                 zone: zone.clone(),
                 scheme,
             })
         };
-        let named = (clusters().map(|(c, peer)| (&c.zone, Route::Cluster(peer.clone()))))
+        let named = (peers.iter())
+            .map(|peer| (&peer.as_ref().zone, Route::Cluster(peer.clone())))
             .chain(
                 config
                     .distributed_zones
@@ -143,10 +141,15 @@ impl<P: Clone> Router<P> {
                     .map(|z| (z, Route::Clusterset(gathered(z, Scheme::Clusterset)))),
             );
         let named: Vec<(&Name, Route<P>)> = named.collect();
+        // A claim of the local cluster routes nowhere new: kube-dns has its names.
+        let claims = || (peers.iter()).filter(|peer| !peer.as_ref().is_local);
         // Namespaces claimed by peers route like zones, but they are no meshdns zone names:
         // a search expansion of one is kube-dns's to answer.
-        let namespaces = (clusters().filter(|(c, _)| !c.is_local)).flat_map(|(c, peer)| {
-            (c.namespaces.iter()).map(move |z| (z, Route::Namespace(peer.clone())))
+        let namespaces = claims().flat_map(|peer| {
+            (peer.as_ref().namespaces.iter()).map(|z| (z, Route::Namespace(peer.clone())))
+        });
+        let networks = claims().flat_map(|peer| {
+            (peer.as_ref().networks.iter()).map(|net| (*net, Route::Reverse(peer.clone())))
         });
         Self {
             own: OwnNames::new(config),
@@ -154,8 +157,7 @@ impl<P: Clone> Router<P> {
             zones: (named.into_iter().chain(namespaces))
                 .map(|(zone, route)| (wire::lowercase_name(zone.iter()), route))
                 .collect(),
-            networks: Networks::new(config),
-            reverse: peers.iter().cloned().map(Route::Reverse).collect(),
+            networks: Networks::new(networks),
         }
     }
 
@@ -173,7 +175,7 @@ impl<P: Clone> Router<P> {
                 .find(|(zone, _)| zone.eq_ignore_ascii_case(suffix))
                 .map(|(_, route)| route)
         })
-        .or_else(|| (self.networks.cluster_of(name)).and_then(|i| self.reverse.get(i)))
+        .or_else(|| self.networks.find(name))
         .map(Cow::Borrowed)
         .unwrap_or_else(|| {
             Cow::Owned(match self.search.expansion(name) {
@@ -191,12 +193,12 @@ mod tests {
     use super::*;
     use crate::config::tests::config_from;
 
-    /// A router whose peers are the clusters' positions.
-    fn numbered(config: &Config) -> Router<usize> {
-        Router::new(config, &(0..config.clusters.len()).collect::<Vec<_>>())
+    /// A router whose peers are the clusters' configurations: it routes without upstreams.
+    fn unconnected(config: &Config) -> Router<Cluster> {
+        Router::new(config, &config.clusters)
     }
 
-    fn gathered(zone: &str, scheme: Scheme) -> Route<usize> {
+    fn gathered(zone: &str, scheme: Scheme) -> Route<Cluster> {
         let zone = Name::from_ascii(zone).unwrap();
         let naming = Arc::new(Naming { zone, scheme });
         match scheme {
@@ -205,8 +207,8 @@ mod tests {
         }
     }
 
-    fn router() -> Router<usize> {
-        let config = config_from(&[
+    fn config() -> Config {
+        config_from(&[
             ("MESHDNS_LOCAL_CLUSTER", "a"),
             (
                 "MESHDNS_CLUSTERS",
@@ -218,20 +220,47 @@ mod tests {
             ),
             ("MESHDNS_CLUSTERSET_ZONE", "clusterset.local"),
         ])
-        .unwrap();
-        numbered(&config)
+        .unwrap()
     }
 
-    fn route(name: &str) -> Route<usize> {
+    fn router() -> Router<Cluster> {
+        unconnected(&config())
+    }
+
+    /// The cluster named `name` of `config`.
+    fn named(config: &Config, name: &str) -> Cluster {
+        (config.clusters.iter())
+            .find(|c| c.name == name)
+            .unwrap()
+            .clone()
+    }
+
+    /// The cluster named `name` of [`config`].
+    fn peer(name: &str) -> Cluster {
+        named(&config(), name)
+    }
+
+    /// The route `router` gives `name` (dotted).
+    fn route_in(router: &Router<Cluster>, name: &str) -> Route<Cluster> {
         let name = Name::from_ascii(name).unwrap().to_bytes().unwrap();
-        router().route(&name).into_owned()
+        router.route(&name).into_owned()
+    }
+
+    fn route(name: &str) -> Route<Cluster> {
+        route_in(&router(), name)
     }
 
     #[test]
     fn cluster_zones_match_on_label_boundaries_ignoring_case() {
-        assert_eq!(route("member-4.foo.ns.cluster.b."), Route::Cluster(1));
-        assert_eq!(route("MEMBER-4.Foo.NS.Cluster.B."), Route::Cluster(1));
-        assert_eq!(route("cluster.b."), Route::Cluster(1));
+        assert_eq!(
+            route("member-4.foo.ns.cluster.b."),
+            Route::Cluster(peer("b"))
+        );
+        assert_eq!(
+            route("MEMBER-4.Foo.NS.Cluster.B."),
+            Route::Cluster(peer("b"))
+        );
+        assert_eq!(route("cluster.b."), Route::Cluster(peer("b")));
         assert_eq!(route("x.notcluster.b."), Route::Passthrough);
         assert_eq!(route("x.cluster.bb."), Route::Passthrough);
         assert_eq!(route("x.cluster.c."), Route::Passthrough);
@@ -239,14 +268,17 @@ mod tests {
 
     #[test]
     fn the_local_cluster_has_a_zone_too() {
-        assert_eq!(route("mongo-0.mongo.db.cluster.a."), Route::Cluster(0));
+        assert_eq!(
+            route("mongo-0.mongo.db.cluster.a."),
+            Route::Cluster(peer("a"))
+        );
     }
 
     #[test]
     fn every_zone_routes_its_own_names() {
         // Zones never nest (the configuration refuses it): a namespace `deep` of cluster b is
         // cluster b's, whatever zones exist.
-        assert_eq!(route("x.deep.cluster.b."), Route::Cluster(1));
+        assert_eq!(route("x.deep.cluster.b."), Route::Cluster(peer("b")));
         assert_eq!(
             route("x.mesh.example."),
             gathered("mesh.example.", Scheme::Prefix)
@@ -267,9 +299,12 @@ mod tests {
     fn a_peers_namespace_and_everything_under_it_go_to_that_peer() {
         assert_eq!(
             route("cockroachdb-0.cockroachdb.crdb-eu.svc.cluster.local."),
-            Route::Namespace(1)
+            Route::Namespace(peer("b"))
         );
-        assert_eq!(route("CRDB-EU-2.svc.Cluster.Local."), Route::Namespace(1));
+        assert_eq!(
+            route("CRDB-EU-2.svc.Cluster.Local."),
+            Route::Namespace(peer("b"))
+        );
         assert_eq!(route("x.crdb-eu-3.svc.cluster.local."), Route::Passthrough);
         assert_eq!(route("x.crdb-us.svc.cluster.local."), Route::Passthrough);
         assert_eq!(route("crdb-eu.cluster.local."), Route::Passthrough);
@@ -277,7 +312,7 @@ mod tests {
 
     #[test]
     fn reverse_names_of_a_peers_addresses_go_to_that_peer() {
-        assert_eq!(route("4.1.9.10.in-addr.arpa."), Route::Reverse(1));
+        assert_eq!(route("4.1.9.10.in-addr.arpa."), Route::Reverse(peer("b")));
         assert_eq!(route("4.1.8.10.in-addr.arpa."), Route::Passthrough);
         assert_eq!(route("9.10.in-addr.arpa."), Route::Passthrough);
         assert_eq!(route("4.1.7.10.in-addr.arpa."), Route::Passthrough);
@@ -294,18 +329,16 @@ mod tests {
             ("MESHDNS_POD_NAMESPACE", "db"),
         ])
         .unwrap();
-        let router = numbered(&config);
-        let route = |name: &str| {
-            let name = Name::from_ascii(name).unwrap().to_bytes().unwrap();
-            router.route(&name).into_owned()
-        };
+        let router = unconnected(&config);
+        let route = |name: &str| route_in(&router, name);
         let own = |i: usize| Route::SelfName(Arc::new(config.own_names()[i].clone()));
         assert_eq!(route("mongo-0.mongo.db.svc.cluster.local."), own(0));
         assert_eq!(route("MONGO-0.mongo.db.Cluster.A."), own(1));
         assert_eq!(route("a-mongo-0.mongo.db.svc.distributed.local."), own(2));
         assert_eq!(route("2.1.8.10.in-addr.arpa."), own(3));
-        assert_eq!(route("mongo-1.mongo.db.cluster.a."), Route::Cluster(0));
-        assert_eq!(route("x.mongo-0.mongo.db.cluster.a."), Route::Cluster(0));
+        let a = || Route::Cluster(named(&config, "a"));
+        assert_eq!(route("mongo-1.mongo.db.cluster.a."), a());
+        assert_eq!(route("x.mongo-0.mongo.db.cluster.a."), a());
         assert_eq!(
             route("b-mongo-0.mongo.db.svc.distributed.local."),
             gathered("distributed.local.", Scheme::Prefix)
@@ -319,11 +352,9 @@ mod tests {
 
     #[test]
     fn search_expansions_of_zone_names_route_to_search_and_zones_keep_theirs() {
-        let router = numbered(&crate::search::tests::pod_config());
-        let route = |name: &str| {
-            let name = Name::from_ascii(name).unwrap().to_bytes().unwrap();
-            router.route(&name).into_owned()
-        };
+        let config = crate::search::tests::pod_config();
+        let router = unconnected(&config);
+        let route = |name: &str| route_in(&router, name);
         assert_eq!(
             route("mongo-4.mongo.db.cluster.b.db.svc.cluster.local."),
             Route::Search(Arc::new(Name::from_ascii("cluster.local.").unwrap()))
@@ -332,7 +363,10 @@ mod tests {
             route("a-mongo-0.mongo.db.svc.distributed.local.cluster.local."),
             Route::Search(Arc::new(Name::from_ascii("cluster.local.").unwrap()))
         );
-        assert_eq!(route("mongo-4.mongo.db.cluster.b."), Route::Cluster(1));
+        assert_eq!(
+            route("mongo-4.mongo.db.cluster.b."),
+            Route::Cluster(named(&config, "b"))
+        );
         assert_eq!(
             route("mongo-4.mongo.db.cluster.b.example.com."),
             Route::Passthrough

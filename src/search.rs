@@ -178,11 +178,6 @@ impl SearchList {
             (on_boundary && !kubernetes_could_hold(&relative)).then_some(&expansion.domain)
         })
     }
-
-    /// Whether any expansion is answered here (`--check`, logs).
-    pub fn is_empty(&self) -> bool {
-        self.expansions.is_empty()
-    }
 }
 
 /// Whether a name with these labels before a cluster domain could be one of Kubernetes DNS
@@ -335,7 +330,7 @@ pub(crate) mod tests {
         .unwrap();
         assert!(config.search.is_err());
         let list = SearchList::new(&config, &[name("cluster.b.")]);
-        assert!(list.is_empty());
+        assert_eq!(list, SearchList::default());
         assert_eq!(expansion(&list, "y.x.cluster.b.svc.cluster.local."), None);
     }
 }

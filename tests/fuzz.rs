@@ -269,8 +269,8 @@ async fn fuzz_the_request_path_over_sockets() {
     let config =
         meshdns::config::Config::from_vars(vars.iter().map(|(k, v)| (k.to_string(), v.clone())))
             .unwrap();
-    // Only the route's kind matters here: the peers are the clusters' positions.
-    let router = Router::new(&config, &(0..config.clusters.len()).collect::<Vec<_>>());
+    // Only the route's kind matters here: the peers are the clusters' configurations.
+    let router = Router::new(&config, &config.clusters);
     let names = [
         ("www.example.com.", RecordType::A),
         ("mongo-0.mongo.db.cluster.b.", RecordType::A),

@@ -13,7 +13,7 @@ use hickory_proto::op::{Edns, Message, OpCode, Query, ResponseCode};
 use hickory_proto::rr::rdata::{A, SRV};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
-use meshdns::config::Config;
+use meshdns::config::{Cluster, Config};
 use meshdns::gather::{Leg, Naming, Scheme, merge};
 use meshdns::reply::{encode_fitted, fit_wire};
 use meshdns::rewrite::ZoneMap;
@@ -135,13 +135,12 @@ proptest! {
         let question = zone("_mongodb._tcp.mongo.db.svc.distributed.local.");
         let mut request = Message::query();
         request.add_query(Query::query(question.clone(), qtype));
-        let legs: Vec<(usize, Leg)> = outcomes
-            .iter()
+        let legs: Vec<(&Cluster, Leg)> = (config.clusters.iter().zip(&outcomes))
             .enumerate()
-            .map(|(i, o)| (i, leg(i as u8 + 1, *o, qtype)))
+            .map(|(i, (cluster, o))| (cluster, leg(i as u8 + 1, *o, qtype)))
             .collect();
         let naming = Naming { zone: zone("distributed.local."), scheme: Scheme::Prefix };
-        let merged = merge(&request, &naming, &config.clusters, &legs, Duration::from_secs(5));
+        let merged = merge(&request, &naming, &legs, Duration::from_secs(5));
         let answered = |cluster: u8| {
             matches!(outcomes[usize::from(cluster) - 1], Outcome::Records(n) if n > 0)
         };
@@ -578,10 +577,10 @@ proptest! {
         let Some(config) = accepted(&members, template, distributed, clusterset) else {
             return Ok(()); // refused: not a configuration meshdns runs with
         };
-        let router = meshdns::route::Router::new(&config, &(0..config.clusters.len()).collect::<Vec<_>>());
+        let router = meshdns::route::Router::new(&config, &config.clusters);
         for zone in &config.distributed_zones {
             let naming = Naming { zone: zone.clone(), scheme: Scheme::Prefix };
-            for (index, cluster) in config.clusters.iter().enumerate() {
+            for cluster in &config.clusters {
                 for relative in &hosts {
                     let there = Name::from_ascii(relative)
                         .and_then(|name| name.append_domain(&cluster.domain))
@@ -601,9 +600,8 @@ proptest! {
                     };
                     prop_assert_eq!(legs.len(), 1, "{} of cluster {}", target, cluster.name);
                     prop_assert_eq!(
-                        legs[0].0, index,
-                        "{} of cluster {} goes to {}", target, cluster.name,
-                        config.clusters[legs[0].0].name
+                        &legs[0].0, cluster,
+                        "{} of cluster {} goes to {}", target, cluster.name, legs[0].0.name
                     );
                     prop_assert!(legs[0].1.eq_ignore_root(&there), "{} asked as {}", target, legs[0].1);
                 }

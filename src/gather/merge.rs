@@ -49,12 +49,11 @@ pub struct Merged {
     pub partial: bool,
 }
 
-/// Merges legs given in cluster order: `(index into clusters, leg)`.
-pub fn merge(
+/// Merges legs given in cluster order, each with the cluster it asked.
+pub fn merge<P: AsRef<Cluster>>(
     request: &Message,
     naming: &Naming,
-    clusters: &[impl AsRef<Cluster>],
-    legs: &[(usize, Leg)],
+    legs: &[(P, Leg)],
     negative_ttl: Duration,
 ) -> Merged {
     let Some(asked) = request.queries.first() else {
@@ -76,7 +75,7 @@ pub fn merge(
         .sum();
     let mut records = Records::with_capacity(size);
     let (mut noerror, mut nxdomain, mut failed, mut stale) = (false, 0usize, 0usize, false);
-    for (index, leg) in legs {
+    for (peer, leg) in legs {
         match leg {
             Leg::Answered(reply) | Leg::Stale(reply) => {
                 stale |= matches!(leg, Leg::Stale(_));
@@ -84,7 +83,7 @@ pub fn merge(
                     ResponseCode::NXDomain => nxdomain += 1,
                     _ => noerror = true,
                 }
-                records.add_leg(asked, reply, naming, clusters[*index].as_ref());
+                records.add_leg(asked, reply, naming, peer.as_ref());
             }
             Leg::Failed => failed += 1,
         }
@@ -158,10 +157,10 @@ fn no_cluster_answered(request: &Message) -> Merged {
 /// The zone's own SOA, asked at its apex (docs/design.md, "Zone apexes"): one record,
 /// synthesized, owned by the question as spelled, its serial made of the clusters'
 /// ([`zone_serial`]); SERVFAIL when no cluster answered.
-fn apex_soa(
+fn apex_soa<P>(
     request: &Message,
     naming: &Naming,
-    legs: &[(usize, Leg)],
+    legs: &[(P, Leg)],
     negative_ttl: Duration,
 ) -> Merged {
     let partial = (legs.iter()).any(|(_, leg)| !matches!(leg, Leg::Answered(_)));
@@ -191,7 +190,7 @@ fn apex_soa(
 /// sum in serial number arithmetic (RFC 1982) as long as the increments together stay below
 /// 2^31 — a tool that compares serials sees an increase. A cluster that does not answer takes
 /// its serial out of the sum; such an answer is partial, and cached only a few seconds.
-fn zone_serial(legs: &[(usize, Leg)]) -> u32 {
+fn zone_serial<P>(legs: &[(P, Leg)]) -> u32 {
     let serials = legs.iter().filter_map(|(_, leg)| match leg {
         Leg::Answered(reply) | Leg::Stale(reply) => (reply.answers.iter())
             .chain(&reply.authorities)
@@ -543,8 +542,8 @@ mod tests {
     }
 
     fn run(req: &Message, legs: Vec<Leg>) -> Merged {
-        let legs: Vec<(usize, Leg)> = legs.into_iter().enumerate().collect();
-        merge(req, &naming(), &clusters(), &legs, Duration::from_secs(5))
+        let legs: Vec<(Cluster, Leg)> = clusters().into_iter().zip(legs).collect();
+        merge(req, &naming(), &legs, Duration::from_secs(5))
     }
 
     const SRV_NAME: &str = "_mongodb._tcp.mongo.db.svc.distributed.local.";
@@ -824,14 +823,14 @@ mod tests {
             reply.additionals[0].ttl = ttl;
             reply
         };
+        let a = || clusters().swap_remove(0);
         let legs = vec![
-            (0, Leg::Answered(with("mongo-0", 30))),
-            (0, Leg::Answered(with("MONGO-0", 7))),
+            (a(), Leg::Answered(with("mongo-0", 30))),
+            (a(), Leg::Answered(with("MONGO-0", 7))),
         ];
         let merged = merge(
             &request(SRV_NAME, RecordType::SRV),
             &naming(),
-            &clusters(),
             &legs,
             Duration::from_secs(5),
         );

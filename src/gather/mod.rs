@@ -58,6 +58,15 @@ const SCHEMA_VERSION_TTL: u32 = 300;
 /// A leg running: its slot in the gathered list, and what it brought.
 type LegRun = Pin<Box<dyn Future<Output = (usize, Leg)> + Send>>;
 
+/// One leg of a gathering: the peer it asks, what it brought (`Failed` until it answers), its
+/// cache key, and its progress while it runs (`None`: finished, or never started).
+struct Asked {
+    peer: Arc<Peer>,
+    leg: Leg,
+    key: Option<CacheKey>,
+    running: Option<Arc<Progress>>,
+}
+
 /// The gathered zones and whom to ask for them.
 #[derive(Debug)]
 pub struct Gatherer {
@@ -135,7 +144,7 @@ impl Gatherer {
             }
             gathered = self.ask_all(client, fallback, deadline).await;
         }
-        let merged = merge::merge(request, naming, &self.peers, &gathered, self.negative_ttl);
+        let merged = merge::merge(request, naming, &gathered, self.negative_ttl);
         if prefixed_nxdomain && merged.reply.response_code == ResponseCode::ServFail {
             // The fallback could not complete (a cluster is down): the prefixed cluster's
             // NXDOMAIN stands, never a SERVFAIL that would let a stale copy be served.
@@ -146,7 +155,7 @@ impl Gatherer {
             let missing: Vec<&str> = gathered
                 .iter()
                 .filter(|(_, leg)| matches!(leg, Leg::Failed))
-                .filter_map(|(i, _)| self.peers.get(*i).map(|p| p.cluster.name.as_str()))
+                .map(|(peer, _)| peer.cluster.name.as_str())
                 .collect();
             tracing::debug!(?missing, "partial gathered answer");
         }
@@ -166,70 +175,68 @@ impl Gatherer {
     async fn ask_all(
         &self,
         request: &Request,
-        legs: Vec<(usize, Name)>,
+        legs: Vec<(Arc<Peer>, Name)>,
         deadline: Instant,
-    ) -> Vec<(usize, Leg)> {
+    ) -> Vec<(Arc<Peer>, Leg)> {
         // A reply that may be scoped to the client's subnet is no leg's answer for others.
         let shared = may_share(request.question(), request.opt());
         let flags = KeyFlags {
             edns: true,
             ..request.key_flags()
         };
-        let mut gathered: Vec<(usize, Leg)> = Vec::with_capacity(legs.len());
-        let mut keys: Vec<Option<CacheKey>> = Vec::with_capacity(legs.len());
-        // The progress of each leg still running (`None`: finished, or never started).
-        let mut progress: Vec<Option<Arc<Progress>>> = Vec::with_capacity(legs.len());
+        let mut asked: Vec<Asked> = Vec::with_capacity(legs.len());
         let mut running: FuturesUnordered<LegRun> = FuturesUnordered::new();
-        for (slot, (index, name)) in legs.into_iter().enumerate() {
-            gathered.push((index, Leg::Failed));
+        for (slot, (peer, name)) in legs.into_iter().enumerate() {
             let query = name.to_bytes().ok().and_then(|name| request.for_leg(&name));
-            let peer = self.peers.get(index);
-            let key = (peer.zip(query.as_deref())).and_then(|(peer, query)| {
+            let key = (query.as_deref()).and_then(|query| {
                 CacheKey::for_leg(peer.target, wire::first_question(query)?, flags)
             });
-            keys.push(key.clone());
-            let (Some(key), Some(peer), Some(query)) = (key, peer.map(Arc::clone), query) else {
-                progress.push(None);
-                continue;
+            let mut leg = Asked {
+                peer,
+                leg: Leg::Failed,
+                key,
+                running: None,
             };
-            let leg_progress = Arc::new(Progress::default());
-            progress.push(Some(Arc::clone(&leg_progress)));
-            let (cache, generation) = (Arc::clone(&self.cache), self.generation);
-            running.push(Box::pin(async move {
-                let (leg, bytes) = ask_leg(&peer.upstream, &query, deadline, &leg_progress).await;
-                if let (true, Some(bytes)) = (shared, &bytes) {
-                    // Also when the reply has gone out without this leg: it refreshes the
-                    // answer a later failure of this cluster is filled from (unless a reload
-                    // came in between: then the cache refuses it).
-                    cache.insert(&key, bytes, Instant::now(), generation);
-                }
-                (slot, leg)
-            }));
+            if let (Some(key), Some(query)) = (leg.key.clone(), query) {
+                let progress = Arc::new(Progress::default());
+                leg.running = Some(Arc::clone(&progress));
+                let (cache, generation) = (Arc::clone(&self.cache), self.generation);
+                let peer = Arc::clone(&leg.peer);
+                running.push(Box::pin(async move {
+                    let (leg, bytes) = ask_leg(&peer.upstream, &query, deadline, &progress).await;
+                    if let (true, Some(bytes)) = (shared, &bytes) {
+                        // Also when the reply has gone out without this leg: it refreshes the
+                        // answer a later failure of this cluster is filled from (unless a
+                        // reload came in between: then the cache refuses it).
+                        cache.insert(&key, bytes, Instant::now(), generation);
+                    }
+                    (slot, leg)
+                }));
+            }
+            asked.push(leg);
         }
         let mut cutoff = deadline;
         let mut clock_started = false;
         while !running.is_empty() {
             tokio::select! {
                 Some((slot, leg)) = running.next() => {
-                    if let Some(done) = progress.get_mut(slot) {
-                        *done = None;
+                    let first_answer = !clock_started && matches!(leg, Leg::Answered(_));
+                    if let Some(entry) = asked.get_mut(slot) {
+                        (entry.leg, entry.running) = (leg, None);
                     }
-                    if !clock_started && matches!(leg, Leg::Answered(_)) {
+                    if first_answer {
                         clock_started = true;
-                        let pending: Vec<&Progress> = progress.iter().flatten().map(AsRef::as_ref).collect();
+                        let pending: Vec<&Progress> = asked.iter().filter_map(|a| a.running.as_deref()).collect();
                         cutoff = deadline.min(self.stragglers_cutoff(Instant::now(), &pending));
-                    }
-                    if let Some(entry) = gathered.get_mut(slot) {
-                        entry.1 = leg;
                     }
                 }
                 () = sleep_until(cutoff) => break,
             }
         }
         if !running.is_empty() {
-            let cut: Vec<&str> = (progress.iter().zip(&gathered))
-                .filter(|(running, _)| running.is_some())
-                .filter_map(|(_, (i, _))| self.peers.get(*i).map(|p| p.cluster.name.as_str()))
+            let cut: Vec<&str> = (asked.iter())
+                .filter(|a| a.running.is_some())
+                .map(|a| a.peer.cluster.name.as_str())
                 .collect();
             tracing::debug!(?cut, "stragglers cut");
             // Cut legs finish in the background and refresh their cache entries; when the
@@ -238,9 +245,9 @@ impl Gatherer {
                 .spawn(async move { while running.next().await.is_some() {} });
         }
         let now = Instant::now();
-        for ((_, leg), key) in gathered.iter_mut().zip(&keys) {
-            if matches!(leg, Leg::Failed)
-                && let Some(key) = key
+        for entry in &mut asked {
+            if matches!(entry.leg, Leg::Failed)
+                && let Some(key) = &entry.key
                 && let Some(last) = self
                     .cache
                     .last_good(key, now)
@@ -250,10 +257,10 @@ impl Gatherer {
                     ResponseCode::NoError | ResponseCode::NXDomain
                 )
             {
-                *leg = Leg::Stale(last);
+                entry.leg = Leg::Stale(last);
             }
         }
-        gathered
+        asked.into_iter().map(|a| (a.peer, a.leg)).collect()
     }
 
     /// How long the reply still waits, from `now` (the first answer), for the legs whose

@@ -39,15 +39,15 @@ pub enum Scheme {
     Clusterset,
 }
 
-/// Where a question goes.
+/// Where a question goes: each leg holds the cluster it asks (`P`, a peer), in cluster order.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Plan {
-    /// Ask these clusters (indexes into the cluster list) with the name in each one's domain;
-    /// when that is one prefixed host and its cluster says NXDOMAIN, ask `fallback` instead
-    /// (the name as it is, gathered from every cluster).
+pub enum Plan<P> {
+    /// Ask these clusters with the name in each one's domain; when that is one prefixed host
+    /// and its cluster says NXDOMAIN, ask `fallback` instead (the name as it is, gathered from
+    /// every cluster).
     Ask {
-        legs: Vec<(usize, Name)>,
-        fallback: Option<Vec<(usize, Name)>>,
+        legs: Vec<(P, Name)>,
+        fallback: Option<Vec<(P, Name)>>,
     },
     /// The MCS schema version: answered locally.
     SchemaVersion,
@@ -59,15 +59,20 @@ pub enum Plan {
 }
 
 impl Naming {
-    /// The plan for `name` (under this zone) and `qtype`.
-    pub fn plan<C: AsRef<Cluster>>(&self, name: &Name, qtype: RecordType, clusters: &[C]) -> Plan {
+    /// The plan for `name` (under this zone) and `qtype`, over the clusters `peers`.
+    pub fn plan<P: AsRef<Cluster> + Clone>(
+        &self,
+        name: &Name,
+        qtype: RecordType,
+        peers: &[P],
+    ) -> Plan<P> {
         // Every label, a leading `*` included (`Name::num_labels` leaves it out).
         let keep = name.iter().count().saturating_sub(self.zone.iter().count());
         let labels: Vec<&[u8]> = name.iter().take(keep).collect();
         // The name as it is, in the domain of each cluster that can hold it: a cluster whose
         // domain is longer may not, and only a name that none can hold does not exist.
-        let gathered: Vec<(usize, Name)> = (clusters.iter().enumerate())
-            .filter_map(|(index, c)| upstream_name(&labels, &c.as_ref().domain).map(|n| (index, n)))
+        let gathered: Vec<(P, Name)> = (peers.iter())
+            .filter_map(|p| upstream_name(&labels, &p.as_ref().domain).map(|n| (p.clone(), n)))
             .collect();
         let gathered = (!gathered.is_empty()).then_some(gathered);
         if qtype == RecordType::SOA && labels.is_empty() {
@@ -86,15 +91,15 @@ impl Naming {
         }
         let one_host = matches!(qtype, RecordType::A | RecordType::AAAA | RecordType::TXT);
         let single = match self.scheme {
-            Scheme::Prefix if one_host => prefixed_cluster(&labels, clusters),
+            Scheme::Prefix if one_host => prefixed_cluster(&labels, peers),
             Scheme::Clusterset if qtype == RecordType::TXT && labels == [MCS_VERSION_LABEL] => {
                 return Plan::SchemaVersion;
             }
-            Scheme::Clusterset if one_host => clusterset_cluster(&labels, clusters),
+            Scheme::Clusterset if one_host => clusterset_cluster(&labels, peers),
             _ => None,
         };
-        let host = single.and_then(|(index, cluster, stripped)| {
-            upstream_name(&stripped, &cluster.domain).map(|host| (index, host))
+        let host = single.and_then(|(peer, stripped)| {
+            upstream_name(&stripped, &peer.as_ref().domain).map(|host| (peer.clone(), host))
         });
         match host {
             Some(host) => Plan::Ask {
@@ -139,38 +144,36 @@ impl Naming {
 /// `b-mongo-2.mongo.db.svc` → cluster b with `mongo-2.mongo.db.svc`, `b-web.db.svc` → cluster
 /// b with `web.db.svc`: any depth; the longest matching prefix wins, and the prefix must leave
 /// something of the label.
-fn prefixed_cluster<'c, C: AsRef<Cluster>>(
+fn prefixed_cluster<'p, P: AsRef<Cluster>>(
     labels: &[&[u8]],
-    clusters: &'c [C],
-) -> Option<(usize, &'c Cluster, Vec<Vec<u8>>)> {
+    peers: &'p [P],
+) -> Option<(&'p P, Vec<Vec<u8>>)> {
     let first = labels.first()?;
-    let (index, cluster) = (clusters.iter().map(AsRef::as_ref).enumerate())
-        .filter(|(_, c)| {
-            first.len() > c.prefix.len()
-                && first[..c.prefix.len()].eq_ignore_ascii_case(c.prefix.as_bytes())
+    let peer = (peers.iter())
+        .filter(|p| {
+            let prefix = p.as_ref().prefix.as_bytes();
+            first.len() > prefix.len() && first[..prefix.len()].eq_ignore_ascii_case(prefix)
         })
-        .max_by_key(|(_, c)| c.prefix.len())?;
+        .max_by_key(|p| p.as_ref().prefix.len())?;
     let mut stripped: Vec<Vec<u8>> = labels.iter().map(|l| l.to_vec()).collect();
-    stripped[0].drain(..cluster.prefix.len());
-    Some((index, cluster, stripped))
+    stripped[0].drain(..peer.as_ref().prefix.len());
+    Some((peer, stripped))
 }
 
 /// `host.X.service.ns.svc` → cluster X with `host.service.ns.svc`.
-fn clusterset_cluster<'c, C: AsRef<Cluster>>(
+fn clusterset_cluster<'p, P: AsRef<Cluster>>(
     labels: &[&[u8]],
-    clusters: &'c [C],
-) -> Option<(usize, &'c Cluster, Vec<Vec<u8>>)> {
+    peers: &'p [P],
+) -> Option<(&'p P, Vec<Vec<u8>>)> {
     let [host, cluster, service, namespace, svc] = labels else {
         return None;
     };
     if !svc.eq_ignore_ascii_case(SVC_LABEL) {
         return None;
     }
-    let (index, cluster) = (clusters.iter().map(AsRef::as_ref).enumerate())
-        .find(|(_, c)| c.name.as_bytes().eq_ignore_ascii_case(cluster))?;
+    let peer = (peers.iter()).find(|p| p.as_ref().name.as_bytes().eq_ignore_ascii_case(cluster))?;
     Some((
-        index,
-        cluster,
+        peer,
         [host, service, namespace, svc]
             .iter()
             .map(|l| l.to_vec())
@@ -217,9 +220,16 @@ mod tests {
         }
     }
 
-    fn asked(plan: Plan) -> Vec<(usize, String)> {
+    /// Each leg as "cluster name-asked".
+    fn shown(legs: Vec<(Cluster, Name)>) -> Vec<String> {
+        (legs.into_iter())
+            .map(|(cluster, name)| format!("{} {}", cluster.name, name.to_ascii()))
+            .collect()
+    }
+
+    fn asked(plan: Plan<Cluster>) -> Vec<String> {
         match plan {
-            Plan::Ask { legs, .. } => legs.into_iter().map(|(i, n)| (i, n.to_ascii())).collect(),
+            Plan::Ask { legs, .. } => shown(legs),
             other => panic!("{other:?}"),
         }
     }
@@ -234,9 +244,9 @@ mod tests {
         assert_eq!(
             legs,
             [
-                (0, "_mongodb._tcp.mongo.db.svc.cluster.local.".to_string()),
-                (1, "_mongodb._tcp.mongo.db.svc.cluster.local.".to_string()),
-                (2, "_mongodb._tcp.mongo.db.svc.bb.example.".to_string()),
+                "a _mongodb._tcp.mongo.db.svc.cluster.local.",
+                "b _mongodb._tcp.mongo.db.svc.cluster.local.",
+                "bb _mongodb._tcp.mongo.db.svc.bb.example.",
             ]
         );
     }
@@ -248,11 +258,7 @@ mod tests {
             let legs = asked(naming.plan(&apex, RecordType::SOA, &clusters()));
             assert_eq!(
                 legs,
-                [
-                    (0, "cluster.local.".to_string()),
-                    (1, "cluster.local.".to_string()),
-                    (2, "bb.example.".to_string()),
-                ]
+                ["a cluster.local.", "b cluster.local.", "bb bb.example.",]
             );
             let below = apex.prepend_label("db").unwrap();
             assert_eq!(
@@ -269,16 +275,13 @@ mod tests {
             RecordType::A,
             &clusters(),
         ));
-        assert_eq!(
-            legs,
-            [(1, "mongo-2.mongo.db.svc.cluster.local.".to_string())]
-        );
+        assert_eq!(legs, ["b mongo-2.mongo.db.svc.cluster.local."]);
         let legs = asked(prefix().plan(
             &name("bb-mongo-2.mongo.db.svc.distributed.local."),
             RecordType::AAAA,
             &clusters(),
         ));
-        assert_eq!(legs, [(2, "mongo-2.mongo.db.svc.bb.example.".to_string())]);
+        assert_eq!(legs, ["bb mongo-2.mongo.db.svc.bb.example."]);
     }
 
     #[test]
@@ -300,9 +303,7 @@ mod tests {
             let Plan::Ask { legs, fallback } = plan else {
                 panic!("{plan:?}")
             };
-            let legs: Vec<(usize, String)> =
-                legs.into_iter().map(|(i, n)| (i, n.to_ascii())).collect();
-            assert_eq!(legs, [(1, stripped.to_string())], "{asked}");
+            assert_eq!(shown(legs), [format!("b {stripped}")], "{asked}");
             let fallback = fallback.expect("the name as it is, gathered");
             assert_eq!(fallback.len(), 3);
             assert_eq!(
@@ -363,7 +364,8 @@ mod tests {
         let mut both = clusters();
         both.extend(clusters_with_long_domain());
         let legs = asked(prefix().plan(&name(&long), RecordType::A, &both));
-        assert_eq!(legs.iter().map(|(i, _)| *i).collect::<Vec<_>>(), [0, 1, 2]);
+        let clusters: Vec<&str> = legs.iter().map(|l| l.split(' ').next().unwrap()).collect();
+        assert_eq!(clusters, ["a", "b", "bb"]);
         assert_eq!(
             prefix().plan(&name(&long), RecordType::MX, &both),
             Plan::NoData
@@ -464,10 +466,7 @@ mod tests {
             RecordType::A,
             &clusters(),
         ));
-        assert_eq!(
-            legs,
-            [(1, "mongo-0.mongo.db.svc.cluster.local.".to_string())]
-        );
+        assert_eq!(legs, ["b mongo-0.mongo.db.svc.cluster.local."]);
         let legs = asked(mcs().plan(
             &name("mongo.db.svc.clusterset.local."),
             RecordType::A,

@@ -99,9 +99,9 @@ fn serve(
         return reply::from_header(bytes, ResponseCode::FormErr);
     }
     // A cache hit is answered right here: no task, no parse, no copy of the query.
-    let key = match shared.resolver.answer_from_cache(bytes, Proto::Udp) {
+    let routed = match shared.resolver.answer_from_cache(bytes, Proto::Udp) {
         FastPath::Answered(reply) => return Some(reply),
-        FastPath::Miss(key) => key,
+        FastPath::Miss(routed) => routed,
     };
     let Ok(permit) = Arc::clone(&shared.inflight).try_acquire_owned() else {
         tracing::debug!(%peer, "in-flight limit reached; datagram dropped");
@@ -113,7 +113,7 @@ fn serve(
     let resolver = Arc::clone(&shared.resolver);
     let counted = shared.metrics.inflight();
     tokio::spawn(async move {
-        if let Some(reply) = resolver.handle_miss(query, Proto::Udp, key).await {
+        if let Some(reply) = resolver.handle_miss(query, Proto::Udp, routed).await {
             batch::send_one(socket.get_ref(), &reply, peer);
         }
         drop((counted, permit));
