@@ -1013,6 +1013,105 @@ async fn after_a_reload_a_miss_never_waits_on_nor_inherits_the_failure_of_an_old
     assert_eq!(cache.flights.len(), 0);
 }
 
+/// A miss of configuration `generation` for `request`, left in flight on a task of its own.
+fn in_flight_of(
+    cache: &Arc<Cache>,
+    request: &[u8],
+    generation: Generation,
+    resolve: impl Future<Output = Vec<u8>> + Send + 'static,
+) -> tokio::task::JoinHandle<Option<Vec<u8>>> {
+    let (cache, request) = (Arc::clone(cache), request.to_vec());
+    tokio::spawn(async move {
+        cache
+            .get_or_resolve(&key(&request), &request, miss_of(generation), resolve)
+            .await
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_reload_the_followers_of_an_old_flight_still_get_its_reply() {
+    let cache = cache(100);
+    let request = query("member-0.mongo.db.cluster.b.", RecordType::A, None, false);
+    let asked = Arc::new(AtomicUsize::new(0));
+    let old = in_flight(
+        &cache,
+        &request,
+        upstream(&asked, SECOND, answer(&request, &[30])),
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // A query of the old configuration follows the old flight (it never asks: TTL 5 if it did).
+    let follower = in_flight(
+        &cache,
+        &request,
+        upstream(&asked, Duration::ZERO, answer(&request, &[5])),
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let new = FIRST.next();
+    cache.advance(new);
+    // The new configuration's miss leads a flight of its own, still in the air when the old
+    // one lands.
+    let started = Instant::now();
+    let newer = in_flight_of(
+        &cache,
+        &request,
+        new,
+        upstream(&asked, SECOND, answer(&request, &[60])),
+    );
+    let followed = follower.await.unwrap().unwrap();
+    assert_eq!(ttls(&followed), [30], "the old flight's reply");
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_millis(800),
+        "when the old one landed"
+    );
+    assert_eq!(ttls(&old.await.unwrap().unwrap()), [30]);
+    assert_eq!(ttls(&newer.await.unwrap().unwrap()), [60]);
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        2,
+        "the old leader and the new"
+    );
+    assert_eq!(cache.flights.len(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_reload_the_followers_of_a_lost_old_leader_follow_the_new_flight() {
+    let cache = cache(100);
+    let request = query("member-0.mongo.db.cluster.b.", RecordType::A, None, false);
+    let asked = Arc::new(AtomicUsize::new(0));
+    let doomed = in_flight(
+        &cache,
+        &request,
+        upstream(&asked, 10 * SECOND, answer(&request, &[30])),
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let follower = in_flight(
+        &cache,
+        &request,
+        upstream(&asked, Duration::ZERO, answer(&request, &[5])),
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let new = FIRST.next();
+    cache.advance(new);
+    let newer = in_flight_of(
+        &cache,
+        &request,
+        new,
+        upstream(&asked, SECOND, answer(&request, &[60])),
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    doomed.abort();
+    // Released, the follower joins again and follows the newer flight (it never asks).
+    assert_eq!(ttls(&follower.await.unwrap().unwrap()), [60]);
+    assert_eq!(ttls(&newer.await.unwrap().unwrap()), [60]);
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        2,
+        "the lost leader and the new"
+    );
+    assert_eq!(cache.flights.len(), 0);
+}
+
 /// A reload looks at no entry: a changed target has a new identity, so what its old one cached
 /// (a remembered failure too) is never found again, and an unchanged one keeps its entries.
 #[tokio::test(start_paused = true)]
