@@ -25,6 +25,7 @@
 //! wakes nothing.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -137,34 +138,36 @@ impl Flights {
             key: key.clone(),
         };
         let mut table = self.lock();
-        if let Some(flight) = table.flights.get_mut(&key)
-            && flight.generation >= generation
-        {
-            let receiver = match &flight.followers {
-                Some(sender) => sender.subscribe(),
-                None => {
-                    let (sender, receiver) = watch::channel(None);
-                    flight.followers = Some(sender);
-                    receiver
-                }
-            };
-            return Flight::Follower(FlightFollower { receiver });
-        }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let flight = InFlight {
             id,
             generation,
             followers: None,
         };
-        // An older flight's entry is replaced; its followers' channel waits for its leader
-        // among the displaced ones.
-        if let Some(InFlight {
-            id: older,
-            followers: Some(sender),
-            ..
-        }) = table.flights.insert(key.clone(), flight)
-        {
-            table.displaced.insert(older, sender);
+        match table.flights.entry(key.clone()) {
+            Entry::Occupied(mut entry) if entry.get().generation >= generation => {
+                let flight = entry.get_mut();
+                let receiver = match &flight.followers {
+                    Some(sender) => sender.subscribe(),
+                    None => {
+                        let (sender, receiver) = watch::channel(None);
+                        flight.followers = Some(sender);
+                        receiver
+                    }
+                };
+                return Flight::Follower(FlightFollower { receiver });
+            }
+            // An older flight's entry is replaced; its followers' channel waits for its
+            // leader among the displaced ones.
+            Entry::Occupied(mut entry) => {
+                let older = entry.insert(flight);
+                if let Some(sender) = older.followers {
+                    table.displaced.insert(older.id, sender);
+                }
+            }
+            Entry::Vacant(entry) => {
+                entry.insert(flight);
+            }
         }
         drop(table);
         Flight::Leader(FlightLeader {
@@ -190,11 +193,11 @@ impl FlightLeader {
     }
 
     /// Hands the reply meant for the leader's own client (complete, before any cut to a UDP
-    /// size) to every follower. Insert it into the cache first, so a miss that comes after
-    /// the flight closed finds it there.
-    pub fn finish(mut self, reply: Arc<[u8]>) {
+    /// size), made by `shared` only if a follower came, to every follower. Insert it into the
+    /// cache first, so a miss that comes after the flight closed finds it there.
+    pub fn finish(mut self, shared: impl FnOnce() -> Arc<[u8]>) {
         if let Some(followers) = self.close() {
-            followers.send_replace(Some(reply));
+            followers.send_replace(Some(shared()));
         }
     }
 
@@ -202,16 +205,20 @@ impl FlightLeader {
     fn close(&mut self) -> Option<watch::Sender<Outcome>> {
         self.closed = true;
         let mut table = self.flights.lock();
-        let ours = table
-            .flights
-            .get(&self.key)
-            .is_some_and(|flight| flight.id == self.id);
-        if ours {
-            table.flights.remove(&self.key)?.followers
-        } else if table.displaced.is_empty() {
-            None
-        } else {
-            table.displaced.remove(&self.id)
+        match table.flights.remove(&self.key) {
+            Some(ours) if ours.id == self.id => ours.followers,
+            // A newer generation's flight took the key (rare: after a reload): it stays, and
+            // this flight's followers' channel, if any, is among the displaced ones.
+            newer => {
+                if let Some(newer) = newer {
+                    table.flights.insert(self.key.clone(), newer);
+                }
+                if table.displaced.is_empty() {
+                    None
+                } else {
+                    table.displaced.remove(&self.id)
+                }
+            }
         }
     }
 }

@@ -335,22 +335,24 @@ impl Cache {
             };
             if let Some(stale) = stale {
                 self.mark_refresh_failed(key, now, generation);
-                leader.finish(Arc::from(stale.as_slice()));
+                leader.finish(|| Arc::from(stale.as_slice()));
                 return stale;
             }
             self.remember_failure(key, &reply, now, generation);
-            leader.finish(Arc::from(shareable(&reply)));
+            leader.finish(|| Arc::from(shareable(&reply)));
             return reply;
         }
-        let (reply, shared) = match self.store_reply(key, &reply, now, generation) {
-            Some(capped_and_stored) => capped_and_stored,
-            None => {
-                let shared = Arc::from(shareable(&reply));
-                (reply, shared)
+        // The shareable copy is made only for followers, unless the cache stores it anyway.
+        match self.store_reply(key, &reply, now, generation) {
+            Some((capped, stored)) => {
+                leader.finish(|| stored);
+                capped
             }
-        };
-        leader.finish(shared);
-        reply
+            None => {
+                leader.finish(|| Arc::from(shareable(&reply)));
+                reply
+            }
+        }
     }
 
     /// Resolves again in the background and stores the answer, unless an exchange for `key`
