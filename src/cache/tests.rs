@@ -1023,49 +1023,54 @@ fn in_flight_of(
     })
 }
 
+/// A miss of the first configuration for `request` leading a flight that takes `old_delay`
+/// (an answer of TTL 30), one following it (TTL 5 if it ever asked), then a reload and a miss
+/// of the new configuration leading a flight of its own (one second, TTL 60): each on a task
+/// of its own, 100 ms apart.
+async fn a_followed_flight_then_a_reload(
+    cache: &Arc<Cache>,
+    request: &[u8],
+    asked: &Arc<AtomicUsize>,
+    old_delay: Duration,
+) -> [tokio::task::JoinHandle<Option<Vec<u8>>>; 3] {
+    let old = in_flight(
+        cache,
+        request,
+        upstream(asked, old_delay, answer(request, &[30])),
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let follower = in_flight(
+        cache,
+        request,
+        upstream(asked, Duration::ZERO, answer(request, &[5])),
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let new = FIRST.next();
+    cache.advance(new);
+    let newer = in_flight_of(
+        cache,
+        request,
+        new,
+        upstream(asked, SECOND, answer(request, &[60])),
+    );
+    [old, follower, newer]
+}
+
 #[tokio::test(start_paused = true)]
 async fn after_a_reload_the_followers_of_an_old_flight_still_get_its_reply() {
     let cache = cache(100);
     let request = query("member-0.mongo.db.cluster.b.", RecordType::A, None, false);
     let asked = Arc::new(AtomicUsize::new(0));
-    let old = in_flight(
-        &cache,
-        &request,
-        upstream(&asked, SECOND, answer(&request, &[30])),
-    );
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    // A query of the old configuration follows the old flight (it never asks: TTL 5 if it did).
-    let follower = in_flight(
-        &cache,
-        &request,
-        upstream(&asked, Duration::ZERO, answer(&request, &[5])),
-    );
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let new = FIRST.next();
-    cache.advance(new);
-    // The new configuration's miss leads a flight of its own, still in the air when the old
-    // one lands.
     let started = Instant::now();
-    let newer = in_flight_of(
-        &cache,
-        &request,
-        new,
-        upstream(&asked, SECOND, answer(&request, &[60])),
-    );
+    // The new flight is still in the air when the old one lands.
+    let [old, follower, newer] =
+        a_followed_flight_then_a_reload(&cache, &request, &asked, SECOND).await;
     let followed = follower.await.unwrap().unwrap();
     assert_eq!(ttls(&followed), [30], "the old flight's reply");
-    assert_eq!(
-        started.elapsed(),
-        Duration::from_millis(800),
-        "when the old one landed"
-    );
+    assert_eq!(started.elapsed(), SECOND, "when the old one landed");
     assert_eq!(ttls(&old.await.unwrap().unwrap()), [30]);
     assert_eq!(ttls(&newer.await.unwrap().unwrap()), [60]);
-    assert_eq!(
-        asked.load(Ordering::SeqCst),
-        2,
-        "the old leader and the new"
-    );
+    assert_eq!(asked.load(Ordering::SeqCst), 2, "the old leader, the new");
     assert_eq!(cache.flights.len(), 0);
 }
 
@@ -1074,36 +1079,14 @@ async fn after_a_reload_the_followers_of_a_lost_old_leader_follow_the_new_flight
     let cache = cache(100);
     let request = query("member-0.mongo.db.cluster.b.", RecordType::A, None, false);
     let asked = Arc::new(AtomicUsize::new(0));
-    let doomed = in_flight(
-        &cache,
-        &request,
-        upstream(&asked, 10 * SECOND, answer(&request, &[30])),
-    );
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let follower = in_flight(
-        &cache,
-        &request,
-        upstream(&asked, Duration::ZERO, answer(&request, &[5])),
-    );
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let new = FIRST.next();
-    cache.advance(new);
-    let newer = in_flight_of(
-        &cache,
-        &request,
-        new,
-        upstream(&asked, SECOND, answer(&request, &[60])),
-    );
+    let [doomed, follower, newer] =
+        a_followed_flight_then_a_reload(&cache, &request, &asked, 10 * SECOND).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     doomed.abort();
     // Released, the follower joins again and follows the newer flight (it never asks).
     assert_eq!(ttls(&follower.await.unwrap().unwrap()), [60]);
     assert_eq!(ttls(&newer.await.unwrap().unwrap()), [60]);
-    assert_eq!(
-        asked.load(Ordering::SeqCst),
-        2,
-        "the lost leader and the new"
-    );
+    assert_eq!(asked.load(Ordering::SeqCst), 2, "the lost leader, the new");
     assert_eq!(cache.flights.len(), 0);
 }
 
