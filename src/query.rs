@@ -129,8 +129,9 @@ impl Resolver {
             let (deadline, route) = (started + snapshot.timeout, route.into_owned());
             let snapshot = arc_swap::Guard::into_inner(snapshot);
             let generation = snapshot.generation;
-            let resolution = resolve(snapshot, route, request, deadline);
-            self.cache.refresh(key, generation, resolution);
+            self.cache.refresh(key, generation, move || {
+                resolve(snapshot, route, request, deadline)
+            });
         }
         let reply = reply::fit_wire(reply, proto.reply_limit(plain.payload()));
         self.metrics
@@ -191,14 +192,17 @@ impl Resolver {
                 generation: snapshot.generation,
             };
             let key = (request.shared_key()).map(|key| key.for_target(snapshot.target(&route)));
-            let resolution = resolve(snapshot, route, Arc::clone(&request), deadline);
+            let resolution = {
+                let request = Arc::clone(&request);
+                move || resolve(snapshot, route, request, deadline)
+            };
             let answered = match key {
                 Some(key) => {
                     self.cache
                         .get_or_resolve(&key, request.bytes(), miss, resolution)
                         .await
                 }
-                None => Some(resolution.await),
+                None => Some(resolution().await),
             };
             answered.unwrap_or_else(|| {
                 reply::servfail_bytes(

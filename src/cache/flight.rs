@@ -16,11 +16,19 @@
 //! or inherits the failure of, an exchange to an endpoint the reload replaced. The old
 //! flight's followers (queries of the old configuration) still get its reply.
 //!
-//! The table holds one entry per key in flight, so it is bounded by the in-flight query cap.
+//! The table holds one entry per key in flight, and one per flight displaced by a newer
+//! generation's that has followers, so it is bounded by the in-flight query cap.
+//!
+//! Cost: most misses have no follower, so a flight costs its leader one hash of the key
+//! (foldhash, kept with the key for both table look-ups) and two short lock holds; the channel
+//! followers wait on is made by the first follower, so a leader without followers sends and
+//! wakes nothing.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::watch;
 
@@ -30,17 +38,63 @@ use super::serve::patch_header_and_question;
 
 type Outcome = Option<Arc<[u8]>>;
 
-/// A flight in the table: its leader's ID, its generation, and where its reply comes.
+/// A key with its hash, computed once per flight by [`Flights::join`]; the table's hasher
+/// only passes it on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct HashedKey {
+    hash: u64,
+    key: CacheKey,
+}
+
+impl Hash for HashedKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+/// The table's hasher: the hash [`HashedKey`] carries.
+#[derive(Debug, Default)]
+struct CarriedHash(u64);
+
+impl Hasher for CarriedHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write_u64(&mut self, hash: u64) {
+        self.0 = hash;
+    }
+
+    // Not reached (`HashedKey` writes one u64); a fold, so it would still be a hash.
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
+        }
+    }
+}
+
+/// A flight in the table: its leader's ID, its generation, and, once a follower came, the
+/// channel its reply goes out on.
 #[derive(Debug)]
 struct InFlight {
     id: u64,
     generation: Generation,
-    receiver: watch::Receiver<Outcome>,
+    followers: Option<watch::Sender<Outcome>>,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    flights: HashMap<HashedKey, InFlight, BuildHasherDefault<CarriedHash>>,
+    /// The followers' channels of flights whose key a newer generation's flight took (after a
+    /// reload), by leader ID, until their leader finishes or goes away.
+    displaced: HashMap<u64, watch::Sender<Outcome>>,
 }
 
 #[derive(Debug, Default)]
 pub(super) struct Flights {
-    table: Mutex<HashMap<CacheKey, InFlight>>,
+    table: Mutex<Table>,
+    /// foldhash, seeded at random per table (as the cache's index).
+    hasher: foldhash::fast::RandomState,
     next_id: AtomicU64,
 }
 
@@ -59,10 +113,11 @@ pub enum Flight {
 #[derive(Debug)]
 pub struct FlightLeader {
     flights: Arc<Flights>,
-    key: CacheKey,
+    key: HashedKey,
     id: u64,
     generation: Generation,
-    sender: watch::Sender<Outcome>,
+    /// Taken out of the table already (by `finish`).
+    closed: bool,
 }
 
 /// A miss that waits for the leader's reply instead of asking upstream itself.
@@ -72,43 +127,62 @@ pub struct FlightFollower {
 }
 
 impl Flights {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<CacheKey, InFlight>> {
+    fn lock(&self) -> MutexGuard<'_, Table> {
         self.table.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Follow the flight of `key` if one of `generation` or newer is in the air, else lead.
     pub(super) fn join(self: &Arc<Self>, key: &CacheKey, generation: Generation) -> Flight {
-        let mut table = self.lock();
-        if let Some(flight) = table.get(key)
-            && flight.generation >= generation
-        {
-            return Flight::Follower(FlightFollower {
-                receiver: flight.receiver.clone(),
-            });
-        }
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (sender, receiver) = watch::channel(None);
-        // An older flight's entry is replaced; its leader's drop leaves this one alone.
-        table.insert(
-            key.clone(),
-            InFlight {
-                id,
-                generation,
-                receiver,
-            },
-        );
-        Flight::Leader(FlightLeader {
-            flights: Arc::clone(self),
+        let key = HashedKey {
+            hash: self.hasher.hash_one(key),
             key: key.clone(),
+        };
+        let mut table = self.lock();
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let flight = InFlight {
             id,
             generation,
-            sender,
+            followers: None,
+        };
+        match table.flights.entry(key.clone()) {
+            Entry::Occupied(mut entry) if entry.get().generation >= generation => {
+                let flight = entry.get_mut();
+                let receiver = match &flight.followers {
+                    Some(sender) => sender.subscribe(),
+                    None => {
+                        let (sender, receiver) = watch::channel(None);
+                        flight.followers = Some(sender);
+                        receiver
+                    }
+                };
+                return Flight::Follower(FlightFollower { receiver });
+            }
+            // An older flight's entry is replaced; its followers' channel waits for its
+            // leader among the displaced ones.
+            Entry::Occupied(mut entry) => {
+                let older = entry.insert(flight);
+                if let Some(sender) = older.followers {
+                    table.displaced.insert(older.id, sender);
+                }
+            }
+            Entry::Vacant(entry) => {
+                entry.insert(flight);
+            }
+        }
+        drop(table);
+        Flight::Leader(FlightLeader {
+            flights: Arc::clone(self),
+            key,
+            id,
+            generation,
+            closed: false,
         })
     }
 
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
-        self.lock().len()
+        let table = self.lock();
+        table.flights.len() + table.displaced.len()
     }
 }
 
@@ -119,23 +193,42 @@ impl FlightLeader {
     }
 
     /// Hands the reply meant for the leader's own client (complete, before any cut to a UDP
-    /// size) to every follower. Insert it into the cache first, so a miss that comes after
-    /// the flight closed finds it there.
-    pub fn finish(self, reply: Arc<[u8]>) {
-        self.sender.send_replace(Some(reply));
+    /// size), made by `shared` only if a follower came, to every follower. Insert it into the
+    /// cache first, so a miss that comes after the flight closed finds it there.
+    pub fn finish(mut self, shared: impl FnOnce() -> Arc<[u8]>) {
+        if let Some(followers) = self.close() {
+            followers.send_replace(Some(shared()));
+        }
+    }
+
+    /// Takes the flight out of the table; returns its followers' channel, if any came.
+    fn close(&mut self) -> Option<watch::Sender<Outcome>> {
+        self.closed = true;
+        let mut table = self.flights.lock();
+        match table.flights.remove(&self.key) {
+            Some(ours) if ours.id == self.id => ours.followers,
+            // A newer generation's flight took the key (rare: after a reload): it stays, and
+            // this flight's followers' channel, if any, is among the displaced ones.
+            newer => {
+                if let Some(newer) = newer {
+                    table.flights.insert(self.key.clone(), newer);
+                }
+                if table.displaced.is_empty() {
+                    None
+                } else {
+                    table.displaced.remove(&self.id)
+                }
+            }
+        }
     }
 }
 
 impl Drop for FlightLeader {
     fn drop(&mut self) {
-        let mut table = self.flights.lock();
-        if table
-            .get(&self.key)
-            .is_some_and(|flight| flight.id == self.id)
-        {
-            table.remove(&self.key);
+        if !self.closed {
+            // Dropped after the lock: followers still waiting see the channel closed.
+            drop(self.close());
         }
-        // `self.sender` drops after this: followers still waiting see the channel closed.
     }
 }
 

@@ -235,14 +235,21 @@ impl Cache {
     ///    second or a few (RFC 9520). Neither is written once the cache has moved on to a
     ///    generation newer than `miss.generation`.
     ///
+    /// `resolve` makes the resolution when this miss leads (a follower never makes one): the
+    /// leader awaits it in place, and boxes it only when a stale entry is at hand (it may then
+    /// finish in the background), so a miss's task holds one resolution and allocates none.
+    ///
     /// `None` when waiting for another client's exchange ran past the deadline.
-    pub async fn get_or_resolve(
+    pub async fn get_or_resolve<F>(
         self: &Arc<Self>,
         key: &CacheKey,
         request: &[u8],
         miss: Miss,
-        resolve: impl Future<Output = Vec<u8>> + Send + 'static,
-    ) -> Option<Vec<u8>> {
+        resolve: impl FnOnce() -> F + Send,
+    ) -> Option<Vec<u8>>
+    where
+        F: Future<Output = Vec<u8>> + Send + 'static,
+    {
         let now = Instant::now();
         if let Some((reply, _)) = self.fresh(key, request, now) {
             return Some(reply);
@@ -278,15 +285,24 @@ impl Cache {
                     }
                 }
                 Flight::Leader(leader) => {
-                    let resolution = Box::pin(resolve);
-                    return Some(self.lead(key, request, miss, leader, resolution).await);
+                    if self.has_stale(key, Instant::now()) {
+                        let resolution = Box::pin(resolve());
+                        return Some(
+                            self.lead_with_stale(key, request, miss, leader, resolution)
+                                .await,
+                        );
+                    }
+                    let reply = resolve().await;
+                    return Some(self.settle(key, Some(request), leader, reply));
                 }
             }
         }
     }
 
-    /// The leader's part of [`get_or_resolve`](Self::get_or_resolve): steps 4 and after.
-    async fn lead(
+    /// The leader's part of [`get_or_resolve`](Self::get_or_resolve) when a stale entry is at
+    /// hand: it waits at most `miss.client_timer` for the resolution, then serves stale and
+    /// lets the resolution finish in the background.
+    async fn lead_with_stale(
         self: &Arc<Self>,
         key: &CacheKey,
         request: &[u8],
@@ -294,22 +310,18 @@ impl Cache {
         leader: FlightLeader,
         mut resolution: Resolution,
     ) -> Vec<u8> {
-        let reply = if self.has_stale(key, Instant::now()) {
-            match timeout(miss.client_timer, &mut resolution).await {
-                Ok(reply) => reply,
-                Err(_) => {
-                    let now = Instant::now();
-                    if let Some(stale) = self.stale(key, request, now) {
-                        self.mark_refresh_failed(key, now, leader.generation());
-                        self.finish_in_background(key, leader, resolution);
-                        return stale;
-                    }
-                    // Evicted meanwhile: nothing to serve but the answer itself.
-                    resolution.await
+        let reply = match timeout(miss.client_timer, &mut resolution).await {
+            Ok(reply) => reply,
+            Err(_) => {
+                let now = Instant::now();
+                if let Some(stale) = self.stale(key, request, now) {
+                    self.mark_refresh_failed(key, now, leader.generation());
+                    self.finish_in_background(key, leader, resolution);
+                    return stale;
                 }
+                // Evicted meanwhile: nothing to serve but the answer itself.
+                resolution.await
             }
-        } else {
-            resolution.await
         };
         self.settle(key, Some(request), leader, reply)
     }
@@ -335,36 +347,40 @@ impl Cache {
             };
             if let Some(stale) = stale {
                 self.mark_refresh_failed(key, now, generation);
-                leader.finish(Arc::from(stale.as_slice()));
+                leader.finish(|| Arc::from(stale.as_slice()));
                 return stale;
             }
             self.remember_failure(key, &reply, now, generation);
-            leader.finish(Arc::from(shareable(&reply)));
+            leader.finish(|| Arc::from(shareable(&reply)));
             return reply;
         }
-        let (reply, shared) = match self.store_reply(key, &reply, now, generation) {
-            Some(capped_and_stored) => capped_and_stored,
-            None => {
-                let shared = Arc::from(shareable(&reply));
-                (reply, shared)
+        // The shareable copy is made only for followers, unless the cache stores it anyway.
+        match self.store_reply(key, &reply, now, generation) {
+            Some((capped, stored)) => {
+                leader.finish(|| stored);
+                capped
             }
-        };
-        leader.finish(shared);
-        reply
+            None => {
+                leader.finish(|| Arc::from(shareable(&reply)));
+                reply
+            }
+        }
     }
 
     /// Resolves again in the background and stores the answer, unless an exchange for `key`
     /// is already in flight or the background set is full: a popular entry about to expire
     /// (prefetch), or a stale one whose upstream is failing. `generation`: the configuration
-    /// `resolve` runs on.
-    pub fn refresh(
+    /// `resolve` runs on; it makes the resolution only when this refresh leads.
+    pub fn refresh<F>(
         self: &Arc<Self>,
         key: &CacheKey,
         generation: Generation,
-        resolve: impl Future<Output = Vec<u8>> + Send + 'static,
-    ) {
+        resolve: impl FnOnce() -> F,
+    ) where
+        F: Future<Output = Vec<u8>> + Send + 'static,
+    {
         if let Flight::Leader(leader) = self.flights.join(key, generation) {
-            self.finish_in_background(key, leader, Box::pin(resolve));
+            self.finish_in_background(key, leader, Box::pin(resolve()));
         }
     }
 

@@ -169,7 +169,7 @@ async fn ask(
     resolve: impl Future<Output = Vec<u8>> + Send + 'static,
 ) -> Vec<u8> {
     cache
-        .get_or_resolve(&key(request), request, miss, resolve)
+        .get_or_resolve(&key(request), request, miss, move || resolve)
         .await
         .unwrap()
 }
@@ -519,11 +519,9 @@ async fn popular_entries_are_refreshed_once_shortly_before_expiry() {
         "only the first caller"
     );
     let asked = Arc::new(AtomicUsize::new(0));
-    cache.refresh(
-        &k,
-        FIRST,
-        upstream(&asked, Duration::ZERO, answer(&request, &[100])),
-    );
+    cache.refresh(&k, FIRST, || {
+        upstream(&asked, Duration::ZERO, answer(&request, &[100]))
+    });
     tokio::time::sleep(Duration::from_millis(1)).await;
     assert_eq!(asked.load(Ordering::SeqCst), 1);
     // The refreshed answer starts a new life (it is a millisecond old: 99 s left, rounded).
@@ -604,21 +602,17 @@ async fn per_client_edns_options_are_neither_stored_nor_shared() {
     let with_nsid = with_nsid.to_vec().unwrap();
     let asked = Arc::new(AtomicUsize::new(0));
     let (first, follower) = tokio::join!(
-        cache.get_or_resolve(
-            &k,
-            &request,
-            miss(false),
-            upstream(&asked, SECOND, with_nsid.clone())
-        ),
+        cache.get_or_resolve(&k, &request, miss(false), || upstream(
+            &asked,
+            SECOND,
+            with_nsid.clone()
+        )),
         async {
             tokio::task::yield_now().await;
             cache
-                .get_or_resolve(
-                    &k,
-                    &request,
-                    miss(false),
-                    upstream(&asked, SECOND, with_nsid.clone()),
-                )
+                .get_or_resolve(&k, &request, miss(false), || {
+                    upstream(&asked, SECOND, with_nsid.clone())
+                })
                 .await
         }
     );
@@ -768,20 +762,21 @@ async fn size_zero_disables_the_cache() {
 #[tokio::test(start_paused = true)]
 async fn a_herd_of_fifty_identical_misses_makes_one_upstream_query() {
     let cache = cache(0); // sharing works even with caching off
-    let asked = Arc::new(AtomicUsize::new(0));
+    let (asked, made) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let mut herd = tokio::task::JoinSet::new();
     for i in 0..50u16 {
-        let (cache, asked) = (Arc::clone(&cache), Arc::clone(&asked));
+        let (cache, asked, made) = (Arc::clone(&cache), Arc::clone(&asked), Arc::clone(&made));
         herd.spawn(async move {
             let mut request = query("Herd.Example.", RecordType::A, None, false);
             wire::set_id(&mut request, i);
-            let reply = ask(
-                &cache,
-                &request,
-                miss(false),
-                upstream(&asked, Duration::from_millis(50), answer(&request, &[30])),
-            )
-            .await;
+            let resolve = || {
+                made.fetch_add(1, Ordering::SeqCst);
+                upstream(&asked, Duration::from_millis(50), answer(&request, &[30]))
+            };
+            let reply = cache
+                .get_or_resolve(&key(&request), &request, miss(false), resolve)
+                .await
+                .unwrap();
             assert_eq!(wire::id(&reply), Some(i));
         });
     }
@@ -789,6 +784,11 @@ async fn a_herd_of_fifty_identical_misses_makes_one_upstream_query() {
         done.unwrap();
     }
     assert_eq!(asked.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        made.load(Ordering::SeqCst),
+        1,
+        "followers make no resolution"
+    );
     assert_eq!(cache.flights.len(), 0);
 }
 
@@ -803,12 +803,9 @@ async fn a_lost_leader_hands_the_flight_to_one_follower() {
         let (cache, asked, request) = (Arc::clone(&cache), Arc::clone(&asked), request.clone());
         doomed.spawn(async move {
             cache
-                .get_or_resolve(
-                    &key(&request),
-                    &request,
-                    miss(false),
-                    upstream(&asked, 10 * SECOND, answer(&request, &[30])),
-                )
+                .get_or_resolve(&key(&request), &request, miss(false), || {
+                    upstream(&asked, 10 * SECOND, answer(&request, &[30]))
+                })
                 .await
         });
     }
@@ -818,12 +815,9 @@ async fn a_lost_leader_hands_the_flight_to_one_follower() {
         let (cache, asked, request) = (Arc::clone(&cache), Arc::clone(&asked), request.clone());
         followers.spawn(async move {
             cache
-                .get_or_resolve(
-                    &key(&request),
-                    &request,
-                    miss(false),
-                    upstream(&asked, Duration::from_millis(50), answer(&request, &[30])),
-                )
+                .get_or_resolve(&key(&request), &request, miss(false), || {
+                    upstream(&asked, Duration::from_millis(50), answer(&request, &[30]))
+                })
                 .await
         });
     }
@@ -932,7 +926,7 @@ fn in_flight(
     let (cache, request) = (Arc::clone(cache), request.to_vec());
     tokio::spawn(async move {
         cache
-            .get_or_resolve(&key(&request), &request, miss(false), resolve)
+            .get_or_resolve(&key(&request), &request, miss(false), move || resolve)
             .await
     })
 }
@@ -960,7 +954,9 @@ async fn an_answer_of_a_previous_configuration_arriving_after_a_reload_is_not_ca
     assert!(!is_cached(&cache, &request), "but nothing of it is cached");
     // Nor is a leg of the old configuration, nor a refresh of it.
     cache.insert(&k, &answer(&request, &[30]), Instant::now(), FIRST);
-    cache.refresh(&k, FIRST, upstream(&asked, SECOND, answer(&request, &[30])));
+    cache.refresh(&k, FIRST, || {
+        upstream(&asked, SECOND, answer(&request, &[30]))
+    });
     tokio::time::sleep(2 * SECOND).await;
     assert!(!is_cached(&cache, &request));
     // Work of the new configuration is cached as ever.
@@ -985,12 +981,9 @@ async fn after_a_reload_a_miss_never_waits_on_nor_inherits_the_failure_of_an_old
     cache.advance(new);
     let started = Instant::now();
     let reply = cache
-        .get_or_resolve(
-            &k,
-            &request,
-            miss_of(new),
-            upstream(&asked, Duration::ZERO, answer(&request, &[30])),
-        )
+        .get_or_resolve(&k, &request, miss_of(new), || {
+            upstream(&asked, Duration::ZERO, answer(&request, &[30]))
+        })
         .await
         .unwrap();
     assert_eq!(wire::rcode(&reply), Some(0));
@@ -1010,6 +1003,90 @@ async fn after_a_reload_a_miss_never_waits_on_nor_inherits_the_failure_of_an_old
         "no recheck period from the old failure"
     );
     drop(store);
+    assert_eq!(cache.flights.len(), 0);
+}
+
+/// A miss of configuration `generation` for `request`, left in flight on a task of its own.
+fn in_flight_of(
+    cache: &Arc<Cache>,
+    request: &[u8],
+    generation: Generation,
+    resolve: impl Future<Output = Vec<u8>> + Send + 'static,
+) -> tokio::task::JoinHandle<Option<Vec<u8>>> {
+    let (cache, request) = (Arc::clone(cache), request.to_vec());
+    tokio::spawn(async move {
+        cache
+            .get_or_resolve(&key(&request), &request, miss_of(generation), move || {
+                resolve
+            })
+            .await
+    })
+}
+
+/// A miss of the first configuration for `request` leading a flight that takes `old_delay`
+/// (an answer of TTL 30), one following it (TTL 5 if it ever asked), then a reload and a miss
+/// of the new configuration leading a flight of its own (one second, TTL 60): each on a task
+/// of its own, 100 ms apart.
+async fn a_followed_flight_then_a_reload(
+    cache: &Arc<Cache>,
+    request: &[u8],
+    asked: &Arc<AtomicUsize>,
+    old_delay: Duration,
+) -> [tokio::task::JoinHandle<Option<Vec<u8>>>; 3] {
+    let old = in_flight(
+        cache,
+        request,
+        upstream(asked, old_delay, answer(request, &[30])),
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let follower = in_flight(
+        cache,
+        request,
+        upstream(asked, Duration::ZERO, answer(request, &[5])),
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let new = FIRST.next();
+    cache.advance(new);
+    let newer = in_flight_of(
+        cache,
+        request,
+        new,
+        upstream(asked, SECOND, answer(request, &[60])),
+    );
+    [old, follower, newer]
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_reload_the_followers_of_an_old_flight_still_get_its_reply() {
+    let cache = cache(100);
+    let request = query("member-0.mongo.db.cluster.b.", RecordType::A, None, false);
+    let asked = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    // The new flight is still in the air when the old one lands.
+    let [old, follower, newer] =
+        a_followed_flight_then_a_reload(&cache, &request, &asked, SECOND).await;
+    let followed = follower.await.unwrap().unwrap();
+    assert_eq!(ttls(&followed), [30], "the old flight's reply");
+    assert_eq!(started.elapsed(), SECOND, "when the old one landed");
+    assert_eq!(ttls(&old.await.unwrap().unwrap()), [30]);
+    assert_eq!(ttls(&newer.await.unwrap().unwrap()), [60]);
+    assert_eq!(asked.load(Ordering::SeqCst), 2, "the old leader, the new");
+    assert_eq!(cache.flights.len(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_reload_the_followers_of_a_lost_old_leader_follow_the_new_flight() {
+    let cache = cache(100);
+    let request = query("member-0.mongo.db.cluster.b.", RecordType::A, None, false);
+    let asked = Arc::new(AtomicUsize::new(0));
+    let [doomed, follower, newer] =
+        a_followed_flight_then_a_reload(&cache, &request, &asked, 10 * SECOND).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    doomed.abort();
+    // Released, the follower joins again and follows the newer flight (it never asks).
+    assert_eq!(ttls(&follower.await.unwrap().unwrap()), [60]);
+    assert_eq!(ttls(&newer.await.unwrap().unwrap()), [60]);
+    assert_eq!(asked.load(Ordering::SeqCst), 2, "the lost leader, the new");
     assert_eq!(cache.flights.len(), 0);
 }
 
@@ -1037,19 +1114,16 @@ async fn a_reload_keeps_the_entries_of_unchanged_targets_and_loses_those_of_chan
     let asked = Arc::new(AtomicUsize::new(0));
     let servfail = upstream(&asked, Duration::ZERO, servfail(&failed));
     let old_key = on(old_b, &failed);
-    let failure = cache.get_or_resolve(&old_key, &failed, miss(false), servfail);
+    let failure = cache.get_or_resolve(&old_key, &failed, miss(false), || servfail);
     assert_eq!(wire::rcode(&failure.await.unwrap()), Some(2));
     assert!(at(old_b, &failed), "the failure is remembered");
     let (new, new_b) = (FIRST.next(), TargetId::fresh());
     cache.advance(new);
     assert!(at(kube_dns, &kept), "kube-dns did not change");
     let new_key = on(new_b, &failed);
-    let reply = cache.get_or_resolve(
-        &new_key,
-        &failed,
-        miss_of(new),
-        upstream(&asked, Duration::ZERO, answer(&failed, &[30])),
-    );
+    let reply = cache.get_or_resolve(&new_key, &failed, miss_of(new), || {
+        upstream(&asked, Duration::ZERO, answer(&failed, &[30]))
+    });
     assert_eq!(
         wire::rcode(&reply.await.unwrap()),
         Some(0),
