@@ -12,7 +12,6 @@ use std::future::Future;
 use std::net::{SocketAddr, UdpSocket};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Waker};
 use std::time::Duration;
 
 use hickory_proto::op::{Message, Query};
@@ -30,6 +29,11 @@ static ALLOCATOR: counting::Counting = counting::Counting;
 
 use counting::live;
 
+#[path = "support/waiting.rs"]
+mod waiting;
+
+const SILENT: &str = "the endpoint is silent: still waiting";
+
 const EXCHANGES: usize = 200;
 const ATTEMPT_TIMEOUT: Duration = Duration::from_millis(50);
 
@@ -41,17 +45,6 @@ const ATTEMPT_TIMEOUT: Duration = Duration::from_millis(50);
 const BYTES_PER_EXCHANGE_BOUND: usize = 2_560;
 
 type Exchange<'a> = Pin<Box<dyn Future<Output = Result<Answered, UpstreamError>> + 'a>>;
-
-/// Polls each exchange once, as its task would be on a wake-up: none may have finished.
-fn poll_all(exchanges: &mut [Exchange<'_>]) {
-    let mut cx = Context::from_waker(Waker::noop());
-    for exchange in exchanges {
-        assert!(
-            exchange.as_mut().poll(&mut cx).is_pending(),
-            "the endpoint is silent: still waiting"
-        );
-    }
-}
 
 #[tokio::test]
 async fn an_exchange_waiting_on_a_silent_endpoint_holds_little_memory() {
@@ -88,10 +81,10 @@ async fn an_exchange_waiting_on_a_silent_endpoint_holds_little_memory() {
     for _ in 0..EXCHANGES {
         exchanges.push(Box::pin(group.exchange(&query, deadline)));
     }
-    poll_all(&mut exchanges);
+    waiting::poll_all(&mut exchanges, SILENT);
     // Past the attempt timeout every exchange makes its second attempt (the retry).
     tokio::time::sleep(ATTEMPT_TIMEOUT * 2).await;
-    poll_all(&mut exchanges);
+    waiting::poll_all(&mut exchanges, SILENT);
     let held = usize::try_from(live() - before).expect("the exchanges hold memory");
 
     let per_exchange = held / EXCHANGES;

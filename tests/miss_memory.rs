@@ -13,7 +13,6 @@ use std::future::Future;
 use std::net::UdpSocket;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -36,6 +35,11 @@ static ALLOCATOR: counting::Counting = counting::Counting;
 
 use counting::live;
 
+#[path = "support/waiting.rs"]
+mod waiting;
+
+const SILENT: &str = "the upstream is silent: still waiting";
+
 const MISSES: usize = 200;
 const ATTEMPT_TIMEOUT: Duration = Duration::from_millis(50);
 
@@ -47,17 +51,6 @@ const ATTEMPT_TIMEOUT: Duration = Duration::from_millis(50);
 const BYTES_PER_MISS_BOUND: usize = 6_600;
 
 type Miss<'a> = Pin<Box<dyn Future<Output = Option<Vec<u8>>> + 'a>>;
-
-/// Polls each miss once, as its task would be on a wake-up: none may have finished.
-fn poll_all(misses: &mut [Miss<'_>]) {
-    let mut cx = Context::from_waker(Waker::noop());
-    for miss in misses {
-        assert!(
-            miss.as_mut().poll(&mut cx).is_pending(),
-            "the upstream is silent: still waiting"
-        );
-    }
-}
 
 fn query(name: &str) -> Bytes {
     let mut query = Message::query();
@@ -101,10 +94,10 @@ async fn a_miss_waiting_on_a_silent_upstream_holds_little_memory() {
     for query in &queries {
         misses.push(Box::pin(resolver.handle(query.clone(), Proto::Udp)));
     }
-    poll_all(&mut misses);
+    waiting::poll_all(&mut misses, SILENT);
     // Past the attempt timeout every exchange makes its second attempt (the retry).
     tokio::time::sleep(ATTEMPT_TIMEOUT * 2).await;
-    poll_all(&mut misses);
+    waiting::poll_all(&mut misses, SILENT);
     let held = usize::try_from(live() - before).expect("the misses hold memory");
 
     let per_miss = held / MISSES;
