@@ -15,9 +15,13 @@
 //! own, not in the bounded background set (one probe per endpoint, so the configuration bounds
 //! them), since a refused probe would leave its endpoint down for good.
 
+use std::future::{Future, ready};
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
+
+use futures_util::future::Either;
 
 use hickory_proto::op::{Message, Query};
 use hickory_proto::rr::{Name, RecordType};
@@ -45,6 +49,9 @@ pub enum Dialer {
     /// Cannot be asked (a TLS endpoint without what TLS needs): every attempt fails, saying why.
     Unusable(String),
 }
+
+/// An attempt over a stream (or one that fails at once), boxed.
+type BoxedAttempt<'a> = Pin<Box<dyn Future<Output = Result<Answered, AttemptError>> + Send + 'a>>;
 
 /// One endpoint of a group.
 #[derive(Debug)]
@@ -111,18 +118,20 @@ impl Endpoint {
     /// the time it leaves in `due`. A stream exchange sends once and gives its query slot
     /// back at `deadline`. `tcp_first`: a UDP endpoint is asked over its TCP connection at
     /// once (the question's last answer was too big for UDP).
-    pub async fn attempt(
-        &self,
-        query: &[u8],
+    ///
+    /// The future is a UDP attempt's size: an exchange over a stream is boxed when it is made,
+    /// so the room for it is not carried by every attempt (see `exchange`'s memory note).
+    pub fn attempt<'a>(
+        &'a self,
+        query: &'a [u8],
         sends: u32,
         ceiling: Duration,
         deadline: Instant,
-        due: &ResendAt,
+        due: &'a ResendAt,
         tcp_first: bool,
-    ) -> Result<Answered, AttemptError> {
+    ) -> impl Future<Output = Result<Answered, AttemptError>> + Send + 'a {
         match &self.dialer {
-            Dialer::Udp { tcp } if tcp_first => over_stream(tcp, query, deadline).await,
-            Dialer::Udp { tcp } => {
+            Dialer::Udp { tcp } if !tcp_first => {
                 let resend = Resend {
                     sends,
                     health: &self.health,
@@ -130,10 +139,15 @@ impl Endpoint {
                     counter: &self.retransmits,
                     due,
                 };
-                udp_then_tcp(self.addr, tcp, query, resend).await
+                Either::Left(udp_then_tcp(self.addr, tcp, query, resend))
             }
-            Dialer::Stream(stream) => over_stream(stream, query, deadline).await,
-            Dialer::Unusable(why) => Err(AttemptError::Tls(why.clone())),
+            Dialer::Udp { tcp } | Dialer::Stream(tcp) => {
+                Either::Right(Box::pin(over_stream(tcp, query, deadline)) as BoxedAttempt<'a>)
+            }
+            Dialer::Unusable(why) => {
+                let failed = AttemptError::Tls(why.clone());
+                Either::Right(Box::pin(ready(Err(failed))) as BoxedAttempt<'a>)
+            }
         }
     }
 

@@ -16,6 +16,14 @@
 //! the query allowed (a peer that ignores the advertised size) is taken as truncated and asked
 //! again over TCP, not dropped as unreadable.
 //!
+//! An attempt's future is kept small: every miss in flight holds one inline in its exchange,
+//! and a miss whose endpoint is silent a second in the box of its retry (flood (b) of the
+//! bench keeps a thousand such misses waiting). So the exchange over a stream — the TCP fetch
+//! after a truncated reply, an attempt over TCP or TLS — is boxed when it is made instead of
+//! being room in every UDP attempt, a send's time is kept as an offset from the first, and
+//! the UDP attempt and its TCP fetch are one future, not one nested in the other (each level
+//! keeps its own copy of the arguments). From 912 to 584 bytes (release build).
+//!
 //! A UDP query not answered within the endpoint's retransmission timeout (its health record's
 //! `rto`) is sent again on the same socket, each send with an ID of its own, up to the sends
 //! the exchange allows it: a late reply to an earlier send is still accepted (the first valid
@@ -163,21 +171,118 @@ pub async fn udp_then_tcp(
     query: &[u8],
     resend: Resend<'_>,
 ) -> Result<Answered, AttemptError> {
-    let received = udp(endpoint, query, resend).await;
-    // Nothing is resent from here on (a TCP retry is not), whatever the exchange waits for.
-    resend.due.set(None);
-    let (reply, rtt) = received?;
-    let udp_answer = Answered {
-        bytes: reply,
-        endpoint,
-        rtt: Some(rtt),
-        fetched_after_tc: false,
+    wire::first_question(query).ok_or(AttemptError::BadQuery)?;
+    let id = rand::random::<u16>();
+    // The attempt's own copy of the query, stamped with each send's ID. Sending the client's
+    // bytes from two pieces (the ID, the rest) instead saves this allocation, but was
+    // measured to cost memory: with glibc, RSS with 10,000 cached names rose from 8.7–9.1 to
+    // 12–20 MiB (the bench's `hits` group, 2026-12-02), the heap fragmenting around the
+    // cache's answers; why this small block prevents that is not understood.
+    let mut msg = query.to_vec();
+    wire::set_id(&mut msg, id);
+    let socket = connected_udp(endpoint)?;
+    socket.send(&msg)?;
+    // The ID and time of every send, the first included: the first `made` of room for as
+    // many as the exchange may make (`resend.sends`, at most one per retransmission).
+    let first_sent = Instant::now();
+    let mut sent = [Sent { id, after_us: 0 }; 1 + MAX_RETRANSMITS as usize];
+    let mut made = 1;
+    let sends = sent.len().min(resend.sends as usize);
+    // Registered for readability and errors only (an ICMP "port unreachable" is an error
+    // event, and answers at once as connection refused); a send never wakes the task.
+    let interest = Interest::READABLE | Interest::ERROR;
+    #[allow(deprecated)] // Sound here: the AsyncFd owns the socket (see server::udp).
+    let socket = AsyncFd::with_interest(socket, interest)?;
+    let limit = advertised_size(query);
+    let (reply, at) = loop {
+        // No resend once the attempt timeout is reached: the exchange asks again then.
+        let resend_at = (made < sends)
+            .then(|| sent[made - 1].at(first_sent) + resend.health.rto(resend.ceiling))
+            .filter(|at| *at < first_sent + resend.ceiling);
+        resend.due.set(resend_at);
+        let mut ready = tokio::select! {
+            ready = socket.ready(interest) => ready?,
+            () = reached(resend_at.unwrap_or_else(Instant::now)), if resend_at.is_some() => {
+                resend.health.timed_out();
+                resend.counter.inc();
+                let id = fresh_id(&sent[..made]);
+                wire::set_id(&mut msg, id);
+                if let Err(error) = socket.get_ref().send(&msg) {
+                    // A datagram that did not go out (a local firewall's EPERM, a full send
+                    // buffer) is one more lost: the earlier sends may still be answered.
+                    tracing::debug!(%endpoint, %error, "a retransmission could not be sent");
+                }
+                sent[made] = Sent::now(id, first_sent);
+                made += 1;
+                continue;
+            }
+        };
+        // Made only once a datagram is there, so an attempt that waits holds no buffer (a
+        // flood of misses to a silent upstream keeps a thousand attempts waiting). One byte
+        // more than the query allows, so a reply that breaks the limit shows it.
+        let mut buf = vec![0u8; limit + 1];
+        let len = match ready.try_io(|socket| socket.get_ref().recv(&mut buf)) {
+            Ok(received) => received?,
+            Err(_would_block) => continue,
+        };
+        let reply = &buf[..len];
+        // The send this reply names; any other ID is not ours.
+        let Some(Sent { id, after_us }) =
+            wire::id(reply).and_then(|got| sent[..made].iter().copied().find(|s| s.id == got))
+        else {
+            tracing::debug!(%endpoint, "ignored a datagram with the wrong ID");
+            continue;
+        };
+        let at = Sent { id, after_us }.at(first_sent);
+        if len > limit && answers(reply, id, query) {
+            // The kernel cut the rest off: taken as truncated, so the caller asks over TCP.
+            tracing::debug!(%endpoint, limit, "a UDP reply larger than the query allows");
+            break (wire::cut_to_question(reply), at);
+        }
+        if len <= limit && acceptable(reply, id, query) {
+            break (reply.to_vec(), at);
+        }
+        tracing::debug!(%endpoint, "ignored a datagram with the wrong question");
     };
-    if !wire::is_truncated(&udp_answer.bytes) {
-        return Ok(udp_answer);
+    let rtt = at.elapsed();
+    // The socket closes, and nothing is resent from here on (a TCP retry is not), whatever
+    // the exchange waits for.
+    drop((socket, msg));
+    resend.due.set(None);
+    if !wire::is_truncated(&reply) {
+        return Ok(Answered {
+            bytes: reply,
+            endpoint,
+            rtt: Some(rtt),
+            fetched_after_tc: false,
+        });
     }
+    // Boxed, and only now: most attempts never fetch over TCP, and room for it in every
+    // attempt's future would be carried by every miss in flight (see the module documentation).
+    Box::pin(fetch_after_tc(
+        endpoint,
+        tcp,
+        query,
+        reply,
+        rtt,
+        resend.ceiling,
+    ))
+    .await
+}
+
+/// The whole answer to `query`, whose UDP reply `truncated` came cut (timed at `rtt`), asked
+/// again over the endpoint's TCP connection for at most `ceiling`; the truncated reply if
+/// that fails (it is still an answer, and the cache never stores it).
+async fn fetch_after_tc(
+    endpoint: SocketAddr,
+    tcp: &StreamEndpoint,
+    query: &[u8],
+    truncated: Vec<u8>,
+    rtt: Duration,
+    ceiling: Duration,
+) -> Result<Answered, AttemptError> {
     // A trickling TCP peer must not hold the truncated answer back until the deadline.
-    let retry_deadline = Instant::now() + resend.ceiling;
+    let retry_deadline = Instant::now() + ceiling;
     match over_stream(tcp, query, retry_deadline).await {
         Ok(full) => Ok(Answered {
             rtt: Some(rtt),
@@ -186,7 +291,12 @@ pub async fn udp_then_tcp(
         }),
         Err(error) => {
             tracing::debug!(%endpoint, %error, "TCP retry after truncation failed; keeping the truncated reply");
-            Ok(udp_answer)
+            Ok(Answered {
+                bytes: truncated,
+                endpoint,
+                rtt: Some(rtt),
+                fetched_after_tc: false,
+            })
         }
     }
 }
@@ -223,12 +333,34 @@ pub async fn over_stream(
     }
 }
 
+/// One send of a UDP query: its ID, and when it went out, in microseconds after the attempt's
+/// first send — 8 bytes where an `Instant` alone takes 16 (the attempt's future is carried by
+/// every miss in flight; see the module documentation).
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    id: u16,
+    after_us: u32,
+}
+
+impl Sent {
+    /// A send of `id` now, in an attempt whose first send went out at `first`.
+    fn now(id: u16, first: Instant) -> Self {
+        let after_us = u32::try_from(first.elapsed().as_micros()).unwrap_or(u32::MAX);
+        Self { id, after_us }
+    }
+
+    /// When it went out.
+    fn at(self, first: Instant) -> Instant {
+        first + Duration::from_micros(self.after_us.into())
+    }
+}
+
 /// A random ID none of `sent` carries: each send of a query has its own, so a reply names the
 /// send it answers.
-fn fresh_id(sent: &[(u16, Instant)]) -> u16 {
+fn fresh_id(sent: &[Sent]) -> u16 {
     loop {
         let id = rand::random::<u16>();
-        if sent.iter().all(|(used, _)| *used != id) {
+        if sent.iter().all(|used| used.id != id) {
             return id;
         }
     }
@@ -269,86 +401,6 @@ fn answers(reply: &[u8], id: u16, sent: &[u8]) -> bool {
 pub fn advertised_size(query: &[u8]) -> usize {
     let payload = wire::opt(query).flatten().map(|opt| opt.payload);
     wire::Proto::Udp.reply_limit(payload)
-}
-
-/// The UDP exchange of [`udp_then_tcp`]: the reply, and the round trip of the send it answers.
-async fn udp(
-    endpoint: SocketAddr,
-    query: &[u8],
-    resend: Resend<'_>,
-) -> Result<(Vec<u8>, Duration), AttemptError> {
-    wire::first_question(query).ok_or(AttemptError::BadQuery)?;
-    let id = rand::random::<u16>();
-    // The attempt's own copy of the query, stamped with each send's ID. Sending the client's
-    // bytes from two pieces (the ID, the rest) instead saves this allocation, but was
-    // measured to cost memory: with glibc, RSS with 10,000 cached names rose from 8.7–9.1 to
-    // 12–20 MiB (the bench's `hits` group, 2026-12-02), the heap fragmenting around the
-    // cache's answers; why this small block prevents that is not understood.
-    let mut msg = query.to_vec();
-    wire::set_id(&mut msg, id);
-    let socket = connected_udp(endpoint)?;
-    socket.send(&msg)?;
-    // The ID and time of every send, the first included: the first `made` of room for as
-    // many as the exchange may make (`resend.sends`, at most one per retransmission).
-    let first_sent = Instant::now();
-    let mut sent = [(id, first_sent); 1 + MAX_RETRANSMITS as usize];
-    let mut made = 1;
-    let sends = sent.len().min(resend.sends as usize);
-    // Registered for readability and errors only (an ICMP "port unreachable" is an error
-    // event, and answers at once as connection refused); a send never wakes the task.
-    let interest = Interest::READABLE | Interest::ERROR;
-    #[allow(deprecated)] // Sound here: the AsyncFd owns the socket (see server::udp).
-    let socket = AsyncFd::with_interest(socket, interest)?;
-    let limit = advertised_size(query);
-    loop {
-        // No resend once the attempt timeout is reached: the exchange asks again then.
-        let resend_at = (made < sends)
-            .then(|| sent[made - 1].1 + resend.health.rto(resend.ceiling))
-            .filter(|at| *at < first_sent + resend.ceiling);
-        resend.due.set(resend_at);
-        let mut ready = tokio::select! {
-            ready = socket.ready(interest) => ready?,
-            () = reached(resend_at.unwrap_or_else(Instant::now)), if resend_at.is_some() => {
-                resend.health.timed_out();
-                resend.counter.inc();
-                let id = fresh_id(&sent[..made]);
-                wire::set_id(&mut msg, id);
-                if let Err(error) = socket.get_ref().send(&msg) {
-                    // A datagram that did not go out (a local firewall's EPERM, a full send
-                    // buffer) is one more lost: the earlier sends may still be answered.
-                    tracing::debug!(%endpoint, %error, "a retransmission could not be sent");
-                }
-                sent[made] = (id, Instant::now());
-                made += 1;
-                continue;
-            }
-        };
-        // Made only once a datagram is there, so an attempt that waits holds no buffer (a
-        // flood of misses to a silent upstream keeps a thousand attempts waiting). One byte
-        // more than the query allows, so a reply that breaks the limit shows it.
-        let mut buf = vec![0u8; limit + 1];
-        let len = match ready.try_io(|socket| socket.get_ref().recv(&mut buf)) {
-            Ok(received) => received?,
-            Err(_would_block) => continue,
-        };
-        let reply = &buf[..len];
-        // The send this reply names; any other ID is not ours.
-        let Some(&(id, at)) =
-            wire::id(reply).and_then(|got| sent[..made].iter().find(|(id, _)| *id == got))
-        else {
-            tracing::debug!(%endpoint, "ignored a datagram with the wrong ID");
-            continue;
-        };
-        if len > limit && answers(reply, id, query) {
-            // The kernel cut the rest off: taken as truncated, so the caller asks over TCP.
-            tracing::debug!(%endpoint, limit, "a UDP reply larger than the query allows");
-            return Ok((wire::cut_to_question(reply), at.elapsed()));
-        }
-        if len <= limit && acceptable(reply, id, query) {
-            return Ok((reply.to_vec(), at.elapsed()));
-        }
-        tracing::debug!(%endpoint, "ignored a datagram with the wrong question");
-    }
 }
 
 /// A non-blocking UDP socket connected to `endpoint`, so the kernel drops datagrams from any
