@@ -202,7 +202,7 @@ impl Resolver {
                         .get_or_resolve(&key, request.bytes(), miss, resolution)
                         .await
                 }
-                None => Some(resolution().await),
+                None => Some(Box::pin(resolution()).await),
             };
             answered.unwrap_or_else(|| {
                 reply::servfail_bytes(

@@ -235,9 +235,10 @@ impl Cache {
     ///    second or a few (RFC 9520). Neither is written once the cache has moved on to a
     ///    generation newer than `miss.generation`.
     ///
-    /// `resolve` makes the resolution when this miss leads (a follower never makes one): the
-    /// leader awaits it in place, and boxes it only when a stale entry is at hand (it may then
-    /// finish in the background), so a miss's task holds one resolution and allocates none.
+    /// `resolve` makes the resolution when this miss leads (a follower never makes one); the
+    /// leader awaits it boxed (with a stale entry at hand it may finish in the background), so a
+    /// miss's task holds a pointer to it, not its room: a flood of misses then fragments glibc's
+    /// heap far less (bench/results/steps.md, round six, session 3).
     ///
     /// `None` when waiting for another client's exchange ran past the deadline.
     pub async fn get_or_resolve<F>(
@@ -292,7 +293,7 @@ impl Cache {
                                 .await,
                         );
                     }
-                    let reply = resolve().await;
+                    let reply = Box::pin(resolve()).await;
                     return Some(self.settle(key, Some(request), leader, reply));
                 }
             }
