@@ -32,7 +32,7 @@
 //!
 //! Nothing runs while nothing changes: inotify wakes the task only on an event, the short
 //! settling delay (the kubelet writes several entries per update) starts only after one (see
-//! [`Burst`]), and the retry timer exists only while a watch is failing.
+//! `Burst`), and the retry timer exists only while a watch is failing.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
