@@ -15,6 +15,13 @@
  * last. What any forwarder must at least add on this machine.
  *
  *   ./floor 127.0.20.7 53 127.0.20.1:53
+ *
+ * Fresh-socket relay mode: the same, but each query leaves from a socket of its own (a random
+ * source port, as RFC 5452 asks of a resolver and meshdns does for every attempt), closed when
+ * its reply is passed back: socket, connect, send, poll, recv, close per query. What a
+ * forwarder that randomises its source port must at least add.
+ *
+ *   ./floor 127.0.20.29 53 127.0.20.1:53 fresh
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -53,7 +60,9 @@ static size_t question_end(const unsigned char *p, size_t n)
 	return i + 4;
 }
 
-static int relay(int cfd, const char *upstream)
+static int relay_fresh(int cfd, const struct sockaddr_in *ua);
+
+static int relay(int cfd, const char *upstream, int fresh)
 {
 	char host[64];
 	snprintf(host, sizeof host, "%s", upstream);
@@ -66,6 +75,8 @@ static int relay(int cfd, const char *upstream)
 		fprintf(stderr, "upstream %s: not a loopback IPv4 address\n", upstream);
 		return 2;
 	}
+	if (fresh)
+		return relay_fresh(cfd, &ua);
 	int ufd = socket(AF_INET, SOCK_DGRAM, 0);
 	if (ufd < 0 || connect(ufd, (struct sockaddr *)&ua, sizeof ua) < 0) {
 		perror("upstream socket");
@@ -106,10 +117,64 @@ static int relay(int cfd, const char *upstream)
 	}
 }
 
+#define FRESH_SLOTS 256
+
+/* Relay mode with a socket per query (see the top of this file). Up to FRESH_SLOTS queries in
+ * flight; a query that finds every slot taken is dropped, as a full forwarder would. */
+static int relay_fresh(int cfd, const struct sockaddr_in *ua)
+{
+	static struct pollfd pf[1 + FRESH_SLOTS];
+	static struct sockaddr_in who[FRESH_SLOTS];
+	static unsigned char buf[BUFSZ];
+	pf[0].fd = cfd;
+	pf[0].events = POLLIN;
+	for (int i = 1; i <= FRESH_SLOTS; i++)
+		pf[i].fd = -1;
+	for (;;) {
+		if (poll(pf, 1 + FRESH_SLOTS, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			perror("poll");
+			return 1;
+		}
+		for (int i = 1; i <= FRESH_SLOTS; i++) {
+			if (pf[i].fd < 0 || !(pf[i].revents & (POLLIN | POLLERR)))
+				continue;
+			ssize_t n = recv(pf[i].fd, buf, sizeof buf, MSG_DONTWAIT);
+			if (n >= 12)
+				sendto(cfd, buf, (size_t)n, MSG_DONTWAIT, (struct sockaddr *)&who[i - 1], sizeof who[i - 1]);
+			close(pf[i].fd);
+			pf[i].fd = -1;
+		}
+		if (!(pf[0].revents & POLLIN))
+			continue;
+		struct sockaddr_in peer;
+		socklen_t pl = sizeof peer;
+		ssize_t n = recvfrom(cfd, buf, sizeof buf, MSG_DONTWAIT, (struct sockaddr *)&peer, &pl);
+		if (n < 12 || (buf[2] & 0x80))
+			continue;
+		int slot = 1;
+		while (slot <= FRESH_SLOTS && pf[slot].fd >= 0)
+			slot++;
+		if (slot > FRESH_SLOTS)
+			continue;
+		int ufd = socket(AF_INET, SOCK_DGRAM, 0);
+		if (ufd < 0)
+			continue;
+		if (connect(ufd, (const struct sockaddr *)ua, sizeof *ua) < 0 || send(ufd, buf, (size_t)n, 0) < 0) {
+			close(ufd);
+			continue;
+		}
+		who[slot - 1] = peer;
+		pf[slot].fd = ufd;
+		pf[slot].events = POLLIN;
+	}
+}
+
 int main(int argc, char **argv)
 {
-	if (argc != 3 && argc != 4) {
-		fprintf(stderr, "usage: %s ADDR PORT [UPSTREAM_IP:PORT]\n", argv[0]);
+	if (argc < 3 || argc > 5 || (argc == 5 && strcmp(argv[4], "fresh") != 0)) {
+		fprintf(stderr, "usage: %s ADDR PORT [UPSTREAM_IP:PORT [fresh]]\n", argv[0]);
 		return 2;
 	}
 	int fd = socket(AF_INET, SOCK_DGRAM, 0);
@@ -131,8 +196,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	if (argc == 4)
-		return relay(fd, argv[3]);
+	if (argc >= 4)
+		return relay(fd, argv[3], argc == 5);
 
 	static unsigned char bufs[BATCH][BUFSZ];
 	static struct sockaddr_in peers[BATCH];

@@ -153,6 +153,7 @@ SEARCH_KUBE=127.0.$NET.25 # NSD: the search group's kube-dns (cluster.local of c
 SEARCH_B=127.0.$NET.26   # NSD: the search group's cluster b (cluster.local of cluster 2), counted
 MESH_M1=127.0.$NET.27    # meshdns, MESHDNS_THREADS=1, cache off (sizing group, not pinned)
 MESH_M2=127.0.$NET.28    # meshdns, MESHDNS_THREADS=2, cache off (sizing group, not pinned)
+RELAY_FRESH=127.0.$NET.29 # floor.c relaying with a fresh socket per query (RFC 5452's random port)
 SOURCES_BASE=127.$((NET + 4)).0 # the sizing group's 1,000 client addresses: 127.N+4.0.1 …
 CLUSTER_NSD=(127.0.$((NET + 1)).1 127.0.$((NET + 1)).2 127.0.$((NET + 1)).3)
 CLUSTER_PROXY=(127.0.$((NET + 2)).1 127.0.$((NET + 2)).2 127.0.$((NET + 2)).3)
@@ -459,6 +460,10 @@ wait_answers "$FLOOR_PID" "$FLOOR" probe.bench.test 10 || die "the floor did not
 RELAY_PID=$!
 PIDS+=("$RELAY_PID")
 wait_answers "$RELAY_PID" "$RELAY" probe.bench.test 10 || die "the floor relay did not start"
+"${PIN_SERVER[@]}" "${NICE_CMD[@]}" "$WORK/floor" "$RELAY_FRESH" 53 "$STANDIN:53" fresh >"$WORK/relay-fresh.log" 2>&1 &
+RELAY_FRESH_PID=$!
+PIDS+=("$RELAY_FRESH_PID")
+wait_answers "$RELAY_FRESH_PID" "$RELAY_FRESH" probe.bench.test 10 || die "the fresh-socket floor relay did not start"
 
 # Every meshdns: an empty environment but for these, BENCH_MESHDNS_ENV and the arguments.
 meshdns_env() { # LISTEN [VAR=VALUE...] COMMAND...: run in the background (&) only; execs
@@ -541,7 +546,7 @@ fi
 # The servers under test, started afresh every round
 # ---------------------------------------------------------------------------------------------
 declare -A SPID ADDR
-ADDR=([meshdns]=$MESH [unbound]=$UNBOUND [dnsmasq]=$DNSMASQ [floor]=$FLOOR [direct]=$STANDIN [relay]=$RELAY
+ADDR=([meshdns]=$MESH [unbound]=$UNBOUND [dnsmasq]=$DNSMASQ [floor]=$FLOOR [direct]=$STANDIN [relay]=$RELAY [fresh]=$RELAY_FRESH
 	[meshdns-t2]=$MESH_T2 [unbound-t2]=$UNBOUND_T2 [meshdns-t1]=$MESH_T1 [meshdns-m1]=$MESH_M1 [meshdns-m2]=$MESH_M2)
 SPID[floor]=$FLOOR_PID
 
@@ -935,9 +940,10 @@ round_misses() { # ROUND
 	local r=$1 s targets=()
 	# Each of h10000..h19999 asked once of each server (a miss) and of the stand-in directly, one
 	# query in flight, the targets taking turns name by name; the floor relay shows what one more
-	# hop costs with no DNS work at all.
+	# hop costs with no DNS work at all, the fresh-socket relay that hop with a socket per query
+	# (a random source port, RFC 5452, as meshdns opens for every attempt).
 	log "round $r: cache misses, one query at a time, interleaved (${SECONDS_PER_RUN}s)"
-	for s in $(rotate "$r" direct meshdns unbound dnsmasq relay); do targets+=("$s=${ADDR[$s]}:53"); done
+	for s in $(rotate "$r" direct meshdns unbound dnsmasq relay fresh); do targets+=("$s=${ADDR[$s]}:53"); done
 	probe "$SECONDS_PER_RUN" 10000 "$WORK/miss.txt" "${targets[@]}" >"$WORK/r$r-miss.out" 2>"$WORK/r$r-miss.err"
 }
 
