@@ -41,12 +41,12 @@ pub struct Snapshot {
     pub router: Router,
     /// kube-dns: pass-through, and the local cluster's names.
     pub local: Arc<Upstream>,
-    /// The configured clusters, which the routes to them hold.
-    peers: Vec<Arc<Peer>>,
     /// Pass-through's target: kube-dns.
     passthrough: TargetId,
     /// What the gathered zones' answers depend on, and their target.
     gathered: GatheredIdentity,
+    /// The gathered zones, and the configured clusters (which the routes to them hold too):
+    /// [`Gatherer::peers`] is the snapshot's one list of them.
     pub gatherer: Gatherer,
     /// The target of the answers made here (the pod's own names, search expansions): a new
     /// one per snapshot, so a reload never keeps them.
@@ -151,7 +151,7 @@ impl Snapshot {
                 let same = |p: &&Arc<Peer>| {
                     p.cluster == *cluster && same_endpoints(&p.upstream, &upstream)
                 };
-                let target = (previous.iter().flat_map(|p| &p.peers).find(same))
+                let target = (previous.iter().flat_map(|p| p.gatherer.peers()).find(same))
                     .map_or_else(TargetId::fresh, |p| p.target);
                 Arc::new(Peer {
                     cluster: cluster.clone(),
@@ -169,7 +169,7 @@ impl Snapshot {
         let gatherer = Gatherer::new(
             config,
             Arc::clone(cache),
-            peers.clone(),
+            peers,
             metrics.gather_partial(),
             Arc::clone(background),
             (
@@ -181,9 +181,8 @@ impl Snapshot {
         Self {
             generation,
             allow_from: config.allow_from.clone(),
-            router: Router::new(config, &peers),
+            router: Router::new(config, gatherer.peers()),
             local,
-            peers,
             passthrough,
             gathered,
             gatherer,
@@ -197,8 +196,7 @@ impl Snapshot {
     /// Every upstream group of this snapshot, kube-dns first.
     fn groups(&self) -> impl Iterator<Item = &Arc<Upstream>> {
         std::iter::once(&self.local).chain(
-            self.peers
-                .iter()
+            (self.gatherer.peers().iter())
                 .map(|p| &p.upstream)
                 .filter(|u| !Arc::ptr_eq(u, &self.local)),
         )

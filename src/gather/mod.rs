@@ -106,6 +106,11 @@ impl Gatherer {
         }
     }
 
+    /// Every configured cluster, in the configuration's order: the snapshot's one list of them.
+    pub fn peers(&self) -> &[Arc<Peer>] {
+        &self.peers
+    }
+
     /// Answers `request` for a name under `naming`'s zone: the complete reply, with the
     /// client's ID (not yet cut to its size).
     pub async fn answer(&self, naming: &Naming, request: &Request, deadline: Instant) -> Vec<u8> {
