@@ -583,12 +583,18 @@ async def traffic(verdicts, rng, qps, until, unanswered, pick=pick_query):
 
 
 async def flood(count):
-    """A small flood of random pass-through names, not checked (meshdns may shed it)."""
+    """A small flood of random pass-through names, not checked (meshdns may shed it).
+
+    Each query's socket stays open as long as meshdns may take to answer (its deadline, and the
+    slack of a loaded machine): a socket closed sooner frees its port while a reply may still
+    come, and a traffic query's new socket given the same port would take that late reply as
+    its own (seen: a `wrong-reply` with a flood name, when the flood waited 1 s against a 2 s
+    deadline)."""
 
     async def one():
         query = dns.message.make_query(f"r{random.getrandbits(48):x}.flood.example.test.", "A")
         try:
-            await dns.asyncquery.udp(query, MESHDNS, timeout=1, ignore_unexpected=True)
+            await dns.asyncquery.udp(query, MESHDNS, timeout=TIMEOUT + SLACK, ignore_unexpected=True)
         except (dns.exception.DNSException, OSError, asyncio.TimeoutError):
             pass
 
