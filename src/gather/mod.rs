@@ -157,9 +157,10 @@ impl Gatherer {
             return self.negative(request, ResponseCode::NXDomain, naming);
         }
         if merged.partial {
+            // Failed, or filled from the leg's last good answer (stale).
             let missing: Vec<&str> = gathered
                 .iter()
-                .filter(|(_, leg)| matches!(leg, Leg::Failed))
+                .filter(|(_, leg)| !matches!(leg, Leg::Answered(_)))
                 .map(|(peer, _)| peer.cluster.name.as_str())
                 .collect();
             tracing::debug!(?missing, "partial gathered answer");
