@@ -15,6 +15,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
@@ -110,6 +111,42 @@ impl std::fmt::Debug for ClientTls {
         f.debug_struct("ClientTls")
             .field("fingerprint", &format_args!("{:016x}", self.fingerprint))
             .finish_non_exhaustive()
+    }
+}
+
+/// The client configuration an endpoint's next TLS connection is opened with: the one its group
+/// was made with, until a rotation retires the group and hands it the new one
+/// ([`CurrentTls::replace`]). A retired group lives on while queries that started before the
+/// rotation finish on it; a connection they open then presents the rotated certificate, never
+/// the one the rotation retired. Connections already open keep theirs until they close.
+#[derive(Clone)]
+pub struct CurrentTls(Arc<ArcSwap<ClientConfig>>);
+
+impl CurrentTls {
+    pub fn new(config: Arc<ClientConfig>) -> Self {
+        Self(Arc::new(ArcSwap::new(config)))
+    }
+
+    /// The configuration to open a connection with now.
+    pub fn load(&self) -> Arc<ClientConfig> {
+        self.0.load_full()
+    }
+
+    /// From now on, connections are opened with `config` (by every endpoint sharing this).
+    pub fn replace(&self, config: Arc<ClientConfig>) {
+        self.0.store(config);
+    }
+}
+
+impl From<Arc<ClientConfig>> for CurrentTls {
+    fn from(config: Arc<ClientConfig>) -> Self {
+        Self::new(config)
+    }
+}
+
+impl std::fmt::Debug for CurrentTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CurrentTls").finish_non_exhaustive()
     }
 }
 

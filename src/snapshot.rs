@@ -161,6 +161,17 @@ impl Snapshot {
                 })
             })
             .collect();
+        if let Some(tls) = &config.tls {
+            // TLS groups this snapshot replaces (a rotation changed their files) may still
+            // open connections for queries in flight on them: with the new certificates.
+            let current: Vec<&Arc<Upstream>> = peers.iter().map(|p| &p.upstream).collect();
+            for retired in kept
+                .iter()
+                .filter(|k| !current.iter().any(|c| Arc::ptr_eq(c, k)))
+            {
+                retired.retire_tls(&tls.loaded);
+            }
+        }
         let gathered = GatheredIdentity {
             peers: peers.iter().map(|p| p.target).collect(),
             distributed: config.distributed_zones.clone(),

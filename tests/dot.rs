@@ -506,6 +506,87 @@ async fn a_rotated_ca_bundle_is_used_without_a_restart() {
     assert_eq!(meshdns.config_reloads("applied").await, 1.0);
 }
 
+/// A query that started before a rotation of our client certificate finishes on the group
+/// the rotation replaced; a connection it must open then presents the new certificate, never
+/// the one the rotation retired.
+#[tokio::test]
+async fn a_connection_opened_after_a_rotation_presents_the_new_certificate_even_for_a_query_that_started_before()
+ {
+    let pki = Pki::new();
+    let server = DotServer::start(
+        &pki.issue(&[SERVER_NAME]),
+        Some(&pki),
+        Behaviour::SilentFirst,
+    )
+    .await;
+    let (old, new) = (pki.issue(&["meshdns-old"]), pki.issue(&["meshdns-new"]));
+    let mut secret = support::configmap::ConfigMapDir::new(
+        "mtls",
+        &[
+            ("ca.crt", &pki.ca_pem()),
+            ("tls.crt", &old.cert_pem),
+            ("tls.key", &old.key_pem),
+        ],
+    );
+    let file = |name: &str| secret.path.join(name).display().to_string();
+    let (ca, cert, key) = (file("ca.crt"), file("tls.crt"), file("tls.key"));
+    let kube = support::FakeDns::silent().await;
+    let clusters = format!("a=; b={} transport=tls tls_name={SERVER_NAME}", server.addr);
+    let meshdns = support::Meshdns::before(
+        &kube,
+        &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", &clusters),
+            ("MESHDNS_TLS_CA_FILE", &ca),
+            ("MESHDNS_TLS_CERT_FILE", &cert),
+            ("MESHDNS_TLS_KEY_FILE", &key),
+            ("MESHDNS_ATTEMPT_TIMEOUT", "2s"),
+            ("MESHDNS_TIMEOUT", "5s"),
+        ],
+    )
+    .await;
+    let meshdns = Arc::new(meshdns);
+    // The first connection (the old certificate) takes the query and hangs.
+    let asking = Arc::clone(&meshdns);
+    let asked = tokio::spawn(async move { member_b(&asking, 0).await });
+    while server.queries() < 1 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    secret.update(&[
+        ("ca.crt", &pki.ca_pem()),
+        ("tls.crt", &new.cert_pem),
+        ("tls.key", &new.key_pem),
+    ]);
+    let applied = support::eventually(100, || async {
+        meshdns.config_reloads("applied").await == 1.0
+    })
+    .await;
+    assert!(applied, "the rotation is applied");
+    // The hanging connection drops: the query, still on the replaced group, connects again.
+    server.restart();
+    let reply = asked.await.expect("the query task");
+    assert_eq!(
+        reply.response_code,
+        hickory_proto::op::ResponseCode::NoError,
+        "answered on a second connection"
+    );
+    let presented = server.stats.client_certificates.lock().unwrap().clone();
+    assert_eq!(
+        presented.first(),
+        Some(&old.chain[0]),
+        "the first connection"
+    );
+    assert!(
+        presented.len() >= 2,
+        "a second connection: {}",
+        presented.len()
+    );
+    assert!(
+        presented[1..].iter().all(|c| *c == new.chain[0]),
+        "every connection after the rotation presents the new certificate"
+    );
+}
+
 static CHURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Runs 300 misses through meshdns to a DoT peer behaving as `behaviour`, calling `disturb`

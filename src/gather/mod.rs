@@ -218,6 +218,8 @@ impl Gatherer {
                     }
                     (slot, leg)
                 }));
+            } else {
+                tracing::debug!(cluster = %leg.peer.cluster.name, "leg not asked: its query could not be made");
             }
             asked.push(leg);
         }
@@ -329,7 +331,10 @@ async fn ask_leg(
             tracing::debug!(cluster = upstream.name(), rcode = %reply.response_code, "leg answered with an error");
             (Leg::Failed, None)
         }
-        Err(_) => (Leg::Failed, None),
+        Err(error) => {
+            tracing::debug!(cluster = upstream.name(), %error, "leg's reply unreadable");
+            (Leg::Failed, None)
+        }
     }
 }
 

@@ -59,12 +59,11 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use hickory_proto::rr::Name;
-use rustls::ClientConfig;
 use rustls::pki_types::ServerName;
 use tokio::time::{Instant, sleep_until};
 
 use crate::background::Owner;
-use crate::certificates::ClientTls;
+use crate::certificates::{ClientTls, CurrentTls};
 use crate::config::{self, Transport};
 use crate::wire;
 use endpoint::{Dialer, Endpoint};
@@ -319,10 +318,11 @@ enum Dialing {
     /// Each endpoint's pipelined TCP connection.
     Tcp(StreamSettings),
     /// DNS over TLS: each endpoint its own connection, all checking one server name against
-    /// one client configuration, and counting handshakes into the group's series.
+    /// one client configuration (the group's, or the one a rotation handed it when it retired
+    /// the group), and counting handshakes into the group's series.
     Tls {
         server_name: ServerName<'static>,
-        config: Arc<ClientConfig>,
+        config: CurrentTls,
         settings: StreamSettings,
     },
     /// A TLS group without its client configuration or a valid name. The configuration never
@@ -353,7 +353,7 @@ impl Dialing {
                 settings.connect_metrics.push(series.tls_handshakes.clone());
                 Dialing::Tls {
                     server_name,
-                    config: Arc::clone(&tls.config),
+                    config: CurrentTls::new(Arc::clone(&tls.config)),
                     settings,
                 }
             }
@@ -439,6 +439,14 @@ impl Upstream {
         &self.spec
     }
 
+    /// For a DNS-over-TLS group that a rotation of the TLS files replaced: the connections it
+    /// still opens (for queries that started on it) use the rotated `tls` from now on.
+    pub fn retire_tls(&self, tls: &ClientTls) {
+        if let Dialing::Tls { config, .. } = &self.dialing {
+            config.replace(Arc::clone(&tls.config));
+        }
+    }
+
     /// Takes what host name number `index` resolved to now.
     fn set_resolved(&self, index: usize, addrs: Vec<SocketAddr>) {
         {
@@ -466,7 +474,7 @@ impl Upstream {
             } => Dialer::Stream(StreamEndpoint::tls(
                 addr,
                 server_name.clone(),
-                Arc::clone(config),
+                config.clone(),
                 settings.clone(),
             )),
             Dialing::Unusable(why) => Dialer::Unusable(why.clone()),

@@ -209,6 +209,9 @@ pub struct Stats {
     /// Queries read but not yet answered, now and at most.
     pub outstanding: AtomicUsize,
     pub most_outstanding: AtomicUsize,
+    /// The certificate each client presented, in the order the handshakes completed (mutual
+    /// TLS only).
+    pub client_certificates: std::sync::Mutex<Vec<CertificateDer<'static>>>,
 }
 
 impl DotServer {
@@ -351,6 +354,9 @@ async fn accept(
                         Some(acceptor) => match acceptor.accept(tcp).await {
                             Ok(stream) => {
                                 stats.handshakes_ok.fetch_add(1, Ordering::SeqCst);
+                                if let Some(presented) = stream.get_ref().1.peer_certificates().and_then(|chain| chain.first()) {
+                                    stats.client_certificates.lock().expect("not poisoned").push(presented.clone().into_owned());
+                                }
                                 serve(stream, behaviour, number, &stats).await
                             }
                             Err(_) => 0,

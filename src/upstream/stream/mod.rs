@@ -27,7 +27,8 @@
 //! - dropping the endpoint stops its connection task.
 //!
 //! The TLS client configuration (CA bundle, client certificate) is loaded by
-//! [`certificates`](crate::certificates).
+//! [`certificates`](crate::certificates); each connection is opened with the one current then
+//! ([`CurrentTls`]), so a rotation reaches the next connection of an endpoint that outlives it.
 
 mod connection;
 mod task;
@@ -37,11 +38,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rustls::ClientConfig;
 use rustls::pki_types::ServerName;
 use tokio::time::{Instant, timeout_at};
-use tokio_rustls::TlsConnector;
 
+use crate::certificates::CurrentTls;
 use crate::wire;
 use connection::Shared;
 
@@ -134,16 +134,17 @@ impl Default for StreamSettings {
 #[derive(Clone)]
 enum Dial {
     Tcp,
-    /// TLS checking `server_name` against the connector's CA bundle.
+    /// TLS checking `server_name` against the CA bundle of the configuration current when the
+    /// connection is opened.
     Tls {
-        connector: TlsConnector,
+        config: CurrentTls,
         server_name: ServerName<'static>,
     },
 }
 
 /// One endpoint spoken to over a stream (TCP or TLS), and its (lazily opened, shared)
 /// connection. Keep one per address for as long as the configuration lasts: the connection and
-/// its backoff live here. Replace it (drop the old one) when the TLS configuration changes.
+/// its backoff live here.
 pub struct StreamEndpoint {
     shared: Arc<Shared>,
 }
@@ -158,15 +159,16 @@ impl StreamEndpoint {
     }
 
     /// An endpoint spoken to over TLS, whose certificate must carry `server_name` and verify
-    /// against `config`'s CA bundle. Opens nothing until the first [`exchange`](Self::exchange).
+    /// against `config`'s CA bundle (as it is when each connection opens: see [`CurrentTls`]).
+    /// Opens nothing until the first [`exchange`](Self::exchange).
     pub fn tls(
         addr: SocketAddr,
         server_name: ServerName<'static>,
-        config: Arc<ClientConfig>,
+        config: impl Into<CurrentTls>,
         settings: StreamSettings,
     ) -> Self {
         let dial = Dial::Tls {
-            connector: TlsConnector::from(config),
+            config: config.into(),
             server_name,
         };
         Self {

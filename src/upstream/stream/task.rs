@@ -13,6 +13,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until, timeout, timeout_at};
+use tokio_rustls::TlsConnector;
 use tokio_util::codec::FramedRead;
 
 use super::connection::{Frame, Review, Shared};
@@ -78,10 +79,10 @@ async fn connect_and_serve(
     match &shared.dial {
         Dial::Tcp => serve(shared, serial, queue, tcp).await,
         Dial::Tls {
-            connector,
+            config,
             server_name,
         } => {
-            let handshake = connector.connect(server_name.clone(), tcp);
+            let handshake = TlsConnector::from(config.load()).connect(server_name.clone(), tcp);
             match timeout_at(until, handshake).await {
                 Ok(Ok(tls)) => serve(shared, serial, queue, tls).await,
                 Ok(Err(e)) => Ending::Failed(classify(e)),
