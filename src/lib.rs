@@ -49,12 +49,10 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, watch};
 
 use background::Background;
-use cache::Cache;
 use config::Config;
 use metrics::Metrics;
 use query::Resolver;
 use server::{Listeners, Readiness, Shared};
-use snapshot::Snapshot;
 
 /// How long in-flight queries may take to finish after shutdown is signalled.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -86,15 +84,13 @@ pub async fn run(
         background::DEFAULT_LIMIT,
         metrics.background(),
     ));
-    let cache = Arc::new(Cache::new(
-        &config.cache,
-        metrics.cache(),
-        Arc::clone(&background),
-    ));
-    let snapshot = Snapshot::new(&config, &cache, &metrics, &background, None);
     let (stop, stopped) = watch::channel(false);
     let inflight = Arc::new(Semaphore::new(config.max_inflight));
-    let resolver = Arc::new(Resolver::new(snapshot, cache, Arc::clone(&metrics)));
+    let resolver = Arc::new(Resolver::for_config(
+        &config,
+        Arc::clone(&metrics),
+        &background,
+    ));
     let reloader = reload::Reloader::new(
         config.clone(),
         Arc::clone(&resolver),

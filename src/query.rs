@@ -16,7 +16,9 @@ use hickory_proto::op::{Query, ResponseCode};
 use hickory_proto::rr::RecordType;
 use tokio::time::Instant;
 
+use crate::background::Background;
 use crate::cache::{Cache, Lookup, Miss};
+use crate::config::Config;
 use crate::loops::Loops;
 use crate::metrics::{DropReason, Metrics};
 use crate::own_names;
@@ -58,7 +60,19 @@ pub struct Resolver {
 }
 
 impl Resolver {
-    pub fn new(snapshot: Snapshot, cache: Arc<Cache>, metrics: Arc<Metrics>) -> Self {
+    /// The resolver of `config`: its cache (whose refreshes and cut legs run in `background`)
+    /// and its first snapshot.
+    pub fn for_config(
+        config: &Config,
+        metrics: Arc<Metrics>,
+        background: &Arc<Background>,
+    ) -> Self {
+        let cache = Arc::new(Cache::new(
+            &config.cache,
+            metrics.cache(),
+            Arc::clone(background),
+        ));
+        let snapshot = Snapshot::new(config, &cache, &metrics, background, None);
         Self {
             snapshot: ArcSwap::from_pointee(snapshot),
             cache,
@@ -262,8 +276,6 @@ mod tests {
     use hickory_proto::rr::{Name, RData};
 
     use super::*;
-    use crate::background::Background;
-    use crate::config::Config;
     use crate::config::tests::config_from;
 
     /// A pod at `ip`, whose own name `mongo-0.mongo.db.svc.cluster.local` is answered here.
@@ -293,14 +305,9 @@ mod tests {
         let (old, new) = (pod_at("10.8.1.2"), pod_at("10.8.1.3"));
         let metrics = Arc::new(Metrics::new());
         let background = Arc::new(Background::new(4));
-        let cache = Arc::new(Cache::new(
-            &old.cache,
-            metrics.cache(),
-            Arc::clone(&background),
-        ));
-        let first = Snapshot::new(&old, &cache, &metrics, &background, None);
-        let second = Snapshot::new(&new, &cache, &metrics, &background, Some(&first));
-        let resolver = Resolver::new(first, cache, Arc::clone(&metrics));
+        let resolver = Resolver::for_config(&old, Arc::clone(&metrics), &background);
+        let first = resolver.snapshot();
+        let second = Snapshot::new(&new, resolver.cache(), &metrics, &background, Some(&first));
         let mut query = Message::query();
         let own = Name::from_ascii("mongo-0.mongo.db.svc.cluster.local.").unwrap();
         query.add_query(Query::query(own, RecordType::A));

@@ -718,7 +718,6 @@ mod tests {
     }
 
     fn running(name: &str, upstream: &str) -> Running {
-        use crate::cache::Cache;
         let dir = crate::certificates::tests::Scratch::new(name);
         std::fs::write(dir.0.join(variables::UPSTREAMS), upstream).unwrap();
         let config = Config::from_vars([(
@@ -728,13 +727,11 @@ mod tests {
         .unwrap();
         let metrics = Arc::new(Metrics::new());
         let background = Arc::new(Background::new(4));
-        let cache = Arc::new(Cache::new(
-            &config.cache,
-            metrics.cache(),
-            Arc::clone(&background),
+        let resolver = Arc::new(Resolver::for_config(
+            &config,
+            Arc::clone(&metrics),
+            &background,
         ));
-        let snapshot = Snapshot::new(&config, &cache, &metrics, &background, None);
-        let resolver = Arc::new(Resolver::new(snapshot, cache, Arc::clone(&metrics)));
         let reloader = Reloader::new(config, Arc::clone(&resolver), metrics, background);
         Running {
             dir,

@@ -20,11 +20,9 @@ use futures_util::future::join_all;
 use hickory_proto::op::{Message, Query};
 use hickory_proto::rr::{Name, RecordType};
 use meshdns::background::Background;
-use meshdns::cache::Cache;
 use meshdns::config::Config;
 use meshdns::metrics::Metrics;
 use meshdns::query::Resolver;
-use meshdns::snapshot::Snapshot;
 use meshdns::wire::Proto;
 
 #[path = "support/counting.rs"]
@@ -73,13 +71,7 @@ async fn a_miss_waiting_on_a_silent_upstream_holds_little_memory() {
         .expect("a valid configuration");
     let metrics = Arc::new(Metrics::new());
     let background = Arc::new(Background::new(16));
-    let cache = Arc::new(Cache::new(
-        &config.cache,
-        metrics.cache(),
-        Arc::clone(&background),
-    ));
-    let snapshot = Snapshot::new(&config, &cache, &metrics, &background, None);
-    let resolver = Resolver::new(snapshot, cache, metrics);
+    let resolver = Resolver::for_config(&config, metrics, &background);
     // The upstream fails until it is marked down and its probe runs, as in the flood: what
     // that allocates once is not the misses'.
     let warm: Vec<_> = (0..4)
