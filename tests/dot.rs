@@ -406,18 +406,25 @@ async fn dropping_the_endpoint_closes_its_connection() {
 
 /// meshdns with cluster `b` over DNS over TLS at `server`, trusting the CA bundle `ca_file`.
 async fn meshdns_to(server: &DotServer, ca_file: &std::path::Path) -> support::Meshdns {
+    let ca_file = ca_file.display().to_string();
+    let vars = [
+        ("MESHDNS_TLS_CA_FILE", ca_file.as_str()),
+        ("MESHDNS_ATTEMPT_TIMEOUT", "1s"),
+    ];
+    meshdns_to_with(server, &vars).await
+}
+
+/// meshdns with cluster `b` over DNS over TLS at `server`, and `vars` (the TLS files among
+/// them).
+async fn meshdns_to_with(server: &DotServer, vars: &[(&str, &str)]) -> support::Meshdns {
     let kube = support::FakeDns::silent().await;
     let clusters = format!("a=; b={} transport=tls tls_name={SERVER_NAME}", server.addr);
-    let meshdns = support::Meshdns::before(
-        &kube,
-        &[
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            ("MESHDNS_CLUSTERS", &clusters),
-            ("MESHDNS_TLS_CA_FILE", &ca_file.display().to_string()),
-            ("MESHDNS_ATTEMPT_TIMEOUT", "1s"),
-        ],
-    )
-    .await;
+    let mut all = vec![
+        ("MESHDNS_LOCAL_CLUSTER", "a"),
+        ("MESHDNS_CLUSTERS", clusters.as_str()),
+    ];
+    all.extend_from_slice(vars);
+    let meshdns = support::Meshdns::before(&kube, &all).await;
     drop(kube);
     meshdns
 }
@@ -530,22 +537,14 @@ async fn a_connection_opened_after_a_rotation_presents_the_new_certificate_even_
     );
     let file = |name: &str| secret.path.join(name).display().to_string();
     let (ca, cert, key) = (file("ca.crt"), file("tls.crt"), file("tls.key"));
-    let kube = support::FakeDns::silent().await;
-    let clusters = format!("a=; b={} transport=tls tls_name={SERVER_NAME}", server.addr);
-    let meshdns = support::Meshdns::before(
-        &kube,
-        &[
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            ("MESHDNS_CLUSTERS", &clusters),
-            ("MESHDNS_TLS_CA_FILE", &ca),
-            ("MESHDNS_TLS_CERT_FILE", &cert),
-            ("MESHDNS_TLS_KEY_FILE", &key),
-            ("MESHDNS_ATTEMPT_TIMEOUT", "2s"),
-            ("MESHDNS_TIMEOUT", "5s"),
-        ],
-    )
-    .await;
-    let meshdns = Arc::new(meshdns);
+    let vars = [
+        ("MESHDNS_TLS_CA_FILE", ca.as_str()),
+        ("MESHDNS_TLS_CERT_FILE", cert.as_str()),
+        ("MESHDNS_TLS_KEY_FILE", key.as_str()),
+        ("MESHDNS_ATTEMPT_TIMEOUT", "2s"),
+        ("MESHDNS_TIMEOUT", "5s"),
+    ];
+    let meshdns = Arc::new(meshdns_to_with(&server, &vars).await);
     // The first connection (the old certificate) takes the query and hangs.
     let asking = Arc::clone(&meshdns);
     let asked = tokio::spawn(async move { member_b(&asking, 0).await });
