@@ -44,6 +44,11 @@ impl OwnNames {
         Self { names }
     }
 
+    /// Every own name, in the order of the configuration.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<OwnName>> {
+        self.names.iter().map(|(_, own)| own)
+    }
+
     /// The own name `name` (uncompressed wire form, any letter case), if it is one. Without an
     /// identity the table is empty and this costs nothing.
     pub fn find(&self, name: &[u8]) -> Option<&Arc<OwnName>> {

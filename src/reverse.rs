@@ -36,6 +36,11 @@ impl<T> Networks<T> {
         Self { networks }
     }
 
+    /// Every network with what its reverse names go to, longest prefix first.
+    pub fn iter(&self) -> impl Iterator<Item = &(IpNet, T)> {
+        self.networks.iter()
+    }
+
     /// What the network holding the address that `name` (wire form) is the reverse name of
     /// goes to; `None` for every other name.
     pub fn find(&self, name: &[u8]) -> Option<&T> {

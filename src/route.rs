@@ -19,6 +19,8 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use hickory_proto::rr::Name;
+use hickory_proto::serialize::binary::BinDecodable;
+use ipnet::IpNet;
 
 use crate::config::{Cluster, Config, OwnName};
 use crate::gather::{Naming, Scheme};
@@ -107,6 +109,18 @@ impl RouteKind {
     }
 }
 
+/// One row of the routing table, in the order [`Router::route`] tries them: what `meshdns
+/// --check` prints, so that what it shows is what routes.
+#[derive(Debug)]
+pub enum Row<'a, P> {
+    /// One of the pod's own names: answered locally.
+    Own(&'a Arc<OwnName>),
+    /// A zone (a name ending on a label boundary under it matches) and its route.
+    Zone(Name, &'a Route<P>),
+    /// A peer's network: the reverse names of its addresses take the route.
+    Network(IpNet, &'a Route<P>),
+}
+
 /// The routing table: the pod's own names, then each zone's lowercase wire form and its route,
 /// then the peers' networks with theirs; and the search-list expansions of the zones.
 #[derive(Debug, Clone)]
@@ -159,6 +173,19 @@ impl<P: AsRef<Cluster> + Clone> Router<P> {
                 .collect(),
             networks: Networks::new(networks),
         }
+    }
+
+    /// The table's rows, in the order routing tries them; a name under none of them is a
+    /// search-list expansion or passes through.
+    pub fn rows(&self) -> impl Iterator<Item = Row<'_, P>> {
+        let zones = self.zones.iter().map(|(wire, route)| {
+            Row::Zone(Name::from_bytes(wire).expect("made from a name"), route)
+        });
+        (self.own.iter().map(Row::Own)).chain(zones).chain(
+            self.networks
+                .iter()
+                .map(|(net, route)| Row::Network(*net, route)),
+        )
     }
 
     /// The route of a question name in wire form (uncompressed labels ending in the root).
@@ -248,6 +275,31 @@ mod tests {
 
     fn route(name: &str) -> Route<Cluster> {
         route_in(&router(), name)
+    }
+
+    #[test]
+    fn the_rows_are_the_table_in_the_order_routing_tries_it() {
+        let rows: Vec<String> = (router().rows())
+            .map(|row| match row {
+                Row::Own(own) => format!("{} self", own.name),
+                Row::Zone(zone, route) => format!("{zone} {}", route.kind().label()),
+                Row::Network(network, route) => format!("{network} {}", route.kind().label()),
+            })
+            .collect();
+        // The local cluster's claims (crdb-us, 10.8.0.0/16) route nowhere new: no rows.
+        assert_eq!(
+            rows,
+            [
+                "cluster.a. cluster",
+                "cluster.b. cluster",
+                "distributed.local. distributed",
+                "mesh.example. distributed",
+                "clusterset.local. clusterset",
+                "crdb-eu.svc.cluster.local. namespace",
+                "crdb-eu-2.svc.cluster.local. namespace",
+                "10.9.0.0/16 reverse",
+            ]
+        );
     }
 
     #[test]

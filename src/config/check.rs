@@ -9,14 +9,19 @@
 //! running process logs each such change with both values and counts it as
 //! `restart_required`.
 
+use std::borrow::Cow;
 use std::fmt::Write;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use hickory_proto::rr::Name;
 
+use crate::route::{Route, Router, Row};
+
 use super::variables::*;
 use super::{
-    Config, Endpoint, OwnData, PodIdentity, Source, Transport, UpstreamSource, show_duration,
+    Cluster, Config, Endpoint, OwnData, PodIdentity, Source, Transport, UpstreamSource,
+    show_duration,
 };
 
 /// What a host-name endpoint resolved to for `--check --resolve`: its addresses, or why none.
@@ -48,112 +53,25 @@ pub fn render_check(config: &Config, resolved: Option<&Resolved>) -> String {
         out,
         "\nrouting (zones match on label boundaries, case-insensitively; the longest wins)"
     );
-    // A cluster's claims (namespaces, networks) come after every zone, as routing tries them.
-    let mut claims: Vec<[String; 4]> = Vec::new();
-    // The pod's own names come first: they win over the zone they lie in.
-    let mut routes: Vec<[String; 4]> = config
-        .own_names()
-        .into_iter()
-        .map(|own| {
-            let data = match &own.data {
-                OwnData::Addresses(ips) => format!("A/AAAA {} (TTL 5s)", join(ips)),
-                OwnData::Pointer(target) => format!("PTR {} (TTL 5s)", target.to_ascii()),
+    // The rows are the router's own, in the order it tries them: what is shown is what routes.
+    let router = Router::new(config, &config.clusters);
+    let mut routes: Vec<[String; 4]> = router
+        .rows()
+        .map(|row| {
+            let (matches, route) = match row {
+                Row::Own(own) => (
+                    own.name.to_ascii(),
+                    Cow::Owned(Route::SelfName(Arc::clone(own))),
+                ),
+                Row::Zone(zone, route) => (zone.to_ascii(), Cow::Borrowed(route)),
+                Row::Network(network, route) => {
+                    (format!("reverse names of {network}"), Cow::Borrowed(route))
+                }
             };
-            [
-                own.name.to_ascii(),
-                "self".into(),
-                "answered locally".into(),
-                data,
-            ]
+            let [kind, asks, sent_as] = described(config, &route, resolved);
+            [matches, kind, asks, sent_as]
         })
         .collect();
-    for cluster in &config.clusters {
-        let asks = if cluster.is_local {
-            format!("upstreams {} (udp)", join(&config.upstreams))
-        } else {
-            let endpoints: Vec<String> = cluster
-                .endpoints
-                .iter()
-                .map(|endpoint| match endpoint {
-                    Endpoint::Addr(_) => endpoint.to_string(),
-                    Endpoint::Name { .. } => {
-                        match resolved.and_then(|r| r.iter().find(|(e, _)| e == endpoint)) {
-                            Some((_, Ok(addrs))) => format!("{endpoint} [{}]", join(addrs)),
-                            Some((_, Err(why))) => format!("{endpoint} [unresolved: {why}]"),
-                            None => format!("{endpoint} [resolved at run time]"),
-                        }
-                    }
-                })
-                .collect();
-            let tls = match (&cluster.tls_name, cluster.transport) {
-                (Some(name), Transport::Tls) => format!(", tls_name {}", name.to_ascii()),
-                _ => String::new(),
-            };
-            format!("{} ({}{tls})", endpoints.join(","), cluster.transport)
-        };
-        let (namespace_route, reverse_route, mapped) = if cluster.is_local {
-            let local = format!("passthrough (cluster {}, local)", cluster.name);
-            (local.clone(), local, "verbatim".to_string())
-        } else {
-            (
-                format!("namespace (cluster {})", cluster.name),
-                format!("reverse (cluster {})", cluster.name),
-                format!(
-                    "verbatim; names NAME.svc.{} in the reply -> NAME.{}",
-                    cluster.domain.to_ascii(),
-                    cluster.zone.to_ascii()
-                ),
-            )
-        };
-        for zone in &cluster.namespaces {
-            claims.push([
-                zone.to_ascii(),
-                namespace_route.clone(),
-                asks.clone(),
-                "verbatim".into(),
-            ]);
-        }
-        for network in &cluster.networks {
-            claims.push([
-                format!("reverse names of {network}"),
-                reverse_route.clone(),
-                asks.clone(),
-                mapped.clone(),
-            ]);
-        }
-        routes.push([
-            cluster.zone.to_ascii(),
-            format!("cluster {}", cluster.name),
-            asks,
-            format!(
-                "NAME.{} -> NAME.svc.{}",
-                cluster.zone.to_ascii(),
-                cluster.domain.to_ascii()
-            ),
-        ]);
-    }
-    let legs: Vec<String> = config
-        .clusters
-        .iter()
-        .map(|c| format!("{} (prefix {})", c.name, c.prefix))
-        .collect();
-    for zone in &config.distributed_zones {
-        routes.push([
-            zone.to_ascii(),
-            "distributed".into(),
-            format!("all clusters: {}", or_dash(legs.join(", "))),
-            "NAME -> NAME.<domain of each>; PREFIX-NAME -> NAME at that cluster only (NXDOMAIN there: NAME gathered as it is)".into(),
-        ]);
-    }
-    if let Some(zone) = &config.clusterset_zone {
-        routes.push([
-            zone.to_ascii(),
-            "clusterset".into(),
-            "all clusters".into(),
-            "NAME -> NAME.<domain>; host.CLUSTER.service.ns.svc -> that cluster only".into(),
-        ]);
-    }
-    routes.append(&mut claims);
     routes.push(match &config.search {
         Ok(suffixes) if !suffixes.is_empty() => [
             format!("ZONE.{{{}}}", join(suffixes)),
@@ -164,12 +82,8 @@ pub fn render_check(config: &Config, resolved: Option<&Resolved>) -> String {
         Ok(_) => ["ZONE.SEARCH-SUFFIX".into(), "search".into(), "off: no search line".into(), "-".into()],
         Err(why) => ["ZONE.SEARCH-SUFFIX".into(), "search".into(), format!("off: {why}"), "-".into()],
     });
-    routes.push([
-        ". (everything else)".into(),
-        "passthrough".into(),
-        join(&config.upstreams),
-        "verbatim".into(),
-    ]);
+    let [kind, asks, sent_as] = described(config, &Route::Passthrough, resolved);
+    routes.push([". (everything else)".into(), kind, asks, sent_as]);
     out.push_str(&table(
         &[["zone", "route", "asks", "sent as"].map(String::from)],
         &routes,
@@ -178,6 +92,24 @@ pub fn render_check(config: &Config, resolved: Option<&Resolved>) -> String {
         let _ = writeln!(
             out,
             "\nnote: the pod's own names are not answered locally: {why}"
+        );
+    }
+    if let Some(local) = config.local_cluster()
+        && !(local.namespaces.is_empty() && local.networks.is_empty())
+    {
+        let claims: Vec<String> = (local.namespaces.iter().map(Name::to_ascii))
+            .chain(
+                local
+                    .networks
+                    .iter()
+                    .map(|network| format!("reverse names of {network}")),
+            )
+            .collect();
+        let _ = writeln!(
+            out,
+            "\nnote: cluster {} is the local cluster: its claims ({}) are kube-dns's names and pass through.",
+            local.name,
+            claims.join(", ")
         );
     }
     if config.clusters.is_empty() {
@@ -195,6 +127,95 @@ pub fn render_check(config: &Config, resolved: Option<&Resolved>) -> String {
         }
     }
     out
+}
+
+/// What a route does, as the routing table's last three columns show it: its kind (with the
+/// cluster it goes to), what it asks, and how the question is sent.
+fn described(config: &Config, route: &Route<Cluster>, resolved: Option<&Resolved>) -> [String; 3] {
+    let verbatim = || "verbatim".to_string();
+    // A name under the cluster's zone, and the same name as its own cluster's DNS holds it.
+    let names = |cluster: &Cluster| {
+        let zone = cluster.zone.to_ascii();
+        (
+            format!("NAME.{zone}"),
+            format!("NAME.svc.{}", cluster.domain.to_ascii()),
+        )
+    };
+    match route {
+        Route::Passthrough => ["passthrough".into(), join(&config.upstreams), verbatim()],
+        Route::Cluster(cluster) => {
+            let (ours, theirs) = names(cluster);
+            let asked = asks(config, cluster, resolved);
+            [
+                format!("cluster {}", cluster.name),
+                asked,
+                format!("{ours} -> {theirs}"),
+            ]
+        }
+        Route::Namespace(cluster) => [
+            format!("namespace (cluster {})", cluster.name),
+            asks(config, cluster, resolved),
+            verbatim(),
+        ],
+        Route::Reverse(cluster) => {
+            let (ours, theirs) = names(cluster);
+            let asked = asks(config, cluster, resolved);
+            let mapped = format!("verbatim; names {theirs} in the reply -> {ours}");
+            [format!("reverse (cluster {})", cluster.name), asked, mapped]
+        }
+        Route::Distributed(_) => {
+            let legs =
+                (config.clusters.iter()).map(|c| format!("{} (prefix {})", c.name, c.prefix));
+            [
+                "distributed".into(),
+                format!("all clusters: {}", or_dash(legs.collect::<Vec<_>>().join(", "))),
+                "NAME -> NAME.<domain of each>; PREFIX-NAME -> NAME at that cluster only (NXDOMAIN there: NAME gathered as it is)".into(),
+            ]
+        }
+        Route::Clusterset(_) => [
+            "clusterset".into(),
+            "all clusters".into(),
+            "NAME -> NAME.<domain>; host.CLUSTER.service.ns.svc -> that cluster only".into(),
+        ],
+        Route::SelfName(own) => [
+            "self".into(),
+            "answered locally".into(),
+            match &own.data {
+                OwnData::Addresses(ips) => format!("A/AAAA {} (TTL 5s)", join(ips)),
+                OwnData::Pointer(target) => format!("PTR {} (TTL 5s)", target.to_ascii()),
+            },
+        ],
+        Route::Search(domain) => [
+            "search".into(),
+            "nobody".into(),
+            format!("NXDOMAIN with the SOA of {}", domain.to_ascii()),
+        ],
+    }
+}
+
+/// The endpoints a cluster's routes ask, with the transport (and what a host name resolved to
+/// for `--check --resolve`); the local cluster asks the upstreams.
+fn asks(config: &Config, cluster: &Cluster, resolved: Option<&Resolved>) -> String {
+    if cluster.is_local {
+        return format!("upstreams {} (udp)", join(&config.upstreams));
+    }
+    let endpoints: Vec<String> = (cluster.endpoints.iter())
+        .map(|endpoint| match endpoint {
+            Endpoint::Addr(_) => endpoint.to_string(),
+            Endpoint::Name { .. } => {
+                match resolved.and_then(|r| r.iter().find(|(e, _)| e == endpoint)) {
+                    Some((_, Ok(addrs))) => format!("{endpoint} [{}]", join(addrs)),
+                    Some((_, Err(why))) => format!("{endpoint} [unresolved: {why}]"),
+                    None => format!("{endpoint} [resolved at run time]"),
+                }
+            }
+        })
+        .collect();
+    let tls = match (&cluster.tls_name, cluster.transport) {
+        (Some(name), Transport::Tls) => format!(", tls_name {}", name.to_ascii()),
+        _ => String::new(),
+    };
+    format!("{} ({}{tls})", endpoints.join(","), cluster.transport)
 }
 
 /// [`effective`], and for a restart-only variable that a file changed, the value in force too.
@@ -413,8 +434,10 @@ pub(crate) mod tests {
             "reverse names of 10.9.0.0/16 reverse (cluster b) 10.9.0.1:30053 (udp) verbatim; names NAME.svc.cluster.local. in the reply -> NAME.cluster.b."
         );
         assert!(row("reverse names of fd00:9::/56").contains("reverse (cluster b)"));
+        // The local cluster's claims route nowhere new: no row, a note saying why.
+        assert!(!text.contains("reverse names of 10.8.0.0/16 "), "{text}");
         assert!(
-            row("reverse names of 10.8.0.0/16").contains("passthrough (cluster a, local)"),
+            text.contains("note: cluster a is the local cluster: its claims (reverse names of 10.8.0.0/16) are kube-dns's names and pass through."),
             "{text}"
         );
     }
