@@ -126,7 +126,10 @@ class Peer:
             members = sorted(self.members)
             if host == []:  # the headless service
                 found = True
-                if rdtype == dns.rdatatype.A:
+                # No member left: NODATA with the SOA, as CoreDNS answers. (dnspython writes an
+                # empty RRset as one record of length 0, RFC 2136's "delete an RRset": a
+                # malformed answer, which meshdns rightly takes as the cluster failing.)
+                if rdtype == dns.rdatatype.A and members:
                     reply.answer.append(
                         dns.rrset.from_text_list(
                             name, TTL, "IN", "A", [pod_addr(self.cluster, m) for m in members]
