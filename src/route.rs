@@ -109,8 +109,8 @@ impl RouteKind {
     }
 }
 
-/// One row of the routing table, in the order [`Router::route`] tries them: what `meshdns
-/// --check` prints, so that what it shows is what routes.
+/// One row of the routing table, as [`Router::route`] reads it: what `meshdns --check` prints,
+/// so that what it shows is what routes.
 #[derive(Debug)]
 pub enum Row<'a, P> {
     /// One of the pod's own names: answered locally.
@@ -175,8 +175,9 @@ impl<P: AsRef<Cluster> + Clone> Router<P> {
         }
     }
 
-    /// The table's rows, in the order routing tries them; a name under none of them is a
-    /// search-list expansion or passes through.
+    /// The table's rows in order of precedence: own names, then zones (of those that match a
+    /// name, the longest wins), then networks; a name under none of them is a search-list
+    /// expansion or passes through.
     pub fn rows(&self) -> impl Iterator<Item = Row<'_, P>> {
         let zones = self.zones.iter().map(|(wire, route)| {
             Row::Zone(Name::from_bytes(wire).expect("made from a name"), route)

@@ -53,7 +53,7 @@ pub fn render_check(config: &Config, resolved: Option<&Resolved>) -> String {
         out,
         "\nrouting (zones match on label boundaries, case-insensitively; the longest wins)"
     );
-    // The rows are the router's own, in the order it tries them: what is shown is what routes.
+    // The rows are the router's own, in order of precedence: what is shown is what routes.
     let router = Router::new(config, &config.clusters);
     let mut routes: Vec<[String; 4]> = router
         .rows()
