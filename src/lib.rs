@@ -10,7 +10,8 @@
 //! fitting to size).
 //! [`cache`] keeps answers (keys, TTLs, stale, in-flight sharing) for every route, behind one
 //! entry point. [`background`] owns the work done off a client's path.
-//! [`config`] reads the environment once; [`wire`] reads raw bytes without a full parse;
+//! [`config`] reads the environment once, and [`check`] shows it with the routing table
+//! (`meshdns --check`); [`wire`] reads raw bytes without a full parse;
 //! [`metrics`] defines every metric, served by the admin server in [`server`];
 //! [`process`] is what the binary needs around `run` (logging, runtime, signals).
 //!
@@ -22,6 +23,7 @@
 pub mod background;
 pub mod cache;
 pub mod certificates;
+pub mod check;
 pub mod config;
 pub mod gather;
 pub mod loops;

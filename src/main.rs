@@ -8,7 +8,8 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use meshdns::config::{Config, ConfigError, read_env_file, render_check, variables};
+use meshdns::check::render_check;
+use meshdns::config::{Config, ConfigError, read_env_file, variables};
 use meshdns::process;
 
 const EXIT_CONFIG: u8 = 64;

@@ -15,7 +15,8 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{Registry, reload};
 
-use crate::config::{Config, Endpoint, LogFormat, Resolved};
+use crate::check::Resolved;
+use crate::config::{Config, Endpoint, LogFormat};
 use crate::metrics::{self, Metrics};
 use crate::snapshot;
 use crate::upstream::{Upstream, names};

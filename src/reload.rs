@@ -44,7 +44,8 @@ use notify::Watcher;
 use tokio::sync::{mpsc, watch};
 
 use crate::background::Background;
-use crate::config::{Config, effective, variables};
+use crate::check::effective;
+use crate::config::{Config, variables};
 use crate::metrics::{Metrics, ReloadResult};
 use crate::process;
 use crate::query::Resolver;

@@ -6,7 +6,6 @@
 //! before exiting 64 (and a reload logs before keeping the running configuration). Tests build
 //! a `Config` from pairs with [`Config::from_vars`], never by touching the process environment.
 
-mod check;
 mod clusters;
 mod hint;
 mod own;
@@ -24,8 +23,6 @@ use hickory_proto::rr::Name;
 
 use crate::certificates::{self, ClientIdentity, ClientTls};
 
-pub(crate) use check::effective;
-pub use check::{Resolved, render_check};
 pub use clusters::{Endpoint, Transport};
 pub use own::is_own_address;
 pub use pod::{OwnData, OwnName, Pod, PodIdentity};
@@ -248,7 +245,7 @@ impl Config {
 }
 
 /// The value of `name`, or its default (an unset variable without a default is "").
-fn value<'a>(settings: &'a Settings, name: &str) -> &'a str {
+pub(crate) fn value<'a>(settings: &'a Settings, name: &str) -> &'a str {
     settings
         .get(name)
         .or_else(|| find(name).and_then(|v| v.default))

@@ -433,7 +433,7 @@ fn a_file_over_64_kib_is_refused_without_being_read_past_the_limit() {
 }
 
 /// `c0=10.0.0.1:30053,10.0.1.1:30053; c1=…`: `n` clusters of two endpoints.
-fn clusters(n: usize) -> String {
+pub(crate) fn clusters(n: usize) -> String {
     (0..n)
         .map(|i| {
             format!(
@@ -449,7 +449,7 @@ fn clusters(n: usize) -> String {
 }
 
 #[test]
-fn cluster_257_is_refused_and_256_validate_with_the_routing_table_linear_in_size() {
+fn cluster_257_is_refused_and_256_validate() {
     refused(
         config_from(&[
             ("MESHDNS_LOCAL_CLUSTER", "c0"),
@@ -458,22 +458,12 @@ fn cluster_257_is_refused_and_256_validate_with_the_routing_table_linear_in_size
         ("MESHDNS_CLUSTERS", "c256"),
         &["at most 256"],
     );
-    // Validation and --check grow linearly: twice the clusters, about twice the output (a table
-    // padded to its longest cell grew with the square).
-    let size = |n: usize| {
-        let config = config_from(&[
-            ("MESHDNS_LOCAL_CLUSTER", "c0"),
-            ("MESHDNS_CLUSTERS", &clusters(n)),
-        ])
-        .unwrap();
-        assert_eq!(config.clusters.len(), n);
-        render_check(&config, None).len()
-    };
-    let (half, full) = (size(128), size(256));
-    assert!(
-        full < half * 5 / 2,
-        "128 clusters: {half} bytes, 256: {full} bytes"
-    );
+    let config = config_from(&[
+        ("MESHDNS_LOCAL_CLUSTER", "c0"),
+        ("MESHDNS_CLUSTERS", &clusters(256)),
+    ])
+    .unwrap();
+    assert_eq!(config.clusters.len(), 256);
 }
 
 #[test]
@@ -881,20 +871,4 @@ fn common_slips_name_the_variable_the_token_and_the_fix() {
         &["Secret"],
     );
     assert_eq!(err.to_string().matches(path).count(), 1, "{err}");
-}
-
-#[test]
-fn check_shows_the_resolv_conf_read_for_its_search_list() {
-    let path = resolv_conf_file("search db.svc.cluster.local svc.cluster.local\n");
-    let config = config_from(&[("MESHDNS_RESOLV_CONF", &path)]).unwrap();
-    std::fs::remove_file(&path).unwrap();
-    let text = render_check(&config, None);
-    let line = check::tests::line(&text, "MESHDNS_RESOLV_CONF ");
-    assert!(
-        line.contains(&format!(
-            "{path} (search list only: MESHDNS_UPSTREAMS is set)"
-        )),
-        "{line}"
-    );
-    assert!(!text.contains("not read"), "{text}");
 }

@@ -16,13 +16,12 @@ use std::sync::Arc;
 
 use hickory_proto::rr::Name;
 
-use crate::route::{Route, Router, Row};
-
-use super::variables::*;
-use super::{
-    Cluster, Config, Endpoint, OwnData, PodIdentity, Source, Transport, UpstreamSource,
+use crate::config::variables::*;
+use crate::config::{
+    self, Cluster, Config, Endpoint, OwnData, PodIdentity, Source, Transport, UpstreamSource,
     show_duration,
 };
+use crate::route::{Route, Router, Row};
 
 /// What a host-name endpoint resolved to for `--check --resolve`: its addresses, or why none.
 pub type Resolved = Vec<(Endpoint, Result<Vec<SocketAddr>, String>)>;
@@ -225,8 +224,8 @@ fn shown(config: &Config, variable: &str) -> String {
     if !RESTART_ONLY.contains(&variable) || !from_file {
         return value;
     }
-    let in_force = super::value(&config.environment, variable);
-    if in_force == super::value(&config.settings, variable) {
+    let in_force = config::value(&config.environment, variable);
+    if in_force == config::value(&config.settings, variable) {
         return value;
     }
     let in_force = if in_force.is_empty() {
@@ -249,7 +248,7 @@ pub(crate) fn effective(config: &Config, variable: &str) -> String {
             }
         },
         RESOLV_CONF => {
-            let path = super::value(&config.settings, RESOLV_CONF);
+            let path = config::value(&config.settings, RESOLV_CONF);
             match (&config.upstream_source, &config.search) {
                 (UpstreamSource::ResolvConf(_), _) => {
                     format!("{path} (nameservers and search list)")
@@ -323,10 +322,10 @@ pub(crate) fn effective(config: &Config, variable: &str) -> String {
                     _ => value.clone(),
                 }
             }
-            PodIdentity::Off { .. } => or_dash(super::value(&config.settings, variable).into()),
+            PodIdentity::Off { .. } => or_dash(config::value(&config.settings, variable).into()),
         },
         // CLUSTER_DOMAIN, CLUSTER_ZONE: shown as set; their effect is in the routing table.
-        other => super::value(&config.settings, other).to_string(),
+        other => config::value(&config.settings, other).to_string(),
     }
 }
 
@@ -372,7 +371,7 @@ fn table<const N: usize>(header: &[[String; N]], rows: &[[String; N]]) -> String
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use crate::config::tests::config_from;
+    use crate::config::tests::{clusters, config_from, resolv_conf_file};
 
     use super::*;
 
@@ -541,5 +540,39 @@ pub(crate) mod tests {
         for line in text.lines().filter(|l| l.contains("cluster.a-very")) {
             assert!(line.contains("  cluster a-very-long"), "{line}");
         }
+    }
+
+    #[test]
+    fn check_shows_the_resolv_conf_read_for_its_search_list() {
+        let path = resolv_conf_file("search db.svc.cluster.local svc.cluster.local\n");
+        let config = config_from(&[("MESHDNS_RESOLV_CONF", &path)]).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let text = render_check(&config, None);
+        let line = line(&text, "MESHDNS_RESOLV_CONF ");
+        assert!(
+            line.contains(&format!(
+                "{path} (search list only: MESHDNS_UPSTREAMS is set)"
+            )),
+            "{line}"
+        );
+        assert!(!text.contains("not read"), "{text}");
+    }
+
+    #[test]
+    fn the_text_grows_linearly_with_the_clusters() {
+        // Twice the clusters, about twice the output (a table padded to its longest cell grew
+        // with the square).
+        let size = |n: usize| {
+            let pairs = [
+                ("MESHDNS_LOCAL_CLUSTER", "c0"),
+                ("MESHDNS_CLUSTERS", &clusters(n)),
+            ];
+            render_check(&config_from(&pairs).unwrap(), None).len()
+        };
+        let (half, full) = (size(128), size(256));
+        assert!(
+            full < half * 5 / 2,
+            "128 clusters: {half} bytes, 256: {full} bytes"
+        );
     }
 }
