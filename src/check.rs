@@ -21,6 +21,7 @@ use crate::config::{
     self, Cluster, Config, Endpoint, OwnData, PodIdentity, Source, Transport, UpstreamSource,
     show_duration,
 };
+use crate::own_names::OWN_TTL;
 use crate::route::{Route, Router, Row};
 
 /// What a host-name endpoint resolved to for `--check --resolve`: its addresses, or why none.
@@ -63,9 +64,7 @@ pub fn render_check(config: &Config, resolved: Option<&Resolved>) -> String {
                     Cow::Owned(Route::SelfName(Arc::clone(own))),
                 ),
                 Row::Zone(zone, route) => (zone.to_ascii(), Cow::Borrowed(route)),
-                Row::Network(network, route) => {
-                    (format!("reverse names of {network}"), Cow::Borrowed(route))
-                }
+                Row::Network(network, route) => (reverse_names(&network), Cow::Borrowed(route)),
             };
             let [kind, asks, sent_as] = described(config, &route, resolved);
             [matches, kind, asks, sent_as]
@@ -97,12 +96,7 @@ pub fn render_check(config: &Config, resolved: Option<&Resolved>) -> String {
         && !(local.namespaces.is_empty() && local.networks.is_empty())
     {
         let claims: Vec<String> = (local.namespaces.iter().map(Name::to_ascii))
-            .chain(
-                local
-                    .networks
-                    .iter()
-                    .map(|network| format!("reverse names of {network}")),
-            )
+            .chain(local.networks.iter().map(reverse_names))
             .collect();
         let _ = writeln!(
             out,
@@ -176,20 +170,29 @@ fn described(config: &Config, route: &Route<Cluster>, resolved: Option<&Resolved
             "all clusters".into(),
             "NAME -> NAME.<domain>; host.CLUSTER.service.ns.svc -> that cluster only".into(),
         ],
-        Route::SelfName(own) => [
-            "self".into(),
-            "answered locally".into(),
-            match &own.data {
-                OwnData::Addresses(ips) => format!("A/AAAA {} (TTL 5s)", join(ips)),
-                OwnData::Pointer(target) => format!("PTR {} (TTL 5s)", target.to_ascii()),
-            },
-        ],
+        Route::SelfName(own) => {
+            let ttl = show_duration(OWN_TTL);
+            let records = match &own.data {
+                OwnData::Addresses(ips) => format!("A/AAAA {}", join(ips)),
+                OwnData::Pointer(target) => format!("PTR {}", target.to_ascii()),
+            };
+            [
+                "self".into(),
+                "answered locally".into(),
+                format!("{records} (TTL {ttl})"),
+            ]
+        }
         Route::Search(domain) => [
             "search".into(),
             "nobody".into(),
             format!("NXDOMAIN with the SOA of {}", domain.to_ascii()),
         ],
     }
+}
+
+/// The routing table's name for the reverse names of a network's addresses.
+fn reverse_names(network: &impl std::fmt::Display) -> String {
+    format!("reverse names of {network}")
 }
 
 /// The endpoints a cluster's routes ask, with the transport (and what a host name resolved to
