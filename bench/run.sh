@@ -76,6 +76,8 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$ROOT/tests/lib/nsd.sh"
 # shellcheck source=tests/lib/netns.sh
 . "$ROOT/tests/lib/netns.sh"
+# shellcheck source=tests/lib/dot.sh
+. "$ROOT/tests/lib/dot.sh"
 BENCH=$ROOT/bench
 BENCH_VENV=${BENCH_VENV:-/opt/meshdns-bench/venv}
 PY=${PYTHON:-python3}
@@ -698,28 +700,9 @@ elapsed_since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN {print b - a}'; }
 # NSD over TCP.
 # ---------------------------------------------------------------------------------------------
 TLS_NAME=cluster-a.bench.test
-make_certs() { # DIR
-	local d=$1
-	mkdir -p "$d"
-	(
-		cd "$d" || exit 1
-		openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-			-subj "/CN=meshdns bench CA" -keyout ca.key -out ca.pem &&
-			openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$TLS_NAME" \
-				-keyout server.key -out server.csr &&
-			printf 'subjectAltName=DNS:%s\nextendedKeyUsage=serverAuth\n' "$TLS_NAME" >server.ext &&
-			openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
-				-extfile server.ext -out server.pem &&
-			openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=meshdns sidecar" \
-				-keyout client.key -out client.csr &&
-			printf 'extendedKeyUsage=clientAuth\n' >client.ext &&
-			openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
-				-extfile client.ext -out client.pem
-	) >"$d/openssl.log" 2>&1
-}
 TLS_ENV=()
 if has tls || has reload; then
-	make_certs "$WORK/tls" || {
+	dot_certs "$WORK/tls" "$TLS_NAME" || {
 		cat "$WORK/tls/openssl.log" >&2
 		die "openssl could not make the certificates"
 	}
@@ -760,35 +743,7 @@ fi
 if has tls; then
 	log "starting unbound (DoT on $UNBOUND_DOT:853, the first cluster's names as local data)"
 	mkdir -p "$WORK/unbound-dot"
-	awk 'BEGIN { for (i = 0; i < 10000; i++) printf "local-data: \"h%d.mongo.db.svc.cluster.local. 30 IN A 10.101.%d.%d\"\n", i, int(i / 256), i % 256 }' \
-		>"$WORK/unbound-dot/names.conf"
-	cat >"$WORK/unbound-dot/unbound.conf" <<EOF
-server:
-	num-threads: 1
-	interface: $UNBOUND_DOT@853
-	interface: $UNBOUND_DOT@53
-	tls-port: 853
-	tls-service-key: "$WORK/tls/server.key"
-	tls-service-pem: "$WORK/tls/server.pem"
-	do-ip4: yes
-	do-ip6: no
-	do-udp: no
-	do-tcp: yes
-	access-control: 127.0.0.0/8 allow
-	module-config: "iterator"
-	username: ""
-	chroot: ""
-	directory: "$WORK/unbound-dot"
-	pidfile: ""
-	use-syslog: no
-	logfile: "$WORK/unbound-dot/unbound.log"
-	verbosity: 1
-	so-reuseport: no
-	local-zone: "mongo.db.svc.cluster.local." static
-	include: "$WORK/unbound-dot/names.conf"
-remote-control:
-	control-enable: no
-EOF
+	unbound_dot_conf "$WORK/unbound-dot" "$UNBOUND_DOT" "$WORK/tls" >"$WORK/unbound-dot/unbound.conf"
 	unbound-checkconf "$WORK/unbound-dot/unbound.conf" >"$WORK/unbound-dot/check.log" 2>&1 || {
 		cat "$WORK/unbound-dot/check.log" >&2
 		die "bad unbound.conf for DoT"

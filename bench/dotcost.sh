@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# What a DoT miss costs beyond a TCP miss to the same server, and on which side (issue 35's row
+# "DoT miss ÷ TCP miss to the same server"): CPU time per miss of meshdns and of the server,
+# and meshdns's system calls per miss, over DoT and over plain TCP to one unbound that
+# terminates TLS itself (the bench's `k` and `q` clusters). Counts and CPU time, not latency,
+# so the split holds on a loaded machine. Not part of CI.
+#
+#   bench/dotcost.sh BINARY [VAR=VALUE...]      prints a table, per miss, medians of the rounds
+#   DOTCOST_KEEP=DIR bench/dotcost.sh ...       also keeps callgrind's two dumps there (dot.out,
+#                                               tcp.out: for callgrind_annotate)
+#
+# Runs as root in a network namespace of its own (unshare -n, loopback only): unbound on
+# 127.0.0.19 (DoT on :853, TCP on :53, 10,000 names as its own data), BINARY on 127.0.0.2 with
+# the cache off (every query a miss) and the two clusters. DOTCOST_ROUNDS rounds (default 5),
+# each 10,000 misses over DoT then 10,000 over TCP at 1,000 a second (dnsperf, one socket,
+# paced: one miss at a time, as a pod asks); then one more of each under `strace -c -f`; then
+# the user-space instructions per miss of a second BINARY under callgrind (2,000 misses each
+# way, the counters zeroed between): CPU time on a 2-core VM moves with how deeply the core
+# slept between misses, the instruction count does not.
+# Needs unbound, openssl, dnsperf, dig, strace and valgrind.
+set -u -o pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=tests/lib/netns.sh
+. "$ROOT/tests/lib/netns.sh"
+# shellcheck source=tests/lib/dot.sh
+. "$ROOT/tests/lib/dot.sh"
+[[ $# -ge 1 && -x $1 ]] || {
+	echo "usage: bench/dotcost.sh BINARY [VAR=VALUE...]" >&2
+	exit 2
+}
+for tool in unbound openssl dnsperf dig strace valgrind callgrind_control; do
+	command -v "$tool" >/dev/null || {
+		echo "dotcost: $tool is not installed" >&2
+		exit 2
+	}
+done
+netns_private "$ROOT/bench/dotcost.sh" "$@"
+BIN=$(realpath "$1")
+shift
+ROUNDS=${DOTCOST_ROUNDS:-5}
+SERVER=127.0.0.19
+TLS_NAME=cluster-k.bench.test
+D=$(mktemp -d /tmp/meshdns-dotcost.XXXXXX)
+PIDS=()
+cleanup() { # only the processes started here, by PID
+	local p
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	wait
+	rm -rf "$D"
+}
+trap cleanup EXIT
+
+dot_certs "$D" "$TLS_NAME" || {
+	cat "$D/openssl.log" >&2
+	exit 1
+}
+unbound_dot_conf "$D" "$SERVER" "$D" >"$D/unbound.conf"
+unbound -d -c "$D/unbound.conf" >"$D/unbound.out" 2>&1 &
+SERVED=$!
+PIDS+=("$SERVED")
+env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@" MESHDNS_LISTEN=127.0.0.2:53 MESHDNS_ADMIN_LISTEN= \
+	MESHDNS_UPSTREAMS=$SERVER MESHDNS_CACHE_SIZE=0 MESHDNS_LOCAL_CLUSTER=here MESHDNS_TLS_CA_FILE="$D/ca.pem" \
+	MESHDNS_CLUSTERS="here=; k=$SERVER:853 transport=tls tls_name=$TLS_NAME; q=$SERVER:53 transport=tcp" \
+	"$BIN" >"$D/meshdns.log" 2>&1 &
+MESH=$!
+PIDS+=("$MESH")
+env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@" MESHDNS_LISTEN=127.0.0.3:53 MESHDNS_ADMIN_LISTEN= \
+	MESHDNS_UPSTREAMS=$SERVER MESHDNS_CACHE_SIZE=0 MESHDNS_LOCAL_CLUSTER=here MESHDNS_TLS_CA_FILE="$D/ca.pem" \
+	MESHDNS_CLUSTERS="here=; k=$SERVER:853 transport=tls tls_name=$TLS_NAME; q=$SERVER:53 transport=tcp" \
+	valgrind --tool=callgrind --callgrind-out-file="$D/cg.out" "$BIN" >"$D/meshdns-callgrind.log" 2>&1 &
+COUNTED=$!
+PIDS+=("$COUNTED")
+for c in k q; do # both connections open before anything is counted
+	awk -v c="$c" 'BEGIN { for (i = 0; i < 10000; i++) printf "h%d.mongo.db.cluster.%s A\n", i, c }' >"$D/names-$c.txt"
+	for a in 127.0.0.2 127.0.0.3; do
+		for _ in $(seq 1 150); do
+			dig @$a "h1.mongo.db.cluster.$c" A +short +tries=1 +time=1 2>/dev/null | grep -q . && break
+			sleep 0.2
+		done
+	done
+done
+
+oncpu() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%.0f\n", s}'; } # ns, every thread
+ctx() { cat /proc/"$1"/task/*/status | awk '/^(non)?voluntary_ctxt_switches:/ {s += $2} END {print s + 0}'; }
+ask() { # CLUSTER OUT: the number of replies
+	dnsperf -s 127.0.0.2 -d "$D/names-$1.txt" -n 1 -Q 1000 -c 1 -q 10 -t 2 >"$2" 2>&1
+	awk '/Queries completed/ {print $3}' "$2"
+}
+median() { sort -n | awk '{v[NR] = $1} END {printf "%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+declare -A MESH_CPU SERVER_CPU MESH_CTX SERVER_CTX CALLS
+for r in $(seq 1 "$ROUNDS"); do
+	for c in k q; do
+		m0=$(oncpu "$MESH") s0=$(oncpu "$SERVED") mc0=$(ctx "$MESH") sc0=$(ctx "$SERVED")
+		q=$(ask "$c" "$D/r$r-$c.out")
+		m1=$(oncpu "$MESH") s1=$(oncpu "$SERVED") mc1=$(ctx "$MESH") sc1=$(ctx "$SERVED")
+		MESH_CTX[$c]+="$(awk -v a="$mc0" -v b="$mc1" -v q="$q" 'BEGIN {printf "%.2f", (b - a) / q}') "
+		SERVER_CTX[$c]+="$(awk -v a="$sc0" -v b="$sc1" -v q="$q" 'BEGIN {printf "%.2f", (b - a) / q}') "
+		MESH_CPU[$c]+="$(awk -v a="$m0" -v b="$m1" -v q="$q" 'BEGIN {printf "%.2f", (b - a) / q / 1000}') "
+		SERVER_CPU[$c]+="$(awk -v a="$s0" -v b="$s1" -v q="$q" 'BEGIN {printf "%.2f", (b - a) / q / 1000}') "
+	done
+done
+for c in k q; do
+	strace -c -f -p "$MESH" -o "$D/$c.strace" 2>/dev/null &
+	st=$!
+	sleep 1
+	q=$(ask "$c" "$D/strace-$c.out")
+	kill -INT "$st"
+	wait "$st"
+	CALLS[$c]=$(awk -v q="$q" '$NF == "total" {printf "%.2f", $4 / q}' "$D/$c.strace")
+done
+declare -A INSTRUCTIONS
+dump=0
+for c in k q; do
+	head -2000 "$D/names-$c.txt" >"$D/counted-$c.txt"
+	# The connection open again first: the server closes it after 30 s idle, and a handshake
+	# is not a miss's cost.
+	dig @127.0.0.3 "h1.mongo.db.cluster.$c" A +short +tries=1 +time=5 >/dev/null 2>&1
+	callgrind_control -z "$COUNTED" >/dev/null 2>&1
+	dnsperf -s 127.0.0.3 -d "$D/counted-$c.txt" -n 1 -c 1 -q 1 -t 5 >"$D/counted-$c.out" 2>&1
+	callgrind_control -d "$COUNTED" >/dev/null 2>&1
+	dump=$((dump + 1))
+	q=$(awk '/Queries completed/ {print $3}' "$D/counted-$c.out")
+	ir=$(awk '/^summary:/ {print $2}' "$D/cg.out.$dump") # what ran since the zeroing
+	[[ -z ${DOTCOST_KEEP:-} ]] || cp "$D/cg.out.$dump" "$DOTCOST_KEEP/$([[ $c == k ]] && echo dot || echo tcp).out"
+	INSTRUCTIONS[$c]=$((ir / q))
+done
+row() { # LABEL ARRAY-NAME
+	local -n of=$2
+	local k q
+	k=$(tr ' ' '\n' <<<"${of[k]}" | grep . | median)
+	q=$(tr ' ' '\n' <<<"${of[q]}" | grep . | median)
+	printf '| %s | %s | %s | %s |\n' "$1" "$k" "$q" "$(awk -v a="$k" -v b="$q" 'BEGIN {printf "%+.2f", a - b}')"
+}
+printf '| per miss (median of %s rounds) | DoT | TCP | DoT − TCP |\n|---|--:|--:|--:|\n' "$ROUNDS"
+row "meshdns CPU time, µs (schedstat, every thread)" MESH_CPU
+row "unbound CPU time, µs" SERVER_CPU
+row "meshdns context switches (every thread)" MESH_CTX
+row "unbound context switches" SERVER_CTX
+printf '| meshdns instructions, user space (callgrind) | %s | %s | %+d |\n' "${INSTRUCTIONS[k]}" "${INSTRUCTIONS[q]}" \
+	$((INSTRUCTIONS[k] - INSTRUCTIONS[q]))
+printf '| meshdns system calls (strace -c -f) | %s | %s | %s |\n' "${CALLS[k]}" "${CALLS[q]}" \
+	"$(awk -v a="${CALLS[k]}" -v b="${CALLS[q]}" 'BEGIN {printf "%+.2f", a - b}')"
+printf '\nrounds, meshdns DoT: %s; TCP: %s\nrounds, unbound DoT: %s; TCP: %s\n' \
+	"${MESH_CPU[k]% }" "${MESH_CPU[q]% }" "${SERVER_CPU[k]% }" "${SERVER_CPU[q]% }"
