@@ -562,11 +562,11 @@ impl Upstream {
         // Every query leaves marked, so one that comes back to this meshdns is known (`marker`).
         let marked = Marked::new(query);
         // Judged on the query and reply as they travel (the marker's OPT record included).
-        let truncated = self.truncated.as_ref();
-        let tcp_first = truncated.is_some_and(|truncated| truncated.remembers(marked.bytes()));
+        let question = (self.truncated.as_ref()).and_then(|t| t.fingerprint(marked.bytes()));
+        let tcp_first = question.as_ref().is_some_and(|q| q.remembered());
         let result = (self.failover(marked.bytes(), deadline, progress, tcp_first)).await;
-        if let Some(truncated) = truncated {
-            truncated.learn(marked.bytes(), result.as_ref().ok());
+        if let Some(question) = &question {
+            question.learn(result.as_ref().ok());
         }
         result.map(|answered| Answered {
             bytes: marked.unmark(answered.bytes),

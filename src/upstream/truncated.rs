@@ -51,44 +51,65 @@ impl Default for Truncated {
 }
 
 impl Truncated {
-    /// Whether `query`'s last answer was too big for the UDP size it advertises: ask over TCP.
-    pub fn remembers(&self, query: &[u8]) -> bool {
-        self.fingerprint(query)
-            .is_some_and(|(slot, print)| slot.load(Ordering::Relaxed) == print)
-    }
-
-    /// Learns from how `query` was answered (`None`: it was not). Remembered: an answer fetched
-    /// over TCP after a truncated UDP reply, or one larger than the query's UDP size (asked
-    /// over TCP at once). Forgotten: any other answer — a truncated reply kept because TCP
-    /// failed included — and a failure (TCP may be what failed).
-    pub fn learn(&self, query: &[u8], answered: Option<&Answered>) {
-        let Some((slot, print)) = self.fingerprint(query) else {
-            return;
-        };
-        let too_big = answered.is_some_and(|answered| {
-            answered.fetched_after_tc || answered.bytes.len() > advertised_size(query)
-        });
-        if too_big {
-            slot.store(print, Ordering::Relaxed);
-        } else {
-            // Only this question's own mark: a slot another question took over stays.
-            let _ = slot.compare_exchange(print, EMPTY, Ordering::Relaxed, Ordering::Relaxed);
-        }
-    }
-
-    /// `query`'s slot and fingerprint (never [`EMPTY`]); `None` for a query without a question.
-    fn fingerprint(&self, query: &[u8]) -> Option<(&AtomicU64, u64)> {
+    /// `query`'s place in the memory, read once for its exchange; `None` for a query without
+    /// a question.
+    pub fn fingerprint(&self, query: &[u8]) -> Option<Fingerprint<'_>> {
         let question = wire::first_question(query)?;
         let name = wire::question_name(question)?;
+        let advertised = advertised_size(query);
         let mut hasher = self.hasher.build_hasher();
         for byte in name {
             hasher.write_u8(byte.to_ascii_lowercase());
         }
         hasher.write(question.get(name.len()..)?);
-        hasher.write_usize(advertised_size(query));
+        hasher.write_usize(advertised);
         let print = hasher.finish().max(1);
         let slot = self.slots.get(print as usize % SLOTS)?;
-        Some((slot, print))
+        Some(Fingerprint {
+            slot,
+            print,
+            advertised,
+        })
+    }
+}
+
+/// One question (with the UDP size it advertises) in a group's memory: its slot and
+/// fingerprint (never [`EMPTY`]), made once per exchange for both the look before it and the
+/// lesson after.
+#[derive(Debug)]
+pub struct Fingerprint<'a> {
+    slot: &'a AtomicU64,
+    print: u64,
+    /// The UDP payload size the query advertises.
+    advertised: usize,
+}
+
+impl Fingerprint<'_> {
+    /// Whether the question's last answer was too big for the UDP size it advertises: ask
+    /// over TCP.
+    pub fn remembered(&self) -> bool {
+        self.slot.load(Ordering::Relaxed) == self.print
+    }
+
+    /// Learns from how the question was answered (`None`: it was not). Remembered: an answer
+    /// fetched over TCP after a truncated UDP reply, or one larger than the query's UDP size
+    /// (asked over TCP at once). Forgotten: any other answer — a truncated reply kept because
+    /// TCP failed included — and a failure (TCP may be what failed).
+    pub fn learn(&self, answered: Option<&Answered>) {
+        let too_big = answered.is_some_and(|answered| {
+            answered.fetched_after_tc || answered.bytes.len() > self.advertised
+        });
+        if too_big {
+            self.slot.store(self.print, Ordering::Relaxed);
+        } else {
+            // Only this question's own mark: a slot another question took over stays.
+            let _ = (self.slot).compare_exchange(
+                self.print,
+                EMPTY,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
     }
 }
 
@@ -109,6 +130,16 @@ mod tests {
         }
     }
 
+    fn remembers(memory: &Truncated, query: &[u8]) -> bool {
+        memory
+            .fingerprint(query)
+            .is_some_and(|print| print.remembered())
+    }
+
+    fn learn(memory: &Truncated, query: &[u8], answered: Option<&Answered>) {
+        memory.fingerprint(query).unwrap().learn(answered);
+    }
+
     fn query(name: &str, payload: Option<u16>) -> Vec<u8> {
         let mut msg = Message::query();
         msg.add_query(Query::query(
@@ -127,39 +158,48 @@ mod tests {
     fn a_question_answered_too_big_is_remembered_until_an_answer_fits() {
         let memory = Truncated::default();
         let big = query("_mongodb._tcp.mongo.db.svc.cluster.local.", Some(1232));
-        assert!(!memory.remembers(&big), "nothing learnt yet: UDP first");
-        memory.learn(&big, Some(&answer(3000, true)));
-        assert!(memory.remembers(&big), "TC over UDP: TCP first next time");
+        assert!(!remembers(&memory, &big), "nothing learnt yet: UDP first");
+        learn(&memory, &big, Some(&answer(3000, true)));
+        assert!(remembers(&memory, &big), "TC over UDP: TCP first next time");
         let shouted = query("_MONGODB._tcp.Mongo.db.svc.cluster.local.", Some(1232));
         assert!(
-            memory.remembers(&shouted),
+            remembers(&memory, &shouted),
             "the same question in other letter case"
         );
-        memory.learn(&big, Some(&answer(3000, false)));
+        learn(&memory, &big, Some(&answer(3000, false)));
         assert!(
-            memory.remembers(&big),
+            remembers(&memory, &big),
             "asked over TCP, still too big for UDP"
         );
-        memory.learn(&big, Some(&answer(1232, false)));
-        assert!(!memory.remembers(&big), "the set shrank to fit: UDP again");
-        memory.learn(&big, Some(&answer(900, true)));
+        learn(&memory, &big, Some(&answer(1232, false)));
         assert!(
-            memory.remembers(&big),
+            !remembers(&memory, &big),
+            "the set shrank to fit: UDP again"
+        );
+        learn(&memory, &big, Some(&answer(900, true)));
+        assert!(
+            remembers(&memory, &big),
             "a server that truncates below the advertised size"
         );
-        memory.learn(&big, None);
-        assert!(!memory.remembers(&big), "TCP failed: UDP again");
+        learn(&memory, &big, None);
+        assert!(!remembers(&memory, &big), "TCP failed: UDP again");
     }
 
     #[test]
     fn another_question_or_udp_size_is_not_remembered() {
         let memory = Truncated::default();
         let big = query("_mongodb._tcp.mongo.db.svc.cluster.local.", Some(1232));
-        memory.learn(&big, Some(&answer(3000, true)));
-        assert!(!memory.remembers(&query("_pg._tcp.pg.db.svc.cluster.local.", Some(1232))));
-        assert!(!memory.remembers(&query("_mongodb._tcp.mongo.db.svc.cluster.local.", None)));
+        learn(&memory, &big, Some(&answer(3000, true)));
+        assert!(!remembers(
+            &memory,
+            &query("_pg._tcp.pg.db.svc.cluster.local.", Some(1232))
+        ));
+        assert!(!remembers(
+            &memory,
+            &query("_mongodb._tcp.mongo.db.svc.cluster.local.", None)
+        ));
         assert!(
-            !memory.remembers(b"\0\0"),
+            !remembers(&memory, b"\0\0"),
             "no question: nothing to remember"
         );
     }
@@ -168,23 +208,24 @@ mod tests {
     fn forgetting_one_question_keeps_another_in_the_same_slot() {
         let memory = Truncated::default();
         let first = query("first.example.", None);
-        let (slot, _) = memory.fingerprint(&first).unwrap();
+        let first_print = memory.fingerprint(&first).unwrap();
         let same_slot = (0..100_000)
             .map(|i| query(&format!("q{i}.example."), None))
             .find(|other| {
-                let (other_slot, print) = memory.fingerprint(other).unwrap();
-                std::ptr::eq(other_slot, slot) && print != memory.fingerprint(&first).unwrap().1
+                let other_print = memory.fingerprint(other).unwrap();
+                std::ptr::eq(other_print.slot, first_print.slot)
+                    && other_print.print != first_print.print
             })
             .expect("some name shares the slot");
-        memory.learn(&first, Some(&answer(3000, true)));
-        memory.learn(&same_slot, Some(&answer(3000, true)));
+        learn(&memory, &first, Some(&answer(3000, true)));
+        learn(&memory, &same_slot, Some(&answer(3000, true)));
         assert!(
-            memory.remembers(&same_slot) && !memory.remembers(&first),
+            remembers(&memory, &same_slot) && !remembers(&memory, &first),
             "taken over"
         );
-        memory.learn(&first, None);
+        learn(&memory, &first, None);
         assert!(
-            memory.remembers(&same_slot),
+            remembers(&memory, &same_slot),
             "the other question's mark stays"
         );
     }
