@@ -22,33 +22,19 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=tests/lib/netns.sh
 . "$ROOT/tests/lib/netns.sh"
+# shellcheck source=tests/lib/measure.sh
+. "$ROOT/tests/lib/measure.sh"
 # shellcheck source=tests/lib/dot.sh
 . "$ROOT/tests/lib/dot.sh"
-[[ $# -ge 1 && -x $1 ]] || {
-	echo "usage: bench/dotcost.sh BINARY [VAR=VALUE...]" >&2
-	exit 2
-}
-for tool in unbound openssl dnsperf dig strace valgrind callgrind_control; do
-	command -v "$tool" >/dev/null || {
-		echo "dotcost: $tool is not installed" >&2
-		exit 2
-	}
-done
+measure_args dotcost "$@"
+measure_needs dotcost unbound openssl dnsperf dig strace valgrind callgrind_control
 netns_private "$ROOT/bench/dotcost.sh" "$@"
 BIN=$(realpath "$1")
 shift
 ROUNDS=${DOTCOST_ROUNDS:-5}
 SERVER=127.0.0.19
 TLS_NAME=cluster-k.bench.test
-D=$(mktemp -d /tmp/meshdns-dotcost.XXXXXX)
-PIDS=()
-cleanup() { # only the processes started here, by PID
-	local p
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-	wait
-	rm -rf "$D"
-}
-trap cleanup EXIT
+measure_scratch dotcost
 
 dot_certs "$D" "$TLS_NAME" || {
 	cat "$D/openssl.log" >&2
@@ -80,8 +66,6 @@ for c in k q; do # both connections open before anything is counted
 	done
 done
 
-oncpu() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%.0f\n", s}'; } # ns, every thread
-ctx() { cat /proc/"$1"/task/*/status | awk '/^(non)?voluntary_ctxt_switches:/ {s += $2} END {print s + 0}'; }
 ask() { # CLUSTER OUT: the number of replies
 	dnsperf -s 127.0.0.2 -d "$D/names-$1.txt" -n 1 -Q 1000 -c 1 -q 10 -t 2 >"$2" 2>&1
 	awk '/Queries completed/ {print $3}' "$2"
@@ -90,9 +74,11 @@ median() { sort -n | awk '{v[NR] = $1} END {printf "%.2f", NR % 2 ? v[(NR + 1) /
 declare -A MESH_CPU SERVER_CPU MESH_CTX SERVER_CTX CALLS
 for r in $(seq 1 "$ROUNDS"); do
 	for c in k q; do
-		m0=$(oncpu "$MESH") s0=$(oncpu "$SERVED") mc0=$(ctx "$MESH") sc0=$(ctx "$SERVED")
+		m0=$(measure_cpu "$MESH") s0=$(measure_cpu "$SERVED")
+		mc0=$(measure_switches "$MESH") sc0=$(measure_switches "$SERVED")
 		q=$(ask "$c" "$D/r$r-$c.out")
-		m1=$(oncpu "$MESH") s1=$(oncpu "$SERVED") mc1=$(ctx "$MESH") sc1=$(ctx "$SERVED")
+		m1=$(measure_cpu "$MESH") s1=$(measure_cpu "$SERVED")
+		mc1=$(measure_switches "$MESH") sc1=$(measure_switches "$SERVED")
 		MESH_CTX[$c]+="$(awk -v a="$mc0" -v b="$mc1" -v q="$q" 'BEGIN {printf "%.2f", (b - a) / q}') "
 		SERVER_CTX[$c]+="$(awk -v a="$sc0" -v b="$sc1" -v q="$q" 'BEGIN {printf "%.2f", (b - a) / q}') "
 		MESH_CPU[$c]+="$(awk -v a="$m0" -v b="$m1" -v q="$q" 'BEGIN {printf "%.2f", (b - a) / q / 1000}') "
@@ -100,12 +86,7 @@ for r in $(seq 1 "$ROUNDS"); do
 	done
 done
 for c in k q; do
-	strace -c -f -p "$MESH" -o "$D/$c.strace" 2>/dev/null &
-	st=$!
-	sleep 1
-	q=$(ask "$c" "$D/strace-$c.out")
-	kill -INT "$st"
-	wait "$st"
+	q=$(measure_straced "$MESH" "$D/$c.strace" ask "$c" "$D/strace-$c.out")
 	CALLS[$c]=$(awk -v q="$q" '$NF == "total" {printf "%.2f", $4 / q}' "$D/$c.strace")
 done
 declare -A INSTRUCTIONS

@@ -14,22 +14,14 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=tests/lib/netns.sh
 . "$ROOT/tests/lib/netns.sh"
-[[ $# -ge 1 && -x $1 ]] || {
-	echo "usage: bench/floodheap.sh BINARY [VAR=VALUE...]" >&2
-	exit 2
-}
+# shellcheck source=tests/lib/measure.sh
+. "$ROOT/tests/lib/measure.sh"
+measure_args floodheap "$@"
+measure_needs floodheap gcc
 netns_private "$ROOT/bench/floodheap.sh" "$@"
 BIN=$(realpath "$1")
 shift
-D=$(mktemp -d /tmp/meshdns-floodheap.XXXXXX)
-PIDS=()
-cleanup() { # only the processes started here, by PID
-	local p
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	rm -rf "$D"
-}
-trap cleanup EXIT
+measure_scratch floodheap
 for c in flood blackhole; do gcc -O2 -o "$D/$c" "$ROOT/bench/$c.c" || exit 1; done
 "$D/blackhole" 127.0.0.17 53 "$D/hole.log" >"$D/hole.out" 2>&1 &
 PIDS+=($!)

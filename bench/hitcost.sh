@@ -18,28 +18,14 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$ROOT/tests/lib/nsd.sh"
 # shellcheck source=tests/lib/netns.sh
 . "$ROOT/tests/lib/netns.sh"
-[[ $# -ge 1 && -x $1 ]] || {
-	echo "usage: bench/hitcost.sh BINARY [VAR=VALUE...]" >&2
-	exit 2
-}
-for tool in valgrind callgrind_control nsd dnsperf dig; do
-	command -v "$tool" >/dev/null || {
-		echo "hitcost: $tool is not installed" >&2
-		exit 2
-	}
-done
+# shellcheck source=tests/lib/measure.sh
+. "$ROOT/tests/lib/measure.sh"
+measure_args hitcost "$@"
+measure_needs hitcost valgrind callgrind_control nsd dnsperf dig
 netns_private "$ROOT/bench/hitcost.sh" "$@"
 BIN=$(realpath "$1")
 shift
-D=$(mktemp -d /tmp/meshdns-hitcost.XXXXXX)
-PIDS=()
-cleanup() { # only the processes started here, by PID
-	local p
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-	wait
-	rm -rf "$D"
-}
-trap cleanup EXIT
+measure_scratch hitcost
 
 nsd_bench_zone "$D/nsd" 127.0.0.9
 nsd -d -c "$D/nsd/nsd.conf" >"$D/nsd/out.log" 2>&1 &

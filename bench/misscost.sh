@@ -19,29 +19,15 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$ROOT/tests/lib/nsd.sh"
 # shellcheck source=tests/lib/netns.sh
 . "$ROOT/tests/lib/netns.sh"
-[[ $# -ge 1 && -x $1 ]] || {
-	echo "usage: bench/misscost.sh BINARY [VAR=VALUE...]" >&2
-	exit 2
-}
-for tool in strace nsd dnsperf dig gcc; do
-	command -v "$tool" >/dev/null || {
-		echo "misscost: $tool is not installed" >&2
-		exit 2
-	}
-done
+# shellcheck source=tests/lib/measure.sh
+. "$ROOT/tests/lib/measure.sh"
+measure_args misscost "$@"
+measure_needs misscost strace nsd dnsperf dig gcc
 netns_private "$ROOT/bench/misscost.sh" "$@"
 BIN=$(realpath "$1")
 shift
 N=${MISSCOST_QUERIES:-5000}
-D=$(mktemp -d /tmp/meshdns-misscost.XXXXXX)
-PIDS=()
-cleanup() { # only the processes started here, by PID
-	local p
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-	wait
-	rm -rf "$D"
-}
-trap cleanup EXIT
+measure_scratch misscost
 
 nsd_bench_zone "$D/nsd" 127.0.0.9
 nsd -d -c "$D/nsd/nsd.conf" >"$D/nsd/out.log" 2>&1 &
@@ -62,8 +48,6 @@ for a in 127.0.0.2 127.0.0.3; do
 	done
 done
 
-ctx() { cat /proc/"$1"/task/*/status | awk '/^(non)?voluntary_ctxt_switches:/ {s += $2} END {print s + 0}'; }
-oncpu() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%.0f\n", s}'; } # ns, every thread
 ask() { # ADDR OUT
 	dnsperf -s "$1" -d "$D/nsd/hot.txt" -n $(((N + 999) / 1000)) -Q 1000 -c 1 -q 10 -t 2 >"$2" 2>&1
 	awk '/Queries completed/ {print $3}' "$2"
@@ -72,17 +56,12 @@ printf '| per miss | %s | floor relay |\n|---|--:|--:|\n' "$(basename "$BIN")"
 declare -A WAKE CALLS TOP CPU
 for who in mesh relay; do
 	if [[ $who == mesh ]]; then pid=$MESH addr=127.0.0.2; else pid=$RELAY addr=127.0.0.3; fi
-	c0=$(ctx "$pid") n0=$(oncpu "$pid")
+	c0=$(measure_switches "$pid") n0=$(measure_cpu "$pid")
 	q=$(ask "$addr" "$D/$who-ctx.out")
-	c1=$(ctx "$pid") n1=$(oncpu "$pid")
+	c1=$(measure_switches "$pid") n1=$(measure_cpu "$pid")
 	WAKE[$who]=$(awk -v a="$c0" -v b="$c1" -v q="$q" 'BEGIN {printf "%.2f", (b - a) / q}')
 	CPU[$who]=$(awk -v a="$n0" -v b="$n1" -v q="$q" 'BEGIN {printf "%.1f", (b - a) / q / 1000}')
-	strace -c -f -p "$pid" -o "$D/$who.strace" 2>/dev/null &
-	st=$!
-	sleep 1
-	q=$(ask "$addr" "$D/$who-strace.out")
-	kill -INT "$st"
-	wait "$st"
+	q=$(measure_straced "$pid" "$D/$who.strace" ask "$addr" "$D/$who-strace.out")
 	CALLS[$who]=$(awk -v q="$q" '$NF == "total" {printf "%.2f", $4 / q}' "$D/$who.strace")
 	TOP[$who]=$(awk -v q="$q" '$1 ~ /^[0-9.]+$/ && $NF != "total" {printf "%s %.2f, ", $NF, $4 / q}' "$D/$who.strace")
 done
