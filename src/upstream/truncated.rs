@@ -103,12 +103,9 @@ impl Fingerprint<'_> {
             self.slot.store(self.print, Ordering::Relaxed);
         } else {
             // Only this question's own mark: a slot another question took over stays.
-            let _ = (self.slot).compare_exchange(
-                self.print,
-                EMPTY,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            );
+            let _ =
+                self.slot
+                    .compare_exchange(self.print, EMPTY, Ordering::Relaxed, Ordering::Relaxed);
         }
     }
 }
