@@ -180,7 +180,12 @@ class Peer:
                             reply = peer.answer(data)
                             if reply is not None:
                                 delay = SLOW if peer.mode == "slow" else 0
-                                loop.call_later(delay, self.transport.sendto, reply, source)
+                                loop.call_later(delay, self.reply_later, reply, source)
+
+                    def reply_later(self, reply, source):
+                        # A slow reply falls due after the peer stopped: its socket is closed.
+                        if not self.transport.is_closing():
+                            self.transport.sendto(reply, source)
 
                 transport, _ = await loop.create_datagram_endpoint(Udp, local_addr=(addr, 53))
                 self.servers.append(transport)
