@@ -44,16 +44,19 @@ unbound_dot_conf "$D" "$SERVER" "$D" >"$D/unbound.conf"
 unbound -d -c "$D/unbound.conf" >"$D/unbound.out" 2>&1 &
 SERVED=$!
 PIDS+=("$SERVED")
-env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@" MESHDNS_LISTEN=127.0.0.2:53 MESHDNS_ADMIN_LISTEN= \
-	MESHDNS_UPSTREAMS=$SERVER MESHDNS_CACHE_SIZE=0 MESHDNS_LOCAL_CLUSTER=here MESHDNS_TLS_CA_FILE="$D/ca.pem" \
-	MESHDNS_CLUSTERS="here=; k=$SERVER:853 transport=tls tls_name=$TLS_NAME; q=$SERVER:53 transport=tcp" \
-	"$BIN" >"$D/meshdns.log" 2>&1 &
+meshdns() { # ADDR LOG [COMMAND...]: BINARY on ADDR:53 (under COMMAND), its output in LOG
+	local addr=$1 log=$2
+	shift 2
+	env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "${EXTRA[@]}" MESHDNS_LISTEN="$addr:53" MESHDNS_ADMIN_LISTEN= \
+		MESHDNS_UPSTREAMS=$SERVER MESHDNS_CACHE_SIZE=0 MESHDNS_LOCAL_CLUSTER=here MESHDNS_TLS_CA_FILE="$D/ca.pem" \
+		MESHDNS_CLUSTERS="here=; k=$SERVER:853 transport=tls tls_name=$TLS_NAME; q=$SERVER:53 transport=tcp" \
+		"$@" "$BIN" >"$log" 2>&1 &
+}
+EXTRA=("$@")
+meshdns 127.0.0.2 "$D/meshdns.log"
 MESH=$!
 PIDS+=("$MESH")
-env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@" MESHDNS_LISTEN=127.0.0.3:53 MESHDNS_ADMIN_LISTEN= \
-	MESHDNS_UPSTREAMS=$SERVER MESHDNS_CACHE_SIZE=0 MESHDNS_LOCAL_CLUSTER=here MESHDNS_TLS_CA_FILE="$D/ca.pem" \
-	MESHDNS_CLUSTERS="here=; k=$SERVER:853 transport=tls tls_name=$TLS_NAME; q=$SERVER:53 transport=tcp" \
-	valgrind --tool=callgrind --callgrind-out-file="$D/cg.out" "$BIN" >"$D/meshdns-callgrind.log" 2>&1 &
+meshdns 127.0.0.3 "$D/meshdns-callgrind.log" valgrind --tool=callgrind --callgrind-out-file="$D/cg.out"
 COUNTED=$!
 PIDS+=("$COUNTED")
 for c in k q; do # both connections open before anything is counted
@@ -70,6 +73,7 @@ ask() { # CLUSTER OUT: the number of replies
 	dnsperf -s 127.0.0.2 -d "$D/names-$1.txt" -n 1 -Q 1000 -c 1 -q 10 -t 2 >"$2" 2>&1
 	awk '/Queries completed/ {print $3}' "$2"
 }
+per() { awk -v q="$1" -v a="$2" -v b="$3" -v unit="$4" 'BEGIN {printf "%.2f", (b - a) / q / unit}'; } # QUERIES BEFORE AFTER UNIT
 median() { sort -n | awk '{v[NR] = $1} END {printf "%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 declare -A MESH_CPU SERVER_CPU MESH_CTX SERVER_CTX CALLS
 for r in $(seq 1 "$ROUNDS"); do
@@ -79,10 +83,10 @@ for r in $(seq 1 "$ROUNDS"); do
 		q=$(ask "$c" "$D/r$r-$c.out")
 		m1=$(measure_cpu "$MESH") s1=$(measure_cpu "$SERVED")
 		mc1=$(measure_switches "$MESH") sc1=$(measure_switches "$SERVED")
-		MESH_CTX[$c]+="$(awk -v a="$mc0" -v b="$mc1" -v q="$q" 'BEGIN {printf "%.2f", (b - a) / q}') "
-		SERVER_CTX[$c]+="$(awk -v a="$sc0" -v b="$sc1" -v q="$q" 'BEGIN {printf "%.2f", (b - a) / q}') "
-		MESH_CPU[$c]+="$(awk -v a="$m0" -v b="$m1" -v q="$q" 'BEGIN {printf "%.2f", (b - a) / q / 1000}') "
-		SERVER_CPU[$c]+="$(awk -v a="$s0" -v b="$s1" -v q="$q" 'BEGIN {printf "%.2f", (b - a) / q / 1000}') "
+		MESH_CTX[$c]+="$(per "$q" "$mc0" "$mc1" 1) "
+		SERVER_CTX[$c]+="$(per "$q" "$sc0" "$sc1" 1) "
+		MESH_CPU[$c]+="$(per "$q" "$m0" "$m1" 1000) " # ns → µs
+		SERVER_CPU[$c]+="$(per "$q" "$s0" "$s1" 1000) "
 	done
 done
 for c in k q; do
