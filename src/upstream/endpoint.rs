@@ -31,6 +31,7 @@ use tokio::time::Instant;
 use super::exchange::{Answered, AttemptError, Resend, ResendAt, over_stream, udp_then_tcp};
 use super::health::{Health, Verdict};
 use super::log_limit::LogLimit;
+use super::marker::Marked;
 use super::series::HealthSeries;
 use super::stream::StreamEndpoint;
 use crate::background::Owner;
@@ -123,7 +124,7 @@ impl Endpoint {
     /// so the room for it is not carried by every attempt (see `exchange`'s memory note).
     pub fn attempt<'a>(
         &'a self,
-        query: &'a [u8],
+        query: &'a Marked,
         sends: u32,
         ceiling: Duration,
         deadline: Instant,
@@ -142,7 +143,9 @@ impl Endpoint {
                 Either::Left(udp_then_tcp(self.addr, tcp, query, resend))
             }
             Dialer::Udp { tcp } | Dialer::Stream(tcp) => {
-                Either::Right(Box::pin(over_stream(tcp, query, deadline)) as BoxedAttempt<'a>)
+                Either::Right(
+                    Box::pin(over_stream(tcp, query.bytes(), deadline)) as BoxedAttempt<'a>
+                )
             }
             Dialer::Unusable(why) => {
                 let failed = AttemptError::Tls(why.clone());
@@ -197,6 +200,7 @@ impl Endpoint {
         let mut probe = Message::query();
         probe.add_query(Query::query(Name::root(), RecordType::NS));
         let Ok(probe) = probe.to_vec() else { return };
+        let probe = Marked::new(&probe);
         loop {
             tokio::time::sleep(PROBE_INTERVAL).await;
             let Some(endpoint) = endpoint.upgrade() else {

@@ -54,6 +54,7 @@ use tokio::time::Instant;
 
 use super::MAX_RETRANSMITS;
 use super::health::Health;
+use super::marker::Marked;
 use super::stream::{StreamEndpoint, StreamError};
 use crate::wire;
 
@@ -168,9 +169,11 @@ fn is_local(error: &std::io::Error) -> bool {
 pub async fn udp_then_tcp(
     endpoint: SocketAddr,
     tcp: &StreamEndpoint,
-    query: &[u8],
+    query: &Marked,
     resend: Resend<'_>,
 ) -> Result<Answered, AttemptError> {
+    let limit = query.advertised();
+    let query = query.bytes();
     wire::first_question(query).ok_or(AttemptError::BadQuery)?;
     let id = rand::random::<u16>();
     // The attempt's own copy of the query, stamped with each send's ID. Sending the client's
@@ -193,7 +196,6 @@ pub async fn udp_then_tcp(
     let interest = Interest::READABLE | Interest::ERROR;
     #[allow(deprecated)] // Sound here: the AsyncFd owns the socket (see server::udp).
     let socket = AsyncFd::with_interest(socket, interest)?;
-    let limit = advertised_size(query);
     let (reply, at) = loop {
         // No resend once the attempt timeout is reached: the exchange asks again then.
         let resend_at = (made < sends)
@@ -397,12 +399,6 @@ fn answers(reply: &[u8], id: u16, sent: &[u8]) -> bool {
         && question_ok
 }
 
-/// The UDP payload size a query advertises: what its reply may use (512 without EDNS).
-pub fn advertised_size(query: &[u8]) -> usize {
-    let payload = wire::opt(query).flatten().map(|opt| opt.payload);
-    wire::Proto::Udp.reply_limit(payload)
-}
-
 /// A non-blocking UDP socket connected to `endpoint`, so the kernel drops datagrams from any
 /// other source. Connecting an unbound socket binds it to a random ephemeral port (RFC 5452's
 /// source port randomisation) in the same system call. Failing to make one is a local error.
@@ -528,11 +524,14 @@ mod tests {
             counter: &counter,
             due: &due,
         };
-        tokio::time::timeout(timeout, udp_then_tcp(peer, &tcp, &query(), resend))
-            .await
-            .expect("an answer, not silence until the deadline")
-            .unwrap()
-            .bytes
+        tokio::time::timeout(
+            timeout,
+            udp_then_tcp(peer, &tcp, &Marked::new(&query()), resend),
+        )
+        .await
+        .expect("an answer, not silence until the deadline")
+        .unwrap()
+        .bytes
     }
 
     #[tokio::test]
@@ -553,15 +552,5 @@ mod tests {
         );
         assert!(reply.answers.is_empty(), "nothing partial");
         assert_eq!(reply.queries, Message::from_vec(&query()).unwrap().queries);
-    }
-
-    #[test]
-    fn replies_are_received_into_what_the_query_advertised() {
-        assert_eq!(advertised_size(&query()), 512);
-        let mut msg = Message::from_vec(&query()).unwrap();
-        let mut edns = hickory_proto::op::Edns::new();
-        edns.set_max_payload(1232);
-        msg.set_edns(edns);
-        assert_eq!(advertised_size(&msg.to_vec().unwrap()), 1232);
     }
 }

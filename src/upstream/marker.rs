@@ -6,17 +6,19 @@
 
 use std::sync::LazyLock;
 
-use crate::wire::{self, OPTION_LOOP_MARKER};
+use crate::wire::{self, OPTION_LOOP_MARKER, Proto};
 
 /// This process's marker value: 8 random bytes, drawn once.
 static MARKER: LazyLock<[u8; 8]> = LazyLock::new(rand::random);
 
-/// A query as it goes upstream: `query` with this process's marker.
+/// A query as it goes upstream: `query` with this process's marker, and the UDP payload size
+/// the client's query advertised (what a reply to it may use), read while the marker went in.
 #[derive(Debug)]
 pub struct Marked {
     bytes: Vec<u8>,
     /// The query had no OPT record: the one added for the marker must not reach the client.
     added_opt: bool,
+    advertised: usize,
 }
 
 impl Marked {
@@ -24,12 +26,22 @@ impl Marked {
     /// unmarked.
     pub fn new(query: &[u8]) -> Self {
         match wire::with_option(query, OPTION_LOOP_MARKER, MARKER.as_slice()) {
-            Some((bytes, added_opt)) => Self { bytes, added_opt },
+            Some((bytes, payload)) => Self {
+                bytes,
+                added_opt: payload.is_none(),
+                advertised: Proto::Udp.reply_limit(payload),
+            },
             None => Self {
                 bytes: query.to_vec(),
                 added_opt: false,
+                advertised: Proto::Udp.reply_limit(wire::opt(query).flatten().map(|o| o.payload)),
             },
         }
+    }
+
+    /// The UDP payload size the query advertises: what its reply may use (512 without EDNS).
+    pub fn advertised(&self) -> usize {
+        self.advertised
     }
 
     pub fn bytes(&self) -> &[u8] {
@@ -107,6 +119,16 @@ mod tests {
         let unmarked = Message::from_vec(&marked.unmark(reply)).unwrap();
         assert!(unmarked.edns.is_none());
         assert_eq!(unmarked.queries.len(), 1);
+    }
+
+    #[test]
+    fn replies_are_received_into_what_the_query_advertised() {
+        assert_eq!(Marked::new(&query(false)).advertised(), 512);
+        let mut msg = Message::from_vec(&query(true)).unwrap();
+        let mut edns = Edns::new();
+        edns.set_max_payload(1232);
+        msg.set_edns(edns);
+        assert_eq!(Marked::new(&msg.to_vec().unwrap()).advertised(), 1232);
     }
 
     #[test]

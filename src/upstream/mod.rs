@@ -562,9 +562,9 @@ impl Upstream {
         // Every query leaves marked, so one that comes back to this meshdns is known (`marker`).
         let marked = Marked::new(query);
         // Judged on the query and reply as they travel (the marker's OPT record included).
-        let question = (self.truncated.as_ref()).and_then(|t| t.fingerprint(marked.bytes()));
+        let question = (self.truncated.as_ref()).and_then(|t| t.fingerprint(&marked));
         let tcp_first = question.as_ref().is_some_and(|q| q.remembered());
-        let result = (self.failover(marked.bytes(), deadline, progress, tcp_first)).await;
+        let result = (self.failover(&marked, deadline, progress, tcp_first)).await;
         if let Some(question) = &question {
             question.learn(result.as_ref().ok());
         }
@@ -576,7 +576,7 @@ impl Upstream {
 
     async fn failover(
         &self,
-        query: &[u8],
+        query: &Marked,
         deadline: Instant,
         progress: Option<&Progress>,
         tcp_first: bool,

@@ -25,7 +25,8 @@
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::exchange::{Answered, advertised_size};
+use super::exchange::Answered;
+use super::marker::Marked;
 use crate::wire;
 
 /// Questions a group remembers at most (4 KiB of fingerprints).
@@ -53,14 +54,16 @@ impl Default for Truncated {
 impl Truncated {
     /// `query`'s place in the memory, read once for its exchange; `None` for a query without
     /// a question.
-    pub fn fingerprint(&self, query: &[u8]) -> Option<Fingerprint<'_>> {
-        let question = wire::first_question(query)?;
+    pub fn fingerprint(&self, query: &Marked) -> Option<Fingerprint<'_>> {
+        let question = wire::first_question(query.bytes())?;
         let name = wire::question_name(question)?;
-        let advertised = advertised_size(query);
+        let advertised = query.advertised();
+        let mut lower = [0; wire::MAX_NAME];
+        let lower = lower.get_mut(..name.len())?;
+        lower.copy_from_slice(name);
+        lower.make_ascii_lowercase();
         let mut hasher = self.hasher.build_hasher();
-        for byte in name {
-            hasher.write_u8(byte.to_ascii_lowercase());
-        }
+        hasher.write(lower);
         hasher.write(question.get(name.len()..)?);
         hasher.write_usize(advertised);
         let print = hasher.finish().max(1);
@@ -129,12 +132,15 @@ mod tests {
 
     fn remembers(memory: &Truncated, query: &[u8]) -> bool {
         memory
-            .fingerprint(query)
+            .fingerprint(&Marked::new(query))
             .is_some_and(|print| print.remembered())
     }
 
     fn learn(memory: &Truncated, query: &[u8], answered: Option<&Answered>) {
-        memory.fingerprint(query).unwrap().learn(answered);
+        memory
+            .fingerprint(&Marked::new(query))
+            .unwrap()
+            .learn(answered);
     }
 
     fn query(name: &str, payload: Option<u16>) -> Vec<u8> {
@@ -205,11 +211,11 @@ mod tests {
     fn forgetting_one_question_keeps_another_in_the_same_slot() {
         let memory = Truncated::default();
         let first = query("first.example.", None);
-        let first_print = memory.fingerprint(&first).unwrap();
+        let first_print = memory.fingerprint(&Marked::new(&first)).unwrap();
         let same_slot = (0..100_000)
             .map(|i| query(&format!("q{i}.example."), None))
             .find(|other| {
-                let other_print = memory.fingerprint(other).unwrap();
+                let other_print = memory.fingerprint(&Marked::new(other)).unwrap();
                 std::ptr::eq(other_print.slot, first_print.slot)
                     && other_print.print != first_print.print
             })

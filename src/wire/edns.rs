@@ -153,10 +153,10 @@ pub fn has_option(msg: &[u8], code: u16, data: &[u8]) -> bool {
 }
 
 /// `msg` with option `code` = `data` added to its OPT record — or to a new OPT record
-/// (payload 512, no flags: the sender's limits stay as they were) when it has none; the flag
-/// says a record was added. `None` when the message does not walk or is signed (TSIG, SIG(0)):
-/// the caller sends it as it is.
-pub fn with_option(msg: &[u8], code: u16, data: &[u8]) -> Option<(Vec<u8>, bool)> {
+/// (payload 512, no flags: the sender's limits stay as they were) when it has none — and the
+/// UDP payload size of the OPT record it had (`None`: the record was added). `None` when the
+/// message does not walk or is signed (TSIG, SIG(0)): the caller sends it as it is.
+pub fn with_option(msg: &[u8], code: u16, data: &[u8]) -> Option<(Vec<u8>, Option<u16>)> {
     let mut opt = None;
     let mut signed = false;
     let end = for_each_record(msg, |record| {
@@ -170,7 +170,7 @@ pub fn with_option(msg: &[u8], code: u16, data: &[u8]) -> Option<(Vec<u8>, bool)
     }
     let option_len = u16::try_from(data.len()).ok()?;
     let mut out = Vec::with_capacity(msg.len() + 15 + data.len());
-    let added = match opt {
+    let payload = match opt {
         Some(record) => {
             let rdata_len = u16::try_from(record.rdata_len + 4 + data.len()).ok()?;
             out.extend_from_slice(&msg[..record.rdata_offset - 2]);
@@ -178,7 +178,7 @@ pub fn with_option(msg: &[u8], code: u16, data: &[u8]) -> Option<(Vec<u8>, bool)
             out.extend_from_slice(&msg[record.rdata_offset..record.end()]);
             push_option(&mut out, code, option_len, data);
             out.extend_from_slice(&msg[record.end()..]);
-            false
+            Some(record.class)
         }
         None => {
             let arcount = count(msg, 3)?.checked_add(1)?;
@@ -188,10 +188,10 @@ pub fn with_option(msg: &[u8], code: u16, data: &[u8]) -> Option<(Vec<u8>, bool)
             out.extend_from_slice(&[0, 0, 41, 2, 0, 0, 0, 0, 0]);
             out.extend_from_slice(&(option_len + 4).to_be_bytes());
             push_option(&mut out, code, option_len, data);
-            true
+            None
         }
     };
-    Some((out, added))
+    Some((out, payload))
 }
 
 fn push_option(out: &mut Vec<u8>, code: u16, len: u16, data: &[u8]) {
