@@ -10,8 +10,9 @@
 //! keeps listening until its deadline: a spoofed datagram cannot cut the real answer short.
 //!
 //! Memory per attempt is what its messages need: a UDP reply is received, once readiness says
-//! it is there (a waiting attempt holds no buffer), into a buffer of the size the query
-//! advertised (512 without EDNS) and copied out at its exact length; a reply over a stream
+//! it is there, into its thread's receive buffer, at most the size the query advertised (512
+//! without EDNS), and copied out at its exact length (a waiting attempt holds no buffer, and
+//! a reply none with slack); a reply over a stream
 //! grows as its bytes arrive, up to what its length prefix announces. A UDP reply larger than
 //! the query allowed (a peer that ignores the advertised size) is taken as truncated and asked
 //! again over TCP, not dropped as unreadable.
@@ -39,6 +40,7 @@
 //! wants to resend in its [`ResendAt`], and the exchange that polls it wakes it then with the
 //! one timer the exchange has anyway.
 
+use std::cell::RefCell;
 use std::future::poll_fn;
 use std::io::ErrorKind;
 use std::net::SocketAddr;
@@ -219,32 +221,19 @@ pub async fn udp_then_tcp(
                 continue;
             }
         };
-        // Made only once a datagram is there, so an attempt that waits holds no buffer (a
-        // flood of misses to a silent upstream keeps a thousand attempts waiting). One byte
-        // more than the query allows, so a reply that breaks the limit shows it.
-        let mut buf = vec![0u8; limit + 1];
-        let len = match ready.try_io(|socket| socket.get_ref().recv(&mut buf)) {
-            Ok(received) => received?,
+        let received = ready.try_io(|socket| {
+            RECEIVED.with_borrow_mut(|buf| {
+                let len = socket.get_ref().recv(receive_room(buf, limit))?;
+                Ok(judge(&buf[..len], limit, &sent[..made], query, endpoint))
+            })
+        });
+        let verdict = match received {
+            Ok(verdict) => verdict?,
             Err(_would_block) => continue,
         };
-        let reply = &buf[..len];
-        // The send this reply names; any other ID is not ours.
-        let Some(Sent { id, after_us }) =
-            wire::id(reply).and_then(|got| sent[..made].iter().copied().find(|s| s.id == got))
-        else {
-            tracing::debug!(%endpoint, "ignored a datagram with the wrong ID");
-            continue;
-        };
-        let at = Sent { id, after_us }.at(first_sent);
-        if len > limit && answers(reply, id, query) {
-            // The kernel cut the rest off: taken as truncated, so the caller asks over TCP.
-            tracing::debug!(%endpoint, limit, "a UDP reply larger than the query allows");
-            break (wire::cut_to_question(reply), at);
+        if let Some((reply, sent)) = verdict {
+            break (reply, sent.at(first_sent));
         }
-        if len <= limit && acceptable(reply, id, query) {
-            break (reply.to_vec(), at);
-        }
-        tracing::debug!(%endpoint, "ignored a datagram with the wrong question");
     };
     let rtt = at.elapsed();
     // The socket closes, and nothing is resent from here on (a TCP retry is not), whatever
@@ -355,6 +344,51 @@ impl Sent {
     fn at(self, first: Instant) -> Instant {
         first + Duration::from_micros(self.after_us.into())
     }
+}
+
+thread_local! {
+    /// Where this thread receives UDP replies, before one is copied out at its length. One
+    /// buffer per thread instead of one per reply (a zeroed allocation of what the query
+    /// advertised, and its free: about 600 instructions a miss), grown to the largest size a
+    /// query advertised here; an attempt that waits holds none.
+    static RECEIVED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The room to receive a reply to a query that advertised `limit` bytes: one byte more, so a
+/// reply that breaks the limit shows it.
+fn receive_room(buf: &mut Vec<u8>, limit: usize) -> &mut [u8] {
+    if buf.len() <= limit {
+        buf.resize(limit + 1, 0);
+    }
+    &mut buf[..=limit]
+}
+
+/// What a datagram received by an attempt is: the reply to keep and the send it answers, or
+/// `None` when it is not ours (another ID, the wrong question) and the attempt listens on. A
+/// reply larger than `limit` (the kernel cut the rest off) is taken as truncated, so the
+/// caller asks over TCP.
+fn judge(
+    reply: &[u8],
+    limit: usize,
+    sent: &[Sent],
+    query: &[u8],
+    endpoint: SocketAddr,
+) -> Option<(Vec<u8>, Sent)> {
+    // The send this reply names; any other ID is not ours.
+    let Some(send) = wire::id(reply).and_then(|got| sent.iter().copied().find(|s| s.id == got))
+    else {
+        tracing::debug!(%endpoint, "ignored a datagram with the wrong ID");
+        return None;
+    };
+    if reply.len() > limit && answers(reply, send.id, query) {
+        tracing::debug!(%endpoint, limit, "a UDP reply larger than the query allows");
+        return Some((wire::cut_to_question(reply), send));
+    }
+    if reply.len() <= limit && acceptable(reply, send.id, query) {
+        return Some((reply.to_vec(), send));
+    }
+    tracing::debug!(%endpoint, "ignored a datagram with the wrong question");
+    None
 }
 
 /// A random ID none of `sent` carries: each send of a query has its own, so a reply names the
