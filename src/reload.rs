@@ -315,10 +315,12 @@ pub async fn watch_and_reload(mut reloader: Reloader, mut shutdown: watch::Recei
             () = reloader.reload(before) => {}
             () = crate::server::stopped(&mut shutdown) => return,
         }
-        // A reload may move the TLS files to other directories.
+        // A reload may move the TLS files to other directories: armed on the blocking pool,
+        // like every arming (it touches the file system and waits for the watcher's thread).
         let wanted = reloader.watched_dirs();
         if wanted != lock(&watches).dirs() {
-            arm_off_thread(&watches, wanted).await;
+            let watches = Arc::clone(&watches);
+            let _ = tokio::task::spawn_blocking(move || lock(&watches).arm(wanted)).await;
         }
     }
 }
@@ -371,15 +373,6 @@ impl Burst {
         }
         self.pending.store(false, Ordering::Release);
     }
-}
-
-/// [`Watches::arm`] on tokio's blocking pool (see [`Watches::arm`] for why), for a reload that
-/// moved the TLS files: whether every watch could be armed.
-async fn arm_off_thread(watches: &Arc<Mutex<Watches>>, wanted: BTreeSet<PathBuf>) -> bool {
-    let watches = Arc::clone(watches);
-    tokio::task::spawn_blocking(move || lock(&watches).arm(wanted))
-        .await
-        .unwrap_or(false)
 }
 
 /// The watches, taken without an unwrap: a panic aborts the process, nothing poisons the lock.
