@@ -288,10 +288,7 @@ mod tests {
     use hickory_proto::serialize::binary::BinDecodable;
 
     use super::*;
-
-    fn name(text: &str) -> Name {
-        Name::from_ascii(text).unwrap()
-    }
+    use crate::config::tests::name;
 
     fn map() -> ZoneMap {
         ZoneMap::new(name("cluster.b."), name("svc.cluster.local."))
