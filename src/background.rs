@@ -69,11 +69,19 @@ pub struct Background {
     metrics: BackgroundMetrics,
 }
 
-/// Counts a task as running while it lives: dropped when the task returns or is aborted
-/// (`close`, or its owner dropped).
-struct Running(IntGauge);
+/// Counts one thing in a gauge while it lives, however it ends: a task of the set (returned,
+/// or aborted by `close`), a client query in flight (`Metrics::inflight`).
+#[must_use = "it counts only while it lives"]
+pub struct Counted(IntGauge);
 
-impl Drop for Running {
+impl Counted {
+    pub fn new(gauge: &IntGauge) -> Self {
+        gauge.inc();
+        Self(gauge.clone())
+    }
+}
+
+impl Drop for Counted {
     fn drop(&mut self) {
         self.0.dec();
     }
@@ -111,8 +119,7 @@ impl Background {
             self.metrics.refused.inc();
             return false;
         }
-        self.metrics.tasks.inc();
-        let running = Running(self.metrics.tasks.clone());
+        let running = Counted::new(&self.metrics.tasks);
         tasks.spawn(async move {
             let _running = running;
             work.await;

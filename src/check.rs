@@ -182,11 +182,9 @@ fn described(config: &Config, route: &Route<Cluster>, resolved: Option<&Resolved
                 format!("{records} (TTL {ttl})"),
             ]
         }
-        Route::Search(domain) => [
-            "search".into(),
-            "nobody".into(),
-            format!("NXDOMAIN with the SOA of {}", domain.to_ascii()),
-        ],
+        // No row of the router's table is a search expansion: `render_check` writes that row
+        // from the search list.
+        Route::Search(_) => unreachable!("the routing table has no search row"),
     }
 }
 

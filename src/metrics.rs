@@ -28,7 +28,7 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use crate::background::BackgroundMetrics;
+use crate::background::{BackgroundMetrics, Counted};
 use crate::cache::CacheMetrics;
 use crate::route::RouteKind;
 use crate::upstream::UpstreamMetrics;
@@ -501,9 +501,8 @@ impl Metrics {
     }
 
     /// Counts a query as in flight until the guard is dropped.
-    pub fn inflight(&self) -> InflightGuard {
-        self.inflight.inc();
-        InflightGuard(self.inflight.clone())
+    pub fn inflight(&self) -> Counted {
+        Counted::new(&self.inflight)
     }
 
     /// A reload of the configuration directory ended.
@@ -568,16 +567,6 @@ pub fn log_lines_dropped() -> IntCounter {
 
 /// The text exposition format's content type, as Prometheus expects it.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
-
-/// Counts a query as in flight while it lives.
-#[must_use = "the query counts as in flight only while the guard lives"]
-pub struct InflightGuard(IntGauge);
-
-impl Drop for InflightGuard {
-    fn drop(&mut self) {
-        self.0.dec();
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -17,7 +17,6 @@ use std::time::Duration;
 use hickory_proto::op::{Message, Query, ResponseCode};
 use hickory_proto::rr::rdata::{A, AAAA, PTR};
 use hickory_proto::rr::{DNSClass, RData, Record, RecordType};
-use hickory_proto::serialize::binary::BinEncodable;
 
 use crate::config::{Config, OwnData, OwnName, PodIdentity};
 use crate::reply;
@@ -39,7 +38,7 @@ impl OwnNames {
         let names = config
             .own_names()
             .into_iter()
-            .filter_map(|own| Some((own.name.to_lowercase().to_bytes().ok()?, Arc::new(own))))
+            .map(|own| (wire::lowercase_name(own.name.iter()), Arc::new(own)))
             .collect();
         Self { names }
     }

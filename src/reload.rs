@@ -315,10 +315,12 @@ pub async fn watch_and_reload(mut reloader: Reloader, mut shutdown: watch::Recei
             () = reloader.reload(before) => {}
             () = crate::server::stopped(&mut shutdown) => return,
         }
-        // A reload may move the TLS files to other directories.
+        // A reload may move the TLS files to other directories: armed on the blocking pool,
+        // like every arming (it touches the file system and waits for the watcher's thread).
         let wanted = reloader.watched_dirs();
         if wanted != lock(&watches).dirs() {
-            arm_off_thread(&watches, wanted).await;
+            let watches = Arc::clone(&watches);
+            let _ = tokio::task::spawn_blocking(move || lock(&watches).arm(wanted)).await;
         }
     }
 }
@@ -371,15 +373,6 @@ impl Burst {
         }
         self.pending.store(false, Ordering::Release);
     }
-}
-
-/// [`Watches::arm`] on tokio's blocking pool (see [`Watches::arm`] for why), for a reload that
-/// moved the TLS files: whether every watch could be armed.
-async fn arm_off_thread(watches: &Arc<Mutex<Watches>>, wanted: BTreeSet<PathBuf>) -> bool {
-    let watches = Arc::clone(watches);
-    tokio::task::spawn_blocking(move || lock(&watches).arm(wanted))
-        .await
-        .unwrap_or(false)
 }
 
 /// The watches, taken without an unwrap: a panic aborts the process, nothing poisons the lock.
@@ -522,10 +515,9 @@ impl Watches {
                 // queue overflowed) may hide a change: reload.
                 let (relevant, moves) = match event {
                     Ok(event) => {
-                        let relevant = !matches!(event.kind, notify::EventKind::Access(_))
-                            && concerns(&dirs, &event.paths);
-                        let moves = event.need_rescan() || itself(&dirs, &event.paths);
-                        (relevant, relevant && moves)
+                        let (ours, itself) = concerns(&dirs, &event.paths);
+                        let relevant = ours && !matches!(event.kind, notify::EventKind::Access(_));
+                        (relevant, relevant && (event.need_rescan() || itself))
                     }
                     Err(_) => (true, true),
                 };
@@ -576,26 +568,17 @@ fn identity(path: &Path) -> Option<(u64, u64)> {
         .map(|meta| (meta.dev(), meta.ino()))
 }
 
-/// Whether an event on `paths` is about a watched directory itself (not something in it):
-/// what may have moved its watch. No path at all (a rescan) may be anything.
-fn itself(dirs: &RwLock<BTreeSet<PathBuf>>, paths: &[PathBuf]) -> bool {
+/// Whether an event on `paths` concerns a watched directory — something in it, or the
+/// directory itself (deleted, created, renamed, seen from its parent; other entries of a parent
+/// are not ours) — and whether it is about a directory itself, what may have moved its watch.
+/// No path at all (a rescan) may be anything.
+fn concerns(dirs: &RwLock<BTreeSet<PathBuf>>, paths: &[PathBuf]) -> (bool, bool) {
     let Ok(dirs) = dirs.read() else {
-        return true;
+        return (true, true);
     };
-    paths.is_empty() || paths.iter().any(|path| dirs.contains(path))
-}
-
-/// Whether an event on `paths` concerns a watched directory: something in it, or the
-/// directory itself (deleted, created, renamed, seen from its parent). Other entries of a
-/// parent are not ours.
-fn concerns(dirs: &RwLock<BTreeSet<PathBuf>>, paths: &[PathBuf]) -> bool {
-    let Ok(dirs) = dirs.read() else {
-        return true;
-    };
-    paths.is_empty()
-        || paths.iter().any(|path| {
-            dirs.contains(path) || path.parent().is_some_and(|parent| dirs.contains(parent))
-        })
+    let itself = paths.is_empty() || paths.iter().any(|path| dirs.contains(path));
+    let inside = (paths.iter()).any(|path| path.parent().is_some_and(|dir| dirs.contains(dir)));
+    (itself || inside, itself)
 }
 
 #[cfg(test)]

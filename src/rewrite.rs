@@ -25,17 +25,6 @@ use crate::request::Request;
 use crate::upstream::Upstream;
 use crate::wire;
 
-/// Replaces the `from` suffix of `name` by `to`; `None` when `name` is not under `from` or the
-/// result would be too long for DNS.
-pub fn replace_suffix(name: &Name, from: &Name, to: &Name) -> Option<Name> {
-    if !from.zone_of(name) {
-        return None;
-    }
-    // `Name::num_labels` leaves out a leading `*` (DNSSEC's label count); count them all.
-    let keep = name.iter().count() - from.iter().count();
-    Name::from_labels(name.iter().take(keep).chain(to.iter())).ok()
-}
-
 /// A pair of zones that correspond: the client's (`cluster.b.`) and the upstream's
 /// (`svc.cluster.local.`).
 #[derive(Debug, Clone)]
@@ -71,8 +60,15 @@ impl ZoneMap {
         (mapped.len() <= wire::MAX_NAME).then_some(mapped)
     }
 
+    /// `name` with the upstream zone's suffix replaced by the client zone's; `None` when `name`
+    /// is not under the upstream zone or the result would be too long for DNS.
     pub fn to_client(&self, name: &Name) -> Option<Name> {
-        replace_suffix(name, &self.upstream, &self.client)
+        if !self.upstream.zone_of(name) {
+            return None;
+        }
+        // `Name::num_labels` leaves out a leading `*` (DNSSEC's label count); count them all.
+        let keep = name.iter().count() - self.upstream.iter().count();
+        Name::from_labels(name.iter().take(keep).chain(self.client.iter())).ok()
     }
 
     /// The upstream's reply as the client must see it (docs/design.md, "Cluster zones"): question
@@ -288,10 +284,7 @@ mod tests {
     use hickory_proto::serialize::binary::BinDecodable;
 
     use super::*;
-
-    fn name(text: &str) -> Name {
-        Name::from_ascii(text).unwrap()
-    }
+    use crate::config::tests::name;
 
     fn map() -> ZoneMap {
         ZoneMap::new(name("cluster.b."), name("svc.cluster.local."))

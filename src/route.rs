@@ -219,7 +219,7 @@ mod tests {
     use hickory_proto::serialize::binary::BinEncodable;
 
     use super::*;
-    use crate::config::tests::config_from;
+    use crate::config::tests::{config_from, name};
 
     /// A router whose peers are the clusters' configurations: it routes without upstreams.
     fn unconnected(config: &Config) -> Router<Cluster> {
@@ -227,7 +227,7 @@ mod tests {
     }
 
     fn gathered(zone: &str, scheme: Scheme) -> Route<Cluster> {
-        let zone = Name::from_ascii(zone).unwrap();
+        let zone = name(zone);
         let naming = Arc::new(Naming { zone, scheme });
         match scheme {
             Scheme::Prefix => Route::Distributed(naming),
@@ -268,10 +268,9 @@ mod tests {
         named(&config(), name)
     }
 
-    /// The route `router` gives `name` (dotted).
-    fn route_in(router: &Router<Cluster>, name: &str) -> Route<Cluster> {
-        let name = Name::from_ascii(name).unwrap().to_bytes().unwrap();
-        router.route(&name).into_owned()
+    /// The route `router` gives the name `text`.
+    fn route_in(router: &Router<Cluster>, text: &str) -> Route<Cluster> {
+        router.route(&name(text).to_bytes().unwrap()).into_owned()
     }
 
     fn route(name: &str) -> Route<Cluster> {
@@ -410,11 +409,11 @@ mod tests {
         let route = |name: &str| route_in(&router, name);
         assert_eq!(
             route("mongo-4.mongo.db.cluster.b.db.svc.cluster.local."),
-            Route::Search(Arc::new(Name::from_ascii("cluster.local.").unwrap()))
+            Route::Search(Arc::new(name("cluster.local.")))
         );
         assert_eq!(
             route("a-mongo-0.mongo.db.svc.distributed.local.cluster.local."),
-            Route::Search(Arc::new(Name::from_ascii("cluster.local.").unwrap()))
+            Route::Search(Arc::new(name("cluster.local.")))
         );
         assert_eq!(
             route("mongo-4.mongo.db.cluster.b."),

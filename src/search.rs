@@ -204,11 +204,7 @@ pub(crate) mod tests {
     use hickory_proto::serialize::binary::BinEncodable;
 
     use super::*;
-    use crate::config::tests::{config_from, resolv_conf_file};
-
-    fn name(text: &str) -> Name {
-        Name::from_ascii(text).unwrap()
-    }
+    use crate::config::tests::{config_from, name, resolv_conf_file};
 
     /// A pod in namespace `db` of cluster a (b is a peer), with the usual search list and one
     /// suffix that is not under a cluster domain.

@@ -19,7 +19,7 @@ use hickory_proto::rr::Name;
 use ipnet::IpNet;
 
 use super::Cluster;
-use super::values::{check_cluster_name, parse_host_name, parse_zone};
+use super::values::{check_cluster_name, parse_host_name, parse_ip_port, parse_zone};
 
 /// The most clusters `MESHDNS_CLUSTERS` may list. Every cluster is a leg of every gathered
 /// query, so a mesh far beyond this could not answer within a query's deadline anyway; the
@@ -188,15 +188,8 @@ fn parse_entry(entry: &str) -> Result<ClusterEntry, EntryError> {
 
 /// `IP`, `IP:PORT`, `[IPv6]`, `[IPv6]:PORT`, `HOST` or `HOST:PORT`.
 fn parse_endpoint(token: &str) -> Result<EndpointToken, String> {
-    if let Ok(addr) = token.parse::<SocketAddr>() {
-        return Ok(EndpointToken::Ip(addr.ip(), Some(addr.port())));
-    }
-    let bare = token
-        .strip_prefix('[')
-        .and_then(|t| t.strip_suffix(']'))
-        .unwrap_or(token);
-    if let Ok(ip) = bare.parse::<IpAddr>() {
-        return Ok(EndpointToken::Ip(ip, None));
+    if let Some((ip, port)) = parse_ip_port(token) {
+        return Ok(EndpointToken::Ip(ip, port));
     }
     if let Some(hint) = super::hint::missing_port(token) {
         return Err(hint);

@@ -33,6 +33,11 @@ pub(crate) fn config_from(pairs: &[(&str, &str)]) -> Result<Config, ConfigError>
     Config::from_vars(vars)
 }
 
+/// The name `text` spells (every test's name is valid).
+pub(crate) fn name(text: &str) -> Name {
+    Name::from_ascii(text).unwrap()
+}
+
 /// Variables as `(name, value)` pairs.
 type Pairs = &'static [(&'static str, &'static str)];
 

@@ -67,21 +67,25 @@ pub fn show_duration(duration: Duration) -> String {
     }
 }
 
-/// `IP`, `IP:PORT`, `[IPv6]` or `[IPv6]:PORT`; the port defaults to `default_port`.
-pub fn parse_socket_addr(token: &str, default_port: u16) -> Result<SocketAddr, String> {
+/// `IP`, `IP:PORT`, `[IPv6]` or `[IPv6]:PORT`: the address, and its port when one is written.
+pub fn parse_ip_port(token: &str) -> Option<(IpAddr, Option<u16>)> {
     if let Ok(addr) = token.parse::<SocketAddr>() {
-        return Ok(addr);
+        return Some((addr.ip(), Some(addr.port())));
     }
     let bare = token
         .strip_prefix('[')
         .and_then(|t| t.strip_suffix(']'))
         .unwrap_or(token);
-    bare.parse::<IpAddr>()
-        .map(|ip| SocketAddr::new(ip, default_port))
-        .map_err(|_| {
-            super::hint::missing_port(token)
-                .unwrap_or_else(|| "is not an address (IP, IP:PORT or [IPv6]:PORT)".to_string())
-        })
+    bare.parse().ok().map(|ip| (ip, None))
+}
+
+/// [`parse_ip_port`], the port defaulting to `default_port`.
+pub fn parse_socket_addr(token: &str, default_port: u16) -> Result<SocketAddr, String> {
+    let (ip, port) = parse_ip_port(token).ok_or_else(|| {
+        super::hint::missing_port(token)
+            .unwrap_or_else(|| "is not an address (IP, IP:PORT or [IPv6]:PORT)".to_string())
+    })?;
+    Ok(SocketAddr::new(ip, port.unwrap_or(default_port)))
 }
 
 /// A network in CIDR notation, the only access-control unit of `MESHDNS_ALLOW_FROM`.

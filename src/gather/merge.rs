@@ -443,12 +443,8 @@ mod tests {
     use hickory_proto::rr::rdata::{A, SOA, TXT};
 
     use super::*;
-    use crate::config::tests::config_from;
+    use crate::config::tests::{config_from, name};
     use crate::gather::naming::Scheme;
-
-    fn name(text: &str) -> Name {
-        Name::from_ascii(text).unwrap()
-    }
 
     fn clusters() -> Vec<Cluster> {
         config_from(&[

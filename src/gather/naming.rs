@@ -188,7 +188,7 @@ fn upstream_name<L: AsRef<[u8]>>(labels: &[L], domain: &Name) -> Option<Name> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::tests::config_from;
+    use crate::config::tests::{config_from, name};
 
     fn clusters() -> Vec<Cluster> {
         config_from(&[
@@ -200,10 +200,6 @@ mod tests {
         ])
         .unwrap()
         .clusters
-    }
-
-    fn name(text: &str) -> Name {
-        Name::from_ascii(text).unwrap()
     }
 
     fn prefix() -> Naming {
