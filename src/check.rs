@@ -182,9 +182,11 @@ fn described(config: &Config, route: &Route<Cluster>, resolved: Option<&Resolved
                 format!("{records} (TTL {ttl})"),
             ]
         }
-        // No row of the router's table is a search expansion: `render_check` writes that row
-        // from the search list.
-        Route::Search(_) => unreachable!("the routing table has no search row"),
+        Route::Search(domain) => [
+            "search".into(),
+            "nobody".into(),
+            format!("NXDOMAIN with the SOA of {}", domain.to_ascii()),
+        ],
     }
 }
 
