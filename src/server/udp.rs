@@ -24,6 +24,7 @@ use super::{Shared, stopped};
 use crate::metrics::DropReason;
 use crate::query::FastPath;
 use crate::reply;
+use crate::snapshot::Snapshot;
 use crate::wire::Proto;
 
 /// Serves one UDP socket (non-blocking) until shutdown. Only an unrecoverable socket error
@@ -60,8 +61,10 @@ pub async fn serve_udp(socket: UdpSocket, shared: Shared) -> std::io::Result<()>
             ready.clear_ready();
         }
         drop(ready);
+        // One configuration for the whole batch: the datagrams arrived together.
+        let snapshot = shared.resolver.current();
         for datagram in inbox.datagrams() {
-            if let Some(reply) = serve(&socket, &shared, datagram) {
+            if let Some(reply) = serve(&socket, &shared, &snapshot, datagram) {
                 replies.push((reply, datagram.peer));
                 if replies.len() == SEND_GROUP {
                     send_group(&socket, &mut replies);
@@ -83,6 +86,7 @@ fn send_group(socket: &AsyncFd<UdpSocket>, replies: &mut Vec<(Vec<u8>, SocketAdd
 fn serve(
     socket: &Arc<AsyncFd<UdpSocket>>,
     shared: &Shared,
+    snapshot: &Arc<Snapshot>,
     datagram: Datagram<'_>,
 ) -> Option<Vec<u8>> {
     let Datagram {
@@ -90,7 +94,7 @@ fn serve(
         peer,
         truncated,
     } = datagram;
-    if !shared.resolver.allows(peer.ip()) {
+    if !snapshot.allows(peer.ip()) {
         shared.metrics.dropped(DropReason::NotAllowed);
         return reply::from_header(bytes, ResponseCode::Refused);
     }
@@ -99,7 +103,10 @@ fn serve(
         return reply::from_header(bytes, ResponseCode::FormErr);
     }
     // A cache hit is answered right here: no task, no parse, no copy of the query.
-    let routed = match shared.resolver.answer_from_cache(bytes, Proto::Udp) {
+    let routed = match shared
+        .resolver
+        .answer_from_cache(snapshot, bytes, Proto::Udp)
+    {
         FastPath::Answered(reply) => return Some(reply),
         FastPath::Miss(routed) => routed,
     };
