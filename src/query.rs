@@ -114,7 +114,7 @@ impl Resolver {
 
     /// Answers one query; `None` means the input is dropped without a reply.
     pub async fn handle(&self, bytes: Bytes, proto: Proto) -> Option<Vec<u8>> {
-        let fast = self.answer_from_cache(&self.current(), &bytes, proto);
+        let fast = self.answer_from_cache(&self.current(), &bytes, proto, Vec::new());
         match fast {
             FastPath::Answered(reply) => Some(reply),
             FastPath::Miss(routed) => self.handle_miss(bytes, proto, routed).await,
@@ -124,12 +124,14 @@ impl Resolver {
     /// The cache-hit path, synchronous and without parsing the message: a listener calls it
     /// before spending a task on the query. Only plain queries take it ([`Plain::read`]); hits
     /// are counted and timed here. `snapshot` is the one queries start on now
-    /// ([`current`](Self::current)).
+    /// ([`current`](Self::current)); a hit is written into `reply`, a buffer whose room is
+    /// reused (the UDP loop's replies allocate nothing).
     pub fn answer_from_cache(
         &self,
         snapshot: &Arc<Snapshot>,
         bytes: &[u8],
         proto: Proto,
+        reply: Vec<u8>,
     ) -> FastPath {
         let started = Instant::now();
         let Some(mut plain) = Plain::read(bytes) else {
@@ -138,7 +140,8 @@ impl Resolver {
         let route =
             (snapshot.router).route(wire::question_name(plain.question(bytes)).unwrap_or_default());
         plain.set_target(snapshot.target(&route));
-        let hit = (plain.shared_key()).map(|key| (key, self.cache.lookup(key, bytes, started)));
+        let hit =
+            (plain.shared_key()).map(|key| (key, self.cache.lookup(key, bytes, started, reply)));
         let Some((key, Lookup::Fresh { reply, refresh })) = hit else {
             return FastPath::Miss(Some(Routed {
                 plain,
@@ -325,7 +328,7 @@ mod tests {
         let query = Bytes::from(query.to_vec().unwrap());
 
         let FastPath::Miss(routed) =
-            resolver.answer_from_cache(&resolver.current(), &query, Proto::Udp)
+            resolver.answer_from_cache(&resolver.current(), &query, Proto::Udp, Vec::new())
         else {
             panic!("nothing is cached yet");
         };

@@ -10,16 +10,18 @@ use crate::wire;
 /// The TTL of a stale reply, at most (RFC 8767 §4 recommends 30 s).
 pub const STALE_TTL: u32 = 30;
 
-/// The stored reply as served: copied once, header and question patched for `request` (if
-/// any, with the key it was looked up under), TTLs counted down by `age` (fresh) or cut to
-/// [`STALE_TTL`] (stale).
+/// The stored reply as served: copied once (into `reply`, a buffer whose room is reused),
+/// header and question patched for `request` (if any, with the key it was looked up under),
+/// TTLs counted down by `age` (fresh) or cut to [`STALE_TTL`] (stale).
 pub fn served(
     stored: &[u8],
     request: Option<(&[u8], &CacheKey)>,
     age: Duration,
     fresh: bool,
+    mut reply: Vec<u8>,
 ) -> Option<Vec<u8>> {
-    let mut reply = stored.to_vec();
+    reply.clear();
+    reply.extend_from_slice(stored);
     if let Some((request, key)) = request
         && !patch_header_and_question(&mut reply, request, key)
     {

@@ -103,6 +103,41 @@ fn std_address(address: &SockaddrStorage) -> Option<SocketAddr> {
         .map(|v6| SocketAddr::V6((*v6).into()))
 }
 
+/// The send side: the replies of a group with their peers, sent [`SEND_GROUP`] at a time. The
+/// buffers of sent replies are kept for the next ones (a group's worth, none larger than a
+/// [`SLOT`]), so a cache hit's reply allocates nothing.
+#[derive(Default)]
+pub struct Outbox {
+    replies: Vec<(Vec<u8>, SocketAddr)>,
+    spare: Vec<Vec<u8>>,
+}
+
+impl Outbox {
+    /// An empty buffer for the next reply: a sent reply's, when one is kept.
+    pub fn buffer(&mut self) -> Vec<u8> {
+        self.spare.pop().unwrap_or_default()
+    }
+
+    /// Queues `reply` to `peer`, and sends the group once it is full.
+    pub fn push(&mut self, socket: &UdpSocket, reply: Vec<u8>, peer: SocketAddr) {
+        self.replies.push((reply, peer));
+        if self.replies.len() == SEND_GROUP {
+            self.flush(socket);
+        }
+    }
+
+    /// Sends the replies queued so far.
+    pub fn flush(&mut self, socket: &UdpSocket) {
+        send_all(socket, &self.replies);
+        for (mut reply, _) in self.replies.drain(..) {
+            if self.spare.len() < SEND_GROUP && reply.capacity() <= SLOT {
+                reply.clear();
+                self.spare.push(reply);
+            }
+        }
+    }
+}
+
 /// Sends `replies` without blocking, in one system call when the kernel takes them all; a
 /// reply that finds the send buffer full is dropped, as the network would drop it (the client
 /// asks again). Returns how many went out.
@@ -193,6 +228,28 @@ mod tests {
         let datagram = inbox.datagrams().next().unwrap();
         assert!(datagram.truncated);
         assert_eq!(datagram.bytes.len(), SLOT);
+    }
+
+    #[test]
+    fn the_buffers_of_sent_replies_are_kept_for_the_next_but_not_oversized_ones() {
+        let (server, client) = pair();
+        let peer = client.local_addr().unwrap();
+        let mut outbox = Outbox::default();
+        let mut small = outbox.buffer();
+        small.extend_from_slice(b"small");
+        outbox.push(&server, small, peer);
+        outbox.push(&server, vec![1; SLOT + 1], peer);
+        outbox.flush(&server);
+        let mut buf = [0u8; SLOT + 8];
+        assert_eq!(client.recv(&mut buf).unwrap(), 5);
+        assert_eq!(client.recv(&mut buf).unwrap(), SLOT + 1);
+        let kept = outbox.buffer();
+        assert!(kept.is_empty() && kept.capacity() >= 5 && kept.capacity() <= SLOT);
+        assert_eq!(
+            outbox.buffer().capacity(),
+            0,
+            "the oversized one was dropped"
+        );
     }
 
     #[test]
