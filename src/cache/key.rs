@@ -188,6 +188,11 @@ impl CacheKey {
         }
     }
 
+    /// The length of the question (name, type, class) the key was built from.
+    pub fn question_len(&self) -> usize {
+        self.len - PREFIX_LEN + 4
+    }
+
     /// The key as one byte string: what the cache's table is indexed by.
     pub fn as_bytes(&self) -> &[u8] {
         match &self.heap {

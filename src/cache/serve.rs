@@ -11,8 +11,8 @@ use crate::wire;
 pub const STALE_TTL: u32 = 30;
 
 /// The stored reply as served: copied once (into `reply`, a buffer whose room is reused),
-/// header and question patched for `request` (if any, with the key it was looked up under),
-/// TTLs counted down by `age` (fresh) or cut to [`STALE_TTL`] (stale).
+/// header and question patched for `request` (if any, with its own key, which it was looked
+/// up under), TTLs counted down by `age` (fresh) or cut to [`STALE_TTL`] (stale).
 pub fn served(
     stored: &[u8],
     request: Option<(&[u8], &CacheKey)>,
@@ -23,7 +23,7 @@ pub fn served(
     reply.clear();
     reply.extend_from_slice(stored);
     if let Some((request, key)) = request
-        && !patch_header_and_question(&mut reply, request, key)
+        && !patch_stored(&mut reply, request, key)
     {
         return None;
     }
@@ -37,20 +37,32 @@ pub fn served(
     Some(reply)
 }
 
-/// Gives `reply` the request's ID, RD and CD bits, AD only if the request asked for it (AD
-/// set, or DO — which its `key` carries — RFC 6840 §5.8), and the request's question bytes
-/// (its spelling) over the stored question. `false` when the questions differ beyond letter
-/// case.
+/// A shared reply (a flight leader's, as its upstream sent it) patched for a follower's
+/// `request` as [`patch_stored`] does, once it is known to answer the same question (letter
+/// case aside). `false` when it does not.
 pub fn patch_header_and_question(reply: &mut [u8], request: &[u8], key: &CacheKey) -> bool {
-    let (Some(asked), Some(id)) = (wire::first_question(request), wire::id(request)) else {
+    let question = wire::HEADER_LEN..wire::HEADER_LEN + key.question_len();
+    let same = (reply.get(question.clone()))
+        .zip(request.get(question))
+        .is_some_and(|(stored, asked)| wire::same_question(stored, asked));
+    same && patch_stored(reply, request, key)
+}
+
+/// Gives `reply`, stored under `key`, the request's ID, RD and CD bits, AD only if the
+/// request asked for it (AD set, or DO — which its `key` carries — RFC 6840 §5.8), and the
+/// request's question bytes (its spelling) over the stored question. Nothing is walked or
+/// compared: `key` is the request's own, so it gives the length of the request's question, and
+/// a reply is stored only under its own question (`Cache::store_reply`), so the two questions
+/// are the same but for letter case. `false` when either message is too short to hold it.
+fn patch_stored(reply: &mut [u8], request: &[u8], key: &CacheKey) -> bool {
+    let question = wire::HEADER_LEN..wire::HEADER_LEN + key.question_len();
+    let (Some(asked), Some(id)) = (request.get(question.clone()), wire::id(request)) else {
         return false;
     };
-    let Some(stored) = reply.get_mut(wire::HEADER_LEN..wire::HEADER_LEN + asked.len()) else {
+    let Some(stored) = reply.get_mut(question) else {
         return false;
     };
-    if !wire::same_question(stored, asked) {
-        return false;
-    }
+    debug_assert!(wire::same_question(stored, asked));
     stored.copy_from_slice(asked);
     wire::set_id(reply, id);
     wire::copy_request_bits(reply, request);
