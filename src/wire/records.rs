@@ -68,30 +68,33 @@ pub fn for_each_record(msg: &[u8], mut visit: impl FnMut(&RecordAt)) -> Option<u
     let sections = [Section::Answer, Section::Authority, Section::Additional];
     for (section, records) in sections.into_iter().zip(counts) {
         for _ in 0..records {
-            let start = at;
-            at = skip_name(msg, at)?;
-            let fixed = msg.get(at..at.checked_add(10)?)?;
-            let rdata_len = usize::from(u16::from_be_bytes([fixed[8], fixed[9]]));
-            let record = RecordAt {
-                section,
-                start,
-                rtype: u16::from_be_bytes([fixed[0], fixed[1]]),
-                class: u16::from_be_bytes([fixed[2], fixed[3]]),
-                ttl: TtlField {
-                    offset: at + 4,
-                    ttl: u32::from_be_bytes([fixed[4], fixed[5], fixed[6], fixed[7]]),
-                },
-                rdata_offset: at + 10,
-                rdata_len,
-            };
-            at += 10 + rdata_len;
-            if at > msg.len() {
-                return None;
-            }
+            let record = record_at(msg, at, section)?;
+            at = record.end();
             visit(&record);
         }
     }
     Some(at)
+}
+
+/// The resource record of `section` that starts at `start`; `None` when it runs past the
+/// message. For a caller that knows where a record starts without walking those before it.
+pub fn record_at(msg: &[u8], start: usize, section: Section) -> Option<RecordAt> {
+    let at = skip_name(msg, start)?;
+    let fixed = msg.get(at..at.checked_add(10)?)?;
+    let rdata_len = usize::from(u16::from_be_bytes([fixed[8], fixed[9]]));
+    let record = RecordAt {
+        section,
+        start,
+        rtype: u16::from_be_bytes([fixed[0], fixed[1]]),
+        class: u16::from_be_bytes([fixed[2], fixed[3]]),
+        ttl: TtlField {
+            offset: at + 4,
+            ttl: u32::from_be_bytes([fixed[4], fixed[5], fixed[6], fixed[7]]),
+        },
+        rdata_offset: at + 10,
+        rdata_len,
+    };
+    (record.end() <= msg.len()).then_some(record)
 }
 
 /// The TTL fields of every record in the answer, authority and additional sections (the OPT
