@@ -103,12 +103,14 @@ fn std_address(address: &SockaddrStorage) -> Option<SocketAddr> {
         .map(|v6| SocketAddr::V6((*v6).into()))
 }
 
-/// The send side: the replies of a group with their peers, sent [`SEND_GROUP`] at a time. The
-/// buffers of sent replies are kept for the next ones (a group's worth, none larger than a
-/// [`SLOT`]), so a cache hit's reply allocates nothing.
+/// The send side: the replies of a group with their peers, sent [`SEND_GROUP`] at a time. What
+/// a group needs is kept for the next: the destinations as `sendmmsg` takes them, and the
+/// buffers of sent replies (a group's worth, none larger than a [`SLOT`]), so a cache hit's
+/// reply allocates nothing.
 #[derive(Default)]
 pub struct Outbox {
     replies: Vec<(Vec<u8>, SocketAddr)>,
+    addresses: Vec<Option<SockaddrStorage>>,
     spare: Vec<Vec<u8>>,
 }
 
@@ -126,50 +128,52 @@ impl Outbox {
         }
     }
 
-    /// Sends the replies queued so far.
-    pub fn flush(&mut self, socket: &UdpSocket) {
-        send_all(socket, &self.replies);
+    /// Sends the replies queued so far without blocking, in one system call when the kernel
+    /// takes them all; a reply that finds the send buffer full is dropped, as the network
+    /// would drop it (the client asks again). Returns how many went out.
+    pub fn flush(&mut self, socket: &UdpSocket) -> usize {
+        let sent = self.send(socket);
         for (mut reply, _) in self.replies.drain(..) {
             if self.spare.len() < SEND_GROUP && reply.capacity() <= SLOT {
                 reply.clear();
                 self.spare.push(reply);
             }
         }
+        sent
     }
-}
 
-/// Sends `replies` without blocking, in one system call when the kernel takes them all; a
-/// reply that finds the send buffer full is dropped, as the network would drop it (the client
-/// asks again). Returns how many went out.
-pub fn send_all(socket: &UdpSocket, replies: &[(Vec<u8>, SocketAddr)]) -> usize {
-    match replies {
-        [] => 0,
-        [(reply, peer)] => usize::from(send_one(socket, reply, *peer)),
-        _ => {
-            let addresses: Vec<Option<SockaddrStorage>> = replies
-                .iter()
-                .map(|(_, peer)| Some(SockaddrStorage::from(*peer)))
-                .collect();
-            let slices: Vec<[IoSlice<'_>; 1]> = replies
-                .iter()
-                .map(|(reply, _)| [IoSlice::new(reply)])
-                .collect();
-            let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(replies.len(), None);
-            let no_control: [ControlMessage<'_>; 0] = [];
-            let sent = sendmmsg(
-                socket.as_raw_fd(),
-                &mut headers,
-                slices.iter(),
-                addresses,
-                no_control,
-                MsgFlags::MSG_DONTWAIT,
-            )
-            .map_or(0, Iterator::count);
-            // What the kernel did not take in one go gets one more try each.
-            sent + replies[sent..]
-                .iter()
-                .filter(|(reply, peer)| send_one(socket, reply, *peer))
-                .count()
+    fn send(&mut self, socket: &UdpSocket) -> usize {
+        let replies = &self.replies[..];
+        match replies {
+            [] => 0,
+            [(reply, peer)] => usize::from(send_one(socket, reply, *peer)),
+            _ => {
+                self.addresses.clear();
+                let destinations = replies.iter().map(|(_, peer)| SockaddrStorage::from(*peer));
+                self.addresses.extend(destinations.map(Some));
+                // A group holds at most SEND_GROUP replies (any beyond would go one by one).
+                let mut slices = [[IoSlice::new(&[])]; SEND_GROUP];
+                for (slice, (reply, _)) in slices.iter_mut().zip(replies) {
+                    *slice = [IoSlice::new(reply)];
+                }
+                let group = &slices[..replies.len().min(SEND_GROUP)];
+                let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(group.len(), None);
+                let no_control: [ControlMessage<'_>; 0] = [];
+                let sent = sendmmsg(
+                    socket.as_raw_fd(),
+                    &mut headers,
+                    group.iter(),
+                    &self.addresses[..],
+                    no_control,
+                    MsgFlags::MSG_DONTWAIT,
+                )
+                .map_or(0, Iterator::count);
+                // What the kernel did not take in one go gets one more try each.
+                sent + replies[sent..]
+                    .iter()
+                    .filter(|(reply, peer)| send_one(socket, reply, *peer))
+                    .count()
+            }
         }
     }
 }
@@ -259,11 +263,10 @@ mod tests {
             UdpSocket::bind("127.0.0.1:0").unwrap(),
             UdpSocket::bind("127.0.0.1:0").unwrap(),
         );
-        let replies = vec![
-            (b"to a".to_vec(), a.local_addr().unwrap()),
-            (b"to b".to_vec(), b.local_addr().unwrap()),
-        ];
-        assert_eq!(send_all(&server, &replies), 2);
+        let mut outbox = Outbox::default();
+        outbox.push(&server, b"to a".to_vec(), a.local_addr().unwrap());
+        outbox.push(&server, b"to b".to_vec(), b.local_addr().unwrap());
+        assert_eq!(outbox.flush(&server), 2);
         let mut buf = [0u8; 16];
         let len = a.recv(&mut buf).unwrap();
         assert_eq!(&buf[..len], b"to a");
