@@ -220,7 +220,7 @@ impl Cache {
             entry.refresh_claimed |= refresh;
             Some(refresh)
         })?;
-        served(&stored, Some((request, key)), age, true, reply).map(|reply| (reply, refresh))
+        served(&stored, key, Some(request), age, true, reply).map(|reply| (reply, refresh))
     }
 
     /// Answers a miss for `request` (whose key is `key`), asking upstream through `resolve`
@@ -438,7 +438,7 @@ impl Cache {
                 }
                 Some(refresh)
             })?;
-        let reply = served(&stored, Some((request, key)), age, false, Vec::new())?;
+        let reply = served(&stored, key, Some(request), age, false, Vec::new())?;
         self.metrics.stale_served.inc();
         Some((reply, refresh))
     }
@@ -501,8 +501,7 @@ impl Cache {
         let (stored, age, fresh) = self.take_entry(key, now, |entry, age, serve_stale, _| {
             (!entry.is_failure() && entry.is_servable(now, serve_stale)).then_some(age < entry.ttl)
         })?;
-        served(&stored, request.map(|r| (r, key)), age, fresh, Vec::new())
-            .map(|reply| (reply, fresh))
+        served(&stored, key, request, age, fresh, Vec::new()).map(|reply| (reply, fresh))
     }
 
     /// Caches an upstream reply (or a merged one) received at `now` by work of `generation`,
@@ -534,7 +533,10 @@ impl Cache {
         };
         let ttl_secs = u32::try_from(ttl.as_secs()).unwrap_or(u32::MAX);
         let mut capped = reply.to_vec();
-        wire::rewrite_ttls(reply, &mut capped, |stored| stored.min(ttl_secs));
+        let records_at = key.question_range().end;
+        wire::rewrite_ttls(reply, &mut capped, records_at, |stored| {
+            stored.min(ttl_secs)
+        });
         let bytes: Arc<[u8]> = Arc::from(shareable(&capped));
         self.put(
             key,
