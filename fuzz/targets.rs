@@ -259,7 +259,7 @@ pub fn cache(data: &[u8]) {
     );
     let now = Instant::now();
     cache.insert(&key, reply, now, meshdns::cache::Generation::default());
-    if let Lookup::Fresh { reply: served, .. } = cache.lookup(&key, request, now) {
+    if let Lookup::Fresh { reply: served, .. } = cache.lookup(&key, request, now, Vec::new()) {
         assert_eq!(
             wire::id(&served),
             wire::id(request),

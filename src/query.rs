@@ -86,6 +86,13 @@ impl Resolver {
         self.snapshot.load_full()
     }
 
+    /// The snapshot queries start on now, borrowed without counting a reference: what the UDP
+    /// loop serves a whole batch of datagrams under (one load, not two per datagram). Dropped
+    /// before any await, so a reload is never held up by it.
+    pub fn current(&self) -> arc_swap::Guard<Arc<Snapshot>> {
+        self.snapshot.load()
+    }
+
     /// Whether a client at `ip` is served, under the current snapshot.
     pub fn allows(&self, ip: std::net::IpAddr) -> bool {
         self.snapshot.load().allows(ip)
@@ -107,7 +114,8 @@ impl Resolver {
 
     /// Answers one query; `None` means the input is dropped without a reply.
     pub async fn handle(&self, bytes: Bytes, proto: Proto) -> Option<Vec<u8>> {
-        match self.answer_from_cache(&bytes, proto) {
+        let fast = self.answer_from_cache(&self.current(), &bytes, proto, Vec::new());
+        match fast {
             FastPath::Answered(reply) => Some(reply),
             FastPath::Miss(routed) => self.handle_miss(bytes, proto, routed).await,
         }
@@ -115,24 +123,30 @@ impl Resolver {
 
     /// The cache-hit path, synchronous and without parsing the message: a listener calls it
     /// before spending a task on the query. Only plain queries take it ([`Plain::read`]); hits
-    /// are counted and timed here.
-    pub fn answer_from_cache(&self, bytes: &[u8], proto: Proto) -> FastPath {
+    /// are counted and timed here. `snapshot` is the one queries start on now
+    /// ([`current`](Self::current)); a hit is written into `reply`, a buffer whose room is
+    /// reused (the UDP loop's replies allocate nothing).
+    pub fn answer_from_cache(
+        &self,
+        snapshot: &Arc<Snapshot>,
+        bytes: &[u8],
+        proto: Proto,
+        reply: Vec<u8>,
+    ) -> FastPath {
         let started = Instant::now();
         let Some(mut plain) = Plain::read(bytes) else {
             return FastPath::Miss(None);
         };
-        let snapshot = self.snapshot.load();
         let route =
             (snapshot.router).route(wire::question_name(plain.question(bytes)).unwrap_or_default());
         plain.set_target(snapshot.target(&route));
-        let hit = (plain.shared_key()).map(|key| (key, self.cache.lookup(key, bytes, started)));
+        let hit =
+            (plain.shared_key()).map(|key| (key, self.cache.lookup(key, bytes, started, reply)));
         let Some((key, Lookup::Fresh { reply, refresh })) = hit else {
-            let route = route.into_owned();
-            let snapshot = arc_swap::Guard::into_inner(snapshot);
             return FastPath::Miss(Some(Routed {
                 plain,
-                route,
-                snapshot,
+                route: route.into_owned(),
+                snapshot: Arc::clone(snapshot),
             }));
         };
         let kind = route.kind();
@@ -141,7 +155,7 @@ impl Resolver {
                 inspect(Bytes::copy_from_slice(bytes), Some(plain.clone()))
         {
             let (deadline, route) = (started + snapshot.timeout, route.into_owned());
-            let snapshot = arc_swap::Guard::into_inner(snapshot);
+            let snapshot = Arc::clone(snapshot);
             let generation = snapshot.generation;
             self.cache.refresh(key, generation, move || {
                 resolve(snapshot, route, request, deadline)
@@ -313,7 +327,9 @@ mod tests {
         query.add_query(Query::query(own, RecordType::A));
         let query = Bytes::from(query.to_vec().unwrap());
 
-        let FastPath::Miss(routed) = resolver.answer_from_cache(&query, Proto::Udp) else {
+        let FastPath::Miss(routed) =
+            resolver.answer_from_cache(&resolver.current(), &query, Proto::Udp, Vec::new())
+        else {
             panic!("nothing is cached yet");
         };
         assert!(routed.is_some(), "a plain query is routed on the hit path");

@@ -189,28 +189,46 @@ impl<P: AsRef<Cluster> + Clone> Router<P> {
         )
     }
 
-    /// The route of a question name in wire form (uncompressed labels ending in the root).
-    /// Label starts are tried left to right, so the first zone found is the longest match; a
-    /// name under no zone may still be the reverse name of a peer's address, or a search-list
-    /// expansion of a zone name. A zone's or a reverse name's route is borrowed from the
-    /// table, so the cache-hit path, which wants only its kind, copies nothing.
+    /// The route of a question name in wire form (uncompressed labels ending in the root):
+    /// the longest zone it lies under; a name under no zone may still be the reverse name of a
+    /// peer's address, or a search-list expansion of a zone name. A zone's or a reverse name's
+    /// route is borrowed from the table, so the cache-hit path, which wants only its kind,
+    /// copies nothing.
     pub fn route(&self, name: &[u8]) -> Cow<'_, Route<P>> {
         if let Some(own) = self.own.find(name) {
             return Cow::Owned(Route::SelfName(Arc::clone(own)));
         }
-        wire::find_suffix(name, |suffix| {
-            (self.zones.iter())
-                .find(|(zone, _)| zone.eq_ignore_ascii_case(suffix))
-                .map(|(_, route)| route)
-        })
-        .or_else(|| self.networks.find(name))
-        .map(Cow::Borrowed)
-        .unwrap_or_else(|| {
-            Cow::Owned(match self.search.expansion(name) {
-                Some(domain) => Route::Search(Arc::clone(domain)),
-                None => Route::Passthrough,
+        self.zone_of(name)
+            .or_else(|| self.networks.find(name))
+            .map(Cow::Borrowed)
+            .unwrap_or_else(|| {
+                Cow::Owned(match self.search.expansion(name) {
+                    Some(domain) => Route::Search(Arc::clone(domain)),
+                    None => Route::Passthrough,
+                })
             })
-        })
+    }
+
+    /// The route of the longest zone `name` lies under (of equal ones, the first in the
+    /// table). Each zone is compared with the name's tail of its length, and the name's labels
+    /// are walked only for a tail that matches, to see that it starts a label: a name under no
+    /// zone, the cache-hit path's usual case, is not walked at all.
+    fn zone_of(&self, name: &[u8]) -> Option<&Route<P>> {
+        let mut longest: Option<(usize, &Route<P>)> = None;
+        for (zone, route) in &self.zones {
+            let Some(at) = name.len().checked_sub(zone.len()) else {
+                continue;
+            };
+            if longest.is_none_or(|(len, _)| zone.len() > len)
+                && name
+                    .get(at..)
+                    .is_some_and(|tail| tail.eq_ignore_ascii_case(zone))
+                && wire::is_label_start(name, at)
+            {
+                longest = Some((zone.len(), route));
+            }
+        }
+        longest.map(|(_, route)| route)
     }
 }
 
@@ -428,6 +446,24 @@ mod tests {
             Route::Passthrough
         );
         assert_eq!(RouteKind::Search.label(), "search");
+    }
+
+    #[test]
+    fn of_nested_zones_the_longest_wins_wherever_it_is_in_the_table() {
+        // The configuration keeps meshdns's zones side by side; the table itself does not
+        // rely on it. Here b's zone (first in the table) holds its namespace's (last).
+        let config = config();
+        let mut b = named(&config, "b");
+        b.zone = Name::from_ascii("svc.cluster.local.").unwrap();
+        let router = Router::new(&config, std::slice::from_ref(&b));
+        assert_eq!(
+            route_in(&router, "db.CRDB-EU.svc.cluster.local."),
+            Route::Namespace(b.clone())
+        );
+        assert_eq!(
+            route_in(&router, "db.crdb-eu-3.svc.cluster.local."),
+            Route::Cluster(b)
+        );
     }
 
     #[test]

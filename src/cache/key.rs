@@ -9,6 +9,7 @@
 //! under another's.
 
 use std::hash::{Hash, Hasher};
+use std::ops::Range;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::wire;
@@ -186,6 +187,13 @@ impl CacheKey {
             Some(heap) => heap,
             None => &mut self.inline[..self.len],
         }
+    }
+
+    /// Where the question (name, type, class) this key was built from lies in a message that
+    /// asks or answers it, as its one question: right after the header. What a hit patches;
+    /// the records start at its end.
+    pub fn question_range(&self) -> Range<usize> {
+        wire::HEADER_LEN..wire::HEADER_LEN + self.len - PREFIX_LEN + 4
     }
 
     /// The key as one byte string: what the cache's table is indexed by.

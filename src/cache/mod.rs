@@ -184,9 +184,10 @@ impl Cache {
         Some((bytes, age, accepted))
     }
 
-    /// A fresh reply for `request` (whose key is `key`), patched for it; see [`Lookup`].
-    pub fn lookup(&self, key: &CacheKey, request: &[u8], now: Instant) -> Lookup {
-        match self.fresh(key, request, now) {
+    /// A fresh reply for `request` (whose key is `key`), patched for it and written into
+    /// `reply` (a buffer whose room is reused; dropped on a miss); see [`Lookup`].
+    pub fn lookup(&self, key: &CacheKey, request: &[u8], now: Instant, reply: Vec<u8>) -> Lookup {
+        match self.fresh(key, request, now, reply) {
             Some((reply, refresh)) => {
                 self.metrics.hits.inc();
                 Lookup::Fresh { reply, refresh }
@@ -199,7 +200,13 @@ impl Cache {
     }
 
     /// [`lookup`](Self::lookup) without counting.
-    fn fresh(&self, key: &CacheKey, request: &[u8], now: Instant) -> Option<(Vec<u8>, bool)> {
+    fn fresh(
+        &self,
+        key: &CacheKey,
+        request: &[u8],
+        now: Instant,
+        reply: Vec<u8>,
+    ) -> Option<(Vec<u8>, bool)> {
         let (stored, age, refresh) = self.take_entry(key, now, |entry, age, _, _| {
             if age >= entry.ttl {
                 return None;
@@ -213,7 +220,7 @@ impl Cache {
             entry.refresh_claimed |= refresh;
             Some(refresh)
         })?;
-        served(&stored, Some((request, key)), age, true).map(|reply| (reply, refresh))
+        served(&stored, key, Some(request), age, true, reply).map(|reply| (reply, refresh))
     }
 
     /// Answers a miss for `request` (whose key is `key`), asking upstream through `resolve`
@@ -252,7 +259,7 @@ impl Cache {
         F: Future<Output = Vec<u8>> + Send + 'static,
     {
         let now = Instant::now();
-        if let Some((reply, _)) = self.fresh(key, request, now) {
+        if let Some((reply, _)) = self.fresh(key, request, now, Vec::new()) {
             return Some(reply);
         }
         if let Some((stale, refresh)) = self.stale_at_once(key, request, now, miss) {
@@ -431,7 +438,7 @@ impl Cache {
                 }
                 Some(refresh)
             })?;
-        let reply = served(&stored, Some((request, key)), age, false)?;
+        let reply = served(&stored, key, Some(request), age, false, Vec::new())?;
         self.metrics.stale_served.inc();
         Some((reply, refresh))
     }
@@ -494,7 +501,7 @@ impl Cache {
         let (stored, age, fresh) = self.take_entry(key, now, |entry, age, serve_stale, _| {
             (!entry.is_failure() && entry.is_servable(now, serve_stale)).then_some(age < entry.ttl)
         })?;
-        served(&stored, request.map(|r| (r, key)), age, fresh).map(|reply| (reply, fresh))
+        served(&stored, key, request, age, fresh, Vec::new()).map(|reply| (reply, fresh))
     }
 
     /// Caches an upstream reply (or a merged one) received at `now` by work of `generation`,
@@ -526,7 +533,10 @@ impl Cache {
         };
         let ttl_secs = u32::try_from(ttl.as_secs()).unwrap_or(u32::MAX);
         let mut capped = reply.to_vec();
-        wire::rewrite_ttls(reply, &mut capped, |stored| stored.min(ttl_secs));
+        let records_at = key.question_range().end;
+        wire::rewrite_ttls(reply, &mut capped, records_at, |stored| {
+            stored.min(ttl_secs)
+        });
         let bytes: Arc<[u8]> = Arc::from(shareable(&capped));
         self.put(
             key,

@@ -200,11 +200,11 @@ async fn replies_carry_the_ttl_counting_down_and_expire() {
     cache.insert(&k, &answer(&request, &[30, 60]), Instant::now(), FIRST);
     // Every record is cut to the entry's TTL (the smallest answer TTL).
     assert_eq!(
-        ttls(&fresh(cache.lookup(&k, &request, Instant::now())).0),
+        ttls(&fresh(cache.lookup(&k, &request, Instant::now(), Vec::new())).0),
         [30, 30]
     );
     advance(Duration::from_millis(10_500)).await;
-    let (reply, _) = fresh(cache.lookup(&k, &request, Instant::now()));
+    let (reply, _) = fresh(cache.lookup(&k, &request, Instant::now(), Vec::new()));
     // 10.5 s old: counted as 11, so the client's copy never outlives the entry.
     assert_eq!(ttls(&reply), [19, 19]);
     assert!(
@@ -213,17 +213,20 @@ async fn replies_carry_the_ttl_counting_down_and_expire() {
     );
     advance(Duration::from_millis(18_500)).await;
     assert_eq!(
-        ttls(&fresh(cache.lookup(&k, &request, Instant::now())).0),
+        ttls(&fresh(cache.lookup(&k, &request, Instant::now(), Vec::new())).0),
         [1, 1]
     );
     advance(Duration::from_millis(999)).await;
     assert_eq!(
-        ttls(&fresh(cache.lookup(&k, &request, Instant::now())).0),
+        ttls(&fresh(cache.lookup(&k, &request, Instant::now(), Vec::new())).0),
         [0, 0],
         "the last millisecond of the entry"
     );
     advance(Duration::from_millis(1)).await;
-    assert_eq!(cache.lookup(&k, &request, Instant::now()), Lookup::Miss);
+    assert_eq!(
+        cache.lookup(&k, &request, Instant::now(), Vec::new()),
+        Lookup::Miss
+    );
     assert_eq!(counts(&metrics), (4, 1, 0, 1, 0));
 }
 
@@ -238,11 +241,14 @@ async fn positive_ttls_are_capped_by_max_ttl() {
     let k = key(&request);
     cache.insert(&k, &answer(&request, &[86_400]), Instant::now(), FIRST);
     assert_eq!(
-        ttls(&fresh(cache.lookup(&k, &request, Instant::now())).0),
+        ttls(&fresh(cache.lookup(&k, &request, Instant::now(), Vec::new())).0),
         [60]
     );
     advance(60 * SECOND).await;
-    assert_eq!(cache.lookup(&k, &request, Instant::now()), Lookup::Miss);
+    assert_eq!(
+        cache.lookup(&k, &request, Instant::now(), Vec::new()),
+        Lookup::Miss
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -261,22 +267,25 @@ async fn negative_ttl_is_the_soa_minimum_capped_by_negative_ttl() {
     let nodata_reply = negative(&nodata, ResponseCode::NoError, 600, 300);
     cache.insert(&key(&nodata), &nodata_reply, Instant::now(), FIRST);
     assert_eq!(
-        ttls(&fresh(cache.lookup(&key(&nx), &nx, Instant::now())).0),
+        ttls(&fresh(cache.lookup(&key(&nx), &nx, Instant::now(), Vec::new())).0),
         [3]
     );
     assert_eq!(
-        ttls(&fresh(cache.lookup(&key(&nodata), &nodata, Instant::now())).0),
+        ttls(&fresh(cache.lookup(&key(&nodata), &nodata, Instant::now(), Vec::new())).0),
         [5]
     );
     advance(3 * SECOND).await;
-    assert_eq!(cache.lookup(&key(&nx), &nx, Instant::now()), Lookup::Miss);
+    assert_eq!(
+        cache.lookup(&key(&nx), &nx, Instant::now(), Vec::new()),
+        Lookup::Miss
+    );
     assert!(matches!(
-        cache.lookup(&key(&nodata), &nodata, Instant::now()),
+        cache.lookup(&key(&nodata), &nodata, Instant::now(), Vec::new()),
         Lookup::Fresh { .. }
     ));
     advance(2 * SECOND).await;
     assert_eq!(
-        cache.lookup(&key(&nodata), &nodata, Instant::now()),
+        cache.lookup(&key(&nodata), &nodata, Instant::now(), Vec::new()),
         Lookup::Miss
     );
 }
@@ -300,7 +309,10 @@ async fn negative_answers_without_soa_truncated_refused_and_failures_are_not_ins
         request.clone(),
     ] {
         cache.insert(&k, &reply, Instant::now(), FIRST);
-        assert_eq!(cache.lookup(&k, &request, Instant::now()), Lookup::Miss);
+        assert_eq!(
+            cache.lookup(&k, &request, Instant::now(), Vec::new()),
+            Lookup::Miss
+        );
     }
     assert!(cache.is_empty());
 }
@@ -325,7 +337,7 @@ async fn a_failure_with_nothing_stale_is_remembered_one_second_then_longer_up_to
         let before = asked.load(Ordering::SeqCst);
         let mut waited = Duration::ZERO;
         while matches!(
-            cache.lookup(&k, &request, Instant::now()),
+            cache.lookup(&k, &request, Instant::now(), Vec::new()),
             Lookup::Fresh { .. }
         ) {
             advance(Duration::from_millis(100)).await;
@@ -434,7 +446,7 @@ async fn with_stale_at_hand_a_slow_upstream_costs_one_client_timer_and_finishes_
     assert_eq!(ttls(&reply), [10], "stale");
     assert_eq!(background.len(), 1, "the exchange goes on");
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let (renewed, _) = fresh(cache.lookup(&k, &request, Instant::now()));
+    let (renewed, _) = fresh(cache.lookup(&k, &request, Instant::now(), Vec::new()));
     assert_eq!(ttls(&renewed), [59], "renewed 100 ms ago");
     assert_eq!(asked.load(Ordering::SeqCst), 1);
 }
@@ -500,22 +512,22 @@ async fn popular_entries_are_refreshed_once_shortly_before_expiry() {
     cache.insert(&k, &answer(&request, &[100]), Instant::now(), FIRST);
     for _ in 0..5 {
         assert!(
-            !fresh(cache.lookup(&k, &request, Instant::now())).1,
+            !fresh(cache.lookup(&k, &request, Instant::now(), Vec::new())).1,
             "not yet due"
         );
     }
     tokio::time::sleep(89 * SECOND).await;
     assert!(
-        !fresh(cache.lookup(&k, &request, Instant::now())).1,
+        !fresh(cache.lookup(&k, &request, Instant::now(), Vec::new())).1,
         "11 s left: not due"
     );
     tokio::time::sleep(2 * SECOND).await;
     assert!(
-        fresh(cache.lookup(&k, &request, Instant::now())).1,
+        fresh(cache.lookup(&k, &request, Instant::now(), Vec::new())).1,
         "9 s left: due"
     );
     assert!(
-        !fresh(cache.lookup(&k, &request, Instant::now())).1,
+        !fresh(cache.lookup(&k, &request, Instant::now(), Vec::new())).1,
         "only the first caller"
     );
     let asked = Arc::new(AtomicUsize::new(0));
@@ -526,7 +538,7 @@ async fn popular_entries_are_refreshed_once_shortly_before_expiry() {
     assert_eq!(asked.load(Ordering::SeqCst), 1);
     // The refreshed answer starts a new life (it is a millisecond old: 99 s left, rounded).
     assert_eq!(
-        ttls(&fresh(cache.lookup(&k, &request, Instant::now())).0),
+        ttls(&fresh(cache.lookup(&k, &request, Instant::now(), Vec::new())).0),
         [99]
     );
 }
@@ -538,7 +550,7 @@ async fn rarely_asked_entries_are_not_refreshed() {
     let k = key(&request);
     cache.insert(&k, &answer(&request, &[100]), Instant::now(), FIRST);
     advance(95 * SECOND).await;
-    assert!(!fresh(cache.lookup(&k, &request, Instant::now())).1);
+    assert!(!fresh(cache.lookup(&k, &request, Instant::now(), Vec::new())).1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -553,12 +565,12 @@ async fn do_cd_edns_and_types_are_different_entries() {
         query("a.example.", RecordType::A, None, false),
     ] {
         assert_eq!(
-            cache.lookup(&key(&other), &other, Instant::now()),
+            cache.lookup(&key(&other), &other, Instant::now(), Vec::new()),
             Lookup::Miss
         );
     }
     assert!(matches!(
-        cache.lookup(&key(&base), &base, Instant::now()),
+        cache.lookup(&key(&base), &base, Instant::now(), Vec::new()),
         Lookup::Fresh { .. }
     ));
 }
@@ -571,7 +583,7 @@ async fn keys_ignore_case_but_replies_echo_the_clients_spelling_id_rd_and_cd() {
     let mut second = query("Mongo-0.MONGO.db.Cluster.B.", RecordType::A, None, false);
     wire::set_id(&mut second, 0xbeef);
     second[2] &= !0x01; // RD clear
-    let (reply, _) = fresh(cache.lookup(&key(&second), &second, Instant::now()));
+    let (reply, _) = fresh(cache.lookup(&key(&second), &second, Instant::now(), Vec::new()));
     let parsed = Message::from_vec(&reply).unwrap();
     assert_eq!(parsed.id, 0xbeef);
     assert!(!parsed.recursion_desired);
@@ -624,7 +636,7 @@ async fn per_client_edns_options_are_neither_stored_nor_shared() {
     );
     for shared in [
         follower.unwrap(),
-        fresh(cache.lookup(&k, &request, Instant::now())).0,
+        fresh(cache.lookup(&k, &request, Instant::now(), Vec::new())).0,
     ] {
         assert!(!options(&shared).contains(wire::OPTION_NSID));
         assert!(!options(&shared).contains(wire::OPTION_COOKIE));
@@ -648,12 +660,12 @@ async fn partial_answers_are_capped_and_legs_keep_their_last_good_answer() {
         FIRST,
     );
     assert_eq!(
-        ttls(&fresh(cache.lookup(&key(&request), &request, Instant::now())).0),
+        ttls(&fresh(cache.lookup(&key(&request), &request, Instant::now(), Vec::new())).0),
         [5]
     );
     advance(6 * SECOND).await;
     assert_eq!(
-        cache.lookup(&key(&request), &request, Instant::now()),
+        cache.lookup(&key(&request), &request, Instant::now(), Vec::new()),
         Lookup::Miss
     );
 
@@ -717,7 +729,7 @@ async fn a_flood_of_random_names_keeps_popular_entries() {
             Instant::now(),
             FIRST,
         );
-        fresh(cache.lookup(&key(request), request, Instant::now()));
+        fresh(cache.lookup(&key(request), request, Instant::now(), Vec::new()));
     }
     for i in 0..20_000 {
         let request = query(&format!("x{i}.flood.example."), RecordType::A, None, false);
@@ -732,7 +744,7 @@ async fn a_flood_of_random_names_keeps_popular_entries() {
         .iter()
         .filter(|r| {
             matches!(
-                cache.lookup(&key(r), r, Instant::now()),
+                cache.lookup(&key(r), r, Instant::now(), Vec::new()),
                 Lookup::Fresh { .. }
             )
         })
@@ -752,7 +764,7 @@ async fn size_zero_disables_the_cache() {
         FIRST,
     );
     assert_eq!(
-        cache.lookup(&key(&request), &request, Instant::now()),
+        cache.lookup(&key(&request), &request, Instant::now(), Vec::new()),
         Lookup::Miss
     );
     assert_eq!(cache.stale(&key(&request), &request, Instant::now()), None);
@@ -832,7 +844,7 @@ async fn a_lost_leader_hands_the_flight_to_one_follower() {
         "the lost leader, then one follower"
     );
     assert!(matches!(
-        cache.lookup(&k, &request, Instant::now()),
+        cache.lookup(&k, &request, Instant::now(), Vec::new()),
         Lookup::Fresh { .. }
     ));
 }
@@ -877,13 +889,13 @@ async fn a_reply_to_another_question_is_not_stored_under_the_key() {
         FIRST,
     );
     assert_eq!(
-        cache.lookup(&key(&request), &request, Instant::now()),
+        cache.lookup(&key(&request), &request, Instant::now(), Vec::new()),
         Lookup::Miss
     );
     let aaaa = query("a.example.", RecordType::AAAA, Some(false), false);
     cache.insert(&key(&request), &answer(&aaaa, &[30]), Instant::now(), FIRST);
     assert_eq!(
-        cache.lookup(&key(&request), &request, Instant::now()),
+        cache.lookup(&key(&request), &request, Instant::now(), Vec::new()),
         Lookup::Miss
     );
     let spelled = query("A.Example.", RecordType::A, Some(false), false);
@@ -894,7 +906,7 @@ async fn a_reply_to_another_question_is_not_stored_under_the_key() {
         FIRST,
     );
     assert!(matches!(
-        cache.lookup(&key(&request), &request, Instant::now()),
+        cache.lookup(&key(&request), &request, Instant::now(), Vec::new()),
         Lookup::Fresh { .. }
     ));
 }
@@ -912,7 +924,7 @@ fn miss_of(generation: Generation) -> Miss {
 /// Whether a fresh entry answers `request` now.
 fn is_cached(cache: &Cache, request: &[u8]) -> bool {
     matches!(
-        cache.lookup(&key(request), request, Instant::now()),
+        cache.lookup(&key(request), request, Instant::now(), Vec::new()),
         Lookup::Fresh { .. }
     )
 }
@@ -993,7 +1005,7 @@ async fn after_a_reload_a_miss_never_waits_on_nor_inherits_the_failure_of_an_old
     // meanwhile (as for any failure with an answer at hand), and the failure is neither
     // remembered nor marked on the new entry.
     assert_eq!(wire::rcode(&old.await.unwrap().unwrap()), Some(0));
-    let (hit, _) = fresh(cache.lookup(&k, &request, Instant::now()));
+    let (hit, _) = fresh(cache.lookup(&k, &request, Instant::now(), Vec::new()));
     assert_eq!(wire::rcode(&hit), Some(0));
     let store = cache.lock();
     let failed_at = store.get(&k).map(|slot| store.entry(slot).failed_at);
@@ -1101,7 +1113,7 @@ async fn a_reload_keeps_the_entries_of_unchanged_targets_and_loses_those_of_chan
     let on = |target: TargetId, request: &[u8]| key(request).for_target(target);
     let at = |target: TargetId, request: &[u8]| {
         matches!(
-            cache.lookup(&on(target, request), request, Instant::now()),
+            cache.lookup(&on(target, request), request, Instant::now(), Vec::new()),
             Lookup::Fresh { .. }
         )
     };
@@ -1157,10 +1169,10 @@ async fn a_cached_reply_carries_ad_only_to_a_client_that_set_ad_or_do() {
     let k = key(&asked_with_ad);
     cache.insert(&k, &validated.to_vec().unwrap(), Instant::now(), FIRST);
     let ad = |reply: &[u8]| wire::authentic_data(reply);
-    let (hit, _) = fresh(cache.lookup(&k, &asked_with_ad, Instant::now()));
+    let (hit, _) = fresh(cache.lookup(&k, &asked_with_ad, Instant::now(), Vec::new()));
     assert!(ad(&hit), "kept for a client that set AD");
     let plain = query("signed.example.", RecordType::A, Some(false), false);
-    let (hit, _) = fresh(cache.lookup(&key(&plain), &plain, Instant::now()));
+    let (hit, _) = fresh(cache.lookup(&key(&plain), &plain, Instant::now(), Vec::new()));
     assert!(!ad(&hit), "cleared for one that set neither AD nor DO");
     assert_eq!(
         hit[3] & 0x0f,
@@ -1177,6 +1189,6 @@ async fn a_cached_reply_carries_ad_only_to_a_client_that_set_ad_or_do() {
         Instant::now(),
         FIRST,
     );
-    let (hit, _) = fresh(cache.lookup(&key(&with_do), &with_do, Instant::now()));
+    let (hit, _) = fresh(cache.lookup(&key(&with_do), &with_do, Instant::now(), Vec::new()));
     assert!(ad(&hit), "kept for a client that set DO");
 }

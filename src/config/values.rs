@@ -90,14 +90,22 @@ pub fn parse_socket_addr(token: &str, default_port: u16) -> Result<SocketAddr, S
 
 /// A network in CIDR notation, the only access-control unit of `MESHDNS_ALLOW_FROM`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IpNet(ipnet::IpNet);
+pub struct IpNet {
+    net: ipnet::IpNet,
+    /// The network as [`contains`](Self::contains) compares it, the check every datagram
+    /// pays: its family, its address bits and its mask (IPv4 in the low 32 bits), so a
+    /// source takes one mask and one compare.
+    v4: bool,
+    bits: u128,
+    mask: u128,
+}
 
 impl IpNet {
     /// `10.0.0.0/8`, `::1/128`; a bare address is a host network.
     pub fn parse(token: &str) -> Result<Self, String> {
         let error = || "is not a network (e.g. 10.0.0.0/8 or fd00::/8)".to_string();
         match token.parse::<ipnet::IpNet>() {
-            Ok(net) => Ok(Self(net)),
+            Ok(net) => Ok(Self::new(net)),
             Err(_) if token.contains('/') => {
                 let (addr, _) = token.split_once('/').unwrap_or_default();
                 let max = if addr.contains(':') { 128 } else { 32 };
@@ -109,25 +117,45 @@ impl IpNet {
             }
             Err(_) => token
                 .parse::<IpAddr>()
-                .map(|ip| Self(ipnet::IpNet::from(ip)))
+                .map(|ip| Self::new(ipnet::IpNet::from(ip)))
                 .map_err(|_| error()),
+        }
+    }
+
+    fn new(net: ipnet::IpNet) -> Self {
+        let (v4, bits, mask) = match net {
+            ipnet::IpNet::V4(v4) => (
+                true,
+                u32::from(v4.network()).into(),
+                u32::from(v4.netmask()).into(),
+            ),
+            ipnet::IpNet::V6(v6) => (false, v6.network().into(), v6.netmask().into()),
+        };
+        Self {
+            net,
+            v4,
+            bits,
+            mask,
         }
     }
 
     /// Whether `ip` lies in this network. IPv4-mapped IPv6 sources (from a dual-stack socket)
     /// are compared as the IPv4 address they carry.
     pub fn contains(&self, ip: &IpAddr) -> bool {
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(*ip, IpAddr::V4),
-            v4 => *v4,
+        let (v4, bits) = match ip {
+            IpAddr::V4(v4) => (true, u32::from(*v4).into()),
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => (true, u32::from(v4).into()),
+                None => (false, u128::from(*v6)),
+            },
         };
-        self.0.contains(&ip)
+        v4 == self.v4 && bits & self.mask == self.bits
     }
 }
 
 impl std::fmt::Display for IpNet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
+        self.net.fmt(f)
     }
 }
 
@@ -270,6 +298,16 @@ mod tests {
         assert!(loopback.contains(&ip("127.9.9.9")));
         assert!(loopback.contains(&ip("::ffff:127.0.0.1")));
         assert!(!loopback.contains(&ip("10.0.0.1")));
+        assert!(
+            !loopback.contains(&ip("::7f00:1")),
+            "an IPv6 address, not a mapped one"
+        );
+        let all_v6 = IpNet::parse("::/0").unwrap();
+        assert!(all_v6.contains(&ip("fd00::1")) && !all_v6.contains(&ip("127.0.0.1")));
+        assert!(
+            !all_v6.contains(&ip("::ffff:127.0.0.1")),
+            "compared as IPv4"
+        );
         assert!(IpNet::parse("0.0.0.0/0").unwrap().contains(&ip("8.8.8.8")));
         assert!(IpNet::parse("::1").unwrap().contains(&ip("::1")));
         assert!(!IpNet::parse("::1/128").unwrap().contains(&ip("::2")));

@@ -103,38 +103,77 @@ fn std_address(address: &SockaddrStorage) -> Option<SocketAddr> {
         .map(|v6| SocketAddr::V6((*v6).into()))
 }
 
-/// Sends `replies` without blocking, in one system call when the kernel takes them all; a
-/// reply that finds the send buffer full is dropped, as the network would drop it (the client
-/// asks again). Returns how many went out.
-pub fn send_all(socket: &UdpSocket, replies: &[(Vec<u8>, SocketAddr)]) -> usize {
-    match replies {
-        [] => 0,
-        [(reply, peer)] => usize::from(send_one(socket, reply, *peer)),
-        _ => {
-            let addresses: Vec<Option<SockaddrStorage>> = replies
-                .iter()
-                .map(|(_, peer)| Some(SockaddrStorage::from(*peer)))
-                .collect();
-            let slices: Vec<[IoSlice<'_>; 1]> = replies
-                .iter()
-                .map(|(reply, _)| [IoSlice::new(reply)])
-                .collect();
-            let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(replies.len(), None);
-            let no_control: [ControlMessage<'_>; 0] = [];
-            let sent = sendmmsg(
-                socket.as_raw_fd(),
-                &mut headers,
-                slices.iter(),
-                addresses,
-                no_control,
-                MsgFlags::MSG_DONTWAIT,
-            )
-            .map_or(0, Iterator::count);
-            // What the kernel did not take in one go gets one more try each.
-            sent + replies[sent..]
-                .iter()
-                .filter(|(reply, peer)| send_one(socket, reply, *peer))
-                .count()
+/// The send side: the replies of a group with their peers, sent [`SEND_GROUP`] at a time. What
+/// a group needs is kept for the next: the destinations as `sendmmsg` takes them, and the
+/// buffers of sent replies (a group's worth, none larger than a [`SLOT`]), so a cache hit's
+/// reply allocates nothing.
+#[derive(Default)]
+pub struct Outbox {
+    replies: Vec<(Vec<u8>, SocketAddr)>,
+    addresses: Vec<Option<SockaddrStorage>>,
+    spare: Vec<Vec<u8>>,
+}
+
+impl Outbox {
+    /// An empty buffer for the next reply: a sent reply's, when one is kept.
+    pub fn buffer(&mut self) -> Vec<u8> {
+        self.spare.pop().unwrap_or_default()
+    }
+
+    /// Queues `reply` to `peer`, and sends the group once it is full.
+    pub fn push(&mut self, socket: &UdpSocket, reply: Vec<u8>, peer: SocketAddr) {
+        self.replies.push((reply, peer));
+        if self.replies.len() == SEND_GROUP {
+            self.flush(socket);
+        }
+    }
+
+    /// Sends the replies queued so far without blocking, in one system call when the kernel
+    /// takes them all; a reply that finds the send buffer full is dropped, as the network
+    /// would drop it (the client asks again). Returns how many went out.
+    pub fn flush(&mut self, socket: &UdpSocket) -> usize {
+        let sent = self.send(socket);
+        for (mut reply, _) in self.replies.drain(..) {
+            if self.spare.len() < SEND_GROUP && reply.capacity() <= SLOT {
+                reply.clear();
+                self.spare.push(reply);
+            }
+        }
+        sent
+    }
+
+    fn send(&mut self, socket: &UdpSocket) -> usize {
+        let replies = &self.replies[..];
+        match replies {
+            [] => 0,
+            [(reply, peer)] => usize::from(send_one(socket, reply, *peer)),
+            _ => {
+                self.addresses.clear();
+                let destinations = replies.iter().map(|(_, peer)| SockaddrStorage::from(*peer));
+                self.addresses.extend(destinations.map(Some));
+                // A group holds at most SEND_GROUP replies (any beyond would go one by one).
+                let mut slices = [[IoSlice::new(&[])]; SEND_GROUP];
+                for (slice, (reply, _)) in slices.iter_mut().zip(replies) {
+                    *slice = [IoSlice::new(reply)];
+                }
+                let group = &slices[..replies.len().min(SEND_GROUP)];
+                let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(group.len(), None);
+                let no_control: [ControlMessage<'_>; 0] = [];
+                let sent = sendmmsg(
+                    socket.as_raw_fd(),
+                    &mut headers,
+                    group.iter(),
+                    &self.addresses[..],
+                    no_control,
+                    MsgFlags::MSG_DONTWAIT,
+                )
+                .map_or(0, Iterator::count);
+                // What the kernel did not take in one go gets one more try each.
+                sent + replies[sent..]
+                    .iter()
+                    .filter(|(reply, peer)| send_one(socket, reply, *peer))
+                    .count()
+            }
         }
     }
 }
@@ -196,17 +235,38 @@ mod tests {
     }
 
     #[test]
+    fn the_buffers_of_sent_replies_are_kept_for_the_next_but_not_oversized_ones() {
+        let (server, client) = pair();
+        let peer = client.local_addr().unwrap();
+        let mut outbox = Outbox::default();
+        let mut small = outbox.buffer();
+        small.extend_from_slice(b"small");
+        outbox.push(&server, small, peer);
+        outbox.push(&server, vec![1; SLOT + 1], peer);
+        outbox.flush(&server);
+        let mut buf = [0u8; SLOT + 8];
+        assert_eq!(client.recv(&mut buf).unwrap(), 5);
+        assert_eq!(client.recv(&mut buf).unwrap(), SLOT + 1);
+        let kept = outbox.buffer();
+        assert!(kept.is_empty() && kept.capacity() >= 5 && kept.capacity() <= SLOT);
+        assert_eq!(
+            outbox.buffer().capacity(),
+            0,
+            "the oversized one was dropped"
+        );
+    }
+
+    #[test]
     fn replies_to_several_peers_go_out_in_one_call() {
         let server = UdpSocket::bind("127.0.0.1:0").unwrap();
         let (a, b) = (
             UdpSocket::bind("127.0.0.1:0").unwrap(),
             UdpSocket::bind("127.0.0.1:0").unwrap(),
         );
-        let replies = vec![
-            (b"to a".to_vec(), a.local_addr().unwrap()),
-            (b"to b".to_vec(), b.local_addr().unwrap()),
-        ];
-        assert_eq!(send_all(&server, &replies), 2);
+        let mut outbox = Outbox::default();
+        outbox.push(&server, b"to a".to_vec(), a.local_addr().unwrap());
+        outbox.push(&server, b"to b".to_vec(), b.local_addr().unwrap());
+        assert_eq!(outbox.flush(&server), 2);
         let mut buf = [0u8; 16];
         let len = a.recv(&mut buf).unwrap();
         assert_eq!(&buf[..len], b"to a");

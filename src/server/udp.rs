@@ -1,7 +1,8 @@
 //! The UDP loop: datagrams received in batches (one wake-up and one system call serve every
 //! datagram waiting), cache hits answered on the loop itself and sent back in groups of
-//! [`SEND_GROUP`] (so that the first reply of a backlog does not wait for the last), each miss
-//! in its own task under the in-flight bound, replies sent from the same socket to the source.
+//! [`SEND_GROUP`](batch::SEND_GROUP) (so that the first reply of a backlog does not wait for
+//! the last), each miss in its own task under the in-flight bound, replies sent from the same
+//! socket to the source.
 //!
 //! The socket is registered for readability only. Replies are sent without waiting for
 //! writability — a send buffer that is full drops the reply, as the network would, and the
@@ -11,7 +12,7 @@
 //! one receive and one send.
 
 use std::io::ErrorKind;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::UdpSocket;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -19,11 +20,12 @@ use hickory_proto::op::ResponseCode;
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
-use super::batch::{self, BATCH, Datagram, Inbox, SEND_GROUP};
+use super::batch::{self, BATCH, Datagram, Inbox, Outbox};
 use super::{Shared, stopped};
 use crate::metrics::DropReason;
 use crate::query::FastPath;
 use crate::reply;
+use crate::snapshot::Snapshot;
 use crate::wire::Proto;
 
 /// Serves one UDP socket (non-blocking) until shutdown. Only an unrecoverable socket error
@@ -35,7 +37,7 @@ pub async fn serve_udp(socket: UdpSocket, shared: Shared) -> std::io::Result<()>
     #[allow(deprecated)]
     let socket = Arc::new(AsyncFd::with_interest(socket, Interest::READABLE)?);
     let mut inbox = Inbox::default();
-    let mut replies: Vec<(Vec<u8>, SocketAddr)> = Vec::with_capacity(SEND_GROUP);
+    let mut outbox = Outbox::default();
     let mut shutdown = shared.shutdown.clone();
     loop {
         let mut ready = tokio::select! {
@@ -60,37 +62,34 @@ pub async fn serve_udp(socket: UdpSocket, shared: Shared) -> std::io::Result<()>
             ready.clear_ready();
         }
         drop(ready);
+        // One configuration for the whole batch: the datagrams arrived together.
+        let snapshot = shared.resolver.current();
         for datagram in inbox.datagrams() {
-            if let Some(reply) = serve(&socket, &shared, datagram) {
-                replies.push((reply, datagram.peer));
-                if replies.len() == SEND_GROUP {
-                    send_group(&socket, &mut replies);
-                }
+            let buffer = outbox.buffer();
+            if let Some(reply) = serve(&socket, &shared, &snapshot, datagram, buffer) {
+                outbox.push(socket.get_ref(), reply, datagram.peer);
             }
         }
-        send_group(&socket, &mut replies);
+        outbox.flush(socket.get_ref());
     }
 }
 
-/// Sends the replies made so far and empties the list.
-fn send_group(socket: &AsyncFd<UdpSocket>, replies: &mut Vec<(Vec<u8>, SocketAddr)>) {
-    batch::send_all(socket.get_ref(), replies);
-    replies.clear();
-}
-
-/// One datagram: the reply to send now (a refusal, a cache hit, FORMERR for a datagram too
-/// long to read whole), or `None` when there is none now (a miss, answered by its own task).
+/// One datagram: the reply to send now (a refusal, a cache hit — written into `buffer` —,
+/// FORMERR for a datagram too long to read whole), or `None` when there is none now (a miss,
+/// answered by its own task).
 fn serve(
     socket: &Arc<AsyncFd<UdpSocket>>,
     shared: &Shared,
+    snapshot: &Arc<Snapshot>,
     datagram: Datagram<'_>,
+    buffer: Vec<u8>,
 ) -> Option<Vec<u8>> {
     let Datagram {
         bytes,
         peer,
         truncated,
     } = datagram;
-    if !shared.resolver.allows(peer.ip()) {
+    if !snapshot.allows(peer.ip()) {
         shared.metrics.dropped(DropReason::NotAllowed);
         return reply::from_header(bytes, ResponseCode::Refused);
     }
@@ -99,7 +98,10 @@ fn serve(
         return reply::from_header(bytes, ResponseCode::FormErr);
     }
     // A cache hit is answered right here: no task, no parse, no copy of the query.
-    let routed = match shared.resolver.answer_from_cache(bytes, Proto::Udp) {
+    let routed = match shared
+        .resolver
+        .answer_from_cache(snapshot, bytes, Proto::Udp, buffer)
+    {
         FastPath::Answered(reply) => return Some(reply),
         FastPath::Miss(routed) => routed,
     };

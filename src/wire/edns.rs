@@ -3,7 +3,7 @@
 //! rest of the message, so options meshdns does not use pass through byte for byte.
 
 use super::header::{HEADER_LEN, count};
-use super::records::{RecordAt, Section, TYPE_OPT, for_each_record};
+use super::records::{RecordAt, Section, TYPE_OPT, for_each_record, record_at};
 
 /// NSID (RFC 5001): the server's identity, for the client that asked.
 pub const OPTION_NSID: u16 = 3;
@@ -239,15 +239,15 @@ pub fn plain_query(msg: &[u8]) -> Option<PlainQuery<'_>> {
     let end = match count(msg, 3)? {
         0 => HEADER_LEN + question.len(),
         1 => {
-            let mut found = None;
-            let end = for_each_record(msg, |record| found = Some(*record))?;
-            let record = found.filter(|r| r.rtype == TYPE_OPT && msg.get(r.start) == Some(&0))?;
+            // The one record follows the question: read in place, the question not walked again.
+            let record = record_at(msg, HEADER_LEN + question.len(), Section::Additional)
+                .filter(|r| r.rtype == TYPE_OPT && msg.get(r.start) == Some(&0))?;
             let info = OptInfo::of(&record, msg)?;
             if info.version != 0 || info.options.contains(OPTION_LOOP_MARKER) {
                 return None;
             }
             opt = Some(info);
-            end
+            record.end()
         }
         _ => return None,
     };

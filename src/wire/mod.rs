@@ -26,7 +26,7 @@ pub use header::{
     is_response, is_truncated, opcode, question_count, question_name, question_type, rcode,
     same_question, set_id, with_question,
 };
-pub use name::{MAX_NAME, find_suffix, is_plain_name, lowercase_name, walk_name};
+pub use name::{MAX_NAME, find_suffix, is_label_start, is_plain_name, lowercase_name, walk_name};
 pub use records::{
     RecordAt, Section, TYPE_SOA, TtlField, for_each_record, rewrite_ttls, set_ttl, ttl_fields,
 };

@@ -92,6 +92,21 @@ pub fn find_suffix<T>(name: &[u8], mut matches: impl FnMut(&[u8]) -> Option<T>) 
     found
 }
 
+/// Whether a label of `name` (a plain name in wire form) starts at offset `at`: whether
+/// `name[at..]` is one of its suffixes ([`find_suffix`]'s), the root label included.
+pub fn is_label_start(name: &[u8], at: usize) -> bool {
+    let mut found = false;
+    walk_name(name, 0, |label| {
+        found = label == at;
+        if label < at {
+            ControlFlow::Continue(())
+        } else {
+            ControlFlow::Break(())
+        }
+    });
+    found
+}
+
 /// The wire form of a name given by its labels (left to right, without the root), lowercased:
 /// what zone tables compare question names against.
 pub fn lowercase_name<'a>(labels: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
@@ -144,5 +159,10 @@ mod tests {
         });
         assert_eq!(found, Some("b"));
         assert_eq!(seen, [name.len(), name.len() - 2, 3]);
+        let starts: Vec<usize> = (0..name.len())
+            .filter(|&at| is_label_start(name, at))
+            .collect();
+        assert_eq!(starts, [0, 2, 10, 12]);
+        assert!(!is_label_start(name, name.len()));
     }
 }

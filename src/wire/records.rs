@@ -62,36 +62,44 @@ pub fn questions_end(msg: &[u8]) -> Option<usize> {
 /// Walks every resource record after the question section; returns the offset just past the
 /// last one. `None` when the message is malformed; `visit` may then already have seen the
 /// records before the fault, so a caller that patches must walk once to validate first.
-pub fn for_each_record(msg: &[u8], mut visit: impl FnMut(&RecordAt)) -> Option<usize> {
+pub fn for_each_record(msg: &[u8], visit: impl FnMut(&RecordAt)) -> Option<usize> {
+    records_from(msg, questions_end(msg)?, visit)
+}
+
+/// [`for_each_record`] for a message whose question section the caller knows to end at `at`:
+/// the questions are not walked again.
+fn records_from(msg: &[u8], mut at: usize, mut visit: impl FnMut(&RecordAt)) -> Option<usize> {
     let counts = [count(msg, 1)?, count(msg, 2)?, count(msg, 3)?];
-    let mut at = questions_end(msg)?;
     let sections = [Section::Answer, Section::Authority, Section::Additional];
     for (section, records) in sections.into_iter().zip(counts) {
         for _ in 0..records {
-            let start = at;
-            at = skip_name(msg, at)?;
-            let fixed = msg.get(at..at.checked_add(10)?)?;
-            let rdata_len = usize::from(u16::from_be_bytes([fixed[8], fixed[9]]));
-            let record = RecordAt {
-                section,
-                start,
-                rtype: u16::from_be_bytes([fixed[0], fixed[1]]),
-                class: u16::from_be_bytes([fixed[2], fixed[3]]),
-                ttl: TtlField {
-                    offset: at + 4,
-                    ttl: u32::from_be_bytes([fixed[4], fixed[5], fixed[6], fixed[7]]),
-                },
-                rdata_offset: at + 10,
-                rdata_len,
-            };
-            at += 10 + rdata_len;
-            if at > msg.len() {
-                return None;
-            }
+            let record = record_at(msg, at, section)?;
+            at = record.end();
             visit(&record);
         }
     }
     Some(at)
+}
+
+/// The resource record of `section` that starts at `start`; `None` when it runs past the
+/// message. For a caller that knows where a record starts without walking those before it.
+pub fn record_at(msg: &[u8], start: usize, section: Section) -> Option<RecordAt> {
+    let at = skip_name(msg, start)?;
+    let fixed = msg.get(at..at.checked_add(10)?)?;
+    let rdata_len = usize::from(u16::from_be_bytes([fixed[8], fixed[9]]));
+    let record = RecordAt {
+        section,
+        start,
+        rtype: u16::from_be_bytes([fixed[0], fixed[1]]),
+        class: u16::from_be_bytes([fixed[2], fixed[3]]),
+        ttl: TtlField {
+            offset: at + 4,
+            ttl: u32::from_be_bytes([fixed[4], fixed[5], fixed[6], fixed[7]]),
+        },
+        rdata_offset: at + 10,
+        rdata_len,
+    };
+    (record.end() <= msg.len()).then_some(record)
 }
 
 /// The TTL fields of every record in the answer, authority and additional sections (the OPT
@@ -113,10 +121,12 @@ pub fn set_ttl(msg: &mut [u8], field: TtlField, ttl: u32) {
     }
 }
 
-/// Rewrites every TTL (OPT excluded) of `target`, a copy of `source`, as `f(ttl)`. Walking the
+/// Rewrites every TTL (OPT excluded) of `target`, a copy of `source`, as `f(ttl)`; the records
+/// start at `records_at` (the question section's end, which the caller knows). Walking the
 /// source while writing the copy needs no list of offsets, so nothing is allocated.
-pub fn rewrite_ttls(source: &[u8], target: &mut [u8], f: impl Fn(u32) -> u32) {
-    let _ = for_each_record(source, |record| {
+pub fn rewrite_ttls(source: &[u8], target: &mut [u8], records_at: usize, f: impl Fn(u32) -> u32) {
+    debug_assert_eq!(questions_end(source), Some(records_at));
+    let _ = records_from(source, records_at, |record| {
         if record.rtype != TYPE_OPT {
             set_ttl(target, record.ttl, f(record.ttl.ttl));
         }
