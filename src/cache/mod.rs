@@ -474,9 +474,13 @@ impl Cache {
 
     /// A leg's last good reply (fresh, or stale within `MESHDNS_SERVE_STALE`), as stored but for
     /// its TTLs (counted down, or at most [`STALE_TTL`] when expired). For filling a failed
-    /// leg of a gathered answer.
+    /// leg of a gathered answer, so only a NOERROR reply (records or NODATA): a remembered
+    /// NXDOMAIN is no answer of a cluster that does not answer now — it could hold the name
+    /// now, and its old "no" would make the merge a complete NXDOMAIN, or skip the fallback
+    /// of a prefixed name that another cluster has.
     pub fn last_good(&self, key: &CacheKey, now: Instant) -> Option<Vec<u8>> {
-        self.counted(self.servable(key, None, now))
+        let found = self.servable(key, None, now);
+        self.counted(found.filter(|(reply, _)| wire::rcode(reply) == Some(wire::RCODE_NOERROR)))
     }
 
     /// Counts a reply from [`servable`](Self::servable) as a hit or as stale served.

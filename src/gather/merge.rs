@@ -34,8 +34,9 @@ pub const PARTIAL_TTL: u32 = 5;
 pub enum Leg {
     /// NOERROR or NXDOMAIN, complete (not truncated).
     Answered(Message),
-    /// The leg failed, and this is its last good answer from the cache: used like an answer,
-    /// but the merged reply is partial.
+    /// The leg failed, and this is its last good answer from the cache (NOERROR: records or
+    /// NODATA, never a remembered NXDOMAIN): used like an answer, but the merged reply is
+    /// partial.
     Stale(Message),
     /// Timeout, network error, SERVFAIL, REFUSED, or any other rcode: left out.
     Failed,

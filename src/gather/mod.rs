@@ -260,10 +260,6 @@ impl Gatherer {
                     .cache
                     .last_good(key, now)
                     .and_then(|b| Message::from_vec(&b).ok())
-                && matches!(
-                    last.response_code,
-                    ResponseCode::NoError | ResponseCode::NXDomain
-                )
             {
                 entry.leg = Leg::Stale(last);
             }
