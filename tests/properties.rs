@@ -14,7 +14,7 @@ use hickory_proto::rr::rdata::{A, SRV};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
 use meshdns::config::{Cluster, Config};
-use meshdns::gather::{Leg, Naming, Scheme, merge};
+use meshdns::gather::{ClientHost, Leg, Naming, Scheme, merge};
 use meshdns::reply::{encode_fitted, fit_wire};
 use meshdns::rewrite::ZoneMap;
 use proptest::prelude::*;
@@ -585,8 +585,13 @@ proptest! {
                     let there = Name::from_ascii(relative)
                         .and_then(|name| name.append_domain(&cluster.domain))
                         .unwrap();
-                    let Some(target) = naming.client_host(&there, cluster) else {
-                        continue; // a prefixed label longer than DNS allows is never written
+                    let target = match naming.client_host(&there, cluster) {
+                        ClientHost::InZone(target) => target,
+                        // A prefixed label longer than DNS allows is never written.
+                        ClientHost::TooLong => continue,
+                        ClientHost::Elsewhere => {
+                            return Err(TestCaseError::fail(format!("{there} is under {}", cluster.domain)));
+                        }
                     };
                     let wire = target.to_bytes().unwrap();
                     prop_assert_eq!(

@@ -16,15 +16,17 @@
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use hickory_proto::op::{Message, Query, ResponseCode};
 use hickory_proto::rr::rdata::SRV;
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 
-use super::naming::Naming;
+use super::naming::{ClientHost, Naming};
 use crate::config::Cluster;
 use crate::reply::{self, ExtendedError};
+use crate::upstream::log_limit::LogLimit;
 
 /// TTL cap of a partial answer: short, so the missing cluster is asked again soon.
 pub const PARTIAL_TTL: u32 = 5;
@@ -76,15 +78,23 @@ pub fn merge<P: AsRef<Cluster>>(
         .sum();
     let mut records = Records::with_capacity(size);
     let (mut noerror, mut nxdomain, mut failed, mut stale) = (false, 0usize, 0usize, false);
+    let mut too_long = false;
     for (peer, leg) in legs {
+        let cluster = peer.as_ref();
         match leg {
             Leg::Answered(reply) | Leg::Stale(reply) => {
+                if let Err(target) = records.add_leg(asked, reply, naming, cluster) {
+                    if let Some(held_back) = too_long_log().check() {
+                        tracing::warn!(cluster = %cluster.name, %target, held_back, "a target too long to carry its cluster in the zone's name: the cluster's records are left out");
+                    }
+                    (failed, too_long) = (failed + 1, true);
+                    continue;
+                }
                 stale |= matches!(leg, Leg::Stale(_));
                 match reply.response_code {
                     ResponseCode::NXDomain => nxdomain += 1,
                     _ => noerror = true,
                 }
-                records.add_leg(asked, reply, naming, peer.as_ref());
             }
             Leg::Failed => failed += 1,
         }
@@ -119,8 +129,14 @@ pub fn merge<P: AsRef<Cluster>>(
             ),
             partial: false,
         };
-    } else if nxdomain == 0 {
+    } else if nxdomain == 0 && !too_long {
         return no_cluster_answered(request);
+    } else if nxdomain == 0 {
+        let why = "a target is too long to carry its cluster in the zone's name";
+        return Merged {
+            reply: reply::servfail(request, ExtendedError::Other, why),
+            partial: false,
+        };
     } else {
         let why = "a cluster that did not answer could hold the name the others do not have";
         return Merged {
@@ -142,6 +158,15 @@ pub fn merge<P: AsRef<Cluster>>(
         reply: merged,
         partial,
     }
+}
+
+/// The warnings about targets too long for the zone: one line per
+/// [`LOG_INTERVAL`](crate::upstream::log_limit::LOG_INTERVAL) for the
+/// process (its log is one), however many answers carry such a target. The partial answers
+/// they make are counted in `meshdns_gather_partial_total`.
+fn too_long_log() -> &'static LogLimit {
+    static LOG: OnceLock<LogLimit> = OnceLock::new();
+    LOG.get_or_init(LogLimit::default)
 }
 
 fn no_cluster_answered(request: &Message) -> Merged {
@@ -316,7 +341,16 @@ impl Records {
         }
     }
 
-    fn add_leg(&mut self, asked: &Query, reply: &Message, naming: &Naming, cluster: &Cluster) {
+    /// Adds the records of one leg, or none of them when a target cannot be shown in the zone
+    /// ([`ClientHost::TooLong`], given back): the leg then counts as failed, and the set is
+    /// partial rather than holding a name that resolves elsewhere.
+    fn add_leg(
+        &mut self,
+        asked: &Query,
+        reply: &Message,
+        naming: &Naming,
+        cluster: &Cluster,
+    ) -> Result<(), Name> {
         let qtype = asked.query_type();
         // The SRV targets by key, each with its name as the client sees it: their glue is what
         // the additional section keeps.
@@ -337,21 +371,24 @@ impl Records {
             .filter(|r| r.record_type() == qtype && !matches!(r.data, RData::Update0(_)))
             .collect();
         answers.sort_by_cached_key(|r| order_key(&r.data));
+        let mut shown = Vec::with_capacity(answers.len());
         for record in answers {
             let data = match &record.data {
                 RData::SRV(srv) => {
-                    let target = naming
-                        .client_host(&srv.target, cluster)
-                        .unwrap_or_else(|| srv.target.clone());
+                    let target = match naming.client_host(&srv.target, cluster) {
+                        ClientHost::InZone(name) => name,
+                        ClientHost::Elsewhere => srv.target.clone(),
+                        ClientHost::TooLong => return Err(srv.target.clone()),
+                    };
                     targets.insert(name_key(&srv.target), (&srv.target, target.clone()));
                     RData::SRV(SRV::new(srv.priority, srv.weight, srv.port, target))
                 }
                 other => other.clone(),
             };
-            self.push(
-                true,
-                Record::from_rdata(asked.name().clone(), record.ttl, data),
-            );
+            shown.push(Record::from_rdata(asked.name().clone(), record.ttl, data));
+        }
+        for record in shown {
+            self.push(true, record);
         }
         let glue = reply.additionals.iter().filter(|r| {
             matches!(r.record_type(), RecordType::A | RecordType::AAAA)
@@ -365,15 +402,18 @@ impl Records {
             let owner = if target.eq_case(&record.name) {
                 shown.clone()
             } else {
-                naming
-                    .client_host(&record.name, cluster)
-                    .unwrap_or_else(|| record.name.clone())
+                match naming.client_host(&record.name, cluster) {
+                    ClientHost::InZone(name) => name,
+                    // The target's name but for case: never too long where the target is not.
+                    ClientHost::Elsewhere | ClientHost::TooLong => record.name.clone(),
+                }
             };
             self.push(
                 false,
                 Record::from_rdata(owner, record.ttl, record.data.clone()),
             );
         }
+        Ok(())
     }
 
     /// Adds a record unless an equal one (owner ignoring case, same data) is there; a

@@ -50,7 +50,7 @@ use crate::upstream::{Progress, Upstream};
 use crate::wire;
 
 pub use merge::{Leg, Merged, PARTIAL_TTL, merge};
-pub use naming::{Naming, Plan, Scheme};
+pub use naming::{ClientHost, Naming, Plan, Scheme};
 
 /// TTL of the MCS `dns-version` record.
 const SCHEMA_VERSION_TTL: u32 = 300;

@@ -116,29 +116,57 @@ impl Naming {
         }
     }
 
-    /// A host name from cluster `cluster`'s answer as the client sees it, or `None` when it is
-    /// not under that cluster's domain (it is then left as it is).
-    pub fn client_host(&self, host: &Name, cluster: &Cluster) -> Option<Name> {
+    /// A host name from cluster `cluster`'s answer as the client sees it.
+    pub fn client_host(&self, host: &Name, cluster: &Cluster) -> ClientHost {
         if !cluster.domain.zone_of(host) {
-            return None;
+            return ClientHost::Elsewhere;
         }
         // Every label, a leading `*` included (`Name::num_labels` leaves it out).
         let keep = host.iter().count() - cluster.domain.iter().count();
         let mut relative = host.iter().take(keep);
-        let first = relative.next()?;
+        let Some(first) = relative.next() else {
+            return ClientHost::Elsewhere; // the cluster domain itself
+        };
         // The zone's labels are valid already: appended as a name, they are only counted.
-        match self.scheme {
+        let shown = match self.scheme {
             Scheme::Prefix => {
                 let prefixed = [cluster.prefix.as_bytes(), first].concat();
                 Name::from_labels(iter::once(prefixed.as_slice()).chain(relative))
             }
+            // A service's own name (`web.db.svc`: the SRV target of a ClusterIP Service) is the
+            // service of the zone, whose addresses are the union over the clusters (MCS's
+            // clusterset IP); only a host's name carries its cluster.
+            Scheme::Clusterset
+                if keep == 3
+                    && host
+                        .iter()
+                        .nth(2)
+                        .is_some_and(|l| l.eq_ignore_ascii_case(SVC_LABEL)) =>
+            {
+                Name::from_labels(iter::once(first).chain(relative))
+            }
             Scheme::Clusterset => {
                 Name::from_labels([first, cluster.name.as_bytes()].into_iter().chain(relative))
             }
+        };
+        match shown.and_then(|name| name.append_domain(&self.zone)) {
+            Ok(name) => ClientHost::InZone(name),
+            Err(_) => ClientHost::TooLong,
         }
-        .and_then(|name| name.append_domain(&self.zone))
-        .ok()
     }
+}
+
+/// How a host name from a cluster's answer is shown to the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientHost {
+    /// Its name in the zone, which resolves back to the cluster it came from.
+    InZone(Name),
+    /// Not under the cluster's domain (an external name): shown as it is.
+    Elsewhere,
+    /// Under the cluster's domain, but its name in the zone would break DNS's limits (the
+    /// prefixed first label over 63 bytes, the name over 255). No name resolves back to it,
+    /// and shown as it is it would name the local cluster's host of that name.
+    TooLong,
 }
 
 /// `b-mongo-2.mongo.db.svc` → cluster b with `mongo-2.mongo.db.svc`, `b-web.db.svc` → cluster
@@ -417,27 +445,34 @@ mod tests {
     fn targets_get_their_cluster_prefix_or_label() {
         let b = &clusters()[1];
         let target = name("mongo-0.mongo.db.svc.cluster.local.");
+        let shown = |naming: Naming, target: &Name| match naming.client_host(target, b) {
+            ClientHost::InZone(name) => name.to_ascii(),
+            other => panic!("{other:?}"),
+        };
         assert_eq!(
-            prefix().client_host(&target, b).unwrap().to_ascii(),
+            shown(prefix(), &target),
             "b-mongo-0.mongo.db.svc.distributed.local."
         );
         assert_eq!(
-            mcs().client_host(&target, b).unwrap().to_ascii(),
+            shown(mcs(), &target),
             "mongo-0.b.mongo.db.svc.clusterset.local."
         );
-        assert!(
-            prefix()
-                .client_host(&name("elsewhere.example."), b)
-                .is_none()
+        assert_eq!(
+            prefix().client_host(&name("elsewhere.example."), b),
+            ClientHost::Elsewhere
         );
+        // A ClusterIP Service's target is its own name: the service of the clusterset zone.
+        let service = name("web.db.svc.cluster.local.");
+        assert_eq!(shown(mcs(), &service), "web.db.svc.clusterset.local.");
+        assert_eq!(shown(prefix(), &service), "b-web.db.svc.distributed.local.");
     }
 
     #[test]
-    fn a_target_that_cannot_be_shown_in_the_zone_is_left_as_it_is() {
+    fn a_target_that_cannot_be_shown_in_the_zone_is_too_long() {
         let b = &clusters()[1];
         // The prefix would make the first label longer than 63 bytes.
         let long_label = name(&format!("{}.mongo.db.svc.cluster.local.", "m".repeat(62)));
-        assert!(prefix().client_host(&long_label, b).is_none());
+        assert_eq!(prefix().client_host(&long_label, b), ClientHost::TooLong);
         // The zone would make the name longer than 255 bytes on the wire: labels of 63, 63,
         // 63 and 45 bytes (the first with its prefix), `distributed` and `local`, their six
         // length bytes and the root: 257.
@@ -448,11 +483,17 @@ mod tests {
             "d".repeat(45),
         ];
         let long_name = name(&format!("{}.cluster.local.", labels.join(".")));
-        assert!(prefix().client_host(&long_name, b).is_none());
-        assert!(prefix().client_host(&name("cluster.local."), b).is_none());
+        assert_eq!(prefix().client_host(&long_name, b), ClientHost::TooLong);
+        assert_eq!(
+            prefix().client_host(&name("cluster.local."), b),
+            ClientHost::Elsewhere
+        );
         let fits = name(&format!("{}.cluster.local.", labels[..3].join(".")));
         // 3 x 63 + 16 label bytes and 5 dots.
-        assert_eq!(prefix().client_host(&fits, b).unwrap().len(), 210);
+        let ClientHost::InZone(fits) = prefix().client_host(&fits, b) else {
+            panic!("it fits");
+        };
+        assert_eq!(fits.len(), 210);
     }
 
     #[test]
