@@ -8,6 +8,7 @@
 //! spelled it. Matching is on label boundaries and ignores case (CoreDNS's `rewrite name
 //! substring` does neither, and leaves answer owners unmapped).
 
+use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -73,14 +74,20 @@ impl ZoneMap {
 
     /// The upstream's reply as the client must see it (docs/design.md, "Cluster zones"): question
     /// echoed as asked, names mapped back, the negative-answer SOA moved to the client zone's
-    /// apex, the peer's NS records and their glue dropped.
-    pub fn reply_to_client(&self, mut reply: Message, asked: &Query) -> Message {
+    /// apex, the peer's NS records and their glue dropped. `None` when a name under the
+    /// upstream zone is too long to map back: left as it is, the client would resolve it in its
+    /// own cluster.
+    pub fn reply_to_client(&self, mut reply: Message, asked: &Query) -> Option<Message> {
         let asked_name = asked.name();
+        let too_long = Cell::new(false);
         let spell = |name: &Name| -> Name {
             match self.to_client(name) {
                 Some(mapped) if mapped.eq_ignore_root(asked_name) => asked_name.clone(),
                 Some(mapped) => mapped,
-                None => name.clone(),
+                None => {
+                    too_long.set(too_long.get() || self.upstream.zone_of(name));
+                    name.clone()
+                }
             }
         };
         reply.queries = vec![asked.clone()];
@@ -133,7 +140,7 @@ impl ZoneMap {
         if asked.query_type() == RecordType::SOA && asked_name == &self.client {
             self.answer_apex_soa(&mut reply, asked_name);
         }
-        reply
+        (!too_long.get()).then_some(reply)
     }
 
     /// `SOA cluster.b` (docs/design.md, "Zone apexes"): the zone's apex is the peer's
@@ -245,7 +252,11 @@ impl Peer {
             let why = format!("cluster DNS answered {}", upstream_reply.response_code);
             return reply::servfail_bytes(request.message(), ExtendedError::NetworkError, &why);
         }
-        let mut client_reply = self.map.reply_to_client(upstream_reply, request.query());
+        let Some(mut client_reply) = self.map.reply_to_client(upstream_reply, request.query())
+        else {
+            let why = "a name in the cluster DNS's answer is too long for the cluster zone";
+            return reply::servfail_bytes(request.message(), ExtendedError::Other, why);
+        };
         client_reply.metadata.id = request.id();
         reply::encode_fitted(&client_reply, wire::MAX_MESSAGE)
     }
@@ -354,7 +365,7 @@ mod tests {
             30,
             RData::A(A::new(10, 2, 0, 1)),
         ));
-        let mapped = map().reply_to_client(reply, &asked);
+        let mapped = map().reply_to_client(reply, &asked).unwrap();
         assert!(mapped.queries[0].name().eq_case(asked.name()));
         assert!(mapped.answers[0].name.eq_case(asked.name()));
         let srv = mapped.answers[0].try_borrow::<SRV>().unwrap();

@@ -1,7 +1,8 @@
 //! Wrong answers at the borders of reloads, name rewriting, gathered merges and the cache key,
-//! found by a review of the edges: each test is named after what must hold, and the first four
-//! reproduced a bug (a remembered NXDOMAIN filling a down cluster's leg, a target too long for
-//! its prefix, a clusterset ClusterIP target that routed nowhere).
+//! found by a review of the edges: each test is named after what must hold, and five of them
+//! reproduced a bug (a remembered NXDOMAIN filling a down cluster's leg, twice; a target too
+//! long for its prefix; a clusterset ClusterIP target that routed nowhere; a peer's name too
+//! long for the cluster zone).
 //!
 //! Clusters: a (this pod's; its DNS is `MESHDNS_UPSTREAMS`), b and c, each a fake DNS on
 //! 127.0.0.1 with addresses that say which cluster answered (10.1.… for a, 10.2.… for b,
@@ -195,6 +196,50 @@ async fn a_clusterset_srv_target_of_a_clusterip_service_resolves_back_to_its_add
         (back.msg.response_code, back.answer_lines()),
         (ResponseCode::NoError, vec![format!("{target} A 10.96.2.7")]),
         "the target {target} resolves to the address it came from"
+    );
+}
+
+// --- Cluster zones: names that do not fit -----------------------------------------------------
+
+/// A name in a peer's answer under its `svc.<domain>` is shown under the cluster zone; one that
+/// the cluster zone makes longer than 255 bytes cannot be, and left as it is (under the peer's
+/// own domain) the client would resolve it in its own cluster. Cluster b's domain is `l`, so
+/// `svc.l` (6 bytes on the wire) becomes `cluster.b` (11): a CNAME target of 255 bytes there
+/// has no name here, and the reply is SERVFAIL, never the target as b spelled it.
+#[tokio::test]
+async fn a_peers_name_too_long_for_the_cluster_zone_is_servfail_never_left_as_it_is() {
+    // 63, 63, 63 and 55 bytes, each with its length, `svc`, `l` and the root: 255.
+    let labels = [
+        "a".repeat(63),
+        "b".repeat(63),
+        "c".repeat(63),
+        "d".repeat(55),
+    ];
+    let target = format!("{}.svc.l.", labels.join("."));
+    let b = FakeDns::builder()
+        .answer(
+            "web.db.svc.l.",
+            RecordType::A,
+            Answer::records([
+                rr::cname("web.db.svc.l.", &target),
+                rr::a(&target, [10, 2, 0, 7]),
+            ]),
+        )
+        .start()
+        .await;
+    let a = FakeDns::builder().otherwise(nxdomain()).start().await;
+    let clusters = format!("a=; b={} domain=l", b.addr);
+    let vars = [
+        ("MESHDNS_LOCAL_CLUSTER", "a"),
+        ("MESHDNS_CLUSTERS", clusters.as_str()),
+    ];
+    let meshdns = Meshdns::before(&a, &vars).await;
+    let reply = ask(&meshdns, "web.db.cluster.b.", RecordType::A).await;
+    assert_eq!(
+        (reply.msg.response_code, reply.answer_lines()),
+        (ResponseCode::ServFail, vec![]),
+        "b was asked: {:?}",
+        b.names()
     );
 }
 
