@@ -1,7 +1,7 @@
 //! A second review of the edges: the search-list rule, the pod's own names, namespace and
 //! reverse routes, pass-through, zone apexes and the request parser. Each test is named after
-//! what must hold; a test marked `#[ignore = "bug: …"]` reproduces a bug, whose root cause its
-//! documentation gives.
+//! what must hold; the first reproduced a bug (the pod's `svc` name kept under the cluster
+//! domain it was read in, after a reload changed the domain).
 
 mod support;
 
@@ -19,15 +19,6 @@ async fn ask(meshdns: &Meshdns, name: &str, rtype: RecordType) -> Reply {
 /// startup, while the names follow the zones"): after a reload that changes
 /// `MESHDNS_CLUSTER_DOMAIN` (a live variable), the name under the old domain is no name of
 /// the pod's and goes to kube-dns; the one under the new domain is answered locally.
-///
-/// Bug: the pod's identity (`Pod`, src/config/pod.rs:51) carries the cluster domain it was read
-/// in (`domain: domain.clone()`, src/config/pod.rs:138), a reload puts the whole running
-/// identity back (`applied.pod.clone_from(&running.pod)`, src/reload.rs:253), and
-/// `Config::own_names` builds the `svc` name from `pod.domain` (src/config/pod.rs:333). So
-/// after the reload meshdns still answers `mongo-0.mongo.db.svc.cluster.local` with the pod's
-/// address, for a name kube-dns (now `k8s.local`) does not have, and sends the pod's real name
-/// to kube-dns.
-#[ignore = "bug: a reload keeps the pod's svc name under the old cluster domain"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_reload_that_changes_the_cluster_domain_the_old_domains_svc_name_is_not_the_pods() {
     let kube = FakeDns::builder()

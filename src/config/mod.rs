@@ -182,6 +182,9 @@ pub struct Config {
     pub tls: Option<TlsFiles>,
     /// `MESHDNS_CONFIG_DIR`, watched for changes when set.
     pub config_dir: Option<PathBuf>,
+    /// The local cluster domain (the local cluster's `domain=`, or `MESHDNS_CLUSTER_DOMAIN`):
+    /// the pod's `svc` name lies under it, and follows it when a reload changes it.
+    pub domain: Name,
     /// `MESHDNS_POD_*` and the hosts file: who this pod is (read once; restart-only).
     pub pod: PodIdentity,
     /// The raw values this configuration was built from, and their sources.
@@ -361,11 +364,11 @@ fn build(settings: Settings, environment: Settings) -> Result<Config, ConfigErro
         clusterset_zone.as_ref(),
     )?;
 
-    let local_domain = clusters
-        .iter()
+    let domain = (clusters.iter())
         .find(|c| c.is_local)
-        .map_or(&cluster_domain, |c| &c.domain);
-    let pod = pod::pod_identity(&settings, local_domain)?;
+        .map_or(&cluster_domain, |c| &c.domain)
+        .clone();
+    let pod = pod::pod_identity(&settings, &domain)?;
     pod::check_peer_claims(&settings, &pod, &clusters)?;
 
     let timeout = duration(&settings, TIMEOUT, MAX_QUERY_TIMEOUT)?;
@@ -447,6 +450,7 @@ fn build(settings: Settings, environment: Settings) -> Result<Config, ConfigErro
         threads,
         tls,
         config_dir,
+        domain,
         pod,
         settings,
         environment,

@@ -52,8 +52,6 @@ pub struct Pod {
     pub hostname: String,
     pub subdomain: String,
     pub namespace: String,
-    /// The cluster domain the pod lives in (the local cluster's).
-    pub domain: Name,
     /// `MESHDNS_POD_IP` first, then the rest of `MESHDNS_POD_IPS`, without repeats.
     pub ips: Vec<IpAddr>,
     /// The hosts file, when some part of the identity came from it.
@@ -135,7 +133,6 @@ pub(super) fn pod_identity(settings: &Settings, domain: &Name) -> Result<PodIden
             hostname,
             subdomain,
             namespace,
-            domain: domain.clone(),
             ips,
             // Read only when a variable was missing, so it supplied something.
             hosts_file,
@@ -330,7 +327,7 @@ impl Config {
                 data: OwnData::Addresses(pod.ips.clone()),
             })
         };
-        let svc = under(format!("{host}.{sub}.{ns}.svc"), &pod.domain);
+        let svc = under(format!("{host}.{sub}.{ns}.svc"), &self.domain);
         let local = self.local_cluster();
         let in_cluster = local.and_then(|local| under(format!("{host}.{sub}.{ns}"), &local.zone));
         let target = in_cluster
