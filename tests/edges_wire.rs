@@ -1,0 +1,301 @@
+//! A third review of the edges, on the wire: TTL semantics, truncation and big answers, the
+//! TCP server, serve-stale and remembered failures, EDNS. Each test is named after what must
+//! hold; those marked `ignore = "bug: …"` reproduce a bug found by the review.
+//!
+//! The fakes stand on 127.0.0.1; tests about time run on tokio's paused clock.
+
+mod support;
+
+use std::time::Duration;
+
+use hickory_proto::op::{Message, ResponseCode};
+use hickory_proto::rr::rdata::SOA;
+use hickory_proto::rr::{RData, Record, RecordType};
+use support::{
+    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Reply, query, rr, udp, with_edns,
+};
+
+const NAME: &str = "www.example.com.";
+
+/// meshdns with its cache on, in front of `upstream`; an attempt of 200 ms, a query of 1 s.
+async fn cached(upstream: &FakeDns, vars: &[(&str, &str)]) -> Meshdns {
+    let mut all = vec![
+        ("MESHDNS_CACHE_SIZE", "10000"),
+        ("MESHDNS_ATTEMPT_TIMEOUT", "200ms"),
+        ("MESHDNS_TIMEOUT", "1s"),
+    ];
+    all.extend_from_slice(vars);
+    Meshdns::before(upstream, &all).await
+}
+
+async fn ask(meshdns: &Meshdns, name: &str, rtype: RecordType) -> Reply {
+    udp(meshdns.addr, &with_edns(query(name, rtype), 1232)).await
+}
+
+fn with_ttl(mut record: Record, ttl: u32) -> Record {
+    record.ttl = ttl;
+    record
+}
+
+/// The SOA of `zone` with this TTL and MINIMUM.
+fn soa_with(zone: &str, ttl: u32, minimum: u32) -> Record {
+    let soa = SOA::new(
+        rr::name(&format!("ns.dns.{zone}")),
+        rr::name(&format!("hostmaster.{zone}")),
+        1,
+        7200,
+        1800,
+        86_400,
+        minimum,
+    );
+    Record::from_rdata(rr::name(zone), ttl, RData::SOA(soa))
+}
+
+/// Replaces the fake `fake` by `by` on the same address (an upstream that went down).
+async fn replace(fake: FakeDns, by: FakeDnsBuilder) -> FakeDns {
+    let addr = fake.addr.to_string();
+    drop(fake);
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    by.start_on(&addr).await
+}
+
+// --- Serve-stale: a newer answer the cache does not keep ------------------------------------
+
+/// The name was cached (TTL 1 s), then removed: kube-dns now answers NXDOMAIN, but without an
+/// SOA (nothing to cache it by, RFC 2308 §5). When kube-dns then stops answering, the old
+/// address must not come back as a stale answer: the upstream said "no such name" after it
+/// (brief: "a stale answer never served when the upstream answered NXDOMAIN just now";
+/// DESIGN.md "Distributed zones": "a removed member must not come back"; RFC 8767 §4 serves
+/// stale data only as the freshest there is).
+#[tokio::test(start_paused = true)]
+#[ignore = "bug: an uncacheable NXDOMAIN leaves the old positive entry, served stale at the next failure"]
+async fn a_name_the_upstream_just_said_is_gone_never_comes_back_stale() {
+    let gone = Answer {
+        authoritative: true,
+        ..Answer::rcode(ResponseCode::NXDomain)
+    };
+    let upstream = FakeDns::builder()
+        .on(
+            NAME,
+            RecordType::A,
+            Behaviour::Sequence(vec![
+                Answer::records([with_ttl(rr::a(NAME, [192, 0, 2, 7]), 1)]),
+                gone,
+            ]),
+        )
+        .start()
+        .await;
+    let meshdns = cached(&upstream, &[]).await;
+    let first = ask(&meshdns, NAME, RecordType::A).await;
+    assert_eq!(first.answer_lines(), [format!("{NAME} A 192.0.2.7")]);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let removed = ask(&meshdns, NAME, RecordType::A).await;
+    assert_eq!(removed.msg.response_code, ResponseCode::NXDomain);
+
+    let _down = replace(upstream, FakeDns::builder().otherwise(Behaviour::Drop)).await;
+    let later = ask(&meshdns, NAME, RecordType::A).await;
+    assert!(
+        later.msg.answers.is_empty(),
+        "the removed name came back stale: {:?} ({})",
+        later.answer_lines(),
+        later.msg.response_code
+    );
+}
+
+/// The same with an answer the cache does not keep because its TTL is 0: kube-dns moved the
+/// name to a new address, with TTL 0 (RFC 1035 §3.2.1: use it for this transaction only).
+/// When kube-dns then stops answering, the old address must not be served stale: it is no
+/// longer the freshest answer there is — it is another pod's address.
+#[tokio::test(start_paused = true)]
+#[ignore = "bug: a TTL-0 answer leaves the older entry, served stale (the old address) at the next failure"]
+async fn an_address_replaced_by_a_ttl_0_answer_never_comes_back_stale() {
+    let upstream = FakeDns::builder()
+        .on(
+            NAME,
+            RecordType::A,
+            Behaviour::Sequence(vec![
+                Answer::records([with_ttl(rr::a(NAME, [192, 0, 2, 7]), 1)]),
+                Answer::records([with_ttl(rr::a(NAME, [192, 0, 2, 8]), 0)]),
+            ]),
+        )
+        .start()
+        .await;
+    let meshdns = cached(&upstream, &[]).await;
+    let first = ask(&meshdns, NAME, RecordType::A).await;
+    assert_eq!(first.answer_lines(), [format!("{NAME} A 192.0.2.7")]);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let moved = ask(&meshdns, NAME, RecordType::A).await;
+    assert_eq!(moved.answer_lines(), [format!("{NAME} A 192.0.2.8")]);
+    assert_eq!(moved.msg.answers[0].ttl, 0, "TTL 0 relayed as it is");
+
+    let _down = replace(upstream, FakeDns::builder().otherwise(Behaviour::Drop)).await;
+    let later = ask(&meshdns, NAME, RecordType::A).await;
+    assert_ne!(
+        later.answer_lines(),
+        [format!("{NAME} A 192.0.2.7")],
+        "the old address came back stale after a newer answer"
+    );
+}
+
+// --- TTLs ----------------------------------------------------------------------------------
+
+/// A CNAME whose target has no record of the type asked (NOERROR, the CNAME in the answer,
+/// the target zone's SOA in authority) is a negative answer (RFC 2308 §2.2): it is cached no
+/// longer than `MESHDNS_CACHE_NEGATIVE_TTL` (DESIGN.md, "Cache"), whatever the CNAME's TTL.
+/// Once the record appears, it is seen after the negative cap, not after the CNAME's TTL.
+#[tokio::test(start_paused = true)]
+#[ignore = "bug: CNAME→NODATA is cached for the CNAME's TTL, not capped by MESHDNS_CACHE_NEGATIVE_TTL"]
+async fn a_cname_to_nodata_is_cached_no_longer_than_the_negative_cap() {
+    let alias = "alias.example.com.";
+    let target = "target.example.net.";
+    let cname = with_ttl(rr::cname(alias, target), 300);
+    let nodata = Answer {
+        answers: vec![cname.clone()],
+        authorities: vec![soa_with("example.net.", 5, 5)],
+        ..Answer::rcode(ResponseCode::NoError)
+    };
+    let appeared = Answer::records([cname, with_ttl(rr::aaaa(target, "2001:db8::9"), 300)]);
+    let upstream = FakeDns::builder()
+        .on(
+            alias,
+            RecordType::AAAA,
+            Behaviour::Sequence(vec![nodata, appeared]),
+        )
+        .start()
+        .await;
+    let meshdns = cached(&upstream, &[("MESHDNS_CACHE_NEGATIVE_TTL", "5s")]).await;
+    let first = ask(&meshdns, alias, RecordType::AAAA).await;
+    assert_eq!(first.msg.answers.len(), 1, "the CNAME alone");
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let later = ask(&meshdns, alias, RecordType::AAAA).await;
+    assert_eq!(
+        upstream.exchanges().len(),
+        2,
+        "the negative part was served from the cache past the negative cap"
+    );
+    assert_eq!(later.msg.answers.len(), 2, "{:?}", later.answer_lines());
+}
+
+/// `MESHDNS_CACHE_MAX_TTL` caps every record a reply carries (DESIGN.md, "Cache": "Replies
+/// carry the capped TTLs"), the authority and additional sections too, on the miss that
+/// fetched it and on a hit: a client never holds the delegation or the glue longer than
+/// meshdns would hold the answer.
+#[tokio::test(start_paused = true)]
+async fn the_max_ttl_cap_applies_to_authority_and_additional_records_on_a_miss_and_a_hit() {
+    let day = 86_400;
+    let answer = Answer::records([with_ttl(rr::a(NAME, [192, 0, 2, 1]), day)])
+        .authority(with_ttl(
+            rr::ns("example.com.", "ns1.example.com."),
+            2 * day,
+        ))
+        .additional(with_ttl(
+            rr::a("ns1.example.com.", [192, 0, 2, 53]),
+            2 * day,
+        ));
+    let upstream = FakeDns::builder()
+        .answer(NAME, RecordType::A, answer)
+        .start()
+        .await;
+    let meshdns = cached(&upstream, &[("MESHDNS_CACHE_MAX_TTL", "60s")]).await;
+    for round in ["miss", "hit"] {
+        let reply = ask(&meshdns, NAME, RecordType::A).await;
+        let ttls: Vec<u32> = (reply.msg.answers.iter())
+            .chain(&reply.msg.authorities)
+            .chain(reply.msg.additionals.iter())
+            .map(|r| r.ttl)
+            .collect();
+        assert_eq!(ttls.len(), 3, "{round}: every section kept");
+        assert!(ttls.iter().all(|&t| t <= 60), "{round}: {ttls:?}");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert_eq!(upstream.exchanges().len(), 1);
+}
+
+// --- Truncation ----------------------------------------------------------------------------
+
+/// `query` with an OPT record advertising `size` bytes, written into the bytes (hickory raises
+/// any size below 512 to 512 when it encodes).
+fn with_raw_edns_size(msg: &Message, size: u16) -> Vec<u8> {
+    let mut bytes = with_edns(msg.clone(), 1232).to_vec().unwrap();
+    let class_at = bytes.len() - 8; // OPT: root(1) type(2) CLASS(2) TTL(4) RDLEN(2), no options
+    bytes[class_at..class_at + 2].copy_from_slice(&size.to_be_bytes());
+    bytes
+}
+
+/// A client advertising an EDNS payload below 512 is answered as if it said 512 (RFC 6891
+/// §6.2.3: "Values lower than 512 MUST be treated as equal to 512"): an answer of ~400 bytes
+/// comes whole, without TC, with an OPT record, on a miss and on a hit.
+#[tokio::test]
+async fn an_edns_payload_below_512_is_taken_as_512() {
+    let records: Vec<Record> = (0..20u8).map(|i| rr::a(NAME, [192, 0, 2, i])).collect();
+    let upstream = FakeDns::builder()
+        .answer(NAME, RecordType::A, Answer::records(records))
+        .start()
+        .await;
+    let meshdns = cached(&upstream, &[]).await;
+    for round in ["miss", "hit"] {
+        let asked = query(NAME, RecordType::A);
+        let bytes = with_raw_edns_size(&asked, 100);
+        let reply = support::udp_raw(meshdns.addr, &bytes).await.expect(round);
+        assert!(
+            reply.len() > 100 && reply.len() <= 512,
+            "{round}: {}",
+            reply.len()
+        );
+        let reply = Message::from_vec(&reply).unwrap();
+        assert_eq!(reply.id, asked.id);
+        assert!(!reply.truncation, "{round}: cut below 512");
+        assert_eq!(reply.answers.len(), 20, "{round}");
+        assert!(reply.edns.is_some(), "{round}: the OPT record kept");
+    }
+    assert_eq!(upstream.exchanges().len(), 1);
+}
+
+// --- The TCP server ------------------------------------------------------------------------
+
+/// Queries pipelined on one connection with the same ID (RFC 7766 §7: a client should not,
+/// but a server must cope) each get a reply of their own, complete and carrying the question
+/// it answers — two of them the same question, one of them another.
+#[tokio::test]
+async fn pipelined_queries_with_one_id_each_get_their_own_complete_answer() {
+    use tokio::io::AsyncWriteExt;
+    let names = ["one.example.com.", "two.example.com."];
+    let mut builder = FakeDns::builder();
+    for (i, name) in (1u8..).zip(names) {
+        let records: Vec<Record> = (0..3).map(|j| rr::a(name, [192, 0, i, j])).collect();
+        let slow = Behaviour::Delay(
+            Duration::from_millis(50 * u64::from(i)),
+            Answer::records(records),
+        );
+        builder = builder.on(name, RecordType::A, slow);
+    }
+    let upstream = builder.start().await;
+    let meshdns = cached(&upstream, &[]).await;
+    let asked = [names[0], names[1], names[0]];
+    let mut stream = tokio::net::TcpStream::connect(meshdns.addr).await.unwrap();
+    let mut frames = Vec::new();
+    for name in asked {
+        let mut msg = query(name, RecordType::A);
+        msg.metadata.id = 7;
+        frames.extend(support::frame_of(&msg.to_vec().unwrap()));
+    }
+    stream.write_all(&frames).await.unwrap();
+    let mut answered = Vec::new();
+    for _ in asked {
+        let bytes = tokio::time::timeout(support::CLIENT_TIMEOUT, support::read_frame(&mut stream))
+            .await
+            .expect("a reply in time")
+            .expect("a whole frame");
+        let reply = Message::from_vec(&bytes).unwrap();
+        assert_eq!(reply.id, 7);
+        let name = reply.queries[0].name().to_ascii();
+        assert_eq!(reply.answers.len(), 3, "{name}: the whole set");
+        assert!(
+            reply.answers.iter().all(|r| r.name.to_ascii() == name),
+            "{name}"
+        );
+        answered.push(name);
+    }
+    answered.sort();
+    assert_eq!(answered, [names[0], names[0], names[1]]);
+}
