@@ -299,3 +299,185 @@ async fn pipelined_queries_with_one_id_each_get_their_own_complete_answer() {
     answered.sort();
     assert_eq!(answered, [names[0], names[0], names[1]]);
 }
+
+/// A kube-dns stand-in on UDP that answers every query with `records` A records of the
+/// question's name, one record hickory cannot parse (a CAA with an empty tag, RFC 8659 §4.1;
+/// meshdns's own walk takes it) and an OPT record: what meshdns must fit without hickory.
+async fn raw_udp_upstream(records: u8) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = socket.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        let mut buf = vec![0u8; 65_535];
+        loop {
+            let Ok((len, peer)) = socket.recv_from(&mut buf).await else {
+                continue;
+            };
+            let query = &buf[..len];
+            let Some(question) = meshdns::wire::first_question(query) else {
+                continue;
+            };
+            let mut reply = query[..12].to_vec();
+            reply[2] |= 0x80;
+            reply[3] = 0x80;
+            reply[4..12].copy_from_slice(&[0, 1, 0, records + 1, 0, 0, 0, 1]);
+            reply.extend_from_slice(question);
+            for i in 0..records {
+                reply.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 30, 0, 4, 192, 0, 2, i]);
+            }
+            reply.extend_from_slice(&[0xc0, 12, 1, 1, 0, 1, 0, 0, 0, 30, 0, 2, 0, 0]);
+            reply.extend_from_slice(&[0, 0, 41, 4, 208, 0, 0, 0, 0, 0, 0]);
+            let _ = socket.send_to(&reply, peer).await;
+        }
+    });
+    (addr, task)
+}
+
+/// A cached answer too big for a client's UDP size is cut for it; when the cut cannot re-encode
+/// the answer (a record hickory rejects), the reply still carries an OPT record, because the
+/// client sent one (RFC 6891 §7: a responder "MUST include an OPT record" in its response to
+/// a query with one; brief: "never an OPT dropped when the client sent one"). A stub that gets
+/// none concludes the server lacks EDNS (systemd-resolved then downgrades the server's feature
+/// level, and DO with it).
+#[tokio::test]
+#[ignore = "bug: the fallback cut (cut_to_question) drops the OPT record of an EDNS client"]
+async fn a_cut_that_cannot_reencode_keeps_the_clients_opt_record() {
+    let (upstream, task) = raw_udp_upstream(90).await;
+    let upstreams = upstream.to_string();
+    let meshdns = Meshdns::start(&[
+        ("MESHDNS_UPSTREAMS", upstreams.as_str()),
+        ("MESHDNS_CACHE_SIZE", "10000"),
+    ])
+    .await;
+    let first = with_edns(query(NAME, RecordType::A), 4096)
+        .to_vec()
+        .unwrap();
+    let whole = support::udp_raw(meshdns.addr, &first)
+        .await
+        .expect("a reply");
+    assert!(whole.len() > 1232 && !meshdns::wire::is_truncated(&whole));
+    let asked = with_edns(query(NAME, RecordType::A), 1232);
+    let bytes = support::udp_raw(meshdns.addr, &asked.to_vec().unwrap())
+        .await
+        .expect("a reply");
+    assert!(bytes.len() <= 1232);
+    assert!(
+        meshdns::wire::is_truncated(&bytes),
+        "TC: the answer does not fit"
+    );
+    assert_eq!(meshdns::wire::id(&bytes), Some(asked.id));
+    assert!(
+        meshdns::wire::opt(&bytes).flatten().is_some(),
+        "the client sent EDNS and got no OPT record back"
+    );
+    task.abort();
+}
+
+/// An answer with TTL 0 is relayed with TTL 0 (RFC 1035 §3.2.1) and never cached: each query
+/// asks the upstream again.
+#[tokio::test(start_paused = true)]
+async fn a_ttl_0_answer_is_relayed_as_it_is_and_never_cached() {
+    let upstream = FakeDns::builder()
+        .answer(
+            NAME,
+            RecordType::A,
+            Answer::records([with_ttl(rr::a(NAME, [192, 0, 2, 1]), 0)]),
+        )
+        .start()
+        .await;
+    let meshdns = cached(&upstream, &[]).await;
+    for _ in 0..3 {
+        let reply = ask(&meshdns, NAME, RecordType::A).await;
+        assert_eq!(reply.answer_lines(), [format!("{NAME} A 192.0.2.1")]);
+        assert_eq!(reply.msg.answers[0].ttl, 0);
+    }
+    assert_eq!(upstream.exchanges().len(), 3, "nothing was cached");
+}
+
+/// The name was cached, then removed: kube-dns answers NXDOMAIN with its SOA (cached, 5 s).
+/// When kube-dns then stops answering, the old address never comes back stale — neither
+/// while the NXDOMAIN is fresh nor once it has expired (then the NXDOMAIN is what is stale).
+#[tokio::test(start_paused = true)]
+async fn a_name_the_upstream_said_is_gone_with_an_soa_never_comes_back_stale() {
+    let upstream = FakeDns::builder()
+        .on(
+            NAME,
+            RecordType::A,
+            Behaviour::Sequence(vec![
+                Answer::records([with_ttl(rr::a(NAME, [192, 0, 2, 7]), 1)]),
+                Answer::nxdomain("example.com."),
+            ]),
+        )
+        .start()
+        .await;
+    let meshdns = cached(&upstream, &[]).await;
+    ask(&meshdns, NAME, RecordType::A).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let removed = ask(&meshdns, NAME, RecordType::A).await;
+    assert_eq!(removed.msg.response_code, ResponseCode::NXDomain);
+    let _down = replace(upstream, FakeDns::builder().otherwise(Behaviour::Drop)).await;
+    for wait in [1, 6, 30] {
+        tokio::time::sleep(Duration::from_secs(wait)).await;
+        let later = ask(&meshdns, NAME, RecordType::A).await;
+        assert!(
+            later.msg.answers.is_empty(),
+            "after {wait} s more: {:?}",
+            later.answer_lines()
+        );
+    }
+}
+
+/// The EDNS options of a reply: codes.
+fn option_codes(reply: &Reply) -> Vec<u16> {
+    let Some(edns) = reply.msg.edns.as_ref() else {
+        return Vec::new();
+    };
+    (edns.options().as_ref().iter())
+        .map(|(code, _)| u16::from(*code))
+        .collect()
+}
+
+/// An EDNS option meshdns does not know, sent by the client, is not echoed back (RFC 6891
+/// §6.1.2: options are not echoed unless their own specification says so): not by
+/// pass-through (on a miss or a hit), not in a reply meshdns writes itself (a distributed
+/// zone's NODATA, BADVERS).
+#[tokio::test]
+async fn an_unknown_edns_option_of_the_client_is_never_echoed() {
+    use hickory_proto::rr::rdata::opt::EdnsOption;
+    let upstream = FakeDns::builder()
+        .answer(
+            NAME,
+            RecordType::A,
+            Answer::records([rr::a(NAME, [192, 0, 2, 1])]),
+        )
+        .start()
+        .await;
+    let peer = FakeDns::builder().otherwise(Behaviour::Drop).start().await;
+    let clusters = format!("a=; b={}", peer.addr);
+    let meshdns = cached(
+        &upstream,
+        &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", clusters.as_str()),
+        ],
+    )
+    .await;
+    let asking = |name: &str, rtype: RecordType, version: u8| {
+        let mut msg = with_edns(query(name, rtype), 1232);
+        let edns = msg.edns.as_mut().unwrap();
+        edns.set_version(version);
+        edns.options_mut()
+            .insert(EdnsOption::Unknown(65001, b"private".to_vec()));
+        msg
+    };
+    let distributed = "mongo.db.svc.distributed.local.";
+    for (what, msg) in [
+        ("miss", asking(NAME, RecordType::A, 0)),
+        ("hit", asking(NAME, RecordType::A, 0)),
+        ("distributed NODATA", asking(distributed, RecordType::MX, 0)),
+        ("BADVERS", asking(NAME, RecordType::A, 1)),
+    ] {
+        let reply = udp(meshdns.addr, &msg).await;
+        assert!(reply.msg.edns.is_some(), "{what}: an OPT record");
+        assert!(!option_codes(&reply).contains(&65001), "{what}: echoed");
+    }
+}
