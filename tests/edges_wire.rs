@@ -481,3 +481,41 @@ async fn an_unknown_edns_option_of_the_client_is_never_echoed() {
         assert!(!option_codes(&reply).contains(&65001), "{what}: echoed");
     }
 }
+
+// --- Reloads and the cache's TTL policy ----------------------------------------------------
+
+/// `MESHDNS_CACHE_MAX_TTL` is live (README.md: "cap on positive TTLs | live"): after a reload
+/// lowers it, no reply carries a TTL above the cap in force — an entry stored under the old
+/// cap is served with its TTLs cut to the new one, and expires by it (brief: "a TTL that …
+/// exceeds the cap" is a wrong answer; DESIGN.md "Cache": positive TTL capped by it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "bug: entries kept over a reload keep TTLs above a lowered MESHDNS_CACHE_MAX_TTL"]
+async fn after_a_reload_lowers_the_max_ttl_no_reply_carries_a_ttl_above_it() {
+    use support::configmap::ConfigMapDir;
+    let upstream = FakeDns::builder()
+        .answer(
+            NAME,
+            RecordType::A,
+            Answer::records([with_ttl(rr::a(NAME, [192, 0, 2, 1]), 300)]),
+        )
+        .start()
+        .await;
+    let mut dir = ConfigMapDir::new("max-ttl", &[("MESHDNS_CACHE_MAX_TTL", "3600s")]);
+    let path = dir.path.display().to_string();
+    let meshdns = cached(&upstream, &[("MESHDNS_CONFIG_DIR", &path)]).await;
+    let first = ask(&meshdns, NAME, RecordType::A).await;
+    assert!(first.msg.answers[0].ttl > 250);
+    dir.update(&[("MESHDNS_CACHE_MAX_TTL", "10s")]);
+    assert!(
+        support::eventually(100, || async {
+            meshdns.config_reloads("applied").await == 1.0
+        })
+        .await
+    );
+    let after = ask(&meshdns, NAME, RecordType::A).await;
+    assert!(
+        after.msg.answers[0].ttl <= 10,
+        "TTL {} above the 10 s cap in force",
+        after.msg.answers[0].ttl
+    );
+}
