@@ -590,36 +590,119 @@ async fn a_service_a_cluster_just_said_is_gone_never_fills_its_failed_leg() {
     );
 }
 
-/// A CNAME chain is cached for the smallest TTL along it (RFC 2181 §5.2 per RRset; the entry
-/// lives as long as its shortest-lived part): a CNAME of 5 s in front of an address of 300 s
-/// is asked again after 5 s, and no record is served with a TTL above 5.
-#[tokio::test(start_paused = true)]
-async fn a_cname_chain_is_cached_for_its_smallest_ttl() {
-    let alias = "alias.example.com.";
+/// A reply cut for a small UDP size (re-encoded record by record) still matches the client's
+/// query: its ID, its question as spelled (letter case included), RD and CD as sent, and the
+/// AA bit as the upstream gave it; whole RRsets with TC — on a miss and on a hit.
+#[tokio::test]
+async fn a_cut_reply_keeps_the_clients_id_question_spelling_and_flags() {
+    let records: Vec<Record> = (0..60u8).map(|i| rr::a(NAME, [192, 0, 2, i])).collect();
+    let answer = Answer {
+        authoritative: true,
+        ..Answer::records(records)
+    };
     let upstream = FakeDns::builder()
-        .answer(
-            alias,
-            RecordType::A,
-            Answer::records([
-                with_ttl(rr::cname(alias, NAME), 5),
-                with_ttl(rr::a(NAME, [192, 0, 2, 1]), 300),
-            ]),
-        )
+        .answer(NAME, RecordType::A, answer)
         .start()
         .await;
     let meshdns = cached(&upstream, &[]).await;
-    let first = ask(&meshdns, alias, RecordType::A).await;
-    let ttls: Vec<u32> = first.msg.answers.iter().map(|r| r.ttl).collect();
-    assert_eq!(ttls, [5, 5], "the chain carries the entry's TTL");
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let hit = ask(&meshdns, alias, RecordType::A).await;
-    assert!(hit.msg.answers.iter().all(|r| r.ttl <= 2));
-    assert_eq!(upstream.exchanges().len(), 1);
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    ask(&meshdns, alias, RecordType::A).await;
-    assert_eq!(
-        upstream.exchanges().len(),
-        2,
-        "asked again once the CNAME expired"
+    for round in ["miss", "hit"] {
+        let mut asked = query("WWW.Example.COM.", RecordType::A);
+        asked.metadata.recursion_desired = false;
+        asked.metadata.checking_disabled = true;
+        let reply = udp(meshdns.addr, &asked).await;
+        assert!(reply.bytes.len() <= 512, "{round}");
+        assert!(reply.msg.truncation, "{round}: TC");
+        assert!(
+            reply.msg.answers.is_empty(),
+            "{round}: all of the set or none"
+        );
+        assert_eq!(reply.msg.queries, asked.queries, "{round}");
+        assert_eq!(
+            reply.msg.queries[0].name().to_ascii(),
+            "WWW.Example.COM.",
+            "{round}"
+        );
+        assert!(!reply.msg.recursion_desired, "{round}: RD");
+        assert!(reply.msg.checking_disabled, "{round}: CD");
+        assert!(reply.msg.authoritative, "{round}: AA");
+        assert!(
+            reply.msg.edns.is_none(),
+            "{round}: no OPT for a client without"
+        );
+    }
+}
+
+/// A reload in the middle of a pipelined batch on one TCP connection (RFC 7766 §6.2.1.1):
+/// every query gets its own complete reply; those read before the reload are answered on the
+/// configuration they started on (the old kube-dns, DESIGN.md "Live configuration": "applied
+/// without dropping a query"), those read after on the new one — never a mix, never a drop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_in_the_middle_of_a_pipelined_batch_drops_and_mixes_nothing() {
+    use support::configmap::ConfigMapDir;
+    use tokio::io::AsyncWriteExt;
+    let name = |i: usize| format!("q{i}.example.com.");
+    let serving = |octet: u8, delay: u64| {
+        let mut builder = FakeDns::builder();
+        for i in 0..10 {
+            let records: Vec<Record> = (0..3).map(|j| rr::a(&name(i), [10, octet, 0, j])).collect();
+            let slow = Behaviour::Delay(Duration::from_millis(delay), Answer::records(records));
+            builder = builder.on(&name(i), RecordType::A, slow);
+        }
+        builder
+    };
+    let old = serving(1, 300).start().await;
+    let new = serving(2, 0).start().await;
+    let (old_addr, new_addr) = (old.addr.to_string(), new.addr.to_string());
+    let mut dir = ConfigMapDir::new("pipelined", &[("MESHDNS_UPSTREAMS", old_addr.as_str())]);
+    let path = dir.path.display().to_string();
+    let meshdns = cached(&old, &[("MESHDNS_CONFIG_DIR", &path)]).await;
+    let mut stream = tokio::net::TcpStream::connect(meshdns.addr).await.unwrap();
+    let send = |range: std::ops::Range<usize>| {
+        let mut frames = Vec::new();
+        for i in range {
+            let mut msg = query(&name(i), RecordType::A);
+            msg.metadata.id = u16::try_from(i).unwrap();
+            frames.extend(support::frame_of(&msg.to_vec().unwrap()));
+        }
+        frames
+    };
+    stream.write_all(&send(0..5)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    dir.update(&[("MESHDNS_UPSTREAMS", new_addr.as_str())]);
+    assert!(
+        support::eventually(100, || async {
+            meshdns.config_reloads("applied").await == 1.0
+        })
+        .await
     );
+    stream.write_all(&send(5..10)).await.unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..10 {
+        let bytes = tokio::time::timeout(support::CLIENT_TIMEOUT, support::read_frame(&mut stream))
+            .await
+            .expect("a reply in time")
+            .expect("a whole frame");
+        let reply = Message::from_vec(&bytes).unwrap();
+        let i = usize::from(reply.id);
+        assert_eq!(
+            reply.queries[0].name().to_ascii(),
+            name(i),
+            "reply {i} matched"
+        );
+        assert_eq!(reply.answers.len(), 3, "{i}: the whole set");
+        let octets: Vec<u8> = (reply.answers.iter())
+            .map(|r| match &r.data {
+                RData::A(a) => a.0.octets()[1],
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let expected = if i < 5 { 1 } else { 2 };
+        assert_eq!(
+            octets, [expected; 3],
+            "{i}: answered by one kube-dns, the right one"
+        );
+        seen.push(i);
+    }
+    seen.sort_unstable();
+    assert_eq!(seen, (0..10).collect::<Vec<_>>());
 }
