@@ -706,3 +706,26 @@ async fn a_reload_in_the_middle_of_a_pipelined_batch_drops_and_mixes_nothing() {
     seen.sort_unstable();
     assert_eq!(seen, (0..10).collect::<Vec<_>>());
 }
+
+/// RFC 2181 §8: a TTL with its most significant bit set is to be treated as 0 — the record is
+/// used for this answer only. meshdns must not cache it for `MESHDNS_CACHE_MAX_TTL` nor hand
+/// it to its client as a TTL of an hour.
+#[tokio::test(start_paused = true)]
+#[ignore = "bug: a TTL of 2^31 or more is cached for MESHDNS_CACHE_MAX_TTL instead of taken as 0"]
+async fn a_ttl_with_the_top_bit_set_is_taken_as_0() {
+    let upstream = FakeDns::builder()
+        .answer(
+            NAME,
+            RecordType::A,
+            Answer::records([with_ttl(rr::a(NAME, [192, 0, 2, 1]), 0x8000_0000)]),
+        )
+        .start()
+        .await;
+    let meshdns = cached(&upstream, &[]).await;
+    for _ in 0..2 {
+        let reply = ask(&meshdns, NAME, RecordType::A).await;
+        let ttl = reply.msg.answers[0].ttl;
+        assert!(ttl == 0 || ttl == 0x8000_0000, "TTL {ttl}");
+    }
+    assert_eq!(upstream.exchanges().len(), 2, "not cached");
+}
