@@ -1,6 +1,10 @@
 //! A third review of the edges, on the wire: TTL semantics, truncation and big answers, the
 //! TCP server, serve-stale and remembered failures, EDNS. Each test is named after what must
-//! hold; those marked `ignore = "bug: …"` reproduce a bug found by the review.
+//! hold; those marked `ignore = "bug: …"` reproduce a bug found by the review: an answer the
+//! cache does not keep (NXDOMAIN without an SOA, TTL 0) leaves the older entry to come back
+//! stale, on pass-through and for a gathered leg; a CNAME to NODATA cached past the negative
+//! cap; TTLs above a `MESHDNS_CACHE_MAX_TTL` lowered by a reload; a TTL with its top bit set
+//! cached for an hour; the fallback cut dropping an EDNS client's OPT record.
 //!
 //! The fakes stand on 127.0.0.1; tests about time run on tokio's paused clock.
 
