@@ -518,7 +518,9 @@ impl Cache {
 
     /// Stores `reply` if the rules allow. Returns it with its TTLs cut to the entry's — for
     /// the client it goes to, which so holds the answer no longer than one served from the
-    /// cache would — and the stored (shareable) bytes.
+    /// cache would — and the stored (shareable) bytes. An answer the rules do not keep (TTL 0,
+    /// a negative answer without an SOA) is still the upstream's latest word on the question:
+    /// the older entry goes, so that it never comes back stale.
     fn store_reply(
         &self,
         key: &CacheKey,
@@ -532,7 +534,11 @@ impl Cache {
         {
             return None;
         }
-        let Worth::Answer(ttl) = policy::worth(reply, &config)? else {
+        let worth = policy::worth(reply, &config);
+        let Some(Worth::Answer(ttl)) = worth else {
+            if worth.is_none() && policy::is_answer(reply) {
+                self.forget(key);
+            }
             return None;
         };
         let ttl_secs = u32::try_from(ttl.as_secs()).unwrap_or(u32::MAX);
@@ -591,7 +597,9 @@ impl Cache {
     }
 
     /// Drops the entry of `key`: what it holds is known to be wrong now, and must not be
-    /// served even stale (a prefixed name whose cluster, answering, says it does not exist).
+    /// served even stale (a prefixed name whose cluster, answering, says it does not exist; a
+    /// newer answer that is not kept). Work of any generation may: a dropped entry is asked
+    /// again, never a wrong answer.
     pub fn forget(&self, key: &CacheKey) {
         let mut store = self.lock();
         if store.remove(key) {

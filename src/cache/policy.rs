@@ -29,8 +29,9 @@ pub enum Worth {
 }
 
 /// The rules of the cache's "Cache" section for one reply: TC → not stored; NOERROR with
-/// answers → the smallest answer TTL, capped by `MESHDNS_CACHE_MAX_TTL`; NXDOMAIN or NODATA →
-/// min(SOA TTL, SOA MINIMUM) capped by `MESHDNS_CACHE_NEGATIVE_TTL`, not stored without an SOA;
+/// answers → the smallest answer TTL, capped by `MESHDNS_CACHE_MAX_TTL`; NXDOMAIN or NODATA
+/// (after a CNAME chain too) → min(SOA TTL, SOA MINIMUM, the chain's TTLs) capped by
+/// `MESHDNS_CACHE_NEGATIVE_TTL`, not stored without an SOA;
 /// SERVFAIL → a failure; any other rcode, an extended rcode, a TTL of 0, or bytes that do not
 /// walk → not stored (`None`).
 pub fn worth(reply: &[u8], config: &CacheConfig) -> Option<Worth> {
@@ -45,26 +46,42 @@ pub fn worth(reply: &[u8], config: &CacheConfig) -> Option<Worth> {
     let mut negative: Option<u32> = None;
     wire::for_each_record(reply, |record| match (record.section, record.rtype) {
         (Section::Answer, _) => {
-            min_answer = Some(min_answer.map_or(record.ttl.ttl, |m| m.min(record.ttl.ttl)));
+            let ttl = ttl_value(record.ttl.ttl);
+            min_answer = Some(min_answer.map_or(ttl, |m| m.min(ttl)));
         }
         (Section::Authority, TYPE_SOA) if record.rdata_len >= MIN_SOA_RDATA => {
             let end = record.end();
             let minimum = reply
                 .get(end - 4..end)
                 .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
-            let ttl = record.ttl.ttl.min(minimum);
+            let ttl = ttl_value(record.ttl.ttl).min(ttl_value(minimum));
             negative = Some(negative.map_or(ttl, |n| n.min(ttl)));
         }
         _ => {}
     })?;
     let secs = |s: u32| Duration::from_secs(u64::from(s));
-    let ttl = match (wire::rcode(reply)?, min_answer) {
-        (RCODE_NOERROR, Some(ttl)) => secs(ttl).min(config.max_ttl),
-        (RCODE_NOERROR | RCODE_NXDOMAIN, _) => secs(negative?).min(config.negative_ttl),
-        (RCODE_SERVFAIL, _) => return Some(Worth::Failure),
+    let ttl = match (wire::rcode(reply)?, min_answer, negative) {
+        (RCODE_NOERROR, Some(ttl), None) => secs(ttl).min(config.max_ttl),
+        // Negative, also at the end of a CNAME chain (RFC 2308 §2.2: NXDOMAIN, or NODATA with
+        // the SOA beside the CNAME): held no longer than the chain, nor than the negative cap.
+        (RCODE_NOERROR | RCODE_NXDOMAIN, chain, Some(negative)) => {
+            secs(chain.map_or(negative, |chain| chain.min(negative))).min(config.negative_ttl)
+        }
+        (RCODE_SERVFAIL, ..) => return Some(Worth::Failure),
         _ => return None,
     };
     (!ttl.is_zero()).then_some(Worth::Answer(ttl))
+}
+
+/// A TTL as RFC 2181 §8 reads it: a value with the top bit set counts as 0.
+fn ttl_value(ttl: u32) -> u32 {
+    if ttl > i32::MAX as u32 { 0 } else { ttl }
+}
+
+/// Whether `reply` answers its question (NOERROR or NXDOMAIN, whole): the upstream's word on
+/// it, which replaces what was known before even when the cache does not keep it.
+pub fn is_answer(reply: &[u8]) -> bool {
+    !wire::is_truncated(reply) && matches!(wire::rcode(reply), Some(RCODE_NOERROR | RCODE_NXDOMAIN))
 }
 
 /// A reply that says resolution failed rather than answering: SERVFAIL, or bytes without a
