@@ -4,6 +4,7 @@
 //! returns. The task exists only while the connection does.
 
 use std::io;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -71,9 +72,9 @@ async fn connect_and_serve(
     // One limit for the connect and the TLS handshake together.
     let limit = shared.settings.connect_timeout;
     let until = Instant::now() + limit;
-    let tcp = match timeout_at(until, connect_tcp(shared)).await {
+    let tcp = match timeout_at(until, connect_tcp(shared.addr)).await {
         Ok(Ok(tcp)) => tcp,
-        Ok(Err(cause)) => return Ending::Refused(cause),
+        Ok(Err(e)) => return Ending::Refused(StreamError::Network(format!("connect: {e}"))),
         Err(_) => return Ending::Failed(StreamError::ConnectTimeout(limit)),
     };
     match &shared.dial {
@@ -93,12 +94,9 @@ async fn connect_and_serve(
 }
 
 /// The TCP connect, without Nagle's delay (each flush is a whole batch of queries).
-async fn connect_tcp(shared: &Shared) -> Result<TcpStream, StreamError> {
-    let tcp = TcpStream::connect(shared.addr)
-        .await
-        .map_err(|e| StreamError::Network(format!("connect: {e}")))?;
-    tcp.set_nodelay(true)
-        .map_err(|e| StreamError::Network(format!("connect: {e}")))?;
+async fn connect_tcp(addr: SocketAddr) -> io::Result<TcpStream> {
+    let tcp = TcpStream::connect(addr).await?;
+    tcp.set_nodelay(true)?;
     Ok(tcp)
 }
 
