@@ -545,17 +545,12 @@ impl Metrics {
     }
 }
 
-/// `meshdns_log_lines_dropped_total`: one per process, like the log writer it counts for
-/// (`process::init_logging`), and registered in every [`Metrics`].
-static LOG_LINES_DROPPED: LazyLock<IntCounter> = LazyLock::new(|| {
+/// `meshdns_log_lines_dropped_total`: one per process, like the log writer that counts its
+/// dropped lines into it (`process::init_logging`), and registered in every [`Metrics`].
+pub static LOG_LINES_DROPPED: LazyLock<IntCounter> = LazyLock::new(|| {
     IntCounter::with_opts(opts(&LOG_LINES_DROPPED_TOTAL))
         .expect("metric definitions are valid constants")
 });
-
-/// The counter the process's log writer counts its dropped lines into.
-pub fn log_lines_dropped() -> IntCounter {
-    LOG_LINES_DROPPED.clone()
-}
 
 /// The text exposition format's content type, as Prometheus expects it.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
