@@ -124,7 +124,7 @@ pub fn resolve_endpoint_names(config: &Config) -> Resolved {
     };
     runtime.block_on(async {
         let local = Upstream::new(
-            snapshot::local_group(config, snapshot::LOCAL_UPSTREAM),
+            snapshot::local_group(config),
             None,
             &Metrics::new().upstream(),
         );
