@@ -306,10 +306,8 @@ fn build(settings: Settings, environment: Settings) -> Result<Config, ConfigErro
     }
     let allow_from = list(&settings, ALLOW_FROM, IpNet::parse)?;
     let resolv_conf = PathBuf::from(value(&settings, RESOLV_CONF));
-    let resolv = std::fs::read(&resolv_conf).map(|bytes| {
-        let (parsed, _) = resolv_conf::Config::parse_with_errors(&bytes);
-        parsed
-    });
+    let resolv =
+        std::fs::read(&resolv_conf).map(|bytes| resolv_conf::Config::parse_with_errors(&bytes).0);
     let (upstreams, upstream_source) = match settings.get(UPSTREAMS) {
         Some(_) => (
             list(&settings, UPSTREAMS, |t| parse_socket_addr(t, DNS_PORT))?,
@@ -320,13 +318,12 @@ fn build(settings: Settings, environment: Settings) -> Result<Config, ConfigErro
             UpstreamSource::ResolvConf(resolv_conf.clone()),
         ),
     };
-    let search = match &resolv {
-        Ok(parsed) => Ok(search_list(parsed)),
-        Err(error) => Err(format!(
+    let search = resolv.as_ref().map(search_list).map_err(|error| {
+        format!(
             "{RESOLV_CONF} {} cannot be read ({error})",
             resolv_conf.display()
-        )),
-    };
+        )
+    });
     if upstreams.is_empty() {
         return Err(ConfigError::new(
             UPSTREAMS,
