@@ -155,7 +155,7 @@ fn described(config: &Config, route: &Route<Cluster>, resolved: Option<&Resolved
                 (config.clusters.iter()).map(|c| format!("{} (prefix {})", c.name, c.prefix));
             [
                 "distributed".into(),
-                format!("all clusters: {}", or_dash(legs.collect::<Vec<_>>().join(", "))),
+                format!("all clusters: {}", join_with(legs, ", ")),
                 "NAME -> NAME.<domain of each>; PREFIX-NAME -> NAME at that cluster only (NXDOMAIN there: NAME gathered as it is)".into(),
             ]
         }
@@ -259,14 +259,7 @@ pub(crate) fn effective(config: &Config, variable: &str) -> String {
             }
         }
         LOCAL_CLUSTER => join(config.local_cluster().map(|c| &c.name)),
-        CLUSTERS => or_dash(
-            config
-                .clusters
-                .iter()
-                .map(|c| c.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-        ),
+        CLUSTERS => join_with(config.clusters.iter().map(|c| &c.name), ", "),
         DISTRIBUTED_ZONES => join(config.distributed_zones.iter().map(Name::to_ascii)),
         CLUSTERSET_ZONE => join(config.clusterset_zone.as_ref().map(Name::to_ascii)),
         TIMEOUT => show_duration(config.timeout),
@@ -311,8 +304,13 @@ pub(crate) fn effective(config: &Config, variable: &str) -> String {
 
 /// Items as a comma list; none (an empty list, an unset value) is `-`.
 fn join<T: ToString>(items: impl IntoIterator<Item = T>) -> String {
+    join_with(items, ",")
+}
+
+/// Items separated by `separator`; none is `-`.
+fn join_with<T: ToString>(items: impl IntoIterator<Item = T>, separator: &str) -> String {
     let items: Vec<String> = items.into_iter().map(|item| item.to_string()).collect();
-    or_dash(items.join(","))
+    or_dash(items.join(separator))
 }
 
 fn or_dash(text: String) -> String {
