@@ -165,17 +165,15 @@ async fn read_replies(
     // Length-prefixed messages (RFC 7766 §8, RFC 7858 §3.3); the buffer grows as a reply's
     // bytes arrive.
     let mut frames = FramedRead::new(reader, wire::tcp_codec(wire::MAX_MESSAGE));
-    loop {
-        match frames.next().await {
-            Some(Ok(frame)) => shared.dispatch(serial, frame.to_vec()),
-            None => {
-                return Ending::Closed(StreamError::Network(
-                    "the server closed the connection".into(),
-                ));
-            }
-            Some(Err(e)) => return lost(e, "reading"),
+    while let Some(frame) = frames.next().await {
+        match frame {
+            Ok(frame) => shared.dispatch(serial, frame.to_vec()),
+            Err(e) => return lost(e, "reading"),
         }
     }
+    Ending::Closed(StreamError::Network(
+        "the server closed the connection".into(),
+    ))
 }
 
 /// An I/O error on an open connection: a TLS error (an alert, a protocol violation) fails it;
