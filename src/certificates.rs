@@ -86,21 +86,20 @@ pub struct ClientIdentity<'a> {
     pub key_file: &'a Path,
 }
 
-/// A loaded client configuration, and a fingerprint of the files it was read from: equal
+/// A loaded client configuration, and a fingerprint of each file it was read from: equal
 /// fingerprints mean the files did not change (a reload keeps the connections), different
 /// ones a rotation (new connections, with the new certificates).
 #[derive(Clone)]
 pub struct ClientTls {
     pub config: Arc<ClientConfig>,
-    pub fingerprint: u64,
-    /// One fingerprint per file, in the order CA bundle, certificate, key: which file a
+    /// One fingerprint per file, in the order CA bundle, certificate, key: also which file a
     /// rotation changed, for the log.
     pub files: Vec<u64>,
 }
 
 impl PartialEq for ClientTls {
     fn eq(&self, other: &Self) -> bool {
-        self.fingerprint == other.fingerprint
+        self.files == other.files
     }
 }
 
@@ -109,7 +108,7 @@ impl Eq for ClientTls {}
 impl std::fmt::Debug for ClientTls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClientTls")
-            .field("fingerprint", &format_args!("{:016x}", self.fingerprint))
+            .field("files", &format_args!("{:016x?}", self.files))
             .finish_non_exhaustive()
     }
 }
@@ -151,20 +150,20 @@ impl std::fmt::Debug for CurrentTls {
 }
 
 /// Reads the CA bundle (and the client identity, when given) and builds the configuration every
-/// DNS-over-TLS endpoint of this generation shares, with the fingerprint of the bytes read (each
+/// DNS-over-TLS endpoint of this generation shares, with the fingerprints of the files read (each
 /// file is read once: the fingerprint is of what was parsed). Blocking file reads: call it where
 /// configuration is loaded, not on the query path.
 pub fn load(
     ca_file: &Path,
     identity: Option<ClientIdentity<'_>>,
 ) -> Result<ClientTls, TlsConfigError> {
-    let mut fingerprint = Fingerprint::default();
+    let mut files = Vec::new();
     let bad_certificate = |e: rustls::Error| TlsConfigError::BadCertificate {
         path: ca_file.to_path_buf(),
         reason: e.to_string(),
     };
     let mut roots = RootCertStore::empty();
-    for cert in certificates(ca_file, &mut fingerprint)? {
+    for cert in certificates(ca_file, &mut files)? {
         roots.add(cert).map_err(bad_certificate)?;
     }
     // The versions cannot be refused by the ring provider (it supports both); the error says
@@ -180,8 +179,8 @@ pub fn load(
             cert_file,
             key_file,
         }) => {
-            let chain = certificates(cert_file, &mut fingerprint)?;
-            let key = private_key(key_file, &mut fingerprint)?;
+            let chain = certificates(cert_file, &mut files)?;
+            let key = private_key(key_file, &mut files)?;
             // rustls parses the key and compares its public half with the certificate's, so a
             // key from another pair fails here rather than in every handshake.
             builder
@@ -195,16 +194,8 @@ pub fn load(
     };
     Ok(ClientTls {
         config: Arc::new(config),
-        fingerprint: fingerprint.all.finish(),
-        files: fingerprint.files,
+        files,
     })
-}
-
-/// The fingerprint of every byte read, and of each file on its own.
-#[derive(Default)]
-struct Fingerprint {
-    all: DefaultHasher,
-    files: Vec<u64>,
 }
 
 /// The name a peer's certificate must carry (DNS names and IP addresses; an IP needs an IP SAN
@@ -215,12 +206,12 @@ pub fn server_name(name: &str) -> Result<ServerName<'static>, TlsConfigError> {
     })
 }
 
-/// Every certificate in a PEM file (its bytes fed into `fingerprint`); at least one.
+/// Every certificate in a PEM file (its fingerprint added to `files`); at least one.
 fn certificates(
     path: &Path,
-    fingerprint: &mut Fingerprint,
+    files: &mut Vec<u64>,
 ) -> Result<Vec<CertificateDer<'static>>, TlsConfigError> {
-    let text = read_into(path, fingerprint)?;
+    let text = read_into(path, files)?;
     let certs = CertificateDer::pem_slice_iter(&text)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| bad_pem(path, &e))?;
@@ -232,13 +223,13 @@ fn certificates(
     Ok(certs)
 }
 
-/// The first private key in a PEM file (its bytes fed into `fingerprint`): PKCS#8, PKCS#1 (RSA)
+/// The first private key in a PEM file (its fingerprint added to `files`): PKCS#8, PKCS#1 (RSA)
 /// or SEC1 (EC).
 fn private_key(
     path: &Path,
-    fingerprint: &mut Fingerprint,
+    files: &mut Vec<u64>,
 ) -> Result<PrivateKeyDer<'static>, TlsConfigError> {
-    let text = read_into(path, fingerprint)?;
+    let text = read_into(path, files)?;
     // PKCS#8 "ENCRYPTED PRIVATE KEY", or OpenSSL's legacy "Proc-Type: 4,ENCRYPTED" header:
     // without this, both would read as "no private key in it".
     let encrypted = [
@@ -261,17 +252,8 @@ fn private_key(
     })
 }
 
-/// The bytes of `path`, also fed into `fingerprint`.
-fn read_into(path: &Path, fingerprint: &mut Fingerprint) -> Result<Vec<u8>, TlsConfigError> {
-    let text = read_bounded(path)?;
-    text.hash(&mut fingerprint.all);
-    let mut file = DefaultHasher::new();
-    text.hash(&mut file);
-    fingerprint.files.push(file.finish());
-    Ok(text)
-}
-
-fn read_bounded(path: &Path) -> Result<Vec<u8>, TlsConfigError> {
+/// The bytes of `path` (at most [`MAX_PEM_FILE`]), their fingerprint added to `files`.
+fn read_into(path: &Path, files: &mut Vec<u64>) -> Result<Vec<u8>, TlsConfigError> {
     let read_error = |source| TlsConfigError::Read {
         path: path.to_path_buf(),
         source,
@@ -286,6 +268,9 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, TlsConfigError> {
             path: path.to_path_buf(),
         });
     }
+    let mut fingerprint = DefaultHasher::new();
+    text.hash(&mut fingerprint);
+    files.push(fingerprint.finish());
     Ok(text)
 }
 

@@ -44,10 +44,7 @@ pub fn render_check(config: &Config, resolved: Option<&Resolved>) -> String {
             ]
         })
         .collect();
-    out.push_str(&table(
-        &[["variable", "value", "source"].map(String::from)],
-        &rows,
-    ));
+    out.push_str(&table(["variable", "value", "source"], &rows));
 
     let _ = writeln!(
         out,
@@ -82,10 +79,7 @@ pub fn render_check(config: &Config, resolved: Option<&Resolved>) -> String {
     });
     let [kind, asks, sent_as] = described(config, &Route::Passthrough, resolved);
     routes.push([". (everything else)".into(), kind, asks, sent_as]);
-    out.push_str(&table(
-        &[["zone", "route", "asks", "sent as"].map(String::from)],
-        &routes,
-    ));
+    out.push_str(&table(["zone", "route", "asks", "sent as"], &routes));
     if let PodIdentity::Off { why, .. } = &config.pod {
         let _ = writeln!(
             out,
@@ -161,7 +155,7 @@ fn described(config: &Config, route: &Route<Cluster>, resolved: Option<&Resolved
                 (config.clusters.iter()).map(|c| format!("{} (prefix {})", c.name, c.prefix));
             [
                 "distributed".into(),
-                format!("all clusters: {}", or_dash(legs.collect::<Vec<_>>().join(", "))),
+                format!("all clusters: {}", join_with(legs, ", ")),
                 "NAME -> NAME.<domain of each>; PREFIX-NAME -> NAME at that cluster only (NXDOMAIN there: NAME gathered as it is)".into(),
             ]
         }
@@ -264,22 +258,10 @@ pub(crate) fn effective(config: &Config, variable: &str) -> String {
                 }
             }
         }
-        LOCAL_CLUSTER => config
-            .local_cluster()
-            .map_or("-".into(), |c| c.name.clone()),
-        CLUSTERS => or_dash(
-            config
-                .clusters
-                .iter()
-                .map(|c| c.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-        ),
+        LOCAL_CLUSTER => join(config.local_cluster().map(|c| &c.name)),
+        CLUSTERS => join_with(config.clusters.iter().map(|c| &c.name), ", "),
         DISTRIBUTED_ZONES => join(config.distributed_zones.iter().map(Name::to_ascii)),
-        CLUSTERSET_ZONE => config
-            .clusterset_zone
-            .as_ref()
-            .map_or("-".into(), |z| z.to_ascii()),
+        CLUSTERSET_ZONE => join(config.clusterset_zone.as_ref().map(Name::to_ascii)),
         TIMEOUT => show_duration(config.timeout),
         ATTEMPT_TIMEOUT => show_duration(config.attempt_timeout),
         CACHE_SIZE if config.cache.size == 0 => "0 (cache disabled)".into(),
@@ -294,24 +276,12 @@ pub(crate) fn effective(config: &Config, variable: &str) -> String {
         LOG => config.log.clone(),
         LOG_FORMAT => format!("{:?}", config.log_format).to_lowercase(),
         THREADS => config.threads.to_string(),
-        CONFIG_DIR => config
-            .config_dir
-            .as_ref()
-            .map_or("-".into(), |d| d.display().to_string()),
-        TLS_CA_FILE => config
-            .tls
-            .as_ref()
-            .map_or("-".into(), |t| t.ca.display().to_string()),
+        CONFIG_DIR => join(config.config_dir.as_ref().map(|d| d.display())),
+        TLS_CA_FILE => join(config.tls.as_ref().map(|t| t.ca.display())),
         TLS_CERT_FILE | TLS_KEY_FILE => {
-            config
-                .tls
-                .as_ref()
-                .and_then(|t| t.client.as_ref())
-                .map_or("-".into(), |(cert, key)| {
-                    if variable == TLS_CERT_FILE { cert } else { key }
-                        .display()
-                        .to_string()
-                })
+            let client = config.tls.as_ref().and_then(|t| t.client.as_ref());
+            let file = client.map(|(cert, key)| if variable == TLS_CERT_FILE { cert } else { key });
+            join(file.map(|file| file.display()))
         }
         POD_HOSTNAME | POD_SUBDOMAIN | POD_NAMESPACE => match &config.pod {
             PodIdentity::On(pod) => {
@@ -332,9 +302,15 @@ pub(crate) fn effective(config: &Config, variable: &str) -> String {
     }
 }
 
+/// Items as a comma list; none (an empty list, an unset value) is `-`.
 fn join<T: ToString>(items: impl IntoIterator<Item = T>) -> String {
+    join_with(items, ",")
+}
+
+/// Items separated by `separator`; none is `-`.
+fn join_with<T: ToString>(items: impl IntoIterator<Item = T>, separator: &str) -> String {
     let items: Vec<String> = items.into_iter().map(|item| item.to_string()).collect();
-    or_dash(items.join(","))
+    or_dash(items.join(separator))
 }
 
 fn or_dash(text: String) -> String {
@@ -346,17 +322,18 @@ fn or_dash(text: String) -> String {
 /// grow with the square of the number of clusters.
 const MAX_COLUMN: usize = 48;
 
-/// Rows under a header, each column as wide as its widest cell (up to [`MAX_COLUMN`]) plus two
+/// Rows under a header row, each column as wide as its widest cell (up to [`MAX_COLUMN`]) plus two
 /// spaces, so that no two columns ever run together.
-fn table<const N: usize>(header: &[[String; N]], rows: &[[String; N]]) -> String {
+fn table<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String {
+    let header = header.map(String::from);
     let mut widths = [0usize; N];
-    for row in header.iter().chain(rows) {
+    for row in std::iter::once(&header).chain(rows) {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count().min(MAX_COLUMN));
         }
     }
     let mut out = String::new();
-    for row in header.iter().chain(rows) {
+    for row in std::iter::once(&header).chain(rows) {
         let mut line = String::from(" ");
         for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
             if i + 1 == N {

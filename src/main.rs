@@ -42,6 +42,10 @@ enum Mode {
 /// The command line after the program name; `Err` is the exit of `--version`, `--help` or a
 /// usage error.
 fn mode(args: &[String]) -> Result<Mode, ExitCode> {
+    let usage = || {
+        eprintln!("{USAGE}");
+        ExitCode::from(EXIT_CONFIG)
+    };
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     match args.as_slice() {
         [] => Ok(Mode::Serve),
@@ -49,16 +53,10 @@ fn mode(args: &[String]) -> Result<Mode, ExitCode> {
             let (mut resolve, mut env_files) = (false, Vec::new());
             let mut rest = rest.iter();
             while let Some(arg) = rest.next() {
-                match (*arg, rest.clone().next()) {
-                    ("--resolve", _) => resolve = true,
-                    ("--env-file", Some(file)) => {
-                        env_files.push(file.to_string());
-                        rest.next();
-                    }
-                    _ => {
-                        eprintln!("{USAGE}");
-                        return Err(ExitCode::from(EXIT_CONFIG));
-                    }
+                match *arg {
+                    "--resolve" => resolve = true,
+                    "--env-file" => env_files.push(rest.next().ok_or_else(usage)?.to_string()),
+                    _ => return Err(usage()),
                 }
             }
             Ok(Mode::Check { resolve, env_files })
@@ -71,10 +69,7 @@ fn mode(args: &[String]) -> Result<Mode, ExitCode> {
             print!("{}", variables::help());
             Err(ExitCode::SUCCESS)
         }
-        _ => {
-            eprintln!("{USAGE}");
-            Err(ExitCode::from(EXIT_CONFIG))
-        }
+        _ => Err(usage()),
     }
 }
 

@@ -395,39 +395,10 @@ impl Metrics {
         };
         let requests = counter_vec(&REQUESTS_TOTAL);
         let request_duration = histogram_vec(&REQUEST_DURATION_SECONDS, &REQUEST_BUCKETS);
-        let cache = CacheMetrics {
-            hits: counter(&CACHE_HITS_TOTAL),
-            misses: counter(&CACHE_MISSES_TOTAL),
-            stale_served: counter(&CACHE_STALE_SERVED_TOTAL),
-            entries: gauge(&CACHE_ENTRIES),
-            evictions: counter(&CACHE_EVICTIONS_TOTAL),
-        };
-        let upstream = UpstreamMetrics {
-            requests: counter_vec(&UPSTREAM_REQUESTS_TOTAL),
-            duration: histogram_vec(&UPSTREAM_DURATION_SECONDS, &UPSTREAM_BUCKETS),
-            healthy: gauge_vec(&UPSTREAM_HEALTHY),
-            resolutions: counter_vec(&ENDPOINT_RESOLUTIONS_TOTAL),
-            tls_handshakes: counter_vec(&UPSTREAM_TLS_HANDSHAKES_TOTAL),
-            connections: counter_vec(&UPSTREAM_CONNECTIONS_TOTAL),
-            retransmits: counter_vec(&UPSTREAM_RETRANSMITS_TOTAL),
-            held: Default::default(),
-        };
-        let background = BackgroundMetrics {
-            tasks: gauge(&BACKGROUND_TASKS),
-            refused: counter(&BACKGROUND_REFUSED_TOTAL),
-        };
-        // The process's one log writer counts into one counter, shown by every registry.
-        register(&registry, Ok(LOG_LINES_DROPPED.clone()));
-        let gather_partial = counter(&GATHER_PARTIAL_TOTAL);
-        let loops = counter(&LOOPS_TOTAL);
-        let inflight = gauge(&INFLIGHT);
         let dropped = counter_vec(&DROPPED_TOTAL);
         let reloads = counter_vec(&CONFIG_RELOADS_TOTAL);
-        let watch_errors = counter(&CONFIG_WATCH_ERRORS_TOTAL);
-        let last_reload_success = register(
-            &registry,
-            Gauge::with_opts(opts(&CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP_SECONDS)),
-        );
+        // The process's one log writer counts into one counter, shown by every registry.
+        register(&registry, Ok(LOG_LINES_DROPPED.clone()));
         (gauge_vec(&BUILD_INFO))
             .with_label_values(&[env!("CARGO_PKG_VERSION")])
             .set(1);
@@ -445,13 +416,12 @@ impl Metrics {
             }
         }
         let metrics = Self {
-            registry,
             requests: request_series,
             request_duration: RouteKind::ALL
                 .iter()
                 .map(|route| request_duration.with_label_values(&[route.label()]))
                 .collect(),
-            inflight,
+            inflight: gauge(&INFLIGHT),
             dropped: DropReason::ALL
                 .iter()
                 .map(|reason| dropped.with_label_values(&[reason.label()]))
@@ -460,13 +430,35 @@ impl Metrics {
                 .iter()
                 .map(|result| reloads.with_label_values(&[result.label()]))
                 .collect(),
-            last_reload_success,
-            watch_errors,
-            cache,
-            upstream,
-            gather_partial,
-            background,
-            loops,
+            last_reload_success: register(
+                &registry,
+                Gauge::with_opts(opts(&CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP_SECONDS)),
+            ),
+            watch_errors: counter(&CONFIG_WATCH_ERRORS_TOTAL),
+            cache: CacheMetrics {
+                hits: counter(&CACHE_HITS_TOTAL),
+                misses: counter(&CACHE_MISSES_TOTAL),
+                stale_served: counter(&CACHE_STALE_SERVED_TOTAL),
+                entries: gauge(&CACHE_ENTRIES),
+                evictions: counter(&CACHE_EVICTIONS_TOTAL),
+            },
+            upstream: UpstreamMetrics {
+                requests: counter_vec(&UPSTREAM_REQUESTS_TOTAL),
+                duration: histogram_vec(&UPSTREAM_DURATION_SECONDS, &UPSTREAM_BUCKETS),
+                healthy: gauge_vec(&UPSTREAM_HEALTHY),
+                resolutions: counter_vec(&ENDPOINT_RESOLUTIONS_TOTAL),
+                tls_handshakes: counter_vec(&UPSTREAM_TLS_HANDSHAKES_TOTAL),
+                connections: counter_vec(&UPSTREAM_CONNECTIONS_TOTAL),
+                retransmits: counter_vec(&UPSTREAM_RETRANSMITS_TOTAL),
+                held: Default::default(),
+            },
+            gather_partial: counter(&GATHER_PARTIAL_TOTAL),
+            background: BackgroundMetrics {
+                tasks: gauge(&BACKGROUND_TASKS),
+                refused: counter(&BACKGROUND_REFUSED_TOTAL),
+            },
+            loops: counter(&LOOPS_TOTAL),
+            registry,
         };
         metrics.set_last_reload_success_now();
         metrics
@@ -553,17 +545,12 @@ impl Metrics {
     }
 }
 
-/// `meshdns_log_lines_dropped_total`: one per process, like the log writer it counts for
-/// (`process::init_logging`), and registered in every [`Metrics`].
-static LOG_LINES_DROPPED: LazyLock<IntCounter> = LazyLock::new(|| {
+/// `meshdns_log_lines_dropped_total`: one per process, like the log writer that counts its
+/// dropped lines into it (`process::init_logging`), and registered in every [`Metrics`].
+pub static LOG_LINES_DROPPED: LazyLock<IntCounter> = LazyLock::new(|| {
     IntCounter::with_opts(opts(&LOG_LINES_DROPPED_TOTAL))
         .expect("metric definitions are valid constants")
 });
-
-/// The counter the process's log writer counts its dropped lines into.
-pub fn log_lines_dropped() -> IntCounter {
-    LOG_LINES_DROPPED.clone()
-}
 
 /// The text exposition format's content type, as Prometheus expects it.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";

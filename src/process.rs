@@ -37,7 +37,7 @@ pub fn init_logging(config: &Config) -> Option<Flush> {
     let (writer, flush) = match log_writer::NonBlocking::new(
         std::io::stderr(),
         log_writer::QUEUED_LINES,
-        metrics::log_lines_dropped(),
+        metrics::LOG_LINES_DROPPED.clone(),
     ) {
         Ok((writer, flush)) => (BoxMakeWriter::new(writer), Some(flush)),
         Err(error) => {
@@ -124,7 +124,7 @@ pub fn resolve_endpoint_names(config: &Config) -> Resolved {
     };
     runtime.block_on(async {
         let local = Upstream::new(
-            snapshot::local_group(config, snapshot::LOCAL_UPSTREAM),
+            snapshot::local_group(config),
             None,
             &Metrics::new().upstream(),
         );

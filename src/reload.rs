@@ -61,7 +61,7 @@ pub const RETRY_FIRST: Duration = Duration::from_secs(1);
 pub const RETRY_MAX: Duration = Duration::from_secs(30);
 
 /// What a reload works on: the configuration in force and what it configures.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Reloader {
     /// Shared with the reload's work on the blocking pool, which compares against it.
     config: Arc<Config>,
@@ -101,18 +101,9 @@ impl Reloader {
     /// the comparison and the new snapshot — its upstream groups, TLS settings and routing
     /// table; the serving thread only swaps it in. `before` returning `false` skips the read.
     pub async fn reload(&mut self, before: impl FnOnce() -> bool + Send + 'static) {
-        let (running, resolver, metrics, background) = (
-            Arc::clone(&self.config),
-            Arc::clone(&self.resolver),
-            Arc::clone(&self.metrics),
-            Arc::clone(&self.background),
-        );
-        let prepared = tokio::task::spawn_blocking(move || {
-            before()
-                .then(|| prepare(&running, &resolver, &metrics, &background))
-                .flatten()
-        })
-        .await;
+        let this = self.clone();
+        let prepared =
+            tokio::task::spawn_blocking(move || before().then(|| this.prepare()).flatten()).await;
         let prepared = match prepared {
             Ok(Some(prepared)) => prepared,
             Ok(None) => return,
@@ -147,6 +138,72 @@ impl Reloader {
             .collect()
     }
 
+    /// The reload's work on the blocking pool: reads the configuration again
+    /// ([`Config::from_environment`]: the directory and the PEM files are read, and the keys
+    /// parsed), compares it with the running one, and builds the snapshot of a live change on
+    /// the one in force. `None` when there is nothing to apply: the change was rejected (logged
+    /// and counted here) or nothing changed.
+    fn prepare(&self) -> Option<Prepared> {
+        let running = &self.config;
+        let read = match Config::from_environment(&running.environment) {
+            Ok(read) => read,
+            Err(error) => {
+                tracing::error!(variable = %error.variable, %error, "configuration change rejected; the running configuration stays");
+                self.metrics.config_reload(ReloadResult::Rejected);
+                return None;
+            }
+        };
+        let mut changed = running.settings.changed(&read.settings);
+        // The TLS files may change under the same paths (cert-manager rotating a Secret): name
+        // the variable of each file whose content changed.
+        if let (Some(old), Some(new)) = (&running.tls, &read.tls) {
+            for variable in old.rotated(new) {
+                if !changed.contains(&variable) {
+                    changed.push(variable);
+                }
+            }
+        }
+        if changed.is_empty() {
+            tracing::debug!("configuration directory read; nothing changed");
+            return None;
+        }
+        let (restart, live): (Vec<&str>, Vec<&'static str>) = changed
+            .iter()
+            .partition(|name| variables::RESTART_ONLY.contains(name));
+        let mut restart_required = false;
+        for variable in restart {
+            let (running, pending) = (effective(running, variable), effective(&read, variable));
+            if running == pending {
+                tracing::info!(%variable, value = %running, "back to the value in force; no restart needed");
+            } else {
+                tracing::warn!(%variable, %running, %pending, "changed, but only a restart applies it; the running value stays");
+                restart_required = true;
+            }
+        }
+        let mut applied = read;
+        for variable in variables::RESTART_ONLY {
+            keep_running(&mut applied, running, variable);
+        }
+        // Only the reload task replaces the snapshot, and it waits for this: the one in force now
+        // is still the one in force when the new one is swapped in.
+        let snapshot = (!live.is_empty()).then(|| {
+            let previous = self.resolver.snapshot();
+            Snapshot::new(
+                &applied,
+                self.resolver.cache(),
+                &self.metrics,
+                &self.background,
+                Some(&previous),
+            )
+        });
+        Some(Prepared {
+            applied,
+            snapshot,
+            live,
+            restart_required,
+        })
+    }
+
     /// Makes `new`, whose snapshot is `snapshot`, the running configuration: the next
     /// generation. The cache moves on to it first — from then on it refuses what work of the
     /// previous generations writes (a slow answer, a straggling leg, a refresh, a failure) —
@@ -166,75 +223,6 @@ impl Reloader {
         cache.advance(snapshot.generation);
         self.resolver.replace(snapshot);
     }
-}
-
-/// The reload's work on the blocking pool: reads the configuration again ([`Config::from_environment`]:
-/// the directory and the PEM files are read, and the keys parsed), compares it with `running`,
-/// and builds the snapshot of a live change on the one in force. `None` when there is nothing
-/// to apply: the change was rejected (logged and counted here) or nothing changed.
-fn prepare(
-    running: &Config,
-    resolver: &Resolver,
-    metrics: &Metrics,
-    background: &Arc<Background>,
-) -> Option<Prepared> {
-    let read = match Config::from_environment(&running.environment) {
-        Ok(read) => read,
-        Err(error) => {
-            tracing::error!(variable = %error.variable, %error, "configuration change rejected; the running configuration stays");
-            metrics.config_reload(ReloadResult::Rejected);
-            return None;
-        }
-    };
-    let mut changed = running.settings.changed(&read.settings);
-    // The TLS files may change under the same paths (cert-manager rotating a Secret): name
-    // the variable of each file whose content changed.
-    if let (Some(old), Some(new)) = (&running.tls, &read.tls) {
-        for variable in old.rotated(new) {
-            if !changed.contains(&variable) {
-                changed.push(variable);
-            }
-        }
-    }
-    if changed.is_empty() {
-        tracing::debug!("configuration directory read; nothing changed");
-        return None;
-    }
-    let (restart, live): (Vec<&str>, Vec<&'static str>) = changed
-        .iter()
-        .partition(|name| variables::RESTART_ONLY.contains(name));
-    let mut restart_required = false;
-    for variable in restart {
-        let (running, pending) = (effective(running, variable), effective(&read, variable));
-        if running == pending {
-            tracing::info!(%variable, value = %running, "back to the value in force; no restart needed");
-        } else {
-            tracing::warn!(%variable, %running, %pending, "changed, but only a restart applies it; the running value stays");
-            restart_required = true;
-        }
-    }
-    let mut applied = read;
-    for variable in variables::RESTART_ONLY {
-        keep_running(&mut applied, running, variable);
-    }
-    // Only the reload task replaces the snapshot, and it waits for this: the one in force now
-    // is still the one in force when the new one is swapped in.
-    let snapshot = (!live.is_empty()).then(|| {
-        let previous = resolver.snapshot();
-        Snapshot::new(
-            &applied,
-            resolver.cache(),
-            metrics,
-            background,
-            Some(&previous),
-        )
-    });
-    Some(Prepared {
-        applied,
-        snapshot,
-        live,
-        restart_required,
-    })
 }
 
 /// Puts the running value of the restart-only `variable` (one of [`variables::RESTART_ONLY`],

@@ -67,9 +67,10 @@ struct GatheredIdentity {
     clusterset: Option<Name>,
 }
 
-/// The local cluster's DNS (kube-dns) as an upstream group named `name`: `MESHDNS_UPSTREAMS`
-/// over UDP.
-pub fn local_group(config: &Config, name: &str) -> GroupSpec {
+/// The local cluster's DNS (kube-dns) as an upstream group: `MESHDNS_UPSTREAMS` over UDP, named
+/// after the local cluster (or [`LOCAL_UPSTREAM`]).
+pub fn local_group(config: &Config) -> GroupSpec {
+    let name = config.local_cluster().map_or(LOCAL_UPSTREAM, |c| &c.name);
     GroupSpec {
         name: name.to_string(),
         endpoints: config
@@ -100,9 +101,6 @@ impl Snapshot {
         let generation = previous.map_or(Generation::default(), |p| p.generation.next());
         let upstream_metrics = metrics.upstream();
         let kept: Vec<&Arc<Upstream>> = previous.map_or(Vec::new(), |p| p.groups().collect());
-        let local_name = config
-            .local_cluster()
-            .map_or(LOCAL_UPSTREAM, |c| c.name.as_str());
         let group = |spec: GroupSpec, local: Option<&Arc<Upstream>>| {
             // A group that resolves names through kube-dns is kept only with kube-dns.
             let reusable = local.is_none_or(|l| kept.iter().any(|k| Arc::ptr_eq(k, l)));
@@ -111,7 +109,7 @@ impl Snapshot {
                 None => Upstream::new(spec, local, &upstream_metrics),
             }
         };
-        let local = group(local_group(config, local_name), None);
+        let local = group(local_group(config), None);
         let same_endpoints = |a: &Upstream, b: &Upstream| a.spec().endpoints == b.spec().endpoints;
         // kube-dns's answers depend on its endpoints only; a peer's on its cluster's
         // configuration and the endpoints it is asked at (kube-dns's for the local cluster).

@@ -18,8 +18,9 @@ use std::net::{IpAddr, SocketAddr};
 use hickory_proto::rr::Name;
 use ipnet::IpNet;
 
-use super::Cluster;
 use super::values::{check_cluster_name, parse_host_name, parse_ip_port, parse_zone};
+use super::variables::CLUSTERS;
+use super::{Cluster, ConfigError};
 
 /// The most clusters `MESHDNS_CLUSTERS` may list. Every cluster is a leg of every gathered
 /// query, so a mesh far beyond this could not answer within a query's deadline anyway; the
@@ -115,30 +116,14 @@ pub struct ClusterEntry {
     pub namespaces: Vec<String>,
 }
 
-/// A parse failure: the offending token and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EntryError {
-    pub token: String,
-    pub reason: String,
-}
-
-/// Every entry error is about `MESHDNS_CLUSTERS`.
-impl From<EntryError> for super::ConfigError {
-    fn from(e: EntryError) -> Self {
-        Self::new(super::variables::CLUSTERS, &e.token, e.reason)
-    }
-}
-
-fn error(token: &str, reason: impl Into<String>) -> EntryError {
-    EntryError {
-        token: token.to_string(),
-        reason: reason.into(),
-    }
+/// Every error of this module is about `MESHDNS_CLUSTERS`: the offending token and why.
+fn error(token: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::new(CLUSTERS, token, reason)
 }
 
 /// Parses the whole variable; empty entries (a trailing `;`) are skipped. More than
 /// [`MAX_CLUSTERS`] entries are refused before any is parsed.
-pub fn parse_clusters(value: &str) -> Result<Vec<ClusterEntry>, EntryError> {
+pub fn parse_clusters(value: &str) -> Result<Vec<ClusterEntry>, ConfigError> {
     let entries = || {
         value
             .split(';')
@@ -158,7 +143,7 @@ pub fn parse_clusters(value: &str) -> Result<Vec<ClusterEntry>, EntryError> {
     entries().map(parse_entry).collect()
 }
 
-fn parse_entry(entry: &str) -> Result<ClusterEntry, EntryError> {
+fn parse_entry(entry: &str) -> Result<ClusterEntry, ConfigError> {
     let (name, rest) = entry.split_once('=').ok_or_else(|| {
         error(
             entry,
@@ -235,7 +220,7 @@ fn apply_option(
     token: &str,
     key: &str,
     value: &str,
-) -> Result<(), EntryError> {
+) -> Result<(), ConfigError> {
     match key {
         "domain" => {
             entry.domain =
@@ -317,7 +302,7 @@ const OPTIONS: [&str; 6] = [
 /// Why `key=value` is no option of `entry`: two clusters joined by `,` instead of `;`
 /// (`a=10.8.0.1,b=10.9.0.1` reads as endpoint `10.8.0.1` and option `b`), or a typo of an
 /// option, named with the option meant.
-fn unknown_option(entry: &ClusterEntry, token: &str, key: &str, value: &str) -> EntryError {
+fn unknown_option(entry: &ClusterEntry, token: &str, key: &str, value: &str) -> ConfigError {
     if let Some((endpoints, next)) = key.rsplit_once(',')
         && check_cluster_name(next.trim()).is_ok()
     {
@@ -343,7 +328,7 @@ fn unknown_option(entry: &ClusterEntry, token: &str, key: &str, value: &str) -> 
 
 /// The items of a comma list option; an empty list is an error (`why`): an option written
 /// without a value is a template whose variable was not filled, not a wish for nothing.
-fn items<'a>(token: &str, value: &'a str, why: &str) -> Result<Vec<&'a str>, EntryError> {
+fn items<'a>(token: &str, value: &'a str, why: &str) -> Result<Vec<&'a str>, ConfigError> {
     let items: Vec<&str> = value
         .split(',')
         .map(str::trim)
@@ -379,7 +364,7 @@ pub fn namespace_zones(
     entry: &ClusterEntry,
     domain: &Name,
     local_domain: &Name,
-) -> Result<Vec<Name>, EntryError> {
+) -> Result<Vec<Name>, ConfigError> {
     let Some(first) = entry.namespaces.first() else {
         return Ok(Vec::new());
     };
@@ -409,7 +394,7 @@ pub fn namespace_zones(
 /// name would have two owners) and a namespace claimed twice (its names would have two homes).
 /// The local cluster's claims count too: its addresses and namespaces stay with kube-dns, and
 /// a peer claiming them would take them away.
-pub fn check_claims(clusters: &[Cluster]) -> Result<(), EntryError> {
+pub fn check_claims(clusters: &[Cluster]) -> Result<(), ConfigError> {
     for (i, a) in clusters.iter().enumerate() {
         for b in &clusters[..i] {
             for network in &a.networks {
@@ -449,7 +434,7 @@ pub fn check_claims(clusters: &[Cluster]) -> Result<(), EntryError> {
 /// Refuses prefixes that nest: with `prod-` and `prod-db-`, the target `prod-db-0.db…` is
 /// prod's `db-0` and prod-db's `0` alike, and routing would give it to prod-db whoever wrote
 /// it (the longest prefix wins). Equal prefixes are the plainest case of it.
-pub fn check_prefixes(clusters: &[Cluster]) -> Result<(), EntryError> {
+pub fn check_prefixes(clusters: &[Cluster]) -> Result<(), ConfigError> {
     // Sorted, a prefix comes right before the prefixes that start with it.
     let mut sorted: Vec<&Cluster> = clusters.iter().collect();
     sorted.sort_by(|a, b| a.prefix.cmp(&b.prefix));

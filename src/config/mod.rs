@@ -303,21 +303,17 @@ fn check_no_quotes(settings: &Settings) -> Result<(), ConfigError> {
 fn build(settings: Settings, environment: Settings) -> Result<Config, ConfigError> {
     check_not_empty(&settings)?;
     check_no_quotes(&settings)?;
-    let listen = list(LISTEN, value(&settings, LISTEN), |t| {
-        parse_socket_addr(t, DNS_PORT)
-    })?;
+    let listen = list(&settings, LISTEN, |t| parse_socket_addr(t, DNS_PORT))?;
     if listen.is_empty() {
         return Err(ConfigError::new(LISTEN, "", "names no address"));
     }
-    let allow_from = list(ALLOW_FROM, value(&settings, ALLOW_FROM), IpNet::parse)?;
+    let allow_from = list(&settings, ALLOW_FROM, IpNet::parse)?;
     let resolv_conf = PathBuf::from(value(&settings, RESOLV_CONF));
-    let resolv = std::fs::read(&resolv_conf).map(|bytes| {
-        let (parsed, _) = resolv_conf::Config::parse_with_errors(&bytes);
-        parsed
-    });
+    let resolv =
+        std::fs::read(&resolv_conf).map(|bytes| resolv_conf::Config::parse_with_errors(&bytes).0);
     let (upstreams, upstream_source) = match settings.get(UPSTREAMS) {
-        Some(raw) => (
-            list(UPSTREAMS, raw, |t| parse_socket_addr(t, DNS_PORT))?,
+        Some(_) => (
+            list(&settings, UPSTREAMS, |t| parse_socket_addr(t, DNS_PORT))?,
             UpstreamSource::Environment,
         ),
         None => (
@@ -325,13 +321,12 @@ fn build(settings: Settings, environment: Settings) -> Result<Config, ConfigErro
             UpstreamSource::ResolvConf(resolv_conf.clone()),
         ),
     };
-    let search = match &resolv {
-        Ok(parsed) => Ok(search_list(parsed)),
-        Err(error) => Err(format!(
+    let search = resolv.as_ref().map(search_list).map_err(|error| {
+        format!(
             "{RESOLV_CONF} {} cannot be read ({error})",
             resolv_conf.display()
-        )),
-    };
+        )
+    });
     if upstreams.is_empty() {
         return Err(ConfigError::new(
             UPSTREAMS,
@@ -349,11 +344,7 @@ fn build(settings: Settings, environment: Settings) -> Result<Config, ConfigErro
         ));
     }
     let clusters = clusters(&settings, &cluster_domain, &zone_template, &upstreams)?;
-    let distributed_zones = list(
-        DISTRIBUTED_ZONES,
-        value(&settings, DISTRIBUTED_ZONES),
-        parse_zone,
-    )?;
+    let distributed_zones = list(&settings, DISTRIBUTED_ZONES, parse_zone)?;
     let clusterset_zone = set(&settings, CLUSTERSET_ZONE)
         .map(|z| zone(CLUSTERSET_ZONE, z))
         .transpose()?;
@@ -539,13 +530,13 @@ fn tls_reason(error: &certificates::TlsConfigError, path: &str) -> String {
         .map_or(text.clone(), str::to_string)
 }
 
-/// A comma list with whitespace around items ignored and empty items skipped.
+/// The comma list of `variable`, with whitespace around items ignored and empty items skipped.
 fn list<T>(
+    settings: &Settings,
     variable: &str,
-    value: &str,
     parse: impl Fn(&str) -> Result<T, String>,
 ) -> Result<Vec<T>, ConfigError> {
-    value
+    value(settings, variable)
         .split(',')
         .map(str::trim)
         .filter(|t| !t.is_empty())

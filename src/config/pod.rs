@@ -226,7 +226,7 @@ fn pod_ips(settings: &Settings) -> Result<Vec<IpAddr>, ConfigError> {
     let first = set(settings, POD_IP)
         .map(|token| parse(token).map_err(|reason| ConfigError::new(POD_IP, token, reason)))
         .transpose()?;
-    let all = list(POD_IPS, value(settings, POD_IPS), parse)?;
+    let all = list(settings, POD_IPS, parse)?;
     if let Some(first) = first
         && !all.is_empty()
         && !all.contains(&first)

@@ -75,10 +75,10 @@ pub(super) fn check_zones(
                 format!("is also {}", zones[other].1.what),
             ));
         }
-        for (ancestor, inclusive) in ancestors(zone) {
+        for ancestor in ancestors(zone) {
             if let Some(&domain) = domain_of.get(&ancestor) {
                 let source = &domains[domain].1;
-                let how = if inclusive { "is" } else { "lies in" };
+                let how = if ancestor == *zone { "is" } else { "lies in" };
                 return Err(refusal(
                     zone,
                     &origin,
@@ -93,8 +93,8 @@ pub(super) fn check_zones(
         zones.push((zone, origin));
     }
     for (domain, source) in &domains {
-        for (ancestor, inclusive) in ancestors(domain) {
-            if let Some(&outer) = zone_of.get(&ancestor).filter(|_| !inclusive) {
+        for ancestor in ancestors(domain).skip(1) {
+            if let Some(&outer) = zone_of.get(&ancestor) {
                 let (zone, origin) = &zones[outer];
                 return Err(refusal(
                     zone,
@@ -109,8 +109,8 @@ pub(super) fn check_zones(
         }
     }
     for (zone, origin) in &zones {
-        for (ancestor, inclusive) in ancestors(zone) {
-            if let Some(&outer) = zone_of.get(&ancestor).filter(|_| !inclusive) {
+        for ancestor in ancestors(zone).skip(1) {
+            if let Some(&outer) = zone_of.get(&ancestor) {
                 return Err(refusal(
                     zone,
                     origin,
@@ -134,14 +134,7 @@ fn refusal(zone: &Name, origin: &Origin, reason: String) -> ConfigError {
     )
 }
 
-/// `name` itself (`true`) and each zone above it up to the top-level domain (`false`).
-fn ancestors(name: &Name) -> impl Iterator<Item = (Name, bool)> {
-    let mut next = Some(name.clone());
-    let mut first = true;
-    std::iter::from_fn(move || {
-        let current = next.take().filter(|n| !n.is_root())?;
-        next = Some(current.base_name());
-        let inclusive = std::mem::replace(&mut first, false);
-        Some((current, inclusive))
-    })
+/// `name` itself, then each zone above it up to the top-level domain.
+fn ancestors(name: &Name) -> impl Iterator<Item = Name> {
+    std::iter::successors(Some(name.clone()), |n| Some(n.base_name())).take_while(|n| !n.is_root())
 }

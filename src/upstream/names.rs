@@ -65,68 +65,52 @@ pub async fn resolve(
         ask(local, host, RecordType::A, deadline),
         ask(local, host, RecordType::AAAA, deadline)
     );
-    let mut addrs = Vec::new();
-    let mut ttl: Option<u32> = None;
+    let mut records = Vec::new();
     let mut first_error = None;
     for answer in [v4, v6] {
         match answer {
-            Ok((ips, min_ttl)) => {
-                addrs.extend(ips.into_iter().map(|ip| SocketAddr::new(ip, port)));
-                ttl = smaller(ttl, min_ttl);
-            }
+            Ok(found) => records.extend(found),
             Err(error) => first_error = first_error.or(Some(error)),
         }
     }
-    if addrs.is_empty() {
+    let Some(ttl) = records.iter().map(|(_, ttl)| *ttl).min() else {
         return Err(first_error.unwrap_or(ResolutionError::NoAddress));
-    }
-    let ttl = Duration::from_secs(u64::from(ttl.unwrap_or(0))).clamp(MIN_TTL, MAX_TTL);
-    Ok((addrs, ttl))
+    };
+    let addrs = (records.into_iter()).map(|(ip, _)| SocketAddr::new(ip, port));
+    let ttl = Duration::from_secs(u64::from(ttl)).clamp(MIN_TTL, MAX_TTL);
+    Ok((addrs.collect(), ttl))
 }
 
-/// The addresses of one type and their smallest TTL; a NODATA answer is an empty list.
+/// The addresses of one type, each with its TTL; a NODATA answer is an empty list.
 async fn ask(
     local: &Upstream,
     host: &Name,
     rtype: RecordType,
     deadline: Instant,
-) -> Result<(Vec<IpAddr>, Option<u32>), ResolutionError> {
+) -> Result<Vec<(IpAddr, u32)>, ResolutionError> {
     let mut query = Message::query();
     query.metadata.recursion_desired = true;
     query.add_query(Query::query(host.clone(), rtype));
     query.set_edns(Edns::new());
-    let bytes = query
-        .to_vec()
-        .map_err(|e| ResolutionError::NoAnswer(e.to_string()))?;
-    let answered = local
-        .exchange(&bytes, deadline)
-        .await
-        .map_err(|e| ResolutionError::NoAnswer(e.to_string()))?;
-    let reply =
-        Message::from_vec(&answered.bytes).map_err(|e| ResolutionError::NoAnswer(e.to_string()))?;
+    let bytes = query.to_vec().map_err(no_answer)?;
+    let answered = local.exchange(&bytes, deadline).await.map_err(no_answer)?;
+    let reply = Message::from_vec(&answered.bytes).map_err(no_answer)?;
     if reply.response_code != ResponseCode::NoError {
         return Err(ResolutionError::Rcode(reply.response_code));
     }
-    let mut ips = Vec::new();
-    let mut ttl: Option<u32> = None;
-    for record in &reply.answers {
-        let ip = match &record.data {
-            RData::A(a) => IpAddr::V4(a.0),
-            RData::AAAA(aaaa) => IpAddr::V6(aaaa.0),
-            _ => continue,
-        };
-        ips.push(ip);
-        ttl = smaller(ttl, Some(record.ttl));
-    }
-    Ok((ips, ttl))
+    let addresses = reply
+        .answers
+        .iter()
+        .filter_map(|record| match &record.data {
+            RData::A(a) => Some((IpAddr::V4(a.0), record.ttl)),
+            RData::AAAA(aaaa) => Some((IpAddr::V6(aaaa.0), record.ttl)),
+            _ => None,
+        });
+    Ok(addresses.collect())
 }
 
-fn smaller(a: Option<u32>, b: Option<u32>) -> Option<u32> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, None) => a,
-        (None, b) => b,
-    }
+fn no_answer(error: impl ToString) -> ResolutionError {
+    ResolutionError::NoAnswer(error.to_string())
 }
 
 /// Keeps name number `index` of `group` resolved for as long as the group lives: resolves at

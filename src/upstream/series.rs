@@ -52,7 +52,7 @@ struct Holders {
     last_number: u64,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct EndpointHolders {
     count: usize,
     /// The newest holder: the only one whose health is shown.
@@ -69,7 +69,7 @@ impl Held {
 /// The `transport` labels of `upstream_connections_total`.
 const STREAM_TRANSPORTS: [&str; 2] = ["tcp", "tls"];
 
-/// A result label of `endpoint_resolutions_total`.
+/// The result labels of `endpoint_resolutions_total`: ok, failed.
 const RESOLUTION_RESULTS: [&str; 2] = ["ok", "failed"];
 
 impl UpstreamMetrics {
@@ -78,20 +78,15 @@ impl UpstreamMetrics {
     pub(super) fn group(&self, name: &str, transport: &str) -> GroupSeries {
         let mut holders = self.held.lock();
         *holders.clusters.entry(name.to_string()).or_default() += 1;
+        let [ok, failed] =
+            RESOLUTION_RESULTS.map(|result| self.resolutions.with_label_values(&[name, result]));
         GroupSeries {
             results: AttemptResult::ALL
                 .iter()
                 .map(|result| self.requests.with_label_values(&[name, result.label()]))
                 .collect(),
             duration: self.duration.with_label_values(&[name]),
-            resolutions: ResolutionCounters {
-                ok: self
-                    .resolutions
-                    .with_label_values(&[name, RESOLUTION_RESULTS[0]]),
-                failed: self
-                    .resolutions
-                    .with_label_values(&[name, RESOLUTION_RESULTS[1]]),
-            },
+            resolutions: ResolutionCounters { ok, failed },
             tls_handshakes: self.tls_handshakes.with_label_values(&[name]),
             connections: self.connections.with_label_values(&[name, transport]),
             retransmits: self.retransmits.with_label_values(&[name]),
@@ -107,13 +102,7 @@ impl UpstreamMetrics {
         holders.last_number += 1;
         let number = holders.last_number;
         let key = (cluster.to_string(), endpoint);
-        let entry = holders
-            .endpoints
-            .entry(key.clone())
-            .or_insert(EndpointHolders {
-                count: 0,
-                newest: number,
-            });
+        let entry = holders.endpoints.entry(key.clone()).or_default();
         entry.count += 1;
         entry.newest = number;
         let gauge = self

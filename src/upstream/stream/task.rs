@@ -4,6 +4,7 @@
 //! returns. The task exists only while the connection does.
 
 use std::io;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -71,9 +72,9 @@ async fn connect_and_serve(
     // One limit for the connect and the TLS handshake together.
     let limit = shared.settings.connect_timeout;
     let until = Instant::now() + limit;
-    let tcp = match timeout_at(until, connect_tcp(shared)).await {
+    let tcp = match timeout_at(until, connect_tcp(shared.addr)).await {
         Ok(Ok(tcp)) => tcp,
-        Ok(Err(cause)) => return Ending::Refused(cause),
+        Ok(Err(e)) => return Ending::Refused(StreamError::Network(format!("connect: {e}"))),
         Err(_) => return Ending::Failed(StreamError::ConnectTimeout(limit)),
     };
     match &shared.dial {
@@ -93,12 +94,9 @@ async fn connect_and_serve(
 }
 
 /// The TCP connect, without Nagle's delay (each flush is a whole batch of queries).
-async fn connect_tcp(shared: &Shared) -> Result<TcpStream, StreamError> {
-    let tcp = TcpStream::connect(shared.addr)
-        .await
-        .map_err(|e| StreamError::Network(format!("connect: {e}")))?;
-    tcp.set_nodelay(true)
-        .map_err(|e| StreamError::Network(format!("connect: {e}")))?;
+async fn connect_tcp(addr: SocketAddr) -> io::Result<TcpStream> {
+    let tcp = TcpStream::connect(addr).await?;
+    tcp.set_nodelay(true)?;
     Ok(tcp)
 }
 
@@ -167,17 +165,15 @@ async fn read_replies(
     // Length-prefixed messages (RFC 7766 §8, RFC 7858 §3.3); the buffer grows as a reply's
     // bytes arrive.
     let mut frames = FramedRead::new(reader, wire::tcp_codec(wire::MAX_MESSAGE));
-    loop {
-        match frames.next().await {
-            Some(Ok(frame)) => shared.dispatch(serial, frame.to_vec()),
-            None => {
-                return Ending::Closed(StreamError::Network(
-                    "the server closed the connection".into(),
-                ));
-            }
-            Some(Err(e)) => return lost(e, "reading"),
+    while let Some(frame) = frames.next().await {
+        match frame {
+            Ok(frame) => shared.dispatch(serial, frame.to_vec()),
+            Err(e) => return lost(e, "reading"),
         }
     }
+    Ending::Closed(StreamError::Network(
+        "the server closed the connection".into(),
+    ))
 }
 
 /// An I/O error on an open connection: a TLS error (an alert, a protocol violation) fails it;
