@@ -237,7 +237,7 @@ mod tests {
     use hickory_proto::serialize::binary::BinEncodable;
 
     use super::*;
-    use crate::config::tests::{config_from, name};
+    use crate::config::tests::{config_from, name, with_local};
 
     /// A router whose peers are the clusters' configurations: it routes without upstreams.
     fn unconnected(config: &Config) -> Router<Cluster> {
@@ -254,19 +254,15 @@ mod tests {
     }
 
     fn config() -> Config {
-        config_from(&[
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            (
-                "MESHDNS_CLUSTERS",
-                "a= cidr=10.8.0.0/16 namespaces=crdb-us; b=10.9.0.1 cidr=10.9.0.0/16 namespaces=crdb-eu,crdb-eu-2",
-            ),
+        let clusters = "a= cidr=10.8.0.0/16 namespaces=crdb-us; b=10.9.0.1 cidr=10.9.0.0/16 namespaces=crdb-eu,crdb-eu-2";
+        let zones = [
             (
                 "MESHDNS_DISTRIBUTED_ZONES",
                 "distributed.local,mesh.example",
             ),
             ("MESHDNS_CLUSTERSET_ZONE", "clusterset.local"),
-        ])
-        .unwrap()
+        ];
+        with_local("a", clusters, &zones).unwrap()
     }
 
     fn router() -> Router<Cluster> {

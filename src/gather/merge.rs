@@ -484,16 +484,13 @@ mod tests {
     use hickory_proto::rr::rdata::{A, SOA, TXT};
 
     use super::*;
-    use crate::config::tests::{config_from, name};
+    use crate::config::tests::{name, with_local_a};
     use crate::gather::naming::Scheme;
 
     fn clusters() -> Vec<Cluster> {
-        config_from(&[
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1; c=10.9.0.2"),
-        ])
-        .unwrap()
-        .clusters
+        with_local_a("b=10.9.0.1; c=10.9.0.2", &[])
+            .unwrap()
+            .clusters
     }
 
     fn naming() -> Naming {

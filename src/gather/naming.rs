@@ -216,18 +216,11 @@ fn upstream_name<L: AsRef<[u8]>>(labels: &[L], domain: &Name) -> Option<Name> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::tests::{config_from, name};
+    use crate::config::tests::{name, with_local, with_local_a};
 
     fn clusters() -> Vec<Cluster> {
-        config_from(&[
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            (
-                "MESHDNS_CLUSTERS",
-                "a=; b=10.9.0.1; bb=10.9.0.2 domain=bb.example",
-            ),
-        ])
-        .unwrap()
-        .clusters
+        let clusters = "b=10.9.0.1; bb=10.9.0.2 domain=bb.example";
+        with_local_a(clusters, &[]).unwrap().clusters
     }
 
     fn prefix() -> Naming {
@@ -408,15 +401,8 @@ mod tests {
     }
 
     fn clusters_with_long_domain() -> Vec<Cluster> {
-        config_from(&[
-            ("MESHDNS_LOCAL_CLUSTER", "b"),
-            (
-                "MESHDNS_CLUSTERS",
-                "b= domain=a-rather-long-cluster-domain.example",
-            ),
-        ])
-        .unwrap()
-        .clusters
+        let clusters = "b= domain=a-rather-long-cluster-domain.example";
+        with_local("b", clusters, &[]).unwrap().clusters
     }
 
     #[test]
