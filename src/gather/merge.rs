@@ -481,6 +481,7 @@ impl RecordKey {
 #[cfg(test)]
 mod tests {
     use hickory_proto::op::{Edns, OpCode};
+    use hickory_proto::rr::rdata::opt::EdnsCode;
     use hickory_proto::rr::rdata::{A, SOA, TXT};
 
     use super::*;
@@ -681,14 +682,10 @@ mod tests {
         let failed = vec![Leg::Failed, Leg::Failed, Leg::Failed];
         let merged = run("x.distributed.local.", RecordType::A, failed);
         assert_eq!(merged.reply.response_code, ResponseCode::ServFail);
+        let edns = merged.reply.edns.unwrap();
         assert!(
-            merged
-                .reply
-                .edns
-                .as_ref()
-                .unwrap()
-                .option(hickory_proto::rr::rdata::opt::EdnsCode::Unknown(15))
-                .is_some()
+            edns.option(EdnsCode::Unknown(15)).is_some(),
+            "extended error"
         );
     }
 
