@@ -193,14 +193,10 @@ mod tests {
         let memory = Truncated::default();
         let big = query("_mongodb._tcp.mongo.db.svc.cluster.local.", Some(1232));
         learn(&memory, &big, Some(&answer(3000, true)));
-        assert!(!remembers(
-            &memory,
-            &query("_pg._tcp.pg.db.svc.cluster.local.", Some(1232))
-        ));
-        assert!(!remembers(
-            &memory,
-            &query("_mongodb._tcp.mongo.db.svc.cluster.local.", None)
-        ));
+        let another = query("_pg._tcp.pg.db.svc.cluster.local.", Some(1232));
+        assert!(!remembers(&memory, &another));
+        let without_edns = query("_mongodb._tcp.mongo.db.svc.cluster.local.", None);
+        assert!(!remembers(&memory, &without_edns));
         assert!(
             !remembers(&memory, b"\0\0"),
             "no question: nothing to remember"
