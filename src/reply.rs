@@ -387,10 +387,8 @@ mod tests {
         let mut msg = Message::query();
         msg.metadata.id = 4242;
         msg.metadata.recursion_desired = true;
-        msg.add_query(Query::query(
-            Name::from_ascii("Big.Example.").unwrap(),
-            RecordType::A,
-        ));
+        let name = Name::from_ascii("Big.Example.").unwrap();
+        msg.add_query(Query::query(name, RecordType::A));
         if edns {
             msg.set_edns(Edns::new());
         }

@@ -395,10 +395,8 @@ mod tests {
     fn query() -> Message {
         let mut msg = Message::query();
         msg.metadata.id = 99;
-        msg.add_query(Query::query(
-            Name::from_ascii("a.example.").unwrap(),
-            RecordType::A,
-        ));
+        let name = Name::from_ascii("a.example.").unwrap();
+        msg.add_query(Query::query(name, RecordType::A));
         msg
     }
 
@@ -432,10 +430,8 @@ mod tests {
     #[test]
     fn question_counts_other_than_one_get_formerr() {
         let mut two = query();
-        two.add_query(Query::query(
-            Name::from_ascii("b.example.").unwrap(),
-            RecordType::A,
-        ));
+        let name = Name::from_ascii("b.example.").unwrap();
+        two.add_query(Query::query(name, RecordType::A));
         assert_eq!(rcode_of(&two.to_vec().unwrap()), ResponseCode::FormErr);
         let mut none = query();
         none.queries.clear();

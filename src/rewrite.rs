@@ -350,11 +350,8 @@ mod tests {
         reply.add_query(Query::query(member.clone(), RecordType::SRV));
         let srv = RData::SRV(SRV::new(0, 0, 27017, member.clone()));
         reply.add_answer(Record::from_rdata(member.clone(), 30, srv));
-        reply.add_additional(Record::from_rdata(
-            member,
-            30,
-            RData::A(A::new(10, 2, 0, 1)),
-        ));
+        let glue = RData::A(A::new(10, 2, 0, 1));
+        reply.add_additional(Record::from_rdata(member, 30, glue));
         let mapped = map().reply_to_client(reply, &asked).unwrap();
         assert!(mapped.queries[0].name().eq_case(asked.name()));
         assert!(mapped.answers[0].name.eq_case(asked.name()));

@@ -459,10 +459,8 @@ mod tests {
 
     fn query() -> Vec<u8> {
         let mut msg = Message::query();
-        msg.add_query(Query::query(
-            Name::from_ascii("www.example.org.").unwrap(),
-            RecordType::A,
-        ));
+        let name = Name::from_ascii("www.example.org.").unwrap();
+        msg.add_query(Query::query(name, RecordType::A));
         msg.to_vec().unwrap()
     }
 

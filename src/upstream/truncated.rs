@@ -145,10 +145,8 @@ mod tests {
 
     fn query(name: &str, payload: Option<u16>) -> Vec<u8> {
         let mut msg = Message::query();
-        msg.add_query(Query::query(
-            Name::from_ascii(name).unwrap(),
-            RecordType::SRV,
-        ));
+        let name = Name::from_ascii(name).unwrap();
+        msg.add_query(Query::query(name, RecordType::SRV));
         if let Some(payload) = payload {
             let mut edns = Edns::new();
             edns.set_max_payload(payload);
