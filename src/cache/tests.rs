@@ -345,13 +345,8 @@ async fn a_failure_with_nothing_stale_is_remembered_one_second_then_longer_up_to
     let upstream = Upstream::default();
     let mut remembered = Vec::new();
     for _ in 0..5 {
-        let reply = ask(
-            &cache,
-            &request,
-            miss(false),
-            upstream.at_once(servfail(&request)),
-        )
-        .await;
+        let failure = upstream.at_once(servfail(&request));
+        let reply = ask(&cache, &request, miss(false), failure).await;
         assert_eq!(wire::rcode(&reply), Some(2));
         // Asked again only once the failure is forgotten.
         let before = upstream.asked();
@@ -373,13 +368,8 @@ async fn a_failure_never_replaces_an_answer_that_can_be_served_stale() {
     let cache = cache(100);
     let request = expired_entry(&cache, "a.example.").await;
     let upstream = Upstream::default();
-    let reply = ask(
-        &cache,
-        &request,
-        miss(false),
-        upstream.at_once(servfail(&request)),
-    )
-    .await;
+    let failure = upstream.at_once(servfail(&request));
+    let reply = ask(&cache, &request, miss(false), failure).await;
     assert_eq!(wire::rcode(&reply), Some(0), "served stale");
     assert_eq!(ttls(&reply), [10]);
     let stale = cache
@@ -408,13 +398,8 @@ async fn stale_is_served_only_when_the_upstream_fails_and_within_serve_stale() {
     );
     advance(41 * SECOND).await;
     // Only when it fails is the stale answer served, with TTLs of at most 30 s.
-    let stale = ask(
-        &cache,
-        &request,
-        miss(false),
-        upstream.at_once(servfail(&request)),
-    )
-    .await;
+    let failure = upstream.at_once(servfail(&request));
+    let stale = ask(&cache, &request, miss(false), failure).await;
     assert_eq!(ttls(&stale), [30]);
     assert_eq!(metrics.stale_served.get(), 1);
     advance(Duration::from_secs(40 + 300 - 41) - Duration::from_millis(1)).await;
@@ -490,13 +475,8 @@ async fn a_failing_upstream_serves_stale_at_once_even_for_names_not_yet_asked_in
     let request = expired_entry(&cache, "b.example.").await;
     let upstream = Upstream::default();
     let started = Instant::now();
-    let reply = ask(
-        &cache,
-        &request,
-        miss(true),
-        upstream.after(SECOND, servfail(&request)),
-    )
-    .await;
+    let failure = upstream.after(SECOND, servfail(&request));
+    let reply = ask(&cache, &request, miss(true), failure).await;
     assert_eq!(started.elapsed(), Duration::ZERO);
     assert_eq!(wire::rcode(&reply), Some(0));
     tokio::time::sleep(Duration::from_millis(1)).await;
@@ -517,9 +497,8 @@ async fn popular_entries_are_refreshed_once_shortly_before_expiry() {
     assert!(fresh(&cache, &request).1, "9 s left: due");
     assert!(!fresh(&cache, &request).1, "only the first caller");
     let upstream = Upstream::default();
-    cache.refresh(&key(&request), FIRST, || {
-        upstream.at_once(answer(&request, &[100]))
-    });
+    let renewal = upstream.at_once(answer(&request, &[100]));
+    cache.refresh(&key(&request), FIRST, || renewal);
     tokio::time::sleep(Duration::from_millis(1)).await;
     assert_eq!(upstream.asked(), 1);
     // The refreshed answer starts a new life (it is a millisecond old: 99 s left, rounded).
@@ -787,12 +766,8 @@ async fn an_answer_of_a_previous_configuration_arriving_after_a_reload_is_not_ca
     let request = query_a("member-0.mongo.db.cluster.b.");
     let k = key(&request);
     let upstream = Upstream::default();
-    let old = in_flight(
-        &cache,
-        &request,
-        FIRST,
-        upstream.after(SECOND, answer(&request, &[30])),
-    );
+    let slow = upstream.after(SECOND, answer(&request, &[30]));
+    let old = in_flight(&cache, &request, FIRST, slow);
     tokio::time::sleep(Duration::from_millis(100)).await;
     // The reload: the route of the name changed.
     cache.advance(FIRST.next());
@@ -805,9 +780,8 @@ async fn an_answer_of_a_previous_configuration_arriving_after_a_reload_is_not_ca
     assert!(!is_cached(&cache, &request), "but nothing of it is cached");
     // Nor is a leg of the old configuration, nor a refresh of it.
     put(&cache, &request, &answer(&request, &[30]));
-    cache.refresh(&k, FIRST, || {
-        upstream.after(SECOND, answer(&request, &[30]))
-    });
+    let renewal = upstream.after(SECOND, answer(&request, &[30]));
+    cache.refresh(&k, FIRST, || renewal);
     tokio::time::sleep(2 * SECOND).await;
     assert!(!is_cached(&cache, &request));
     // Work of the new configuration is cached as ever.
@@ -822,12 +796,8 @@ async fn after_a_reload_a_miss_never_waits_on_nor_inherits_the_failure_of_an_old
     let k = key(&request);
     let upstream = Upstream::default();
     // An exchange to a black-holed endpoint: it fails at the query's deadline.
-    let old = in_flight(
-        &cache,
-        &request,
-        FIRST,
-        upstream.after(2 * SECOND, servfail(&request)),
-    );
+    let black_holed = upstream.after(2 * SECOND, servfail(&request));
+    let old = in_flight(&cache, &request, FIRST, black_holed);
     tokio::time::sleep(Duration::from_millis(100)).await;
     let new = FIRST.next();
     cache.advance(new);
@@ -863,28 +833,16 @@ async fn a_followed_flight_then_a_reload(
     upstream: &Upstream,
     old_delay: Duration,
 ) -> [tokio::task::JoinHandle<Option<Vec<u8>>>; 3] {
-    let old = in_flight(
-        cache,
-        request,
-        FIRST,
-        upstream.after(old_delay, answer(request, &[30])),
-    );
+    let leading = upstream.after(old_delay, answer(request, &[30]));
+    let old = in_flight(cache, request, FIRST, leading);
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let follower = in_flight(
-        cache,
-        request,
-        FIRST,
-        upstream.at_once(answer(request, &[5])),
-    );
+    let following = upstream.at_once(answer(request, &[5]));
+    let follower = in_flight(cache, request, FIRST, following);
     tokio::time::sleep(Duration::from_millis(100)).await;
     let new = FIRST.next();
     cache.advance(new);
-    let newer = in_flight(
-        cache,
-        request,
-        new,
-        upstream.after(SECOND, answer(request, &[60])),
-    );
+    let leading_anew = upstream.after(SECOND, answer(request, &[60]));
+    let newer = in_flight(cache, request, new, leading_anew);
     [old, follower, newer]
 }
 
@@ -949,9 +907,8 @@ async fn a_reload_keeps_the_entries_of_unchanged_targets_and_loses_those_of_chan
     cache.advance(new);
     assert!(at(kube_dns, &kept), "kube-dns did not change");
     let new_key = on(new_b, &failed);
-    let reply = cache.get_or_resolve(&new_key, &failed, miss_of(new), || {
-        upstream.at_once(answer(&failed, &[30]))
-    });
+    let answering = upstream.at_once(answer(&failed, &[30]));
+    let reply = cache.get_or_resolve(&new_key, &failed, miss_of(new), || answering);
     assert_eq!(
         wire::rcode(&reply.await.unwrap()),
         Some(0),
