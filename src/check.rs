@@ -520,7 +520,11 @@ pub(crate) mod tests {
     fn columns_never_run_together() {
         let clusters = "a=; a-very-long-cluster-name-indeed=10.9.0.1:30053,10.9.0.2:30053,10.9.0.3:30053 prefix=long-";
         let text = render_check(&with_local("a", clusters, &[]).unwrap(), None);
-        for line in text.lines().filter(|l| l.contains("cluster.a-very")) {
+        let rows: Vec<&str> = (text.lines())
+            .filter(|l| l.contains("cluster.a-very"))
+            .collect();
+        assert!(!rows.is_empty(), "the long cluster's row: {text}");
+        for line in rows {
             assert!(line.contains("  cluster a-very-long"), "{line}");
         }
     }

@@ -612,6 +612,7 @@ mod tests {
         let legs = ["mongo-0", "mongo-1", "mongo-2"].map(|host| srv_leg(&[host]));
         let merged = run(SRV_NAME, RecordType::SRV, legs.into());
         let parent = name("db.svc.distributed.local.");
+        assert_eq!(merged.reply.answers.len(), 3, "one target per cluster");
         for record in &merged.reply.answers {
             assert!(parent.zone_of(&record.try_borrow::<SRV>().unwrap().data().target));
         }
