@@ -408,12 +408,21 @@ pub(crate) mod tests {
         (load(&ca, Some(identity)), cert, key)
     }
 
+    /// The message of `error`, which must begin with the file `path` it is about.
+    #[track_caller]
+    fn message_naming(error: &TlsConfigError, path: &Path) -> String {
+        let message = error.to_string();
+        assert!(
+            message.starts_with(&*path.display().to_string()),
+            "{message}"
+        );
+        message
+    }
+
     #[test]
     fn a_ca_bundle_alone_gives_a_config_without_client_auth() {
         let scratch = Scratch::new("ca-only");
-        let (ca, _, _) = ca_and_client();
-        let (other_ca, _, _) = ca_and_client();
-        let bundle = scratch.file("ca.pem", &format!("{ca}{other_ca}"));
+        let bundle = scratch.file("ca.pem", &format!("{}{}", ca().0.pem(), ca().0.pem()));
         let loaded = load(&bundle, None).expect("a valid bundle loads");
         assert!(!loaded.config.client_auth_cert_resolver.has_certs());
     }
@@ -437,11 +446,7 @@ pub(crate) mod tests {
         let path = scratch.0.join("absent.pem");
         let error = load(&path, None).expect_err("no file, no config");
         assert!(matches!(error, TlsConfigError::Read { .. }), "{error:?}");
-        let message = error.to_string();
-        assert!(
-            message.starts_with(&path.display().to_string()),
-            "{message}"
-        );
+        let message = message_naming(&error, &path);
         assert!(message.contains("cannot read"), "{message}");
     }
 
@@ -454,22 +459,18 @@ pub(crate) mod tests {
             matches!(error, TlsConfigError::NoCertificate { .. }),
             "{error:?}"
         );
-        assert!(
-            error.to_string().contains(&*path.display().to_string()),
-            "{error}"
-        );
+        message_naming(&error, &path);
     }
 
     #[test]
     fn a_truncated_pem_section_is_an_error_naming_the_file() {
         let scratch = Scratch::new("truncated");
-        let (ca, _, _) = ca_and_client();
+        let ca = ca().0.pem();
         let cut = &ca[..ca.len() / 2];
         let path = scratch.file("ca.pem", cut);
         let error = load(&path, None).expect_err("half a certificate");
         assert!(matches!(error, TlsConfigError::BadPem { .. }), "{error:?}");
-        let message = error.to_string();
-        assert!(message.contains(&*path.display().to_string()), "{message}");
+        let message = message_naming(&error, &path);
         assert!(message.contains("no END line"), "{message}");
     }
 
@@ -479,10 +480,7 @@ pub(crate) mod tests {
         let (result, _, key) = load_client("no-key", |cert, _| cert.to_string());
         let error = result.expect_err("no key, no config");
         assert!(matches!(error, TlsConfigError::NoKey { .. }), "{error:?}");
-        assert!(
-            error.to_string().contains(&*key.display().to_string()),
-            "{error}"
-        );
+        message_naming(&error, &key);
     }
 
     #[test]
@@ -497,11 +495,7 @@ pub(crate) mod tests {
                 matches!(error, TlsConfigError::EncryptedKey { .. }),
                 "{error:?}"
             );
-            let message = error.to_string();
-            assert!(
-                message.starts_with(&*key.display().to_string()),
-                "{message}"
-            );
+            let message = message_naming(&error, &key);
             assert!(
                 message.contains("encrypted keys are not supported"),
                 "{message}"
@@ -515,8 +509,7 @@ pub(crate) mod tests {
         let (result, cert, key) = load_client("mismatch", |_, _| other());
         let error = result.expect_err("a key that does not match");
         assert!(matches!(error, TlsConfigError::BadKey { .. }), "{error:?}");
-        let message = error.to_string();
-        assert!(message.contains(&*key.display().to_string()), "{message}");
+        let message = message_naming(&error, &key);
         assert!(message.contains(&*cert.display().to_string()), "{message}");
         assert!(message.contains("KeyMismatch"), "{message}");
     }
@@ -527,10 +520,7 @@ pub(crate) mod tests {
         let (result, _, key) = load_client("garbled", |_, _| garbled.to_string());
         let error = result.expect_err("four zero bytes are no key");
         assert!(matches!(error, TlsConfigError::BadKey { .. }), "{error:?}");
-        assert!(
-            error.to_string().starts_with(&*key.display().to_string()),
-            "{error}"
-        );
+        message_naming(&error, &key);
     }
 
     #[test]

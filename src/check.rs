@@ -351,7 +351,7 @@ fn table<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use crate::config::tests::{clusters, config_from, resolv_conf_file};
+    use crate::config::tests::{ca_file, clusters, config_from, resolv_conf_file, with_local};
 
     use super::*;
 
@@ -369,35 +369,27 @@ pub(crate) mod tests {
 
     #[test]
     fn the_routing_table_names_every_zone_and_where_it_goes() {
-        let text = check(&[
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            (
-                "MESHDNS_CLUSTERS",
-                "a=; b=10.9.0.1:30053 prefix=west- transport=tcp",
-            ),
-            ("MESHDNS_CLUSTERSET_ZONE", "clusterset.local"),
-        ]);
-        assert!(text.contains("cluster.a."), "{text}");
-        assert!(text.contains("upstreams 127.0.0.1:5300 (udp)"), "{text}");
-        assert!(text.contains("10.9.0.1:30053 (tcp)"), "{text}");
-        assert!(
-            text.contains("NAME.cluster.b. -> NAME.svc.cluster.local."),
-            "{text}"
-        );
-        assert!(text.contains("b (prefix west-)"), "{text}");
-        assert!(text.contains("clusterset.local."), "{text}");
-        assert!(text.contains("passthrough"), "{text}");
+        let clusters = "a=; b=10.9.0.1:30053 prefix=west- transport=tcp";
+        let zone = [("MESHDNS_CLUSTERSET_ZONE", "clusterset.local")];
+        let text = render_check(&with_local("a", clusters, &zone).unwrap(), None);
+        for shown in [
+            "cluster.a.",
+            "upstreams 127.0.0.1:5300 (udp)",
+            "10.9.0.1:30053 (tcp)",
+            "NAME.cluster.b. -> NAME.svc.cluster.local.",
+            "b (prefix west-)",
+            "clusterset.local.",
+            "passthrough",
+        ] {
+            assert!(text.contains(shown), "{shown}: {text}");
+        }
     }
 
     #[test]
     fn namespace_and_reverse_claims_are_rows_of_the_routing_table() {
-        let text = check(&[
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            (
-                "MESHDNS_CLUSTERS",
-                "a= cidr=10.8.0.0/16; b=10.9.0.1:30053 cidr=10.9.0.0/16,fd00:9::/56 namespaces=crdb-eu",
-            ),
-        ]);
+        let clusters =
+            "a= cidr=10.8.0.0/16; b=10.9.0.1:30053 cidr=10.9.0.0/16,fd00:9::/56 namespaces=crdb-eu";
+        let text = render_check(&with_local("a", clusters, &[]).unwrap(), None);
         let row = |start| {
             line(&text, start)
                 .split_whitespace()
@@ -441,15 +433,8 @@ pub(crate) mod tests {
 
     #[test]
     fn host_name_endpoints_are_shown_with_their_addresses_and_tls_with_its_name() {
-        let config = config_from(&[
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            (
-                "MESHDNS_CLUSTERS",
-                "a=; b=dns-b.example.net:30053; c=dns-c.example.net transport=tls",
-            ),
-            ("MESHDNS_TLS_CA_FILE", &crate::config::tests::ca_file()),
-        ])
-        .unwrap();
+        let clusters = "a=; b=dns-b.example.net:30053; c=dns-c.example.net transport=tls";
+        let config = with_local("a", clusters, &[("MESHDNS_TLS_CA_FILE", &ca_file())]).unwrap();
         // A plain --check resolves nothing.
         let text = render_check(&config, None);
         assert!(
@@ -510,14 +495,13 @@ pub(crate) mod tests {
 
     #[test]
     fn columns_never_run_together() {
-        let text = check(&[
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            (
-                "MESHDNS_CLUSTERS",
-                "a=; a-very-long-cluster-name-indeed=10.9.0.1:30053,10.9.0.2:30053,10.9.0.3:30053 prefix=long-",
-            ),
-        ]);
-        for line in text.lines().filter(|l| l.contains("cluster.a-very")) {
+        let clusters = "a=; a-very-long-cluster-name-indeed=10.9.0.1:30053,10.9.0.2:30053,10.9.0.3:30053 prefix=long-";
+        let text = render_check(&with_local("a", clusters, &[]).unwrap(), None);
+        let rows: Vec<&str> = (text.lines())
+            .filter(|l| l.contains("cluster.a-very"))
+            .collect();
+        assert!(!rows.is_empty(), "the long cluster's row: {text}");
+        for line in rows {
             assert!(line.contains("  cluster a-very-long"), "{line}");
         }
     }
@@ -542,13 +526,7 @@ pub(crate) mod tests {
     fn the_text_grows_linearly_with_the_clusters() {
         // Twice the clusters, about twice the output (a table padded to its longest cell grew
         // with the square).
-        let size = |n: usize| {
-            let pairs = [
-                ("MESHDNS_LOCAL_CLUSTER", "c0"),
-                ("MESHDNS_CLUSTERS", &clusters(n)),
-            ];
-            render_check(&config_from(&pairs).unwrap(), None).len()
-        };
+        let size = |n| render_check(&with_local("c0", &clusters(n), &[]).unwrap(), None).len();
         let (half, full) = (size(128), size(256));
         assert!(
             full < half * 5 / 2,

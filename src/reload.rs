@@ -716,6 +716,10 @@ mod tests {
         resolver.snapshot().local.spec().endpoints.clone()
     }
 
+    fn addr(text: &str) -> crate::config::Endpoint {
+        crate::config::Endpoint::Addr(text.parse().unwrap())
+    }
+
     /// The watches armed, the directory read and the new snapshot built on the blocking pool;
     /// the thread that answers queries only swaps the snapshot in.
     #[tokio::test(flavor = "current_thread")]
@@ -731,12 +735,7 @@ mod tests {
             .await;
         assert_ne!(thread.recv().unwrap(), serving);
         assert!(running.resolver.snapshot().generation > generation);
-        assert_eq!(
-            kube_dns(&running.resolver),
-            [crate::config::Endpoint::Addr(
-                "127.0.0.3:53".parse().unwrap()
-            )]
-        );
+        assert_eq!(kube_dns(&running.resolver), [addr("127.0.0.3:53")]);
     }
 
     /// A retry whose watches still cannot be armed reads nothing (what cannot be watched is not
@@ -748,12 +747,7 @@ mod tests {
         std::fs::write(running.dir.0.join(variables::UPSTREAMS), "127.0.0.3:53").unwrap();
         running.reloader.reload(|| false).await;
         assert_eq!(running.resolver.snapshot().generation, generation);
-        assert_eq!(
-            kube_dns(&running.resolver),
-            [crate::config::Endpoint::Addr(
-                "127.0.0.2:53".parse().unwrap()
-            )]
-        );
+        assert_eq!(kube_dns(&running.resolver), [addr("127.0.0.2:53")]);
     }
 
     /// Waits (5 s at most) for the watcher to wake the reload task.

@@ -378,6 +378,7 @@ fn reply_header(
 #[cfg(test)]
 mod tests {
     use hickory_proto::op::Query;
+    use hickory_proto::rr::rdata::opt::EdnsCode;
     use hickory_proto::rr::{Name, RData, Record, RecordType, rdata::A};
 
     use super::*;
@@ -386,10 +387,8 @@ mod tests {
         let mut msg = Message::query();
         msg.metadata.id = 4242;
         msg.metadata.recursion_desired = true;
-        msg.add_query(Query::query(
-            Name::from_ascii("Big.Example.").unwrap(),
-            RecordType::A,
-        ));
+        let name = Name::from_ascii("Big.Example.").unwrap();
+        msg.add_query(Query::query(name, RecordType::A));
         if edns {
             msg.set_edns(Edns::new());
         }
@@ -415,11 +414,8 @@ mod tests {
 
     #[test]
     fn synthesized_replies_use_edns_only_when_the_client_did() {
-        assert!(
-            synthesized(&request(false), ResponseCode::NXDomain)
-                .edns
-                .is_none()
-        );
+        let without = synthesized(&request(false), ResponseCode::NXDomain);
+        assert!(without.edns.is_none());
         let with = synthesized(&request(true), ResponseCode::NXDomain);
         assert_eq!(
             with.edns.as_ref().unwrap().max_payload(),
@@ -437,20 +433,13 @@ mod tests {
         let bytes = reply.to_vec().unwrap();
         let parsed = Message::from_vec(&bytes).unwrap();
         let options = parsed.edns.unwrap();
-        assert!(
-            options
-                .option(hickory_proto::rr::rdata::opt::EdnsCode::Unknown(15))
-                .is_some()
-        );
+        assert!(options.option(EdnsCode::Unknown(15)).is_some());
     }
 
     /// An A record of `owner`, TTL 30.
     fn a_record(owner: &str, [a, b, c, d]: [u8; 4]) -> Record {
-        Record::from_rdata(
-            Name::from_ascii(owner).unwrap(),
-            30,
-            RData::A(A::new(a, b, c, d)),
-        )
+        let owner = Name::from_ascii(owner).unwrap();
+        Record::from_rdata(owner, 30, RData::A(A::new(a, b, c, d)))
     }
 
     fn a_records(reply: &mut Message, owner: &str, count: u8) {

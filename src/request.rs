@@ -387,6 +387,7 @@ impl Request {
 #[cfg(test)]
 mod tests {
     use hickory_proto::op::{Edns, Query};
+    use hickory_proto::rr::rdata::opt::EdnsOption;
     use hickory_proto::rr::{Name, RecordType};
 
     use super::*;
@@ -394,10 +395,8 @@ mod tests {
     fn query() -> Message {
         let mut msg = Message::query();
         msg.metadata.id = 99;
-        msg.add_query(Query::query(
-            Name::from_ascii("a.example.").unwrap(),
-            RecordType::A,
-        ));
+        let name = Name::from_ascii("a.example.").unwrap();
+        msg.add_query(Query::query(name, RecordType::A));
         msg
     }
 
@@ -405,8 +404,9 @@ mod tests {
         inspect(Bytes::copy_from_slice(bytes), None)
     }
 
-    fn rcode_of(inspected: Inspected) -> ResponseCode {
-        match inspected {
+    /// The RCODE of the reply `bytes` get at once.
+    fn rcode_of(bytes: &[u8]) -> ResponseCode {
+        match look(bytes) {
             Inspected::Reply(bytes) => Message::from_vec(&bytes).unwrap().response_code,
             other => panic!("expected a reply, got {other:?}"),
         }
@@ -424,26 +424,18 @@ mod tests {
     fn other_opcodes_get_notimp() {
         let mut msg = query();
         msg.metadata.op_code = OpCode::Notify;
-        assert_eq!(rcode_of(look(&msg.to_vec().unwrap())), ResponseCode::NotImp);
+        assert_eq!(rcode_of(&msg.to_vec().unwrap()), ResponseCode::NotImp);
     }
 
     #[test]
     fn question_counts_other_than_one_get_formerr() {
         let mut two = query();
-        two.add_query(Query::query(
-            Name::from_ascii("b.example.").unwrap(),
-            RecordType::A,
-        ));
-        assert_eq!(
-            rcode_of(look(&two.to_vec().unwrap())),
-            ResponseCode::FormErr
-        );
+        let name = Name::from_ascii("b.example.").unwrap();
+        two.add_query(Query::query(name, RecordType::A));
+        assert_eq!(rcode_of(&two.to_vec().unwrap()), ResponseCode::FormErr);
         let mut none = query();
         none.queries.clear();
-        assert_eq!(
-            rcode_of(look(&none.to_vec().unwrap())),
-            ResponseCode::FormErr
-        );
+        assert_eq!(rcode_of(&none.to_vec().unwrap()), ResponseCode::FormErr);
     }
 
     #[test]
@@ -454,7 +446,7 @@ mod tests {
         msg.set_edns(edns);
         // 16 is BADVERS for OPT (RFC 6891) and BADSIG for TSIG; hickory decodes it as the latter.
         assert_eq!(
-            u16::from(rcode_of(look(&msg.to_vec().unwrap()))),
+            u16::from(rcode_of(&msg.to_vec().unwrap())),
             u16::from(ResponseCode::BADVERS)
         );
     }
@@ -467,7 +459,7 @@ mod tests {
         let opt = bytes[bytes.len() - 11..].to_vec();
         bytes.extend_from_slice(&opt);
         bytes[11] = 2;
-        assert_eq!(rcode_of(look(&bytes)), ResponseCode::FormErr);
+        assert_eq!(rcode_of(&bytes), ResponseCode::FormErr);
     }
 
     #[test]
@@ -475,10 +467,7 @@ mod tests {
         let mut msg = query();
         let mut edns = Edns::new();
         edns.options_mut()
-            .insert(hickory_proto::rr::rdata::opt::EdnsOption::Unknown(
-                8,
-                vec![0, 99, 0, 0],
-            ));
+            .insert(EdnsOption::Unknown(8, vec![0, 99, 0, 0]));
         msg.set_edns(edns);
         assert!(matches!(look(&msg.to_vec().unwrap()), Inspected::Query(_)));
     }
@@ -504,7 +493,7 @@ mod tests {
     fn garbage_after_a_header_gets_formerr_and_short_input_is_dropped() {
         let mut bytes = query().to_vec().unwrap();
         bytes.truncate(bytes.len() - 2);
-        assert_eq!(rcode_of(look(&bytes)), ResponseCode::FormErr);
+        assert_eq!(rcode_of(&bytes), ResponseCode::FormErr);
         assert!(matches!(look(&bytes[..11]), Inspected::Drop));
         let mut response = query().to_vec().unwrap();
         response[2] |= 0x80;
@@ -520,10 +509,7 @@ mod tests {
         edns.set_dnssec_ok(true);
         for (code, data) in options {
             edns.options_mut()
-                .insert(hickory_proto::rr::rdata::opt::EdnsOption::Unknown(
-                    *code,
-                    data.to_vec(),
-                ));
+                .insert(EdnsOption::Unknown(*code, data.to_vec()));
         }
         msg.set_edns(edns);
         msg.to_vec().unwrap()

@@ -346,25 +346,12 @@ mod tests {
     fn replies_are_mapped_back_with_the_client_spelling() {
         let asked = Query::query(name("MONGO-1.Mongo.db.cluster.b."), RecordType::SRV);
         let mut reply = Message::response(1, hickory_proto::op::OpCode::Query);
-        reply.add_query(Query::query(
-            name("mongo-1.mongo.db.svc.cluster.local."),
-            RecordType::SRV,
-        ));
-        reply.add_answer(Record::from_rdata(
-            name("mongo-1.mongo.db.svc.cluster.local."),
-            30,
-            RData::SRV(SRV::new(
-                0,
-                0,
-                27017,
-                name("mongo-1.mongo.db.svc.cluster.local."),
-            )),
-        ));
-        reply.add_additional(Record::from_rdata(
-            name("mongo-1.mongo.db.svc.cluster.local."),
-            30,
-            RData::A(A::new(10, 2, 0, 1)),
-        ));
+        let member = name("mongo-1.mongo.db.svc.cluster.local.");
+        reply.add_query(Query::query(member.clone(), RecordType::SRV));
+        let srv = RData::SRV(SRV::new(0, 0, 27017, member.clone()));
+        reply.add_answer(Record::from_rdata(member.clone(), 30, srv));
+        let glue = RData::A(A::new(10, 2, 0, 1));
+        reply.add_additional(Record::from_rdata(member, 30, glue));
         let mapped = map().reply_to_client(reply, &asked).unwrap();
         assert!(mapped.queries[0].name().eq_case(asked.name()));
         assert!(mapped.answers[0].name.eq_case(asked.name()));

@@ -237,7 +237,7 @@ mod tests {
     use hickory_proto::serialize::binary::BinEncodable;
 
     use super::*;
-    use crate::config::tests::{config_from, name};
+    use crate::config::tests::{config_from, name, with_local};
 
     /// A router whose peers are the clusters' configurations: it routes without upstreams.
     fn unconnected(config: &Config) -> Router<Cluster> {
@@ -254,19 +254,15 @@ mod tests {
     }
 
     fn config() -> Config {
-        config_from(&[
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            (
-                "MESHDNS_CLUSTERS",
-                "a= cidr=10.8.0.0/16 namespaces=crdb-us; b=10.9.0.1 cidr=10.9.0.0/16 namespaces=crdb-eu,crdb-eu-2",
-            ),
+        let clusters = "a= cidr=10.8.0.0/16 namespaces=crdb-us; b=10.9.0.1 cidr=10.9.0.0/16 namespaces=crdb-eu,crdb-eu-2";
+        let zones = [
             (
                 "MESHDNS_DISTRIBUTED_ZONES",
                 "distributed.local,mesh.example",
             ),
             ("MESHDNS_CLUSTERSET_ZONE", "clusterset.local"),
-        ])
-        .unwrap()
+        ];
+        with_local("a", clusters, &zones).unwrap()
     }
 
     fn router() -> Router<Cluster> {
@@ -322,15 +318,10 @@ mod tests {
 
     #[test]
     fn cluster_zones_match_on_label_boundaries_ignoring_case() {
-        assert_eq!(
-            route("member-4.foo.ns.cluster.b."),
-            Route::Cluster(peer("b"))
-        );
-        assert_eq!(
-            route("MEMBER-4.Foo.NS.Cluster.B."),
-            Route::Cluster(peer("b"))
-        );
-        assert_eq!(route("cluster.b."), Route::Cluster(peer("b")));
+        let b = Route::Cluster(peer("b"));
+        assert_eq!(route("member-4.foo.ns.cluster.b."), b);
+        assert_eq!(route("MEMBER-4.Foo.NS.Cluster.B."), b);
+        assert_eq!(route("cluster.b."), b);
         assert_eq!(route("x.notcluster.b."), Route::Passthrough);
         assert_eq!(route("x.cluster.bb."), Route::Passthrough);
         assert_eq!(route("x.cluster.c."), Route::Passthrough);
@@ -367,14 +358,12 @@ mod tests {
 
     #[test]
     fn a_peers_namespace_and_everything_under_it_go_to_that_peer() {
+        let b = Route::Namespace(peer("b"));
         assert_eq!(
             route("cockroachdb-0.cockroachdb.crdb-eu.svc.cluster.local."),
-            Route::Namespace(peer("b"))
+            b
         );
-        assert_eq!(
-            route("CRDB-EU-2.svc.Cluster.Local."),
-            Route::Namespace(peer("b"))
-        );
+        assert_eq!(route("CRDB-EU-2.svc.Cluster.Local."), b);
         assert_eq!(route("x.crdb-eu-3.svc.cluster.local."), Route::Passthrough);
         assert_eq!(route("x.crdb-us.svc.cluster.local."), Route::Passthrough);
         assert_eq!(route("crdb-eu.cluster.local."), Route::Passthrough);
@@ -425,13 +414,14 @@ mod tests {
         let config = crate::search::tests::pod_config();
         let router = unconnected(&config);
         let route = |name: &str| route_in(&router, name);
+        let search = Route::Search(Arc::new(name("cluster.local.")));
         assert_eq!(
             route("mongo-4.mongo.db.cluster.b.db.svc.cluster.local."),
-            Route::Search(Arc::new(name("cluster.local.")))
+            search
         );
         assert_eq!(
             route("a-mongo-0.mongo.db.svc.distributed.local.cluster.local."),
-            Route::Search(Arc::new(name("cluster.local.")))
+            search
         );
         assert_eq!(
             route("mongo-4.mongo.db.cluster.b."),

@@ -204,7 +204,7 @@ pub(crate) mod tests {
     use hickory_proto::serialize::binary::BinEncodable;
 
     use super::*;
-    use crate::config::tests::{config_from, name, resolv_conf_file};
+    use crate::config::tests::{name, resolv_conf_file, with_local_a};
 
     /// A pod in namespace `db` of cluster a (b is a peer), with the usual search list and one
     /// suffix that is not under a cluster domain.
@@ -212,12 +212,7 @@ pub(crate) mod tests {
         let path = resolv_conf_file(
             "nameserver 127.0.0.1\nsearch db.svc.cluster.local svc.cluster.local cluster.local example.com\noptions ndots:5\n",
         );
-        let config = config_from(&[
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1"),
-            ("MESHDNS_RESOLV_CONF", &path),
-        ])
-        .unwrap();
+        let config = with_local_a("b=10.9.0.1", &[("MESHDNS_RESOLV_CONF", &path)]).unwrap();
         std::fs::remove_file(&path).unwrap();
         config
     }
@@ -318,12 +313,8 @@ pub(crate) mod tests {
 
     #[test]
     fn without_a_search_list_nothing_is_an_expansion() {
-        let config = config_from(&[
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1"),
-            ("MESHDNS_RESOLV_CONF", "/nonexistent/resolv.conf"),
-        ])
-        .unwrap();
+        let missing = [("MESHDNS_RESOLV_CONF", "/nonexistent/resolv.conf")];
+        let config = with_local_a("b=10.9.0.1", &missing).unwrap();
         assert!(config.search.is_err());
         let list = SearchList::new(&config, &[name("cluster.b.")]);
         assert_eq!(list, SearchList::default());

@@ -5,6 +5,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use hickory_proto::op::{Edns, Message, MessageType, Query, ResponseCode};
+use hickory_proto::rr::rdata::opt::EdnsOption;
 use hickory_proto::rr::rdata::{A, SOA};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use tokio::time::advance;
@@ -42,6 +43,11 @@ pub(super) fn query(name: &str, qtype: RecordType, edns: Option<bool>, cd: bool)
     msg.to_vec().unwrap()
 }
 
+/// The plainest query: `name`, A, no EDNS, CD clear.
+fn query_a(name: &str) -> Vec<u8> {
+    query(name, RecordType::A, None, false)
+}
+
 fn reply_to(request: &[u8], rcode: ResponseCode) -> Message {
     let request = Message::from_vec(request).unwrap();
     let mut reply = Message::new(request.id, MessageType::Response, request.op_code);
@@ -74,6 +80,10 @@ fn negative(request: &[u8], rcode: ResponseCode, soa_ttl: u32, minimum: u32) -> 
     reply.to_vec().unwrap()
 }
 
+fn servfail(request: &[u8]) -> Vec<u8> {
+    reply_to(request, ResponseCode::ServFail).to_vec().unwrap()
+}
+
 fn ttls(reply: &[u8]) -> Vec<u32> {
     wire::ttl_fields(reply)
         .unwrap()
@@ -82,15 +92,31 @@ fn ttls(reply: &[u8]) -> Vec<u32> {
         .collect()
 }
 
-fn fresh(lookup: Lookup) -> (Vec<u8>, bool) {
-    match lookup {
+fn key(request: &[u8]) -> CacheKey {
+    CacheKey::from_request(request).unwrap()
+}
+
+/// What `cache` has for `request` now, under `request`'s own key.
+fn look(cache: &Cache, request: &[u8]) -> Lookup {
+    cache.lookup(&key(request), request, Instant::now(), Vec::new())
+}
+
+/// The fresh hit `cache` has for `request` now, and whether it is due for a refresh.
+fn fresh(cache: &Cache, request: &[u8]) -> (Vec<u8>, bool) {
+    match look(cache, request) {
         Lookup::Fresh { reply, refresh } => (reply, refresh),
         Lookup::Miss => panic!("expected a fresh hit"),
     }
 }
 
-fn key(request: &[u8]) -> CacheKey {
-    CacheKey::from_request(request).unwrap()
+/// Whether a fresh entry answers `request` now.
+fn is_cached(cache: &Cache, request: &[u8]) -> bool {
+    matches!(look(cache, request), Lookup::Fresh { .. })
+}
+
+/// `reply` stored now under `request`'s own key, by the first configuration.
+fn put(cache: &Cache, request: &[u8], reply: &[u8]) {
+    cache.insert(&key(request), reply, Instant::now(), FIRST);
 }
 
 /// A cache with its own counters and background set.
@@ -147,17 +173,41 @@ fn miss(upstream_failing: bool) -> Miss {
     }
 }
 
-/// A resolution that counts itself in `asked`, takes `delay`, and gives `reply`.
-fn upstream(
-    asked: &Arc<AtomicUsize>,
-    delay: Duration,
-    reply: Vec<u8>,
-) -> impl Future<Output = Vec<u8>> + Send + 'static {
-    let asked = Arc::clone(asked);
-    async move {
-        asked.fetch_add(1, Ordering::SeqCst);
-        tokio::time::sleep(delay).await;
-        reply
+/// A miss as a query of configuration `generation` makes it.
+fn miss_of(generation: Generation) -> Miss {
+    Miss {
+        generation,
+        ..miss(false)
+    }
+}
+
+/// A fake upstream that counts the resolutions it makes.
+#[derive(Clone, Default)]
+struct Upstream(Arc<AtomicUsize>);
+
+impl Upstream {
+    /// A resolution that counts itself, takes `delay`, and gives `reply`.
+    fn after(
+        &self,
+        delay: Duration,
+        reply: Vec<u8>,
+    ) -> impl Future<Output = Vec<u8>> + Send + 'static {
+        let asked = Arc::clone(&self.0);
+        async move {
+            asked.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(delay).await;
+            reply
+        }
+    }
+
+    /// A resolution that counts itself and gives `reply` at once.
+    fn at_once(&self, reply: Vec<u8>) -> impl Future<Output = Vec<u8>> + Send + 'static {
+        self.after(Duration::ZERO, reply)
+    }
+
+    /// How many resolutions have started.
+    fn asked(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
     }
 }
 
@@ -174,37 +224,41 @@ async fn ask(
         .unwrap()
 }
 
+/// A miss of configuration `generation` for `request`, left in flight on a task of its own.
+fn in_flight(
+    cache: &Arc<Cache>,
+    request: &[u8],
+    generation: Generation,
+    resolve: impl Future<Output = Vec<u8>> + Send + 'static,
+) -> tokio::task::JoinHandle<Option<Vec<u8>>> {
+    let (cache, request) = (Arc::clone(cache), request.to_vec());
+    tokio::spawn(async move {
+        cache
+            .get_or_resolve(&key(&request), &request, miss_of(generation), move || {
+                resolve
+            })
+            .await
+    })
+}
+
 /// A query for `name`, A, whose entry (one record of TTL 10) expired a second ago: it can be
 /// served stale.
 async fn expired_entry(cache: &Cache, name: &str) -> Vec<u8> {
-    let request = query(name, RecordType::A, None, false);
-    cache.insert(
-        &key(&request),
-        &answer(&request, &[10]),
-        Instant::now(),
-        FIRST,
-    );
+    let request = query_a(name);
+    put(cache, &request, &answer(&request, &[10]));
     tokio::time::sleep(11 * SECOND).await;
     request
-}
-
-fn servfail(request: &[u8]) -> Vec<u8> {
-    reply_to(request, ResponseCode::ServFail).to_vec().unwrap()
 }
 
 #[tokio::test(start_paused = true)]
 async fn replies_carry_the_ttl_counting_down_and_expire() {
     let Fixture { cache, metrics, .. } = fixture(config(100));
     let request = query("a.example.", RecordType::A, Some(false), false);
-    let k = key(&request);
-    cache.insert(&k, &answer(&request, &[30, 60]), Instant::now(), FIRST);
+    put(&cache, &request, &answer(&request, &[30, 60]));
     // Every record is cut to the entry's TTL (the smallest answer TTL).
-    assert_eq!(
-        ttls(&fresh(cache.lookup(&k, &request, Instant::now(), Vec::new())).0),
-        [30, 30]
-    );
+    assert_eq!(ttls(&fresh(&cache, &request).0), [30, 30]);
     advance(Duration::from_millis(10_500)).await;
-    let (reply, _) = fresh(cache.lookup(&k, &request, Instant::now(), Vec::new()));
+    let (reply, _) = fresh(&cache, &request);
     // 10.5 s old: counted as 11, so the client's copy never outlives the entry.
     assert_eq!(ttls(&reply), [19, 19]);
     assert!(
@@ -212,21 +266,15 @@ async fn replies_carry_the_ttl_counting_down_and_expire() {
         "OPT kept"
     );
     advance(Duration::from_millis(18_500)).await;
-    assert_eq!(
-        ttls(&fresh(cache.lookup(&k, &request, Instant::now(), Vec::new())).0),
-        [1, 1]
-    );
+    assert_eq!(ttls(&fresh(&cache, &request).0), [1, 1]);
     advance(Duration::from_millis(999)).await;
     assert_eq!(
-        ttls(&fresh(cache.lookup(&k, &request, Instant::now(), Vec::new())).0),
+        ttls(&fresh(&cache, &request).0),
         [0, 0],
         "the last millisecond of the entry"
     );
     advance(Duration::from_millis(1)).await;
-    assert_eq!(
-        cache.lookup(&k, &request, Instant::now(), Vec::new()),
-        Lookup::Miss
-    );
+    assert_eq!(look(&cache, &request), Lookup::Miss);
     assert_eq!(counts(&metrics), (4, 1, 0, 1, 0));
 }
 
@@ -237,82 +285,55 @@ async fn positive_ttls_are_capped_by_max_ttl() {
         ..config(100)
     })
     .cache;
-    let request = query("a.example.", RecordType::A, None, false);
-    let k = key(&request);
-    cache.insert(&k, &answer(&request, &[86_400]), Instant::now(), FIRST);
-    assert_eq!(
-        ttls(&fresh(cache.lookup(&k, &request, Instant::now(), Vec::new())).0),
-        [60]
-    );
+    let request = query_a("a.example.");
+    put(&cache, &request, &answer(&request, &[86_400]));
+    assert_eq!(ttls(&fresh(&cache, &request).0), [60]);
     advance(60 * SECOND).await;
-    assert_eq!(
-        cache.lookup(&k, &request, Instant::now(), Vec::new()),
-        Lookup::Miss
-    );
+    assert_eq!(look(&cache, &request), Lookup::Miss);
 }
 
 #[tokio::test(start_paused = true)]
 async fn negative_ttl_is_the_soa_minimum_capped_by_negative_ttl() {
     let cache = cache(100);
     // NXDOMAIN: min(SOA TTL 3, MINIMUM 60) = 3 s, under the 5 s cap.
-    let nx = query("gone.example.", RecordType::A, None, false);
-    cache.insert(
-        &key(&nx),
-        &negative(&nx, ResponseCode::NXDomain, 3, 60),
-        Instant::now(),
-        FIRST,
-    );
+    let nx = query_a("gone.example.");
+    put(&cache, &nx, &negative(&nx, ResponseCode::NXDomain, 3, 60));
     // NODATA: min(600, 300) = 300 s, capped to 5 s.
     let nodata = query("a.example.", RecordType::AAAA, None, false);
-    let nodata_reply = negative(&nodata, ResponseCode::NoError, 600, 300);
-    cache.insert(&key(&nodata), &nodata_reply, Instant::now(), FIRST);
-    assert_eq!(
-        ttls(&fresh(cache.lookup(&key(&nx), &nx, Instant::now(), Vec::new())).0),
-        [3]
+    put(
+        &cache,
+        &nodata,
+        &negative(&nodata, ResponseCode::NoError, 600, 300),
     );
-    assert_eq!(
-        ttls(&fresh(cache.lookup(&key(&nodata), &nodata, Instant::now(), Vec::new())).0),
-        [5]
-    );
+    assert_eq!(ttls(&fresh(&cache, &nx).0), [3]);
+    assert_eq!(ttls(&fresh(&cache, &nodata).0), [5]);
     advance(3 * SECOND).await;
-    assert_eq!(
-        cache.lookup(&key(&nx), &nx, Instant::now(), Vec::new()),
-        Lookup::Miss
-    );
-    assert!(matches!(
-        cache.lookup(&key(&nodata), &nodata, Instant::now(), Vec::new()),
-        Lookup::Fresh { .. }
-    ));
+    assert_eq!(look(&cache, &nx), Lookup::Miss);
+    assert!(is_cached(&cache, &nodata));
     advance(2 * SECOND).await;
-    assert_eq!(
-        cache.lookup(&key(&nodata), &nodata, Instant::now(), Vec::new()),
-        Lookup::Miss
-    );
+    assert_eq!(look(&cache, &nodata), Lookup::Miss);
 }
 
 #[tokio::test(start_paused = true)]
 async fn negative_answers_without_soa_truncated_refused_and_failures_are_not_inserted() {
     let cache = cache(100);
-    let request = query("a.example.", RecordType::A, None, false);
-    let k = key(&request);
+    let request = query_a("a.example.");
     let no_soa = reply_to(&request, ResponseCode::NXDomain).to_vec().unwrap();
     let refused = reply_to(&request, ResponseCode::Refused).to_vec().unwrap();
     let mut truncated = answer(&request, &[30]);
     truncated[2] |= 0x02;
     let zero_ttl = answer(&request, &[0]);
+    let failed = servfail(&request);
     for reply in [
         no_soa,
         refused,
         truncated,
         zero_ttl,
-        servfail(&request),
+        failed,
         request.clone(),
     ] {
-        cache.insert(&k, &reply, Instant::now(), FIRST);
-        assert_eq!(
-            cache.lookup(&k, &request, Instant::now(), Vec::new()),
-            Lookup::Miss
-        );
+        put(&cache, &request, &reply);
+        assert_eq!(look(&cache, &request), Lookup::Miss);
     }
     assert!(cache.is_empty());
 }
@@ -320,34 +341,25 @@ async fn negative_answers_without_soa_truncated_refused_and_failures_are_not_ins
 #[tokio::test(start_paused = true)]
 async fn a_failure_with_nothing_stale_is_remembered_one_second_then_longer_up_to_five() {
     let Fixture { cache, metrics, .. } = fixture(config(100));
-    let request = query("dead.example.", RecordType::A, None, false);
-    let k = key(&request);
-    let asked = Arc::new(AtomicUsize::new(0));
+    let request = query_a("dead.example.");
+    let upstream = Upstream::default();
     let mut remembered = Vec::new();
     for _ in 0..5 {
-        let reply = ask(
-            &cache,
-            &request,
-            miss(false),
-            upstream(&asked, Duration::ZERO, servfail(&request)),
-        )
-        .await;
+        let failure = upstream.at_once(servfail(&request));
+        let reply = ask(&cache, &request, miss(false), failure).await;
         assert_eq!(wire::rcode(&reply), Some(2));
         // Asked again only once the failure is forgotten.
-        let before = asked.load(Ordering::SeqCst);
+        let before = upstream.asked();
         let mut waited = Duration::ZERO;
-        while matches!(
-            cache.lookup(&k, &request, Instant::now(), Vec::new()),
-            Lookup::Fresh { .. }
-        ) {
+        while is_cached(&cache, &request) {
             advance(Duration::from_millis(100)).await;
             waited += Duration::from_millis(100);
         }
-        assert_eq!(asked.load(Ordering::SeqCst), before);
+        assert_eq!(upstream.asked(), before);
         remembered.push(waited.as_secs_f32().round() as u64);
     }
     assert_eq!(remembered, [1, 2, 4, 5, 5]);
-    assert_eq!(asked.load(Ordering::SeqCst), 5);
+    assert_eq!(upstream.asked(), 5);
     assert!(metrics.hits.get() > 0, "remembered failures are served");
 }
 
@@ -355,18 +367,14 @@ async fn a_failure_with_nothing_stale_is_remembered_one_second_then_longer_up_to
 async fn a_failure_never_replaces_an_answer_that_can_be_served_stale() {
     let cache = cache(100);
     let request = expired_entry(&cache, "a.example.").await;
-    let k = key(&request);
-    let asked = Arc::new(AtomicUsize::new(0));
-    let reply = ask(
-        &cache,
-        &request,
-        miss(false),
-        upstream(&asked, Duration::ZERO, servfail(&request)),
-    )
-    .await;
+    let upstream = Upstream::default();
+    let failure = upstream.at_once(servfail(&request));
+    let reply = ask(&cache, &request, miss(false), failure).await;
     assert_eq!(wire::rcode(&reply), Some(0), "served stale");
     assert_eq!(ttls(&reply), [10]);
-    let stale = cache.stale(&k, &request, Instant::now()).unwrap();
+    let stale = cache
+        .stale(&key(&request), &request, Instant::now())
+        .unwrap();
     assert_eq!(
         wire::rcode(&stale),
         Some(0),
@@ -377,29 +385,21 @@ async fn a_failure_never_replaces_an_answer_that_can_be_served_stale() {
 #[tokio::test(start_paused = true)]
 async fn stale_is_served_only_when_the_upstream_fails_and_within_serve_stale() {
     let Fixture { cache, metrics, .. } = fixture(config(100));
-    let request = query("a.example.", RecordType::A, None, false);
+    let request = query_a("a.example.");
     let k = key(&request);
-    cache.insert(&k, &answer(&request, &[120, 20]), Instant::now(), FIRST);
+    put(&cache, &request, &answer(&request, &[120, 20]));
     advance(50 * SECOND).await;
     // Expired: the upstream is asked first, and its answer wins.
-    let asked = Arc::new(AtomicUsize::new(0));
-    let renewed = ask(
-        &cache,
-        &request,
-        miss(false),
-        upstream(&asked, Duration::ZERO, answer(&request, &[40])),
-    )
-    .await;
-    assert_eq!(ttls(&renewed), [40]);
+    let upstream = Upstream::default();
+    let renewal = upstream.at_once(answer(&request, &[40]));
+    assert_eq!(
+        ttls(&ask(&cache, &request, miss(false), renewal).await),
+        [40]
+    );
     advance(41 * SECOND).await;
     // Only when it fails is the stale answer served, with TTLs of at most 30 s.
-    let stale = ask(
-        &cache,
-        &request,
-        miss(false),
-        upstream(&asked, Duration::ZERO, servfail(&request)),
-    )
-    .await;
+    let failure = upstream.at_once(servfail(&request));
+    let stale = ask(&cache, &request, miss(false), failure).await;
     assert_eq!(ttls(&stale), [30]);
     assert_eq!(metrics.stale_served.get(), 1);
     advance(Duration::from_secs(40 + 300 - 41) - Duration::from_millis(1)).await;
@@ -411,14 +411,13 @@ async fn stale_is_served_only_when_the_upstream_fails_and_within_serve_stale() {
 #[tokio::test(start_paused = true)]
 async fn stale_ttls_are_at_most_thirty_seconds() {
     let cache = cache(100);
-    let request = query("a.example.", RecordType::A, None, false);
-    let k = key(&request);
-    cache.insert(&k, &answer(&request, &[600]), Instant::now(), FIRST);
+    let request = query_a("a.example.");
+    put(&cache, &request, &answer(&request, &[600]));
     advance(601 * SECOND).await;
-    assert_eq!(
-        ttls(&cache.stale(&k, &request, Instant::now()).unwrap()),
-        [STALE_TTL]
-    );
+    let stale = cache
+        .stale(&key(&request), &request, Instant::now())
+        .unwrap();
+    assert_eq!(ttls(&stale), [STALE_TTL]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -428,39 +427,28 @@ async fn with_stale_at_hand_a_slow_upstream_costs_one_client_timer_and_finishes_
         cache, background, ..
     } = fixture(config(100));
     let request = expired_entry(&cache, "slow.example.").await;
-    let k = key(&request);
-    let asked = Arc::new(AtomicUsize::new(0));
+    let upstream = Upstream::default();
     let started = Instant::now();
-    let reply = ask(
-        &cache,
-        &request,
-        miss(false),
-        upstream(
-            &asked,
-            800 * Duration::from_millis(1),
-            answer(&request, &[60]),
-        ),
-    )
-    .await;
+    let slow = upstream.after(Duration::from_millis(800), answer(&request, &[60]));
+    let reply = ask(&cache, &request, miss(false), slow).await;
     assert_eq!(started.elapsed(), Duration::from_millis(500));
     assert_eq!(ttls(&reply), [10], "stale");
     assert_eq!(background.len(), 1, "the exchange goes on");
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let (renewed, _) = fresh(cache.lookup(&k, &request, Instant::now(), Vec::new()));
-    assert_eq!(ttls(&renewed), [59], "renewed 100 ms ago");
-    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    assert_eq!(ttls(&fresh(&cache, &request).0), [59], "renewed 100 ms ago");
+    assert_eq!(upstream.asked(), 1);
 }
 
 #[tokio::test(start_paused = true)]
 async fn during_an_outage_stale_answers_are_served_at_once_and_refreshed_once_per_recheck_period() {
-    let Fixture { cache, .. } = fixture(config(100));
+    let cache = cache(100);
     let request = expired_entry(&cache, "a.example.").await;
-    let asked = Arc::new(AtomicUsize::new(0));
+    let upstream = Upstream::default();
     // The upstream fails (after a second): this first query waits the client timer.
-    let dead = || upstream(&asked, SECOND, servfail(&request));
+    let dead = || upstream.after(SECOND, servfail(&request));
     ask(&cache, &request, miss(false), dead()).await;
     tokio::time::sleep(2 * SECOND).await;
-    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    assert_eq!(upstream.asked(), 1);
     // Every query of the next 30 s is served stale at once, without asking again.
     for _ in 0..28 {
         let started = Instant::now();
@@ -469,7 +457,7 @@ async fn during_an_outage_stale_answers_are_served_at_once_and_refreshed_once_pe
         assert_eq!(wire::rcode(&reply), Some(0));
         tokio::time::sleep(SECOND).await;
     }
-    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    assert_eq!(upstream.asked(), 1);
     // Then one refresh in the background, the client still served at once.
     tokio::time::sleep(2 * SECOND).await;
     for _ in 0..5 {
@@ -478,113 +466,79 @@ async fn during_an_outage_stale_answers_are_served_at_once_and_refreshed_once_pe
         assert_eq!(started.elapsed(), Duration::ZERO);
     }
     tokio::time::sleep(2 * SECOND).await;
-    assert_eq!(asked.load(Ordering::SeqCst), 2);
+    assert_eq!(upstream.asked(), 2);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_failing_upstream_serves_stale_at_once_even_for_names_not_yet_asked_in_the_outage() {
-    let Fixture { cache, .. } = fixture(config(100));
+    let cache = cache(100);
     let request = expired_entry(&cache, "b.example.").await;
-    let asked = Arc::new(AtomicUsize::new(0));
+    let upstream = Upstream::default();
     let started = Instant::now();
-    let reply = ask(
-        &cache,
-        &request,
-        miss(true),
-        upstream(&asked, SECOND, servfail(&request)),
-    )
-    .await;
+    let failure = upstream.after(SECOND, servfail(&request));
+    let reply = ask(&cache, &request, miss(true), failure).await;
     assert_eq!(started.elapsed(), Duration::ZERO);
     assert_eq!(wire::rcode(&reply), Some(0));
     tokio::time::sleep(Duration::from_millis(1)).await;
-    assert_eq!(
-        asked.load(Ordering::SeqCst),
-        1,
-        "refreshed in the background"
-    );
+    assert_eq!(upstream.asked(), 1, "refreshed in the background");
 }
 
 #[tokio::test(start_paused = true)]
 async fn popular_entries_are_refreshed_once_shortly_before_expiry() {
     let cache = cache(100);
-    let request = query("a.example.", RecordType::A, None, false);
-    let k = key(&request);
-    cache.insert(&k, &answer(&request, &[100]), Instant::now(), FIRST);
+    let request = query_a("a.example.");
+    put(&cache, &request, &answer(&request, &[100]));
     for _ in 0..5 {
-        assert!(
-            !fresh(cache.lookup(&k, &request, Instant::now(), Vec::new())).1,
-            "not yet due"
-        );
+        assert!(!fresh(&cache, &request).1, "not yet due");
     }
     tokio::time::sleep(89 * SECOND).await;
-    assert!(
-        !fresh(cache.lookup(&k, &request, Instant::now(), Vec::new())).1,
-        "11 s left: not due"
-    );
+    assert!(!fresh(&cache, &request).1, "11 s left: not due");
     tokio::time::sleep(2 * SECOND).await;
-    assert!(
-        fresh(cache.lookup(&k, &request, Instant::now(), Vec::new())).1,
-        "9 s left: due"
-    );
-    assert!(
-        !fresh(cache.lookup(&k, &request, Instant::now(), Vec::new())).1,
-        "only the first caller"
-    );
-    let asked = Arc::new(AtomicUsize::new(0));
-    cache.refresh(&k, FIRST, || {
-        upstream(&asked, Duration::ZERO, answer(&request, &[100]))
-    });
+    assert!(fresh(&cache, &request).1, "9 s left: due");
+    assert!(!fresh(&cache, &request).1, "only the first caller");
+    let upstream = Upstream::default();
+    let renewal = upstream.at_once(answer(&request, &[100]));
+    cache.refresh(&key(&request), FIRST, || renewal);
     tokio::time::sleep(Duration::from_millis(1)).await;
-    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    assert_eq!(upstream.asked(), 1);
     // The refreshed answer starts a new life (it is a millisecond old: 99 s left, rounded).
-    assert_eq!(
-        ttls(&fresh(cache.lookup(&k, &request, Instant::now(), Vec::new())).0),
-        [99]
-    );
+    assert_eq!(ttls(&fresh(&cache, &request).0), [99]);
 }
 
 #[tokio::test(start_paused = true)]
 async fn rarely_asked_entries_are_not_refreshed() {
     let cache = cache(100);
-    let request = query("a.example.", RecordType::A, None, false);
-    let k = key(&request);
-    cache.insert(&k, &answer(&request, &[100]), Instant::now(), FIRST);
+    let request = query_a("a.example.");
+    put(&cache, &request, &answer(&request, &[100]));
     advance(95 * SECOND).await;
-    assert!(!fresh(cache.lookup(&k, &request, Instant::now(), Vec::new())).1);
+    assert!(!fresh(&cache, &request).1);
 }
 
 #[tokio::test(start_paused = true)]
 async fn do_cd_edns_and_types_are_different_entries() {
     let cache = cache(100);
     let base = query("a.example.", RecordType::A, Some(false), false);
-    cache.insert(&key(&base), &answer(&base, &[30]), Instant::now(), FIRST);
+    put(&cache, &base, &answer(&base, &[30]));
     for other in [
         query("a.example.", RecordType::AAAA, Some(false), false),
         query("a.example.", RecordType::A, Some(true), false),
         query("a.example.", RecordType::A, Some(false), true),
         query("a.example.", RecordType::A, None, false),
     ] {
-        assert_eq!(
-            cache.lookup(&key(&other), &other, Instant::now(), Vec::new()),
-            Lookup::Miss
-        );
+        assert_eq!(look(&cache, &other), Lookup::Miss);
     }
-    assert!(matches!(
-        cache.lookup(&key(&base), &base, Instant::now(), Vec::new()),
-        Lookup::Fresh { .. }
-    ));
+    assert!(is_cached(&cache, &base));
 }
 
 #[tokio::test(start_paused = true)]
 async fn keys_ignore_case_but_replies_echo_the_clients_spelling_id_rd_and_cd() {
     let cache = cache(100);
-    let first = query("mongo-0.mongo.db.cluster.b.", RecordType::A, None, false);
-    cache.insert(&key(&first), &answer(&first, &[30]), Instant::now(), FIRST);
-    let mut second = query("Mongo-0.MONGO.db.Cluster.B.", RecordType::A, None, false);
+    let first = query_a("mongo-0.mongo.db.cluster.b.");
+    put(&cache, &first, &answer(&first, &[30]));
+    let mut second = query_a("Mongo-0.MONGO.db.Cluster.B.");
     wire::set_id(&mut second, 0xbeef);
     second[2] &= !0x01; // RD clear
-    let (reply, _) = fresh(cache.lookup(&key(&second), &second, Instant::now(), Vec::new()));
-    let parsed = Message::from_vec(&reply).unwrap();
+    let parsed = Message::from_vec(&fresh(&cache, &second).0).unwrap();
     assert_eq!(parsed.id, 0xbeef);
     assert!(!parsed.recursion_desired);
     assert_eq!(
@@ -605,39 +559,28 @@ async fn per_client_edns_options_are_neither_stored_nor_shared() {
             (wire::OPTION_NSID, b"ns1".to_vec()),
             (wire::OPTION_COOKIE, vec![7; 16]),
         ] {
-            edns.options_mut()
-                .insert(hickory_proto::rr::rdata::opt::EdnsOption::Unknown(
-                    code, data,
-                ));
+            edns.options_mut().insert(EdnsOption::Unknown(code, data));
         }
     }
     let with_nsid = with_nsid.to_vec().unwrap();
-    let asked = Arc::new(AtomicUsize::new(0));
+    let upstream = Upstream::default();
+    let resolve = || upstream.after(SECOND, with_nsid.clone());
     let (first, follower) = tokio::join!(
-        cache.get_or_resolve(&k, &request, miss(false), || upstream(
-            &asked,
-            SECOND,
-            with_nsid.clone()
-        )),
+        cache.get_or_resolve(&k, &request, miss(false), resolve),
         async {
             tokio::task::yield_now().await;
             cache
-                .get_or_resolve(&k, &request, miss(false), || {
-                    upstream(&asked, SECOND, with_nsid.clone())
-                })
+                .get_or_resolve(&k, &request, miss(false), resolve)
                 .await
         }
     );
-    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    assert_eq!(upstream.asked(), 1);
     let options = |reply: &[u8]| wire::opt(reply).unwrap().unwrap().options;
     assert!(
         options(&first.unwrap()).contains(wire::OPTION_NSID),
         "the asker's own"
     );
-    for shared in [
-        follower.unwrap(),
-        fresh(cache.lookup(&k, &request, Instant::now(), Vec::new())).0,
-    ] {
+    for shared in [follower.unwrap(), fresh(&cache, &request).0] {
         assert!(!options(&shared).contains(wire::OPTION_NSID));
         assert!(!options(&shared).contains(wire::OPTION_COOKIE));
     }
@@ -653,21 +596,10 @@ async fn partial_answers_are_capped_and_legs_keep_their_last_good_answer() {
         false,
     );
     // A partial merged answer arrives with its TTLs capped by the merge; the entry follows.
-    cache.insert(
-        &key(&request),
-        &answer(&request, &[5]),
-        Instant::now(),
-        FIRST,
-    );
-    assert_eq!(
-        ttls(&fresh(cache.lookup(&key(&request), &request, Instant::now(), Vec::new())).0),
-        [5]
-    );
+    put(&cache, &request, &answer(&request, &[5]));
+    assert_eq!(ttls(&fresh(&cache, &request).0), [5]);
     advance(6 * SECOND).await;
-    assert_eq!(
-        cache.lookup(&key(&request), &request, Instant::now(), Vec::new()),
-        Lookup::Miss
-    );
+    assert_eq!(look(&cache, &request), Lookup::Miss);
 
     let flags = KeyFlags {
         edns: true,
@@ -695,12 +627,11 @@ async fn partial_answers_are_capped_and_legs_keep_their_last_good_answer() {
 async fn inserting_ten_times_the_size_keeps_the_entry_count_at_the_bound() {
     let Fixture { cache, metrics, .. } = fixture(config(1000));
     for i in 0..10_000 {
-        let request = query(&format!("r{i}.example."), RecordType::A, None, false);
-        cache.insert(
-            &key(&request),
+        let request = query_a(&format!("r{i}.example."));
+        put(
+            &cache,
+            &request,
             &negative(&request, ResponseCode::NXDomain, 5, 5),
-            Instant::now(),
-            FIRST,
         );
         assert!(cache.len() <= 1000);
     }
@@ -713,42 +644,21 @@ async fn inserting_ten_times_the_size_keeps_the_entry_count_at_the_bound() {
 async fn a_flood_of_random_names_keeps_popular_entries() {
     let cache = cache(1000);
     let popular: Vec<Vec<u8>> = (0..500)
-        .map(|i| {
-            query(
-                &format!("member-{i}.db.svc.cluster.local."),
-                RecordType::A,
-                None,
-                false,
-            )
-        })
+        .map(|i| query_a(&format!("member-{i}.db.svc.cluster.local.")))
         .collect();
     for request in &popular {
-        cache.insert(
-            &key(request),
-            &answer(request, &[3600]),
-            Instant::now(),
-            FIRST,
-        );
-        fresh(cache.lookup(&key(request), request, Instant::now(), Vec::new()));
+        put(&cache, request, &answer(request, &[3600]));
+        fresh(&cache, request);
     }
     for i in 0..20_000 {
-        let request = query(&format!("x{i}.flood.example."), RecordType::A, None, false);
-        cache.insert(
-            &key(&request),
+        let request = query_a(&format!("x{i}.flood.example."));
+        put(
+            &cache,
+            &request,
             &negative(&request, ResponseCode::NXDomain, 5, 5),
-            Instant::now(),
-            FIRST,
         );
     }
-    let kept = popular
-        .iter()
-        .filter(|r| {
-            matches!(
-                cache.lookup(&key(r), r, Instant::now(), Vec::new()),
-                Lookup::Fresh { .. }
-            )
-        })
-        .count();
+    let kept = popular.iter().filter(|r| is_cached(&cache, r)).count();
     assert_eq!(kept, 500, "plain LRU would keep none");
     assert_eq!(cache.len(), 1000);
 }
@@ -756,17 +666,9 @@ async fn a_flood_of_random_names_keeps_popular_entries() {
 #[tokio::test(start_paused = true)]
 async fn size_zero_disables_the_cache() {
     let cache = cache(0);
-    let request = query("a.example.", RecordType::A, None, false);
-    cache.insert(
-        &key(&request),
-        &answer(&request, &[30]),
-        Instant::now(),
-        FIRST,
-    );
-    assert_eq!(
-        cache.lookup(&key(&request), &request, Instant::now(), Vec::new()),
-        Lookup::Miss
-    );
+    let request = query_a("a.example.");
+    put(&cache, &request, &answer(&request, &[30]));
+    assert_eq!(look(&cache, &request), Lookup::Miss);
     assert_eq!(cache.stale(&key(&request), &request, Instant::now()), None);
     assert!(cache.is_empty());
 }
@@ -774,16 +676,16 @@ async fn size_zero_disables_the_cache() {
 #[tokio::test(start_paused = true)]
 async fn a_herd_of_fifty_identical_misses_makes_one_upstream_query() {
     let cache = cache(0); // sharing works even with caching off
-    let (asked, made) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (upstream, made) = (Upstream::default(), Arc::new(AtomicUsize::new(0)));
     let mut herd = tokio::task::JoinSet::new();
     for i in 0..50u16 {
-        let (cache, asked, made) = (Arc::clone(&cache), Arc::clone(&asked), Arc::clone(&made));
+        let (cache, upstream, made) = (Arc::clone(&cache), upstream.clone(), Arc::clone(&made));
         herd.spawn(async move {
-            let mut request = query("Herd.Example.", RecordType::A, None, false);
+            let mut request = query_a("Herd.Example.");
             wire::set_id(&mut request, i);
             let resolve = || {
                 made.fetch_add(1, Ordering::SeqCst);
-                upstream(&asked, Duration::from_millis(50), answer(&request, &[30]))
+                upstream.after(Duration::from_millis(50), answer(&request, &[30]))
             };
             let reply = cache
                 .get_or_resolve(&key(&request), &request, miss(false), resolve)
@@ -795,7 +697,7 @@ async fn a_herd_of_fifty_identical_misses_makes_one_upstream_query() {
     while let Some(done) = herd.join_next().await {
         done.unwrap();
     }
-    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    assert_eq!(upstream.asked(), 1);
     assert_eq!(
         made.load(Ordering::SeqCst),
         1,
@@ -807,73 +709,37 @@ async fn a_herd_of_fifty_identical_misses_makes_one_upstream_query() {
 #[tokio::test(start_paused = true)]
 async fn a_lost_leader_hands_the_flight_to_one_follower() {
     let cache = cache(100);
-    let request = query("a.example.", RecordType::A, None, false);
-    let k = key(&request);
-    let asked = Arc::new(AtomicUsize::new(0));
-    let mut doomed = tokio::task::JoinSet::new();
-    {
-        let (cache, asked, request) = (Arc::clone(&cache), Arc::clone(&asked), request.clone());
-        doomed.spawn(async move {
-            cache
-                .get_or_resolve(&key(&request), &request, miss(false), || {
-                    upstream(&asked, 10 * SECOND, answer(&request, &[30]))
-                })
-                .await
-        });
-    }
+    let request = query_a("a.example.");
+    let upstream = Upstream::default();
+    let slow = upstream.after(10 * SECOND, answer(&request, &[30]));
+    let doomed = in_flight(&cache, &request, FIRST, slow);
     tokio::task::yield_now().await;
-    let mut followers = tokio::task::JoinSet::new();
-    for _ in 0..10 {
-        let (cache, asked, request) = (Arc::clone(&cache), Arc::clone(&asked), request.clone());
-        followers.spawn(async move {
-            cache
-                .get_or_resolve(&key(&request), &request, miss(false), || {
-                    upstream(&asked, Duration::from_millis(50), answer(&request, &[30]))
-                })
-                .await
-        });
-    }
+    let followers: Vec<_> = (0..10)
+        .map(|_| {
+            let resolve = upstream.after(Duration::from_millis(50), answer(&request, &[30]));
+            in_flight(&cache, &request, FIRST, resolve)
+        })
+        .collect();
     tokio::task::yield_now().await;
-    doomed.abort_all(); // cancelled tasks
-    while let Some(done) = followers.join_next().await {
-        assert_eq!(wire::rcode(&done.unwrap().unwrap()), Some(0));
+    doomed.abort(); // a cancelled task
+    for follower in followers {
+        assert_eq!(wire::rcode(&follower.await.unwrap().unwrap()), Some(0));
     }
-    assert_eq!(
-        asked.load(Ordering::SeqCst),
-        2,
-        "the lost leader, then one follower"
-    );
-    assert!(matches!(
-        cache.lookup(&k, &request, Instant::now(), Vec::new()),
-        Lookup::Fresh { .. }
-    ));
+    assert_eq!(upstream.asked(), 2, "the lost leader, then one follower");
+    assert!(is_cached(&cache, &request));
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_first_reply_already_carries_the_capped_ttls() {
     let cache = cache(100);
-    let asked = Arc::new(AtomicUsize::new(0));
+    let upstream = Upstream::default();
     let request = query("gone.example.", RecordType::A, Some(false), false);
-    let reply = ask(
-        &cache,
-        &request,
-        miss(false),
-        upstream(
-            &asked,
-            Duration::ZERO,
-            negative(&request, ResponseCode::NXDomain, 60, 60),
-        ),
-    )
-    .await;
+    let nxdomain = negative(&request, ResponseCode::NXDomain, 60, 60);
+    let reply = ask(&cache, &request, miss(false), upstream.at_once(nxdomain)).await;
     assert_eq!(ttls(&reply), [5]);
     let request = query("big.example.", RecordType::A, Some(false), false);
-    let reply = ask(
-        &cache,
-        &request,
-        miss(false),
-        upstream(&asked, Duration::ZERO, answer(&request, &[7200])),
-    )
-    .await;
+    let long_lived = answer(&request, &[7200]);
+    let reply = ask(&cache, &request, miss(false), upstream.at_once(long_lived)).await;
     assert_eq!(ttls(&reply), [3600]);
 }
 
@@ -882,78 +748,26 @@ async fn a_reply_to_another_question_is_not_stored_under_the_key() {
     let cache = cache(100);
     let request = query("a.example.", RecordType::A, Some(false), false);
     let other = query("longer-name.example.", RecordType::A, Some(false), false);
-    cache.insert(
-        &key(&request),
-        &answer(&other, &[30]),
-        Instant::now(),
-        FIRST,
-    );
-    assert_eq!(
-        cache.lookup(&key(&request), &request, Instant::now(), Vec::new()),
-        Lookup::Miss
-    );
+    put(&cache, &request, &answer(&other, &[30]));
+    assert_eq!(look(&cache, &request), Lookup::Miss);
     let aaaa = query("a.example.", RecordType::AAAA, Some(false), false);
-    cache.insert(&key(&request), &answer(&aaaa, &[30]), Instant::now(), FIRST);
-    assert_eq!(
-        cache.lookup(&key(&request), &request, Instant::now(), Vec::new()),
-        Lookup::Miss
-    );
+    put(&cache, &request, &answer(&aaaa, &[30]));
+    assert_eq!(look(&cache, &request), Lookup::Miss);
     let spelled = query("A.Example.", RecordType::A, Some(false), false);
-    cache.insert(
-        &key(&request),
-        &answer(&spelled, &[30]),
-        Instant::now(),
-        FIRST,
-    );
-    assert!(matches!(
-        cache.lookup(&key(&request), &request, Instant::now(), Vec::new()),
-        Lookup::Fresh { .. }
-    ));
+    put(&cache, &request, &answer(&spelled, &[30]));
+    assert!(is_cached(&cache, &request));
 }
 
 // --- Generations (docs/design.md, "Live configuration") -------------------------------------
 
-/// A miss as a query of configuration `generation` makes it.
-fn miss_of(generation: Generation) -> Miss {
-    Miss {
-        generation,
-        ..miss(false)
-    }
-}
-
-/// Whether a fresh entry answers `request` now.
-fn is_cached(cache: &Cache, request: &[u8]) -> bool {
-    matches!(
-        cache.lookup(&key(request), request, Instant::now(), Vec::new()),
-        Lookup::Fresh { .. }
-    )
-}
-
-/// A miss of the first configuration for `request`, left in flight on a task of its own.
-fn in_flight(
-    cache: &Arc<Cache>,
-    request: &[u8],
-    resolve: impl Future<Output = Vec<u8>> + Send + 'static,
-) -> tokio::task::JoinHandle<Option<Vec<u8>>> {
-    let (cache, request) = (Arc::clone(cache), request.to_vec());
-    tokio::spawn(async move {
-        cache
-            .get_or_resolve(&key(&request), &request, miss(false), move || resolve)
-            .await
-    })
-}
-
 #[tokio::test(start_paused = true)]
 async fn an_answer_of_a_previous_configuration_arriving_after_a_reload_is_not_cached() {
     let cache = cache(100);
-    let request = query("member-0.mongo.db.cluster.b.", RecordType::A, None, false);
+    let request = query_a("member-0.mongo.db.cluster.b.");
     let k = key(&request);
-    let asked = Arc::new(AtomicUsize::new(0));
-    let old = in_flight(
-        &cache,
-        &request,
-        upstream(&asked, SECOND, answer(&request, &[30])),
-    );
+    let upstream = Upstream::default();
+    let slow = upstream.after(SECOND, answer(&request, &[30]));
+    let old = in_flight(&cache, &request, FIRST, slow);
     tokio::time::sleep(Duration::from_millis(100)).await;
     // The reload: the route of the name changed.
     cache.advance(FIRST.next());
@@ -965,10 +779,9 @@ async fn an_answer_of_a_previous_configuration_arriving_after_a_reload_is_not_ca
     );
     assert!(!is_cached(&cache, &request), "but nothing of it is cached");
     // Nor is a leg of the old configuration, nor a refresh of it.
-    cache.insert(&k, &answer(&request, &[30]), Instant::now(), FIRST);
-    cache.refresh(&k, FIRST, || {
-        upstream(&asked, SECOND, answer(&request, &[30]))
-    });
+    put(&cache, &request, &answer(&request, &[30]));
+    let renewal = upstream.after(SECOND, answer(&request, &[30]));
+    cache.refresh(&k, FIRST, || renewal);
     tokio::time::sleep(2 * SECOND).await;
     assert!(!is_cached(&cache, &request));
     // Work of the new configuration is cached as ever.
@@ -979,34 +792,26 @@ async fn an_answer_of_a_previous_configuration_arriving_after_a_reload_is_not_ca
 #[tokio::test(start_paused = true)]
 async fn after_a_reload_a_miss_never_waits_on_nor_inherits_the_failure_of_an_old_exchange() {
     let cache = cache(100);
-    let request = query("member-0.mongo.db.cluster.b.", RecordType::A, None, false);
+    let request = query_a("member-0.mongo.db.cluster.b.");
     let k = key(&request);
-    let asked = Arc::new(AtomicUsize::new(0));
+    let upstream = Upstream::default();
     // An exchange to a black-holed endpoint: it fails at the query's deadline.
-    let old = in_flight(
-        &cache,
-        &request,
-        upstream(&asked, 2 * SECOND, servfail(&request)),
-    );
+    let black_holed = upstream.after(2 * SECOND, servfail(&request));
+    let old = in_flight(&cache, &request, FIRST, black_holed);
     tokio::time::sleep(Duration::from_millis(100)).await;
     let new = FIRST.next();
     cache.advance(new);
     let started = Instant::now();
-    let reply = cache
-        .get_or_resolve(&k, &request, miss_of(new), || {
-            upstream(&asked, Duration::ZERO, answer(&request, &[30]))
-        })
-        .await
-        .unwrap();
+    let renewal = upstream.at_once(answer(&request, &[30]));
+    let reply = ask(&cache, &request, miss_of(new), renewal).await;
     assert_eq!(wire::rcode(&reply), Some(0));
     assert_eq!(started.elapsed(), Duration::ZERO, "answered at once");
-    assert_eq!(asked.load(Ordering::SeqCst), 2, "its own exchange");
+    assert_eq!(upstream.asked(), 2, "its own exchange");
     // The old exchange fails; its own client gets what the new configuration has cached
     // meanwhile (as for any failure with an answer at hand), and the failure is neither
     // remembered nor marked on the new entry.
     assert_eq!(wire::rcode(&old.await.unwrap().unwrap()), Some(0));
-    let (hit, _) = fresh(cache.lookup(&k, &request, Instant::now(), Vec::new()));
-    assert_eq!(wire::rcode(&hit), Some(0));
+    assert_eq!(wire::rcode(&fresh(&cache, &request).0), Some(0));
     let store = cache.lock();
     let failed_at = store.get(&k).map(|slot| store.entry(slot).failed_at);
     assert_eq!(
@@ -1018,23 +823,6 @@ async fn after_a_reload_a_miss_never_waits_on_nor_inherits_the_failure_of_an_old
     assert_eq!(cache.flights.len(), 0);
 }
 
-/// A miss of configuration `generation` for `request`, left in flight on a task of its own.
-fn in_flight_of(
-    cache: &Arc<Cache>,
-    request: &[u8],
-    generation: Generation,
-    resolve: impl Future<Output = Vec<u8>> + Send + 'static,
-) -> tokio::task::JoinHandle<Option<Vec<u8>>> {
-    let (cache, request) = (Arc::clone(cache), request.to_vec());
-    tokio::spawn(async move {
-        cache
-            .get_or_resolve(&key(&request), &request, miss_of(generation), move || {
-                resolve
-            })
-            .await
-    })
-}
-
 /// A miss of the first configuration for `request` leading a flight that takes `old_delay`
 /// (an answer of TTL 30), one following it (TTL 5 if it ever asked), then a reload and a miss
 /// of the new configuration leading a flight of its own (one second, TTL 60): each on a task
@@ -1042,63 +830,53 @@ fn in_flight_of(
 async fn a_followed_flight_then_a_reload(
     cache: &Arc<Cache>,
     request: &[u8],
-    asked: &Arc<AtomicUsize>,
+    upstream: &Upstream,
     old_delay: Duration,
 ) -> [tokio::task::JoinHandle<Option<Vec<u8>>>; 3] {
-    let old = in_flight(
-        cache,
-        request,
-        upstream(asked, old_delay, answer(request, &[30])),
-    );
+    let leading = upstream.after(old_delay, answer(request, &[30]));
+    let old = in_flight(cache, request, FIRST, leading);
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let follower = in_flight(
-        cache,
-        request,
-        upstream(asked, Duration::ZERO, answer(request, &[5])),
-    );
+    let following = upstream.at_once(answer(request, &[5]));
+    let follower = in_flight(cache, request, FIRST, following);
     tokio::time::sleep(Duration::from_millis(100)).await;
     let new = FIRST.next();
     cache.advance(new);
-    let newer = in_flight_of(
-        cache,
-        request,
-        new,
-        upstream(asked, SECOND, answer(request, &[60])),
-    );
+    let leading_anew = upstream.after(SECOND, answer(request, &[60]));
+    let newer = in_flight(cache, request, new, leading_anew);
     [old, follower, newer]
 }
 
 #[tokio::test(start_paused = true)]
 async fn after_a_reload_the_followers_of_an_old_flight_still_get_its_reply() {
     let cache = cache(100);
-    let request = query("member-0.mongo.db.cluster.b.", RecordType::A, None, false);
-    let asked = Arc::new(AtomicUsize::new(0));
+    let request = query_a("member-0.mongo.db.cluster.b.");
+    let upstream = Upstream::default();
     let started = Instant::now();
     // The new flight is still in the air when the old one lands.
     let [old, follower, newer] =
-        a_followed_flight_then_a_reload(&cache, &request, &asked, SECOND).await;
+        a_followed_flight_then_a_reload(&cache, &request, &upstream, SECOND).await;
     let followed = follower.await.unwrap().unwrap();
     assert_eq!(ttls(&followed), [30], "the old flight's reply");
     assert_eq!(started.elapsed(), SECOND, "when the old one landed");
     assert_eq!(ttls(&old.await.unwrap().unwrap()), [30]);
     assert_eq!(ttls(&newer.await.unwrap().unwrap()), [60]);
-    assert_eq!(asked.load(Ordering::SeqCst), 2, "the old leader, the new");
+    assert_eq!(upstream.asked(), 2, "the old leader, the new");
     assert_eq!(cache.flights.len(), 0);
 }
 
 #[tokio::test(start_paused = true)]
 async fn after_a_reload_the_followers_of_a_lost_old_leader_follow_the_new_flight() {
     let cache = cache(100);
-    let request = query("member-0.mongo.db.cluster.b.", RecordType::A, None, false);
-    let asked = Arc::new(AtomicUsize::new(0));
+    let request = query_a("member-0.mongo.db.cluster.b.");
+    let upstream = Upstream::default();
     let [doomed, follower, newer] =
-        a_followed_flight_then_a_reload(&cache, &request, &asked, 10 * SECOND).await;
+        a_followed_flight_then_a_reload(&cache, &request, &upstream, 10 * SECOND).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     doomed.abort();
     // Released, the follower joins again and follows the newer flight (it never asks).
     assert_eq!(ttls(&follower.await.unwrap().unwrap()), [60]);
     assert_eq!(ttls(&newer.await.unwrap().unwrap()), [60]);
-    assert_eq!(asked.load(Ordering::SeqCst), 2, "the lost leader, the new");
+    assert_eq!(upstream.asked(), 2, "the lost leader, the new");
     assert_eq!(cache.flights.len(), 0);
 }
 
@@ -1107,8 +885,8 @@ async fn after_a_reload_the_followers_of_a_lost_old_leader_follow_the_new_flight
 #[tokio::test(start_paused = true)]
 async fn a_reload_keeps_the_entries_of_unchanged_targets_and_loses_those_of_changed_ones() {
     let cache = cache(100);
-    let kept = query("www.example.com.", RecordType::A, None, false);
-    let failed = query("member-0.mongo.db.cluster.b.", RecordType::A, None, false);
+    let kept = query_a("www.example.com.");
+    let failed = query_a("member-0.mongo.db.cluster.b.");
     let (kube_dns, old_b) = (TargetId::fresh(), TargetId::fresh());
     let on = |target: TargetId, request: &[u8]| key(request).for_target(target);
     let at = |target: TargetId, request: &[u8]| {
@@ -1117,14 +895,10 @@ async fn a_reload_keeps_the_entries_of_unchanged_targets_and_loses_those_of_chan
             Lookup::Fresh { .. }
         )
     };
-    cache.insert(
-        &on(kube_dns, &kept),
-        &answer(&kept, &[30]),
-        Instant::now(),
-        FIRST,
-    );
-    let asked = Arc::new(AtomicUsize::new(0));
-    let servfail = upstream(&asked, Duration::ZERO, servfail(&failed));
+    let kept_answer = answer(&kept, &[30]);
+    cache.insert(&on(kube_dns, &kept), &kept_answer, Instant::now(), FIRST);
+    let upstream = Upstream::default();
+    let servfail = upstream.at_once(servfail(&failed));
     let old_key = on(old_b, &failed);
     let failure = cache.get_or_resolve(&old_key, &failed, miss(false), || servfail);
     assert_eq!(wire::rcode(&failure.await.unwrap()), Some(2));
@@ -1133,9 +907,8 @@ async fn a_reload_keeps_the_entries_of_unchanged_targets_and_loses_those_of_chan
     cache.advance(new);
     assert!(at(kube_dns, &kept), "kube-dns did not change");
     let new_key = on(new_b, &failed);
-    let reply = cache.get_or_resolve(&new_key, &failed, miss_of(new), || {
-        upstream(&asked, Duration::ZERO, answer(&failed, &[30]))
-    });
+    let answering = upstream.at_once(answer(&failed, &[30]));
+    let reply = cache.get_or_resolve(&new_key, &failed, miss_of(new), || answering);
     assert_eq!(
         wire::rcode(&reply.await.unwrap()),
         Some(0),
@@ -1143,12 +916,7 @@ async fn a_reload_keeps_the_entries_of_unchanged_targets_and_loses_those_of_chan
     );
     // Never back: an older generation does not reopen the door.
     cache.advance(FIRST);
-    cache.insert(
-        &on(old_b, &kept),
-        &answer(&kept, &[30]),
-        Instant::now(),
-        FIRST,
-    );
+    cache.insert(&on(old_b, &kept), &kept_answer, Instant::now(), FIRST);
     assert!(!at(old_b, &kept));
 }
 
@@ -1160,20 +928,26 @@ fn with_ad(mut request: Vec<u8>) -> Vec<u8> {
     request
 }
 
+/// An answer to `request` with AD set, as a validating upstream gives it.
+fn validated(request: &[u8]) -> Vec<u8> {
+    let mut validated = Message::from_vec(&answer(request, &[30])).unwrap();
+    validated.metadata.authentic_data = true;
+    validated.to_vec().unwrap()
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_cached_reply_carries_ad_only_to_a_client_that_set_ad_or_do() {
     let cache = cache(100);
     let asked_with_ad = with_ad(query("signed.example.", RecordType::A, Some(false), false));
-    let mut validated = Message::from_vec(&answer(&asked_with_ad, &[30])).unwrap();
-    validated.metadata.authentic_data = true;
-    let k = key(&asked_with_ad);
-    cache.insert(&k, &validated.to_vec().unwrap(), Instant::now(), FIRST);
-    let ad = |reply: &[u8]| wire::authentic_data(reply);
-    let (hit, _) = fresh(cache.lookup(&k, &asked_with_ad, Instant::now(), Vec::new()));
-    assert!(ad(&hit), "kept for a client that set AD");
+    put(&cache, &asked_with_ad, &validated(&asked_with_ad));
+    let ad = |request: &[u8]| wire::authentic_data(&fresh(&cache, request).0);
+    assert!(ad(&asked_with_ad), "kept for a client that set AD");
     let plain = query("signed.example.", RecordType::A, Some(false), false);
-    let (hit, _) = fresh(cache.lookup(&key(&plain), &plain, Instant::now(), Vec::new()));
-    assert!(!ad(&hit), "cleared for one that set neither AD nor DO");
+    let (hit, _) = fresh(&cache, &plain);
+    assert!(
+        !wire::authentic_data(&hit),
+        "cleared for one that set neither AD nor DO"
+    );
     assert_eq!(
         hit[3] & 0x0f,
         0,
@@ -1181,14 +955,6 @@ async fn a_cached_reply_carries_ad_only_to_a_client_that_set_ad_or_do() {
     );
 
     let with_do = query("signed.example.", RecordType::A, Some(true), false);
-    let mut validated = Message::from_vec(&answer(&with_do, &[30])).unwrap();
-    validated.metadata.authentic_data = true;
-    cache.insert(
-        &key(&with_do),
-        &validated.to_vec().unwrap(),
-        Instant::now(),
-        FIRST,
-    );
-    let (hit, _) = fresh(cache.lookup(&key(&with_do), &with_do, Instant::now(), Vec::new()));
-    assert!(ad(&hit), "kept for a client that set DO");
+    put(&cache, &with_do, &validated(&with_do));
+    assert!(ad(&with_do), "kept for a client that set DO");
 }

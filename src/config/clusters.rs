@@ -594,15 +594,12 @@ mod tests {
     }
 
     mod claims {
-        use crate::config::tests::{config_from, refused};
+        use crate::config::tests::{refused, with_local};
         use crate::config::{Config, ConfigError};
 
         /// The configuration of `clusters`, with `a` the local cluster.
         fn with_local_a(clusters: &str) -> Result<Config, ConfigError> {
-            config_from(&[
-                ("MESHDNS_LOCAL_CLUSTER", "a"),
-                ("MESHDNS_CLUSTERS", clusters),
-            ])
+            with_local("a", clusters, &[])
         }
 
         #[test]

@@ -598,7 +598,16 @@ mod tests {
         }
     }
 
-    fn names(config: &Config) -> Vec<String> {
+    const IDENTITY: [(&str, &str); 4] = [
+        ("MESHDNS_POD_IPS", "10.8.1.2,fd00::2"),
+        ("MESHDNS_POD_HOSTNAME", "mongo-0"),
+        ("MESHDNS_POD_SUBDOMAIN", "mongo"),
+        ("MESHDNS_POD_NAMESPACE", "db"),
+    ];
+
+    /// The own names of the pod [`IDENTITY`] describes, with `more` variables set.
+    fn names(more: &[(&str, &str)]) -> Vec<String> {
+        let config = config_from(&[&IDENTITY[..], more].concat()).unwrap();
         config
             .own_names()
             .iter()
@@ -609,17 +618,9 @@ mod tests {
             .collect()
     }
 
-    const IDENTITY: [(&str, &str); 4] = [
-        ("MESHDNS_POD_IPS", "10.8.1.2,fd00::2"),
-        ("MESHDNS_POD_HOSTNAME", "mongo-0"),
-        ("MESHDNS_POD_SUBDOMAIN", "mongo"),
-        ("MESHDNS_POD_NAMESPACE", "db"),
-    ];
-
     #[test]
     fn the_own_names_are_one_per_zone_and_the_reverse_of_each_address() {
-        let mut pairs = IDENTITY.to_vec();
-        pairs.extend([
+        let names = names(&[
             ("MESHDNS_LOCAL_CLUSTER", "a"),
             ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1 domain=b.example"),
             (
@@ -628,9 +629,8 @@ mod tests {
             ),
             ("MESHDNS_CLUSTERSET_ZONE", "clusterset.local"),
         ]);
-        let config = config_from(&pairs).unwrap();
         assert_eq!(
-            names(&config),
+            names,
             [
                 "mongo-0.mongo.db.svc.cluster.local. (cluster.local.)",
                 "mongo-0.mongo.db.cluster.a. (cluster.a.)",
@@ -645,13 +645,10 @@ mod tests {
 
     #[test]
     fn the_local_clusters_domain_and_prefix_are_the_pods() {
-        let mut pairs = IDENTITY.to_vec();
-        pairs.extend([
+        let names = names(&[
             ("MESHDNS_LOCAL_CLUSTER", "a"),
             ("MESHDNS_CLUSTERS", "a= domain=a.example prefix=east-"),
         ]);
-        let config = config_from(&pairs).unwrap();
-        let names = names(&config);
         assert_eq!(names[0], "mongo-0.mongo.db.svc.a.example. (a.example.)");
         assert_eq!(
             names[2],
@@ -661,9 +658,8 @@ mod tests {
 
     #[test]
     fn without_a_local_cluster_only_the_svc_name_and_its_reverse() {
-        let config = config_from(&IDENTITY).unwrap();
         assert_eq!(
-            names(&config)[..2],
+            names(&[])[..2],
             [
                 "mongo-0.mongo.db.svc.cluster.local. (cluster.local.)",
                 "2.1.8.10.in-addr.arpa. PTR mongo-0.mongo.db.svc.cluster.local. (in-addr.arpa.)",

@@ -41,15 +41,20 @@ pub(crate) fn name(text: &str) -> Name {
 /// Variables as `(name, value)` pairs.
 type Pairs = &'static [(&'static str, &'static str)];
 
-/// The configuration `clusters` gives with `a` as the local cluster, plus `more` pairs.
-fn with_local_a(clusters: &str, more: &[(&str, &str)]) -> Result<Config, ConfigError> {
-    let clusters = format!("a=; {clusters}");
-    let mut pairs = vec![
-        ("MESHDNS_LOCAL_CLUSTER", "a"),
-        ("MESHDNS_CLUSTERS", &clusters),
-    ];
+/// The configuration `clusters` gives with `local` as the local cluster, plus `more` pairs.
+pub(crate) fn with_local(
+    local: &str,
+    clusters: &str,
+    more: &[(&str, &str)],
+) -> Result<Config, ConfigError> {
+    let mut pairs = vec![(LOCAL_CLUSTER, local), (CLUSTERS, clusters)];
     pairs.extend_from_slice(more);
     config_from(&pairs)
+}
+
+/// The configuration `clusters` gives with `a` (`a=`) as the local cluster, plus `more` pairs.
+pub(crate) fn with_local_a(clusters: &str, more: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    with_local("a", &format!("a=; {clusters}"), more)
 }
 
 /// The error of `result`, which must be refused naming `variable` and `token`, with a reason
@@ -88,14 +93,8 @@ fn defaults_are_the_documented_ones() {
 
 #[test]
 fn the_local_cluster_comes_first_and_uses_the_upstreams() {
-    let config = config_from(&[
-        ("MESHDNS_LOCAL_CLUSTER", "b"),
-        (
-            "MESHDNS_CLUSTERS",
-            "a=10.8.0.1:30053; b=10.9.0.1 prefix=west- domain=b.example",
-        ),
-    ])
-    .unwrap();
+    let clusters = "a=10.8.0.1:30053; b=10.9.0.1 prefix=west- domain=b.example";
+    let config = with_local("b", clusters, &[]).unwrap();
     let names: Vec<&str> = config.clusters.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["b", "a"]);
     assert_eq!(
@@ -456,18 +455,11 @@ pub(crate) fn clusters(n: usize) -> String {
 #[test]
 fn cluster_257_is_refused_and_256_validate() {
     refused(
-        config_from(&[
-            ("MESHDNS_LOCAL_CLUSTER", "c0"),
-            ("MESHDNS_CLUSTERS", &clusters(257)),
-        ]),
+        with_local("c0", &clusters(257), &[]),
         ("MESHDNS_CLUSTERS", "c256"),
         &["at most 256"],
     );
-    let config = config_from(&[
-        ("MESHDNS_LOCAL_CLUSTER", "c0"),
-        ("MESHDNS_CLUSTERS", &clusters(256)),
-    ])
-    .unwrap();
+    let config = with_local("c0", &clusters(256), &[]).unwrap();
     assert_eq!(config.clusters.len(), 256);
 }
 
@@ -530,15 +522,8 @@ fn a_rotation_names_the_variable_of_each_file_that_changed() {
 /// reach it over TLS (the walkthrough's step 9), and is asked through the upstreams anyway.
 #[test]
 fn the_local_cluster_may_carry_the_tls_options_the_others_use() {
-    let config = config_from(&[
-        ("MESHDNS_LOCAL_CLUSTER", "a"),
-        (
-            "MESHDNS_CLUSTERS",
-            "a=10.8.0.1:30853 transport=tls tls_name=dns.a.mesh.example; b=10.9.0.1:30853 transport=tls tls_name=dns.b.mesh.example",
-        ),
-        ("MESHDNS_TLS_CA_FILE", &ca_file()),
-    ])
-    .unwrap();
+    let clusters = "a=10.8.0.1:30853 transport=tls tls_name=dns.a.mesh.example; b=10.9.0.1:30853 transport=tls tls_name=dns.b.mesh.example";
+    let config = with_local("a", clusters, &[("MESHDNS_TLS_CA_FILE", &ca_file())]).unwrap();
     let a = config.local_cluster().unwrap();
     assert_eq!((a.transport, a.tls_name.as_ref()), (Transport::Udp, None));
     assert_eq!(config.clusters[1].transport, Transport::Tls);
@@ -587,58 +572,59 @@ fn nested_prefixes_are_refused_naming_both_clusters_and_suggesting_prefix() {
 
 #[test]
 fn a_zone_equal_to_above_or_below_a_cluster_domain_is_refused() {
-    let cases: &[(Pairs, &str, &str, &str)] = &[
+    let cases = [
         (
-            &[("MESHDNS_DISTRIBUTED_ZONES", "local")],
             "MESHDNS_DISTRIBUTED_ZONES",
+            "local",
             "local.",
             "contains the cluster domain cluster.local. (MESHDNS_CLUSTER_DOMAIN)",
         ),
         (
-            &[("MESHDNS_CLUSTERSET_ZONE", "local")],
             "MESHDNS_CLUSTERSET_ZONE",
+            "local",
             "local.",
             "contains the cluster domain cluster.local.",
         ),
         (
-            &[("MESHDNS_CLUSTER_ZONE", "{name}.local")],
             "MESHDNS_CLUSTER_ZONE",
+            "{name}.local",
             "cluster.local.",
             "(the zone of cluster cluster) is the cluster domain cluster.local.",
         ),
         (
-            &[("MESHDNS_CLUSTERSET_ZONE", "svc.cluster.local")],
             "MESHDNS_CLUSTERSET_ZONE",
+            "svc.cluster.local",
             "svc.cluster.local.",
             "lies in the cluster domain cluster.local.",
         ),
         (
-            &[("MESHDNS_DISTRIBUTED_ZONES", "distributed.local,example")],
             "MESHDNS_DISTRIBUTED_ZONES",
+            "distributed.local,example",
             "example.",
             "contains the cluster domain b.example. (domain= of cluster b)",
         ),
         (
-            &[("MESHDNS_DISTRIBUTED_ZONES", "mesh.svc.b.example")],
             "MESHDNS_DISTRIBUTED_ZONES",
+            "mesh.svc.b.example",
             "mesh.svc.b.example.",
             "lies in the cluster domain b.example. (domain= of cluster b)",
         ),
     ];
-    for (pairs, variable, token, reason) in cases {
+    let clusters = "cluster=10.7.0.1; b=10.9.0.1 domain=b.example";
+    for (variable, value, token, reason) in cases {
         refused(
-            with_local_a("cluster=10.7.0.1; b=10.9.0.1 domain=b.example", pairs),
+            with_local_a(clusters, &[(variable, value)]),
             (variable, token),
             &[reason, "kube-dns"],
         );
     }
     // A cluster named after the last label of a domain, with the template {name}.
     refused(
-        config_from(&[
-            ("MESHDNS_LOCAL_CLUSTER", "local"),
-            ("MESHDNS_CLUSTERS", "local=; b=10.9.0.1"),
-            ("MESHDNS_CLUSTER_ZONE", "{name}"),
-        ]),
+        with_local(
+            "local",
+            "local=; b=10.9.0.1",
+            &[("MESHDNS_CLUSTER_ZONE", "{name}")],
+        ),
         ("MESHDNS_CLUSTER_ZONE", "local."),
         &["(the zone of cluster local)"],
     );
@@ -646,44 +632,41 @@ fn a_zone_equal_to_above_or_below_a_cluster_domain_is_refused() {
 
 #[test]
 fn nested_or_equal_meshdns_zones_are_refused_naming_both() {
-    let cases: &[(Pairs, &str, &str, &str)] = &[
+    let cases = [
         (
-            &[("MESHDNS_DISTRIBUTED_ZONES", "cluster.b")],
             "MESHDNS_DISTRIBUTED_ZONES",
+            "cluster.b",
             "cluster.b.",
             "is also the zone of cluster b",
         ),
         (
-            &[(
-                "MESHDNS_DISTRIBUTED_ZONES",
-                "distributed.local,deep.cluster.b",
-            )],
             "MESHDNS_DISTRIBUTED_ZONES",
+            "distributed.local,deep.cluster.b",
             "deep.cluster.b.",
             "lies in the zone of cluster b (cluster.b.)",
         ),
         (
-            &[("MESHDNS_CLUSTER_ZONE", "{name}.distributed.local")],
             "MESHDNS_CLUSTER_ZONE",
+            "{name}.distributed.local",
             "a.distributed.local.",
             "lies in a distributed zone (MESHDNS_DISTRIBUTED_ZONES) (distributed.local.)",
         ),
         (
-            &[("MESHDNS_CLUSTERSET_ZONE", "set.distributed.local")],
             "MESHDNS_CLUSTERSET_ZONE",
+            "set.distributed.local",
             "set.distributed.local.",
             "lies in a distributed zone",
         ),
         (
-            &[("MESHDNS_DISTRIBUTED_ZONES", "mesh.example,eu.mesh.example")],
             "MESHDNS_DISTRIBUTED_ZONES",
+            "mesh.example,eu.mesh.example",
             "eu.mesh.example.",
             "lies in a distributed zone",
         ),
     ];
-    for (pairs, variable, token, reason) in cases {
+    for (variable, value, token, reason) in cases {
         refused(
-            with_local_a("b=10.9.0.1", pairs),
+            with_local_a("b=10.9.0.1", &[(variable, value)]),
             (variable, token),
             &[reason],
         );
@@ -718,10 +701,7 @@ fn a_cluster_list_without_the_local_cluster_is_refused() {
 fn a_local_cluster_missing_from_the_list_is_refused_with_the_closest_name() {
     for (local, meant) in [("cluster-a", "a"), ("eastt", "east"), ("east-1", "east")] {
         refused(
-            config_from(&[
-                ("MESHDNS_LOCAL_CLUSTER", local),
-                ("MESHDNS_CLUSTERS", "a=10.8.0.1; b=10.9.0.1; east=10.7.0.1"),
-            ]),
+            with_local(local, "a=10.8.0.1; b=10.9.0.1; east=10.7.0.1", &[]),
             ("MESHDNS_LOCAL_CLUSTER", local),
             &[
                 &format!("did you mean {meant}?"),
@@ -751,13 +731,7 @@ fn a_peer_claiming_the_pods_own_namespace_or_address_is_refused() {
     );
     // The local cluster's own claims mean "stays with kube-dns": accepted.
     let clusters = "a= namespaces=db cidr=10.1.0.0/16; b=10.9.0.1 namespaces=db-b cidr=10.9.0.0/16";
-    let config = config_from(&[
-        ("MESHDNS_LOCAL_CLUSTER", "a"),
-        ("MESHDNS_CLUSTERS", clusters),
-        pod[0],
-        pod[1],
-        pod[2],
-    ]);
+    let config = with_local("a", clusters, &pod);
     assert!(config.is_ok(), "{config:?}");
 }
 
@@ -823,10 +797,7 @@ fn common_slips_name_the_variable_the_token_and_the_fix() {
     let cases = [
         // `,` instead of `;` between clusters.
         (
-            config_from(&[
-                ("MESHDNS_LOCAL_CLUSTER", "a"),
-                ("MESHDNS_CLUSTERS", "a=10.8.0.1, b=10.9.0.1"),
-            ]),
+            with_local("a", "a=10.8.0.1, b=10.9.0.1", &[]),
             ("MESHDNS_CLUSTERS", "10.8.0.1,b=10.9.0.1"),
             "separate clusters with ';' (a=10.8.0.1; b=10.9.0.1)",
         ),

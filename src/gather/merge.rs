@@ -481,19 +481,17 @@ impl RecordKey {
 #[cfg(test)]
 mod tests {
     use hickory_proto::op::{Edns, OpCode};
+    use hickory_proto::rr::rdata::opt::EdnsCode;
     use hickory_proto::rr::rdata::{A, SOA, TXT};
 
     use super::*;
-    use crate::config::tests::{config_from, name};
+    use crate::config::tests::{name, with_local_a};
     use crate::gather::naming::Scheme;
 
     fn clusters() -> Vec<Cluster> {
-        config_from(&[
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            ("MESHDNS_CLUSTERS", "a=; b=10.9.0.1; c=10.9.0.2"),
-        ])
-        .unwrap()
-        .clusters
+        with_local_a("b=10.9.0.1; c=10.9.0.2", &[])
+            .unwrap()
+            .clusters
     }
 
     fn naming() -> Naming {
@@ -516,85 +514,70 @@ mod tests {
         reply.answers = answers;
         reply.additionals = additionals;
         if rcode != ResponseCode::NoError || reply.answers.is_empty() {
-            let soa = SOA::new(
-                name("ns.dns.cluster.local."),
-                name("hostmaster.cluster.local."),
-                1,
-                1,
-                1,
-                1,
-                30,
-            );
-            reply.authorities = vec![Record::from_rdata(
-                name("cluster.local."),
-                30,
-                RData::SOA(soa),
-            )];
+            let mname = name("ns.dns.cluster.local.");
+            let rname = name("hostmaster.cluster.local.");
+            let soa = RData::SOA(SOA::new(mname, rname, 1, 1, 1, 1, 30));
+            reply.authorities = vec![Record::from_rdata(name("cluster.local."), 30, soa)];
         }
         Leg::Answered(reply)
     }
 
+    fn nxdomain() -> Leg {
+        leg(ResponseCode::NXDomain, vec![], vec![])
+    }
+
+    /// A leg answering one SRV record per host, with its address as glue.
     fn srv_leg(hosts: &[&str]) -> Leg {
         let owner = name("_mongodb._tcp.mongo.db.svc.cluster.local.");
+        let host = |h: &str| name(&format!("{h}.mongo.db.svc.cluster.local."));
+        let srv = |h: &str| RData::SRV(SRV::new(0, 0, 27017, host(h)));
         let answers = hosts
             .iter()
-            .map(|h| {
-                Record::from_rdata(
-                    owner.clone(),
-                    30,
-                    RData::SRV(SRV::new(
-                        0,
-                        0,
-                        27017,
-                        name(&format!("{h}.mongo.db.svc.cluster.local.")),
-                    )),
-                )
-            })
+            .map(|h| Record::from_rdata(owner.clone(), 30, srv(h)))
             .collect();
-        let additionals = hosts
-            .iter()
-            .enumerate()
-            .map(|(i, h)| {
-                Record::from_rdata(
-                    name(&format!("{h}.mongo.db.svc.cluster.local.")),
-                    30,
-                    RData::A(A::new(10, 0, 0, i as u8)),
-                )
-            })
+        let additionals = (0..)
+            .zip(hosts)
+            .map(|(i, h)| Record::from_rdata(host(h), 30, RData::A(A::new(10, 0, 0, i))))
             .collect();
         leg(ResponseCode::NoError, answers, additionals)
     }
 
+    /// A leg answering the headless service's one address, `10.octet.0.1`.
     fn a_leg(octet: u8) -> Leg {
         let owner = name("mongo.db.svc.cluster.local.");
-        leg(
-            ResponseCode::NoError,
-            vec![Record::from_rdata(
-                owner,
-                30,
-                RData::A(A::new(10, octet, 0, 1)),
-            )],
-            vec![],
-        )
+        let record = Record::from_rdata(owner, 30, RData::A(A::new(10, octet, 0, 1)));
+        leg(ResponseCode::NoError, vec![record], vec![])
     }
 
-    fn run(req: &Message, legs: Vec<Leg>) -> Merged {
+    /// The reply of an answered leg, to change before it is merged.
+    fn reply_of(leg: Leg) -> Message {
+        let Leg::Answered(reply) = leg else {
+            unreachable!("the legs built here answer")
+        };
+        reply
+    }
+
+    /// The merge of `legs`, one per cluster a, b, c in turn, for a question of `qtype` about
+    /// `qname`.
+    fn run(qname: &str, qtype: RecordType, legs: Vec<Leg>) -> Merged {
         let legs: Vec<(Cluster, Leg)> = clusters().into_iter().zip(legs).collect();
-        merge(req, &naming(), &legs, Duration::from_secs(5))
+        let request = request(qname, qtype);
+        merge(&request, &naming(), &legs, Duration::from_secs(5))
     }
 
     const SRV_NAME: &str = "_mongodb._tcp.mongo.db.svc.distributed.local.";
 
+    /// The headless service in the distributed zone.
+    const MONGO: &str = "mongo.db.svc.distributed.local.";
+
     #[test]
     fn srv_targets_get_their_cluster_prefix_in_cluster_order_owned_by_the_question() {
-        let merged = run(
-            &request(SRV_NAME, RecordType::SRV),
-            vec![
-                srv_leg(&["mongo-0"]),
-                srv_leg(&["mongo-0", "mongo-1"]),
-                srv_leg(&["mongo-0"]),
-            ],
-        );
+        let legs = vec![
+            srv_leg(&["mongo-0"]),
+            srv_leg(&["mongo-0", "mongo-1"]),
+            srv_leg(&["mongo-0"]),
+        ];
+        let merged = run(SRV_NAME, RecordType::SRV, legs);
         let targets: Vec<String> = merged
             .reply
             .answers
@@ -626,15 +609,10 @@ mod tests {
 
     #[test]
     fn every_srv_target_shares_the_parent_domain_of_the_service() {
-        let merged = run(
-            &request(SRV_NAME, RecordType::SRV),
-            vec![
-                srv_leg(&["mongo-0"]),
-                srv_leg(&["mongo-1"]),
-                srv_leg(&["mongo-2"]),
-            ],
-        );
+        let legs = ["mongo-0", "mongo-1", "mongo-2"].map(|host| srv_leg(&[host]));
+        let merged = run(SRV_NAME, RecordType::SRV, legs.into());
         let parent = name("db.svc.distributed.local.");
+        assert_eq!(merged.reply.answers.len(), 3, "one target per cluster");
         for record in &merged.reply.answers {
             assert!(parent.zone_of(&record.try_borrow::<SRV>().unwrap().data().target));
         }
@@ -643,10 +621,7 @@ mod tests {
     #[test]
     fn headless_service_addresses_are_a_union_owned_by_the_question() {
         let asked = "Mongo.db.svc.distributed.local.";
-        let merged = run(
-            &request(asked, RecordType::A),
-            vec![a_leg(1), a_leg(2), a_leg(1)],
-        );
+        let merged = run(asked, RecordType::A, vec![a_leg(1), a_leg(2), a_leg(1)]);
         assert_eq!(merged.reply.answers.len(), 2);
         assert!(
             merged
@@ -662,26 +637,16 @@ mod tests {
         let txt = || {
             let owner = name("mongo.db.svc.cluster.local.");
             let data = RData::TXT(TXT::new(vec!["replicaSet=rs0&authSource=admin".into()]));
-            leg(
-                ResponseCode::NoError,
-                vec![Record::from_rdata(owner, 30, data)],
-                vec![],
-            )
+            let record = Record::from_rdata(owner, 30, data);
+            leg(ResponseCode::NoError, vec![record], vec![])
         };
-        let merged = run(
-            &request("mongo.db.svc.distributed.local.", RecordType::TXT),
-            vec![txt(), txt(), txt()],
-        );
+        let merged = run(MONGO, RecordType::TXT, vec![txt(), txt(), txt()]);
         assert_eq!(merged.reply.answers.len(), 1);
     }
 
     #[test]
     fn records_from_any_leg_make_noerror() {
-        let nx = || leg(ResponseCode::NXDomain, vec![], vec![]);
-        let merged = run(
-            &request("mongo.db.svc.distributed.local.", RecordType::A),
-            vec![nx(), a_leg(2), nx()],
-        );
+        let merged = run(MONGO, RecordType::A, vec![nxdomain(), a_leg(2), nxdomain()]);
         assert_eq!(merged.reply.response_code, ResponseCode::NoError);
         assert_eq!(merged.reply.answers.len(), 1);
     }
@@ -689,14 +654,8 @@ mod tests {
     #[test]
     fn no_records_and_some_leg_noerror_is_nodata_with_soa() {
         let nodata = leg(ResponseCode::NoError, vec![], vec![]);
-        let merged = run(
-            &request("mongo.db.svc.distributed.local.", RecordType::AAAA),
-            vec![
-                nodata,
-                leg(ResponseCode::NXDomain, vec![], vec![]),
-                Leg::Failed,
-            ],
-        );
+        let legs = vec![nodata, nxdomain(), Leg::Failed];
+        let merged = run(MONGO, RecordType::AAAA, legs);
         assert_eq!(merged.reply.response_code, ResponseCode::NoError);
         assert!(merged.reply.answers.is_empty());
         assert_eq!(merged.reply.authorities[0].name, name("distributed.local."));
@@ -704,11 +663,8 @@ mod tests {
 
     #[test]
     fn nxdomain_from_every_cluster_is_nxdomain_with_soa() {
-        let nx = || leg(ResponseCode::NXDomain, vec![], vec![]);
-        let merged = run(
-            &request("nope.db.svc.distributed.local.", RecordType::A),
-            vec![nx(), nx(), nx()],
-        );
+        let legs = vec![nxdomain(), nxdomain(), nxdomain()];
+        let merged = run("nope.db.svc.distributed.local.", RecordType::A, legs);
         assert_eq!(merged.reply.response_code, ResponseCode::NXDomain);
         assert_eq!(merged.reply.authorities[0].record_type(), RecordType::SOA);
         assert_eq!(merged.reply.authorities[0].name, name("distributed.local."));
@@ -716,65 +672,47 @@ mod tests {
 
     #[test]
     fn the_apex_soa_is_servfail_when_no_cluster_answered() {
-        let merged = run(
-            &request("distributed.local.", RecordType::SOA),
-            vec![Leg::Failed, Leg::Failed, Leg::Failed],
-        );
+        let failed = vec![Leg::Failed, Leg::Failed, Leg::Failed];
+        let merged = run("distributed.local.", RecordType::SOA, failed);
         assert_eq!(merged.reply.response_code, ResponseCode::ServFail);
         assert!(merged.reply.answers.is_empty());
     }
 
     #[test]
     fn no_leg_answering_is_servfail_with_an_extended_error() {
-        let merged = run(
-            &request("x.distributed.local.", RecordType::A),
-            vec![Leg::Failed, Leg::Failed, Leg::Failed],
-        );
+        let failed = vec![Leg::Failed, Leg::Failed, Leg::Failed];
+        let merged = run("x.distributed.local.", RecordType::A, failed);
         assert_eq!(merged.reply.response_code, ResponseCode::ServFail);
+        let edns = merged.reply.edns.unwrap();
         assert!(
-            merged
-                .reply
-                .edns
-                .as_ref()
-                .unwrap()
-                .option(hickory_proto::rr::rdata::opt::EdnsCode::Unknown(15))
-                .is_some()
+            edns.option(EdnsCode::Unknown(15)).is_some(),
+            "extended error"
         );
     }
 
     #[test]
     fn a_failed_leg_never_lets_nxdomain_through() {
-        let nx = || leg(ResponseCode::NXDomain, vec![], vec![]);
-        let merged = run(
-            &request("x.distributed.local.", RecordType::A),
-            vec![nx(), Leg::Failed, nx()],
-        );
+        let legs = vec![nxdomain(), Leg::Failed, nxdomain()];
+        let merged = run("x.distributed.local.", RecordType::A, legs);
         assert_eq!(merged.reply.response_code, ResponseCode::ServFail);
     }
 
     #[test]
     fn a_merged_rrset_has_one_ttl_the_smallest() {
-        let with_ttl = |octet: u8, ttl: u32| match a_leg(octet) {
-            Leg::Answered(mut reply) => {
-                reply.answers[0].ttl = ttl;
-                Leg::Answered(reply)
-            }
-            other => other,
+        let with_ttl = |octet: u8, ttl: u32| {
+            let mut reply = reply_of(a_leg(octet));
+            reply.answers[0].ttl = ttl;
+            Leg::Answered(reply)
         };
-        let merged = run(
-            &request("mongo.db.svc.distributed.local.", RecordType::A),
-            vec![with_ttl(1, 30), with_ttl(2, 5), with_ttl(3, 300)],
-        );
+        let legs = vec![with_ttl(1, 30), with_ttl(2, 5), with_ttl(3, 300)];
+        let merged = run(MONGO, RecordType::A, legs);
         let ttls: Vec<u32> = merged.reply.answers.iter().map(|r| r.ttl).collect();
         assert_eq!(ttls, [5, 5, 5]);
     }
 
     #[test]
     fn a_partial_answer_has_short_ttls() {
-        let merged = run(
-            &request("mongo.db.svc.distributed.local.", RecordType::A),
-            vec![a_leg(1), Leg::Failed, a_leg(3)],
-        );
+        let merged = run(MONGO, RecordType::A, vec![a_leg(1), Leg::Failed, a_leg(3)]);
         assert!(merged.partial);
         assert!(merged.reply.answers.iter().all(|r| r.ttl <= PARTIAL_TTL));
         assert_eq!(merged.reply.answers.len(), 2);
@@ -836,14 +774,9 @@ mod tests {
 
     #[test]
     fn glue_spelled_unlike_its_target_is_renamed_by_its_own_spelling() {
-        let Leg::Answered(mut reply) = srv_leg(&["mongo-0"]) else {
-            unreachable!()
-        };
+        let mut reply = reply_of(srv_leg(&["mongo-0"]));
         reply.additionals[0].name = name("MONGO-0.mongo.db.svc.cluster.local.");
-        let merged = run(
-            &request(SRV_NAME, RecordType::SRV),
-            vec![Leg::Answered(reply)],
-        );
+        let merged = run(SRV_NAME, RecordType::SRV, vec![Leg::Answered(reply)]);
         assert_eq!(
             merged.reply.additionals[0].name.to_ascii(),
             "a-MONGO-0.mongo.db.svc.distributed.local."
@@ -853,24 +786,15 @@ mod tests {
     #[test]
     fn a_duplicate_keeps_the_first_spelling_and_the_smaller_ttl() {
         let with = |host: &str, ttl: u32| {
-            let Leg::Answered(mut reply) = srv_leg(&[host]) else {
-                unreachable!()
-            };
+            let mut reply = reply_of(srv_leg(&[host]));
             reply.answers[0].ttl = ttl;
             reply.additionals[0].ttl = ttl;
-            reply
+            Leg::Answered(reply)
         };
         let a = || clusters().swap_remove(0);
-        let legs = vec![
-            (a(), Leg::Answered(with("mongo-0", 30))),
-            (a(), Leg::Answered(with("MONGO-0", 7))),
-        ];
-        let merged = merge(
-            &request(SRV_NAME, RecordType::SRV),
-            &naming(),
-            &legs,
-            Duration::from_secs(5),
-        );
+        let legs = vec![(a(), with("mongo-0", 30)), (a(), with("MONGO-0", 7))];
+        let request = request(SRV_NAME, RecordType::SRV);
+        let merged = merge(&request, &naming(), &legs, Duration::from_secs(5));
         assert_eq!(merged.reply.answers.len(), 1);
         assert_eq!(merged.reply.answers[0].ttl, 7);
         let srv = merged.reply.answers[0].try_borrow::<SRV>().unwrap();

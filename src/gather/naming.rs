@@ -216,18 +216,11 @@ fn upstream_name<L: AsRef<[u8]>>(labels: &[L], domain: &Name) -> Option<Name> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::tests::{config_from, name};
+    use crate::config::tests::{name, with_local, with_local_a};
 
     fn clusters() -> Vec<Cluster> {
-        config_from(&[
-            ("MESHDNS_LOCAL_CLUSTER", "a"),
-            (
-                "MESHDNS_CLUSTERS",
-                "a=; b=10.9.0.1; bb=10.9.0.2 domain=bb.example",
-            ),
-        ])
-        .unwrap()
-        .clusters
+        let clusters = "b=10.9.0.1; bb=10.9.0.2 domain=bb.example";
+        with_local_a(clusters, &[]).unwrap().clusters
     }
 
     fn prefix() -> Naming {
@@ -251,6 +244,17 @@ mod tests {
             .collect()
     }
 
+    /// The prefix scheme's plan for a question of `qtype` about `qname`, over `clusters()`.
+    fn prefixed(qname: &str, qtype: RecordType) -> Plan<Cluster> {
+        prefix().plan(&name(qname), qtype, &clusters())
+    }
+
+    /// The clusterset scheme's plan for a question of `qtype` about `qname`, over `clusters()`.
+    fn clusterset(qname: &str, qtype: RecordType) -> Plan<Cluster> {
+        mcs().plan(&name(qname), qtype, &clusters())
+    }
+
+    /// The legs of a plan that asks, each as "cluster name-asked".
     fn asked(plan: Plan<Cluster>) -> Vec<String> {
         match plan {
             Plan::Ask { legs, .. } => shown(legs),
@@ -260,10 +264,9 @@ mod tests {
 
     #[test]
     fn srv_fans_out_to_every_cluster_in_its_domain() {
-        let legs = asked(prefix().plan(
-            &name("_mongodb._tcp.mongo.db.svc.distributed.local."),
+        let legs = asked(prefixed(
+            "_mongodb._tcp.mongo.db.svc.distributed.local.",
             RecordType::SRV,
-            &clusters(),
         ));
         assert_eq!(
             legs,
@@ -294,16 +297,14 @@ mod tests {
 
     #[test]
     fn a_prefixed_host_goes_to_its_cluster_only_longest_prefix_first_ignoring_case() {
-        let legs = asked(prefix().plan(
-            &name("B-mongo-2.mongo.db.svc.distributed.local."),
+        let legs = asked(prefixed(
+            "B-mongo-2.mongo.db.svc.distributed.local.",
             RecordType::A,
-            &clusters(),
         ));
         assert_eq!(legs, ["b mongo-2.mongo.db.svc.cluster.local."]);
-        let legs = asked(prefix().plan(
-            &name("bb-mongo-2.mongo.db.svc.distributed.local."),
+        let legs = asked(prefixed(
+            "bb-mongo-2.mongo.db.svc.distributed.local.",
             RecordType::AAAA,
-            &clusters(),
         ));
         assert_eq!(legs, ["bb mongo-2.mongo.db.svc.bb.example."]);
     }
@@ -323,7 +324,7 @@ mod tests {
                 "0.a.b.c.mongo.db.svc.cluster.local.",
             ),
         ] {
-            let plan = prefix().plan(&name(asked), RecordType::TXT, &clusters());
+            let plan = prefixed(asked, RecordType::TXT);
             let Plan::Ask { legs, fallback } = plan else {
                 panic!("{plan:?}")
             };
@@ -339,11 +340,7 @@ mod tests {
 
     #[test]
     fn a_label_that_is_only_a_prefix_is_no_prefixed_name() {
-        let legs = asked(prefix().plan(
-            &name("b-.db.svc.distributed.local."),
-            RecordType::A,
-            &clusters(),
-        ));
+        let legs = asked(prefixed("b-.db.svc.distributed.local.", RecordType::A));
         assert_eq!(
             legs.len(),
             3,
@@ -353,11 +350,7 @@ mod tests {
 
     #[test]
     fn a_prefixed_host_falls_back_to_the_gathered_name() {
-        let plan = prefix().plan(
-            &name("b-side-0.b-side.db.svc.distributed.local."),
-            RecordType::A,
-            &clusters(),
-        );
+        let plan = prefixed("b-side-0.b-side.db.svc.distributed.local.", RecordType::A);
         let Plan::Ask { legs, fallback } = plan else {
             panic!("{plan:?}")
         };
@@ -408,35 +401,20 @@ mod tests {
     }
 
     fn clusters_with_long_domain() -> Vec<Cluster> {
-        config_from(&[
-            ("MESHDNS_LOCAL_CLUSTER", "b"),
-            (
-                "MESHDNS_CLUSTERS",
-                "b= domain=a-rather-long-cluster-domain.example",
-            ),
-        ])
-        .unwrap()
-        .clusters
+        let clusters = "b= domain=a-rather-long-cluster-domain.example";
+        with_local("b", clusters, &[]).unwrap().clusters
     }
 
     #[test]
     fn an_unprefixed_service_fans_out() {
-        let legs = asked(prefix().plan(
-            &name("mongo.db.svc.distributed.local."),
-            RecordType::A,
-            &clusters(),
-        ));
+        let legs = asked(prefixed("mongo.db.svc.distributed.local.", RecordType::A));
         assert_eq!(legs.len(), 3);
     }
 
     #[test]
     fn other_types_are_nodata() {
         assert_eq!(
-            prefix().plan(
-                &name("mongo.db.svc.distributed.local."),
-                RecordType::MX,
-                &clusters()
-            ),
+            prefixed("mongo.db.svc.distributed.local.", RecordType::MX),
             Plan::NoData
         );
     }
@@ -498,24 +476,15 @@ mod tests {
 
     #[test]
     fn mcs_hosts_go_to_their_cluster_and_services_fan_out() {
-        let legs = asked(mcs().plan(
-            &name("mongo-0.b.mongo.db.svc.clusterset.local."),
+        let legs = asked(clusterset(
+            "mongo-0.b.mongo.db.svc.clusterset.local.",
             RecordType::A,
-            &clusters(),
         ));
         assert_eq!(legs, ["b mongo-0.mongo.db.svc.cluster.local."]);
-        let legs = asked(mcs().plan(
-            &name("mongo.db.svc.clusterset.local."),
-            RecordType::A,
-            &clusters(),
-        ));
+        let legs = asked(clusterset("mongo.db.svc.clusterset.local.", RecordType::A));
         assert_eq!(legs.len(), 3);
         assert_eq!(
-            mcs().plan(
-                &name("dns-version.clusterset.local."),
-                RecordType::TXT,
-                &clusters()
-            ),
+            clusterset("dns-version.clusterset.local.", RecordType::TXT),
             Plan::SchemaVersion
         );
     }

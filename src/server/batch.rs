@@ -215,11 +215,8 @@ mod tests {
         assert_eq!(inbox.receive(&server).unwrap(), BATCH);
         let first: Vec<u8> = inbox.datagrams().map(|d| d.bytes[0]).collect();
         assert_eq!(first, (0..BATCH as u8).collect::<Vec<_>>());
-        assert!(
-            inbox
-                .datagrams()
-                .all(|d| d.peer == client.local_addr().unwrap())
-        );
+        let from = client.local_addr().unwrap();
+        assert!(inbox.datagrams().all(|d| d.peer == from));
         assert_eq!(inbox.receive(&server).unwrap(), 3);
     }
 
@@ -258,11 +255,8 @@ mod tests {
 
     #[test]
     fn replies_to_several_peers_go_out_in_one_call() {
-        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let (a, b) = (
-            UdpSocket::bind("127.0.0.1:0").unwrap(),
-            UdpSocket::bind("127.0.0.1:0").unwrap(),
-        );
+        let bind = || UdpSocket::bind("127.0.0.1:0").unwrap();
+        let (server, a, b) = (bind(), bind(), bind());
         let mut outbox = Outbox::default();
         outbox.push(&server, b"to a".to_vec(), a.local_addr().unwrap());
         outbox.push(&server, b"to b".to_vec(), b.local_addr().unwrap());

@@ -271,11 +271,8 @@ mod tests {
         let probe = Message::from_vec(&buf[..len]).unwrap();
         assert_eq!(probe.queries[0].query_type(), RecordType::NS);
         if answer {
-            let mut reply = Message::error_msg(
-                probe.metadata.id,
-                probe.metadata.op_code,
-                ResponseCode::Refused,
-            );
+            let (id, op_code) = (probe.metadata.id, probe.metadata.op_code);
+            let mut reply = Message::error_msg(id, op_code, ResponseCode::Refused);
             reply.queries = probe.queries.clone();
             peer.send_to(&reply.to_vec().unwrap(), from).await.unwrap();
         }

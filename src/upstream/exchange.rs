@@ -459,10 +459,8 @@ mod tests {
 
     fn query() -> Vec<u8> {
         let mut msg = Message::query();
-        msg.add_query(Query::query(
-            Name::from_ascii("www.example.org.").unwrap(),
-            RecordType::A,
-        ));
+        let name = Name::from_ascii("www.example.org.").unwrap();
+        msg.add_query(Query::query(name, RecordType::A));
         msg.to_vec().unwrap()
     }
 
@@ -480,16 +478,10 @@ mod tests {
             assert!(acceptable(&error_without_question(&sent, rcode), id, &sent));
         }
         // A NOERROR reply must echo the question.
-        assert!(!acceptable(
-            &error_without_question(&sent, ResponseCode::NoError),
-            id,
-            &sent
-        ));
-        assert!(!acceptable(
-            &error_without_question(&sent, ResponseCode::Refused),
-            id.wrapping_add(1),
-            &sent
-        ));
+        let noerror = error_without_question(&sent, ResponseCode::NoError);
+        assert!(!acceptable(&noerror, id, &sent));
+        let refused = error_without_question(&sent, ResponseCode::Refused);
+        assert!(!acceptable(&refused, id.wrapping_add(1), &sent));
     }
 
     #[test]
@@ -511,11 +503,8 @@ mod tests {
         reply.queries = request.queries.clone();
         let name = reply.queries[0].name().clone();
         for i in 0..count {
-            reply.add_answer(Record::from_rdata(
-                name.clone(),
-                60,
-                RData::A(A::new(192, 0, 2, i)),
-            ));
+            let address = RData::A(A::new(192, 0, 2, i));
+            reply.add_answer(Record::from_rdata(name.clone(), 60, address));
         }
         reply.to_vec().unwrap()
     }

@@ -77,10 +77,8 @@ mod tests {
 
     fn query(edns: bool) -> Vec<u8> {
         let mut msg = Message::query();
-        msg.add_query(Query::query(
-            Name::from_ascii("x.cluster.c.").unwrap(),
-            RecordType::A,
-        ));
+        let name = Name::from_ascii("x.cluster.c.").unwrap();
+        msg.add_query(Query::query(name, RecordType::A));
         if edns {
             msg.set_edns(Edns::new());
         }

@@ -145,10 +145,8 @@ mod tests {
 
     fn query(name: &str, payload: Option<u16>) -> Vec<u8> {
         let mut msg = Message::query();
-        msg.add_query(Query::query(
-            Name::from_ascii(name).unwrap(),
-            RecordType::SRV,
-        ));
+        let name = Name::from_ascii(name).unwrap();
+        msg.add_query(Query::query(name, RecordType::SRV));
         if let Some(payload) = payload {
             let mut edns = Edns::new();
             edns.set_max_payload(payload);
@@ -193,14 +191,10 @@ mod tests {
         let memory = Truncated::default();
         let big = query("_mongodb._tcp.mongo.db.svc.cluster.local.", Some(1232));
         learn(&memory, &big, Some(&answer(3000, true)));
-        assert!(!remembers(
-            &memory,
-            &query("_pg._tcp.pg.db.svc.cluster.local.", Some(1232))
-        ));
-        assert!(!remembers(
-            &memory,
-            &query("_mongodb._tcp.mongo.db.svc.cluster.local.", None)
-        ));
+        let another = query("_pg._tcp.pg.db.svc.cluster.local.", Some(1232));
+        assert!(!remembers(&memory, &another));
+        let without_edns = query("_mongodb._tcp.mongo.db.svc.cluster.local.", None);
+        assert!(!remembers(&memory, &without_edns));
         assert!(
             !remembers(&memory, b"\0\0"),
             "no question: nothing to remember"

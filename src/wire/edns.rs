@@ -285,17 +285,15 @@ pub fn without_options(msg: &[u8], drop: impl Fn(u16) -> bool) -> Option<Vec<u8>
 #[cfg(test)]
 mod tests {
     use hickory_proto::op::{Edns, Message, Query};
-    use hickory_proto::rr::rdata::opt::EdnsOption;
+    use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
     use hickory_proto::rr::{Name, RecordType};
 
     use super::*;
 
     fn query_with(options: &[(u16, &[u8])]) -> Vec<u8> {
         let mut msg = Message::query();
-        msg.add_query(Query::query(
-            Name::from_ascii("a.example.").unwrap(),
-            RecordType::A,
-        ));
+        let name = Name::from_ascii("a.example.").unwrap();
+        msg.add_query(Query::query(name, RecordType::A));
         let mut edns = Edns::new();
         for (code, data) in options {
             edns.options_mut()
@@ -339,14 +337,8 @@ mod tests {
         assert!(info.options.contains(OPTION_NSID));
         let shared = without_options(&relayed, is_per_client_option).unwrap();
         assert!(!opt(&shared).unwrap().unwrap().options.contains(OPTION_NSID));
-        assert!(
-            Message::from_vec(&shared)
-                .unwrap()
-                .edns
-                .unwrap()
-                .option(hickory_proto::rr::rdata::opt::EdnsCode::Unknown(65001))
-                .is_some()
-        );
+        let edns = Message::from_vec(&shared).unwrap().edns.unwrap();
+        assert!(edns.option(EdnsCode::Unknown(65001)).is_some());
     }
 
     #[test]

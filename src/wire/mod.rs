@@ -106,11 +106,8 @@ mod tests {
         let name = Name::from_ascii("Mongo-0.mongo.db.svc.cluster.local.").unwrap();
         let mut msg = Message::response(0x1234, hickory_proto::op::OpCode::Query);
         msg.add_query(Query::query(name.clone(), RecordType::A));
-        msg.add_answer(Record::from_rdata(
-            name.clone(),
-            30,
-            RData::A(A::new(10, 1, 0, 1)),
-        ));
+        let answer = Record::from_rdata(name.clone(), 30, RData::A(A::new(10, 1, 0, 1)));
+        msg.add_answer(answer);
         msg.add_additional(Record::from_rdata(name, 7, RData::A(A::new(10, 1, 0, 2))));
         msg.set_edns(hickory_proto::op::Edns::new());
         msg.to_vec().unwrap()
@@ -140,18 +137,15 @@ mod tests {
 
     #[test]
     fn questions_compare_ignoring_case() {
+        let same = |a: &[u8], b: &[u8]| {
+            same_question(first_question(a).unwrap(), first_question(b).unwrap())
+        };
         let a = sample();
         let mut b = sample();
         b[HEADER_LEN + 1] = b'm';
-        assert!(same_question(
-            first_question(&a).unwrap(),
-            first_question(&b).unwrap()
-        ));
+        assert!(same(&a, &b));
         b[HEADER_LEN + 2] = b'x';
-        assert!(!same_question(
-            first_question(&a).unwrap(),
-            first_question(&b).unwrap()
-        ));
+        assert!(!same(&a, &b));
     }
 
     #[test]

@@ -353,15 +353,8 @@ mod tests {
         let mut msg = Message::response(0x1234, OpCode::Query);
         msg.metadata.authoritative = true;
         msg.add_query(Query::query(name("Mongo.DB.cluster.b."), RecordType::ANY));
-        let soa = SOA::new(
-            name("ns.dns.cluster.b."),
-            name("hostmaster.cluster.b."),
-            7,
-            1,
-            2,
-            3,
-            5,
-        );
+        let (ns, hostmaster) = (name("ns.dns.cluster.b."), name("hostmaster.cluster.b."));
+        let soa = SOA::new(ns.clone(), hostmaster, 7, 1, 2, 3, 5);
         for data in [
             RData::A(A::new(10, 0, 0, 1)),
             RData::AAAA(AAAA::from(Ipv6Addr::LOCALHOST)),
@@ -374,14 +367,9 @@ mod tests {
             msg.add_answer(record("Mongo.DB.cluster.b.", data));
         }
         msg.add_authority(record("cluster.b.", RData::SOA(soa)));
-        msg.add_authority(record(
-            "cluster.b.",
-            RData::NS(NS(name("ns.dns.cluster.b."))),
-        ));
-        msg.add_additional(record(
-            "mongo-0.Mongo.DB.cluster.b.",
-            RData::A(A::new(10, 0, 0, 2)),
-        ));
+        msg.add_authority(record("cluster.b.", RData::NS(NS(ns))));
+        let glue = RData::A(A::new(10, 0, 0, 2));
+        msg.add_additional(record("mongo-0.Mongo.DB.cluster.b.", glue));
         msg.set_edns(Edns::new());
         let bytes = written(&msg);
         let read = Message::from_vec(&bytes).unwrap();
