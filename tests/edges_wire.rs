@@ -340,7 +340,6 @@ async fn raw_udp_upstream(records: u8) -> (std::net::SocketAddr, tokio::task::Jo
 /// none concludes the server lacks EDNS (systemd-resolved then downgrades the server's feature
 /// level, and DO with it).
 #[tokio::test]
-#[ignore = "bug: the fallback cut (cut_to_question) drops the OPT record of an EDNS client"]
 async fn a_cut_that_cannot_reencode_keeps_the_clients_opt_record() {
     let (upstream, task) = raw_udp_upstream(90).await;
     let upstreams = upstream.to_string();

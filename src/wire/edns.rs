@@ -2,7 +2,7 @@
 //! version, DO bit, and which options it carries; and removing options without parsing the
 //! rest of the message, so options meshdns does not use pass through byte for byte.
 
-use super::header::{HEADER_LEN, count};
+use super::header::{HEADER_LEN, TC_BIT, count, first_question};
 use super::records::{RecordAt, Section, TYPE_OPT, for_each_record, record_at};
 
 /// NSID (RFC 5001): the server's identity, for the client that asked.
@@ -198,6 +198,27 @@ fn push_option(out: &mut Vec<u8>, code: u16, len: u16, data: &[u8]) {
     out.extend_from_slice(&code.to_be_bytes());
     out.extend_from_slice(&len.to_be_bytes());
     out.extend_from_slice(data);
+}
+
+/// `reply` cut to its header, first question and OPT record, with TC set and nothing else: a
+/// reply that cannot go out whole and cannot be trimmed record by record, which tells the
+/// client to ask again over TCP. The OPT record stays (RFC 6891 §7: a reply to a query that
+/// carried one carries one; a client that gets none may take the server for one without EDNS);
+/// its owner is the root, so its bytes move as they are. A reply without a readable question
+/// keeps only its header (and OPT record).
+pub fn cut_to_question(reply: &[u8]) -> Vec<u8> {
+    let question = first_question(reply).unwrap_or_default();
+    let opt = (first_opt(reply).flatten())
+        .and_then(|record| reply.get(record.start..record.end()))
+        .unwrap_or_default();
+    let mut cut = Vec::with_capacity(HEADER_LEN + question.len() + opt.len());
+    cut.extend_from_slice(reply.get(..HEADER_LEN).unwrap_or(&[0; HEADER_LEN]));
+    cut[2] |= TC_BIT;
+    let (questions, additionals) = (u8::from(!question.is_empty()), u8::from(!opt.is_empty()));
+    cut[4..HEADER_LEN].copy_from_slice(&[0, questions, 0, 0, 0, 0, 0, additionals]);
+    cut.extend_from_slice(question);
+    cut.extend_from_slice(opt);
+    cut
 }
 
 /// `msg` without its OPT record (ARCOUNT lowered), taken out in place: a reply to a query

@@ -6,7 +6,7 @@ use super::name::skip_plain_name;
 pub const HEADER_LEN: usize = 12;
 
 const QR_BIT: u8 = 0x80;
-const TC_BIT: u8 = 0x02;
+pub(super) const TC_BIT: u8 = 0x02;
 const RD_BIT: u8 = 0x01;
 const CD_BIT: u8 = 0x10;
 const AD_BIT: u8 = 0x20;
@@ -147,17 +147,4 @@ pub fn with_question(reply: &[u8], question: &[u8]) -> Option<Vec<u8>> {
     out.extend_from_slice(question);
     out.extend_from_slice(&reply[HEADER_LEN..]);
     Some(out)
-}
-
-/// `reply` cut to its header and first question, with TC set and no other section: a reply
-/// that cannot go out whole and cannot be trimmed record by record, which tells the client to
-/// ask again over TCP. A reply without a readable question keeps only its header.
-pub fn cut_to_question(reply: &[u8]) -> Vec<u8> {
-    let question = first_question(reply).unwrap_or_default();
-    let mut cut = Vec::with_capacity(HEADER_LEN + question.len());
-    cut.extend_from_slice(reply.get(..HEADER_LEN).unwrap_or(&[0; HEADER_LEN]));
-    cut[2] |= TC_BIT;
-    cut[4..HEADER_LEN].copy_from_slice(&[0, u8::from(!question.is_empty()), 0, 0, 0, 0, 0, 0]);
-    cut.extend_from_slice(question);
-    cut
 }

@@ -16,15 +16,15 @@ mod writer;
 
 pub use edns::{
     OPTION_CLIENT_SUBNET, OPTION_COOKIE, OPTION_LOOP_MARKER, OPTION_NSID, OPTION_PADDING,
-    OPTION_TCP_KEEPALIVE, OptInfo, OptionSet, PlainQuery, for_each_option, has_option,
-    is_hop_by_hop_option, is_per_client_option, opt, plain_query, with_option, without_opt,
-    without_options,
+    OPTION_TCP_KEEPALIVE, OptInfo, OptionSet, PlainQuery, cut_to_question, for_each_option,
+    has_option, is_hop_by_hop_option, is_per_client_option, opt, plain_query, with_option,
+    without_opt, without_options,
 };
 pub use header::{
     HEADER_LEN, RCODE_NOERROR, RCODE_NXDOMAIN, RCODE_SERVFAIL, authentic_data, checking_disabled,
-    clear_unasked_ad, copy_request_bits, cut_to_question, first_question, first_question_name, id,
-    is_response, is_truncated, opcode, question_count, question_name, question_type, rcode,
-    same_question, set_id, with_question,
+    clear_unasked_ad, copy_request_bits, first_question, first_question_name, id, is_response,
+    is_truncated, opcode, question_count, question_name, question_type, rcode, same_question,
+    set_id, with_question,
 };
 pub use name::{MAX_NAME, find_suffix, is_label_start, is_plain_name, lowercase_name, walk_name};
 pub use records::{
