@@ -615,8 +615,9 @@ impl Cache {
         self.lock().advance(generation);
     }
 
-    /// New bounds and TTL policy (a reload): entries beyond the new size are evicted now;
-    /// entries kept keep the TTLs they were stored with.
+    /// New bounds and TTL policy (a reload): entries beyond the new size are evicted now; a
+    /// lowered TTL cap cuts the TTLs of the entries kept (no reply carries a TTL above the cap
+    /// in force).
     pub fn reconfigure(&self, config: &CacheConfig) {
         let mut store = self.lock();
         let evicted = store.reconfigure(config, byte_budget(config.size), Instant::now());

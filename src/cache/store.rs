@@ -19,7 +19,9 @@ use tokio::time::Instant;
 
 use super::Generation;
 use super::key::CacheKey;
+use super::policy::{self, Worth};
 use crate::config::CacheConfig;
+use crate::wire;
 
 const NIL: u32 = u32::MAX;
 
@@ -336,8 +338,13 @@ impl Store {
     /// New bounds and TTL policy, applied at once (entries beyond the bounds are evicted);
     /// returns how many entries were evicted.
     pub fn reconfigure(&mut self, config: &CacheConfig, byte_budget: usize, now: Instant) -> u64 {
+        let lowered =
+            config.max_ttl < self.config.max_ttl || config.negative_ttl < self.config.negative_ttl;
         self.config = config.clone();
         self.byte_budget = byte_budget;
+        if lowered {
+            self.cap_ttls();
+        }
         let mut evicted = 0;
         while self.len() > self.capacity() || self.bytes > self.byte_budget {
             let Some(victim) = self.victim(now, None) else {
@@ -347,6 +354,31 @@ impl Store {
             evicted += 1;
         }
         evicted
+    }
+
+    /// A lowered TTL cap holds for the answers kept too: each one's TTL, and the TTLs in its
+    /// bytes, are cut to what the rules in force give it (the stored TTLs are the received ones
+    /// cut to the old cap, so the rules read them as they would the received reply). Walks every
+    /// entry, but only at a reload that lowers a cap.
+    fn cap_ttls(&mut self) {
+        for &slot in self.index.values() {
+            let entry = &mut self.slots[slot as usize].entry;
+            let ttl = match policy::worth(&entry.bytes, &self.config) {
+                Some(Worth::Answer(ttl)) => ttl,
+                Some(Worth::Failure) => continue,
+                None => Duration::ZERO, // expired at once under the new cap
+            };
+            let Some(records_at) = wire::questions_end(&entry.bytes).filter(|_| ttl < entry.ttl)
+            else {
+                continue;
+            };
+            let secs = u32::try_from(ttl.as_secs()).unwrap_or(u32::MAX);
+            let mut capped = entry.bytes.to_vec();
+            wire::rewrite_ttls(&entry.bytes, &mut capped, records_at, |stored| {
+                stored.min(secs)
+            });
+            (entry.bytes, entry.ttl) = (Arc::from(capped), ttl);
+        }
     }
 
     fn push_front(&mut self, slot: u32, segment: Segment) {

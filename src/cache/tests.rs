@@ -314,6 +314,39 @@ async fn negative_ttl_is_the_soa_minimum_capped_by_negative_ttl() {
     assert_eq!(look(&cache, &nodata), Lookup::Miss);
 }
 
+/// The caps are live: a reload that lowers one holds for what is cached already.
+#[tokio::test(start_paused = true)]
+async fn a_reload_that_lowers_a_cap_cuts_the_ttls_of_the_entries_kept() {
+    let minute = Duration::from_secs(60);
+    let cache = fixture(CacheConfig {
+        negative_ttl: minute,
+        ..config(100)
+    })
+    .cache;
+    let positive = query_a("a.example.");
+    put(&cache, &positive, &answer(&positive, &[600]));
+    let nodata = query("a.example.", RecordType::AAAA, None, false);
+    put(
+        &cache,
+        &nodata,
+        &negative(&nodata, ResponseCode::NoError, 600, 300),
+    );
+    assert_eq!(ttls(&fresh(&cache, &nodata).0), [60]);
+    cache.reconfigure(&CacheConfig {
+        max_ttl: Duration::from_secs(30),
+        ..config(100)
+    });
+    assert_eq!(ttls(&fresh(&cache, &positive).0), [30]);
+    assert_eq!(
+        ttls(&fresh(&cache, &nodata).0),
+        [5],
+        "the negative cap, 5 s"
+    );
+    advance(5 * SECOND).await;
+    assert_eq!(look(&cache, &nodata), Lookup::Miss);
+    assert!(is_cached(&cache, &positive));
+}
+
 #[tokio::test(start_paused = true)]
 async fn negative_answers_without_soa_truncated_refused_and_failures_are_not_inserted() {
     let cache = cache(100);
