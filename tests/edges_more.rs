@@ -14,9 +14,9 @@ async fn ask(meshdns: &Meshdns, name: &str, rtype: RecordType) -> Reply {
     udp(meshdns.addr, &with_edns(query(name, rtype), 1232)).await
 }
 
-/// The pod's own `svc` name follows the local cluster domain (DESIGN.md, "The pod's own
-/// names": `HOST.SUB.NS.svc.<domain>`; docs/design.md: "a reload keeps the identity read at
-/// startup, while the names follow the zones"): after a reload that changes
+/// The pod's own `svc` name follows the local cluster domain (docs/design.md, "The pod's own
+/// names": `HOST.SUB.NS.svc.<domain>`; a reload keeps the identity read at startup, while the
+/// names follow the zones and the cluster domain): after a reload that changes
 /// `MESHDNS_CLUSTER_DOMAIN` (a live variable), the name under the old domain is no name of
 /// the pod's and goes to kube-dns; the one under the new domain is answered locally.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

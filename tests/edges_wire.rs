@@ -68,9 +68,8 @@ async fn replace(fake: FakeDns, by: FakeDnsBuilder) -> FakeDns {
 /// The name was cached (TTL 1 s), then removed: kube-dns now answers NXDOMAIN, but without an
 /// SOA (nothing to cache it by, RFC 2308 §5). When kube-dns then stops answering, the old
 /// address must not come back as a stale answer: the upstream said "no such name" after it
-/// (brief: "a stale answer never served when the upstream answered NXDOMAIN just now";
-/// DESIGN.md "Distributed zones": "a removed member must not come back"; RFC 8767 §4 serves
-/// stale data only as the freshest there is).
+/// (docs/design.md, "Cache": an answer that is not kept still replaces what was known; RFC
+/// 8767 §4 serves stale data only as the freshest there is).
 #[tokio::test(start_paused = true)]
 async fn a_name_the_upstream_just_said_is_gone_never_comes_back_stale() {
     let gone = Answer {
@@ -143,7 +142,7 @@ async fn an_address_replaced_by_a_ttl_0_answer_never_comes_back_stale() {
 
 /// A CNAME whose target has no record of the type asked (NOERROR, the CNAME in the answer,
 /// the target zone's SOA in authority) is a negative answer (RFC 2308 §2.2): it is cached no
-/// longer than `MESHDNS_CACHE_NEGATIVE_TTL` (DESIGN.md, "Cache"), whatever the CNAME's TTL.
+/// longer than `MESHDNS_CACHE_NEGATIVE_TTL` (docs/design.md, "Cache"), whatever the CNAME's TTL.
 /// Once the record appears, it is seen after the negative cap, not after the CNAME's TTL.
 #[tokio::test(start_paused = true)]
 async fn a_cname_to_nodata_is_cached_no_longer_than_the_negative_cap() {
@@ -177,7 +176,7 @@ async fn a_cname_to_nodata_is_cached_no_longer_than_the_negative_cap() {
     assert_eq!(later.msg.answers.len(), 2, "{:?}", later.answer_lines());
 }
 
-/// `MESHDNS_CACHE_MAX_TTL` caps every record a reply carries (DESIGN.md, "Cache": "Replies
+/// `MESHDNS_CACHE_MAX_TTL` caps every record a reply carries (docs/design.md, "Cache": "Replies
 /// carry the capped TTLs"), the authority and additional sections too, on the miss that
 /// fetched it and on a hit: a client never holds the delegation or the glue longer than
 /// meshdns would hold the answer.
@@ -336,7 +335,7 @@ async fn raw_udp_upstream(records: u8) -> (std::net::SocketAddr, tokio::task::Jo
 /// A cached answer too big for a client's UDP size is cut for it; when the cut cannot re-encode
 /// the answer (a record hickory rejects), the reply still carries an OPT record, because the
 /// client sent one (RFC 6891 §7: a responder "MUST include an OPT record" in its response to
-/// a query with one; brief: "never an OPT dropped when the client sent one"). A stub that gets
+/// a query with one). A stub that gets
 /// none concludes the server lacks EDNS (systemd-resolved then downgrades the server's feature
 /// level, and DO with it).
 #[tokio::test]
@@ -486,8 +485,8 @@ async fn an_unknown_edns_option_of_the_client_is_never_echoed() {
 
 /// `MESHDNS_CACHE_MAX_TTL` is live (README.md: "cap on positive TTLs | live"): after a reload
 /// lowers it, no reply carries a TTL above the cap in force — an entry stored under the old
-/// cap is served with its TTLs cut to the new one, and expires by it (brief: "a TTL that …
-/// exceeds the cap" is a wrong answer; DESIGN.md "Cache": positive TTL capped by it).
+/// cap is served with its TTLs cut to the new one, and expires by it (docs/design.md,
+/// "Cache": both caps are live).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_reload_lowers_the_max_ttl_no_reply_carries_a_ttl_above_it() {
     use support::configmap::ConfigMapDir;
@@ -522,9 +521,9 @@ async fn after_a_reload_lowers_the_max_ttl_no_reply_carries_a_ttl_above_it() {
 /// The same for one leg of a gathered answer: cluster b had service `mongo` (its SRV answer
 /// cached for b's leg), then deleted it — b answers NXDOMAIN without an SOA, which the leg
 /// cache does not keep. When b then fails, its failed leg must not be filled with
-/// the SRV set it had before it said the service is gone (DESIGN.md, "Distributed zones": "a
-/// removed member must not come back"; the stale fill is for a cluster whose last word was
-/// an answer).
+/// the SRV set it had before it said the service is gone (docs/design.md, "Distributed
+/// zones": a member removed from its cluster must not come back; the stale fill is for a
+/// cluster whose last word was an answer).
 #[tokio::test(start_paused = true)]
 async fn a_service_a_cluster_just_said_is_gone_never_fills_its_failed_leg() {
     let srv = "_mongodb._tcp.mongo.db.svc.cluster.local.";
@@ -632,8 +631,9 @@ async fn a_cut_reply_keeps_the_clients_id_question_spelling_and_flags() {
 
 /// A reload in the middle of a pipelined batch on one TCP connection (RFC 7766 §6.2.1.1):
 /// every query gets its own complete reply; those read before the reload are answered on the
-/// configuration they started on (the old kube-dns, DESIGN.md "Live configuration": "applied
-/// without dropping a query"), those read after on the new one — never a mix, never a drop.
+/// configuration they started on (the old kube-dns, docs/design.md "Live configuration":
+/// "applied without dropping a query"), those read after on the new one — never a mix, never
+/// a drop.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_in_the_middle_of_a_pipelined_batch_drops_and_mixes_nothing() {
     use support::configmap::ConfigMapDir;
