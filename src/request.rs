@@ -500,10 +500,11 @@ mod tests {
         assert!(matches!(look(&response), Inspected::Drop));
     }
 
-    /// `query()` with `options` in its OPT record (payload 1232, DO set).
+    /// `query()` with `options` in its OPT record (payload 1232, DO set), and RD clear: a peer
+    /// gets the client's RD as it is, a gathered leg always asks for recursion.
     fn with_options(options: &[(u16, &[u8])]) -> Vec<u8> {
         let mut msg = query();
-        msg.metadata.recursion_desired = true;
+        msg.metadata.recursion_desired = false;
         let mut edns = Edns::new();
         edns.set_max_payload(1232);
         edns.set_dnssec_ok(true);
@@ -564,7 +565,7 @@ mod tests {
         let mut renamed = name.clone();
         renamed[1] = b'b';
         for (sent, rd, payload) in [
-            (request.for_peer(&renamed).unwrap(), true, 1232),
+            (request.for_peer(&renamed).unwrap(), false, 1232),
             (
                 request.for_leg(&renamed).unwrap(),
                 true,
