@@ -202,15 +202,19 @@ fn push_option(out: &mut Vec<u8>, code: u16, len: u16, data: &[u8]) {
 
 /// `reply` cut to its header, first question and OPT record, with TC set and nothing else: a
 /// reply that cannot go out whole and cannot be trimmed record by record, which tells the
-/// client to ask again over TCP. The OPT record stays (RFC 6891 §7: a reply to a query that
-/// carried one carries one; a client that gets none may take the server for one without EDNS);
-/// its owner is the root, so its bytes move as they are. A reply without a readable question
-/// keeps only its header (and OPT record).
+/// client to ask again over TCP. An OPT record stays (RFC 6891 §7: a reply to a query that
+/// carried one carries one; a client that gets none may take the server for one without EDNS)
+/// with its UDP size, extended RCODE, version and flags, but without options: those of a reply
+/// that could not be re-encoded may not parse. A reply without a readable question keeps only
+/// its header (and OPT record).
 pub fn cut_to_question(reply: &[u8]) -> Vec<u8> {
     let question = first_question(reply).unwrap_or_default();
-    let opt = (first_opt(reply).flatten())
-        .and_then(|record| reply.get(record.start..record.end()))
-        .unwrap_or_default();
+    let opt = first_opt(reply).flatten().map(|record| {
+        let ([class_hi, class_lo], [t0, t1, t2, t3]) =
+            (record.class.to_be_bytes(), record.ttl.ttl.to_be_bytes());
+        [0, 0, TYPE_OPT as u8, class_hi, class_lo, t0, t1, t2, t3, 0, 0]
+    });
+    let opt = opt.as_ref().map_or(&[][..], |opt| &opt[..]);
     let mut cut = Vec::with_capacity(HEADER_LEN + question.len() + opt.len());
     cut.extend_from_slice(reply.get(..HEADER_LEN).unwrap_or(&[0; HEADER_LEN]));
     cut[2] |= TC_BIT;
