@@ -209,19 +209,20 @@ fn push_option(out: &mut Vec<u8>, code: u16, len: u16, data: &[u8]) {
 /// its header (and OPT record).
 pub fn cut_to_question(reply: &[u8]) -> Vec<u8> {
     let question = first_question(reply).unwrap_or_default();
-    let opt = first_opt(reply).flatten().map(|record| {
-        let ([class_hi, class_lo], [t0, t1, t2, t3]) =
-            (record.class.to_be_bytes(), record.ttl.ttl.to_be_bytes());
-        [0, 0, TYPE_OPT as u8, class_hi, class_lo, t0, t1, t2, t3, 0, 0]
-    });
-    let opt = opt.as_ref().map_or(&[][..], |opt| &opt[..]);
+    let opt: Vec<u8> = (first_opt(reply).flatten())
+        .map(|record| {
+            // The root, type OPT, the UDP size and the TTL field as they are, no RDATA.
+            let (class, ttl) = (record.class.to_be_bytes(), record.ttl.ttl.to_be_bytes());
+            [&[0][..], &TYPE_OPT.to_be_bytes(), &class, &ttl, &[0, 0]].concat()
+        })
+        .unwrap_or_default();
     let mut cut = Vec::with_capacity(HEADER_LEN + question.len() + opt.len());
     cut.extend_from_slice(reply.get(..HEADER_LEN).unwrap_or(&[0; HEADER_LEN]));
     cut[2] |= TC_BIT;
     let (questions, additionals) = (u8::from(!question.is_empty()), u8::from(!opt.is_empty()));
     cut[4..HEADER_LEN].copy_from_slice(&[0, questions, 0, 0, 0, 0, 0, additionals]);
     cut.extend_from_slice(question);
-    cut.extend_from_slice(opt);
+    cut.extend_from_slice(&opt);
     cut
 }
 
