@@ -7,10 +7,11 @@
 mod support;
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
-use support::{Meshdns, query, udp};
+use support::{Answer, FakeDns, Meshdns, query, rr, udp};
 use tokio::net::UdpSocket;
 
 /// Where the question's type lies in `message`: after the header and the question's name
@@ -66,4 +67,48 @@ async fn a_reply_whose_question_type_differs_by_the_case_bit_is_not_accepted() {
         ResponseCode::NXDomain,
         "the reply to the HTTPS question, not the one about TYPE97"
     );
+}
+
+/// The endpoint name of cluster b in [`resolutions_of_an_endpoint_name`].
+const ENDPOINT_NAME: &str = "dns-b.example.test.";
+
+/// How many times meshdns asks kube-dns for cluster b's endpoint name (A) in its first 21 s,
+/// kube-dns answering it with 127.0.0.1 and `ttl`.
+async fn resolutions_of_an_endpoint_name(ttl: u32) -> usize {
+    let mut record = rr::a(ENDPOINT_NAME, [127, 0, 0, 1]);
+    record.ttl = ttl;
+    let kube = FakeDns::builder()
+        .answer(ENDPOINT_NAME, RecordType::A, Answer::records([record]))
+        .answer(
+            ENDPOINT_NAME,
+            RecordType::AAAA,
+            Answer::nodata("example.test."),
+        )
+        .start()
+        .await;
+    let _meshdns = Meshdns::in_cluster_a(&kube, "b=dns-b.example.test:30053").await;
+    tokio::time::sleep(Duration::from_secs(21)).await;
+    kube.seen()
+        .iter()
+        .filter(|seen| seen.rtype == RecordType::A && seen.name == ENDPOINT_NAME)
+        .count()
+}
+
+/// An endpoint name is re-resolved when its TTL runs out, clamped to 5 s … 5 min
+/// (docs/design.md, "Configuration": "re-resolved when its TTL runs out (clamped to 5 s … 5
+/// min)"): a 1 s TTL is asked again every 5 s.
+#[tokio::test(start_paused = true)]
+async fn an_endpoint_name_with_a_short_ttl_is_re_resolved_every_five_seconds() {
+    let asked = resolutions_of_an_endpoint_name(1).await;
+    assert!((4..=6).contains(&asked), "asked {asked} times in 21 s");
+}
+
+/// A TTL with its top bit set counts as 0 (RFC 2181 §8; docs/design.md, "Cache"), so an
+/// endpoint name answered with one is re-resolved at the 5 s floor, not held for the 5 min
+/// ceiling as if the TTL were 68 years.
+#[tokio::test(start_paused = true)]
+#[ignore = "bug: names::resolve clamps a TTL with its top bit set to MAX_TTL (5 min) instead of counting it as 0"]
+async fn an_endpoint_name_whose_ttl_has_the_top_bit_set_is_re_resolved_at_the_floor() {
+    let asked = resolutions_of_an_endpoint_name(0x8000_0000).await;
+    assert!((4..=6).contains(&asked), "asked {asked} times in 21 s");
 }
