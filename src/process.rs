@@ -133,7 +133,7 @@ pub fn resolve_endpoint_names(config: &Config) -> Resolved {
             let Endpoint::Name { host, port } = &endpoint else {
                 continue;
             };
-            let result = names::resolve(&local, host, *port)
+            let result = names::resolve(&local, host, *port, &[])
                 .await
                 .map(|(addrs, _)| addrs)
                 .map_err(|e| e.to_string());

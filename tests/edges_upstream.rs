@@ -1,5 +1,7 @@
 //! Edges of the upstream exchange, found by a review of `src/upstream/`: each test is named
-//! after what must hold; an ignored one reproduces a bug (its reason says which).
+//! after what must hold; three reproduced a bug (a reply whose question type differed by the
+//! 0x20 bit accepted; an endpoint name's top-bit TTL held for five minutes; a failed A
+//! question dropping a name's IPv4 endpoints).
 //!
 //! The fakes here are raw sockets on 127.0.0.1 where the shared `FakeDns` cannot say what is
 //! needed (a reply whose question differs from the query in one byte of its type).
@@ -56,7 +58,6 @@ async fn answers_another_type_first(wrong_type: u16) -> SocketAddr {
 /// (RFC 5452 §3: ID, question and source must all match). Type 97 is HTTPS (65) with bit 0x20
 /// set: a comparison that folds ASCII case over the type bytes takes one for the other.
 #[tokio::test]
-#[ignore = "bug: same_question folds ASCII case over the QTYPE/QCLASS bytes, so TYPE97 is accepted for HTTPS (65)"]
 async fn a_reply_whose_question_type_differs_by_the_case_bit_is_not_accepted() {
     let upstream = answers_another_type_first(97).await;
     let list = upstream.to_string();
@@ -107,7 +108,6 @@ async fn an_endpoint_name_with_a_short_ttl_is_re_resolved_every_five_seconds() {
 /// endpoint name answered with one is re-resolved at the 5 s floor, not held for the 5 min
 /// ceiling as if the TTL were 68 years.
 #[tokio::test(start_paused = true)]
-#[ignore = "bug: names::resolve clamps a TTL with its top bit set to MAX_TTL (5 min) instead of counting it as 0"]
 async fn an_endpoint_name_whose_ttl_has_the_top_bit_set_is_re_resolved_at_the_floor() {
     let asked = resolutions_of_an_endpoint_name(0x8000_0000).await;
     assert!((4..=6).contains(&asked), "asked {asked} times in 21 s");
@@ -118,7 +118,6 @@ async fn an_endpoint_name_whose_ttl_has_the_top_bit_set_is_re_resolved_at_the_fl
 /// one half of it: when the A question fails (SERVFAIL) while AAAA answers, the name's IPv4
 /// addresses are not dropped as if the name had lost them.
 #[tokio::test(start_paused = true)]
-#[ignore = "bug: names::resolve takes the AAAA half as the whole answer when the A half fails, dropping the IPv4 endpoints"]
 async fn an_endpoint_name_whose_a_question_fails_once_keeps_its_ipv4_addresses() {
     let mut v4 = rr::a(ENDPOINT_NAME, [127, 0, 0, 1]);
     v4.ttl = 1;

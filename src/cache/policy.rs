@@ -46,7 +46,7 @@ pub fn worth(reply: &[u8], config: &CacheConfig) -> Option<Worth> {
     let mut negative: Option<u32> = None;
     wire::for_each_record(reply, |record| match (record.section, record.rtype) {
         (Section::Answer, _) => {
-            let ttl = ttl_value(record.ttl.ttl);
+            let ttl = wire::ttl_value(record.ttl.ttl);
             min_answer = Some(min_answer.map_or(ttl, |m| m.min(ttl)));
         }
         (Section::Authority, TYPE_SOA) if record.rdata_len >= MIN_SOA_RDATA => {
@@ -54,7 +54,7 @@ pub fn worth(reply: &[u8], config: &CacheConfig) -> Option<Worth> {
             let minimum = reply
                 .get(end - 4..end)
                 .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
-            let ttl = ttl_value(record.ttl.ttl).min(ttl_value(minimum));
+            let ttl = wire::ttl_value(record.ttl.ttl).min(wire::ttl_value(minimum));
             negative = Some(negative.map_or(ttl, |n| n.min(ttl)));
         }
         _ => {}
@@ -71,11 +71,6 @@ pub fn worth(reply: &[u8], config: &CacheConfig) -> Option<Worth> {
         _ => return None,
     };
     (!ttl.is_zero()).then_some(Worth::Answer(ttl))
-}
-
-/// A TTL as RFC 2181 §8 reads it: a value with the top bit set counts as 0.
-fn ttl_value(ttl: u32) -> u32 {
-    if ttl > i32::MAX as u32 { 0 } else { ttl }
 }
 
 /// Whether `reply` answers its question (NOERROR or NXDOMAIN, whole): the upstream's word on

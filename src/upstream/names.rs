@@ -20,6 +20,7 @@ use tokio::time::Instant;
 
 use super::Upstream;
 use super::log_limit::LogLimit;
+use crate::wire;
 
 /// Re-resolved no sooner than this, however short the TTL.
 pub const MIN_TTL: Duration = Duration::from_secs(5);
@@ -54,11 +55,14 @@ pub struct ResolutionCounters {
 }
 
 /// The addresses `host` has now and how long they may be used (the smallest TTL, clamped),
-/// asked of `local` as A and AAAA at once.
+/// asked of `local` as A and AAAA at once. When one of the two questions fails, the addresses
+/// of that family in `last` (the last good ones) stay, and the result holds for [`MIN_TTL`]
+/// only: one failed question is no news that the name lost that family.
 pub async fn resolve(
     local: &Upstream,
     host: &Name,
     port: u16,
+    last: &[SocketAddr],
 ) -> Result<(Vec<SocketAddr>, Duration), ResolutionError> {
     let deadline = Instant::now() + RESOLUTION_TIMEOUT;
     let (v4, v6) = tokio::join!(
@@ -66,19 +70,26 @@ pub async fn resolve(
         ask(local, host, RecordType::AAAA, deadline)
     );
     let mut records = Vec::new();
+    let mut kept = Vec::new();
     let mut first_error = None;
-    for answer in [v4, v6] {
+    for (answer, ipv4) in [(v4, true), (v6, false)] {
         match answer {
             Ok(found) => records.extend(found),
-            Err(error) => first_error = first_error.or(Some(error)),
+            Err(error) => {
+                kept.extend(last.iter().filter(|addr| addr.is_ipv4() == ipv4));
+                first_error = first_error.or(Some(error));
+            }
         }
     }
-    let Some(ttl) = records.iter().map(|(_, ttl)| *ttl).min() else {
+    let Some(ttl) = records.iter().map(|(_, ttl)| wire::ttl_value(*ttl)).min() else {
         return Err(first_error.unwrap_or(ResolutionError::NoAddress));
     };
+    let ttl = match first_error {
+        Some(_) => MIN_TTL,
+        None => Duration::from_secs(u64::from(ttl)).clamp(MIN_TTL, MAX_TTL),
+    };
     let addrs = (records.into_iter()).map(|(ip, _)| SocketAddr::new(ip, port));
-    let ttl = Duration::from_secs(u64::from(ttl)).clamp(MIN_TTL, MAX_TTL);
-    Ok((addrs.collect(), ttl))
+    Ok((addrs.chain(kept).collect(), ttl))
 }
 
 /// The addresses of one type, each with its TTL; a NODATA answer is an empty list.
@@ -127,12 +138,14 @@ pub async fn keep_resolved(
 ) {
     let log = LogLimit::default();
     let mut retry = MIN_TTL;
+    let mut last = Vec::new();
     loop {
-        let wait = match resolve(&local, &host, port).await {
+        let wait = match resolve(&local, &host, port, &last).await {
             Ok((addrs, ttl)) => {
                 counters.ok.inc();
                 retry = MIN_TTL;
                 let Some(group) = group.upgrade() else { return };
+                last.clone_from(&addrs);
                 group.set_resolved(index, addrs);
                 ttl
             }

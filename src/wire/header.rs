@@ -123,7 +123,8 @@ pub fn question_type(question: &[u8]) -> Option<u16> {
 /// Whether two question sections are the same question: names compared ignoring ASCII case
 /// (a server may or may not echo 0x20-mixed case), type and class exactly.
 pub fn same_question(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.eq_ignore_ascii_case(b)
+    let at = a.len().saturating_sub(4);
+    a.len() == b.len() && a[..at].eq_ignore_ascii_case(&b[..at]) && a[at..] == b[at..]
 }
 
 /// `reply` (a response without a question section) with `question` put in, QDCOUNT 1: how an

@@ -29,7 +29,7 @@ pub use header::{
 pub use name::{MAX_NAME, find_suffix, is_label_start, is_plain_name, lowercase_name, walk_name};
 pub use records::{
     RecordAt, Section, TYPE_SOA, TtlField, for_each_record, questions_end, rewrite_ttls, set_ttl,
-    ttl_fields,
+    ttl_fields, ttl_value,
 };
 pub use writer::{Mark, MessageWriter};
 

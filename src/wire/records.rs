@@ -47,6 +47,11 @@ impl RecordAt {
     }
 }
 
+/// A TTL as RFC 2181 §8 reads it: a value with the top bit set counts as 0.
+pub fn ttl_value(ttl: u32) -> u32 {
+    if ttl > i32::MAX as u32 { 0 } else { ttl }
+}
+
 /// The offset just past the question section, or `None` when it does not walk.
 pub fn questions_end(msg: &[u8]) -> Option<usize> {
     let mut at = HEADER_LEN;
