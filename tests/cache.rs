@@ -28,23 +28,18 @@ async fn cached(upstream: &FakeDns, vars: &[(&str, &str)]) -> Meshdns {
     Meshdns::before(upstream, &all).await
 }
 
-fn with_ttl(mut record: Record, ttl: u32) -> Record {
-    record.ttl = ttl;
-    record
-}
-
 /// An upstream that knows [`NAME`] A and AAAA, with TTL `ttl`.
 fn upstream_with_ttl(ttl: u32) -> FakeDnsBuilder {
     FakeDns::builder()
         .answer(
             NAME,
             RecordType::A,
-            Answer::records([with_ttl(rr::a(NAME, [192, 0, 2, 1]), ttl)]),
+            Answer::records([rr::with_ttl(rr::a(NAME, [192, 0, 2, 1]), ttl)]),
         )
         .answer(
             NAME,
             RecordType::AAAA,
-            Answer::records([with_ttl(rr::aaaa(NAME, "2001:db8::1"), ttl)]),
+            Answer::records([rr::with_ttl(rr::aaaa(NAME, "2001:db8::1"), ttl)]),
         )
 }
 
@@ -230,7 +225,7 @@ async fn nxdomain_is_cached_with_the_ttl_capped_by_the_negative_cap() {
 
 #[tokio::test(start_paused = true)]
 async fn an_expired_answer_is_served_stale_when_the_upstream_fails() {
-    let answer = Answer::records([with_ttl(rr::a(NAME, [192, 0, 2, 7]), 1)]);
+    let answer = Answer::records([rr::with_ttl(rr::a(NAME, [192, 0, 2, 7]), 1)]);
     let upstream = FakeDns::builder()
         .on(NAME, RecordType::A, Behaviour::AnswerThenDrop(1, answer))
         .start()
@@ -266,8 +261,8 @@ async fn a_failed_leg_of_a_gathered_answer_is_filled_from_its_stale_answer() {
     let srv_owner = "_mongodb._tcp.mongo.db.svc.cluster.local.";
     let srv_answer = |n: u8, ttl: u32| {
         let pod = "mongo-0.mongo.db.svc.cluster.local.";
-        Answer::records([with_ttl(rr::srv(srv_owner, 27017, pod), ttl)])
-            .additional(with_ttl(rr::a(pod, [10, n, 1, 0]), ttl))
+        Answer::records([rr::with_ttl(rr::srv(srv_owner, 27017, pod), ttl)])
+            .additional(rr::with_ttl(rr::a(pod, [10, n, 1, 0]), ttl))
     };
     let up = |n: u8| FakeDns::builder().answer(srv_owner, RecordType::SRV, srv_answer(n, 30));
     // Cluster c answers once, with TTL 1, then goes silent.

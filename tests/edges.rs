@@ -14,9 +14,7 @@ use std::time::Duration;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
-use support::{
-    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Reply, query, rr, udp, with_edns,
-};
+use support::{Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, ask, query, rr, udp};
 
 /// A name of cluster domain `cluster.local`.
 fn upstream(host: &str) -> String {
@@ -48,18 +46,6 @@ async fn mesh(a: &FakeDns, peers: &[(&str, &FakeDns)], vars: &[(&str, &str)]) ->
     ];
     all.extend_from_slice(vars);
     Meshdns::before(a, &all).await
-}
-
-async fn ask(meshdns: &Meshdns, name: &str, rtype: RecordType) -> Reply {
-    udp(meshdns.addr, &with_edns(query(name, rtype), 1232)).await
-}
-
-/// Replaces the fake `fake` by `by` on the same address (a peer that went down, or changed).
-async fn replace(fake: FakeDns, by: FakeDnsBuilder) -> FakeDns {
-    let addr = fake.addr.to_string();
-    drop(fake);
-    tokio::time::sleep(Duration::from_millis(1)).await; // the stopped fake lets go of its port
-    by.start_on(&addr).await
 }
 
 // --- Gathered answers: stale legs ----------------------------------------------------------
@@ -98,7 +84,7 @@ async fn a_service_named_like_a_prefix_is_never_nxdomain_while_that_prefixes_clu
     );
 
     // b goes down; the cached answer (TTL 30 s) expires.
-    let _b = replace(b, silent()).await;
+    let _b = silent().replace(b).await;
     tokio::time::sleep(Duration::from_secs(31)).await;
     let mut seen = Vec::new();
     for _ in 0..6 {
@@ -137,7 +123,7 @@ async fn a_down_clusters_remembered_nxdomain_never_makes_a_complete_nxdomain() {
     assert_eq!(c.names()[0], upstream("q.db"), "c was asked for `q`");
 
     // c goes down; `q` itself is asked for the first time.
-    let _c = replace(c, silent()).await;
+    let _c = silent().replace(c).await;
     let partial_before = meshdns.metric("meshdns_gather_partial_total", &[]).await;
     let reply = ask(&meshdns, "q.db.svc.distributed.local.", RecordType::A).await;
     let partial_after = meshdns.metric("meshdns_gather_partial_total", &[]).await;
@@ -417,7 +403,7 @@ async fn a_reload_that_moves_a_network_from_b_to_c_never_answers_its_ptr_from_b_
         [format!("{reverse} PTR kafka-1.kafka.db.cluster.c.")]
     );
     // c goes down: what is cached for the name is c's answer, never b's.
-    let _c = replace(c, silent()).await;
+    let _c = silent().replace(c).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let reply = ask(&meshdns, &reverse, RecordType::PTR).await;
     assert!(

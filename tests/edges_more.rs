@@ -8,11 +8,7 @@ mod support;
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
 use support::configmap::ConfigMapDir;
-use support::{Answer, Behaviour, FakeDns, Meshdns, Reply, eventually, query, udp, with_edns};
-
-async fn ask(meshdns: &Meshdns, name: &str, rtype: RecordType) -> Reply {
-    udp(meshdns.addr, &with_edns(query(name, rtype), 1232)).await
-}
+use support::{Answer, Behaviour, FakeDns, Meshdns, ask, eventually, query, with_edns};
 
 /// The pod's own `svc` name follows the local cluster domain (docs/design.md, "The pod's own
 /// names": `HOST.SUB.NS.svc.<domain>`; a reload keeps the identity read at startup, while the

@@ -15,9 +15,7 @@ use std::time::Duration;
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::rdata::SOA;
 use hickory_proto::rr::{RData, Record, RecordType};
-use support::{
-    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Reply, query, rr, udp, with_edns,
-};
+use support::{Answer, Behaviour, FakeDns, Meshdns, Reply, ask, query, rr, udp, with_edns};
 
 const NAME: &str = "www.example.com.";
 
@@ -32,13 +30,12 @@ async fn cached(upstream: &FakeDns, vars: &[(&str, &str)]) -> Meshdns {
     Meshdns::before(upstream, &all).await
 }
 
-async fn ask(meshdns: &Meshdns, name: &str, rtype: RecordType) -> Reply {
-    udp(meshdns.addr, &with_edns(query(name, rtype), 1232)).await
-}
-
-fn with_ttl(mut record: Record, ttl: u32) -> Record {
-    record.ttl = ttl;
-    record
+/// A kube-dns that answers `NAME` A with 192.0.2.1 and `ttl`.
+async fn answering_192_0_2_1(ttl: u32) -> FakeDns {
+    let answer = Answer::records([rr::with_ttl(rr::a(NAME, [192, 0, 2, 1]), ttl)]);
+    (FakeDns::builder().answer(NAME, RecordType::A, answer))
+        .start()
+        .await
 }
 
 /// The SOA of `zone` with this TTL and MINIMUM.
@@ -53,14 +50,6 @@ fn soa_with(zone: &str, ttl: u32, minimum: u32) -> Record {
         minimum,
     );
     Record::from_rdata(rr::name(zone), ttl, RData::SOA(soa))
-}
-
-/// Replaces the fake `fake` by `by` on the same address (an upstream that went down).
-async fn replace(fake: FakeDns, by: FakeDnsBuilder) -> FakeDns {
-    let addr = fake.addr.to_string();
-    drop(fake);
-    tokio::time::sleep(Duration::from_millis(1)).await;
-    by.start_on(&addr).await
 }
 
 // --- Serve-stale: a newer answer the cache does not keep ------------------------------------
@@ -81,7 +70,7 @@ async fn a_name_the_upstream_just_said_is_gone_never_comes_back_stale() {
             NAME,
             RecordType::A,
             Behaviour::Sequence(vec![
-                Answer::records([with_ttl(rr::a(NAME, [192, 0, 2, 7]), 1)]),
+                Answer::records([rr::with_ttl(rr::a(NAME, [192, 0, 2, 7]), 1)]),
                 gone,
             ]),
         )
@@ -94,7 +83,10 @@ async fn a_name_the_upstream_just_said_is_gone_never_comes_back_stale() {
     let removed = ask(&meshdns, NAME, RecordType::A).await;
     assert_eq!(removed.msg.response_code, ResponseCode::NXDomain);
 
-    let _down = replace(upstream, FakeDns::builder().otherwise(Behaviour::Drop)).await;
+    let _down = FakeDns::builder()
+        .otherwise(Behaviour::Drop)
+        .replace(upstream)
+        .await;
     let later = ask(&meshdns, NAME, RecordType::A).await;
     assert!(
         later.msg.answers.is_empty(),
@@ -115,8 +107,8 @@ async fn an_address_replaced_by_a_ttl_0_answer_never_comes_back_stale() {
             NAME,
             RecordType::A,
             Behaviour::Sequence(vec![
-                Answer::records([with_ttl(rr::a(NAME, [192, 0, 2, 7]), 1)]),
-                Answer::records([with_ttl(rr::a(NAME, [192, 0, 2, 8]), 0)]),
+                Answer::records([rr::with_ttl(rr::a(NAME, [192, 0, 2, 7]), 1)]),
+                Answer::records([rr::with_ttl(rr::a(NAME, [192, 0, 2, 8]), 0)]),
             ]),
         )
         .start()
@@ -129,7 +121,10 @@ async fn an_address_replaced_by_a_ttl_0_answer_never_comes_back_stale() {
     assert_eq!(moved.answer_lines(), [format!("{NAME} A 192.0.2.8")]);
     assert_eq!(moved.msg.answers[0].ttl, 0, "TTL 0 relayed as it is");
 
-    let _down = replace(upstream, FakeDns::builder().otherwise(Behaviour::Drop)).await;
+    let _down = FakeDns::builder()
+        .otherwise(Behaviour::Drop)
+        .replace(upstream)
+        .await;
     let later = ask(&meshdns, NAME, RecordType::A).await;
     assert_ne!(
         later.answer_lines(),
@@ -148,13 +143,13 @@ async fn an_address_replaced_by_a_ttl_0_answer_never_comes_back_stale() {
 async fn a_cname_to_nodata_is_cached_no_longer_than_the_negative_cap() {
     let alias = "alias.example.com.";
     let target = "target.example.net.";
-    let cname = with_ttl(rr::cname(alias, target), 300);
+    let cname = rr::with_ttl(rr::cname(alias, target), 300);
     let nodata = Answer {
         answers: vec![cname.clone()],
         authorities: vec![soa_with("example.net.", 5, 5)],
         ..Answer::rcode(ResponseCode::NoError)
     };
-    let appeared = Answer::records([cname, with_ttl(rr::aaaa(target, "2001:db8::9"), 300)]);
+    let appeared = Answer::records([cname, rr::with_ttl(rr::aaaa(target, "2001:db8::9"), 300)]);
     let upstream = FakeDns::builder()
         .on(
             alias,
@@ -183,12 +178,12 @@ async fn a_cname_to_nodata_is_cached_no_longer_than_the_negative_cap() {
 #[tokio::test(start_paused = true)]
 async fn the_max_ttl_cap_applies_to_authority_and_additional_records_on_a_miss_and_a_hit() {
     let day = 86_400;
-    let answer = Answer::records([with_ttl(rr::a(NAME, [192, 0, 2, 1]), day)])
-        .authority(with_ttl(
+    let answer = Answer::records([rr::with_ttl(rr::a(NAME, [192, 0, 2, 1]), day)])
+        .authority(rr::with_ttl(
             rr::ns("example.com.", "ns1.example.com."),
             2 * day,
         ))
-        .additional(with_ttl(
+        .additional(rr::with_ttl(
             rr::a("ns1.example.com.", [192, 0, 2, 53]),
             2 * day,
         ));
@@ -375,14 +370,7 @@ async fn a_cut_that_cannot_reencode_keeps_the_clients_opt_record() {
 /// asks the upstream again.
 #[tokio::test(start_paused = true)]
 async fn a_ttl_0_answer_is_relayed_as_it_is_and_never_cached() {
-    let upstream = FakeDns::builder()
-        .answer(
-            NAME,
-            RecordType::A,
-            Answer::records([with_ttl(rr::a(NAME, [192, 0, 2, 1]), 0)]),
-        )
-        .start()
-        .await;
+    let upstream = answering_192_0_2_1(0).await;
     let meshdns = cached(&upstream, &[]).await;
     for _ in 0..3 {
         let reply = ask(&meshdns, NAME, RecordType::A).await;
@@ -402,7 +390,7 @@ async fn a_name_the_upstream_said_is_gone_with_an_soa_never_comes_back_stale() {
             NAME,
             RecordType::A,
             Behaviour::Sequence(vec![
-                Answer::records([with_ttl(rr::a(NAME, [192, 0, 2, 7]), 1)]),
+                Answer::records([rr::with_ttl(rr::a(NAME, [192, 0, 2, 7]), 1)]),
                 Answer::nxdomain("example.com."),
             ]),
         )
@@ -413,7 +401,10 @@ async fn a_name_the_upstream_said_is_gone_with_an_soa_never_comes_back_stale() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let removed = ask(&meshdns, NAME, RecordType::A).await;
     assert_eq!(removed.msg.response_code, ResponseCode::NXDomain);
-    let _down = replace(upstream, FakeDns::builder().otherwise(Behaviour::Drop)).await;
+    let _down = FakeDns::builder()
+        .otherwise(Behaviour::Drop)
+        .replace(upstream)
+        .await;
     for wait in [1, 6, 30] {
         tokio::time::sleep(Duration::from_secs(wait)).await;
         let later = ask(&meshdns, NAME, RecordType::A).await;
@@ -490,14 +481,7 @@ async fn an_unknown_edns_option_of_the_client_is_never_echoed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_reload_lowers_the_max_ttl_no_reply_carries_a_ttl_above_it() {
     use support::configmap::ConfigMapDir;
-    let upstream = FakeDns::builder()
-        .answer(
-            NAME,
-            RecordType::A,
-            Answer::records([with_ttl(rr::a(NAME, [192, 0, 2, 1]), 300)]),
-        )
-        .start()
-        .await;
+    let upstream = answering_192_0_2_1(300).await;
     let mut dir = ConfigMapDir::new("max-ttl", &[("MESHDNS_CACHE_MAX_TTL", "3600s")]);
     let path = dir.path.display().to_string();
     let meshdns = cached(&upstream, &[("MESHDNS_CONFIG_DIR", &path)]).await;
@@ -529,8 +513,8 @@ async fn a_service_a_cluster_just_said_is_gone_never_fills_its_failed_leg() {
     let srv = "_mongodb._tcp.mongo.db.svc.cluster.local.";
     let host = "mongo-0.mongo.db.svc.cluster.local.";
     let set = |ip: [u8; 4]| {
-        Answer::records([with_ttl(rr::srv(srv, 27017, host), 1)])
-            .additional(with_ttl(rr::a(host, ip), 1))
+        Answer::records([rr::with_ttl(rr::srv(srv, 27017, host), 1)])
+            .additional(rr::with_ttl(rr::a(host, ip), 1))
     };
     let a = FakeDns::builder()
         .answer(srv, RecordType::SRV, set([10, 1, 0, 1]))
@@ -710,14 +694,7 @@ async fn a_reload_in_the_middle_of_a_pipelined_batch_drops_and_mixes_nothing() {
 /// it to its client as a TTL of an hour.
 #[tokio::test(start_paused = true)]
 async fn a_ttl_with_the_top_bit_set_is_taken_as_0() {
-    let upstream = FakeDns::builder()
-        .answer(
-            NAME,
-            RecordType::A,
-            Answer::records([with_ttl(rr::a(NAME, [192, 0, 2, 1]), 0x8000_0000)]),
-        )
-        .start()
-        .await;
+    let upstream = answering_192_0_2_1(0x8000_0000).await;
     let meshdns = cached(&upstream, &[]).await;
     for _ in 0..2 {
         let reply = ask(&meshdns, NAME, RecordType::A).await;

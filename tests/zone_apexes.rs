@@ -13,9 +13,7 @@ mod support;
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::rdata::SOA;
 use hickory_proto::rr::{RData, Record, RecordType};
-use support::{
-    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Reply, query, rr, udp, with_edns,
-};
+use support::{Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Reply, ask, rr};
 
 const DOMAIN: &str = "cluster.local.";
 
@@ -44,10 +42,6 @@ fn cluster_dns(serials: &[u32]) -> FakeDnsBuilder {
                 ..below(last)
             },
         )
-}
-
-async fn ask(meshdns: &Meshdns, name: &str, rtype: RecordType) -> Reply {
-    udp(meshdns.addr, &with_edns(query(name, rtype), 1232)).await
 }
 
 fn soa_of(record: &Record) -> &SOA {

@@ -64,6 +64,12 @@ pub mod rr {
         )
     }
 
+    /// `record` with its TTL set to `ttl`.
+    pub fn with_ttl(mut record: Record, ttl: u32) -> Record {
+        record.ttl = ttl;
+        record
+    }
+
     pub fn cname(owner: &str, target: &str) -> Record {
         Record::from_rdata(name(owner), 30, RData::CNAME(CNAME(name(target))))
     }
@@ -286,6 +292,15 @@ impl FakeDnsBuilder {
 
     pub async fn start(self) -> FakeDns {
         self.start_on("127.0.0.1:0").await
+    }
+
+    /// Starts in the place of `fake`, on its address: a peer that went down (a silent fake),
+    /// or changed.
+    pub async fn replace(self, fake: FakeDns) -> FakeDns {
+        let addr = fake.addr.to_string();
+        drop(fake);
+        tokio::time::sleep(Duration::from_millis(1)).await; // the stopped fake lets go of its port
+        self.start_on(&addr).await
     }
 
     /// Starts on `addr` (another loopback address, the port of a fake that moved).
@@ -889,6 +904,11 @@ pub fn record_line(record: &Record) -> String {
 }
 
 /// Asks over UDP from 127.0.0.1; fails the test when no reply comes in [`CLIENT_TIMEOUT`].
+/// `name` `rtype` asked of `meshdns` over UDP, with EDNS (1232 bytes): how a pod's stub asks.
+pub async fn ask(meshdns: &Meshdns, name: &str, rtype: RecordType) -> Reply {
+    udp(meshdns.addr, &with_edns(query(name, rtype), 1232)).await
+}
+
 pub async fn udp(server: SocketAddr, msg: &Message) -> Reply {
     let bytes = udp_raw(server, &msg.to_vec().unwrap())
         .await
