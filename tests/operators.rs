@@ -42,7 +42,10 @@ const BLOCKS: [(&str, &str); 8] = [
 /// The `KEY=VALUE` lines of the fenced block "```env NAME" of a recipe page.
 fn recipe(page: &str, name: &str) -> BTreeMap<String, String> {
     let fence = format!("```env {name}\n");
-    let start = page.find(&fence).unwrap_or_else(|| panic!("no block {name}")) + fence.len();
+    let start = page
+        .find(&fence)
+        .unwrap_or_else(|| panic!("no block {name}"))
+        + fence.len();
     let body = &page[start..];
     let body = &body[..body.find("```").expect("the block ends")];
     (body.lines())
@@ -132,7 +135,10 @@ impl World {
         let addresses = addresses(meshdns, name).await;
         let octet = self.fakes[cluster].0;
         assert!(
-            !addresses.is_empty() && addresses.iter().all(|a| a.starts_with(&format!("10.{octet}."))),
+            !addresses.is_empty()
+                && addresses
+                    .iter()
+                    .all(|a| a.starts_with(&format!("10.{octet}."))),
             "{name}: {addresses:?}, wanted cluster {cluster}'s (10.{octet}.…)"
         );
         self.only_asked(&before, Some(cluster), name);
@@ -142,7 +148,11 @@ impl World {
     fn only_asked(&self, before: &BTreeMap<&str, usize>, cluster: Option<&str>, name: &str) {
         for (other, count) in self.asked() {
             let asked = count > before[other];
-            assert_eq!(asked, Some(other) == cluster, "{name}: cluster {other} asked: {asked}");
+            assert_eq!(
+                asked,
+                Some(other) == cluster,
+                "{name}: cluster {other} asked: {asked}"
+            );
         }
     }
 }
@@ -210,7 +220,12 @@ fn every_recipe_configuration_passes_check() {
             .collect();
         let output = check(&block);
         let stdout = text(&output.stdout);
-        assert_eq!(output.status.code(), Some(0), "{name}: {}", text(&output.stderr));
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{name}: {}",
+            text(&output.stderr)
+        );
         assert!(stdout.contains("routing"), "{name}: {stdout}");
     }
 }
@@ -224,7 +239,10 @@ fn every_env_block_of_the_recipe_pages_is_tested() {
         let page = std::fs::read_to_string(entry.unwrap().path()).unwrap();
         for line in page.lines().filter(|line| line.starts_with("```env ")) {
             let name = &line["```env ".len()..];
-            assert!(BLOCKS.iter().any(|(_, known)| *known == name), "untested block {name}");
+            assert!(
+                BLOCKS.iter().any(|(_, known)| *known == name),
+                "untested block {name}"
+            );
         }
     }
 }
@@ -245,15 +263,27 @@ fn a_peers_real_cluster_domain_is_refused_as_a_zone() {
 #[tokio::test]
 async fn tidb_members_in_a_namespace_per_cluster_are_asked_of_their_cluster() {
     let world = World::start(&[
-        cluster("a", 8, &[
+        cluster(
+            "a",
+            8,
+            &[
                 "basic-pd-0.basic-pd-peer.tidb-a.svc.cluster.local.",
                 "basic-pd-peer.tidb-a.svc.cluster.local.",
-            ]),
-        cluster("b", 9, &[
+            ],
+        ),
+        cluster(
+            "b",
+            9,
+            &[
                 "basic-pd-0.basic-pd-peer.tidb-b.svc.cluster.local.",
                 "basic-discovery.tidb-b.svc.cluster.local.",
-            ]),
-        cluster("c", 10, &["basic-tikv-0.basic-tikv-peer.tidb-c.svc.cluster.local."]),
+            ],
+        ),
+        cluster(
+            "c",
+            10,
+            &["basic-tikv-0.basic-tikv-peer.tidb-c.svc.cluster.local."],
+        ),
     ])
     .await;
     let vars = recipe(TIDB, "meshdns-tidb-namespaces");
@@ -261,7 +291,10 @@ async fn tidb_members_in_a_namespace_per_cluster_are_asked_of_their_cluster() {
     for (name, cluster) in [
         ("basic-pd-0.basic-pd-peer.tidb-a.svc.cluster.local.", "a"),
         ("basic-pd-peer.tidb-a.svc.cluster.local.", "a"),
-        ("basic-tikv-0.basic-tikv-peer.tidb-c.svc.cluster.local.", "c"),
+        (
+            "basic-tikv-0.basic-tikv-peer.tidb-c.svc.cluster.local.",
+            "c",
+        ),
         ("basic-pd-0.basic-pd-peer.tidb-b.svc.cluster.local.", "b"),
         ("basic-discovery.tidb-b.svc.cluster.local.", "b"),
     ] {
@@ -292,8 +325,14 @@ async fn tidb_members_named_by_a_cluster_domain_per_cluster_are_asked_of_that_cl
     for (name, cluster) in [
         ("basic-pd-0.basic-pd-peer.tidb.svc.cluster-a.local.", "a"),
         ("basic-pd-0.basic-pd-peer.tidb.svc.cluster-c.local.", "c"),
-        ("basic-tikv-0.basic-tikv-peer.tidb.svc.cluster-c.local.", "c"),
-        ("basic-tikv-0.basic-tikv-peer.tidb.svc.cluster-b.local.", "b"),
+        (
+            "basic-tikv-0.basic-tikv-peer.tidb.svc.cluster-c.local.",
+            "c",
+        ),
+        (
+            "basic-tikv-0.basic-tikv-peer.tidb.svc.cluster-b.local.",
+            "b",
+        ),
     ] {
         world.answers_from(&meshdns, name, cluster).await;
     }
@@ -329,52 +368,99 @@ async fn cockroachdb_join_names_of_each_region_are_asked_of_that_region() {
 async fn mongodb_members_by_external_domain_and_horizons_are_asked_of_their_cluster() {
     const DEFAULT_NAME: &str = "my-rs-1-0-svc.mongodb.svc.cluster.local.";
     let world = World::start(&[
-        cluster("a", 8, &[
+        cluster(
+            "a",
+            8,
+            &[
                 "my-rs-0-0.my-rs-0-svc.mongodb.svc.cluster.local.",
                 "my-rs-0.my-rs-svc.mongodb.svc.cluster.local.",
                 DEFAULT_NAME,
-            ]),
-        cluster("b", 9, &["my-rs-1-0.my-rs-1-svc.mongodb.svc.cluster.local.", DEFAULT_NAME]),
-        cluster("c", 10, &["my-rs-2-1.my-rs-2-svc.mongodb.svc.cluster.local."]),
+            ],
+        ),
+        cluster(
+            "b",
+            9,
+            &[
+                "my-rs-1-0.my-rs-1-svc.mongodb.svc.cluster.local.",
+                DEFAULT_NAME,
+            ],
+        ),
+        cluster(
+            "c",
+            10,
+            &["my-rs-2-1.my-rs-2-svc.mongodb.svc.cluster.local."],
+        ),
     ])
     .await;
     let vars = recipe(MONGODB, "meshdns-mongodb-multicluster");
     let in_a = world.meshdns(vars.clone(), "a", &[]).await;
-    world.answers_from(&in_a, "my-rs-1-0.my-rs-1-svc.mongodb.cluster.b.", "b").await;
-    world.answers_from(&in_a, "my-rs-2-1.my-rs-2-svc.mongodb.cluster.c.", "c").await;
-    world.answers_from(&in_a, "my-rs-0-0.my-rs-0-svc.mongodb.cluster.a.", "a").await;
+    world
+        .answers_from(&in_a, "my-rs-1-0.my-rs-1-svc.mongodb.cluster.b.", "b")
+        .await;
+    world
+        .answers_from(&in_a, "my-rs-2-1.my-rs-2-svc.mongodb.cluster.c.", "c")
+        .await;
+    world
+        .answers_from(&in_a, "my-rs-0-0.my-rs-0-svc.mongodb.cluster.a.", "a")
+        .await;
     // Not answered across clusters: the local duplicate's ClusterIP, from a's kube-dns.
     world.answers_from(&in_a, DEFAULT_NAME, "a").await;
     // A client in b, by the Community replica set's horizon names (members in a).
     let in_b = world.meshdns(vars, "b", &[]).await;
-    world.answers_from(&in_b, "my-rs-0.my-rs-svc.mongodb.cluster.a.", "a").await;
+    world
+        .answers_from(&in_b, "my-rs-0.my-rs-svc.mongodb.cluster.a.", "a")
+        .await;
 }
 
 #[tokio::test]
 async fn percona_members_of_the_other_site_are_asked_of_its_cluster() {
     const MAIN_SERVICE: &str = "main-rs0-0.psmdb.svc.cluster.local.";
     let world = World::start(&[
-        cluster("a", 8, &[
+        cluster(
+            "a",
+            8,
+            &[
                 "main-rs0-1.main-rs0.psmdb-a.svc.cluster.local.",
                 MAIN_SERVICE,
                 "cluster1-pxc-0.cluster1-pxc.pxc.svc.cluster.local.",
-            ]),
-        cluster("b", 9, &["replica-rs0-0.replica-rs0.psmdb-b.svc.cluster.local."]),
+            ],
+        ),
+        cluster(
+            "b",
+            9,
+            &["replica-rs0-0.replica-rs0.psmdb-b.svc.cluster.local."],
+        ),
     ])
     .await;
     let vars = recipe(PERCONA, "meshdns-percona");
     let in_a = world.meshdns(vars.clone(), "a", &[]).await;
-    world.answers_from(&in_a, "replica-rs0-0.replica-rs0.psmdb-b.svc.cluster.local.", "b").await;
+    world
+        .answers_from(
+            &in_a,
+            "replica-rs0-0.replica-rs0.psmdb-b.svc.cluster.local.",
+            "b",
+        )
+        .await;
     let in_b = world.meshdns(vars, "b", &[]).await;
-    world.answers_from(&in_b, "main-rs0-1.main-rs0.psmdb-a.svc.cluster.local.", "a").await;
-    world.answers_from(&in_b, "cluster1-pxc-0.cluster1-pxc.pxc.cluster.a.", "a").await;
+    world
+        .answers_from(&in_b, "main-rs0-1.main-rs0.psmdb-a.svc.cluster.local.", "a")
+        .await;
+    world
+        .answers_from(&in_b, "cluster1-pxc-0.cluster1-pxc.pxc.cluster.a.", "a")
+        .await;
     // The MCS name is gathered: b (the local kube-dns here) says NXDOMAIN, a has the Service.
     let before = world.asked();
     let service = "main-rs0-0.psmdb.svc.clusterset.local.";
     let found = addresses(&in_b, service).await;
-    assert!(!found.is_empty() && found.iter().all(|a| a.starts_with("10.8.")), "{found:?}");
+    assert!(
+        !found.is_empty() && found.iter().all(|a| a.starts_with("10.8.")),
+        "{found:?}"
+    );
     for cluster in ["a", "b"] {
-        assert!(world.asked()[cluster] > before[cluster], "{cluster} not asked");
+        assert!(
+            world.asked()[cluster] > before[cluster],
+            "{cluster} not asked"
+        );
     }
 }
 
@@ -415,9 +501,17 @@ async fn cloudnative_pg_source_is_asked_of_its_cluster_and_search_expansions_of_
         cluster("b", 9, &["pg-us-rw.pg.svc.cluster.local."]),
     ])
     .await;
+    // The pod's resolv.conf (namespace pg), where meshdns reads the search list.
+    let dir = Scratch::new("operators-cnpg");
+    let resolv_conf = dir.file(
+        "resolv.conf",
+        "nameserver 127.0.0.1\nsearch pg.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n",
+    );
     let vars = recipe(CLOUDNATIVE_PG, "meshdns-cloudnative-pg");
-    let meshdns = world.meshdns(vars, "b", &[]).await;
-    world.answers_from(&meshdns, "pg-eu-rw.pg.cluster.a.", "a").await;
+    let meshdns = (world.meshdns(vars, "b", &[("MESHDNS_RESOLV_CONF", &resolv_conf)])).await;
+    world
+        .answers_from(&meshdns, "pg-eu-rw.pg.cluster.a.", "a")
+        .await;
     let before = world.asked();
     let expansion = "pg-eu-rw.pg.cluster.a.pg.svc.cluster.local.";
     let reply = ask(&meshdns, expansion, RecordType::A).await;
@@ -429,17 +523,47 @@ async fn cloudnative_pg_source_is_asked_of_its_cluster_and_search_expansions_of_
 async fn strimzi_clusterset_names_are_asked_of_the_cluster_they_name() {
     const BROKERS: &str = "my-cluster-kafka-brokers.strimzi.svc.cluster.local.";
     let world = World::start(&[
-        cluster("cluster1", 8, &["my-cluster-broker-0.my-cluster-kafka-brokers.strimzi.svc.cluster.local.", BROKERS]),
-        cluster("cluster2", 9, &["my-cluster-controller-101.my-cluster-kafka-brokers.strimzi.svc.cluster.local.", BROKERS]),
-        cluster("cluster3", 10, &["my-cluster-controller-201.my-cluster-kafka-brokers.strimzi.svc.cluster.local.", BROKERS]),
+        cluster(
+            "cluster1",
+            8,
+            &[
+                "my-cluster-broker-0.my-cluster-kafka-brokers.strimzi.svc.cluster.local.",
+                BROKERS,
+            ],
+        ),
+        cluster(
+            "cluster2",
+            9,
+            &[
+                "my-cluster-controller-101.my-cluster-kafka-brokers.strimzi.svc.cluster.local.",
+                BROKERS,
+            ],
+        ),
+        cluster(
+            "cluster3",
+            10,
+            &[
+                "my-cluster-controller-201.my-cluster-kafka-brokers.strimzi.svc.cluster.local.",
+                BROKERS,
+            ],
+        ),
     ])
     .await;
     let vars = recipe(STRIMZI, "meshdns-strimzi");
     let meshdns = world.meshdns(vars, "cluster1", &[]).await;
     for (name, cluster) in [
-        ("my-cluster-controller-101.cluster2.my-cluster-kafka-brokers.strimzi.svc.clusterset.local.", "cluster2"),
-        ("my-cluster-controller-201.cluster3.my-cluster-kafka-brokers.strimzi.svc.clusterset.local.", "cluster3"),
-        ("my-cluster-broker-0.cluster1.my-cluster-kafka-brokers.strimzi.svc.clusterset.local.", "cluster1"),
+        (
+            "my-cluster-controller-101.cluster2.my-cluster-kafka-brokers.strimzi.svc.clusterset.local.",
+            "cluster2",
+        ),
+        (
+            "my-cluster-controller-201.cluster3.my-cluster-kafka-brokers.strimzi.svc.clusterset.local.",
+            "cluster3",
+        ),
+        (
+            "my-cluster-broker-0.cluster1.my-cluster-kafka-brokers.strimzi.svc.clusterset.local.",
+            "cluster1",
+        ),
     ] {
         world.answers_from(&meshdns, name, cluster).await;
     }
