@@ -155,6 +155,13 @@ impl World {
         self.only_asked(&before, Some(cluster), name);
     }
 
+    /// [`World::answers_from`] for each `(name, cluster)` of `expected`.
+    async fn answer_each(&self, meshdns: &Meshdns, expected: &[(&str, &str)]) {
+        for (name, cluster) in expected {
+            self.answers_from(meshdns, name, cluster).await;
+        }
+    }
+
     /// Since `before`, no cluster's DNS was asked but `cluster`'s (when given), which was.
     fn only_asked(&self, before: &BTreeMap<&str, usize>, cluster: Option<&str>, name: &str) {
         for (other, count) in self.asked() {
@@ -302,7 +309,7 @@ async fn tidb_members_in_a_namespace_per_cluster_are_asked_of_their_cluster() {
     .await;
     let vars = recipe(TIDB, "meshdns-tidb-namespaces");
     let meshdns = world.meshdns(vars, "b", &[]).await;
-    for (name, cluster) in [
+    let expected = [
         ("basic-pd-0.basic-pd-peer.tidb-a.svc.cluster.local.", "a"),
         ("basic-pd-peer.tidb-a.svc.cluster.local.", "a"),
         (
@@ -311,9 +318,8 @@ async fn tidb_members_in_a_namespace_per_cluster_are_asked_of_their_cluster() {
         ),
         ("basic-pd-0.basic-pd-peer.tidb-b.svc.cluster.local.", "b"),
         ("basic-discovery.tidb-b.svc.cluster.local.", "b"),
-    ] {
-        world.answers_from(&meshdns, name, cluster).await;
-    }
+    ];
+    world.answer_each(&meshdns, &expected).await;
 }
 
 /// Every cluster has its own `basic-pd-0` in namespace `tidb`: the `clusterDomain` TiDB writes
@@ -339,15 +345,14 @@ async fn tidb_members_named_by_a_cluster_domain_per_cluster_are_asked_of_that_cl
         ("MESHDNS_POD_NAMESPACE", "tidb"),
     ];
     let meshdns = world.meshdns(vars, "b", &pod).await;
-    for (name, cluster) in [
+    let expected = [
         ("basic-pd-0.basic-pd-peer.tidb.svc.cluster-a.local.", "a"),
         (
             "basic-tikv-0.basic-tikv-peer.tidb.svc.cluster-c.local.",
             "c",
         ),
-    ] {
-        world.answers_from(&meshdns, name, cluster).await;
-    }
+    ];
+    world.answer_each(&meshdns, &expected).await;
     // PD waits for its own PD_DOMAIN before it starts: the sidecar answers it.
     let before = world.asked();
     let own = "basic-pd-0.basic-pd-peer.tidb.svc.cluster-b.local.";
@@ -369,13 +374,12 @@ async fn cockroachdb_join_names_of_each_region_are_asked_of_that_region() {
     .await;
     let vars = recipe(COCKROACHDB, "meshdns-cockroachdb-operator");
     let meshdns = world.meshdns(vars, "eu", &[]).await;
-    for (name, cluster) in [
+    let expected = [
         ("cockroachdb.crdb-us.svc.cluster.local.", "us"),
         ("cockroachdb.crdb-ap.svc.cluster.local.", "ap"),
         ("cockroachdb.crdb-eu.svc.cluster.local.", "eu"),
-    ] {
-        world.answers_from(&meshdns, name, cluster).await;
-    }
+    ];
+    world.answer_each(&meshdns, &expected).await;
 }
 
 /// MCK's `externalDomain` names and the Community horizons resolve to their cluster's pods;
@@ -583,7 +587,7 @@ async fn strimzi_clusterset_names_are_asked_of_the_cluster_they_name() {
     .await;
     let vars = recipe(STRIMZI, "meshdns-strimzi");
     let meshdns = world.meshdns(vars, "cluster1", &[]).await;
-    for (name, cluster) in [
+    let expected = [
         (
             "my-cluster-controller-101.cluster2.my-cluster-kafka-brokers.strimzi.svc.clusterset.local.",
             "cluster2",
@@ -596,7 +600,6 @@ async fn strimzi_clusterset_names_are_asked_of_the_cluster_they_name() {
             "my-cluster-broker-0.cluster1.my-cluster-kafka-brokers.strimzi.svc.clusterset.local.",
             "cluster1",
         ),
-    ] {
-        world.answers_from(&meshdns, name, cluster).await;
-    }
+    ];
+    world.answer_each(&meshdns, &expected).await;
 }
