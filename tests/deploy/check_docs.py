@@ -10,6 +10,8 @@ Usage: check_docs.py REPO_ROOT
   --help use), and every meshdns_* metric one of docs/design.md's observability list;
 - relative links in docs/ point at files that exist;
 - no pre-check feeds meshdns --check through `env $(...)` word splitting;
+- every YAML block of docs/databases (the operators' custom resources) parses, and each resource
+  has its apiVersion and kind;
 - walkthrough step 10's table of platform service ranges is platforms.py's; README's "Run it"
   names the toolchain (Cargo.toml's rust-version, rustup, root).
 Prints one PASS/FAIL line per check, exits 1 on any failure.
@@ -17,6 +19,8 @@ Prints one PASS/FAIL line per check, exits 1 on any failure.
 import pathlib
 import re
 import sys
+
+import yaml
 
 from checks import Checks
 from platforms import PLATFORMS
@@ -138,6 +142,19 @@ def main():
     CHECKS.check("README's \"Run it\" states the toolchain: Rust >= Cargo.toml's rust-version via rustup, root for .ci/run",
                  bool(rust) and f"**{rust.group(1)} or" in run_it and "rustup" in run_it and "root" in run_it
                  and "fresh Debian" in run_it, f"rust-version {rust.group(1) if rust else None}")
+
+    bad_yaml, resources = [], 0
+    for p in sorted((root / "docs/databases").glob("*.md")):
+        for block in re.findall(r"^```yaml\n(.*?)^```", p.read_text(), re.S | re.M):
+            try:
+                docs = [d for d in yaml.safe_load_all(block) if isinstance(d, dict) and "apiVersion" in d]
+            except yaml.YAMLError as err:
+                bad_yaml.append(f"{p.relative_to(root)}: {err}")
+                continue
+            resources += len(docs)
+            bad_yaml += [f"{p.relative_to(root)}: {d['apiVersion']} without kind" for d in docs if "kind" not in d]
+    CHECKS.check(f"docs/databases: every YAML block parses ({resources} resources, each with its kind)",
+                 not bad_yaml and resources >= 10, f"{bad_yaml}")
 
     broken = []
     for p in (root / "docs").glob("**/*.md"):
