@@ -249,6 +249,27 @@ check "kustomize renders k8s/resolver/a + component resolver-hpa" resolver_hpa &
 check "kustomize renders the sidecar component onto a foreign StatefulSet (tests/deploy/foreign)" \
     render tests/deploy/foreign "$WORK/foreign.yaml" && RENDERED[foreign]=$WORK/foreign.yaml
 
+# ---------------------------------------------------------------- Helm chart (charts/meshdns)
+# The real Helm engine, built from the Go module proxy when missing (tests/deploy/chart.sh).
+# The chart's renders join RENDERED: kubernetes-validate and the start checks below take them
+# like the overlays'. check_chart.py does the rest: lint, the schema refusing typos, the
+# deploy checks of every workload, each platform's load balancer, the same objects as kustomize.
+if HELM=$(bash "$HERE/chart.sh" install); then
+    export HELM
+    echo "helm: $("$HELM" version --short)"
+    chart_render() { # NAME [helm template options]: renders charts/meshdns into RENDERED[NAME]
+        local name=$1
+        shift
+        "$HELM" template meshdns charts/meshdns --namespace "${NS[a]}" "$@" >"$WORK/$name.yaml" &&
+            RENDERED[$name]=$WORK/$name.yaml
+    }
+    check "helm template charts/meshdns (default values)" chart_render chart-default
+    check "helm template charts/meshdns -f tests/deploy/fixtures/chart-values-full.yaml" \
+        chart_render chart-full -f "$HERE/fixtures/chart-values-full.yaml"
+else
+    fail "helm: not installed and could not be built (tests/deploy/chart.sh install)"
+fi
+
 # ---------------------------------------------------------------- schemas (Kubernetes 1.33, strict)
 # Split manifests into one file per document; custom resources in SKIP_KINDS are set aside.
 split_docs() { # OUTDIR FILE...
@@ -298,6 +319,17 @@ for c in "${CLUSTERS[@]}"; do
     absorb "netpol resolver/$c" "$PY" "$HERE/check_netpol.py" "${RENDERED[resolver/$c]:-/dev/null}" "resolver/$c"
 done
 absorb "netpol resolver-tls" "$PY" "$HERE/check_netpol.py" "${RENDERED[resolver-tls]:-/dev/null}" "resolver/a+tls"
+# The chart: the resolver and its NetworkPolicy as the overlays' are checked, then the chart's
+# own checks (lint, schema, deploy checks, platforms, the same objects as kustomize).
+absorb "resolver chart-default" "$PY" "$HERE/check_resolver.py" "${RENDERED[chart-default]:-/dev/null}"
+for r in chart-default chart-full; do
+    absorb "netpol $r" "$PY" "$HERE/check_netpol.py" "${RENDERED[$r]:-/dev/null}" "$r"
+done
+if [ -n "${HELM:-}" ]; then
+    absorb "chart" "$PY" "$HERE/check_chart.py" "$ROOT" "${RENDERED[chart-default]:-/dev/null}" \
+        "${RENDERED[chart-full]:-/dev/null}" "${RENDERED[resolver/a]:-/dev/null}" \
+        "${RENDERED[clusters/a/coredns]:-/dev/null}"
+fi
 # The overlays: one namespace line, comment paths that exist, the resolver overlay deploying
 # only the resolver, the autoscaler owning the replica count, the dnsPolicy comment.
 absorb "overlays" "$PY" "$HERE/check_overlays.py" "$ROOT" "${RENDERED[resolver/a]:-/dev/null}" \
@@ -405,7 +437,7 @@ check "the image reference $IMAGE carries the crate's version $CRATE_VERSION" te
 # components: check_start.py. Needs the built binary.
 START_RENDERS=()
 for c in "${CLUSTERS[@]}"; do START_RENDERS+=("clusters/$c" "resolver/$c"); done
-START_RENDERS+=(other-ns resolver-other-ns opt-in resolver-tls resolver-hpa foreign)
+START_RENDERS+=(other-ns resolver-other-ns opt-in resolver-tls resolver-hpa foreign chart-default chart-full)
 for r in "${START_RENDERS[@]}"; do
     if [ -z "${RENDERED[$r]:-}" ]; then
         fail "start $r: not rendered"

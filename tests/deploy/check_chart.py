@@ -1,0 +1,477 @@
+#!/usr/bin/env python3
+"""The Helm chart charts/meshdns, rendered by the real Helm engine (HELM: its binary).
+
+    check_chart.py REPO_ROOT CHART_DEFAULT CHART_FULL KUSTOMIZE_RESOLVER KUSTOMIZE_PEER
+
+CHART_DEFAULT and CHART_FULL are `helm template` of the default values and of
+fixtures/chart-values-full.yaml (validate.sh renders them, validates them with
+kubernetes-validate and starts their meshdns containers: check_start.py); KUSTOMIZE_RESOLVER and
+KUSTOMIZE_PEER are the renders of k8s/resolver/a and k8s/clusters/a/coredns. Checks:
+- the chart's version and appVersion are the crate's (Cargo.toml); `helm lint` and
+  `helm lint --strict` find nothing, with the default and with the full values;
+- values.schema.json: every object of it refuses keys it does not name (additionalProperties
+  false), but the maps it says are free; a misspelt key at each level, and a wrong enum value,
+  fail `helm template`; the full values file sets every key the schema has;
+- every MESHDNS_ variable of src/config/variables.rs that the cluster side needs has a value:
+  it appears in the full render (a ConfigMap key or the resolver's environment); the others are
+  listed below with the reason; restart-only ones never in a ConfigMap;
+- every workload: the restricted Pod Security Standard, httpGet startup/readiness/liveness
+  probes, cpu and memory requests and a memory limit, the image the release reference of
+  k8s/components/image;
+- the blast radius rule: in no render (each platform's too) does a NetworkPolicy select the
+  CoreDNS pods, nor is kube-system/coredns or a Namespace created;
+- the peers' way in, per platform: the internal load balancer's annotations for EKS, GKE, AKS
+  and MetalLB, source ranges limited to the peers, UDP and TCP 53 to the CoreDNS pods;
+  NodePort with externalTrafficPolicy Cluster where there is no load balancer;
+- one owner per object: with config.create and tls.createCertificate false the chart and the
+  sidecars' kustomization (monitoring and tls components) create no object twice;
+- the alerting rules are those of k8s/components/monitoring; NOTES.txt prints the peer
+  endpoint's command and `meshdns --check`;
+- the same objects as kustomize for the same inputs: values made from k8s/resolver/a's inputs
+  (its env files, Service IP and peer network) render the objects of k8s/resolver/a and
+  k8s/clusters/a/coredns, compared field by field; the differences meant are MEANT below, each
+  with its reason, and one that no longer occurs fails too (the list stays true).
+Prints PASS/FAIL lines.
+"""
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+
+from check_pod import parse_clusters, restricted
+from checks import Checks
+
+import yaml
+
+CHECKS = Checks("chart")
+CHART = "charts/meshdns"
+WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet")
+COREDNS_SELECTOR = {"k8s-app": "kube-dns"}
+# Variables of src/config/variables.rs the chart gives no value, and why.
+NOT_NEEDED = {
+    "MESHDNS_RESOLV_CONF": "the resolver names kube-dns in MESHDNS_UPSTREAMS; its pod's resolv.conf is the node's",
+    "MESHDNS_POD_IP": "the pod's own names are the sidecar's (k8s/components/sidecar); the resolver has none",
+    "MESHDNS_POD_IPS": "as MESHDNS_POD_IP",
+    "MESHDNS_POD_HOSTNAME": "as MESHDNS_POD_IP",
+    "MESHDNS_POD_SUBDOMAIN": "as MESHDNS_POD_IP",
+    "MESHDNS_POD_NAMESPACE": "as MESHDNS_POD_IP",
+    "MESHDNS_HOSTS_FILE": "as MESHDNS_POD_IP",
+}
+# Maps whose keys are the user's (labels, annotations, selectors, resource names): free.
+FREE_MAPS = {"global", "annotations", "labels", "selector", "nodeSelector", "requests", "limits"}
+# Per platform: (helm --set options, the annotations the peer Service must carry).
+PLATFORMS = {
+    "eks": (["peerExposure.provider=eks"],
+            {"service.beta.kubernetes.io/aws-load-balancer-scheme": "internal",
+             "service.beta.kubernetes.io/aws-load-balancer-type": "external",
+             "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type": "ip"}),
+    "gke": (["peerExposure.provider=gke"], {"networking.gke.io/load-balancer-type": "Internal"}),
+    "aks": (["peerExposure.provider=aks"], {"service.beta.kubernetes.io/azure-load-balancer-internal": "true"}),
+    "metallb": (["peerExposure.provider=metallb", "peerExposure.metallbAddressPool=mesh-internal"],
+                {"metallb.io/address-pool": "mesh-internal"}),
+}
+# The differences between the chart and kustomize for the same inputs that are meant:
+# (kind, name, path) -> why. A path ending in "*" covers everything under it.
+MEANT = {
+    ("Service", "kube-dns-mesh", "metadata.labels.app.kubernetes.io/part-of"):
+        "kustomize's k8s/coredns sets it on the Service; the chart sets it on every object (kept out of the comparison otherwise)",
+}
+# Labels compared: the ones selectors use and the component. The chart adds Helm's own
+# (app.kubernetes.io/instance, managed-by, version, helm.sh/chart, part-of).
+COMPARED_LABELS = {"app.kubernetes.io/name", "app.kubernetes.io/component", "k8s-app"}
+
+
+def load(path):
+    with open(path) as f:
+        return [d for d in yaml.safe_load_all(f) if d]
+
+
+def helm(*args):
+    return subprocess.run([os.environ["HELM"], *args], capture_output=True, text=True)
+
+
+def template(*args):
+    """helm template of the chart with ARGS: (objects, error text)."""
+    run = helm("template", "meshdns", CHART, "--namespace", "db", *args)
+    if run.returncode:
+        return None, run.stderr.strip()
+    return [d for d in yaml.safe_load_all(run.stdout) if d], ""
+
+
+def check_versions(root):
+    cargo = re.search(r'^version = "([^"]+)"', (root / "Cargo.toml").read_text(), re.M).group(1)
+    chart = yaml.safe_load((root / CHART / "Chart.yaml").read_text())
+    CHECKS.check(f"Chart.yaml version and appVersion are the crate's ({cargo})",
+                 chart.get("version") == cargo and str(chart.get("appVersion")) == cargo,
+                 f"version {chart.get('version')}, appVersion {chart.get('appVersion')}")
+
+
+def check_lint(full_values):
+    for what, extra in (("default values", []), ("the full values", ["-f", full_values])):
+        for strict in ([], ["--strict"]):
+            run = helm("lint", CHART, *strict, *extra)
+            out = run.stdout + run.stderr
+            problems = [l for l in out.splitlines() if re.match(r"\s*\[(ERROR|WARNING)\]", l)]
+            CHECKS.check(f"helm lint {' '.join(strict)} with {what}: 0 errors, 0 warnings".replace("  ", " "),
+                         run.returncode == 0 and not problems, "\n".join(problems) or out.strip()[-800:])
+
+
+def schema_objects(schema, path=""):
+    """(path, object schema) of every object with `properties`, depth first."""
+    if schema.get("type") == "object" and "properties" in schema:
+        yield path, schema
+        for key, sub in schema["properties"].items():
+            yield from schema_objects(sub, f"{path}.{key}" if path else key)
+    elif schema.get("type") == "array" and isinstance(schema.get("items"), dict):
+        yield from schema_objects(schema["items"], f"{path}[]")
+
+
+def check_schema(root, full_values):
+    schema = json.loads((root / CHART / "values.schema.json").read_text())
+    objects = list(schema_objects(schema))
+    open_objects = [p or "(top)" for p, o in objects if o.get("additionalProperties") is not False]
+    free = [p for p, o in _all_maps(schema) if p.rsplit(".", 1)[-1] not in FREE_MAPS]
+    CHECKS.check(f"values.schema.json: all {len(objects)} objects refuse unknown keys (additionalProperties false), "
+                 f"free maps only for {sorted(FREE_MAPS)}", not open_objects and not free,
+                 f"open: {open_objects}; free maps: {free}")
+    full = yaml.safe_load(open(full_values))
+    unset = [p for p, o in objects for k in o["properties"] if not _has(full, f"{p}.{k}" if p else k)]
+    CHECKS.check(f"{os.path.basename(full_values)} sets every key of the schema", not unset, f"not set: {unset}")
+    defaults = yaml.safe_load((root / CHART / "values.yaml").read_text())
+    accepted = []
+    for path, _ in objects:
+        if "[]" in path:
+            continue
+        values = _with_typo(defaults, path)
+        objs, err = _template_values(values)
+        if objs is not None or "additional" not in err.lower():
+            accepted.append(f"{path or '(top)'}: {err[-200:] or 'rendered'}")
+    CHECKS.check(f"a misspelt key at each of the {len([p for p, _ in objects if '[]' not in p])} levels of the values "
+                 "fails helm template, naming it", not accepted, "; ".join(accepted))
+    objs, err = template("--set", "peerExposure.provider=ekss")
+    CHECKS.check("a value outside its enum (peerExposure.provider=ekss) fails helm template", objs is None,
+                 "rendered")
+    objs, err = template("--set", "resolver.replicas=1")
+    CHECKS.check("one resolver replica is refused (two or more, spread)", objs is None, "rendered")
+
+
+def _all_maps(schema, path=""):
+    """(path, schema) of every object whose additionalProperties admits keys of the user's."""
+    if schema.get("type") == "object":
+        extra = schema.get("additionalProperties", True)
+        if extra is not False and "properties" not in schema:
+            yield path, schema
+        for key, sub in (schema.get("properties") or {}).items():
+            yield from _all_maps(sub, f"{path}.{key}" if path else key)
+    elif schema.get("type") == "array" and isinstance(schema.get("items"), dict):
+        if schema["items"].get("type") == "object" and "properties" not in schema["items"]:
+            return      # a list of Kubernetes objects (tolerations): their own API validates them
+        yield from _all_maps(schema["items"], f"{path}[]")
+
+
+def _has(values, path):
+    node = values
+    for part in path.split("."):
+        if part.endswith("[]"):
+            node = (node or {}).get(part[:-2]) or [{}]
+            node = node[-1]
+            continue
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def _with_typo(values, path):
+    """A deep copy of VALUES with a misspelt key added in the object at PATH."""
+    copy = json.loads(json.dumps(values))
+    node = copy
+    for part in [p for p in path.split(".") if p]:
+        node = node.setdefault(part, {})
+    node["replcias" if "replicas" in node else "enabeld"] = True
+    return copy
+
+
+def _template_values(values):
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+        yaml.safe_dump(values, f)
+        f.flush()
+        return template("-f", f.name)
+
+
+def check_variables(root, full):
+    text = (root / "src/config/variables.rs").read_text()
+    names = re.findall(r'^pub const \w+: &str = "(MESHDNS_\w+)";', text, re.M)
+    restart_block = re.search(r"pub const RESTART_ONLY: \[&str; \d+\] = \[(.*?)\];", text, re.S).group(1)
+    consts = dict(re.findall(r'^pub const (\w+): &str = "(MESHDNS_\w+)";', text, re.M))
+    restart = {consts[c] for c in re.findall(r"\w+", restart_block)}
+    keys = {k for d in full if d["kind"] == "ConfigMap" for k in (d.get("data") or {})}
+    env = {e["name"] for d in full if d["kind"] in WORKLOADS
+           for c in d["spec"]["template"]["spec"]["containers"] for e in c.get("env", [])}
+    missing = [n for n in names if n not in keys | env and n not in NOT_NEEDED]
+    CHECKS.check(f"every MESHDNS_ variable of src/config/variables.rs the cluster side needs has a value "
+                 f"({len(names) - len(NOT_NEEDED)} of {len(names)}; the others: NOT_NEEDED)", names and not missing,
+                 f"no value for {missing}")
+    stale = [n for n in NOT_NEEDED if n not in names or n in keys | env]
+    CHECKS.check("NOT_NEEDED names only variables that exist and that the chart does not set", not stale, f"{stale}")
+    live_restart = sorted(keys & restart)
+    CHECKS.check("restart-only variables are the resolver's environment, never a ConfigMap key", not live_restart,
+                 f"{live_restart}")
+
+
+def release_image(root):
+    kust = yaml.safe_load((root / "k8s/components/image/kustomization.yaml").read_text())
+    (image,) = [i for i in kust["images"] if i["name"] == "meshdns"]
+    return f"{image['newName']}:{image['newTag']}"
+
+
+def check_workloads(label, docs, image):
+    workloads = [d for d in docs if d["kind"] in WORKLOADS]
+    CHECKS.check(f"{label}: renders a workload", bool(workloads), "none")
+    for w in workloads:
+        spec = w["spec"]["template"]["spec"]
+        psc = spec.get("securityContext") or {}
+        for c in spec.get("initContainers", []) + spec["containers"]:
+            where = f"{label} {w['kind']}/{w['metadata']['name']} {c['name']}"
+            ok, why = restricted(psc, c.get("securityContext") or {})
+            CHECKS.check(f"{where}: the restricted Pod Security Standard", ok, why)
+            probes = {p: (c.get(p) or {}).get("httpGet", {}).get("path")
+                      for p in ("startupProbe", "readinessProbe", "livenessProbe")}
+            CHECKS.check(f"{where}: httpGet startup, readiness and liveness probes", all(probes.values()), f"{probes}")
+            res = c.get("resources") or {}
+            CHECKS.check(f"{where}: cpu and memory requests, a memory limit",
+                         {"cpu", "memory"} <= set(res.get("requests") or {}) and "memory" in (res.get("limits") or {}),
+                         f"{res}")
+            CHECKS.check(f"{where}: the image is the release reference {image}", c.get("image") == image,
+                         f"{c.get('image')}")
+            cms = {d["metadata"]["name"]: d.get("data") or {} for d in docs if d["kind"] == "ConfigMap"}
+            clusters = cms.get("meshdns-clusters", {}).get("MESHDNS_CLUSTERS", "")
+            try:
+                parsed = parse_clusters(clusters)
+            except ValueError as e:
+                parsed = {}
+                clusters = f"{clusters} ({e})"
+            CHECKS.check(f"{where}: MESHDNS_CLUSTERS parses, with MESHDNS_LOCAL_CLUSTER in it",
+                         cms.get("meshdns-local", {}).get("MESHDNS_LOCAL_CLUSTER") in parsed, clusters)
+
+
+def check_blast_radius(label, docs):
+    selecting = [d["metadata"]["name"] for d in docs if d["kind"] == "NetworkPolicy"
+                 and COREDNS_SELECTOR.items() <= (d["spec"]["podSelector"].get("matchLabels") or {}).items()]
+    CHECKS.check(f"{label}: no NetworkPolicy selects the CoreDNS pods", not selecting, f"{selecting}")
+    touched = [f"{d['kind']}/{d['metadata']['name']}" for d in docs if d["kind"] == "Namespace"
+               or (d["kind"] == "ConfigMap" and d["metadata"]["name"] in ("coredns", "coredns-custom", "kube-dns"))]
+    CHECKS.check(f"{label}: creates no Namespace and no CoreDNS or kube-dns ConfigMap", not touched, f"{touched}")
+
+
+def peer_service(docs):
+    found = [d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == "kube-dns-mesh"]
+    return found[0] if len(found) == 1 else None
+
+
+def check_peer_service(label, svc, kind):
+    if svc is None:
+        CHECKS.check(f"{label}: one peer Service kube-dns-mesh", False, "none")
+        return
+    spec = svc["spec"]
+    ports = sorted((p["protocol"], p["port"]) for p in spec["ports"])
+    ok = (svc["metadata"]["namespace"] == "kube-system" and spec["selector"] == COREDNS_SELECTOR
+          and ports == [("TCP", 53), ("UDP", 53)] and spec["type"] == kind
+          and spec.get("externalTrafficPolicy") == "Cluster")
+    if kind == "LoadBalancer":
+        ok = ok and bool(spec.get("loadBalancerSourceRanges")) and not any(p.get("nodePort") for p in spec["ports"])
+    else:
+        ok = ok and all(p.get("nodePort") for p in spec["ports"]) and "loadBalancerSourceRanges" not in spec
+    CHECKS.check(f"{label}: {kind} in kube-system, UDP and TCP 53 to k8s-app=kube-dns, externalTrafficPolicy Cluster"
+                 + (", sources limited to the peers" if kind == "LoadBalancer" else ", a fixed nodePort"), ok, f"{spec}")
+
+
+def check_platforms(default):
+    check_peer_service("default values", peer_service(default), "LoadBalancer")
+    for name, (sets, want) in PLATFORMS.items():
+        docs, err = template(*[a for s in sets for a in ("--set", s)])
+        if docs is None:
+            CHECKS.check(f"platform {name}: renders", False, err)
+            continue
+        svc = peer_service(docs)
+        check_peer_service(f"platform {name}", svc, "LoadBalancer")
+        have = (svc or {}).get("metadata", {}).get("annotations") or {}
+        CHECKS.check(f"platform {name}: the internal load balancer's annotations {want}",
+                     want.items() <= have.items(), f"{have}")
+        check_blast_radius(f"platform {name}", docs)
+    docs, err = template("--set", "peerExposure.type=NodePort")
+    check_peer_service("no load balancer", peer_service(docs or []), "NodePort")
+    if docs is not None:
+        check_blast_radius("no load balancer", docs)
+
+
+def check_one_owner(root):
+    chart, err = template("--set", "config.create=false", "--set", "tls.enabled=true",
+                          "--set", "tls.createCertificate=false", "--set", "monitoring.podMonitor.enabled=true")
+    with tempfile.TemporaryDirectory() as work:
+        subprocess.run(["cp", "-r", str(root / "k8s"), work], check=True)
+        kust = pathlib.Path(work, "k8s/clusters/a/kustomization.yaml")
+        kust.write_text(kust.read_text() + "components:\n  - ../../components/monitoring\n  - ../../components/tls\n")
+        run = subprocess.run(["kubectl", "kustomize", str(kust.parent)], capture_output=True, text=True)
+    if chart is None or run.returncode:
+        CHECKS.check("one owner: the chart with config.create and tls.createCertificate false, next to "
+                     "k8s/clusters/a with monitoring and tls", False, err or run.stderr)
+        return
+    sidecars = [d for d in yaml.safe_load_all(run.stdout) if d]
+    key = lambda d: (d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"])  # noqa: E731
+    twice = sorted(set(map(key, chart)) & set(map(key, sidecars)))
+    CHECKS.check("one owner: the chart (config.create, tls.createCertificate false) and the sidecars' "
+                 "k8s/clusters/a (monitoring, tls) create no object twice", not twice, f"{twice}")
+    names = {d["metadata"]["name"] for d in sidecars if d["kind"] in ("ConfigMap", "Certificate")}
+    dep = next((d for d in chart if d["kind"] == "Deployment"), None)
+    vols = json.dumps((dep or {}).get("spec", {}).get("template", {}).get("spec", {}).get("volumes", []))
+    used = {"meshdns-clusters", "meshdns-local"} | ({"meshdns-client-tls"} if "meshdns-client-tls" in vols else set())
+    CHECKS.check("one owner: the resolver mounts the sidecars' ConfigMaps and client certificate, which "
+                 "k8s/clusters/a owns", dep is not None and {"meshdns-clusters", "meshdns-local"} <= names
+                 and "meshdns-client-tls" in vols, f"k8s/clusters/a owns {sorted(names)}, the resolver mounts {sorted(used)}")
+
+
+def check_rules_and_notes(root, full):
+    ours = next((d for d in full if d["kind"] == "PrometheusRule"), None)
+    theirs = yaml.safe_load((root / "k8s/components/monitoring/prometheusrule.yaml").read_text())
+    CHECKS.check("the PrometheusRule's rules are k8s/components/monitoring's",
+                 ours is not None and ours["spec"] == theirs["spec"], "they differ" if ours else "none rendered")
+    for what, extra in (("LoadBalancer", []), ("NodePort", ["--set", "peerExposure.type=NodePort"])):
+        run = helm("install", "meshdns", CHART, "--namespace", "db", "--dry-run=client", *extra)
+        notes = run.stdout.split("NOTES:", 1)[-1] if "NOTES:" in run.stdout else ""
+        want = ["/meshdns --check", "name: a"] + (
+            ["get service kube-dns-mesh", "loadBalancer.ingress"] if what == "LoadBalancer" else ["30053"])
+        CHECKS.check(f"NOTES.txt ({what}): the peer endpoint to give the other clusters and meshdns --check",
+                     run.returncode == 0 and all(w in notes for w in want),
+                     run.stderr.strip()[-400:] or f"missing {[w for w in want if w not in notes]}")
+
+
+def inputs_of_kustomize(resolver, peer):
+    """Chart values that mean what k8s/resolver/a and k8s/clusters/a/coredns say."""
+    cms = {d["metadata"]["name"]: d.get("data") or {} for d in resolver if d["kind"] == "ConfigMap"}
+    clusters = []
+    for name, (endpoints, options) in parse_clusters(cms["meshdns-clusters"]["MESHDNS_CLUSTERS"]).items():
+        entry = {"name": name, "endpoints": endpoints}
+        if options:
+            entry["options"] = options
+        clusters.append(entry)
+    svc = next(d for d in resolver if d["kind"] == "Service" and d["metadata"]["name"] == "meshdns")
+    pol = next(d for d in resolver if d["kind"] == "NetworkPolicy" and d["metadata"]["name"] == "meshdns-resolver")
+    peers = [b["ipBlock"]["cidr"] for r in pol["spec"]["egress"] for b in r.get("to", []) if "ipBlock" in b]
+    local = cms["meshdns-local"]
+    exposed = peer_service(peer) or {"spec": {"type": "LoadBalancer"}, "metadata": {}}
+    exposure = {"type": exposed["spec"]["type"], "provider": "none",
+                "annotations": exposed["metadata"].get("annotations") or {}}
+    if exposure["type"] == "NodePort":
+        exposure["nodePort"] = exposed["spec"]["ports"][0]["nodePort"]
+    else:
+        exposure["loadBalancerSourceRanges"] = exposed["spec"].get("loadBalancerSourceRanges") or []
+    return {
+        "peerExposure": exposure,
+        "config": {"mesh": {"clusters": clusters},
+                   "local": {"cluster": local["MESHDNS_LOCAL_CLUSTER"],
+                             "upstreams": local["MESHDNS_UPSTREAMS"].split(",")}},
+        "resolver": {"allowFrom": cms["meshdns-resolver"]["MESHDNS_ALLOW_FROM"].split(","),
+                     "service": {"clusterIP": svc["spec"]["clusterIP"],
+                                 "platform": svc["metadata"]["annotations"]["meshdns/platform"]},
+                     "networkPolicy": {"peerCIDRs": peers}},
+    }
+
+
+def normalize(d):
+    """An object without what is not compared: labels outside COMPARED_LABELS."""
+    d = json.loads(json.dumps(d))
+    for meta in (d.get("metadata"), ((d.get("spec") or {}).get("template") or {}).get("metadata")):
+        if meta and "labels" in meta:
+            meta["labels"] = {k: v for k, v in meta["labels"].items() if k in COMPARED_LABELS}
+    return d
+
+
+def differences(a, b, path=""):
+    """Paths where A and B differ (dicts by key, lists by position)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b)):
+            out += differences(a.get(k), b.get(k), f"{path}.{k}" if path else k)
+        return out
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [p for i, (x, y) in enumerate(zip(a, b)) for p in differences(x, y, f"{path}[{i}]")]
+    return [] if a == b else [path]
+
+
+def meant(kind, name, path):
+    for (k, n, p), why in MEANT.items():
+        if k == kind and n == name and (path == p or (p.endswith("*") and path.startswith(p[:-1]))):
+            return (k, n, p)
+    return None
+
+
+def check_same_as_kustomize(root, default, resolver, peer):
+    kust = {}
+    for d in resolver + peer:
+        if d["kind"] in ("StatefulSet",) or d["metadata"]["name"] == "mongo":
+            continue
+        kust[(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"])] = d
+    values = inputs_of_kustomize(resolver, peer)
+    chart_docs, err = _template_values(values)
+    if chart_docs is None:
+        CHECKS.check("the chart renders with the inputs of k8s/resolver/a", False, err)
+        return
+    chart = {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d for d in chart_docs}
+    strip = lambda docs: [normalize(d) for d in docs]  # noqa: E731
+    CHECKS.check("values.yaml is the example of k8s/resolver/a (its defaults render what its inputs render)",
+                 strip(default) == strip(chart_docs), "values.yaml and the inputs of k8s/resolver/a differ")
+    seen, unmeant = set(), []
+    for key in sorted(set(kust) | set(chart)):
+        kind, ns, name = key
+        if key not in chart or key not in kust:
+            side = "kustomize only" if key in kust else "chart only"
+            m = meant(kind, name, side)
+            (seen.add(m) if m else unmeant.append(f"{kind} {ns}/{name}: {side}"))
+            continue
+        for path in differences(normalize(kust[key]), normalize(chart[key])):
+            m = meant(kind, name, path)
+            (seen.add(m) if m else unmeant.append(f"{kind} {ns}/{name} {path}: kustomize "
+                                                   f"{_at(kust[key], path)!r}, chart {_at(chart[key], path)!r}"))
+    CHECKS.check(f"the same objects as kustomize (k8s/resolver/a, k8s/clusters/a/coredns) for the same inputs: "
+                 f"{len(set(kust) & set(chart))} in both, compared field by field; {len(seen)} differences meant",
+                 not unmeant, "\n      ".join([""] + unmeant))
+    stale = [f"{k} {n} {p}" for (k, n, p) in MEANT if (k, n, p) not in seen]
+    CHECKS.check("every difference listed as meant still occurs", not stale, f"{stale}")
+
+
+def _at(d, path):
+    node = d
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
+        if part.startswith("["):
+            node = node[int(part[1:-1])] if isinstance(node, list) and int(part[1:-1]) < len(node) else None
+        else:
+            node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def main():
+    root = pathlib.Path(sys.argv[1])
+    default, full, resolver, peer = (load(p) for p in sys.argv[2:6])
+    os.chdir(root)
+    full_values = "tests/deploy/fixtures/chart-values-full.yaml"
+    check_versions(root)
+    check_lint(full_values)
+    check_schema(root, full_values)
+    check_variables(root, full)
+    image = release_image(root)
+    for label, docs in (("default values", default), ("full values", full)):
+        check_workloads(label, docs, image)
+        check_blast_radius(label, docs)
+    check_platforms(default)
+    check_one_owner(root)
+    check_rules_and_notes(root, full)
+    check_same_as_kustomize(root, default, resolver, peer)
+    return CHECKS.exit_code()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
