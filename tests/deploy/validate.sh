@@ -524,6 +524,8 @@ absorb "dashboard" "$PY" "$HERE/check_dashboard.py" k8s/grafana/meshdns.json REA
 
 # ---------------------------------------------------------------- docs
 absorb "docs" "$PY" "$HERE/check_docs.py" "$ROOT"
+# The versions the examples name (image tags, ?ref=, the chart's) are the crate's.
+absorb "versions" "$PY" "$HERE/check_versions.py" "$ROOT"
 # Every command block of the walkthrough that runs offline, run (in a network namespace of its
 # own), its meshdns --check also against a broken cluster list; needs the built binary.
 if [ -n "${MESHDNS_BIN:-}" ]; then
