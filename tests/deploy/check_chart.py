@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """The Helm chart charts/meshdns, rendered by the real Helm engine (HELM: its binary).
 
-    check_chart.py REPO_ROOT CHART_DEFAULT CHART_FULL KUSTOMIZE_RESOLVER KUSTOMIZE_PEER
+    check_chart.py REPO_ROOT CHART_DEFAULT CHART_FULL KUSTOMIZE_RENDER...
 
 CHART_DEFAULT and CHART_FULL are `helm template` of the default values and of
 fixtures/chart-values-full.yaml (validate.sh renders them, validates them with
-kubernetes-validate and starts their meshdns containers: check_start.py); KUSTOMIZE_RESOLVER and
-KUSTOMIZE_PEER are the renders of k8s/resolver/a and k8s/clusters/a/coredns. Checks:
+kubernetes-validate and starts their meshdns containers: check_start.py); the KUSTOMIZE_RENDERs
+are what the chart stands for in k8s/: k8s/clusters/a (its ConfigMaps; the example workload is
+not compared), k8s/resolver/a and k8s/clusters/a/coredns. Checks:
 - the chart's version and appVersion are the crate's (Cargo.toml); `helm lint` and
   `helm lint --strict` find nothing, with the default and with the full values;
 - values.schema.json: every object of it refuses keys it does not name (additionalProperties
@@ -27,9 +28,9 @@ KUSTOMIZE_PEER are the renders of k8s/resolver/a and k8s/clusters/a/coredns. Che
   sidecars' kustomization (monitoring and tls components) create no object twice;
 - the alerting rules are those of k8s/components/monitoring; NOTES.txt prints the peer
   endpoint's command and `meshdns --check`;
-- the same objects as kustomize for the same inputs: values made from k8s/resolver/a's inputs
-  (its env files, Service IP and peer network) render the objects of k8s/resolver/a and
-  k8s/clusters/a/coredns, compared field by field; the differences meant are MEANT below, each
+- the same objects as kustomize for the same inputs: values made from the overlays' inputs (the
+  env files, the Service IP, the peer network, the exposed Service) render the objects of those
+  renders, compared field by field; the differences meant are MEANT below, each
   with its reason, and one that no longer occurs fails too (the list stays true).
 Prints PASS/FAIL lines.
 """
@@ -70,14 +71,16 @@ PLATFORMS = {
              "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type": "ip"}),
     "gke": (["peerExposure.provider=gke"], {"networking.gke.io/load-balancer-type": "Internal"}),
     "aks": (["peerExposure.provider=aks"], {"service.beta.kubernetes.io/azure-load-balancer-internal": "true"}),
-    "metallb": (["peerExposure.provider=metallb", "peerExposure.metallbAddressPool=mesh-internal"],
-                {"metallb.io/address-pool": "mesh-internal"}),
+    "metallb": (["peerExposure.provider=metallb", "peerExposure.metallb.loadBalancerIPs=10.8.255.53",
+                 "peerExposure.metallb.addressPool=mesh-internal"],
+                {"metallb.io/loadBalancerIPs": "10.8.255.53", "metallb.io/address-pool": "mesh-internal"}),
 }
 # The differences between the chart and kustomize for the same inputs that are meant:
 # (kind, name, path) -> why. A path ending in "*" covers everything under it.
 MEANT = {
-    ("Service", "kube-dns-mesh", "metadata.labels.app.kubernetes.io/part-of"):
-        "kustomize's k8s/coredns sets it on the Service; the chart sets it on every object (kept out of the comparison otherwise)",
+    ("ConfigMap", "*", "metadata.labels.app.kubernetes.io/name"):
+        "the chart names itself on every object it makes; the kustomizations generate the ConfigMaps "
+        "from env files without it (their app.kubernetes.io/part-of is the example's: mongo-mesh)",
 }
 # Labels compared: the ones selectors use and the component. The chart adds Helm's own
 # (app.kubernetes.io/instance, managed-by, version, helm.sh/chart, part-of).
@@ -310,7 +313,7 @@ def check_platforms(default):
 
 def check_one_owner(root):
     chart, err = template("--set", "config.create=false", "--set", "tls.enabled=true",
-                          "--set", "tls.createCertificate=false", "--set", "monitoring.podMonitor.enabled=true")
+                          "--set", "tls.createCertificate=false")
     with tempfile.TemporaryDirectory() as work:
         subprocess.run(["cp", "-r", str(root / "k8s"), work], check=True)
         kust = pathlib.Path(work, "k8s/clusters/a/kustomization.yaml")
@@ -349,20 +352,20 @@ def check_rules_and_notes(root, full):
                      run.stderr.strip()[-400:] or f"missing {[w for w in want if w not in notes]}")
 
 
-def inputs_of_kustomize(resolver, peer):
-    """Chart values that mean what k8s/resolver/a and k8s/clusters/a/coredns say."""
-    cms = {d["metadata"]["name"]: d.get("data") or {} for d in resolver if d["kind"] == "ConfigMap"}
+def inputs_of_kustomize(kust):
+    """Chart values that mean what the kustomize renders KUST say."""
+    cms = {d["metadata"]["name"]: d.get("data") or {} for d in kust if d["kind"] == "ConfigMap"}
     clusters = []
     for name, (endpoints, options) in parse_clusters(cms["meshdns-clusters"]["MESHDNS_CLUSTERS"]).items():
         entry = {"name": name, "endpoints": endpoints}
         if options:
             entry["options"] = options
         clusters.append(entry)
-    svc = next(d for d in resolver if d["kind"] == "Service" and d["metadata"]["name"] == "meshdns")
-    pol = next(d for d in resolver if d["kind"] == "NetworkPolicy" and d["metadata"]["name"] == "meshdns-resolver")
+    svc = next(d for d in kust if d["kind"] == "Service" and d["metadata"]["name"] == "meshdns")
+    pol = next(d for d in kust if d["kind"] == "NetworkPolicy" and d["metadata"]["name"] == "meshdns-resolver")
     peers = [b["ipBlock"]["cidr"] for r in pol["spec"]["egress"] for b in r.get("to", []) if "ipBlock" in b]
     local = cms["meshdns-local"]
-    exposed = peer_service(peer) or {"spec": {"type": "LoadBalancer"}, "metadata": {}}
+    exposed = peer_service(kust) or {"spec": {"type": "LoadBalancer"}, "metadata": {}}
     exposure = {"type": exposed["spec"]["type"], "provider": "none",
                 "annotations": exposed["metadata"].get("annotations") or {}}
     if exposure["type"] == "NodePort":
@@ -385,8 +388,8 @@ def normalize(d):
     """An object without what is not compared: labels outside COMPARED_LABELS."""
     d = json.loads(json.dumps(d))
     for meta in (d.get("metadata"), ((d.get("spec") or {}).get("template") or {}).get("metadata")):
-        if meta and "labels" in meta:
-            meta["labels"] = {k: v for k, v in meta["labels"].items() if k in COMPARED_LABELS}
+        if meta is not None:
+            meta["labels"] = {k: v for k, v in (meta.get("labels") or {}).items() if k in COMPARED_LABELS}
     return d
 
 
@@ -404,26 +407,29 @@ def differences(a, b, path=""):
 
 def meant(kind, name, path):
     for (k, n, p), why in MEANT.items():
-        if k == kind and n == name and (path == p or (p.endswith("*") and path.startswith(p[:-1]))):
+        if k == kind and n in (name, "*") and (path == p or (p.endswith("*") and path.startswith(p[:-1]))):
             return (k, n, p)
     return None
 
 
-def check_same_as_kustomize(root, default, resolver, peer):
+def check_same_as_kustomize(default, renders):
     kust = {}
-    for d in resolver + peer:
-        if d["kind"] in ("StatefulSet",) or d["metadata"]["name"] == "mongo":
-            continue
+    for d in renders:
+        if d["kind"] == "StatefulSet" or d["metadata"]["name"] == "mongo":
+            continue    # the example workload of k8s/clusters/a: the sidecars' side, not the chart's
         kust[(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"])] = d
-    values = inputs_of_kustomize(resolver, peer)
+    values = inputs_of_kustomize(list(kust.values()))
     chart_docs, err = _template_values(values)
     if chart_docs is None:
         CHECKS.check("the chart renders with the inputs of k8s/resolver/a", False, err)
         return
     chart = {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d for d in chart_docs}
-    strip = lambda docs: [normalize(d) for d in docs]  # noqa: E731
-    CHECKS.check("values.yaml is the example of k8s/resolver/a (its defaults render what its inputs render)",
-                 strip(default) == strip(chart_docs), "values.yaml and the inputs of k8s/resolver/a differ")
+    by_key = lambda docs: {(d["kind"], d["metadata"]["name"]): normalize(d) for d in docs}  # noqa: E731
+    ours, theirs = by_key(default), by_key(chart_docs)
+    apart = [f"{k[0]}/{k[1]} {p}" for k in sorted(set(ours) | set(theirs))
+             for p in differences(ours.get(k), theirs.get(k))]
+    CHECKS.check("values.yaml is the example of k8s/ (cluster a): its defaults render what the overlays' inputs "
+                 "render", not apart, f"differ at {apart}")
     seen, unmeant = set(), []
     for key in sorted(set(kust) | set(chart)):
         kind, ns, name = key
@@ -436,7 +442,7 @@ def check_same_as_kustomize(root, default, resolver, peer):
             m = meant(kind, name, path)
             (seen.add(m) if m else unmeant.append(f"{kind} {ns}/{name} {path}: kustomize "
                                                    f"{_at(kust[key], path)!r}, chart {_at(chart[key], path)!r}"))
-    CHECKS.check(f"the same objects as kustomize (k8s/resolver/a, k8s/clusters/a/coredns) for the same inputs: "
+    CHECKS.check(f"the same objects as kustomize (k8s/clusters/a, k8s/resolver/a, k8s/clusters/a/coredns) for the same inputs: "
                  f"{len(set(kust) & set(chart))} in both, compared field by field; {len(seen)} differences meant",
                  not unmeant, "\n      ".join([""] + unmeant))
     stale = [f"{k} {n} {p}" for (k, n, p) in MEANT if (k, n, p) not in seen]
@@ -455,7 +461,8 @@ def _at(d, path):
 
 def main():
     root = pathlib.Path(sys.argv[1])
-    default, full, resolver, peer = (load(p) for p in sys.argv[2:6])
+    default, full = load(sys.argv[2]), load(sys.argv[3])
+    renders = [d for p in sys.argv[4:] for d in load(p)]
     os.chdir(root)
     full_values = "tests/deploy/fixtures/chart-values-full.yaml"
     check_versions(root)
@@ -469,7 +476,7 @@ def main():
     check_platforms(default)
     check_one_owner(root)
     check_rules_and_notes(root, full)
-    check_same_as_kustomize(root, default, resolver, peer)
+    check_same_as_kustomize(default, renders)
     return CHECKS.exit_code()
 
 
