@@ -342,11 +342,14 @@ def check_rules_and_notes(root, full):
     theirs = yaml.safe_load((root / "k8s/components/monitoring/prometheusrule.yaml").read_text())
     CHECKS.check("the PrometheusRule's rules are k8s/components/monitoring's",
                  ours is not None and ours["spec"] == theirs["spec"], "they differ" if ours else "none rendered")
-    for what, extra in (("LoadBalancer", []), ("NodePort", ["--set", "peerExposure.type=NodePort"])):
+    cases = (("MetalLB's fixed address", [], ['endpoints: ["10.8.255.53:53"]']),
+             ("a cloud's load balancer", ["--set", "peerExposure.provider=eks"],
+              ["get service kube-dns-mesh", "loadBalancer.ingress", ':53"]']),
+             ("NodePort", ["--set", "peerExposure.type=NodePort"], [':30053"']))
+    for what, extra, endpoint in cases:
         run = helm("install", "meshdns", CHART, "--namespace", "db", "--dry-run=client", *extra)
         notes = run.stdout.split("NOTES:", 1)[-1] if "NOTES:" in run.stdout else ""
-        want = ["/meshdns --check", "name: a"] + (
-            ["get service kube-dns-mesh", "loadBalancer.ingress"] if what == "LoadBalancer" else ["30053"])
+        want = ["kubectl -n db exec deploy/meshdns -- /meshdns --check", "- name: a"] + endpoint
         CHECKS.check(f"NOTES.txt ({what}): the peer endpoint to give the other clusters and meshdns --check",
                      run.returncode == 0 and all(w in notes for w in want),
                      run.stderr.strip()[-400:] or f"missing {[w for w in want if w not in notes]}")
