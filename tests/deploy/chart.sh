@@ -14,12 +14,15 @@ GOBIN_DIR=${GOBIN_DIR:-/opt/gotools}
 
 install_helm() {
     local helm="$GOBIN_DIR/helm" go
-    if [ -x "$helm" ] && "$helm" version --short 2>/dev/null | grep -q "^$HELM_VERSION"; then
+    go=$(command -v go || true)
+    [ -n "$go" ] || go=/usr/local/go/bin/go
+    # A binary built by `go install` says only "v4.3" itself; its module version is in its build
+    # information.
+    if [ -x "$helm" ] && [ -x "$go" ] &&
+        "$go" version -m "$helm" 2>/dev/null | grep -Eq "^\s+mod\s+helm\.sh/helm/v4\s+$HELM_VERSION\s"; then
         echo "$helm"
         return
     fi
-    go=$(command -v go || true)
-    [ -n "$go" ] || go=/usr/local/go/bin/go
     if [ ! -x "$go" ]; then
         echo "no Go toolchain (go in PATH or /usr/local/go/bin/go) to build helm $HELM_VERSION with" >&2
         return 1
@@ -27,7 +30,6 @@ install_helm() {
     echo "building helm $HELM_VERSION (go install from the Go module proxy)" >&2
     mkdir -p "$GOBIN_DIR"
     GOBIN=$GOBIN_DIR "$go" install "helm.sh/helm/v4/cmd/helm@$HELM_VERSION" >&2
-    "$helm" version --short >&2
     echo "$helm"
 }
 

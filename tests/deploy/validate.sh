@@ -256,16 +256,17 @@ check "kustomize renders the sidecar component onto a foreign StatefulSet (tests
 # deploy checks of every workload, each platform's load balancer, the same objects as kustomize.
 if HELM=$(bash "$HERE/chart.sh" install); then
     export HELM
-    echo "helm: $("$HELM" version --short)"
-    chart_render() { # NAME [helm template options]: renders charts/meshdns into RENDERED[NAME]
+    echo "helm: $HELM ($(sed -n 's/^HELM_VERSION=//p' "$HERE/chart.sh"), built by tests/deploy/chart.sh)"
+    chart_render() { # NAME [helm template options]: renders charts/meshdns into $WORK/NAME.yaml
         local name=$1
         shift
-        "$HELM" template meshdns charts/meshdns --namespace "${NS[a]}" "$@" >"$WORK/$name.yaml" &&
-            RENDERED[$name]=$WORK/$name.yaml
+        "$HELM" template meshdns charts/meshdns --namespace "${NS[a]}" "$@" >"$WORK/$name.yaml"
     }
-    check "helm template charts/meshdns (default values)" chart_render chart-default
+    check "helm template charts/meshdns (default values)" chart_render chart-default &&
+        RENDERED[chart-default]=$WORK/chart-default.yaml
     check "helm template charts/meshdns -f tests/deploy/fixtures/chart-values-full.yaml" \
-        chart_render chart-full -f "$HERE/fixtures/chart-values-full.yaml"
+        chart_render chart-full -f "$HERE/fixtures/chart-values-full.yaml" &&
+        RENDERED[chart-full]=$WORK/chart-full.yaml
 else
     fail "helm: not installed and could not be built (tests/deploy/chart.sh install)"
 fi
