@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """The Helm chart charts/meshdns, rendered by the real Helm engine (HELM: its binary).
 
-    check_chart.py REPO_ROOT CHART_DEFAULT CHART_FULL KUSTOMIZE_RENDER...
+    check_chart.py REPO_ROOT CHART_DEFAULT CHART_FULL CHART_WEBHOOK KUSTOMIZE_RENDER...
 
-CHART_DEFAULT and CHART_FULL are `helm template` of the default values and of
-fixtures/chart-values-full.yaml (validate.sh renders them, validates them with
-kubernetes-validate and starts their meshdns containers: check_start.py); the KUSTOMIZE_RENDERs
+CHART_DEFAULT, CHART_FULL and CHART_WEBHOOK are `helm template` of the default values, of
+fixtures/chart-values-full.yaml, and of that with webhook.enabled (validate.sh renders them and
+validates them with kubernetes-validate, and starts the meshdns containers of the first two:
+check_start.py); the KUSTOMIZE_RENDERs
 are what the chart stands for in k8s/: k8s/clusters/a (its ConfigMaps; the example workload is
 not compared), k8s/resolver/a and k8s/clusters/a/coredns. Checks:
 - the chart's version and appVersion are the crate's (Cargo.toml); `helm lint` and
@@ -16,9 +17,9 @@ not compared), k8s/resolver/a and k8s/clusters/a/coredns. Checks:
 - every MESHDNS_ variable of src/config/variables.rs that the cluster side needs has a value:
   it appears in the full render (a ConfigMap key or the resolver's environment); the others are
   listed below with the reason; restart-only ones never in a ConfigMap;
-- every workload: the restricted Pod Security Standard, httpGet startup/readiness/liveness
-  probes, cpu and memory requests and a memory limit, the image the release reference of
-  k8s/components/image;
+- every workload: the restricted Pod Security Standard, httpGet readiness and liveness probes
+  (and a startup probe for the DNS server, whose first answer matters), cpu and memory requests
+  and a memory limit, the image the release reference of k8s/components/image;
 - the blast radius rule: in no render (each platform's too) does a NetworkPolicy select the
   CoreDNS pods, nor is kube-system/coredns or a Namespace created;
 - the peers' way in, per platform: the internal load balancer's annotations for EKS, GKE, AKS
@@ -31,7 +32,8 @@ not compared), k8s/resolver/a and k8s/clusters/a/coredns. Checks:
 - the same objects as kustomize for the same inputs: values made from the overlays' inputs (the
   env files, the Service IP, the peer network, the exposed Service) render the objects of those
   renders, compared field by field; the differences meant are MEANT below, each
-  with its reason, and one that no longer occurs fails too (the list stays true).
+  with its reason, and one that no longer occurs fails too (the list stays true); the same for
+  the webhook and k8s/webhook, when the tree has it.
 Prints PASS/FAIL lines.
 """
 import json
@@ -78,10 +80,14 @@ PLATFORMS = {
 # The differences between the chart and kustomize for the same inputs that are meant:
 # (kind, name, path) -> why. A path ending in "*" covers everything under it.
 MEANT = {
-    ("ConfigMap", "*", "metadata.labels.app.kubernetes.io/name"):
-        "the chart names itself on every object it makes; the kustomizations generate the ConfigMaps "
-        "from env files without it (their app.kubernetes.io/part-of is the example's: mongo-mesh)",
+    (("ConfigMap", "Certificate", "Issuer", "MutatingWebhookConfiguration"), "*", "metadata.labels.app.kubernetes.io/name"):
+        "the chart names itself on every object it makes; the kustomizations leave these unlabelled "
+        "(the ConfigMaps come from env files; their app.kubernetes.io/part-of is the example's: mongo-mesh)",
+    ("Namespace", "meshdns-webhook", "kustomize only"):
+        "a chart creates no Namespace (Helm's own namespace handling, and one that exists must not "
+        "be relabelled); the values say to create it first, labelled restricted",
 }
+SEEN = set()    # the MEANT entries that occurred
 # Labels compared: the ones selectors use and the component. The chart adds Helm's own
 # (app.kubernetes.io/instance, managed-by, version, helm.sh/chart, part-of).
 COMPARED_LABELS = {"app.kubernetes.io/name", "app.kubernetes.io/component", "k8s-app"}
@@ -241,15 +247,17 @@ def check_workloads(label, docs, image):
             where = f"{label} {w['kind']}/{w['metadata']['name']} {c['name']}"
             ok, why = restricted(psc, c.get("securityContext") or {})
             CHECKS.check(f"{where}: the restricted Pod Security Standard", ok, why)
-            probes = {p: (c.get(p) or {}).get("httpGet", {}).get("path")
-                      for p in ("startupProbe", "readinessProbe", "livenessProbe")}
-            CHECKS.check(f"{where}: httpGet startup, readiness and liveness probes", all(probes.values()), f"{probes}")
+            kinds = ("readinessProbe", "livenessProbe") + (("startupProbe",) if "webhook" not in c.get("args", []) else ())
+            probes = {p: (c.get(p) or {}).get("httpGet", {}).get("path") for p in kinds}
+            CHECKS.check(f"{where}: httpGet {', '.join(probes)}", all(probes.values()), f"{probes}")
             res = c.get("resources") or {}
             CHECKS.check(f"{where}: cpu and memory requests, a memory limit",
                          {"cpu", "memory"} <= set(res.get("requests") or {}) and "memory" in (res.get("limits") or {}),
                          f"{res}")
             CHECKS.check(f"{where}: the image is the release reference {image}", c.get("image") == image,
                          f"{c.get('image')}")
+            if "webhook" in c.get("args", []):
+                continue    # the webhook reads no DNS configuration
             cms = {d["metadata"]["name"]: d.get("data") or {} for d in docs if d["kind"] == "ConfigMap"}
             clusters = cms.get("meshdns-clusters", {}).get("MESHDNS_CLUSTERS", "")
             try:
@@ -410,9 +418,45 @@ def differences(a, b, path=""):
 
 def meant(kind, name, path):
     for (k, n, p), why in MEANT.items():
-        if k == kind and n in (name, "*") and (path == p or (p.endswith("*") and path.startswith(p[:-1]))):
+        if kind in (k if isinstance(k, tuple) else (k,)) and n in (name, "*") and (path == p or (p.endswith("*") and path.startswith(p[:-1]))):
             return (k, n, p)
     return None
+
+
+def check_webhook(root, webhook):
+    """The chart's webhook against k8s/webhook, rendered with kustomize, when the tree has it."""
+    ours = [d for d in webhook if "webhook" in d["metadata"]["name"] or d["kind"] == "MutatingWebhookConfiguration"]
+    CHECKS.check("webhook.enabled renders the webhook (Deployment, Service, PDB, certificates, "
+                 "MutatingWebhookConfiguration)", {"Deployment", "Service", "PodDisruptionBudget", "Certificate",
+                 "MutatingWebhookConfiguration"} <= {d["kind"] for d in ours}, f"{sorted({d['kind'] for d in ours})}")
+    if not (root / "k8s/webhook/kustomization.yaml").exists():
+        print("    k8s/webhook is not in this tree: the chart's webhook is compared with it once it is")
+        return
+    run = subprocess.run(["kubectl", "kustomize", str(root / "k8s/webhook")], capture_output=True, text=True)
+    if run.returncode:
+        CHECKS.check("kubectl kustomize k8s/webhook", False, run.stderr.strip())
+        return
+    compare("k8s/webhook", [d for d in yaml.safe_load_all(run.stdout) if d], ours)
+
+
+def compare(what, kustomize, chart):
+    """The objects of KUSTOMIZE and CHART by kind, namespace and name, field by field (MEANT aside)."""
+    key = lambda d: (d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"])  # noqa: E731
+    kust, ours = {key(d): d for d in kustomize}, {key(d): d for d in chart}
+    unmeant = []
+    for k in sorted(set(kust) | set(ours), key=str):
+        kind, ns, name = k
+        if k not in ours or k not in kust:
+            side = "kustomize only" if k in kust else "chart only"
+            m = meant(kind, name, side)
+            (SEEN.add(m) if m else unmeant.append(f"{kind} {ns}/{name}: {side}"))
+            continue
+        for path in differences(normalize(kust[k]), normalize(ours[k])):
+            m = meant(kind, name, path)
+            (SEEN.add(m) if m else unmeant.append(f"{kind} {ns}/{name} {path}: kustomize "
+                                                   f"{_at(kust[k], path)!r}, chart {_at(ours[k], path)!r}"))
+    CHECKS.check(f"the same objects as {what} for the same inputs: {len(set(kust) & set(ours))} in both, compared "
+                 "field by field, the differences meant aside", not unmeant, "\n      ".join([""] + unmeant))
 
 
 def check_same_as_kustomize(default, renders):
@@ -426,60 +470,54 @@ def check_same_as_kustomize(default, renders):
     if chart_docs is None:
         CHECKS.check("the chart renders with the inputs of k8s/resolver/a", False, err)
         return
-    chart = {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d for d in chart_docs}
     by_key = lambda docs: {(d["kind"], d["metadata"]["name"]): normalize(d) for d in docs}  # noqa: E731
     ours, theirs = by_key(default), by_key(chart_docs)
     apart = [f"{k[0]}/{k[1]} {p}" for k in sorted(set(ours) | set(theirs))
              for p in differences(ours.get(k), theirs.get(k))]
     CHECKS.check("values.yaml is the example of k8s/ (cluster a): its defaults render what the overlays' inputs "
                  "render", not apart, f"differ at {apart}")
-    seen, unmeant = set(), []
-    for key in sorted(set(kust) | set(chart)):
-        kind, ns, name = key
-        if key not in chart or key not in kust:
-            side = "kustomize only" if key in kust else "chart only"
-            m = meant(kind, name, side)
-            (seen.add(m) if m else unmeant.append(f"{kind} {ns}/{name}: {side}"))
-            continue
-        for path in differences(normalize(kust[key]), normalize(chart[key])):
-            m = meant(kind, name, path)
-            (seen.add(m) if m else unmeant.append(f"{kind} {ns}/{name} {path}: kustomize "
-                                                   f"{_at(kust[key], path)!r}, chart {_at(chart[key], path)!r}"))
-    CHECKS.check(f"the same objects as kustomize (k8s/clusters/a, k8s/resolver/a, k8s/clusters/a/coredns) for the same inputs: "
-                 f"{len(set(kust) & set(chart))} in both, compared field by field; {len(seen)} differences meant",
-                 not unmeant, "\n      ".join([""] + unmeant))
-    stale = [f"{k} {n} {p}" for (k, n, p) in MEANT if (k, n, p) not in seen]
-    CHECKS.check("every difference listed as meant still occurs", not stale, f"{stale}")
+    compare("k8s/clusters/a (its ConfigMaps), k8s/resolver/a and k8s/clusters/a/coredns", list(kust.values()), chart_docs)
 
 
 def _at(d, path):
-    node = d
-    for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
+    """The value at PATH (a path of differences(): keys may hold dots, as label keys do)."""
+    node, parts = d, re.findall(r"[^.\[\]]+|\[\d+\]", path)
+    while parts and node is not None:
+        part = parts.pop(0)
         if part.startswith("["):
-            node = node[int(part[1:-1])] if isinstance(node, list) and int(part[1:-1]) < len(node) else None
-        else:
-            node = node.get(part) if isinstance(node, dict) else None
+            i = int(part[1:-1])
+            node = node[i] if isinstance(node, list) and i < len(node) else None
+            continue
+        if not isinstance(node, dict):
+            return None
+        while part not in node and parts and not parts[0].startswith("["):
+            part += "." + parts.pop(0)
+        node = node.get(part)
     return node
 
 
 def main():
     root = pathlib.Path(sys.argv[1])
-    default, full = load(sys.argv[2]), load(sys.argv[3])
-    renders = [d for p in sys.argv[4:] for d in load(p)]
+    default, full, webhook = load(sys.argv[2]), load(sys.argv[3]), load(sys.argv[4])
+    renders = [d for p in sys.argv[5:] for d in load(p)]
     os.chdir(root)
     full_values = "tests/deploy/fixtures/chart-values-full.yaml"
     check_versions(root)
     check_lint(full_values)
     check_schema(root, full_values)
-    check_variables(root, full)
+    check_variables(root, full + webhook)
     image = release_image(root)
-    for label, docs in (("default values", default), ("full values", full)):
+    for label, docs in (("default values", default), ("full values", full), ("with the webhook", webhook)):
         check_workloads(label, docs, image)
         check_blast_radius(label, docs)
     check_platforms(default)
     check_one_owner(root)
     check_rules_and_notes(root, full)
     check_same_as_kustomize(default, renders)
+    check_webhook(root, webhook)
+    compared_webhook = (root / "k8s/webhook/kustomization.yaml").exists()
+    stale = [f"{k} {n} {p}" for (k, n, p) in MEANT if (k, n, p) not in SEEN and (compared_webhook or "webhook" not in n)]
+    CHECKS.check("every difference listed as meant still occurs", not stale, f"{stale}")
     return CHECKS.exit_code()
 
 

@@ -24,9 +24,10 @@ TOOLS=${MESHDNS_DEPLOY_TOOLS:-/opt/meshdns-deploy-tools}
 K8S_VERSION=1.33.0
 # Custom resources have no schema in kubernetes-validate; these kinds, and only these, are skipped.
 # They live only in the opt-in parts (k8s/components/monitoring, k8s/components/tls,
-# k8s/coredns-tls): the default install must render without any (check_pod.py checks that).
+# k8s/coredns-tls, the chart's monitoring, tls and webhook values): the default install must
+# render without any (check_pod.py and check_chart.py check that).
 SKIP_KINDS=("monitoring.coreos.com/v1/PodMonitor" "monitoring.coreos.com/v1/PrometheusRule"
-    "cert-manager.io/v1/Certificate" "cert-manager.io/v1/ClusterIssuer")
+    "cert-manager.io/v1/Certificate" "cert-manager.io/v1/ClusterIssuer" "cert-manager.io/v1/Issuer")
 CLUSTERS=(a b)
 
 PASSED=0
@@ -267,6 +268,9 @@ if HELM=$(bash "$HERE/chart.sh" install); then
     check "helm template charts/meshdns -f tests/deploy/fixtures/chart-values-full.yaml" \
         chart_render chart-full -f "$HERE/fixtures/chart-values-full.yaml" &&
         RENDERED[chart-full]=$WORK/chart-full.yaml
+    check "helm template charts/meshdns -f tests/deploy/fixtures/chart-values-full.yaml --set webhook.enabled=true" \
+        chart_render chart-webhook -f "$HERE/fixtures/chart-values-full.yaml" --set webhook.enabled=true &&
+        RENDERED[chart-webhook]=$WORK/chart-webhook.yaml
 else
     fail "helm: not installed and could not be built (tests/deploy/chart.sh install)"
 fi
@@ -328,7 +332,7 @@ for r in chart-default chart-full; do
 done
 if [ -n "${HELM:-}" ]; then
     absorb "chart" "$PY" "$HERE/check_chart.py" "$ROOT" "${RENDERED[chart-default]:-/dev/null}" \
-        "${RENDERED[chart-full]:-/dev/null}" "${RENDERED[clusters/a]:-/dev/null}" \
+        "${RENDERED[chart-full]:-/dev/null}" "${RENDERED[chart-webhook]:-/dev/null}" "${RENDERED[clusters/a]:-/dev/null}" \
         "${RENDERED[resolver/a]:-/dev/null}" "${RENDERED[clusters/a/coredns]:-/dev/null}"
 fi
 # The overlays: one namespace line, comment paths that exist, the resolver overlay deploying

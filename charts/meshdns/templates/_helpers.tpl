@@ -57,3 +57,9 @@ app.kubernetes.io/component: resolver
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/* The webhook's labels: its own app.kubernetes.io/name (the selectors of k8s/webhook). */}}
+{{- define "meshdns.webhookLabels" -}}
+app.kubernetes.io/name: meshdns-webhook
+{{ include "meshdns.releaseLabels" . }}
+{{- end }}
