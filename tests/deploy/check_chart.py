@@ -8,7 +8,7 @@ fixtures/chart-values-full.yaml, and of that with webhook.enabled (validate.sh r
 validates them with kubernetes-validate, and starts the meshdns containers of the first two:
 check_start.py); the KUSTOMIZE_RENDERs
 are what the chart stands for in k8s/: k8s/clusters/a (its ConfigMaps; the example workload is
-not compared), k8s/resolver/a and k8s/clusters/a/coredns. Checks:
+not compared), k8s/resolver/a, k8s/clusters/a/coredns and k8s/clusters/a/coredns-tls. Checks:
 - the chart's version and appVersion are the crate's (Cargo.toml); `helm lint` and
   `helm lint --strict` find nothing, with the default and with the full values;
 - values.schema.json: every object of it refuses keys it does not name (additionalProperties
@@ -248,16 +248,22 @@ def check_workloads(label, docs, image):
             where = f"{label} {w['kind']}/{w['metadata']['name']} {c['name']}"
             ok, why = restricted(psc, c.get("securityContext") or {})
             CHECKS.check(f"{where}: the restricted Pod Security Standard", ok, why)
-            kinds = ("readinessProbe", "livenessProbe") + (("startupProbe",) if "webhook" not in c.get("args", []) else ())
+            dns_server = c["name"] == "meshdns"
+            kinds = ("readinessProbe", "livenessProbe") + (("startupProbe",) if dns_server else ())
             probes = {p: (c.get(p) or {}).get("httpGet", {}).get("path") for p in kinds}
             CHECKS.check(f"{where}: httpGet {', '.join(probes)}", all(probes.values()), f"{probes}")
             res = c.get("resources") or {}
             CHECKS.check(f"{where}: cpu and memory requests, a memory limit",
                          {"cpu", "memory"} <= set(res.get("requests") or {}) and "memory" in (res.get("limits") or {}),
                          f"{res}")
+            if not c.get("image", "").startswith(image.rsplit(":", 1)[0] + ":"):
+                CHECKS.check(f"{where}: the image is fully qualified and pinned",
+                             re.fullmatch(r"[\w.-]+\.[\w.-]+/[\w./-]+(:[\w.-]+|@sha256:[0-9a-f]{64})", c.get("image", "")),
+                             f"{c.get('image')}")
+                continue    # not meshdns (the DNS over TLS endpoint's CoreDNS)
             CHECKS.check(f"{where}: the image is the release reference {image}", c.get("image") == image,
                          f"{c.get('image')}")
-            if "webhook" in c.get("args", []):
+            if not dns_server:
                 continue    # the webhook reads no DNS configuration
             cms = {d["metadata"]["name"]: d.get("data") or {} for d in docs if d["kind"] == "ConfigMap"}
             clusters = cms.get("meshdns-clusters", {}).get("MESHDNS_CLUSTERS", "")
@@ -377,9 +383,11 @@ def inputs_of_kustomize(kust):
     pol = next(d for d in kust if d["kind"] == "NetworkPolicy" and d["metadata"]["name"] == "meshdns-resolver")
     peers = [b["ipBlock"]["cidr"] for r in pol["spec"]["egress"] for b in r.get("to", []) if "ipBlock" in b]
     local = cms["meshdns-local"]
+    server = next((d for d in kust if d["kind"] == "Certificate" and d["metadata"]["name"] == "dns-mesh-tls-server"), None)
     exposed = peer_service(kust) or {"spec": {"type": "LoadBalancer"}, "metadata": {}}
     exposure = {"type": exposed["spec"]["type"], "provider": "none",
-                "annotations": exposed["metadata"].get("annotations") or {}}
+                "annotations": exposed["metadata"].get("annotations") or {},
+                "tls": {"enabled": server is not None, "serverName": (server or {"spec": {"dnsNames": ["x"]}})["spec"]["dnsNames"][0]}}
     if exposure["type"] == "NodePort":
         exposure["nodePort"] = exposed["spec"]["ports"][0]["nodePort"]
     else:
@@ -471,13 +479,14 @@ def check_same_as_kustomize(default, renders):
     if chart_docs is None:
         CHECKS.check("the chart renders with the inputs of k8s/resolver/a", False, err)
         return
+    # The opt-in parts the overlays' inputs switch on (the DNS over TLS endpoint) are off by default.
     by_key = lambda docs: {(d["kind"], d["metadata"]["name"]): normalize(d) for d in docs}  # noqa: E731
     ours, theirs = by_key(default), by_key(chart_docs)
-    apart = [f"{k[0]}/{k[1]} {p}" for k in sorted(set(ours) | set(theirs))
-             for p in differences(ours.get(k), theirs.get(k))]
+    apart = [f"{k[0]}/{k[1]} {p}" for k in sorted(ours) for p in differences(ours.get(k), theirs.get(k))]
     CHECKS.check("values.yaml is the example of k8s/ (cluster a): its defaults render what the overlays' inputs "
                  "render", not apart, f"differ at {apart}")
-    compare("k8s/clusters/a (its ConfigMaps), k8s/resolver/a and k8s/clusters/a/coredns", list(kust.values()), chart_docs)
+    compare("k8s/clusters/a (its ConfigMaps), k8s/resolver/a, k8s/clusters/a/coredns and coredns-tls",
+            list(kust.values()), chart_docs)
 
 
 def _at(d, path):

@@ -336,7 +336,8 @@ done
 if [ -n "${HELM:-}" ]; then
     absorb "chart" "$PY" "$HERE/check_chart.py" "$ROOT" "${RENDERED[chart-default]:-/dev/null}" \
         "${RENDERED[chart-full]:-/dev/null}" "${RENDERED[chart-webhook]:-/dev/null}" "${RENDERED[clusters/a]:-/dev/null}" \
-        "${RENDERED[resolver/a]:-/dev/null}" "${RENDERED[clusters/a/coredns]:-/dev/null}"
+        "${RENDERED[resolver/a]:-/dev/null}" "${RENDERED[clusters/a/coredns]:-/dev/null}" \
+        "${RENDERED[clusters/a/coredns-tls]:-/dev/null}"
 fi
 # The overlays: one namespace line, comment paths that exist, the resolver overlay deploying
 # only the resolver, the autoscaler owning the replica count, the dnsPolicy comment.
