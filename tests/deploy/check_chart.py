@@ -10,7 +10,8 @@ check_start.py); the KUSTOMIZE_RENDERs
 are what the chart stands for in k8s/: k8s/clusters/a (its ConfigMaps; the example workload is
 not compared), k8s/resolver/a, k8s/clusters/a/coredns and k8s/clusters/a/coredns-tls. Checks:
 - the chart's version and appVersion are the crate's (Cargo.toml); `helm lint` and
-  `helm lint --strict` find nothing, with the default and with the full values;
+  `helm lint --strict` find nothing, with the default and with the full values; `helm package`
+  keeps the files the chart reads through links (it renders the same);
 - values.schema.json: every object of it refuses keys it does not name (additionalProperties
   false), but the maps it says are free; a misspelt key at each level, and a wrong enum value,
   fail `helm template`; the full values file sets every key the schema has;
@@ -127,6 +128,21 @@ def check_lint(full_values):
             problems = [l for l in out.splitlines() if re.match(r"\s*\[(ERROR|WARNING)\]", l)]
             CHECKS.check(f"helm lint {' '.join(strict)} with {what}: 0 errors, 0 warnings".replace("  ", " "),
                          run.returncode == 0 and not problems, "\n".join(problems) or out.strip()[-800:])
+
+
+def check_package(full_values):
+    """`helm package` stores the files the chart reads through links (files/): it renders the same."""
+    with tempfile.TemporaryDirectory() as out:
+        run = helm("package", CHART, "-d", out)
+        packages = list(pathlib.Path(out).glob("*.tgz"))
+        if run.returncode or len(packages) != 1:
+            CHECKS.check("helm package", False, run.stderr.strip()[-400:])
+            return
+        packaged = helm("template", "meshdns", str(packages[0]), "--namespace", "db", "-f", full_values)
+    directory = helm("template", "meshdns", CHART, "--namespace", "db", "-f", full_values)
+    CHECKS.check("the packaged chart renders what the directory renders (the linked files inside it)",
+                 packaged.returncode == 0 and packaged.stdout == directory.stdout,
+                 packaged.stderr.strip()[-400:] or "the renders differ")
 
 
 def schema_objects(schema, path=""):
@@ -474,7 +490,12 @@ def check_same_as_kustomize(default, renders):
         if d["kind"] == "StatefulSet" or d["metadata"]["name"] == "mongo":
             continue    # the example workload of k8s/clusters/a: the sidecars' side, not the chart's
         kust[(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"])] = d
-    values = inputs_of_kustomize(list(kust.values()))
+    try:
+        values = inputs_of_kustomize(list(kust.values()))
+    except (KeyError, StopIteration) as missing:
+        CHECKS.check("the overlays' renders hold the chart's inputs (ConfigMaps, Service meshdns, its NetworkPolicy)",
+                     False, f"missing {missing}")
+        return
     chart_docs, err = _template_values(values)
     if chart_docs is None:
         CHECKS.check("the chart renders with the inputs of k8s/resolver/a", False, err)
@@ -514,6 +535,7 @@ def main():
     full_values = "tests/deploy/fixtures/chart-values-full.yaml"
     check_versions(root)
     check_lint(full_values)
+    check_package(full_values)
     check_schema(root, full_values)
     check_variables(root, full + webhook)
     image = release_image(root)
