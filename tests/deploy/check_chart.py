@@ -177,6 +177,11 @@ def check_schema(root, full_values):
             accepted.append(f"{path or '(top)'}: {err[-200:] or 'rendered'}")
     CHECKS.check(f"a misspelt key at each of the {len([p for p, _ in objects if '[]' not in p])} levels of the values "
                  "fails helm template, naming it", not accepted, "; ".join(accepted))
+    misspelt = json.loads(json.dumps(defaults))
+    misspelt["config"]["mesh"]["clusters"][-1]["options"] = {"tls-name": "dns.b.mesh.example"}
+    objs, err = _template_values(misspelt)
+    CHECKS.check("a misspelt cluster option (tls-name for tls_name) fails helm template", objs is None
+                 and "tls-name" in err, err[-200:] or "rendered")
     objs, err = template("--set", "peerExposure.provider=ekss")
     CHECKS.check("a value outside its enum (peerExposure.provider=ekss) fails helm template", objs is None,
                  "rendered")
