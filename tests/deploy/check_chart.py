@@ -343,6 +343,8 @@ def check_platforms(default):
         check_blast_radius(f"platform {name}", docs)
     docs, err = template("--set", "peerExposure.type=NodePort")
     check_peer_service("no load balancer", peer_service(docs or []), "NodePort")
+    left = ((peer_service(docs or []) or {}).get("metadata") or {}).get("annotations")
+    CHECKS.check("no load balancer: the platform's load balancer annotations are left out", not left, f"{left}")
     if docs is not None:
         check_blast_radius("no load balancer", docs)
 
