@@ -235,9 +235,11 @@ def _template_values(values):
 
 def check_variables(root, full):
     text = (root / "src/config/variables.rs").read_text()
-    names = re.findall(r'^pub const \w+: &str = "(MESHDNS_\w+)";', text, re.M)
-    restart_block = re.search(r"pub const RESTART_ONLY: \[&str; \d+\] = \[(.*?)\];", text, re.S).group(1)
     consts = dict(re.findall(r'^pub const (\w+): &str = "(MESHDNS_\w+)";', text, re.M))
+    # The table's rows (`var(NAME, ...)`), not every string constant (a prefix is none).
+    table = re.search(r"pub const VARIABLES: &\[Variable\] = &\[(.*?)\n\];", text, re.S).group(1)
+    names = [consts[c] for c in re.findall(r"\bvar\(\s*(\w+),", table)]
+    restart_block = re.search(r"pub const RESTART_ONLY: \[&str; \d+\] = \[(.*?)\];", text, re.S).group(1)
     restart = {consts[c] for c in re.findall(r"\w+", restart_block)}
     keys = {k for d in full if d["kind"] == "ConfigMap" for k in (d.get("data") or {})}
     env = {e["name"] for d in full if d["kind"] in WORKLOADS
