@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """The Helm chart charts/meshdns, rendered by the real Helm engine (HELM: its binary).
 
-    check_chart.py REPO_ROOT CHART_DEFAULT CHART_FULL CHART_WEBHOOK KUSTOMIZE_RENDER...
+    check_chart.py REPO_ROOT CHART_DEFAULT CHART_FULL CHART_EXTRA [--dot RENDER] KUSTOMIZE_RENDER...
 
-CHART_DEFAULT, CHART_FULL and CHART_WEBHOOK are `helm template` of the default values, of
-fixtures/chart-values-full.yaml, and of that with webhook.enabled (validate.sh renders them and
-validates them with kubernetes-validate, and starts the meshdns containers of the first two:
-check_start.py); the KUSTOMIZE_RENDERs
+CHART_DEFAULT, CHART_FULL and CHART_EXTRA are `helm template` of the default values, of
+fixtures/chart-values-full.yaml, and of that with webhook.enabled and resolver.dot.enabled
+(validate.sh renders them and validates them with kubernetes-validate, and starts the meshdns
+containers of the first two: check_start.py); the KUSTOMIZE_RENDERs
 are what the chart stands for in k8s/: k8s/clusters/a (its ConfigMaps; the example workload is
-not compared), k8s/resolver/a, k8s/clusters/a/coredns and k8s/clusters/a/coredns-tls. Checks:
+not compared), k8s/resolver/a and k8s/clusters/a/coredns; --dot: k8s/resolver/a with
+k8s/clusters/a/dot (DNS over TLS served by the resolver), when the tree has it. Checks:
 - the chart's version and appVersion are the crate's (Cargo.toml); `helm lint` and
   `helm lint --strict` find nothing, with the default and with the full values; `helm package`
   keeps the files the chart reads through links (it renders the same);
@@ -34,7 +35,8 @@ not compared), k8s/resolver/a, k8s/clusters/a/coredns and k8s/clusters/a/coredns
   env files, the Service IP, the peer network, the exposed Service) render the objects of those
   renders, compared field by field; the differences meant are MEANT below, each
   with its reason, and one that no longer occurs fails too (the list stays true); the same for
-  the webhook and k8s/webhook, when the tree has it.
+  DNS over TLS served by the resolver (--dot) and for the webhook and k8s/webhook, when the
+  tree has them.
 Prints PASS/FAIL lines.
 """
 import json
@@ -233,7 +235,7 @@ def _template_values(values):
         return template("-f", f.name)
 
 
-def check_variables(root, full):
+def check_variables(root, full, extra):
     text = (root / "src/config/variables.rs").read_text()
     consts = dict(re.findall(r'^pub const (\w+): &str = "(MESHDNS_\w+)";', text, re.M))
     # The table's rows (`var(NAME, ...)`), not every string constant (a prefix is none).
@@ -241,8 +243,8 @@ def check_variables(root, full):
     names = [consts[c] for c in re.findall(r"\bvar\(\s*(\w+),", table)]
     restart_block = re.search(r"pub const RESTART_ONLY: \[&str; \d+\] = \[(.*?)\];", text, re.S).group(1)
     restart = {consts[c] for c in re.findall(r"\w+", restart_block)}
-    keys = {k for d in full if d["kind"] == "ConfigMap" for k in (d.get("data") or {})}
-    env = {e["name"] for d in full if d["kind"] in WORKLOADS
+    keys = {k for d in full + extra if d["kind"] == "ConfigMap" for k in (d.get("data") or {})}
+    env = {e["name"] for d in full + extra if d["kind"] in WORKLOADS
            for c in d["spec"]["template"]["spec"]["containers"] for e in c.get("env", [])}
     missing = [n for n in names if n not in keys | env and n not in NOT_NEEDED]
     CHECKS.check(f"every MESHDNS_ variable of src/config/variables.rs the cluster side needs has a value "
@@ -250,6 +252,11 @@ def check_variables(root, full):
                  f"no value for {missing}")
     stale = [n for n in NOT_NEEDED if n not in names or n in keys | env]
     CHECKS.check("NOT_NEEDED names only variables that exist and that the chart does not set", not stale, f"{stale}")
+    own = {k for d in full if d["kind"] == "ConfigMap" for k in (d.get("data") or {})} | {
+        e["name"] for d in full if d["kind"] in WORKLOADS for c in d["spec"]["template"]["spec"]["containers"]
+        for e in c.get("env", []) if e["name"].startswith("MESHDNS_")}
+    CHECKS.check("every MESHDNS_ variable the full values set is one of the table (no misspelt name in the chart)",
+                 own and own <= set(names), f"not in the table: {sorted(own - set(names))}")
     live_restart = sorted(keys & restart)
     CHECKS.check("restart-only variables are the resolver's environment, never a ConfigMap key", not live_restart,
                  f"{live_restart}")
@@ -407,12 +414,18 @@ def inputs_of_kustomize(kust):
     svc = next(d for d in kust if d["kind"] == "Service" and d["metadata"]["name"] == "meshdns")
     pol = next(d for d in kust if d["kind"] == "NetworkPolicy" and d["metadata"]["name"] == "meshdns-resolver")
     peers = [b["ipBlock"]["cidr"] for r in pol["spec"]["egress"] for b in r.get("to", []) if "ipBlock" in b]
+    ports = next((r.get("ports", []) for r in pol["spec"]["egress"] if any("ipBlock" in b for b in r.get("to", []))), [])
     local = cms["meshdns-local"]
-    server = next((d for d in kust if d["kind"] == "Certificate" and d["metadata"]["name"] == "dns-mesh-tls-server"), None)
+    server = next((d for d in kust if d["kind"] == "Certificate" and d["metadata"]["name"] == "meshdns-dot-server"), None)
+    dot_svc = next((d for d in kust if d["kind"] == "Service" and d["metadata"]["name"] == "meshdns-dot"), None)
     exposed = peer_service(kust) or {"spec": {"type": "LoadBalancer"}, "metadata": {}}
     exposure = {"type": exposed["spec"]["type"], "provider": "none",
-                "annotations": exposed["metadata"].get("annotations") or {},
-                "tls": {"enabled": server is not None, "serverName": (server or {"spec": {"dnsNames": ["x"]}})["spec"]["dnsNames"][0]}}
+                "annotations": exposed["metadata"].get("annotations") or {}}
+    dot = {"enabled": False}
+    if server is not None and dot_svc is not None:
+        dot = {"enabled": True, "serverName": server["spec"]["dnsNames"][0],
+               "loadBalancerSourceRanges": dot_svc["spec"].get("loadBalancerSourceRanges") or [],
+               "annotations": dot_svc["metadata"].get("annotations") or {}}
     if exposure["type"] == "NodePort":
         exposure["nodePort"] = exposed["spec"]["ports"][0]["nodePort"]
     else:
@@ -422,10 +435,10 @@ def inputs_of_kustomize(kust):
         "config": {"mesh": {"clusters": clusters},
                    "local": {"cluster": local["MESHDNS_LOCAL_CLUSTER"],
                              "upstreams": local["MESHDNS_UPSTREAMS"].split(",")}},
-        "resolver": {"allowFrom": cms["meshdns-resolver"]["MESHDNS_ALLOW_FROM"].split(","),
+        "resolver": {"dot": dot, "allowFrom": cms["meshdns-resolver"]["MESHDNS_ALLOW_FROM"].split(","),
                      "service": {"clusterIP": svc["spec"]["clusterIP"],
                                  "platform": svc["metadata"]["annotations"]["meshdns/platform"]},
-                     "networkPolicy": {"peerCIDRs": peers}},
+                     "networkPolicy": {"peerCIDRs": peers, "peerPorts": ports}},
     }
 
 
@@ -438,8 +451,19 @@ def normalize(d):
     return d
 
 
+def by_name(items):
+    """A list of objects with distinct names (env, ports, volumes, mounts) as a dict, or None."""
+    if not items or not all(isinstance(i, dict) and "name" in i for i in items):
+        return None
+    named = {i["name"]: i for i in items}
+    return named if len(named) == len(items) else None
+
+
 def differences(a, b, path=""):
-    """Paths where A and B differ (dicts by key, lists by position)."""
+    """Paths where A and B differ (dicts by key, lists of named objects by name, other lists by
+    position): kustomize's strategic merge puts a patch's entries first, Helm's template in place."""
+    if isinstance(a, list) and isinstance(b, list) and by_name(a) is not None and by_name(b) is not None:
+        a, b = by_name(a), by_name(b)
     if isinstance(a, dict) and isinstance(b, dict):
         out = []
         for k in sorted(set(a) | set(b)):
@@ -493,7 +517,7 @@ def compare(what, kustomize, chart):
                  "field by field, the differences meant aside", not unmeant, "\n      ".join([""] + unmeant))
 
 
-def check_same_as_kustomize(default, renders):
+def check_same_as_kustomize(default, renders, what, example=True):
     kust = {}
     for d in renders:
         if d["kind"] == "StatefulSet" or d["metadata"]["name"] == "mongo":
@@ -509,14 +533,14 @@ def check_same_as_kustomize(default, renders):
     if chart_docs is None:
         CHECKS.check("the chart renders with the inputs of k8s/resolver/a", False, err)
         return
-    # The opt-in parts the overlays' inputs switch on (the DNS over TLS endpoint) are off by default.
-    by_key = lambda docs: {(d["kind"], d["metadata"]["name"]): normalize(d) for d in docs}  # noqa: E731
-    ours, theirs = by_key(default), by_key(chart_docs)
-    apart = [f"{k[0]}/{k[1]} {p}" for k in sorted(ours) for p in differences(ours.get(k), theirs.get(k))]
-    CHECKS.check("values.yaml is the example of k8s/ (cluster a): its defaults render what the overlays' inputs "
-                 "render", not apart, f"differ at {apart}")
-    compare("k8s/clusters/a (its ConfigMaps), k8s/resolver/a, k8s/clusters/a/coredns and coredns-tls",
-            list(kust.values()), chart_docs)
+    if example:
+        by_key = lambda docs: {(d["kind"], d["metadata"]["name"]): normalize(d) for d in docs}  # noqa: E731
+        ours, theirs = by_key(default), by_key(chart_docs)
+        apart = [f"{k[0]}/{k[1]} {p}" for k in sorted(set(ours) | set(theirs))
+                 for p in differences(ours.get(k), theirs.get(k))]
+        CHECKS.check("values.yaml is the example of k8s/ (cluster a): its defaults render what the overlays' "
+                     "inputs render", not apart, f"differ at {apart}")
+    compare(what, list(kust.values()), chart_docs)
 
 
 def _at(d, path):
@@ -538,24 +562,35 @@ def _at(d, path):
 
 def main():
     root = pathlib.Path(sys.argv[1])
-    default, full, webhook = load(sys.argv[2]), load(sys.argv[3]), load(sys.argv[4])
-    renders = [d for p in sys.argv[5:] for d in load(p)]
+    args = sys.argv[5:]
+    dot = None
+    if args[:1] == ["--dot"]:
+        dot, args = load(args[1]), args[2:]
+    default, extra, full = load(sys.argv[2]), load(sys.argv[4]), load(sys.argv[3])
+    renders = [d for p in args for d in load(p)]
     os.chdir(root)
     full_values = "tests/deploy/fixtures/chart-values-full.yaml"
     check_versions(root)
     check_lint(full_values)
     check_package(full_values)
     check_schema(root, full_values)
-    check_variables(root, full + webhook)
+    check_variables(root, full, extra)
     image = release_image(root)
-    for label, docs in (("default values", default), ("full values", full), ("with the webhook", webhook)):
+    for label, docs in (("default values", default), ("full values", full),
+                        ("with the webhook and DNS over TLS", extra)):
         check_workloads(label, docs, image)
         check_blast_radius(label, docs)
     check_platforms(default)
     check_one_owner(root)
     check_rules_and_notes(root, full)
-    check_same_as_kustomize(default, renders)
-    check_webhook(root, webhook)
+    check_same_as_kustomize(default, renders, "k8s/clusters/a (its ConfigMaps), k8s/resolver/a and k8s/clusters/a/coredns")
+    if dot is None:
+        print("    k8s/clusters/<name>/dot is not in this tree: resolver.dot is compared with it once it is")
+    else:
+        # The objects of the DoT render take the place of k8s/resolver/a's (the later of a key wins).
+        check_same_as_kustomize(default, renders + dot,
+                                "k8s/resolver/a with k8s/clusters/a/dot (DNS over TLS served by the resolver)", example=False)
+    check_webhook(root, extra)
     compared_webhook = (root / "k8s/webhook/kustomization.yaml").exists()
     stale = [f"{k} {n} {p}" for (k, n, p) in MEANT if (k, n, p) not in SEEN and (compared_webhook or "webhook" not in n)]
     CHECKS.check("every difference listed as meant still occurs", not stale, f"{stale}")

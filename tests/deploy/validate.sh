@@ -271,9 +271,11 @@ if HELM=$(bash "$HERE/chart.sh" install); then
     check "helm template charts/meshdns -f tests/deploy/fixtures/chart-values-full.yaml" \
         chart_render chart-full -f "$HERE/fixtures/chart-values-full.yaml" &&
         RENDERED[chart-full]=$WORK/chart-full.yaml
-    check "helm template charts/meshdns -f tests/deploy/fixtures/chart-values-full.yaml --set webhook.enabled=true" \
-        chart_render chart-webhook -f "$HERE/fixtures/chart-values-full.yaml" --set webhook.enabled=true &&
-        RENDERED[chart-webhook]=$WORK/chart-webhook.yaml
+    # The parts whose binary another mode of meshdns serves (the webhook, DNS over TLS to the
+    # peers): rendered, validated and compared, not started here.
+    check "helm template charts/meshdns -f tests/deploy/fixtures/chart-values-full.yaml, webhook and DNS over TLS on" \
+        chart_render chart-extra -f "$HERE/fixtures/chart-values-full.yaml" --set webhook.enabled=true \
+        --set resolver.dot.enabled=true && RENDERED[chart-extra]=$WORK/chart-extra.yaml
 else
     fail "helm: not installed and could not be built (tests/deploy/chart.sh install)"
 fi
@@ -335,9 +337,9 @@ for r in chart-default chart-full; do
 done
 if [ -n "${HELM:-}" ]; then
     absorb "chart" "$PY" "$HERE/check_chart.py" "$ROOT" "${RENDERED[chart-default]:-/dev/null}" \
-        "${RENDERED[chart-full]:-/dev/null}" "${RENDERED[chart-webhook]:-/dev/null}" "${RENDERED[clusters/a]:-/dev/null}" \
-        "${RENDERED[resolver/a]:-/dev/null}" "${RENDERED[clusters/a/coredns]:-/dev/null}" \
-        "${RENDERED[clusters/a/coredns-tls]:-/dev/null}"
+        "${RENDERED[chart-full]:-/dev/null}" "${RENDERED[chart-extra]:-/dev/null}" \
+        ${RENDERED[resolver-a-dot]:+--dot "${RENDERED[resolver-a-dot]}"} \
+        "${RENDERED[clusters/a]:-/dev/null}" "${RENDERED[resolver/a]:-/dev/null}" "${RENDERED[clusters/a/coredns]:-/dev/null}"
 fi
 # The overlays: one namespace line, comment paths that exist, the resolver overlay deploying
 # only the resolver, the autoscaler owning the replica count, the dnsPolicy comment.
