@@ -576,6 +576,9 @@ def main():
     check_schema(root, full_values)
     check_variables(root, full, extra)
     image = release_image(root)
+    custom = sorted({f"{d['apiVersion']}/{d['kind']}" for d in default if "/" in d["apiVersion"]
+                     and "." in d["apiVersion"].split("/")[0] and not d["apiVersion"].split("/")[0].endswith(".k8s.io")})
+    CHECKS.check("the default values need no CRD (no custom resource rendered)", not custom, f"{custom}")
     for label, docs in (("default values", default), ("full values", full),
                         ("with the webhook and DNS over TLS", extra)):
         check_workloads(label, docs, image)
