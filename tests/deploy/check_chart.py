@@ -123,7 +123,8 @@ def check_versions(root):
 
 def check_lint(full_values):
     for what, extra in (("default values", []), ("the full values", ["-f", full_values]),
-                        ("the full values and the webhook", ["-f", full_values, "--set", "webhook.enabled=true"])):
+                        ("the full values, the webhook and DNS over TLS", ["-f", full_values, "--set", "webhook.enabled=true",
+                                                                           "--set", "resolver.dot.enabled=true"])):
         for strict in ([], ["--strict"]):
             run = helm("lint", CHART, *strict, *extra)
             out = run.stdout + run.stderr
