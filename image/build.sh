@@ -2,7 +2,7 @@
 # Builds the meshdns container image offline and smoke-runs it (CI runs this; .ci/run).
 #
 #   bash image/build.sh                    build localhost/meshdns:<version>, smoke-run it
-#   IMAGE=registry.example.com/meshdns/meshdns:0.1.0 bash image/build.sh
+#   IMAGE=registry.example.com/meshdns/meshdns:0.2.0 bash image/build.sh
 #   IMAGE_KEEP_SMOKE=1                     keep the smoke run's directory (configs, logs)
 #
 # The Dockerfile needs a Docker-compatible builder and the network (two base images, crates.io,

@@ -42,7 +42,7 @@ POD_FIELDS = {"MESHDNS_POD_IP": "status.podIP", "MESHDNS_POD_IPS": "status.podIP
 TLS_VARS = ("MESHDNS_TLS_CA_FILE", "MESHDNS_TLS_CERT_FILE", "MESHDNS_TLS_KEY_FILE")
 LABEL_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 HOST_RE = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.?$", re.I)
-OPTIONS = {"domain", "prefix", "transport", "tls_name"}
+OPTIONS = {"domain", "prefix", "transport", "tls_name", "cidr", "namespaces"}   # src/config/clusters.rs
 TRANSPORTS = {"udp", "tcp", "tls"}
 
 CHECKS = Checks()

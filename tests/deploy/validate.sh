@@ -24,9 +24,10 @@ TOOLS=${MESHDNS_DEPLOY_TOOLS:-/opt/meshdns-deploy-tools}
 K8S_VERSION=1.33.0
 # Custom resources have no schema in kubernetes-validate; these kinds, and only these, are skipped.
 # They live only in the opt-in parts (k8s/components/monitoring, k8s/components/tls,
-# k8s/coredns-tls): the default install must render without any (check_pod.py checks that).
+# k8s/coredns-tls, the chart's monitoring, tls and webhook values): the default install must
+# render without any (check_pod.py and check_chart.py check that).
 SKIP_KINDS=("monitoring.coreos.com/v1/PodMonitor" "monitoring.coreos.com/v1/PrometheusRule"
-    "cert-manager.io/v1/Certificate" "cert-manager.io/v1/ClusterIssuer")
+    "cert-manager.io/v1/Certificate" "cert-manager.io/v1/ClusterIssuer" "cert-manager.io/v1/Issuer")
 CLUSTERS=(a b)
 
 PASSED=0
@@ -119,7 +120,10 @@ check "shellcheck -S warning tests/e2e/run.sh tests/soak.sh bench/run.sh" \
     shellcheck -x -S warning tests/e2e/run.sh tests/soak.sh bench/run.sh
 
 # ---------------------------------------------------------------- YAML style
-mapfile -t YAML_FILES < <(find k8s tests/deploy/foreign .github/workflows -name '*.yaml' -o -name '*.yml' | sort)
+mapfile -t YAML_FILES < <({ find k8s tests/deploy/foreign .github/workflows -name '*.yaml' -o -name '*.yml'
+    # The chart's plain YAML (its templates are Go templates: helm lint reads those).
+    echo charts/meshdns/Chart.yaml; echo charts/meshdns/values.yaml
+    echo tests/deploy/fixtures/chart-values-full.yaml; } | sort)
 for f in "${YAML_FILES[@]}"; do
     check "yamllint $f" yamllint --strict -c "$HERE/yamllint.yaml" "$f"
 done
@@ -249,6 +253,33 @@ check "kustomize renders k8s/resolver/a + component resolver-hpa" resolver_hpa &
 check "kustomize renders the sidecar component onto a foreign StatefulSet (tests/deploy/foreign)" \
     render tests/deploy/foreign "$WORK/foreign.yaml" && RENDERED[foreign]=$WORK/foreign.yaml
 
+# ---------------------------------------------------------------- Helm chart (charts/meshdns)
+# The real Helm engine, built from the Go module proxy when missing (tests/deploy/chart.sh).
+# The chart's renders join RENDERED: kubernetes-validate and the start checks below take them
+# like the overlays'. check_chart.py does the rest: lint, the schema refusing typos, the
+# deploy checks of every workload, each platform's load balancer, the same objects as kustomize.
+if HELM=$(bash "$HERE/chart.sh" install); then
+    export HELM
+    echo "helm: $HELM ($(sed -n 's/^HELM_VERSION=//p' "$HERE/chart.sh"), built by tests/deploy/chart.sh)"
+    chart_render() { # NAME [helm template options]: renders charts/meshdns into $WORK/NAME.yaml
+        local name=$1
+        shift
+        "$HELM" template meshdns charts/meshdns --namespace "${NS[a]}" "$@" >"$WORK/$name.yaml"
+    }
+    check "helm template charts/meshdns (default values)" chart_render chart-default &&
+        RENDERED[chart-default]=$WORK/chart-default.yaml
+    check "helm template charts/meshdns -f tests/deploy/fixtures/chart-values-full.yaml" \
+        chart_render chart-full -f "$HERE/fixtures/chart-values-full.yaml" &&
+        RENDERED[chart-full]=$WORK/chart-full.yaml
+    # The parts whose binary another mode of meshdns serves (the webhook, DNS over TLS to the
+    # peers): rendered, validated and compared, not started here.
+    check "helm template charts/meshdns -f tests/deploy/fixtures/chart-values-full.yaml, webhook and DNS over TLS on" \
+        chart_render chart-extra -f "$HERE/fixtures/chart-values-full.yaml" --set webhook.enabled=true \
+        --set resolver.dot.enabled=true && RENDERED[chart-extra]=$WORK/chart-extra.yaml
+else
+    fail "helm: not installed and could not be built (tests/deploy/chart.sh install)"
+fi
+
 # ---------------------------------------------------------------- schemas (Kubernetes 1.33, strict)
 # Split manifests into one file per document; custom resources in SKIP_KINDS are set aside.
 split_docs() { # OUTDIR FILE...
@@ -298,6 +329,18 @@ for c in "${CLUSTERS[@]}"; do
     absorb "netpol resolver/$c" "$PY" "$HERE/check_netpol.py" "${RENDERED[resolver/$c]:-/dev/null}" "resolver/$c"
 done
 absorb "netpol resolver-tls" "$PY" "$HERE/check_netpol.py" "${RENDERED[resolver-tls]:-/dev/null}" "resolver/a+tls"
+# The chart: the resolver and its NetworkPolicy as the overlays' are checked, then the chart's
+# own checks (lint, schema, deploy checks, platforms, the same objects as kustomize).
+absorb "resolver chart-default" "$PY" "$HERE/check_resolver.py" "${RENDERED[chart-default]:-/dev/null}"
+for r in chart-default chart-full; do
+    absorb "netpol $r" "$PY" "$HERE/check_netpol.py" "${RENDERED[$r]:-/dev/null}" "$r"
+done
+if [ -n "${HELM:-}" ]; then
+    absorb "chart" "$PY" "$HERE/check_chart.py" "$ROOT" "${RENDERED[chart-default]:-/dev/null}" \
+        "${RENDERED[chart-full]:-/dev/null}" "${RENDERED[chart-extra]:-/dev/null}" \
+        ${RENDERED[resolver-a-dot]:+--dot "${RENDERED[resolver-a-dot]}"} \
+        "${RENDERED[clusters/a]:-/dev/null}" "${RENDERED[resolver/a]:-/dev/null}" "${RENDERED[clusters/a/coredns]:-/dev/null}"
+fi
 # The overlays: one namespace line, comment paths that exist, the resolver overlay deploying
 # only the resolver, the autoscaler owning the replica count, the dnsPolicy comment.
 absorb "overlays" "$PY" "$HERE/check_overlays.py" "$ROOT" "${RENDERED[resolver/a]:-/dev/null}" \
@@ -405,7 +448,7 @@ check "the image reference $IMAGE carries the crate's version $CRATE_VERSION" te
 # components: check_start.py. Needs the built binary.
 START_RENDERS=()
 for c in "${CLUSTERS[@]}"; do START_RENDERS+=("clusters/$c" "resolver/$c"); done
-START_RENDERS+=(other-ns resolver-other-ns opt-in resolver-tls resolver-hpa foreign)
+START_RENDERS+=(other-ns resolver-other-ns opt-in resolver-tls resolver-hpa foreign chart-default chart-full)
 for r in "${START_RENDERS[@]}"; do
     if [ -z "${RENDERED[$r]:-}" ]; then
         fail "start $r: not rendered"
@@ -492,6 +535,8 @@ absorb "dashboard" "$PY" "$HERE/check_dashboard.py" k8s/grafana/meshdns.json REA
 
 # ---------------------------------------------------------------- docs
 absorb "docs" "$PY" "$HERE/check_docs.py" "$ROOT"
+# The versions the examples name (image tags, ?ref=, the chart's) are the crate's.
+absorb "versions" "$PY" "$HERE/check_versions.py" "$ROOT"
 # Every command block of the walkthrough that runs offline, run (in a network namespace of its
 # own), its meshdns --check also against a broken cluster list; needs the built binary.
 if [ -n "${MESHDNS_BIN:-}" ]; then
