@@ -83,7 +83,7 @@ async fn resolutions(meshdns: &Meshdns, result: &str) -> f64 {
     meshdns
         .metric(
             "meshdns_endpoint_resolutions_total",
-            &[("cluster", "b"), ("result", result)],
+            &[("peer", "b"), ("result", result)],
         )
         .await
 }

@@ -71,7 +71,7 @@ async fn retransmits(meshdns: &Meshdns, cluster: &str) -> f64 {
     meshdns
         .metric(
             "meshdns_upstream_retransmits_total",
-            &[("cluster", cluster)],
+            &[("peer", cluster)],
         )
         .await
 }

@@ -204,7 +204,7 @@ check "kustomize renders k8s/resolver/a with the namespace of k8s/clusters/a cha
     RENDERED[resolver-other-ns]=$WORK/resolver-other-ns.yaml
 # The opt-in components on the example, as a user adds them (after the sidecar component), with
 # the peers switched to DNS over TLS as docs/walkthrough.md (step 9) does: every entry of
-# clusters.env on port 30853 with transport=tls and its tls_name. The resolver of the same
+# clusters.env on port 853 with transport=tls and its tls_name. The resolver of the same
 # cluster with the certificate mounted (tls-mounts), as step 9 says.
 opt_in() {
     cp -r k8s "$WORK/k8s-opt"
@@ -216,7 +216,7 @@ path = sys.argv[1]
 text = open(path).read()
 def tls(entry):
     name, _, rest = entry.strip().partition("=")
-    eps = rest.split()[0].replace(":30053", ":30853")
+    eps = rest.split()[0].replace(":53", ":853")
     return f"{name}={eps} transport=tls tls_name=dns.{name}.mesh.example"
 text = re.sub(r"^MESHDNS_CLUSTERS=(.*)$", lambda m: "MESHDNS_CLUSTERS=" + "; ".join(tls(e) for e in m.group(1).split(";")),
               text, flags=re.M)
