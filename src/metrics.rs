@@ -508,16 +508,20 @@ impl Metrics {
     }
 
     /// A reload of the configuration directory ended. A rejected one sets
-    /// `config_last_reload_successful` to 0 until [`Metrics::config_valid`] is called: the alert
-    /// on it stays while the rejected file is in the directory.
+    /// `config_last_reload_successful` to 0 until a valid read (this, or
+    /// [`Metrics::config_valid`] for one with nothing to apply): the alert on it stays while the
+    /// rejected file is in the directory.
     pub fn config_reload(&self, result: ReloadResult) {
         if let Some(counter) = self.reloads.get(result as usize) {
             counter.inc();
         }
         match result {
-            ReloadResult::Applied => self.set_last_reload_success_now(),
+            ReloadResult::Applied => {
+                self.set_last_reload_success_now();
+                self.config_valid();
+            }
             ReloadResult::Rejected => self.last_reload_successful.set(0),
-            ReloadResult::RestartRequired => {}
+            ReloadResult::RestartRequired => self.config_valid(),
         }
     }
 
@@ -621,6 +625,27 @@ mod tests {
                 expected.sort_unstable();
                 assert_eq!(labels, expected, "labels of {}", family.name);
             }
+        }
+    }
+
+    #[test]
+    fn a_rejected_reload_holds_last_reload_successful_at_zero_until_the_directory_is_valid() {
+        let metrics = Metrics::new();
+        let successful = || metrics.last_reload_successful.get();
+        assert_eq!(
+            successful(),
+            1,
+            "the configuration read at the start is valid"
+        );
+        for valid in [
+            |m: &Metrics| m.config_valid(),
+            |m: &Metrics| m.config_reload(ReloadResult::Applied),
+            |m: &Metrics| m.config_reload(ReloadResult::RestartRequired),
+        ] {
+            metrics.config_reload(ReloadResult::Rejected);
+            assert_eq!(successful(), 0);
+            valid(&metrics);
+            assert_eq!(successful(), 1);
         }
     }
 

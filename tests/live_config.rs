@@ -249,6 +249,54 @@ async fn an_invalid_change_is_rejected_whole_and_the_running_configuration_stays
     assert_eq!(meshdns.config_reloads("applied").await, 1.0);
 }
 
+/// docs/design.md, "Observability": the alert on a rejected configuration stays while its cause
+/// stays. `meshdns_config_last_reload_successful` is 0 while the directory holds what was
+/// rejected, and 1 again once it is valid: the rejected file removed (nothing to apply), or a
+/// good change applied.
+#[tokio::test]
+async fn last_reload_successful_stays_zero_while_the_rejected_file_stays_and_is_one_once_it_goes() {
+    let kube = kube_dns(&[]).await;
+    let (b, c) = (
+        peer([10, 2, 0, 1], "127.0.0.1:0").await,
+        peer([10, 3, 0, 1], "127.0.0.1:0").await,
+    );
+    let good = format!("a=; b={}", b.addr);
+    let bad = [
+        ("MESHDNS_CLUSTERS", good.as_str()),
+        ("MESHDNS_TIMEOUT", "forever"),
+    ];
+    let mut dir = ConfigMapDir::new("gauge", &[("MESHDNS_CLUSTERS", &good)]);
+    let meshdns = with_dir(&kube, &dir, &[]).await;
+    let successful = || meshdns.metric("meshdns_config_last_reload_successful", &[]);
+    assert_eq!(successful().await, 1.0);
+
+    dir.update(&bad);
+    assert!(eventually(100, || async { successful().await == 0.0 }).await);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(successful().await, 0.0, "still 0 while the bad file stays");
+
+    // The bad file removed: the directory is the configuration in force again.
+    dir.update(&[("MESHDNS_CLUSTERS", &good)]);
+    assert!(eventually(100, || async { successful().await == 1.0 }).await);
+    assert_eq!(meshdns.config_reloads("applied").await, 0.0);
+
+    // Rejected again, then a good change applied.
+    dir.update(&bad);
+    assert!(eventually(100, || async { successful().await == 0.0 }).await);
+    dir.update(&[(
+        "MESHDNS_CLUSTERS",
+        &format!("a=; b={}; c={}", b.addr, c.addr),
+    )]);
+    assert!(
+        eventually(100, || async {
+            member_of(&meshdns, "c").await.as_deref() == Some("10.3.0.1")
+        })
+        .await
+    );
+    assert_eq!(successful().await, 1.0);
+    assert_eq!(meshdns.config_reloads("rejected").await, 2.0);
+}
+
 #[tokio::test]
 async fn a_setting_that_needs_a_restart_is_not_applied_and_the_rest_is() {
     let kube = kube_dns(&[]).await;

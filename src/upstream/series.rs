@@ -240,10 +240,8 @@ pub(super) mod tests {
         };
         UpstreamMetrics {
             requests: counters("requests", &["peer", "result"]),
-            duration: HistogramVec::new(HistogramOpts::new("duration", "test"), &["peer"])
-                .unwrap(),
-            healthy: IntGaugeVec::new(Opts::new("healthy", "test"), &["peer", "endpoint"])
-                .unwrap(),
+            duration: HistogramVec::new(HistogramOpts::new("duration", "test"), &["peer"]).unwrap(),
+            healthy: IntGaugeVec::new(Opts::new("healthy", "test"), &["peer", "endpoint"]).unwrap(),
             resolutions: counters("resolutions", &["peer", "result"]),
             tls_handshakes: counters("handshakes", &["peer"]),
             connections: counters("connections", &["peer", "transport"]),
