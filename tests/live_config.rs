@@ -199,6 +199,21 @@ async fn a_change_that_cannot_be_meant_is_rejected_and_counted() {
     assert_eq!(meshdns.config_reloads("applied").await, 0.0);
 }
 
+/// Writes peers `b` and `c` into `dir` (a valid change) and waits until meshdns answers c's
+/// member through `c` (at 10.3.0.1): the change is applied.
+async fn apply_peers_b_and_c(meshdns: &Meshdns, dir: &mut ConfigMapDir, b: &FakeDns, c: &FakeDns) {
+    dir.update(&[(
+        "MESHDNS_CLUSTERS",
+        &format!("a=; b={}; c={}", b.addr, c.addr),
+    )]);
+    assert!(
+        eventually(100, || async {
+            member_of(meshdns, "c").await.as_deref() == Some("10.3.0.1")
+        })
+        .await
+    );
+}
+
 #[tokio::test]
 async fn an_invalid_change_is_rejected_whole_and_the_running_configuration_stays() {
     let kube = kube_dns(&[]).await;
@@ -236,16 +251,7 @@ async fn an_invalid_change_is_rejected_whole_and_the_running_configuration_stays
     );
     assert!(c.seen().is_empty());
     // Fixed, it is applied.
-    dir.update(&[(
-        "MESHDNS_CLUSTERS",
-        &format!("a=; b={}; c={}", b.addr, c.addr),
-    )]);
-    assert!(
-        eventually(100, || async {
-            member_of(&meshdns, "c").await.as_deref() == Some("10.3.0.1")
-        })
-        .await
-    );
+    apply_peers_b_and_c(&meshdns, &mut dir, &b, &c).await;
     assert_eq!(meshdns.config_reloads("applied").await, 1.0);
 }
 
@@ -283,16 +289,7 @@ async fn last_reload_successful_stays_zero_while_the_rejected_file_stays_and_is_
     // Rejected again, then a good change applied.
     dir.update(&bad);
     assert!(eventually(100, || async { successful().await == 0.0 }).await);
-    dir.update(&[(
-        "MESHDNS_CLUSTERS",
-        &format!("a=; b={}; c={}", b.addr, c.addr),
-    )]);
-    assert!(
-        eventually(100, || async {
-            member_of(&meshdns, "c").await.as_deref() == Some("10.3.0.1")
-        })
-        .await
-    );
+    apply_peers_b_and_c(&meshdns, &mut dir, &b, &c).await;
     assert_eq!(successful().await, 1.0);
     assert_eq!(meshdns.config_reloads("rejected").await, 2.0);
 }
