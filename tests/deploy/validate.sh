@@ -431,19 +431,21 @@ check "the opt-in NetworkPolicy on CoreDNS, filled, passes and admits every name
 # Every `apply -k` path of the README, docs/ and the kustomizations' comments, rendered: none
 # selects the CoreDNS pods with a NetworkPolicy, no object has two owners (check_apply_paths.py).
 absorb "apply paths" "$PY" "$HERE/check_apply_paths.py" "$ROOT" "$WORK/np-open.yaml"
-# What a resolver pod sees once both paths are applied: the resolver's render and the
-# ConfigMaps it references, which k8s/clusters/<name> owns (the resolver renders none of them).
+# What a resolver pod sees once both paths are applied: the resolver's render and what it
+# references, which k8s/clusters/<name> owns (the resolver renders none of it): the ConfigMaps,
+# and with the tls component the Certificate that makes the client certificate's Secret.
 with_config() { # RESOLVER_RENDER OWNER_RENDER OUT
     "$PY" - "$@" <<'PYEOF'
 import sys, yaml
 resolver, owner, out = sys.argv[1:]
 docs = [d for d in yaml.safe_load_all(open(resolver)) if d]
 have = {(d["kind"], d["metadata"]["name"]) for d in docs}
-refs = [d for d in yaml.safe_load_all(open(owner)) if d and d["kind"] == "ConfigMap"
-        and d["metadata"]["name"] in ("meshdns-clusters", "meshdns-local") and ("ConfigMap", d["metadata"]["name"]) not in have]
-if len(refs) != 2:
+owned = [d for d in yaml.safe_load_all(open(owner)) if d and (d["kind"], d["metadata"]["name"]) not in have]
+maps = [d for d in owned if d["kind"] == "ConfigMap" and d["metadata"]["name"] in ("meshdns-clusters", "meshdns-local")]
+certificates = [d for d in owned if d["kind"] == "Certificate"]
+if len(maps) != 2:
     sys.exit(f"{owner} does not hold both ConfigMaps the resolver references")
-yaml.safe_dump_all(docs + refs, open(out, "w"))
+yaml.safe_dump_all(docs + maps + certificates, open(out, "w"))
 PYEOF
 }
 for pair in resolver/a:clusters/a resolver/b:clusters/b resolver-other-ns:other-ns resolver-tls:opt-in resolver-hpa:clusters/a; do
