@@ -944,27 +944,27 @@ round_reload() { # ROUND
 	rec "$r" meshdns reloads_rejected "$(metric_of "$RELOADER" 'meshdns_config_reloads_total{result="rejected"}')"
 }
 
-TCP_CONNECTS='meshdns_upstream_connections_total{cluster="p",transport="tcp"}'
+TCP_CONNECTS='meshdns_upstream_connections_total{peer="p",transport="tcp"}'
 round_tls() { # ROUND
 	local r=$1 c0 c1 h0 h1 hw k0 k1 x0 x1 targets=() s
 	log "round $r: cache misses to one cluster over UDP, TCP and DoT (${SECONDS_PER_RUN}s)"
 	start_meshdns TLS_PID "$TLSMESH" "$WORK/r$r-meshdns-tls.log" MESHDNS_CLUSTERS="$TLS_CLUSTERS" "${TLS_ENV[@]}"
 	sleep 1
 	rec "$r" meshdns tls_rss_idle_kb "$(rss_kb "$TLS_PID")"
-	hw=$(metric_of "$TLSMESH" 'meshdns_upstream_tls_handshakes_total{cluster="t"}')
+	hw=$(metric_of "$TLSMESH" 'meshdns_upstream_tls_handshakes_total{peer="t"}')
 	# Warm-up: the connection opens on the first DoT query (names not asked afterwards).
 	tail -n 20 "$WORK/cluster-names.txt" >"$WORK/tls-warm.txt"
 	probe 5 20 "$WORK/tls-warm.txt" "p=$TLSMESH:53+cluster.p" "t=$TLSMESH:53+cluster.t" "k=$TLSMESH:53+cluster.k" "q=$TLSMESH:53+cluster.q" \
 		>"$WORK/r$r-tls-warm.out" 2>&1
 	c0=$(metric_of "$TLSMESH" "$TCP_CONNECTS")
-	h0=$(metric_of "$TLSMESH" 'meshdns_upstream_tls_handshakes_total{cluster="t"}')
-	k0=$(metric_of "$TLSMESH" 'meshdns_upstream_tls_handshakes_total{cluster="k"}')
+	h0=$(metric_of "$TLSMESH" 'meshdns_upstream_tls_handshakes_total{peer="t"}')
+	k0=$(metric_of "$TLSMESH" 'meshdns_upstream_tls_handshakes_total{peer="k"}')
 	x0=$(grep -c 'accepted connection' "$WORK/stunnel.log" 2>/dev/null)
 	for s in $(rotate "$r" u p t k q); do targets+=("$s=$TLSMESH:53+cluster.$s"); done
 	probe "$SECONDS_PER_RUN" 9900 "$WORK/cluster-names.txt" "${targets[@]}" >"$WORK/r$r-tls.out" 2>"$WORK/r$r-tls.err"
 	c1=$(metric_of "$TLSMESH" "$TCP_CONNECTS")
-	h1=$(metric_of "$TLSMESH" 'meshdns_upstream_tls_handshakes_total{cluster="t"}')
-	k1=$(metric_of "$TLSMESH" 'meshdns_upstream_tls_handshakes_total{cluster="k"}')
+	h1=$(metric_of "$TLSMESH" 'meshdns_upstream_tls_handshakes_total{peer="t"}')
+	k1=$(metric_of "$TLSMESH" 'meshdns_upstream_tls_handshakes_total{peer="k"}')
 	x1=$(grep -c 'accepted connection' "$WORK/stunnel.log" 2>/dev/null)
 	rec "$r" meshdns tcp_connects $((c1 - c0))
 	rec "$r" meshdns tls_handshakes_warmup $((h0 - hw))

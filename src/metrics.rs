@@ -106,44 +106,44 @@ pub const CACHE_EVICTIONS_TOTAL: Family = Family {
 pub const UPSTREAM_REQUESTS_TOTAL: Family = Family {
     name: "meshdns_upstream_requests_total",
     kind: Kind::Counter,
-    labels: &["cluster", "result"],
-    help: "Attempts at an upstream endpoint, by cluster and result.",
+    labels: &["peer", "result"],
+    help: "Attempts at an upstream endpoint, by peer (cluster name) and result.",
 };
 pub const UPSTREAM_DURATION_SECONDS: Family = Family {
     name: "meshdns_upstream_duration_seconds",
     kind: Kind::Histogram,
-    labels: &["cluster"],
-    help: "Duration of one attempt at an upstream endpoint, by cluster.",
+    labels: &["peer"],
+    help: "Duration of one attempt at an upstream endpoint, by peer.",
 };
 pub const UPSTREAM_HEALTHY: Family = Family {
     name: "meshdns_upstream_healthy",
     kind: Kind::Gauge,
-    labels: &["cluster", "endpoint"],
+    labels: &["peer", "endpoint"],
     help: "1 while an endpoint is considered up, 0 while it is skipped until a probe succeeds.",
 };
 pub const UPSTREAM_TLS_HANDSHAKES_TOTAL: Family = Family {
     name: "meshdns_upstream_tls_handshakes_total",
     kind: Kind::Counter,
-    labels: &["cluster"],
-    help: "DNS-over-TLS connections opened (TCP connect and TLS handshake, failed ones included), by cluster.",
+    labels: &["peer"],
+    help: "DNS-over-TLS connections opened (TCP connect and TLS handshake, failed ones included), by peer.",
 };
 pub const UPSTREAM_CONNECTIONS_TOTAL: Family = Family {
     name: "meshdns_upstream_connections_total",
     kind: Kind::Counter,
-    labels: &["cluster", "transport"],
-    help: "TCP and DNS-over-TLS connections opened to a cluster's endpoints (failed connects included; a UDP cluster's are its retries after truncation), by cluster and transport (tcp, tls).",
+    labels: &["peer", "transport"],
+    help: "TCP and DNS-over-TLS connections opened to a peer's endpoints (failed connects included; a UDP peer's are its retries after truncation), by peer and transport (tcp, tls).",
 };
 pub const UPSTREAM_RETRANSMITS_TOTAL: Family = Family {
     name: "meshdns_upstream_retransmits_total",
     kind: Kind::Counter,
-    labels: &["cluster"],
-    help: "UDP queries sent again because no reply came within the endpoint's retransmission timeout (to the same endpoint, or a hedge to the next), by cluster.",
+    labels: &["peer"],
+    help: "UDP queries sent again because no reply came within the endpoint's retransmission timeout (to the same endpoint, or a hedge to the next), by peer.",
 };
 pub const ENDPOINT_RESOLUTIONS_TOTAL: Family = Family {
     name: "meshdns_endpoint_resolutions_total",
     kind: Kind::Counter,
-    labels: &["cluster", "result"],
-    help: "Resolutions of endpoints given by host name, by cluster and result (ok, failed: the last good addresses stay in use).",
+    labels: &["peer", "result"],
+    help: "Resolutions of endpoints given by host name, by peer and result (ok, failed: the last good addresses stay in use).",
 };
 pub const GATHER_PARTIAL_TOTAL: Family = Family {
     name: "meshdns_gather_partial_total",
@@ -181,6 +181,12 @@ pub const CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP_SECONDS: Family = Family {
     labels: &[],
     help: "Unix time of the last configuration applied (the start, or the last applied reload).",
 };
+pub const CONFIG_LAST_RELOAD_SUCCESSFUL: Family = Family {
+    name: "meshdns_config_last_reload_successful",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "1 while the configuration as read is valid (applied, unchanged, or waiting for a restart); 0 from a rejected reload until the directory holds a valid configuration again.",
+};
 pub const BACKGROUND_TASKS: Family = Family {
     name: "meshdns_background_tasks",
     kind: Kind::Gauge,
@@ -215,7 +221,7 @@ pub const LOOPS_TOTAL: Family = Family {
 };
 
 /// Every family, in the order of the README's table.
-pub const FAMILIES: [&Family; 25] = [
+pub const FAMILIES: [&Family; 26] = [
     &REQUESTS_TOTAL,
     &REQUEST_DURATION_SECONDS,
     &CACHE_HITS_TOTAL,
@@ -236,6 +242,7 @@ pub const FAMILIES: [&Family; 25] = [
     &BUILD_INFO,
     &CONFIG_RELOADS_TOTAL,
     &CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP_SECONDS,
+    &CONFIG_LAST_RELOAD_SUCCESSFUL,
     &CONFIG_WATCH_ERRORS_TOTAL,
     &BACKGROUND_TASKS,
     &BACKGROUND_REFUSED_TOTAL,
@@ -342,6 +349,7 @@ pub struct Metrics {
     /// Indexed like [`ReloadResult::ALL`].
     reloads: Vec<IntCounter>,
     last_reload_success: Gauge,
+    last_reload_successful: IntGauge,
     watch_errors: IntCounter,
     cache: CacheMetrics,
     upstream: UpstreamMetrics,
@@ -434,6 +442,7 @@ impl Metrics {
                 &registry,
                 Gauge::with_opts(opts(&CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP_SECONDS)),
             ),
+            last_reload_successful: gauge(&CONFIG_LAST_RELOAD_SUCCESSFUL),
             watch_errors: counter(&CONFIG_WATCH_ERRORS_TOTAL),
             cache: CacheMetrics {
                 hits: counter(&CACHE_HITS_TOTAL),
@@ -461,6 +470,7 @@ impl Metrics {
             registry,
         };
         metrics.set_last_reload_success_now();
+        metrics.last_reload_successful.set(1);
         metrics
     }
 
@@ -497,14 +507,29 @@ impl Metrics {
         Counted::new(&self.inflight)
     }
 
-    /// A reload of the configuration directory ended.
+    /// A reload of the configuration directory ended. A rejected one sets
+    /// `config_last_reload_successful` to 0 until a valid read (this, or
+    /// [`Metrics::config_valid`] for one with nothing to apply): the alert on it stays while the
+    /// rejected file is in the directory.
     pub fn config_reload(&self, result: ReloadResult) {
         if let Some(counter) = self.reloads.get(result as usize) {
             counter.inc();
         }
-        if result == ReloadResult::Applied {
-            self.set_last_reload_success_now();
+        match result {
+            ReloadResult::Applied => {
+                self.set_last_reload_success_now();
+                self.config_valid();
+            }
+            ReloadResult::Rejected => self.last_reload_successful.set(0),
+            ReloadResult::RestartRequired => self.config_valid(),
         }
+    }
+
+    /// The configuration directory was read and is valid — applied, unchanged (a rejected file
+    /// removed, back to the configuration in force), or only waiting for a restart: nothing
+    /// rejected is left in it.
+    pub fn config_valid(&self) {
+        self.last_reload_successful.set(1);
     }
 
     /// A directory of the configuration could not be watched.
@@ -600,6 +625,27 @@ mod tests {
                 expected.sort_unstable();
                 assert_eq!(labels, expected, "labels of {}", family.name);
             }
+        }
+    }
+
+    #[test]
+    fn a_rejected_reload_holds_last_reload_successful_at_zero_until_the_directory_is_valid() {
+        let metrics = Metrics::new();
+        let successful = || metrics.last_reload_successful.get();
+        assert_eq!(
+            successful(),
+            1,
+            "the configuration read at the start is valid"
+        );
+        for valid in [
+            |m: &Metrics| m.config_valid(),
+            |m: &Metrics| m.config_reload(ReloadResult::Applied),
+            |m: &Metrics| m.config_reload(ReloadResult::RestartRequired),
+        ] {
+            metrics.config_reload(ReloadResult::Rejected);
+            assert_eq!(successful(), 0);
+            valid(&metrics);
+            assert_eq!(successful(), 1);
         }
     }
 

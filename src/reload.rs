@@ -9,7 +9,9 @@
 //! query), and the serving thread only swaps the snapshot in — it is woken twice a reload, by
 //! the burst's first event and by the finished task. An invalid one is rejected whole: the
 //! running configuration stays, the error is
-//! logged naming the variable, and `meshdns_config_reloads_total{result="rejected"}` counts it.
+//! logged naming the variable, `meshdns_config_reloads_total{result="rejected"}` counts it, and
+//! `meshdns_config_last_reload_successful` is 0 until a read of the directory is valid again (a
+//! good configuration applied, or the rejected file removed).
 //! A valid one is applied without dropping or delaying a query: a new immutable snapshot is
 //! swapped in (queries in flight finish on theirs), upstream groups that did not change are
 //! carried over with their health, the cache keeps the entries of every target that did
@@ -146,7 +148,10 @@ impl Reloader {
     fn prepare(&self) -> Option<Prepared> {
         let running = &self.config;
         let read = match Config::from_environment(&running.environment) {
-            Ok(read) => read,
+            Ok(read) => {
+                self.metrics.config_valid();
+                read
+            }
             Err(error) => {
                 tracing::error!(variable = %error.variable, %error, "configuration change rejected; the running configuration stays");
                 self.metrics.config_reload(ReloadResult::Rejected);

@@ -456,11 +456,11 @@ async fn a_tls_cluster_answers_its_names_through_meshdns_over_one_connection() {
     assert_eq!(server.connections(), 1);
     assert_eq!(
         meshdns
-            .metric("meshdns_upstream_tls_handshakes_total", &[("cluster", "b")])
+            .metric("meshdns_upstream_tls_handshakes_total", &[("peer", "b")])
             .await,
         1.0
     );
-    let connections = [("cluster", "b"), ("transport", "tls")];
+    let connections = [("peer", "b"), ("transport", "tls")];
     assert_eq!(
         meshdns
             .metric("meshdns_upstream_connections_total", &connections)

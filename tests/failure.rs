@@ -895,14 +895,14 @@ async fn a_removed_clusters_series_go_and_a_kept_clusters_stay() {
     );
     let scrape = meshdns.scrape().await;
     assert_eq!(
-        scrape.label_values("meshdns_upstream_requests_total", "cluster"),
+        scrape.label_values("meshdns_upstream_requests_total", "peer"),
         ["a", "c"],
         "b's series are gone"
     );
     assert_eq!(
         scrape.value(
             "meshdns_upstream_requests_total",
-            &[("cluster", "c"), ("result", "refused")]
+            &[("peer", "c"), ("result", "refused")]
         ),
         1.0,
         "c's series, kept across the change of its group"

@@ -83,7 +83,7 @@ async fn resolutions(meshdns: &Meshdns, result: &str) -> f64 {
     meshdns
         .metric(
             "meshdns_endpoint_resolutions_total",
-            &[("cluster", "b"), ("result", result)],
+            &[("peer", "b"), ("result", result)],
         )
         .await
 }
@@ -199,6 +199,21 @@ async fn a_change_that_cannot_be_meant_is_rejected_and_counted() {
     assert_eq!(meshdns.config_reloads("applied").await, 0.0);
 }
 
+/// Writes peers `b` and `c` into `dir` (a valid change) and waits until meshdns answers c's
+/// member through `c` (at 10.3.0.1): the change is applied.
+async fn apply_peers_b_and_c(meshdns: &Meshdns, dir: &mut ConfigMapDir, b: &FakeDns, c: &FakeDns) {
+    dir.update(&[(
+        "MESHDNS_CLUSTERS",
+        &format!("a=; b={}; c={}", b.addr, c.addr),
+    )]);
+    assert!(
+        eventually(100, || async {
+            member_of(meshdns, "c").await.as_deref() == Some("10.3.0.1")
+        })
+        .await
+    );
+}
+
 #[tokio::test]
 async fn an_invalid_change_is_rejected_whole_and_the_running_configuration_stays() {
     let kube = kube_dns(&[]).await;
@@ -236,17 +251,47 @@ async fn an_invalid_change_is_rejected_whole_and_the_running_configuration_stays
     );
     assert!(c.seen().is_empty());
     // Fixed, it is applied.
-    dir.update(&[(
-        "MESHDNS_CLUSTERS",
-        &format!("a=; b={}; c={}", b.addr, c.addr),
-    )]);
-    assert!(
-        eventually(100, || async {
-            member_of(&meshdns, "c").await.as_deref() == Some("10.3.0.1")
-        })
-        .await
-    );
+    apply_peers_b_and_c(&meshdns, &mut dir, &b, &c).await;
     assert_eq!(meshdns.config_reloads("applied").await, 1.0);
+}
+
+/// docs/design.md, "Observability": the alert on a rejected configuration stays while its cause
+/// stays. `meshdns_config_last_reload_successful` is 0 while the directory holds what was
+/// rejected, and 1 again once it is valid: the rejected file removed (nothing to apply), or a
+/// good change applied.
+#[tokio::test]
+async fn last_reload_successful_stays_zero_while_the_rejected_file_stays_and_is_one_once_it_goes() {
+    let kube = kube_dns(&[]).await;
+    let (b, c) = (
+        peer([10, 2, 0, 1], "127.0.0.1:0").await,
+        peer([10, 3, 0, 1], "127.0.0.1:0").await,
+    );
+    let good = format!("a=; b={}", b.addr);
+    let bad = [
+        ("MESHDNS_CLUSTERS", good.as_str()),
+        ("MESHDNS_TIMEOUT", "forever"),
+    ];
+    let mut dir = ConfigMapDir::new("gauge", &[("MESHDNS_CLUSTERS", &good)]);
+    let meshdns = with_dir(&kube, &dir, &[]).await;
+    let successful = || meshdns.metric("meshdns_config_last_reload_successful", &[]);
+    assert_eq!(successful().await, 1.0);
+
+    dir.update(&bad);
+    assert!(eventually(100, || async { successful().await == 0.0 }).await);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(successful().await, 0.0, "still 0 while the bad file stays");
+
+    // The bad file removed: the directory is the configuration in force again.
+    dir.update(&[("MESHDNS_CLUSTERS", &good)]);
+    assert!(eventually(100, || async { successful().await == 1.0 }).await);
+    assert_eq!(meshdns.config_reloads("applied").await, 0.0);
+
+    // Rejected again, then a good change applied.
+    dir.update(&bad);
+    assert!(eventually(100, || async { successful().await == 0.0 }).await);
+    apply_peers_b_and_c(&meshdns, &mut dir, &b, &c).await;
+    assert_eq!(successful().await, 1.0);
+    assert_eq!(meshdns.config_reloads("rejected").await, 2.0);
 }
 
 #[tokio::test]

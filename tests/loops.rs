@@ -234,7 +234,7 @@ async fn an_endpoint_name_resolving_to_itself_is_never_asked(own: fn(&str) -> Re
     .await;
     // Counted once its addresses are in the group (the count and the update happen together):
     // from then on cluster b's endpoints are what the name resolved to, less meshdns itself.
-    let resolved = [("cluster", "b"), ("result", "ok")];
+    let resolved = [("peer", "b"), ("result", "ok")];
     assert!(
         eventually(50, || async {
             meshdns

@@ -69,10 +69,7 @@ fn asked(fake: &FakeDns, name: &str) -> usize {
 
 async fn retransmits(meshdns: &Meshdns, cluster: &str) -> f64 {
     meshdns
-        .metric(
-            "meshdns_upstream_retransmits_total",
-            &[("cluster", cluster)],
-        )
+        .metric("meshdns_upstream_retransmits_total", &[("peer", cluster)])
         .await
 }
 

@@ -122,11 +122,11 @@ async fn a_scrape_after_a_scripted_mix_of_queries_shows_the_exact_deltas() {
         format!("meshdns_requests_total{{proto=\"{proto}\",rcode=\"{rcode}\",route=\"{route}\"}}")
     };
     let upstream = |cluster, result| {
-        format!("meshdns_upstream_requests_total{{cluster=\"{cluster}\",result=\"{result}\"}}")
+        format!("meshdns_upstream_requests_total{{peer=\"{cluster}\",result=\"{result}\"}}")
     };
     let count = |name: &str, route: &str| format!("{name}{{route=\"{route}\"}}");
     let upstream_count =
-        |cluster: &str| format!("meshdns_upstream_duration_seconds_count{{cluster=\"{cluster}\"}}");
+        |cluster: &str| format!("meshdns_upstream_duration_seconds_count{{peer=\"{cluster}\"}}");
     let expected: BTreeMap<String, f64> = [
         (requests("udp", "passthrough", "NOERROR"), 2.0),
         (requests("tcp", "cluster", "NOERROR"), 1.0),
@@ -197,7 +197,7 @@ async fn a_scrape_after_a_scripted_mix_of_queries_shows_the_exact_deltas() {
     assert_eq!(
         after.value(
             "meshdns_upstream_healthy",
-            &[("cluster", "b"), ("endpoint", &cluster_b.addr.to_string())]
+            &[("peer", "b"), ("endpoint", &cluster_b.addr.to_string())]
         ),
         1.0
     );
@@ -235,7 +235,7 @@ async fn readyz_is_200_while_every_upstream_is_down() {
     let healthy = |cluster: &str, endpoint: SocketAddr| {
         scrape.value(
             "meshdns_upstream_healthy",
-            &[("cluster", cluster), ("endpoint", &endpoint.to_string())],
+            &[("peer", cluster), ("endpoint", &endpoint.to_string())],
         )
     };
     assert_eq!(healthy("a", dead_local), 0.0);

@@ -114,7 +114,7 @@ async fn replies_still_arrive_after_the_client_closes_its_sending_side() {
 
 /// meshdns counted one TCP connection to `cluster` (`meshdns_upstream_connections_total`).
 async fn assert_one_tcp_connection_counted(meshdns: &Meshdns, cluster: &str) {
-    let connections = [("cluster", cluster), ("transport", "tcp")];
+    let connections = [("peer", cluster), ("transport", "tcp")];
     assert_eq!(
         meshdns
             .metric("meshdns_upstream_connections_total", &connections)

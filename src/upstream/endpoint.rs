@@ -60,7 +60,7 @@ pub struct Endpoint {
     pub addr: SocketAddr,
     dialer: Dialer,
     health: Health,
-    /// `meshdns_upstream_healthy{cluster,endpoint}`, removed with the endpoint.
+    /// `meshdns_upstream_healthy{peer,endpoint}`, removed with the endpoint.
     healthy: HealthSeries,
     /// The group's `meshdns_upstream_retransmits_total` series.
     retransmits: IntCounter,

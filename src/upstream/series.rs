@@ -8,7 +8,7 @@
 //! group's drop then removes nothing the new one uses. Holders are counted under one lock, so
 //! a series is never removed while a holder still writes to it.
 //!
-//! `meshdns_upstream_healthy{cluster,endpoint}` says what the newest holder of the endpoint
+//! `meshdns_upstream_healthy{peer,endpoint}` says what the newest holder of the endpoint
 //! knows: an old group still finishing its queries after a reload does not overwrite the
 //! health that the new group's endpoint has set.
 
@@ -239,15 +239,13 @@ pub(super) mod tests {
             IntCounterVec::new(Opts::new(name, "test"), labels).unwrap()
         };
         UpstreamMetrics {
-            requests: counters("requests", &["cluster", "result"]),
-            duration: HistogramVec::new(HistogramOpts::new("duration", "test"), &["cluster"])
-                .unwrap(),
-            healthy: IntGaugeVec::new(Opts::new("healthy", "test"), &["cluster", "endpoint"])
-                .unwrap(),
-            resolutions: counters("resolutions", &["cluster", "result"]),
-            tls_handshakes: counters("handshakes", &["cluster"]),
-            connections: counters("connections", &["cluster", "transport"]),
-            retransmits: counters("retransmits", &["cluster"]),
+            requests: counters("requests", &["peer", "result"]),
+            duration: HistogramVec::new(HistogramOpts::new("duration", "test"), &["peer"]).unwrap(),
+            healthy: IntGaugeVec::new(Opts::new("healthy", "test"), &["peer", "endpoint"]).unwrap(),
+            resolutions: counters("resolutions", &["peer", "result"]),
+            tls_handshakes: counters("handshakes", &["peer"]),
+            connections: counters("connections", &["peer", "transport"]),
+            retransmits: counters("retransmits", &["peer"]),
             held: Arc::default(),
         }
     }
@@ -266,7 +264,7 @@ pub(super) mod tests {
                         .find(|l| l.name() == name)
                         .map(|l| l.value().to_string())
                 };
-                label("cluster").as_deref() == Some(cluster)
+                label("peer").as_deref() == Some(cluster)
                     && label("endpoint").as_deref() == Some(endpoint.as_str())
             })
             .map(|metric| metric.get_gauge().get_value() as i64)

@@ -812,7 +812,7 @@ async def calm_loss(verdicts, rng, loss, qps, unanswered, log, meshdns_log):
     for cluster in LOSSY:
         loss.set(cluster, percent)
     partial = metric(metrics_text(), "meshdns_gather_partial_total")
-    retransmits = sum(metric(metrics_text(), "meshdns_upstream_retransmits_total", f'cluster="{c}"') for c in LOSSY)
+    retransmits = sum(metric(metrics_text(), "meshdns_upstream_retransmits_total", f'peer="{c}"') for c in LOSSY)
     before = collections.Counter(verdicts.counts)
     until = time.monotonic() + CALM_LOSS_SECONDS
     # The usual traffic (mostly cache hits) and as many misses, which all cross the links.
@@ -824,7 +824,7 @@ async def calm_loss(verdicts, rng, loss, qps, unanswered, log, meshdns_log):
         loss.set(cluster, 0)
     text = metrics_text()
     partial = metric(text, "meshdns_gather_partial_total") - partial
-    retransmits = sum(metric(text, "meshdns_upstream_retransmits_total", f'cluster="{c}"') for c in LOSSY) - retransmits
+    retransmits = sum(metric(text, "meshdns_upstream_retransmits_total", f'peer="{c}"') for c in LOSSY) - retransmits
     during = verdicts.counts - before
     servfail = sum(n for kind, n in during.items() if kind.endswith("SERVFAIL"))
     log(f"calm window at {percent} % loss on b and c: {sum(during.values())} replies, "

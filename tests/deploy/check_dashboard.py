@@ -4,9 +4,11 @@
 Usage: check_dashboard.py DASHBOARD.json [README.md]
 - every query parses as PromQL (Grafana variables substituted first);
 - every metric it names is a family of the README's metrics table (the operators' reference,
-  which tests/metrics_docs.rs holds to the code; histograms only via `_bucket`), and it names
+  which tests/readme_tables.rs holds to the binary's metrics::FAMILIES; histograms only via `_bucket`), and it names
   no other metric;
 - the panels cover every family of that table;
+- every label a query groups by or a legend shows is one of its metrics' labels in that table
+  (or a target label): no `cluster` left from before the label was `peer`;
 - every panel uses the ${datasource} variable; ids are unique.
 Prints one PASS/FAIL line per check, exits 1 on any failure.
 """
@@ -20,8 +22,8 @@ import promql_parser
 
 
 
-def readme_families(path):
-    """(name, type) of every row of the table under `## Metrics` in the README."""
+def readme_rows(path):
+    """(name, type, labels) of every row of the table under `## Metrics` in the README."""
     text = open(path).read()
     section = text.split("\n## Metrics\n", 1)[1] if "\n## Metrics\n" in text else ""
     section = section.split("\n## ", 1)[0]
@@ -29,8 +31,26 @@ def readme_families(path):
     for line in section.splitlines():
         if line.startswith("| `meshdns_"):
             cells = [c.strip() for c in line.strip("|").split("|")]
-            rows.append((cells[0].strip("`"), cells[1]))
+            rows.append((cells[0].strip("`"), cells[1], set(re.findall(r"`(\w+)`", cells[2]))))
     return rows
+
+
+def readme_families(path):
+    """(name, type) of every row of the table under `## Metrics` in the README."""
+    return [(name, kind) for name, kind, _ in readme_rows(path)]
+
+
+# Labels every scraped series has (the target's) and `le` of histogram buckets.
+TARGET_LABELS = {"namespace", "pod", "job", "instance", "container", "le"}
+
+
+def unknown_labels(expr, legend, labels):
+    """Labels `expr` groups by, or `legend` shows, that none of its metrics has."""
+    metrics = set(re.findall(r"\bmeshdns_[a-z_]+", expr))
+    known = set().union(*(labels.get(re.sub(r"_(bucket|sum|count)$", "", m), set()) for m in metrics)) | TARGET_LABELS
+    used = {x.strip() for g in re.findall(r"\b(?:by|without)\s*\(([^)]*)\)", expr) for x in g.split(",") if x.strip()}
+    used |= set(re.findall(r"\{\{\s*(\w+)\s*\}\}", legend))
+    return used - known
 
 
 # Selector names: an identifier directly followed by `{` (every query here filters by pod).
@@ -100,6 +120,11 @@ def main():
         foreign += [f"variable {v['name']}: {n}" for n in names if n not in allowed]
 
     CHECKS.check(f"{len(exprs)} queries parse as PromQL", exprs and not unparsable, "; ".join(unparsable))
+    labels = {name: ls for name, _, ls in readme_rows(readme)}
+    stray = [f"{p.get('title')}: {sorted(bad)}" for p in all_panels for t in p.get("targets", [])
+             if (bad := unknown_labels(t.get("expr", ""), t.get("legendFormat", ""), labels))]
+    CHECKS.check("every label a query groups by or a legend shows is one of its metrics' (README) or a target label",
+                 not stray, "; ".join(stray))
     # A literal legend of a one-metric query names that metric: every word of it is a word of
     # the metric's name ("loops" for meshdns_loops_total, not "partial").
     mislabelled = []

@@ -56,7 +56,9 @@ def design_metrics(text):
 MERGE = "{ cat Corefile; echo; cat k8s/clusters/a/coredns-forward/meshdns.server; } > Corefile.meshdns"
 REQUIRED = {
     "docs/walkthrough.md": ["dig mongo-1.mongo.db.cluster.b", "dig SRV _mongodb._tcp.mongo.db.svc.distributed.local",
-                            "mongodb+srv://mongo.db.svc.distributed.local", "k8s/coredns/nodeport.yaml",
+                            "mongodb+srv://mongo.db.svc.distributed.local", "k8s/coredns/service.yaml",
+                            "loadBalancerSourceRanges", "expose-nodeport", "externalTrafficPolicy: Cluster",
+                            "coredns-networkpolicy", "One owner per object",
                             "MESHDNS_CLUSTERS", "MESHDNS_LOCAL_CLUSTER", "MESHDNS_UPSTREAMS",
                             "k8s/components/sidecar", "MESHDNS_CONFIG_DIR", "Add a third cluster",
                             "Lock down the exposed DNS", "client_auth require_and_verify",
@@ -67,7 +69,8 @@ REQUIRED = {
     "docs/troubleshooting.md": ["meshdns --check", "64", "71", "dig", "meshdns_upstream_healthy",
                                 "A reload was rejected", "not valid for name", "CertificateRequired",
                                 "UnknownCA", "tls_error", "## The cluster-level resolver", "MESHDNS_ALLOW_FROM",
-                                "forwarding loop", "NetworkPolicy", "coredns-custom", "MeshdnsForwardingLoop"],
+                                "forwarding loop", "NetworkPolicy", "coredns-custom", "MeshdnsForwardingLoop",
+                                "## Alerts", "meshdns_config_last_reload_successful"],
     "docs/flow.md": ["```mermaid"],
     "docs/design.md": ["MESHDNS_CONFIG_DIR", "transport=tls", "stragglers", "outcome"],
 }

@@ -10,7 +10,8 @@ the resolver overlay deploying only the resolver, an autoscaler that owns the re
 - every component path a comment of a kustomization under k8s/ tells the reader to list
   (`- ../../components/X`, `components: [../../components/X]`) names an existing component,
   from the directory it is meant for (a component's comments: a cluster or resolver overlay,
-  two levels under k8s/; an overlay's: its own directory);
+  two levels under k8s/, or for `../../../components/X` a cluster's coredns directory; an
+  overlay's: its own directory);
 - k8s/resolver/<name> deploys the resolver and its configuration, no other workload (not the
   example StatefulSet of k8s/clusters/<name>);
 - with k8s/components/resolver-hpa, the Deployment its HorizontalPodAutoscaler scales sets no
@@ -59,11 +60,13 @@ def main():
     for k in sorted(k8s.rglob("kustomization.yaml")):
         comments = "\n".join(l.strip() for l in k.read_text().splitlines() if l.strip().startswith("#"))
         refs = COMPONENT_REF.findall(comments)
-        if k.parent.parent.name == "components":
-            base = k8s / "clusters" / "a"
-        else:
-            base = k.parent
         for ref in refs:
+            if k.parent.parent.name != "components":
+                base = k.parent
+            elif ref.startswith("../../../"):
+                base = k8s / "clusters" / "a" / "coredns"  # the exposure components: kube-system
+            else:
+                base = k8s / "clusters" / "a"
             if not (base / ref / "kustomization.yaml").resolve().exists():
                 broken.append(f"{k.relative_to(root)}: {ref} (from {base.relative_to(root)})")
     checks.check("every component path a kustomization's comments tell you to list exists", not broken, "; ".join(broken))

@@ -208,7 +208,7 @@ check "kustomize renders k8s/resolver/a with the namespace of k8s/clusters/a cha
     RENDERED[resolver-other-ns]=$WORK/resolver-other-ns.yaml
 # The opt-in components on the example, as a user adds them (after the sidecar component), with
 # the peers switched to DNS over TLS as docs/walkthrough.md (step 9) does: every entry of
-# clusters.env on port 30853 with transport=tls and its tls_name. The resolver of the same
+# clusters.env on port 853 with transport=tls and its tls_name. The resolver of the same
 # cluster with the certificate mounted (tls-mounts), as step 9 says.
 opt_in() {
     cp -r k8s "$WORK/k8s-opt"
@@ -220,7 +220,7 @@ path = sys.argv[1]
 text = open(path).read()
 def tls(entry):
     name, _, rest = entry.strip().partition("=")
-    eps = rest.split()[0].replace(":30053", ":30853")
+    eps = rest.split()[0].replace(":53", ":853")
     return f"{name}={eps} transport=tls tls_name=dns.{name}.mesh.example"
 text = re.sub(r"^MESHDNS_CLUSTERS=(.*)$", lambda m: "MESHDNS_CLUSTERS=" + "; ".join(tls(e) for e in m.group(1).split(";")),
               text, flags=re.M)
@@ -232,8 +232,7 @@ PYEOF
 check "kustomize renders k8s/clusters/a + components monitoring and tls, peers over TLS" opt_in &&
     RENDERED[opt-in]=$WORK/opt-in.yaml
 resolver_tls() {
-    sed -i 's#^  - ../../components/resolver$#&\n  - ../../components/tls-mounts#' \
-        "$WORK/k8s-opt/resolver/a/kustomization.yaml"
+    printf 'components:\n  - ../../components/tls-mounts\n' >>"$WORK/k8s-opt/resolver/a/kustomization.yaml"
     grep -q 'components/tls-mounts' "$WORK/k8s-opt/resolver/a/kustomization.yaml" &&
         render "$WORK/k8s-opt/resolver/a" "$WORK/resolver-tls.yaml"
 }
@@ -242,8 +241,7 @@ check "kustomize renders k8s/resolver/a + component tls-mounts, k8s/clusters/a w
 # The cluster-level resolver with its optional HorizontalPodAutoscaler.
 resolver_hpa() {
     cp -r k8s "$WORK/k8s-hpa"
-    sed -i 's#^  - ../../components/resolver$#&\n  - ../../components/resolver-hpa#' \
-        "$WORK/k8s-hpa/resolver/a/kustomization.yaml"
+    printf 'components:\n  - ../../components/resolver-hpa\n' >>"$WORK/k8s-hpa/resolver/a/kustomization.yaml"
     grep -q 'components/resolver-hpa' "$WORK/k8s-hpa/resolver/a/kustomization.yaml" &&
         render "$WORK/k8s-hpa/resolver/a" "$WORK/resolver-hpa.yaml" &&
         grep -q '^kind: HorizontalPodAutoscaler' "$WORK/resolver-hpa.yaml"
@@ -280,6 +278,142 @@ else
     fail "helm: not installed and could not be built (tests/deploy/chart.sh install)"
 fi
 
+
+# This cluster's DNS as the peers see it: an internal load balancer in front of CoreDNS, its
+# source ranges set, its address the cluster's endpoint in clusters.env; no NetworkPolicy.
+exposure_contract() {
+    "$PY" - "${CLUSTERS[@]}" <<'PYEOF'
+import ipaddress, os, re, sys, yaml
+work, why = os.environ["WORK"], []
+env = open("k8s/base/clusters.env").read()
+line = re.search(r"^MESHDNS_CLUSTERS=(.*)$", env, re.M).group(1)
+entries = dict(e.strip().split("=", 1) for e in line.split(";"))
+for c in sys.argv[1:]:
+    docs = [d for d in yaml.safe_load_all(open(f"{work}/clusters-{c}-coredns.yaml")) if d]
+    svc = next((d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == "kube-dns-mesh"), None)
+    if svc is None:
+        why.append(f"{c}: no Service kube-dns-mesh")
+        continue
+    spec, ann = svc["spec"], svc["metadata"].get("annotations", {})
+    ranges = spec.get("loadBalancerSourceRanges") or []
+    ok = (svc["metadata"].get("namespace") == "kube-system" and spec.get("type") == "LoadBalancer"
+          and spec.get("selector") == {"k8s-app": "kube-dns"} and spec.get("externalTrafficPolicy") == "Cluster"
+          and sorted((p["protocol"], p["port"]) for p in spec["ports"]) == [("TCP", 53), ("UDP", 53)])
+    if not ok:
+        why.append(f"{c}: not a LoadBalancer UDP+TCP 53 to k8s-app=kube-dns, externalTrafficPolicy Cluster: {spec}")
+    try:
+        [ipaddress.ip_network(r) for r in ranges]
+    except ValueError as e:
+        why.append(f"{c}: loadBalancerSourceRanges {ranges}: {e}")
+    if not ranges:
+        why.append(f"{c}: no loadBalancerSourceRanges (the load balancer would admit anyone who routes to it)")
+    address = ann.get("metallb.io/loadBalancerIPs")
+    endpoint = entries.get(c, "").split()[0] if entries.get(c) else ""
+    if address and endpoint != f"{address}:53":
+        why.append(f"{c}: clusters.env names {endpoint!r}, the load balancer's address is {address}:53")
+    print(f"cluster {c}: {spec.get('type')} {address or ''} source ranges {ranges}")
+    kinds = sorted({d["kind"] for d in docs})
+    if kinds != ["Service"]:
+        why.append(f"{c}: k8s/clusters/{c}/coredns renders {kinds}, not the Service alone")
+sys.exit("; ".join(why) or 0)
+PYEOF
+}
+export WORK
+check "exposure per cluster: kube-dns-mesh an internal LoadBalancer (UDP+TCP 53, Cluster), source ranges set, its address in clusters.env, nothing else" \
+    exposure_contract
+dot_nodeport_contract() {
+    "$PY" - "${RENDERED[clusters/a/coredns-tls]}" <<'PYEOF'
+import sys, yaml
+tls = next(d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Service")
+t = tls["spec"]
+ok_tls = (tls["metadata"]["namespace"] == "kube-system" and t["type"] == "NodePort"
+          and [(p["protocol"], p["port"]) for p in t["ports"]] == [("TCP", 853)] and t["ports"][0].get("nodePort"))
+sys.exit(0 if ok_tls else f"unexpected: {t}")
+PYEOF
+}
+check "the DNS over TLS endpoint: NodePort TCP 853 in kube-system" dot_nodeport_contract
+# Each platform's load balancer (k8s/components/expose-*) in place of the example's MetalLB, on
+# a copy of k8s/clusters/a/coredns: its annotations, and the NodePort fallback's contract
+# (every node answers: externalTrafficPolicy Cluster; no source ranges, which a NodePort
+# Service may not carry). Every variant is held to the schemas below too.
+expose_variant() { # PLATFORM: renders $WORK/expose-PLATFORM.yaml and checks it
+    local p=$1 dir="$WORK/k8s-expose-$1"
+    rm -rf "$dir" && cp -r k8s "$dir"
+    sed -i "s#components/expose-metallb\$#components/expose-$p#" "$dir/clusters/a/coredns/kustomization.yaml"
+    if [ "$p" = nodeport ]; then
+        "$PY" - "$dir/clusters/a/coredns/kustomization.yaml" <<'PYEOF'
+import sys, yaml
+path = sys.argv[1]
+k = yaml.safe_load(open(path))
+k.pop("patches")
+yaml.safe_dump(k, open(path, "w"))
+PYEOF
+    fi
+    render "$dir/clusters/a/coredns" "$WORK/expose-$p.yaml" || return 1
+    "$PY" - "$p" "$WORK/expose-$p.yaml" <<'PYEOF'
+import sys, yaml
+p, path = sys.argv[1:]
+(svc,) = [d for d in yaml.safe_load_all(open(path)) if d]
+ann, spec = svc["metadata"].get("annotations", {}), svc["spec"]
+want = {
+    "eks": {"service.beta.kubernetes.io/aws-load-balancer-scheme": "internal",
+            "service.beta.kubernetes.io/aws-load-balancer-type": "external",
+            "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type": "ip"},
+    "gke": {"networking.gke.io/load-balancer-type": "Internal"},
+    "aks": {"service.beta.kubernetes.io/azure-load-balancer-internal": "true"},
+    "metallb": {"metallb.io/loadBalancerIPs": "10.8.255.53"},
+    "nodeport": {},
+}[p]
+if p == "nodeport":
+    ok = (spec["type"] == "NodePort" and spec["externalTrafficPolicy"] == "Cluster"
+          and [x.get("nodePort") for x in spec["ports"]] == [30053, 30053] and "loadBalancerSourceRanges" not in spec)
+else:
+    ok = spec["type"] == "LoadBalancer" and want.items() <= ann.items() and spec.get("loadBalancerSourceRanges")
+print(f"{p}: {spec['type']} {ann}")
+sys.exit(0 if ok else f"{p}: unexpected {svc}")
+PYEOF
+}
+for p in eks gke aks metallb nodeport; do
+    check "k8s/clusters/a/coredns with k8s/components/expose-$p: its load balancer (or NodePort) contract" \
+        expose_variant "$p" && RENDERED[expose-$p]=$WORK/expose-$p.yaml
+done
+# The opt-in NetworkPolicy on CoreDNS (k8s/components/coredns-networkpolicy) refuses to apply
+# until its placeholders are filled: as shipped its object fails the schema (the API server
+# refuses it alike); filled as the comments of k8s/clusters/a/coredns show, it passes and admits
+# every namespace on every port and the two CIDRs on every port. Run after the schema checks.
+coredns_policy_copy() { # DIR FILLED(0|1): k8s/clusters/a/coredns + coredns-networkpolicy in DIR
+    rm -rf "$1" && cp -r k8s "$1"
+    sed -i 's#^  - ../../../components/expose-metallb$#&\n  - ../../../components/coredns-networkpolicy#' \
+        "$1/clusters/a/coredns/kustomization.yaml"
+    if [ "$2" = 1 ]; then
+        printf '%s\n' "  - target: {kind: NetworkPolicy, name: kube-dns-mesh}" "    patch: |-" \
+            "      - {op: replace, path: /spec/ingress/1/from/0/ipBlock/cidr, value: 10.8.0.0/16}" \
+            "      - {op: replace, path: /spec/ingress/1/from/1/ipBlock/cidr, value: 10.9.0.0/16}" \
+            >>"$1/clusters/a/coredns/kustomization.yaml"
+    fi
+    grep -q coredns-networkpolicy "$1/clusters/a/coredns/kustomization.yaml"
+}
+coredns_policy_unfilled() {
+    coredns_policy_copy "$WORK/k8s-np-open" 0 && render "$WORK/k8s-np-open/clusters/a/coredns" "$WORK/np-open.yaml" &&
+        grep -q '^kind: NetworkPolicy' "$WORK/np-open.yaml" || return 1
+    if schema_check "$WORK/schema-np-open" "$WORK/np-open.yaml"; then
+        echo "the unfilled policy passed the schema: it would be applied with its placeholders"
+        return 1
+    fi
+}
+coredns_policy_filled() {
+    coredns_policy_copy "$WORK/k8s-np-filled" 1 && render "$WORK/k8s-np-filled/clusters/a/coredns" "$WORK/np-filled.yaml" &&
+        "$PY" - "$WORK/np-filled.yaml" <<'PYEOF'
+import sys, yaml
+(pol,) = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "NetworkPolicy"]
+rules = pol["spec"]["ingress"]
+every_ns = any(r.get("from") == [{"namespaceSelector": {}}] and not r.get("ports") for r in rules)
+cidrs = sorted(b["ipBlock"]["cidr"] for r in rules if not r.get("ports") for b in r.get("from", []) if "ipBlock" in b)
+print(f"admits every namespace on every port: {every_ns}; CIDRs on every port: {cidrs}")
+sys.exit(0 if every_ns and cidrs == ["10.8.0.0/16", "10.9.0.0/16"] and pol["spec"]["policyTypes"] == ["Ingress"] else "no")
+PYEOF
+    schema_check "$WORK/schema-np-filled" "$WORK/np-filled.yaml"
+}
 # ---------------------------------------------------------------- schemas (Kubernetes 1.33, strict)
 # Split manifests into one file per document; custom resources in SKIP_KINDS are set aside.
 split_docs() { # OUTDIR FILE...
@@ -322,6 +456,39 @@ for name in $(printf '%s\n' "${!RENDERED[@]}" | sort); do
     check "kubernetes-validate --strict $K8S_VERSION rendered $name" schema_check "$d" "${RENDERED[$name]}"
     indent <"$d.skipped"
 done
+check "the opt-in NetworkPolicy on CoreDNS, unfilled, fails the schema (it cannot be applied with its placeholders)" \
+    coredns_policy_unfilled
+check "the opt-in NetworkPolicy on CoreDNS, filled, passes and admits every namespace and both CIDRs on every port" \
+    coredns_policy_filled
+# Every `apply -k` path of the README, docs/ and the kustomizations' comments, rendered: none
+# selects the CoreDNS pods with a NetworkPolicy, no object has two owners (check_apply_paths.py).
+absorb "apply paths" "$PY" "$HERE/check_apply_paths.py" "$ROOT" "$WORK/np-open.yaml"
+# What a resolver pod sees once both paths are applied: the resolver's render and what it
+# references, which k8s/clusters/<name> owns (the resolver renders none of it): the ConfigMaps,
+# and with the tls component the Certificate that makes the client certificate's Secret.
+with_config() { # RESOLVER_RENDER OWNER_RENDER OUT
+    "$PY" - "$@" <<'PYEOF'
+import sys, yaml
+resolver, owner, out = sys.argv[1:]
+docs = [d for d in yaml.safe_load_all(open(resolver)) if d]
+have = {(d["kind"], d["metadata"]["name"]) for d in docs}
+owned = [d for d in yaml.safe_load_all(open(owner)) if d and (d["kind"], d["metadata"]["name"]) not in have]
+maps = [d for d in owned if d["kind"] == "ConfigMap" and d["metadata"]["name"] in ("meshdns-clusters", "meshdns-local")]
+certificates = [d for d in owned if d["kind"] == "Certificate"]
+if len(maps) != 2:
+    sys.exit(f"{owner} does not hold both ConfigMaps the resolver references")
+yaml.safe_dump_all(docs + maps + certificates, open(out, "w"))
+PYEOF
+}
+for pair in resolver/a:clusters/a resolver/b:clusters/b resolver-other-ns:other-ns resolver-tls:opt-in resolver-hpa:clusters/a; do
+    r=${pair%%:*} o=${pair#*:}
+    if [ -n "${RENDERED[$r]:-}" ] && [ -n "${RENDERED[$o]:-}" ] &&
+        with_config "${RENDERED[$r]}" "${RENDERED[$o]}" "$WORK/deployed-${r//\//-}.yaml"; then
+        RENDERED[$r]=$WORK/deployed-${r//\//-}.yaml
+    else
+        fail "the resolver $r with the ConfigMaps of $o"
+    fi
+done
 # The cluster-level resolver's pod spec, Service and PDB, and its NetworkPolicy (what it admits,
 # by selectors), per cluster; the NetworkPolicy also with the peers over TLS.
 for c in "${CLUSTERS[@]}"; do
@@ -361,42 +528,6 @@ sys.exit(any(d and d["kind"] == "ConfigMap" and d["metadata"]["name"] == "coredn
     return $bad
 }
 check "no rendered kustomization replaces kube-system/coredns (the CoreDNS change is additive)" no_corefile_replaced
-nodeport_contract() {
-    "$PY" - "${RENDERED[clusters/a/coredns]}" "${RENDERED[clusters/a/coredns-tls]}" <<'PYEOF'
-import sys, yaml
-svcs = {d["metadata"]["name"]: d for f in sys.argv[1:] for d in yaml.safe_load_all(open(f))
-        if d and d["kind"] == "Service"}
-plain, tls = svcs["kube-dns-mesh"], svcs["dns-mesh-tls"]
-spec = plain["spec"]
-ok = (plain["metadata"]["namespace"] == "kube-system" and spec["type"] == "NodePort"
-      and spec["selector"] == {"k8s-app": "kube-dns"}
-      and sorted((p["protocol"], p["port"]) for p in spec["ports"]) == [("TCP", 53), ("UDP", 53)]
-      and all(p.get("nodePort") for p in spec["ports"]))
-t = tls["spec"]
-ok_tls = (tls["metadata"]["namespace"] == "kube-system" and t["type"] == "NodePort"
-          and [(p["protocol"], p["port"]) for p in t["ports"]] == [("TCP", 853)] and t["ports"][0].get("nodePort"))
-sys.exit(0 if ok and ok_tls else f"unexpected: {spec} / {t}")
-PYEOF
-}
-check "NodePorts: UDP+TCP 53 to k8s-app=kube-dns, TCP 853 to the DNS over TLS endpoint, in kube-system" nodeport_contract
-# Each cluster lets its own nodes and its peers' reach CoreDNS: the node CIDRs allowed are the
-# same set everywhere (every cluster's nodes), and no cluster's policy is missing.
-node_cidrs() {
-    "$PY" - "${CLUSTERS[@]}" <<'PYEOF'
-import os, sys, yaml
-work, sets = os.environ["WORK"], {}
-for c in sys.argv[1:]:
-    docs = [d for d in yaml.safe_load_all(open(f"{work}/clusters-{c}-coredns.yaml")) if d]
-    pols = [d for d in docs if d["kind"] == "NetworkPolicy"]
-    sets[c] = sorted(b["ipBlock"]["cidr"] for p in pols for r in p["spec"].get("ingress", [])
-                     for b in r.get("from", []) if "ipBlock" in b)
-    print(f"cluster {c}: node CIDRs {sets[c]}")
-vals = list(sets.values())
-sys.exit(0 if vals and all(v == vals[0] and len(v) >= len(sets) for v in vals) else "node CIDRs differ")
-PYEOF
-}
-export WORK
-check "NetworkPolicy per cluster: every cluster allows the node CIDRs of all clusters" node_cidrs
 corefile_contract() {
     "$PY" - "${CLUSTERS[@]}" <<'PYEOF'
 import os, re, sys, yaml

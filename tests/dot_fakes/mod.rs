@@ -651,7 +651,7 @@ pub async fn no_query_fails<F, Fut>(
         meshdns
             .metric(
                 "meshdns_upstream_healthy",
-                &[("cluster", "b"), ("endpoint", &endpoint)]
+                &[("peer", "b"), ("endpoint", &endpoint)]
             )
             .await,
         1.0,

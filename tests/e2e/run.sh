@@ -1159,9 +1159,9 @@ n_dist_srv() { # SERVER PREFIXES: the distributed SRV has exactly these clusters
 n_by_name() { # cluster b's endpoint is a name kube-dns resolves: its zone and the gathered SRV
 	poll 3 n_member $D_NAME b 2 || return 1
 	n_dist_srv $D_NAME "a- b- c-" || return 1
-	want_metric $D_NAME '>=1' meshdns_endpoint_resolutions_total cluster=b result=ok || return 1
-	want_metric $D_NAME 0 meshdns_endpoint_resolutions_total cluster=b result=failed || return 1
-	want_metric $D_NAME 1 meshdns_upstream_healthy cluster=b endpoint=127.0.2.1:53
+	want_metric $D_NAME '>=1' meshdns_endpoint_resolutions_total peer=b result=ok || return 1
+	want_metric $D_NAME 0 meshdns_endpoint_resolutions_total peer=b result=failed || return 1
+	want_metric $D_NAME 1 meshdns_upstream_healthy peer=b endpoint=127.0.2.1:53
 }
 n_check_cmd() { # meshdns --check --resolve with the pod's variables lists the name with its address
 	local out rc
@@ -1181,7 +1181,7 @@ n_move() { # ADDR [INDEX SECONDS]: dns-b now points at ADDR (kube-dns reloaded);
 }
 n_last_good() { # dns-b gone from kube-dns: the failed re-resolution is counted, b keeps answering
 	n_move "" || return 1
-	poll 12 want_metric $D_NAME '>=1' meshdns_endpoint_resolutions_total cluster=b result=failed ||
+	poll 12 want_metric $D_NAME '>=1' meshdns_endpoint_resolutions_total peer=b result=failed ||
 		{ REASON="no failed resolution counted within 12 s: $REASON"; return 1; }
 	n_member $D_NAME b 3 || return 1
 	n_dist_srv $D_NAME "a- b- c-"
@@ -1402,8 +1402,8 @@ t_gathered() { # the distributed SRV and a prefixed name of cluster t, over DoT
 	n_dist_srv $D_TLS "a- b- t-" || return 1
 	dq $D_TLS t-mongo-2.$DZ A
 	want_set "A" "t-mongo-2.$DZ. $(mongo_ip 9 2)" "$(rr ANSWER A)" || return 1
-	want_metric $D_TLS 0 meshdns_upstream_requests_total cluster=t result=tls_error || return 1
-	want_metric $D_TLS '>=1' meshdns_upstream_requests_total cluster=t result=ok
+	want_metric $D_TLS 0 meshdns_upstream_requests_total peer=t result=tls_error || return 1
+	want_metric $D_TLS '>=1' meshdns_upstream_requests_total peer=t result=ok
 }
 established() { # ADDR:PORT: established TCP connections to it
 	ss -Htn state established "dst $1" 2>/dev/null | wc -l
@@ -1414,7 +1414,7 @@ established() { # ADDR:PORT: established TCP connections to it
 t_reuse() { # 60 cache misses in a row: one TLS connection carries them (one accepted by stunnel)
 	local e0 h0 a0 c0 names=() i h1 a1 c1 n
 	e0=$(established 127.0.9.2:853)
-	h0=$(metric $D_TLS meshdns_upstream_tls_handshakes_total cluster=t)
+	h0=$(metric $D_TLS meshdns_upstream_tls_handshakes_total peer=t)
 	a0=$(st_count good accepted)
 	c0=$(st_count good connected)
 	for ((i = 0; i < 60; i++)); do names+=("miss-$i.mongo.db.cluster.t" A); done
@@ -1423,7 +1423,7 @@ t_reuse() { # 60 cache misses in a row: one TLS connection carries them (one acc
 	n=$(grep -c 'status: NXDOMAIN' <<<"$OUT")
 	((n == 60)) || fail_with "want 60 NXDOMAIN from cluster t, got $n: $(grep -m2 'status:' <<<"$OUT" | grep -v NXDOMAIN | tr '\n' '|')" || return 1
 	[[ $(established 127.0.9.2:853) == 1 ]] || fail_with "$(established 127.0.9.2:853) connections open to stunnel, want 1" || return 1
-	h1=$(metric $D_TLS meshdns_upstream_tls_handshakes_total cluster=t)
+	h1=$(metric $D_TLS meshdns_upstream_tls_handshakes_total peer=t)
 	a1=$(st_count good accepted)
 	c1=$(st_count good connected)
 	note "60 misses over DoT: $e0 connection open before, handshakes +$((h1 - h0)) (total $h1), stunnel accepted +$((a1 - a0))"
@@ -1449,10 +1449,10 @@ t_idle_close() { # the connection of t_reuse: open 4 s later, closed by meshdns 
 	[[ $(established 127.0.9.2:853) == 0 ]] || fail_with "the connection is still open 6 s after the last query" || return 1
 	how=$(st_first_close good)
 	[[ $how == TLS* ]] || fail_with "stunnel saw the connection end with '$how': the NSD side closed it, not meshdns" || return 1
-	h0=$(metric $D_TLS meshdns_upstream_tls_handshakes_total cluster=t)
+	h0=$(metric $D_TLS meshdns_upstream_tls_handshakes_total peer=t)
 	dq $D_TLS after-idle.mongo.db.cluster.t A # a miss
 	want_rcode NXDOMAIN || return 1
-	want_metric $D_TLS $((h0 + 1)) meshdns_upstream_tls_handshakes_total cluster=t
+	want_metric $D_TLS $((h0 + 1)) meshdns_upstream_tls_handshakes_total peer=t
 }
 # t_fails_closed SERVER SERVICE LOG_TEXT: cluster t SERVFAIL, the gathered SRV without t, a
 # tls_error counted, the cause logged, and nothing reached the NSD behind stunnel
@@ -1462,8 +1462,8 @@ t_fails_closed() {
 	c0=$(st_count "$svc" connected)
 	f_cluster_fails "$s" mongo-0.mongo.db.cluster.t 2500 || return 1
 	f_partial "$s" "a- b-" 2500 10 || return 1
-	want_metric "$s" '>=1' meshdns_upstream_requests_total cluster=t result=tls_error || return 1
-	want_metric "$s" 0 meshdns_upstream_requests_total cluster=t result=ok || return 1
+	want_metric "$s" '>=1' meshdns_upstream_requests_total peer=t result=tls_error || return 1
+	want_metric "$s" 0 meshdns_upstream_requests_total peer=t result=ok || return 1
 	grep -q "$3" "$WORK/meshdns-$svc.log" || fail_with "no '$3' in the log: $(grep -m1 -i tls "$WORK/meshdns-$svc.log" | cut -c1-200)" || return 1
 	(($(st_count "$svc" accepted) >= 1)) || fail_with "meshdns never connected to stunnel [$svc]" || return 1
 	[[ $(st_count "$svc" connected) == "$c0" && $(st_count "$svc" connected) == 0 ]] ||
@@ -1852,7 +1852,7 @@ if [[ $MODE == full ]] && ((setup_ok)); then
 	case_ "fault: cluster f SERVFAIL -> mongo-0.mongo.db.cluster.f SERVFAIL" f_cluster_fails $F_SERVFAIL mongo-0.mongo.db.cluster.f 2500
 	case_ "fault: cluster f SERVFAIL + NXDOMAIN elsewhere -> SERVFAIL, not NXDOMAIN" f_nx_hidden $F_SERVFAIL
 	case_ "fault: cluster g never answers -> distributed SRV from a, b within 2.5s" f_partial $F_DROP "a- b-" 2500 10
-	case_ "fault: /metrics upstream_healthy 0 for stopped cluster d" m_fault_metric $F_STOP '^meshdns_upstream_healthy\{[^}]*cluster="d"[^}]*\} 0$'
+	case_ "fault: /metrics upstream_healthy 0 for stopped cluster d" m_fault_metric $F_STOP '^meshdns_upstream_healthy\{[^}]*peer="d"[^}]*\} 0$'
 	case_ "fault: /metrics gather_partial_total > 0 with SERVFAIL cluster f" m_fault_metric $F_SERVFAIL '^meshdns_gather_partial_total(\{[^}]*\})? [1-9]'
 	case_ "fault: client outside MESHDNS_ALLOW_FROM refused, inside answered" m_allow_from $F_ALLOW
 	kill -TERM "${NSD_PID[e]}" 2>/dev/null

@@ -770,7 +770,7 @@ impl Meshdns {
         let endpoint = endpoint.addr.to_string();
         self.metric(
             "meshdns_upstream_healthy",
-            &[("cluster", cluster), ("endpoint", &endpoint)],
+            &[("peer", cluster), ("endpoint", &endpoint)],
         )
         .await
     }
@@ -779,7 +779,7 @@ impl Meshdns {
     pub async fn upstream_requests(&self, cluster: &str, result: &str) -> f64 {
         self.metric(
             "meshdns_upstream_requests_total",
-            &[("cluster", cluster), ("result", result)],
+            &[("peer", cluster), ("result", result)],
         )
         .await
     }
