@@ -39,11 +39,14 @@ MESHDNS_ROUTES = re.compile(r"^\s+(\S+)\s+(cluster \S+|distributed|clusterset)\s
 
 
 def parse(corefile):
-    """[(zones, [directive lines])] of the server blocks; nested blocks kept as lines. Raises ValueError."""
+    """[(zones, [directive lines])] of the server blocks (top-level imports skipped); nested blocks kept
+    as lines. Raises ValueError."""
     blocks, depth, head, body = [], 0, None, []
     for raw in corefile.splitlines():
         line = raw.split("#", 1)[0].strip()
         if not line:
+            continue
+        if depth == 0 and line.startswith("import "):
             continue
         if depth == 0:
             if not line.endswith("{") or "}" in line:
@@ -132,6 +135,8 @@ def main():
         return checks.exit_code()
     stock_path = os.path.join("tests", "platforms", platform, "Corefile")
     stock = open(os.path.join(ROOT, stock_path)).read()
+    cluster_dir = os.path.relpath(os.path.abspath(cluster_dir), ROOT)
+    binary = os.path.abspath(binary)
     sources = [os.path.join("k8s", "base", "clusters.env"), os.path.join(cluster_dir, "local.env"),
                os.path.join("k8s", "resolver", name, "resolver.env")]
     generator = [binary, "dns-change", "--platform", platform, "--resolver", str(ip), "--current", stock_path]
@@ -140,12 +145,12 @@ def main():
     regen = subprocess.run(generator, cwd=ROOT, capture_output=True, text=True, env={"PATH": os.environ["PATH"]})
     if known["style"] == "merge":
         path = os.path.join(cluster_dir, "coredns-forward", "Corefile")
-        text = open(path).read() if os.path.exists(path) else ""
+        text = open(os.path.join(ROOT, path)).read() if os.path.exists(os.path.join(ROOT, path)) else ""
         checks.check(f"{platform}: the merged Corefile is {path}", bool(text), "missing")
         committed = text
     else:
         path = os.path.join(cluster_dir, "coredns-forward-import", "coredns-custom.yaml")
-        committed = open(path).read() if os.path.exists(path) else ""
+        committed = open(os.path.join(ROOT, path)).read() if os.path.exists(os.path.join(ROOT, path)) else ""
         cms_import = [d for d in yaml.safe_load_all(open(import_path or "/dev/null")) if d] if import_path else []
         ok = (len(cms_import) == 1 and cms_import[0]["kind"] == "ConfigMap"
               and cms_import[0]["metadata"]["name"] == "coredns-custom"

@@ -23,4 +23,4 @@ if [ ! -x "$COREDNS" ]; then
 fi
 "$COREDNS" -version | head -1
 python3 -c 'import yaml' 2>/dev/null || pip install -q pyyaml
-exec unshare -n sh -c 'ip link set lo up && exec python3 tests/platforms/check.py'
+exec unshare -n sh -c 'ip link set lo up && exec python3 -u tests/platforms/check.py'
