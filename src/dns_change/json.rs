@@ -3,7 +3,7 @@
 //! that keeps the order of keys, and written back compactly.
 //!
 //! Only what those settings hold: objects, arrays, strings, numbers, `true`, `false`, `null`.
-//! A number is kept as written. Nesting is bounded ([`MAX_DEPTH`]); anything else is refused
+//! A number is kept as written. Nesting is bounded (32 levels); anything else is refused
 //! with the byte offset. Text in, text out; nothing here knows about platforms.
 
 use super::ChangeError;
@@ -182,10 +182,20 @@ impl Reader<'_> {
             "null" => Ok(Value::Null),
             "true" => Ok(Value::Bool(true)),
             "false" => Ok(Value::Bool(false)),
-            _ if word.parse::<f64>().is_ok() => Ok(Value::Number(word.to_string())),
+            _ if is_number(word) => Ok(Value::Number(word.to_string())),
             _ => Err(self.fail("not a JSON value")),
         }
     }
+}
+
+/// A JSON number as written: digits with a sign, a fraction and an exponent, never `nan` or
+/// `inf`, which Rust's float parser takes and JSON does not.
+fn is_number(word: &str) -> bool {
+    word.starts_with(|c: char| c == '-' || c.is_ascii_digit())
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b))
+        && word.parse::<f64>().is_ok()
 }
 
 /// Parse a whole document; blank text is `None` (a setting not present yet).
@@ -270,7 +280,18 @@ mod tests {
     #[test]
     fn blank_text_is_no_setting_and_garbage_is_refused_with_its_offset() {
         assert_eq!(parse("  \n").unwrap(), None);
-        for bad in ["{", "[1,]", "{\"a\" 1}", "\"open", "tru", "[] x", "\"\\q\""] {
+        for bad in [
+            "{",
+            "[1,]",
+            "{\"a\" 1}",
+            "\"open",
+            "tru",
+            "[] x",
+            "\"\\q\"",
+            "nan",
+            "-inf",
+            "1e",
+        ] {
             assert!(matches!(parse(bad), Err(ChangeError::Json(_))), "{bad}");
         }
         let deep = "[".repeat(100);
