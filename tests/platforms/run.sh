@@ -14,7 +14,8 @@ if [ -z "${MESHDNS_BIN:-}" ]; then
 	cargo build --locked --quiet
 	export MESHDNS_BIN=target/debug/meshdns
 fi
-export MESHDNS_BIN="$(realpath "$MESHDNS_BIN")"
+MESHDNS_BIN="$(realpath "$MESHDNS_BIN")"
+export MESHDNS_BIN
 if [ "${1:-}" = --write ]; then
 	exec python3 tests/platforms/check.py --write
 fi
