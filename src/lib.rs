@@ -11,7 +11,8 @@
 //! [`cache`] keeps answers (keys, TTLs, stale, in-flight sharing) for every route, behind one
 //! entry point. [`background`] owns the work done off a client's path.
 //! [`config`] reads the environment once, and [`check`] shows it with the routing table
-//! (`meshdns --check`); [`wire`] reads raw bytes without a full parse;
+//! (`meshdns --check`); [`dns_change`] writes the platform's cluster-DNS change from it
+//! (`meshdns dns-change`); [`wire`] reads raw bytes without a full parse;
 //! [`metrics`] defines every metric, served by the admin server in [`server`];
 //! [`process`] is what the binary needs around `run` (logging, runtime, signals).
 //!
@@ -25,6 +26,7 @@ pub mod cache;
 pub mod certificates;
 pub mod check;
 pub mod config;
+pub mod dns_change;
 pub mod gather;
 pub mod loops;
 pub mod metrics;

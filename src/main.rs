@@ -1,20 +1,23 @@
 //! The meshdns binary: configuration from the environment, logging, the runtime, and exit codes
-//! (0 after a clean shutdown, 64 for bad configuration, 71 when a socket cannot be bound).
+//! (0 after a clean shutdown, 64 for bad configuration or a refused `dns-change`, 71 when a
+//! socket cannot be bound).
 
 #![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use meshdns::check::render_check;
 use meshdns::config::{Config, ConfigError, read_env_file, variables};
+use meshdns::dns_change::{self, Platform};
 use meshdns::process;
 
 const EXIT_CONFIG: u8 = 64;
 const EXIT_BIND: u8 = 71;
-const USAGE: &str = "usage: meshdns [--check [--resolve] [--env-file FILE]... | --version | --help]  (configured by MESHDNS_* environment variables; meshdns --help lists them)";
+const USAGE: &str = "usage: meshdns [--check [--resolve] [--env-file FILE]... | dns-change --platform PLATFORM --resolver IP [--current FILE] [--env-file FILE]... | --version | --help]  (configured by MESHDNS_* environment variables; meshdns --help lists them)";
 
 /// How long the exit waits for blocking work still running (a reload reading a hung mount):
 /// the queries are drained by then, and such a read must not hold the pod's shutdown.
@@ -37,6 +40,41 @@ enum Mode {
         resolve: bool,
         env_files: Vec<String>,
     },
+    /// `dns-change`: print the platform's cluster-DNS change for meshdns's zones.
+    DnsChange {
+        platform: Platform,
+        resolver: IpAddr,
+        current: Option<String>,
+        env_files: Vec<String>,
+    },
+}
+
+/// The arguments after `dns-change`; `None` when they are not a valid request.
+fn dns_change_mode(rest: &[&str]) -> Option<Mode> {
+    let (mut platform, mut resolver, mut current, mut env_files) = (None, None, None, Vec::new());
+    let mut rest = rest.iter();
+    while let Some(arg) = rest.next() {
+        let value = rest.next()?;
+        match *arg {
+            "--platform" => match Platform::parse(value) {
+                Ok(p) => platform = Some(p),
+                Err(error) => {
+                    eprintln!("meshdns: dns-change: {error}");
+                    return None;
+                }
+            },
+            "--resolver" => resolver = Some(value.parse().ok()?),
+            "--current" => current = Some(value.to_string()),
+            "--env-file" => env_files.push(value.to_string()),
+            _ => return None,
+        }
+    }
+    Some(Mode::DnsChange {
+        platform: platform?,
+        resolver: resolver?,
+        current,
+        env_files,
+    })
 }
 
 /// The command line after the program name; `Err` is the exit of `--version`, `--help` or a
@@ -61,6 +99,7 @@ fn mode(args: &[String]) -> Result<Mode, ExitCode> {
             }
             Ok(Mode::Check { resolve, env_files })
         }
+        ["dns-change", rest @ ..] => dns_change_mode(rest).ok_or_else(usage),
         ["--version"] => {
             println!("meshdns {}", env!("CARGO_PKG_VERSION"));
             Err(ExitCode::SUCCESS)
@@ -73,6 +112,32 @@ fn mode(args: &[String]) -> Result<Mode, ExitCode> {
     }
 }
 
+/// `meshdns dns-change`: the change on stdout, or the reason on stderr and exit 64.
+fn print_dns_change(
+    config: &Config,
+    platform: Platform,
+    resolver: IpAddr,
+    current: Option<&str>,
+) -> ExitCode {
+    let current = match current.map(std::fs::read_to_string).transpose() {
+        Ok(text) => text,
+        Err(error) => {
+            eprintln!("meshdns: dns-change: --current: {error}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    match dns_change::generate(config, platform, resolver, current.as_deref()) {
+        Ok(change) => {
+            print!("{change}");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("meshdns: dns-change: {error}");
+            ExitCode::from(EXIT_CONFIG)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mode = match mode(&args) {
@@ -80,7 +145,7 @@ fn main() -> ExitCode {
         Err(exit) => return exit,
     };
     let env_files: &[String] = match &mode {
-        Mode::Check { env_files, .. } => env_files,
+        Mode::Check { env_files, .. } | Mode::DnsChange { env_files, .. } => env_files,
         Mode::Serve => &[],
     };
     let config = match environment(env_files).and_then(Config::from_vars) {
@@ -90,6 +155,15 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
+    if let Mode::DnsChange {
+        platform,
+        resolver,
+        current,
+        ..
+    } = &mode
+    {
+        return print_dns_change(&config, *platform, *resolver, current.as_deref());
+    }
     if let Mode::Check { resolve, .. } = mode {
         // A plain --check sends nothing; --resolve asks the configured upstreams.
         let resolved = resolve.then(|| process::resolve_endpoint_names(&config));

@@ -1,5 +1,6 @@
 //! The binary's contract with its operator (docs/design.md, "Configuration"): exit 64 naming the bad
-//! variable, exit 71 with a hint when the address cannot be bound, `--check` and `--version`.
+//! variable, exit 71 with a hint when the address cannot be bound, `--check`, `--version` and
+//! `dns-change`.
 //!
 //! Each run starts from an empty environment with `MESHDNS_UPSTREAMS` pointing at a closed
 //! loopback port, so nothing reads the machine's resolv.conf or sends a packet off the host.
@@ -278,6 +279,68 @@ fn check_with_env_files_reads_each_value_whole_and_catches_a_bad_cluster() {
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(64), "{stderr}");
     assert!(stderr.contains("/nonexistent/x.env"), "{stderr}");
+}
+
+/// The arguments of `meshdns dns-change` for `platform`, merging into the file `current`.
+fn dns_change<'a>(platform: &'a str, current: &'a str) -> [&'a str; 7] {
+    let resolver = "10.96.0.53";
+    [
+        "dns-change",
+        "--platform",
+        platform,
+        "--resolver",
+        resolver,
+        "--current",
+        current,
+    ]
+}
+
+/// docs/platforms.md: the change on stdout (exit 0); run again over its own output, the same
+/// output (blocks.py appended a second copy, and CoreDNS refuses a zone defined twice); a
+/// Corefile that already serves one of meshdns's zones is refused, exit 64, its line named and
+/// nothing on stdout.
+#[test]
+fn dns_change_merges_once_and_refuses_a_zone_the_corefile_already_serves() {
+    let dir = Scratch::new("binary-dns-change");
+    let vars = [
+        ("MESHDNS_CLUSTERS", "a=127.0.0.2; b=127.0.0.3"),
+        ("MESHDNS_LOCAL_CLUSTER", "a"),
+    ];
+    let stock = ".:53 {\n    forward . /etc/resolv.conf\n}\n";
+    let current = dir.file("Corefile", stock);
+    let once = meshdns(&dns_change("kubeadm", &current), &vars);
+    let merged = text(&once.stdout);
+    assert_eq!(once.status.code(), Some(0), "{}", text(&once.stderr));
+    assert!(merged.starts_with(stock), "{merged}");
+    assert_eq!(merged.matches("cluster.b:53 {").count(), 1, "{merged}");
+    let applied = dir.file("Corefile.meshdns", &merged);
+    let twice = meshdns(&dns_change("kubeadm", &applied), &vars);
+    assert_eq!(text(&twice.stdout), merged);
+    let theirs = format!("{stock}cluster.b:53 {{\n    forward . 10.9.0.1\n}}\n");
+    let theirs = dir.file("Corefile.theirs", &theirs);
+    let refused = meshdns(&dns_change("kubeadm", &theirs), &vars);
+    let stderr = text(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(64), "{stderr}");
+    assert!(refused.stdout.is_empty());
+    assert!(
+        stderr.contains("line 4: \"cluster.b:53 {\" serves cluster.b"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn dns_change_without_its_arguments_or_with_an_unknown_platform_exits_64() {
+    let output = meshdns(&["dns-change", "--resolver", "10.96.0.53"], &[]);
+    assert_eq!(output.status.code(), Some(64));
+    assert!(text(&output.stderr).contains("dns-change --platform"));
+    let output = meshdns(&dns_change("minikube", "/dev/null"), &[]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("unknown platform \"minikube\""), "{stderr}");
+    let output = meshdns(&dns_change("kubeadm", "/nonexistent/Corefile"), &[]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("--current"), "{stderr}");
 }
 
 #[test]

@@ -297,14 +297,24 @@ pub fn help() -> String {
         "meshdns: a DNS stub resolver for workloads stretched over several Kubernetes clusters\n\
          \n\
          usage: meshdns [--check [--resolve] [--env-file FILE]... | --version | --help]\n\
+         \x20      meshdns dns-change --platform PLATFORM --resolver IP [--current FILE] [--env-file FILE]...\n\
          \x20 (none)     serve DNS as configured\n\
          \x20 --check    print the effective configuration and routing table, then exit (0, or 64);\n\
          \x20            sends nothing: host-name endpoints are shown as resolved at run time\n\
          \x20 --resolve  with --check: resolve host-name endpoints through the configured\n\
          \x20            upstreams and show their addresses (a warning for a name that does not)\n\
          \x20 --env-file FILE\n\
-         \x20            with --check: KEY=VALUE lines (a ConfigMap's env file) laid over the\n\
+         \x20            with --check or dns-change: KEY=VALUE lines (a ConfigMap's env file) laid over the\n\
          \x20            environment, each value taken whole, spaces included; repeatable\n\
+         \x20 dns-change print the change that makes the cluster's DNS forward meshdns's zones (every\n\
+         \x20            cluster zone, the distributed zones, the clusterset zone) to the cluster-level\n\
+         \x20            resolver's Service IP (--resolver), for PLATFORM: kubeadm (merged Corefile),\n\
+         \x20            k3s, aks (coredns-custom ConfigMap), rke2 (HelmChartConfig), eks (add-on\n\
+         \x20            configurationValues), gke (kube-dns stubDomains), openshift (DNS operator\n\
+         \x20            spec.servers), gke-autopilot (refused: sidecar only). --current FILE: what\n\
+         \x20            the platform holds now (the Corefile; gke: stubDomains JSON; openshift:\n\
+         \x20            spec.servers JSON), merged idempotently; a zone it already serves is refused\n\
+         \x20            (exit 64). Guide: docs/platforms.md\n\
          \x20 --version  print the version\n\
          \x20 --help     print this text\n\
          \n\
@@ -327,7 +337,7 @@ pub fn help() -> String {
          restart_required, and applied at the next start.\n\
          Empty is not unset: {} set to an empty value is refused; delete its file (or leave \
          the variable out) to unset it.\n\
-         Exit codes: 0 after a clean shutdown, 64 bad configuration, 71 cannot bind.\n",
+         Exit codes: 0 after a clean shutdown, 64 bad configuration (or a refused dns-change), 71 cannot bind.\n",
         RESTART_ONLY.join(", "),
         super::NOT_EMPTY.join(", "),
     ));

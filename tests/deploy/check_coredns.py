@@ -2,24 +2,24 @@
 """The CoreDNS change of the cluster-level mode, for one cluster: additive, exactly meshdns's zones,
 to the one Service IP, inside the platform's service range.
 
-    check_coredns.py CLUSTER_DIR RENDERED_RESOLVER STOCK_COREFILE [RENDERED_IMPORT]
+    check_coredns.py CLUSTER_DIR RENDERED_RESOLVER [RENDERED_IMPORT]
     (MESHDNS_BIN: a built meshdns binary)
 
-CLUSTER_DIR is k8s/clusters/<name>: its CoreDNS change is either coredns-forward/meshdns.server
-(blocks appended to the Corefile: kubeadm, EKS, GKE) or coredns-forward-import (the ConfigMap
-coredns-custom, RENDERED_IMPORT: AKS, k3s, RKE2), as the platform of the resolver's Service says
-(platforms.py). Checks:
+CLUSTER_DIR is k8s/clusters/<name>: its CoreDNS change is either coredns-forward/Corefile (the
+platform's stock Corefile with meshdns's blocks merged in: kubeadm) or coredns-forward-import (the
+ConfigMap coredns-custom, RENDERED_IMPORT: AKS, k3s), as the platform of the resolver's Service
+says (platforms.py). The platform's stock Corefile is tests/platforms/<platform>/Corefile. Checks:
 - the Service IP: the clusterIP of the Service `meshdns` lies in the named platform's service
   range and is not the kube-dns address (MESHDNS_UPSTREAMS);
-- the blocks file is what k8s/coredns-forward/blocks.py writes from the files its header names
-  and that Service IP (so it cannot drift from the configuration);
+- the committed change is what `meshdns dns-change` writes for that platform from the env files
+  the resolver's ConfigMaps are generated from, the stock Corefile and that Service IP (so it
+  cannot drift from the configuration);
 - the blocks name exactly the zones `meshdns --check` routes (cluster, distributed and
   clusterset rows) for the resolver's own configuration (its ConfigMaps and environment), each
   in a block of its own that forwards to the Service IP and nowhere else;
-- additive: merged as docs/walkthrough.md says (the stock Corefile, an empty line, the blocks)
-  into STOCK_COREFILE (kubeadm 1.33's), every line of the stock Corefile survives in order and
-  its server blocks are unchanged; the import variant is a `*.server` key of coredns-custom in
-  kube-system and replaces nothing.
+- additive: every line of the stock Corefile survives in order and its server blocks are
+  unchanged; the import variant is a `*.server` key of coredns-custom in kube-system and replaces
+  nothing. (tests/platforms/check.py runs every platform's change through the real CoreDNS.)
 Prints PASS/FAIL lines.
 """
 import ipaddress
@@ -39,11 +39,14 @@ MESHDNS_ROUTES = re.compile(r"^\s+(\S+)\s+(cluster \S+|distributed|clusterset)\s
 
 
 def parse(corefile):
-    """[(zones, [directive lines])] of the server blocks; nested blocks kept as lines. Raises ValueError."""
+    """[(zones, [directive lines])] of the server blocks (top-level imports skipped); nested blocks kept
+    as lines. Raises ValueError."""
     blocks, depth, head, body = [], 0, None, []
     for raw in corefile.splitlines():
         line = raw.split("#", 1)[0].strip()
         if not line:
+            continue
+        if depth == 0 and line.startswith("import "):
             continue
         if depth == 0:
             if not line.endswith("{") or "}" in line:
@@ -90,8 +93,8 @@ def meshdns_zones(resolver_docs, binary):
 
 
 def main():
-    cluster_dir, resolver_path, stock_path = sys.argv[1:4]
-    import_path = sys.argv[4] if len(sys.argv) > 4 else None
+    cluster_dir, resolver_path = sys.argv[1:3]
+    import_path = sys.argv[3] if len(sys.argv) > 3 else None
     name = os.path.basename(cluster_dir.rstrip("/"))
     checks = Checks(f"coredns {name}")
     binary = os.environ.get("MESHDNS_BIN")
@@ -124,12 +127,30 @@ def main():
     upstreams = [u.split(":")[0] for u in cms.get("meshdns-local", {}).get("MESHDNS_UPSTREAMS", "").split(",")]
     checks.check("the Service IP is not kube-dns's (MESHDNS_UPSTREAMS)", ip not in upstreams, f"{ip} in {upstreams}")
 
+    # What `meshdns dns-change` writes for this platform from the resolver's configuration files
+    # (the env files its ConfigMaps are generated from) and the Service IP.
+    if known["style"] not in ("merge", "import"):
+        checks.check(f"{platform}: an example cluster on a platform with a Corefile (tests/platforms checks {platform})",
+                     False, known["style"])
+        return checks.exit_code()
+    stock_path = os.path.join("tests", "platforms", platform, "Corefile")
+    stock = open(os.path.join(ROOT, stock_path)).read()
+    cluster_dir = os.path.relpath(os.path.abspath(cluster_dir), ROOT)
+    binary = os.path.abspath(binary)
+    sources = [os.path.join("k8s", "base", "clusters.env"), os.path.join(cluster_dir, "local.env"),
+               os.path.join("k8s", "resolver", name, "resolver.env")]
+    generator = [binary, "dns-change", "--platform", platform, "--resolver", str(ip), "--current", stock_path]
+    for source in sources:
+        generator += ["--env-file", source]
+    regen = subprocess.run(generator, cwd=ROOT, capture_output=True, text=True, env={"PATH": os.environ["PATH"]})
     if known["style"] == "merge":
-        path = os.path.join(cluster_dir, "coredns-forward", "meshdns.server")
-        text = open(path).read() if os.path.exists(path) else ""
-        checks.check(f"{platform}: the blocks to append to the Corefile are {path}", bool(text), "missing")
+        path = os.path.join(cluster_dir, "coredns-forward", "Corefile")
+        text = open(os.path.join(ROOT, path)).read() if os.path.exists(os.path.join(ROOT, path)) else ""
+        checks.check(f"{platform}: the merged Corefile is {path}", bool(text), "missing")
+        committed = text
     else:
-        path = f"{os.path.join(cluster_dir, 'coredns-forward-import')} (rendered)"
+        path = os.path.join(cluster_dir, "coredns-forward-import", "coredns-custom.yaml")
+        committed = open(os.path.join(ROOT, path)).read() if os.path.exists(os.path.join(ROOT, path)) else ""
         cms_import = [d for d in yaml.safe_load_all(open(import_path or "/dev/null")) if d] if import_path else []
         ok = (len(cms_import) == 1 and cms_import[0]["kind"] == "ConfigMap"
               and cms_import[0]["metadata"]["name"] == "coredns-custom"
@@ -139,20 +160,18 @@ def main():
                      "(imported by /etc/coredns/custom/*.server; nothing else replaced)", ok,
                      f"{[(d['kind'], d['metadata'].get('namespace'), d['metadata']['name'], list(d.get('data', {}))) for d in cms_import]}")
         text = cms_import[0]["data"]["meshdns.server"] if ok else ""
-
-    sources = re.findall(r"^#   (\S+)$", text, re.M)
-    generator = [sys.executable, os.path.join(ROOT, "k8s/coredns-forward/blocks.py"), "--service-ip", str(ip)]
-    regen = subprocess.run(generator + sources, cwd=ROOT, capture_output=True, text=True)
-    checks.check(f"{path} is blocks.py's output for {', '.join(sources) or '(no sources named)'} and {ip}",
-                 bool(sources) and regen.returncode == 0 and regen.stdout == text,
-                 f"regenerate it: python3 k8s/coredns-forward/blocks.py --service-ip {ip} {' '.join(sources)}"
-                 f"{' --configmap coredns-custom' if known['style'] == 'import' else ''} ({regen.stderr.strip()[:200]})")
+    shown = " ".join(generator[1:])
+    checks.check(f"{path} is what `meshdns {shown}` writes",
+                 regen.returncode == 0 and regen.stdout == committed,
+                 f"regenerate it: meshdns {shown} > {path} ({regen.stderr.strip()[:300]})")
 
     try:
         added = parse(text)
     except ValueError as e:
         checks.check("the blocks are well-formed server blocks", False, str(e))
         return 1
+    if known["style"] == "merge":
+        added = added[len(parse(stock)):]
     named = [zone_of(k) for head, _ in added for k in head]
     checks.check(f"the blocks name exactly meshdns's zones {zones} (meshdns --check), one block each",
                  sorted(named) == sorted(zones) and all(len(h) == 1 for h, _ in added), f"blocks name {named}")
@@ -160,16 +179,13 @@ def main():
            if [l for l in b if l.startswith("forward")] != [f"forward . {ip}"]]
     checks.check(f"every block forwards to the Service IP {ip} only", not bad, "; ".join(bad))
 
-    stock = open(stock_path).read()
-    merged = stock + "\n" + text if known["style"] == "merge" else stock
-    stock_lines = stock.splitlines()
-    merged_lines = merged.splitlines()
+    merged = text if known["style"] == "merge" else stock
     if known["style"] == "merge":
         checks.check(f"merged into {os.path.basename(stock_path)}: every stock line survives, in order, unchanged",
-                     merged_lines[:len(stock_lines)] == stock_lines, "the stock Corefile was changed")
+                     merged.startswith(stock), "the stock Corefile was changed")
     try:
         before, after = parse(stock), parse(merged)
-        clash = sorted({zone_of(k) for h, _ in parse(stock) for k in h} & set(named))
+        clash = sorted({zone_of(k) for h, _ in before for k in h} & set(named))
         ok = after[:len(before)] == before and not clash
         why = f"zones already served by the stock Corefile: {clash}" if clash else "stock blocks changed"
     except ValueError as e:

@@ -7,8 +7,8 @@ Each fenced `sh` block is one of:
 - an env-file excerpt (only MESHDNS_*=... lines, as a ConfigMap's env file holds them): checked
   with `meshdns --check --env-file` over the example's own env files, as the sidecar would read
   it (a transport=tls excerpt gets the CA the walkthrough's openssl block makes);
-- an offline command block: every command is `target/release/meshdns`, `kubectl kustomize`,
-  `openssl` or `python3 k8s/coredns-forward/blocks.py`. It runs with bash -euo pipefail in a
+- an offline command block: every command is `target/release/meshdns`, `kubectl kustomize`
+  or `openssl`. It runs with bash -euo pipefail in a
   scratch directory that sees the repository's k8s/ and the binary as target/release/meshdns. A block that runs `meshdns --check` is also run
   against a copy of k8s/ whose last cluster entry is made invalid, and must fail there: a
   pre-check that does not read every cluster (`env $(grep … | tr …)` cut MESHDNS_CLUSTERS at its
@@ -29,7 +29,7 @@ import tempfile
 
 from checks import Checks
 
-OFFLINE = ("target/release/meshdns", "kubectl kustomize", "openssl", "python3 k8s/coredns-forward/blocks.py")
+OFFLINE = ("target/release/meshdns", "kubectl kustomize", "openssl")
 ENV_LINE = re.compile(r"^MESHDNS_[A-Z_]+=")
 EXAMPLE_ENV = ["k8s/base/clusters.env", "k8s/clusters/a/local.env"]
 

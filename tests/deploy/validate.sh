@@ -181,8 +181,7 @@ declare -A RENDERED
 for c in "${CLUSTERS[@]}"; do
     for part in "" /coredns /coredns-tls /coredns-forward /coredns-forward-import; do
         # Only the kustomizations there are: coredns-forward-import for a platform with
-        # coredns-custom; coredns-forward holds blocks to merge, no kustomization (were it one,
-        # it would replace the Corefile: checked below).
+        # coredns-custom; coredns-forward holds the merged Corefile, no kustomization.
         [ -z "$part" ] || [ -f "k8s/clusters/$c$part/kustomization.yaml" ] || continue
         name="clusters/$c$part"
         check "kustomize renders k8s/$name" render "k8s/$name" "$WORK/${name//\//-}.yaml" &&
@@ -590,13 +589,13 @@ for r in "${START_RENDERS[@]}"; do
     fi
 done
 # The CoreDNS change of the cluster-level mode, per cluster: the Service IP in the platform's
-# range, the blocks generated from meshdns's configuration and naming exactly the zones
-# `meshdns --check` routes, merged into kubeadm 1.33's stock Corefile without changing a line
+# range, the change `meshdns dns-change` writes, naming exactly the zones `meshdns --check`
+# routes, merged into the platform's stock Corefile (tests/platforms) without changing a line
 # of it (or imported through coredns-custom).
 for c in "${CLUSTERS[@]}"; do
     if [ -n "${MESHDNS_BIN:-}" ]; then
         absorb "coredns $c" "$PY" "$HERE/check_coredns.py" "k8s/clusters/$c" "${RENDERED[resolver/$c]:-/dev/null}" \
-            "$HERE/fixtures/kubeadm-1.33.Corefile" ${RENDERED[clusters/$c/coredns-forward-import]:+"${RENDERED[clusters/$c/coredns-forward-import]}"}
+            ${RENDERED[clusters/$c/coredns-forward-import]:+"${RENDERED[clusters/$c/coredns-forward-import]}"}
     else
         fail "coredns $c: no built meshdns binary to read meshdns's zones with"
     fi
