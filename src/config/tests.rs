@@ -848,3 +848,83 @@ fn common_slips_name_the_variable_the_token_and_the_fix() {
     );
     assert_eq!(err.to_string().matches(path).count(), 1, "{err}");
 }
+
+/// A server certificate and its key, in temporary PEM files: `(cert, key)`.
+fn server_files() -> (String, String) {
+    let (_, issuer) = certificates::tests::ca();
+    let (cert, key) = certificates::tests::client(&issuer);
+    (
+        temp_file("dot.crt", &cert),
+        temp_file("dot.key", &key.serialize_pem()),
+    )
+}
+
+#[test]
+fn dot_listens_on_port_853_unless_told_and_loads_its_certificate() {
+    let (cert, key) = server_files();
+    let config = config_from(&[
+        ("MESHDNS_DOT_LISTEN", "0.0.0.0, 127.0.0.1:8853"),
+        ("MESHDNS_DOT_CERT_FILE", &cert),
+        ("MESHDNS_DOT_KEY_FILE", &key),
+    ])
+    .unwrap();
+    let dot = config.dot.expect("DoT configured");
+    let listen: Vec<String> = dot.listen.iter().map(ToString::to_string).collect();
+    assert_eq!(listen, ["0.0.0.0:853", "127.0.0.1:8853"]);
+    assert!(!dot.requires_client_certificate());
+    assert!(dot.tls.not_after().is_some());
+    assert_eq!(config_from(&[]).unwrap().dot, None, "off unless set");
+}
+
+#[test]
+fn dot_listen_without_its_certificate_names_the_missing_variable() {
+    let (cert, _) = server_files();
+    refused(
+        config_from(&[("MESHDNS_DOT_LISTEN", "127.0.0.1")]),
+        ("MESHDNS_DOT_CERT_FILE", ""),
+        &["is required with MESHDNS_DOT_LISTEN"],
+    );
+    refused(
+        config_from(&[
+            ("MESHDNS_DOT_LISTEN", "127.0.0.1"),
+            ("MESHDNS_DOT_CERT_FILE", &cert),
+        ]),
+        ("MESHDNS_DOT_KEY_FILE", ""),
+        &["is required with MESHDNS_DOT_LISTEN"],
+    );
+}
+
+#[test]
+fn a_dot_file_without_dot_listen_is_refused() {
+    let (cert, _) = server_files();
+    refused(
+        config_from(&[("MESHDNS_DOT_CERT_FILE", &cert)]),
+        ("MESHDNS_DOT_LISTEN", ""),
+        &["is needed with MESHDNS_DOT_CERT_FILE"],
+    );
+}
+
+#[test]
+fn a_dot_file_that_does_not_load_is_named_by_its_variable() {
+    let (cert, key) = server_files();
+    let (_, other_key) = server_files();
+    let base = [
+        ("MESHDNS_DOT_LISTEN", "127.0.0.1"),
+        ("MESHDNS_DOT_CERT_FILE", cert.as_str()),
+    ];
+    refused(
+        config_from(&[base[0], base[1], ("MESHDNS_DOT_KEY_FILE", &other_key)]),
+        ("MESHDNS_DOT_KEY_FILE", &other_key),
+        &["key rejected"],
+    );
+    refused(
+        config_from(&[
+            base[0],
+            base[1],
+            ("MESHDNS_DOT_KEY_FILE", &key),
+            ("MESHDNS_DOT_CLIENT_CA_FILE", "/nonexistent/ca.crt"),
+        ]),
+        ("MESHDNS_DOT_CLIENT_CA_FILE", "/nonexistent/ca.crt"),
+        &["does not exist"],
+    );
+}
