@@ -178,6 +178,44 @@ fn secret_files<'a>(ca: &'a str, identity: &'a Identity) -> [(&'static str, &'a 
     ]
 }
 
+/// A DoT server of its own for one test: a mesh CA, kube-dns, the Secret (a server
+/// certificate until 2049) and meshdns serving it; with `client_ca`, client certificates
+/// required.
+struct Setup {
+    pki: Pki,
+    kube: FakeDns,
+    secret: ConfigMapDir,
+    served: Served,
+    files: ClientFiles,
+}
+
+impl Setup {
+    async fn new(test: &str, client_ca: bool, vars: &[(&str, &str)]) -> Setup {
+        let (pki, kube) = (Pki::new(), kube_dns().await);
+        let secret = server_secret(test, &pki, 2049);
+        let served = Served::dot(&kube, &secret, client_ca, vars).await;
+        let files = ClientFiles::new(test);
+        Setup {
+            pki,
+            kube,
+            secret,
+            served,
+            files,
+        }
+    }
+
+    /// A client configuration trusting the mesh CA, presenting a certificate it signed.
+    fn client(&self) -> Arc<ClientConfig> {
+        let client = self.pki.issue(&["meshdns.cluster-a.test"]);
+        self.files.config(&self.pki, Some(&client))
+    }
+
+    /// A client configuration trusting the mesh CA, presenting no certificate.
+    fn anonymous(&self) -> Arc<ClientConfig> {
+        self.files.config(&self.pki, None)
+    }
+}
+
 /// A TLS connection to `dot` with `config`, checking the server's certificate for
 /// [`SERVER_NAME`].
 async fn connect(dot: SocketAddr, config: Arc<ClientConfig>) -> TlsStream<TcpStream> {
@@ -216,12 +254,8 @@ fn answered(reply: &Message) -> Vec<String> {
 
 #[tokio::test]
 async fn a_peers_service_question_over_dot_is_passed_through_to_kube_dns() {
-    let (pki, kube) = (Pki::new(), kube_dns().await);
-    let secret = server_secret("dot-pass", &pki, 2049);
-    let served = Served::dot(&kube, &secret, true, &[]).await;
-    let files = ClientFiles::new("dot-pass");
-    let client = pki.issue(&["meshdns.cluster-a.test"]);
-    let mut stream = connect(served.dot_addr(), files.config(&pki, Some(&client))).await;
+    let setup = Setup::new("dot-pass", true, &[]).await;
+    let mut stream = connect(setup.served.dot_addr(), setup.client()).await;
     // Pipelined: several queries written before any reply is read.
     for _ in 0..5 {
         let query = support::query(POD, RecordType::A).to_vec().unwrap();
@@ -236,32 +270,28 @@ async fn a_peers_service_question_over_dot_is_passed_through_to_kube_dns() {
             [support::record_line(&rr::a(POD, POD_IP))]
         );
     }
-    assert!(kube.count(support::Via::Udp) >= 1, "asked of kube-dns");
+    assert!(
+        setup.kube.count(support::Via::Udp) >= 1,
+        "asked of kube-dns"
+    );
+    let labels = [
+        ("proto", "tls"),
+        ("route", "passthrough"),
+        ("rcode", "NOERROR"),
+    ];
     assert_eq!(
-        served
-            .metric(
-                "meshdns_requests_total",
-                &[
-                    ("proto", "tls"),
-                    ("route", "passthrough"),
-                    ("rcode", "NOERROR")
-                ]
-            )
-            .await,
+        setup.served.metric("meshdns_requests_total", &labels).await,
         5.0
     );
 }
 
 #[tokio::test]
 async fn a_dot_client_without_a_required_certificate_gets_no_answer_and_is_counted() {
-    let (pki, kube) = (Pki::new(), kube_dns().await);
-    let secret = server_secret("dot-nocert", &pki, 2049);
-    let served = Served::dot(&kube, &secret, true, &[]).await;
-    let files = ClientFiles::new("dot-nocert");
-    let tcp = TcpStream::connect(served.dot_addr()).await.unwrap();
+    let setup = Setup::new("dot-nocert", true, &[]).await;
+    let tcp = TcpStream::connect(setup.served.dot_addr()).await.unwrap();
     // TLS 1.3: the client's side of the handshake ends before the server has checked it; the
     // refusal comes as an alert instead of the first reply.
-    let refused = match TlsConnector::from(files.config(&pki, None))
+    let refused = match TlsConnector::from(setup.anonymous())
         .connect(server_name(SERVER_NAME).unwrap(), tcp)
         .await
     {
@@ -271,77 +301,68 @@ async fn a_dot_client_without_a_required_certificate_gets_no_answer_and_is_count
     assert!(refused, "answered a client without a certificate");
     assert!(
         support::eventually(50, || async {
-            served
+            setup
+                .served
                 .metric("meshdns_dropped_total", &[("reason", "tls_handshake")])
                 .await
                 == 1.0
         })
         .await
     );
-    assert!(kube.seen().is_empty(), "nothing reached kube-dns");
+    assert!(setup.kube.seen().is_empty(), "nothing reached kube-dns");
 }
 
 #[tokio::test]
 async fn with_a_client_ca_the_certificate_not_allow_from_admits_dot_clients() {
-    let (pki, kube) = (Pki::new(), kube_dns().await);
-    let secret = server_secret("dot-allow-cert", &pki, 2049);
     // 127.0.0.1 is outside MESHDNS_ALLOW_FROM, as a peer's address is outside the cluster's
     // networks.
-    let served = Served::dot(
-        &kube,
-        &secret,
+    let setup = Setup::new(
+        "dot-allow-cert",
         true,
         &[("MESHDNS_ALLOW_FROM", "10.0.0.0/8")],
     )
     .await;
-    let refused = support::tcp(served.dns, &support::query(POD, RecordType::A)).await;
+    let refused = support::tcp(setup.served.dns, &support::query(POD, RecordType::A)).await;
     assert_eq!(
         refused.msg.response_code,
         ResponseCode::Refused,
         "TCP asks MESHDNS_ALLOW_FROM"
     );
-    let files = ClientFiles::new("dot-allow-cert");
-    let client = pki.issue(&["meshdns.cluster-a.test"]);
-    let mut stream = connect(served.dot_addr(), files.config(&pki, Some(&client))).await;
+    let mut stream = connect(setup.served.dot_addr(), setup.client()).await;
     let reply = ask_over(&mut stream, POD).await.expect("a reply over DoT");
     assert_eq!(reply.response_code, ResponseCode::NoError);
 }
 
 #[tokio::test]
 async fn without_a_client_ca_allow_from_applies_to_dot_clients() {
-    let (pki, kube) = (Pki::new(), kube_dns().await);
-    let secret = server_secret("dot-allow-addr", &pki, 2049);
-    let served = Served::dot(
-        &kube,
-        &secret,
+    let setup = Setup::new(
+        "dot-allow-addr",
         false,
         &[("MESHDNS_ALLOW_FROM", "10.0.0.0/8")],
     )
     .await;
-    let files = ClientFiles::new("dot-allow-addr");
-    let mut stream = connect(served.dot_addr(), files.config(&pki, None)).await;
+    let mut stream = connect(setup.served.dot_addr(), setup.anonymous()).await;
     let reply = ask_over(&mut stream, POD).await.expect("a reply over DoT");
     assert_eq!(reply.response_code, ResponseCode::Refused);
-    assert!(kube.seen().is_empty());
+    assert!(setup.kube.seen().is_empty());
 }
 
 /// The day-90 problem, fixed: cert-manager renews the Secret, and new connections get the new
 /// certificate without a restart while the ones open keep working; the expiry shown moves.
 #[tokio::test]
 async fn a_renewed_server_certificate_reaches_new_connections_and_open_ones_keep_working() {
-    let (pki, kube) = (Pki::new(), kube_dns().await);
-    let mut secret = server_secret("dot-renew", &pki, 2049);
-    let served = Served::dot(&kube, &secret, true, &[]).await;
-    let files = ClientFiles::new("dot-renew");
-    let client = pki.issue(&["meshdns.cluster-a.test"]);
-    let config = files.config(&pki, Some(&client));
+    let mut setup = Setup::new("dot-renew", true, &[]).await;
+    let (served, config) = (&setup.served, setup.client());
     let mut open = connect(served.dot_addr(), Arc::clone(&config)).await;
     assert_eq!(presented(&open), Y2049);
     assert!(ask_over(&mut open, POD).await.is_some());
     assert_eq!(served.server_expiry().await, Y2049);
 
-    let renewed = pki.issue_until(&[SERVER_NAME], 2051);
-    secret.update(&secret_files(&pki.ca_pem(), &renewed));
+    let renewed = setup.pki.issue_until(&[SERVER_NAME], 2051);
+    setup
+        .secret
+        .update(&secret_files(&setup.pki.ca_pem(), &renewed));
+    let served = &setup.served;
     let mut new_connections_renewed = false;
     for _ in 0..WITHIN_A_MINUTE {
         let fresh = connect(served.dot_addr(), Arc::clone(&config)).await;
@@ -367,27 +388,23 @@ async fn a_renewed_server_certificate_reaches_new_connections_and_open_ones_keep
 
 #[tokio::test]
 async fn a_broken_renewal_keeps_the_certificate_in_force_and_is_counted_as_rejected() {
-    let (pki, kube) = (Pki::new(), kube_dns().await);
-    let mut secret = server_secret("dot-broken", &pki, 2049);
-    let served = Served::dot(
-        &kube,
-        &secret,
+    let mut setup = Setup::new(
+        "dot-broken",
         false,
         &[("MESHDNS_ALLOW_FROM", "127.0.0.0/8")],
     )
     .await;
-    let files = ClientFiles::new("dot-broken");
-    let config = files.config(&pki, None);
     // A renewal caught between its two files: the new certificate with the old key.
-    let (old, renewed) = (
-        pki.issue_until(&[SERVER_NAME], 2049),
-        pki.issue_until(&[SERVER_NAME], 2051),
-    );
+    let old_key = std::fs::read_to_string(setup.secret.path.join("tls.key")).unwrap();
+    let renewed = setup.pki.issue_until(&[SERVER_NAME], 2051);
     let half = Identity {
-        key_pem: old.key_pem.clone(),
+        key_pem: old_key,
         ..renewed
     };
-    secret.update(&secret_files(&pki.ca_pem(), &half));
+    setup
+        .secret
+        .update(&secret_files(&setup.pki.ca_pem(), &half));
+    let served = &setup.served;
     assert!(
         support::eventually(WITHIN_A_MINUTE, || async {
             served.server_reloads("rejected").await == 1.0
@@ -395,7 +412,7 @@ async fn a_broken_renewal_keeps_the_certificate_in_force_and_is_counted_as_rejec
         .await,
         "the rejection is counted"
     );
-    let fresh = connect(served.dot_addr(), Arc::clone(&config)).await;
+    let fresh = connect(served.dot_addr(), setup.anonymous()).await;
     assert_eq!(presented(&fresh), Y2049, "the certificate in force stays");
     assert_eq!(served.server_expiry().await, Y2049);
     // Looked at again only when the files change again: counted once.
@@ -538,15 +555,11 @@ async fn both_ends_of_a_peer_link_renew_their_certificates_without_a_restart() {
 
 #[tokio::test]
 async fn shutdown_ends_the_dot_listener_with_a_connection_open() {
-    let (pki, kube) = (Pki::new(), kube_dns().await);
-    let secret = server_secret("dot-shutdown", &pki, 2049);
-    let served = Served::dot(&kube, &secret, true, &[]).await;
-    let files = ClientFiles::new("dot-shutdown");
-    let client = pki.issue(&["meshdns.cluster-a.test"]);
-    let mut open = connect(served.dot_addr(), files.config(&pki, Some(&client))).await;
+    let setup = Setup::new("dot-shutdown", true, &[]).await;
+    let mut open = connect(setup.served.dot_addr(), setup.client()).await;
     assert!(ask_over(&mut open, POD).await.is_some());
     let grace = meshdns::SHUTDOWN_GRACE + Duration::from_secs(5);
-    assert!(served.stop_within(grace).await, "run returned");
+    assert!(setup.served.stop_within(grace).await, "run returned");
     assert!(
         ask_over(&mut open, POD).await.is_none(),
         "the connection was closed"
