@@ -59,6 +59,36 @@ use server::{Listeners, Readiness, Shared};
 /// How long in-flight queries may take to finish after shutdown is signalled.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
+/// Starts the loop of every DNS listener in `loops`: each UDP socket (with MESHDNS_THREADS
+/// above 1 there is one per thread on each address: `server::bind_spread`), each TCP listener,
+/// and each DNS-over-TLS listener with the certificate of `dot`.
+fn serve_listeners(
+    listeners: Listeners,
+    dot: Option<&config::DotConfig>,
+    shared: &Shared,
+    loops: &mut tokio::task::JoinSet<std::io::Result<()>>,
+) -> std::io::Result<()> {
+    for socket in listeners.udp {
+        loops.spawn(server::serve_udp(socket, shared.clone()));
+    }
+    for listener in listeners.tcp {
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        loops.spawn(server::serve_tcp(listener, shared.clone()));
+    }
+    let Some(dot) = dot else {
+        return Ok(());
+    };
+    for listener in listeners.dot {
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        loops.spawn(server::serve_dot(
+            listener,
+            shared.clone(),
+            Arc::clone(&dot.tls),
+        ));
+    }
+    Ok(())
+}
+
 /// Keeps the DNS-over-TLS certificate renewed from its files (see
 /// [`certificates::server`]) and its expiry and reloads shown, until its owner ends it.
 fn renew_dot_certificate(
@@ -131,25 +161,8 @@ pub async fn run(
     };
     let bound = listeners.local_addrs();
     let mut loops = tokio::task::JoinSet::new();
-    // With MESHDNS_THREADS above 1 there is a UDP socket per thread on each address
-    // (`server::bind_spread`), each with its own loop.
-    for socket in listeners.udp {
-        loops.spawn(server::serve_udp(socket, shared.clone()));
-    }
-    for listener in listeners.tcp {
-        loops.spawn(server::serve_tcp(
-            tokio::net::TcpListener::from_std(listener)?,
-            shared.clone(),
-        ));
-    }
+    serve_listeners(listeners, config.dot.as_ref(), &shared, &mut loops)?;
     if let Some(dot) = &config.dot {
-        for listener in listeners.dot {
-            loops.spawn(server::serve_dot(
-                tokio::net::TcpListener::from_std(listener)?,
-                shared.clone(),
-                Arc::clone(&dot.tls),
-            ));
-        }
         admin.spawn(renew_dot_certificate(dot, Arc::clone(&shared.metrics)));
     }
     readiness.set(true);

@@ -120,6 +120,7 @@ impl ServerTls {
         self.current.load().not_after
     }
 
+    /// The files the certificate is read from (what a configuration compares).
     pub fn files(&self) -> &ServerTlsFiles {
         &self.files
     }
