@@ -67,6 +67,17 @@ pub enum TlsConfigError {
 }
 
 impl TlsConfigError {
+    /// Whether the private key is at fault (missing, encrypted, or not the certificate's):
+    /// then the key file is, even when it is also the certificate file.
+    pub fn is_about_the_key(&self) -> bool {
+        matches!(
+            self,
+            TlsConfigError::NoKey { .. }
+                | TlsConfigError::EncryptedKey { .. }
+                | TlsConfigError::BadKey { .. }
+        )
+    }
+
     /// The file at fault (for a server name, none).
     pub fn path(&self) -> Option<&Path> {
         match self {

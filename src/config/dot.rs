@@ -86,7 +86,8 @@ pub(super) fn parse(settings: &Settings) -> Result<Option<DotConfig>, ConfigErro
         (DOT_KEY_FILE, Some(files.key.clone())),
         (DOT_CLIENT_CA_FILE, files.client_ca.clone()),
     ];
-    let tls = ServerTls::load(files, Vec::new()).map_err(|error| file_error(&error, &at_fault))?;
+    let tls = ServerTls::load(files, Vec::new())
+        .map_err(|error| file_error(&error, &at_fault, DOT_KEY_FILE))?;
     Ok(Some(DotConfig {
         listen,
         tls: Arc::new(tls),

@@ -492,8 +492,8 @@ fn tls_files(settings: &Settings, clusters: &[Cluster]) -> Result<Option<TlsFile
                 (TLS_CERT_FILE, client.as_ref().map(|(cert, _)| cert.clone())),
                 (TLS_KEY_FILE, client.as_ref().map(|(_, key)| key.clone())),
             ];
-            let loaded =
-                certificates::load(&ca, identity).map_err(|error| file_error(&error, &at_fault))?;
+            let loaded = certificates::load(&ca, identity)
+                .map_err(|error| file_error(&error, &at_fault, TLS_KEY_FILE))?;
             Ok(Some(TlsFiles { ca, client, loaded }))
         }
         None => match clusters.iter().find(|c| c.transport == Transport::Tls) {
@@ -515,18 +515,25 @@ fn tls_files(settings: &Settings, clusters: &[Cluster]) -> Result<Option<TlsFile
     }
 }
 
-/// The error of a TLS file that does not load, naming the variable of the file at fault (the
-/// first of `files`, variable and path, whose path it is; the last when none is).
+/// The error of a TLS file that does not load, naming the variable of the file at fault: the
+/// first of `files` (variable and path) whose path it is, the key's variable (`key`) when the
+/// key is at fault (the certificate and key given as one file, a key missing from it), the
+/// last when none is.
 fn file_error(
     error: &certificates::TlsConfigError,
     files: &[(&str, Option<PathBuf>)],
+    key: &str,
 ) -> ConfigError {
     let at_fault = error.path();
-    let variable = files
-        .iter()
-        .find(|(_, path)| path.as_deref() == at_fault)
-        .or(files.last())
-        .map_or("", |(variable, _)| variable);
+    let variable = if error.is_about_the_key() {
+        key
+    } else {
+        files
+            .iter()
+            .find(|(_, path)| path.as_deref() == at_fault)
+            .or(files.last())
+            .map_or("", |(variable, _)| variable)
+    };
     let token = at_fault.map_or(String::new(), |p| p.display().to_string());
     ConfigError::new(variable, &token, tls_reason(error, &token))
 }

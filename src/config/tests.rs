@@ -904,6 +904,30 @@ fn a_dot_file_without_dot_listen_is_refused() {
     );
 }
 
+/// A common slip: the certificate file given for the key too.
+#[test]
+fn a_certificate_given_as_its_own_key_names_the_key_variable() {
+    let (cert, _) = server_files();
+    refused(
+        config_from(&[
+            ("MESHDNS_DOT_LISTEN", "127.0.0.1"),
+            ("MESHDNS_DOT_CERT_FILE", &cert),
+            ("MESHDNS_DOT_KEY_FILE", &cert),
+        ]),
+        ("MESHDNS_DOT_KEY_FILE", &cert),
+        &["no private key"],
+    );
+    refused(
+        config_from(&[
+            ("MESHDNS_TLS_CA_FILE", &ca_file()),
+            ("MESHDNS_TLS_CERT_FILE", &cert),
+            ("MESHDNS_TLS_KEY_FILE", &cert),
+        ]),
+        ("MESHDNS_TLS_KEY_FILE", &cert),
+        &["no private key"],
+    );
+}
+
 #[test]
 fn a_dot_file_that_does_not_load_is_named_by_its_variable() {
     let (cert, key) = server_files();
