@@ -177,6 +177,9 @@ fn main() -> ExitCode {
             if let Some(addr) = config.admin_listen {
                 listeners.admin = Some(meshdns::server::bind_admin(addr)?);
             }
+            if let Some(dot) = &config.dot {
+                listeners.dot = meshdns::server::bind_dot(&dot.listen)?;
+            }
             Ok(listeners)
         });
     let listeners = match bound {

@@ -263,10 +263,13 @@ async fn metrics_are_text_format_and_other_paths_are_404() {
         "{}",
         metrics.headers
     );
-    // Every family is there from the first scrape, with its type.
+    // Every family is there from the first scrape, with its type; but the certificates',
+    // which show only certificates that exist (this meshdns has none): an expiry at 0 would
+    // read as a certificate long expired.
     let scrape = Scrape::parse(&metrics.body);
     let types: BTreeMap<String, String> = FAMILIES
         .iter()
+        .filter(|f| !f.name.contains("_certificate_"))
         .map(|f| (f.name.to_string(), f.kind.as_str().to_string()))
         .collect();
     assert_eq!(scrape.types, types);

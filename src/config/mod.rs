@@ -7,6 +7,7 @@
 //! a `Config` from pairs with [`Config::from_vars`], never by touching the process environment.
 
 mod clusters;
+mod dot;
 mod hint;
 mod own;
 mod pod;
@@ -24,6 +25,7 @@ use hickory_proto::rr::Name;
 use crate::certificates::{self, ClientIdentity, ClientTls};
 
 pub use clusters::{Endpoint, Transport};
+pub use dot::DotConfig;
 pub use own::is_own_address;
 pub use pod::{OwnData, OwnName, Pod, PodIdentity};
 pub use source::{MAX_VALUE, Settings, Source, read_env_file};
@@ -180,6 +182,8 @@ pub struct Config {
     pub threads: usize,
     /// `MESHDNS_TLS_*`, when set.
     pub tls: Option<TlsFiles>,
+    /// `MESHDNS_DOT_*`: DNS over TLS served to the peers, when `MESHDNS_DOT_LISTEN` is set.
+    pub dot: Option<DotConfig>,
     /// `MESHDNS_CONFIG_DIR`, watched for changes when set.
     pub config_dir: Option<PathBuf>,
     /// The local cluster domain (the local cluster's `domain=`, or `MESHDNS_CLUSTER_DOMAIN`):
@@ -422,6 +426,7 @@ fn build(settings: Settings, environment: Settings) -> Result<Config, ConfigErro
     own::check_no_own_endpoint(&own, &upstreams, &upstream_source, &clusters)?;
     let config_dir = set(&settings, CONFIG_DIR).map(PathBuf::from);
     let tls = tls_files(&settings, &clusters)?;
+    let dot = dot::parse(&settings)?;
     Ok(Config {
         listen,
         allow_from,
@@ -440,6 +445,7 @@ fn build(settings: Settings, environment: Settings) -> Result<Config, ConfigErro
         log_format,
         threads,
         tls,
+        dot,
         config_dir,
         domain,
         pod,
@@ -481,21 +487,13 @@ fn tls_files(settings: &Settings, clusters: &[Cluster]) -> Result<Option<TlsFile
                 cert_file: cert,
                 key_file: key,
             });
-            let loaded = certificates::load(&ca, identity).map_err(|error| {
-                let at_fault = error.path();
-                let variable = if at_fault == Some(ca.as_path()) {
-                    TLS_CA_FILE
-                } else if client
-                    .as_ref()
-                    .is_some_and(|(cert, _)| Some(cert.as_path()) == at_fault)
-                {
-                    TLS_CERT_FILE
-                } else {
-                    TLS_KEY_FILE
-                };
-                let token = at_fault.map_or(String::new(), |p| p.display().to_string());
-                ConfigError::new(variable, &token, tls_reason(&error, &token))
-            })?;
+            let at_fault = [
+                (TLS_CA_FILE, Some(ca.clone())),
+                (TLS_CERT_FILE, client.as_ref().map(|(cert, _)| cert.clone())),
+                (TLS_KEY_FILE, client.as_ref().map(|(_, key)| key.clone())),
+            ];
+            let loaded = certificates::load(&ca, identity)
+                .map_err(|error| file_error(&error, &at_fault, TLS_KEY_FILE))?;
             Ok(Some(TlsFiles { ca, client, loaded }))
         }
         None => match clusters.iter().find(|c| c.transport == Transport::Tls) {
@@ -515,6 +513,29 @@ fn tls_files(settings: &Settings, clusters: &[Cluster]) -> Result<Option<TlsFile
             None => Ok(None),
         },
     }
+}
+
+/// The error of a TLS file that does not load, naming the variable of the file at fault: the
+/// first of `files` (variable and path) whose path it is, the key's variable (`key`) when the
+/// key is at fault (the certificate and key given as one file, a key missing from it), the
+/// last when none is.
+fn file_error(
+    error: &certificates::TlsConfigError,
+    files: &[(&str, Option<PathBuf>)],
+    key: &str,
+) -> ConfigError {
+    let at_fault = error.path();
+    let variable = if error.is_about_the_key() {
+        key
+    } else {
+        files
+            .iter()
+            .find(|(_, path)| path.as_deref() == at_fault)
+            .or(files.last())
+            .map_or("", |(variable, _)| variable)
+    };
+    let token = at_fault.map_or(String::new(), |p| p.display().to_string());
+    ConfigError::new(variable, &token, tls_reason(error, &token))
 }
 
 /// Why a TLS file is refused, without its path (the token already shows it); a file that does

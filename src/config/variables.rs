@@ -69,6 +69,10 @@ pub const CONFIG_DIR: &str = "MESHDNS_CONFIG_DIR";
 pub const TLS_CA_FILE: &str = "MESHDNS_TLS_CA_FILE";
 pub const TLS_CERT_FILE: &str = "MESHDNS_TLS_CERT_FILE";
 pub const TLS_KEY_FILE: &str = "MESHDNS_TLS_KEY_FILE";
+pub const DOT_LISTEN: &str = "MESHDNS_DOT_LISTEN";
+pub const DOT_CERT_FILE: &str = "MESHDNS_DOT_CERT_FILE";
+pub const DOT_KEY_FILE: &str = "MESHDNS_DOT_KEY_FILE";
+pub const DOT_CLIENT_CA_FILE: &str = "MESHDNS_DOT_CLIENT_CA_FILE";
 pub const POD_IP: &str = "MESHDNS_POD_IP";
 pub const POD_IPS: &str = "MESHDNS_POD_IPS";
 pub const POD_HOSTNAME: &str = "MESHDNS_POD_HOSTNAME";
@@ -218,6 +222,32 @@ pub const VARIABLES: &[Variable] = &[
         "PEM private key of MESHDNS_TLS_CERT_FILE; re-read when it changes",
         false,
     ),
+    // The listener and the paths of its files are made once; the files' content is renewed
+    // while running (looked at every 10 s), without a reload.
+    var(
+        DOT_LISTEN,
+        None,
+        "comma list of addresses (port 853 unless given) served over DNS over TLS, for the peer clusters; unset: off",
+        true,
+    ),
+    var(
+        DOT_CERT_FILE,
+        None,
+        "PEM certificate chain served over DNS over TLS (required with MESHDNS_DOT_LISTEN); new connections get a renewed one within 10 s of the file changing",
+        true,
+    ),
+    var(
+        DOT_KEY_FILE,
+        None,
+        "PEM private key of MESHDNS_DOT_CERT_FILE; renewed with it (a pair that does not match keeps the one in force)",
+        true,
+    ),
+    var(
+        DOT_CLIENT_CA_FILE,
+        None,
+        "PEM bundle of the CAs that sign the peers' client certificates: set, DNS over TLS clients must present one (and MESHDNS_ALLOW_FROM does not apply to them); unset, MESHDNS_ALLOW_FROM does",
+        true,
+    ),
     // The pod's identity is fixed for its life (its IPs, hostname, subdomain and namespace
     // never change while it runs), so these are read once, at startup.
     var(
@@ -261,8 +291,12 @@ pub const VARIABLES: &[Variable] = &[
 /// The restart-only variables: a change in `MESHDNS_CONFIG_DIR` is logged with the value in
 /// force and the pending one, counted as `restart_required`, and applied at the next start.
 /// The table's `restart` column; a unit test keeps the two equal.
-pub const RESTART_ONLY: [&str; 11] = [
+pub const RESTART_ONLY: [&str; 15] = [
     LISTEN,
+    DOT_LISTEN,
+    DOT_CERT_FILE,
+    DOT_KEY_FILE,
+    DOT_CLIENT_CA_FILE,
     ADMIN_LISTEN,
     THREADS,
     MAX_INFLIGHT,
