@@ -297,7 +297,7 @@ pub struct Owners(Vec<Name>);
 impl Owners {
     /// The owners in `reply`'s answer section, from its question (none without one). A chain
     /// is followed from the question's name through each CNAME record found there, unless the
-    /// question asks for the CNAME itself; a loop ends it, and so does [`MAX_CNAME_CHAIN`].
+    /// question asks for the CNAME itself; a loop ends it, and so do 16 links.
     pub fn of(reply: &Message) -> Self {
         let Some(question) = reply.queries.first() else {
             return Self(Vec::new());
@@ -321,7 +321,7 @@ impl Owners {
     /// Whether `record` is owned by the question's name or a name of its chain (ASCII case
     /// ignored, as names compare).
     pub fn own(&self, record: &Record) -> bool {
-        self.0.iter().any(|owner| *owner == record.name)
+        self.0.contains(&record.name)
     }
 
     /// `reply` without the answer records that do not answer its question.
@@ -480,7 +480,8 @@ mod tests {
 
     #[test]
     fn a_peer_with_its_own_domain_naming_a_local_service_has_no_reply() {
-        let map = ZoneMap::new(name("cluster.d."), name("svc.d.example.")).beside(name("svc.cluster.local."));
+        let map = ZoneMap::new(name("cluster.d."), name("svc.d.example."))
+            .beside(name("svc.cluster.local."));
         let asked = Query::query(name("_x._tcp.web.db.cluster.d."), RecordType::SRV);
         let owner = "_x._tcp.web.db.svc.d.example.";
         let answer = |target: &str| {
@@ -489,11 +490,18 @@ mod tests {
             reply.add_answer(Record::from_rdata(name(owner), 30, srv));
             reply
         };
-        assert!(map.reply_to_client(answer("web.db.svc.cluster.local."), &asked).is_none());
-        let own = map.reply_to_client(answer("web.db.svc.d.example."), &asked).unwrap();
+        assert!(
+            map.reply_to_client(answer("web.db.svc.cluster.local."), &asked)
+                .is_none()
+        );
+        let own = map
+            .reply_to_client(answer("web.db.svc.d.example."), &asked)
+            .unwrap();
         let srv = own.answers[0].try_borrow::<SRV>().unwrap();
         assert_eq!(srv.data().target.to_ascii(), "web.db.cluster.d.");
-        let external = map.reply_to_client(answer("db.example.org."), &asked).unwrap();
+        let external = map
+            .reply_to_client(answer("db.example.org."), &asked)
+            .unwrap();
         let srv = external.answers[0].try_borrow::<SRV>().unwrap();
         assert_eq!(srv.data().target.to_ascii(), "db.example.org.");
     }

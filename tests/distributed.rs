@@ -381,13 +381,21 @@ fn txt_dns(text: &str) -> FakeDnsBuilder {
 /// cluster's — the same one query after query, and the disagreement is counted.
 #[tokio::test]
 async fn clusters_disagreeing_on_txt_give_exactly_one_the_local_clusters_else_the_first_configured()
- {
+{
     let txt_line = |text: &str| format!("{OUTCOME} TXT {text}");
-    let clusters = [txt_dns("replicaSet=rs1"), txt_dns("replicaSet=rs2"), txt_dns("replicaSet=rs3")];
+    let clusters = [
+        txt_dns("replicaSet=rs1"),
+        txt_dns("replicaSet=rs2"),
+        txt_dns("replicaSet=rs3"),
+    ];
     let mesh = Mesh::start(clusters, "c={c}; b={b}; a=", &[]).await;
     for _ in 0..2 {
         let reply = mesh.ask(OUTCOME, RecordType::TXT).await;
-        assert_eq!(reply.answer_lines(), [txt_line("replicaSet=rs1")], "a is local");
+        assert_eq!(
+            reply.answer_lines(),
+            [txt_line("replicaSet=rs1")],
+            "a is local"
+        );
     }
     let counted = "meshdns_gather_txt_disagreements_total";
     assert_eq!(mesh.meshdns.metric(counted, &[]).await, 2.0);
@@ -397,10 +405,18 @@ async fn clusters_disagreeing_on_txt_give_exactly_one_the_local_clusters_else_th
         RecordType::TXT,
         Answer::nodata("cluster.local."),
     );
-    let clusters = [local_without, txt_dns("replicaSet=rs2"), txt_dns("replicaSet=rs3")];
+    let clusters = [
+        local_without,
+        txt_dns("replicaSet=rs2"),
+        txt_dns("replicaSet=rs3"),
+    ];
     let mesh = Mesh::start(clusters, "a=; c={c}; b={b}", &[]).await;
     let reply = mesh.ask(OUTCOME, RecordType::TXT).await;
-    assert_eq!(reply.answer_lines(), [txt_line("replicaSet=rs3")], "c is configured first");
+    assert_eq!(
+        reply.answer_lines(),
+        [txt_line("replicaSet=rs3")],
+        "c is configured first"
+    );
 }
 
 /// Only records a leg's question owns answer it (RFC 1034 §4.3.2): a peer's answer section
@@ -815,7 +831,10 @@ async fn a_target_under_another_clusters_domain_is_left_out_never_written() {
         reply.additional_lines()
     );
     assert!(max_ttl(&reply.msg.answers) <= 5, "partial");
-    let partial = mesh.meshdns.metric("meshdns_gather_partial_total", &[]).await;
+    let partial = mesh
+        .meshdns
+        .metric("meshdns_gather_partial_total", &[])
+        .await;
     assert_eq!(partial, 1.0);
 }
 
@@ -936,7 +955,10 @@ async fn mark_down(meshdns: &Meshdns, cluster: &str, fake: &FakeDns) {
 #[tokio::test(start_paused = true)]
 async fn a_cluster_marked_down_is_not_waited_for_once_the_others_answered() {
     let slow = Duration::from_millis(50);
-    let b = Behaviour::Delay(slow, Answer::records([rr::a(OUTCOME_UPSTREAM, [10, 2, 0, 1])]));
+    let b = Behaviour::Delay(
+        slow,
+        Answer::records([rr::a(OUTCOME_UPSTREAM, [10, 2, 0, 1])]),
+    );
     let mesh = Mesh::start(
         [outcome_dns(records(1)), outcome_dns(b), silent()],
         CLUSTERS,
@@ -961,7 +983,11 @@ async fn sixteen_clusters_with_one_marked_down_answer_at_once() {
     }
     let dead = FakeDns::silent().await;
     let mut clusters = vec!["a=".to_string()];
-    clusters.extend((2..).zip(&peers).map(|(n, fake)| format!("p{n}={}", fake.addr)));
+    clusters.extend(
+        (2..)
+            .zip(&peers)
+            .map(|(n, fake)| format!("p{n}={}", fake.addr)),
+    );
     clusters.push(format!("dead={}", dead.addr));
     let clusters = clusters.join("; ");
     let mut vars = vec![
@@ -973,7 +999,11 @@ async fn sixteen_clusters_with_one_marked_down_answer_at_once() {
     mark_down(&meshdns, "dead", &dead).await;
     let started = Instant::now();
     let reply = udp(meshdns.addr, &query(OUTCOME, RecordType::A)).await;
-    assert_eq!(started.elapsed(), Duration::ZERO, "no wait for the dead cluster");
+    assert_eq!(
+        started.elapsed(),
+        Duration::ZERO,
+        "no wait for the dead cluster"
+    );
     assert_eq!(reply.msg.answers.len(), 15);
     assert!(max_ttl(&reply.msg.answers) <= 5, "partial");
 }

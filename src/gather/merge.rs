@@ -25,8 +25,8 @@ use hickory_proto::rr::{Name, RData, Record, RecordType};
 
 use super::naming::{ClientHost, Naming};
 use crate::config::Cluster;
-use crate::rewrite::Owners;
 use crate::reply::{self, ExtendedError};
+use crate::rewrite::Owners;
 use crate::upstream::log_limit::LogLimit;
 
 /// TTL cap of a partial answer: short, so the missing cluster is asked again soon.
@@ -51,7 +51,8 @@ pub struct Merged {
     pub reply: Message,
     /// Some leg failed or was cut short, yet the reply is an answer (NOERROR/NODATA).
     pub partial: bool,
-    /// The clusters answered different TXT records, of which one was kept (see [`one_txt`]).
+    /// The clusters answered different TXT records, of which one was kept (the local
+    /// cluster's, else the first configured cluster's).
     pub txt_disagreed: bool,
 }
 
@@ -936,7 +937,11 @@ mod tests {
         let broken = a_leg_answering(vec![cname(MONGO_UPSTREAM, x), a(other, 9)]);
         let merged = run(MONGO, RecordType::A, vec![broken]);
         assert_eq!(merged.reply.response_code, ResponseCode::NoError);
-        assert!(merged.reply.answers.is_empty(), "{:?}", answer_lines(&merged));
+        assert!(
+            merged.reply.answers.is_empty(),
+            "{:?}",
+            answer_lines(&merged)
+        );
         // The chain's own end is the answer.
         let chain = a_leg_answering(vec![cname(MONGO_UPSTREAM, x), a(x, 2), a(other, 9)]);
         let merged = run(MONGO, RecordType::A, vec![chain]);
@@ -948,7 +953,11 @@ mod tests {
         let config = with_local_a("b=10.9.0.1 domain=d.example", &[]).unwrap();
         // b (domain d.example) names a host under a's `cluster.local`.
         let b = srv_leg(&["mongo-0"]);
-        let legs: Vec<(Cluster, Leg)> = config.clusters.into_iter().zip([srv_leg(&["mongo-1"]), b]).collect();
+        let legs: Vec<(Cluster, Leg)> = config
+            .clusters
+            .into_iter()
+            .zip([srv_leg(&["mongo-1"]), b])
+            .collect();
         let request = request(SRV_NAME, RecordType::SRV);
         let merged = merge(&request, &naming(), &legs, Duration::from_secs(5));
         let targets: Vec<String> = (merged.reply.answers.iter())
@@ -962,7 +971,11 @@ mod tests {
     fn an_external_target_outside_every_cluster_domain_is_written_as_it_came() {
         let owner = name("_mongodb._tcp.mongo.db.svc.cluster.local.");
         let srv = RData::SRV(SRV::new(0, 0, 27017, name("db.example.org.")));
-        let external = leg(ResponseCode::NoError, vec![Record::from_rdata(owner, 30, srv)], vec![]);
+        let external = leg(
+            ResponseCode::NoError,
+            vec![Record::from_rdata(owner, 30, srv)],
+            vec![],
+        );
         let merged = run(SRV_NAME, RecordType::SRV, vec![external]);
         let srv = merged.reply.answers[0].try_borrow::<SRV>().unwrap();
         assert_eq!(srv.data().target.to_ascii(), "db.example.org.");
@@ -976,7 +989,11 @@ mod tests {
             let record = Record::from_rdata(owner, 30, RData::TXT(TXT::new(vec![text.into()])));
             leg(ResponseCode::NoError, vec![record], vec![])
         };
-        let legs = vec![txt("replicaSet=a"), txt("replicaSet=b"), txt("replicaSet=a")];
+        let legs = vec![
+            txt("replicaSet=a"),
+            txt("replicaSet=b"),
+            txt("replicaSet=a"),
+        ];
         let merged = run(MONGO, RecordType::TXT, legs);
         assert_eq!(answer_lines(&merged), [format!("{MONGO} replicaSet=a")]);
         assert!(merged.txt_disagreed);
