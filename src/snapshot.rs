@@ -120,7 +120,11 @@ impl Snapshot {
             .clusters
             .iter()
             .map(|cluster| {
-                let svc = |domain: &Name| domain.prepend_label("svc").unwrap_or(domain.clone());
+                let svc = |domain: &Name| {
+                    domain
+                        .prepend_label("svc")
+                        .unwrap_or_else(|_| domain.clone())
+                };
                 let map = ZoneMap::new(cluster.zone.clone(), svc(&cluster.domain))
                     .beside(svc(&config.domain));
                 let upstream = if cluster.is_local {

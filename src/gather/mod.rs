@@ -12,12 +12,12 @@
 //! its retransmissions and the attempt timeout with no attempt at an endpoint up left, is cut.
 //! The endpoints' health is read from their records whenever a leg ends, and the cut-off
 //! recomputed from the legs still pending (never later than it was); a leg whose cluster has
-//! every endpoint known down is not waited for at all. So a gathered answer is partial only when a cluster really
-//! failed to answer; a cluster whose first endpoint is dead but whose second answers is still
-//! in the reply; any number of dead clusters cost at most two attempt timeouts, and nothing
-//! once health checks have marked them down; and a cut leg keeps running in the background
-//! set, its answer, when it comes, refreshing what the cache holds for that leg (a later
-//! failure of the cluster is filled from it).
+//! every endpoint known down is not waited for at all. So a gathered answer is partial only
+//! when a cluster really failed to answer; a cluster whose first endpoint is dead but whose
+//! second answers is still in the reply; any number of dead clusters cost at most two attempt
+//! timeouts, and nothing once health checks have marked them down; and a cut leg keeps
+//! running in the background set, its answer, when it comes, refreshing what the cache holds
+//! for that leg (a later failure of the cluster is filled from it).
 //!
 //! A leg's cache entry is keyed by its peer's identity ([`TargetId`], which a reload hands on
 //! to the same cluster at the same endpoints), never by the cluster's position in the list, and written with the
@@ -296,8 +296,9 @@ impl Gatherer {
         }
     }
 
-    /// How long the reply still waits, from `now` (the first answer), for the legs whose
-    /// progress is `pending`: the latest of their own cutoffs (see the module documentation).
+    /// How long the reply still waits, from `now` (a leg's end, once some leg answered), for
+    /// the legs whose progress is `pending`: the latest of their own cutoffs (see the module
+    /// documentation).
     fn stragglers_cutoff(&self, now: Instant, pending: &[&Progress]) -> Instant {
         pending
             .iter()
