@@ -214,8 +214,7 @@ fn one_txt(asked: &Query, records: &mut Records) -> bool {
     let dropped = records.answers.len() - 1;
     records.answers.truncate(1);
     if let Some(held_back) = txt_log().check() {
-        let kept = records.answers.first().map(|r| r.data.to_string());
-        tracing::warn!(name = %asked.name(), ?kept, dropped, held_back, "clusters answered different TXT records: the local cluster's, else the first configured one's, is kept");
+        tracing::warn!(name = %asked.name(), dropped, held_back, "clusters answered different TXT records: the local cluster's, else the first configured one's, is kept");
     }
     true
 }
