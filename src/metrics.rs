@@ -30,6 +30,7 @@ use prometheus::{
 
 use crate::background::{BackgroundMetrics, Counted};
 use crate::cache::CacheMetrics;
+use crate::gather::GatherMetrics;
 use crate::route::RouteKind;
 use crate::upstream::UpstreamMetrics;
 use crate::wire::{self, Proto};
@@ -151,6 +152,12 @@ pub const GATHER_PARTIAL_TOTAL: Family = Family {
     labels: &[],
     help: "Gathered answers sent without some cluster (its leg failed or straggled).",
 };
+pub const GATHER_TXT_DISAGREEMENTS_TOTAL: Family = Family {
+    name: "meshdns_gather_txt_disagreements_total",
+    kind: Kind::Counter,
+    labels: &[],
+    help: "Gathered TXT answers whose clusters gave different records: one was kept (the local cluster's, else the first configured).",
+};
 pub const INFLIGHT: Family = Family {
     name: "meshdns_inflight",
     kind: Kind::Gauge,
@@ -246,7 +253,7 @@ pub const SERVER_CERTIFICATE_RELOADS_TOTAL: Family = Family {
 };
 
 /// Every family, in the order of the README's table.
-pub const FAMILIES: [&Family; 30] = [
+pub const FAMILIES: [&Family; 31] = [
     &REQUESTS_TOTAL,
     &REQUEST_DURATION_SECONDS,
     &CACHE_HITS_TOTAL,
@@ -262,6 +269,7 @@ pub const FAMILIES: [&Family; 30] = [
     &UPSTREAM_RETRANSMITS_TOTAL,
     &ENDPOINT_RESOLUTIONS_TOTAL,
     &GATHER_PARTIAL_TOTAL,
+    &GATHER_TXT_DISAGREEMENTS_TOTAL,
     &INFLIGHT,
     &DROPPED_TOTAL,
     &BUILD_INFO,
@@ -402,7 +410,7 @@ pub struct Metrics {
     watch_errors: IntCounter,
     cache: CacheMetrics,
     upstream: UpstreamMetrics,
-    gather_partial: IntCounter,
+    gather: GatherMetrics,
     background: BackgroundMetrics,
     loops: IntCounter,
     /// Labelless, so that it can be absent (no client certificate).
@@ -515,7 +523,10 @@ impl Metrics {
                 peer_certificate_expiry: gauge_vec(&PEER_CERTIFICATE_EXPIRY_TIMESTAMP_SECONDS),
                 held: Default::default(),
             },
-            gather_partial: counter(&GATHER_PARTIAL_TOTAL),
+            gather: GatherMetrics {
+                partial: counter(&GATHER_PARTIAL_TOTAL),
+                txt_disagreements: counter(&GATHER_TXT_DISAGREEMENTS_TOTAL),
+            },
             background: BackgroundMetrics {
                 tasks: gauge(&BACKGROUND_TASKS),
                 refused: counter(&BACKGROUND_REFUSED_TOTAL),
@@ -611,9 +622,9 @@ impl Metrics {
         self.upstream.clone()
     }
 
-    /// Counts gathered answers sent without some cluster.
-    pub fn gather_partial(&self) -> IntCounter {
-        self.gather_partial.clone()
+    /// What the gathered answers are counted into.
+    pub fn gather(&self) -> GatherMetrics {
+        self.gather.clone()
     }
 
     /// The background set's series.

@@ -120,13 +120,13 @@ impl Snapshot {
             .clusters
             .iter()
             .map(|cluster| {
-                let map = ZoneMap::new(
-                    cluster.zone.clone(),
-                    cluster
-                        .domain
+                let svc = |domain: &Name| {
+                    domain
                         .prepend_label("svc")
-                        .unwrap_or_else(|_| cluster.domain.clone()),
-                );
+                        .unwrap_or_else(|_| domain.clone())
+                };
+                let map = ZoneMap::new(cluster.zone.clone(), svc(&cluster.domain))
+                    .beside(svc(&config.domain));
                 let upstream = if cluster.is_local {
                     Arc::clone(&local)
                 } else {
@@ -179,7 +179,7 @@ impl Snapshot {
             config,
             Arc::clone(cache),
             peers,
-            metrics.gather_partial(),
+            metrics.gather(),
             Arc::clone(background),
             (
                 generation,

@@ -513,3 +513,76 @@ async fn per_cluster_domain_is_honoured() {
         ]
     );
 }
+
+/// Only records the question owns answer it (RFC 1034 §4.3.2), on the cluster route as in a
+/// gathered answer: a peer's address for another name, also one behind a CNAME chain that
+/// leads elsewhere, is dropped before its name is mapped.
+#[tokio::test]
+async fn records_another_name_owns_are_dropped_on_the_cluster_route() {
+    let web = "web.db.svc.cluster.local.";
+    let other = "other.db.svc.cluster.local.";
+    let peer = FakeDns::builder()
+        .answer(
+            web,
+            RecordType::A,
+            Answer::records([rr::a(web, [10, 2, 0, 7]), rr::a(other, [10, 2, 9, 9])]),
+        )
+        .answer(
+            "alias.db.svc.cluster.local.",
+            RecordType::A,
+            Answer::records([
+                rr::cname("alias.db.svc.cluster.local.", "gone.db.svc.cluster.local."),
+                rr::a(other, [10, 2, 9, 9]),
+            ]),
+        )
+        .start()
+        .await;
+    let upstream = FakeDns::builder().start().await;
+    let meshdns = with_cluster_b(&upstream, &peer.addr.to_string(), &[]).await;
+    let reply = udp(meshdns.addr, &query("web.db.cluster.b.", RecordType::A)).await;
+    assert_eq!(reply.answer_lines(), ["web.db.cluster.b. A 10.2.0.7"]);
+    let reply = udp(meshdns.addr, &query("alias.db.cluster.b.", RecordType::A)).await;
+    assert_eq!(
+        reply.answer_lines(),
+        ["alias.db.cluster.b. CNAME gone.db.cluster.b."]
+    );
+}
+
+/// Peer b has a domain of its own (`d.example`) and its DNS also serves `cluster.local`: a
+/// target it names under `svc.cluster.local` has no name under `cluster.b`, and as it came the
+/// client would resolve it in its own cluster, to another host. SERVFAIL with a reason, as
+/// for a name too long for the cluster zone; a name outside every cluster domain (an
+/// ExternalName's) still comes as it is.
+#[tokio::test]
+async fn a_peer_with_its_own_domain_naming_a_local_host_is_servfail_never_that_host() {
+    let owner = "_mongodb._tcp.mongo.db.svc.d.example.";
+    let external = "_ext._tcp.mongo.db.svc.d.example.";
+    let peer = FakeDns::builder()
+        .answer(
+            owner,
+            RecordType::SRV,
+            Answer::records([rr::srv(owner, 27017, "mongo-0.mongo.db.svc.cluster.local.")]),
+        )
+        .answer(
+            external,
+            RecordType::SRV,
+            Answer::records([rr::srv(external, 27017, "db.example.org.")]),
+        )
+        .start()
+        .await;
+    let upstream = FakeDns::builder().start().await;
+    let entry = format!("{} domain=d.example", peer.addr);
+    let meshdns = with_cluster_b(&upstream, &entry, &[]).await;
+    let asked = "_mongodb._tcp.mongo.db.cluster.b.";
+    let reply = udp(meshdns.addr, &query(asked, RecordType::SRV)).await;
+    assert_eq!(
+        (reply.msg.response_code, reply.answer_lines()),
+        (ResponseCode::ServFail, vec![])
+    );
+    let asked = "_ext._tcp.mongo.db.cluster.b.";
+    let reply = udp(meshdns.addr, &query(asked, RecordType::SRV)).await;
+    assert_eq!(
+        reply.answer_lines(),
+        [format!("{asked} SRV 0 50 27017 db.example.org.")]
+    );
+}

@@ -367,6 +367,85 @@ async fn identical_txt_records_from_several_clusters_collapse_to_one() {
     assert_eq!(mesh.queried(), [1, 1, 1]);
 }
 
+/// A cluster's DNS whose TXT record for [`OUTCOME_UPSTREAM`] says `text`.
+fn txt_dns(text: &str) -> FakeDnsBuilder {
+    FakeDns::builder().answer(
+        OUTCOME_UPSTREAM,
+        RecordType::TXT,
+        Answer::records([rr::txt(OUTCOME_UPSTREAM, text)]),
+    )
+}
+
+/// `mongodb+srv` refuses a seed list with two TXT records: when the clusters' differ, the
+/// gathered answer carries exactly one — the local cluster's, else the first configured
+/// cluster's — the same one query after query, and the disagreement is counted.
+#[tokio::test]
+async fn clusters_disagreeing_on_txt_give_exactly_one_the_local_clusters_else_the_first_configured()
+{
+    let txt_line = |text: &str| format!("{OUTCOME} TXT {text}");
+    let clusters = [
+        txt_dns("replicaSet=rs1"),
+        txt_dns("replicaSet=rs2"),
+        txt_dns("replicaSet=rs3"),
+    ];
+    let mesh = Mesh::start(clusters, "c={c}; b={b}; a=", &[]).await;
+    for _ in 0..2 {
+        let reply = mesh.ask(OUTCOME, RecordType::TXT).await;
+        assert_eq!(
+            reply.answer_lines(),
+            [txt_line("replicaSet=rs1")],
+            "a is local"
+        );
+    }
+    let counted = "meshdns_gather_txt_disagreements_total";
+    assert_eq!(mesh.meshdns.metric(counted, &[]).await, 2.0);
+
+    let local_without = FakeDns::builder().answer(
+        OUTCOME_UPSTREAM,
+        RecordType::TXT,
+        Answer::nodata("cluster.local."),
+    );
+    let clusters = [
+        local_without,
+        txt_dns("replicaSet=rs2"),
+        txt_dns("replicaSet=rs3"),
+    ];
+    let mesh = Mesh::start(clusters, "a=; c={c}; b={b}", &[]).await;
+    let reply = mesh.ask(OUTCOME, RecordType::TXT).await;
+    assert_eq!(
+        reply.answer_lines(),
+        [txt_line("replicaSet=rs3")],
+        "c is configured first"
+    );
+}
+
+/// Only records a leg's question owns answer it (RFC 1034 §4.3.2): a peer's answer section
+/// with an address of another name, also behind a CNAME chain that leads elsewhere, must not
+/// become an address of the question.
+#[tokio::test]
+async fn records_another_name_owns_never_answer_a_gathered_question() {
+    let other = upstream("other.db");
+    let unrelated = Answer::records([
+        rr::a(OUTCOME_UPSTREAM, [10, 1, 0, 1]),
+        rr::a(&other, [10, 9, 9, 1]),
+    ]);
+    let broken_chain = Answer::records([
+        rr::cname(OUTCOME_UPSTREAM, &upstream("elsewhere.db")),
+        rr::a(&other, [10, 9, 9, 2]),
+    ]);
+    let mesh = Mesh::outcome(
+        [
+            Behaviour::Answer(unrelated),
+            Behaviour::Answer(broken_chain),
+            records(3),
+        ],
+        &[],
+    )
+    .await;
+    let reply = mesh.ask(OUTCOME, RecordType::A).await;
+    assert_eq!(reply.answer_lines(), [outcome_line(1), outcome_line(3)]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn mixed_outcomes_follow_the_defined_table() {
     use ResponseCode::{NoError, ServFail};
@@ -721,6 +800,44 @@ async fn a_silent_cluster_costs_its_attempt_and_its_retry_and_the_answer_is_part
     assert!(!mesh.c.seen().is_empty(), "c was asked");
 }
 
+/// Peer b has a domain of its own (`d.example`) and its DNS also serves `cluster.local`: an SRV
+/// target it names there cannot be shown in the zone under b's prefix (it does not resolve
+/// back to b), and written as it came the client would resolve it to cluster a's host of that
+/// name. b's records are left out, counted as a partial answer.
+#[tokio::test]
+async fn a_target_under_another_clusters_domain_is_left_out_never_written() {
+    let b_owner = "_mongodb._tcp.mongo.db.svc.d.example.";
+    let local_host = upstream("mongo-0.mongo.db");
+    let b = FakeDns::builder().answer(
+        b_owner,
+        RecordType::SRV,
+        Answer::records([rr::srv(b_owner, 27017, &local_host)])
+            .additional(rr::a(&local_host, [10, 2, 1, 0])),
+    );
+    let clusters = "a=; b={b} domain=d.example; c={c}";
+    let mesh = Mesh::start([cluster_dns(1, 1), b, cluster_dns(3, 1)], clusters, &[]).await;
+    let reply = mesh.ask(SRV_NAME, RecordType::SRV).await;
+    assert_eq!(reply.msg.response_code, ResponseCode::NoError);
+    assert_eq!(
+        srv_targets(&reply),
+        [
+            "a-mongo-0.mongo.db.svc.distributed.local.",
+            "c-mongo-0.mongo.db.svc.distributed.local.",
+        ]
+    );
+    assert!(
+        !reply.additional_lines().iter().any(|l| l.contains("10.2.")),
+        "{:?}",
+        reply.additional_lines()
+    );
+    assert!(max_ttl(&reply.msg.answers) <= 5, "partial");
+    let partial = mesh
+        .meshdns
+        .metric("meshdns_gather_partial_total", &[])
+        .await;
+    assert_eq!(partial, 1.0);
+}
+
 // --- Stragglers ----------------------------------------------------------------------------
 // Once some leg has answered, a pending leg keeps the rest of its current attempt and at most
 // one more attempt at its next endpoint; a leg with no endpoint left to try is cut.
@@ -817,6 +934,78 @@ async fn dead_clusters_marked_down_cost_nothing_once_another_answered() {
         b_after > b_before && c_after > c_before,
         "endpoints marked down are still asked, as a last resort"
     );
+}
+
+/// Asks until `cluster`'s endpoint `fake` is marked down (health checks after its failed
+/// attempts), a probe interval between queries.
+async fn mark_down(meshdns: &Meshdns, cluster: &str, fake: &FakeDns) {
+    for _ in 0..5 {
+        udp(meshdns.addr, &query(OUTCOME, RecordType::A)).await;
+        if meshdns.upstream_healthy(cluster, fake).await == 0.0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    panic!("{cluster} is not marked down");
+}
+
+/// The cut-off follows the legs: once b (slow, but up) has answered, nothing is left to wait
+/// for but c, which is marked down — so the reply goes then, not when b's attempt and retry
+/// would have ended (the cut-off the first answer set).
+#[tokio::test(start_paused = true)]
+async fn a_cluster_marked_down_is_not_waited_for_once_the_others_answered() {
+    let slow = Duration::from_millis(50);
+    let b = Behaviour::Delay(
+        slow,
+        Answer::records([rr::a(OUTCOME_UPSTREAM, [10, 2, 0, 1])]),
+    );
+    let mesh = Mesh::start(
+        [outcome_dns(records(1)), outcome_dns(b), silent()],
+        CLUSTERS,
+        &TIMING,
+    )
+    .await;
+    mark_down(&mesh.meshdns, "c", &mesh.c).await;
+    let (reply, took) = mesh.ask_timed(OUTCOME, RecordType::A).await;
+    assert_eq!(reply.answer_lines(), [outcome_line(1), outcome_line(2)]);
+    assert_eq!(took, slow, "b's answer, and no wait for c");
+}
+
+/// Sixteen clusters, one black-holed and marked down: the fifteen answer at once, and so does
+/// the gathered answer (partial), however many legs were still pending when the first came.
+#[tokio::test(start_paused = true)]
+async fn sixteen_clusters_with_one_marked_down_answer_at_once() {
+    let answering = |n: u8| outcome_dns(records(n)).start();
+    let a = answering(1).await;
+    let mut peers = Vec::new();
+    for n in 2..=15 {
+        peers.push(answering(n).await);
+    }
+    let dead = FakeDns::silent().await;
+    let mut clusters = vec!["a=".to_string()];
+    clusters.extend(
+        (2..)
+            .zip(&peers)
+            .map(|(n, fake)| format!("p{n}={}", fake.addr)),
+    );
+    clusters.push(format!("dead={}", dead.addr));
+    let clusters = clusters.join("; ");
+    let mut vars = vec![
+        ("MESHDNS_LOCAL_CLUSTER", "a"),
+        ("MESHDNS_CLUSTERS", clusters.as_str()),
+    ];
+    vars.extend_from_slice(&TIMING);
+    let meshdns = Meshdns::before(&a, &vars).await;
+    mark_down(&meshdns, "dead", &dead).await;
+    let started = Instant::now();
+    let reply = udp(meshdns.addr, &query(OUTCOME, RecordType::A)).await;
+    assert_eq!(
+        started.elapsed(),
+        Duration::ZERO,
+        "no wait for the dead cluster"
+    );
+    assert_eq!(reply.msg.answers.len(), 15);
+    assert!(max_ttl(&reply.msg.answers) <= 5, "partial");
 }
 
 #[tokio::test(start_paused = true)]

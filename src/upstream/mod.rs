@@ -435,6 +435,14 @@ impl Upstream {
         group
     }
 
+    /// Whether every endpoint of the group is known down (skipped until a probe sees it
+    /// answer): a gathered answer does not wait for it. A group without endpoints is not (its
+    /// exchange fails at once).
+    pub fn known_down(&self) -> bool {
+        let endpoints = self.endpoints.load();
+        !endpoints.is_empty() && endpoints.iter().all(|endpoint| !endpoint.is_up())
+    }
+
     /// What this group is made of.
     pub fn spec(&self) -> &GroupSpec {
         &self.spec
