@@ -79,7 +79,176 @@ struct Listener<'a> {
     silent_at: Option<Instant>,
 }
 
+/// Where one exchange's failover stands between two events: the endpoints in the order they
+/// are asked, the attempts made and listening, when the next one is due, and the last error.
+/// The attempts' futures and their resend times live beside it, in the exchange's future.
+struct Failover<'a> {
+    /// Healthy endpoints first, in configuration order; down ones stay as a last resort so
+    /// that a group whose every endpoint is marked down is still tried.
+    order: Vec<&'a Arc<Endpoint>>,
+    /// Attempts the exchange may make ([`Upstream::max_attempts`]).
+    attempts: usize,
+    /// The attempt timeout: the ceiling of one wait, after which a silent attempt has failed.
+    ceiling: Duration,
+    /// Over UDP, with retransmissions (not a question remembered as too big for UDP).
+    udp: bool,
+    retransmits: u32,
+    /// Attempts made so far: the next one's number.
+    made: usize,
+    /// When the next attempt is made.
+    next_at: Instant,
+    /// The endpoint the last attempt hedges for, if it was a hedge.
+    hedging: Option<&'a Arc<Endpoint>>,
+    /// The attempts listening, each in its slot.
+    listening: [Option<Listener<'a>>; MAX_LISTENING],
+    last_error: Option<AttemptError>,
+}
+
+/// What an exchange does next, as its failover stands.
+enum Next<'a> {
+    /// An attempt is due: make it.
+    Attempt(Plan<'a>),
+    /// Every attempt has been made and has failed.
+    Exhausted,
+    /// Wait: for an attempt's reply, its silence, a resend or the next attempt's time.
+    Listen,
+}
+
+impl<'a> Failover<'a> {
+    fn new(
+        upstream: &Upstream,
+        endpoints: &'a [Arc<Endpoint>],
+        deadline: Instant,
+        tcp_first: bool,
+    ) -> Self {
+        let mut order: Vec<&Arc<Endpoint>> = endpoints.iter().collect();
+        order.sort_by_key(|e| !e.is_up());
+        Self {
+            attempts: upstream.max_attempts(deadline, order.len()),
+            order,
+            ceiling: upstream.spec.attempt_timeout,
+            udp: matches!(upstream.dialing, Dialing::Udp(_)) && !tcp_first,
+            retransmits: MAX_RETRANSMITS,
+            made: 0,
+            next_at: Instant::now(),
+            hedging: None,
+            listening: Default::default(),
+            last_error: None,
+        }
+    }
+
+    fn next(&mut self, now: Instant) -> Next<'a> {
+        if now >= self.next_at
+            && let Some(attempt) = plan(
+                &self.order,
+                self.made,
+                self.attempts,
+                self.udp,
+                &mut self.retransmits,
+            )
+        {
+            Next::Attempt(attempt)
+        } else if self.made >= self.attempts && self.listening.iter().all(Option::is_none) {
+            Next::Exhausted
+        } else {
+            Next::Listen
+        }
+    }
+
+    /// Enters `attempt`, made `now`, as listening: the endpoint a hedge was sent for counts
+    /// as silent, `progress` learns of it, and the next attempt's time is set. Returns the
+    /// slot it listens in: a free one, else the oldest attempt's.
+    fn begin(
+        &mut self,
+        upstream: &Upstream,
+        attempt: &Plan<'a>,
+        now: Instant,
+        progress: Option<&Progress>,
+    ) -> usize {
+        if let Some(silent) = self.hedging.take() {
+            upstream.series.retransmits.inc();
+            silent.timed_out();
+        }
+        self.hedging = attempt.hedge.then_some(attempt.endpoint);
+        if let Some(progress) = progress {
+            let after = plan(&self.order, self.made + 1, self.attempts, false, &mut 0);
+            progress.set(Current {
+                silent_at: now + self.ceiling,
+                endpoint: Arc::clone(attempt.endpoint),
+                next: after.map(|after| Arc::clone(after.endpoint)),
+            });
+        }
+        let slot = (0..MAX_LISTENING)
+            .min_by_key(|&slot| self.listening[slot].as_ref().map(|l| l.number))
+            .unwrap_or_default();
+        self.listening[slot] = Some(Listener {
+            number: self.made,
+            endpoint: attempt.endpoint,
+            started: now,
+            silent_at: Some(now + self.ceiling),
+        });
+        self.made += 1;
+        self.next_at = now
+            + if attempt.hedge {
+                attempt.endpoint.rto(self.ceiling)
+            } else {
+                self.ceiling
+            };
+        slot
+    }
+
+    /// When the exchange must look again: the first of its listening attempts' timeouts,
+    /// their resends (`resend_at`), the next attempt (while one is left to make) and the
+    /// `deadline`.
+    fn wake(&self, resend_at: &[ResendAt], deadline: Instant) -> Instant {
+        let next_attempt = (self.made < self.attempts).then_some(self.next_at);
+        (self.listening.iter().flatten())
+            .filter_map(|l| l.silent_at)
+            .chain(resend_at.iter().filter_map(ResendAt::get))
+            .chain(next_attempt)
+            .fold(deadline, Instant::min)
+    }
+
+    /// The attempt in `slot` finished with `outcome`: the reply, if it is one; after a
+    /// failure (refused, unreachable: a quick one) the next attempt is due now.
+    fn finished(
+        &mut self,
+        upstream: &Upstream,
+        slot: usize,
+        outcome: Result<Answered, AttemptError>,
+    ) -> Option<Answered> {
+        let listener = self.listening[slot].take()?;
+        match upstream.settle(&listener, outcome) {
+            Ok(answered) => Some(answered),
+            Err(error) => {
+                self.last_error = Some(error);
+                self.next_at = Instant::now();
+                self.hedging = None;
+                None
+            }
+        }
+    }
+
+    /// The timer went off: every listening attempt silent since before `now` counts as timed
+    /// out (once; it keeps listening).
+    fn silent(&mut self, upstream: &Upstream, now: Instant) {
+        for listener in (self.listening.iter_mut())
+            .flatten()
+            .filter(|l| l.silent_at.is_some_and(|at| at <= now))
+        {
+            listener.silent_at = None;
+            upstream.attempt_failed(listener.endpoint, &AttemptError::Timeout, listener.started);
+            self.last_error = Some(AttemptError::Timeout);
+        }
+    }
+}
+
 impl Upstream {
+    /// Asks the group's endpoints for `query` until one answers or `deadline` passes: the
+    /// state machine of [`Failover`], driven by one timer. The attempts listening are polled
+    /// here, each in its slot (`listening`): no task of their own, and one timer for the
+    /// exchange, its attempts' resends included. A new attempt takes a free slot or the
+    /// oldest attempt's; all stop on return.
     pub(super) async fn failover(
         &self,
         query: &Marked,
@@ -91,130 +260,59 @@ impl Upstream {
         if endpoints.is_empty() {
             return Err(UpstreamError::NoEndpoint);
         }
-        let mut order: Vec<&Arc<Endpoint>> = endpoints.iter().collect();
-        // Healthy endpoints first, in configuration order; down ones stay as a last resort
-        // so that a group whose every endpoint is marked down is still tried.
-        order.sort_by_key(|e| !e.is_up());
-        let attempts = self.max_attempts(deadline, order.len());
-        let ceiling = self.spec.attempt_timeout;
-        let udp = matches!(self.dialing, Dialing::Udp(_)) && !tcp_first;
-        // The attempts listening, polled here, each in its slot (`listening`): no task of
-        // their own, and one timer for the exchange, its attempts' resends included. A new
-        // attempt takes a free slot or the oldest attempt's; all stop on return.
+        let mut state = Failover::new(self, &endpoints, deadline, tcp_first);
         let resend_at: [ResendAt; MAX_LISTENING] = Default::default();
-        let mut listening: [Option<Listener>; MAX_LISTENING] = Default::default();
         let first = pin!(None);
         let mut running = Slots::new(first);
         let mut timer = pin!(sleep_until(deadline));
-        let mut retransmits = MAX_RETRANSMITS;
-        let mut last_error = None;
-        let mut number = 0;
-        // When the next attempt is made, and the endpoint it hedges for, if it is a hedge.
-        let mut next_at = Instant::now();
-        let mut hedging: Option<&Arc<Endpoint>> = None;
         loop {
             let now = Instant::now();
             if now >= deadline {
                 break;
             }
-            if now >= next_at
-                && let Some(Plan {
-                    endpoint,
-                    sends,
-                    hedge,
-                }) = plan(&order, number, attempts, udp, &mut retransmits)
-            {
-                if let Some(silent) = hedging.take() {
-                    self.series.retransmits.inc();
-                    silent.timed_out();
+            match state.next(now) {
+                Next::Attempt(attempt) => {
+                    let slot = state.begin(self, &attempt, now, progress);
+                    resend_at[slot].set(None);
+                    let (sends, ceiling) = (attempt.sends, state.ceiling);
+                    running.start(
+                        slot,
+                        (attempt.endpoint).attempt(
+                            query,
+                            sends,
+                            ceiling,
+                            deadline,
+                            &resend_at[slot],
+                            tcp_first,
+                        ),
+                    );
                 }
-                hedging = hedge.then_some(endpoint);
-                if let Some(progress) = progress {
-                    let after = plan(&order, number + 1, attempts, false, &mut 0);
-                    progress.set(Current {
-                        silent_at: now + ceiling,
-                        endpoint: Arc::clone(endpoint),
-                        next: after.map(|after| Arc::clone(after.endpoint)),
-                    });
-                }
-                // A free slot, else the oldest attempt's.
-                let slot = (0..MAX_LISTENING)
-                    .min_by_key(|&slot| listening[slot].as_ref().map(|l| l.number))
-                    .unwrap_or_default();
-                resend_at[slot].set(None);
-                running.start(
-                    slot,
-                    endpoint.attempt(query, sends, ceiling, deadline, &resend_at[slot], tcp_first),
-                );
-                listening[slot] = Some(Listener {
-                    number,
-                    endpoint,
-                    started: now,
-                    silent_at: Some(now + ceiling),
-                });
-                number += 1;
-                next_at = now
-                    + if hedge {
-                        endpoint.rto(ceiling)
-                    } else {
-                        ceiling
-                    };
-            } else if number >= attempts && listening.iter().all(Option::is_none) {
-                // Every attempt made has failed.
-                break;
+                Next::Exhausted => break,
+                Next::Listen => {}
             }
-            // The next attempt's time counts only while one is left to make.
-            let next_attempt = (number < attempts).then_some(next_at);
             let finished = poll_fn(|cx| {
                 if let Poll::Ready(finished) = running.poll_finished(cx) {
                     return Poll::Ready(Some(finished));
                 }
                 // Read after the attempts were polled: a resend moves its time on.
-                let wake = listening
-                    .iter()
-                    .flatten()
-                    .filter_map(|l| l.silent_at)
-                    .chain(resend_at.iter().filter_map(ResendAt::get))
-                    .chain(next_attempt)
-                    .fold(deadline, Instant::min);
+                let wake = state.wake(&resend_at, deadline);
                 if timer.deadline() != wake {
                     timer.as_mut().reset(wake);
                 }
                 timer.as_mut().poll(cx).map(|()| None)
             })
             .await;
-            if let Some((slot, outcome)) = finished {
-                resend_at[slot].set(None);
-                let Some(listener) = listening[slot].take() else {
-                    continue;
-                };
-                match self.settle(&listener, outcome) {
-                    Ok(answered) => return Ok(answered),
-                    Err(error) => {
-                        last_error = Some(error);
-                        // A quick failure (refused, unreachable): ask the next one now.
-                        next_at = Instant::now();
-                        hedging = None;
+            match finished {
+                Some((slot, outcome)) => {
+                    resend_at[slot].set(None);
+                    if let Some(answered) = state.finished(self, slot, outcome) {
+                        return Ok(answered);
                     }
                 }
-            } else {
-                let now = Instant::now();
-                for listener in listening
-                    .iter_mut()
-                    .flatten()
-                    .filter(|l| l.silent_at.is_some_and(|at| at <= now))
-                {
-                    listener.silent_at = None;
-                    self.attempt_failed(
-                        listener.endpoint,
-                        &AttemptError::Timeout,
-                        listener.started,
-                    );
-                    last_error = Some(AttemptError::Timeout);
-                }
+                None => state.silent(self, Instant::now()),
             }
         }
-        Err(last_error.map_or(UpstreamError::NoTime, UpstreamError::Exhausted))
+        Err((state.last_error).map_or(UpstreamError::NoTime, UpstreamError::Exhausted))
     }
 
     /// A finished attempt's outcome, counted and told to its endpoint (a failure only when it

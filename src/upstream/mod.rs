@@ -10,7 +10,9 @@
 //! packets however long its deadline. "Acceptable" is decided in the `exchange` module.
 //! Endpoints that keep failing are skipped until a background probe sees them answer again
 //! (the `endpoint` module). The attempts run inside their exchange, not as tasks of their own
-//! (the `listening` module), under one timer: a miss costs one task and one timer.
+//! (the `listening` module), under one timer: a miss costs one task and one timer. The
+//! `failover` module drives one exchange: where it stands between two events, and what it
+//! does next (attempt, listen, or give up).
 //!
 //! A lost datagram costs a retransmission timeout, not an attempt. Each endpoint's health
 //! record (the `health` module) keeps its round-trip estimate, from which its retransmission
