@@ -10,7 +10,7 @@
 - every metric an expression names is a family the binary exports: a meshdns started in a
   network namespace of its own (loopback only) is scraped on 127.0.0.1, its `# TYPE` lines read;
 - every label an expression groups or filters by is one of that family's labels in the README's
-  metrics table (tests/readme_tables.rs keeps it equal to the code) or a target label
+  metrics table (tests/behaviour/readme_tables.rs keeps it equal to the code) or a target label
   (namespace, pod), and every label value it matches is one the README names;
 - the rules cover: loops seen, an endpoint unhealthy for minutes, the SERVFAIL ratio by route,
   reloads rejected, a restart-only change pending, queries dropped, log lines dropped;
