@@ -11,7 +11,10 @@ use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::RecordType;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use support::{Answer, FakeDns, Meshdns, frame_of, query, rcode_of, rr, tcp, udp, udp_raw};
+use support::{
+    Answer, Behaviour, FakeDns, Meshdns, frame_of, query, rcode_of, rr, tcp, udp, udp_raw,
+    with_edns,
+};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpStream, UdpSocket};
 
@@ -286,4 +289,41 @@ async fn a_source_inside_allow_from_is_served() {
     let reply = Message::from_vec(&buf[..len]).unwrap();
     assert_eq!(reply.response_code, ResponseCode::NoError);
     assert_eq!(reply.answers.len(), 1);
+}
+
+/// RFC 6891 §6.1.1: the OPT pseudo-record lives in the additional section. A query that carries
+/// it in the answer or authority section is malformed (docs/design.md, "Limits and bad input":
+/// FORMERR when the header can be read; "Cache": only well-formed queries take the cache-hit
+/// path, anything else its proper error), and nothing of it is relayed.
+#[tokio::test]
+async fn an_opt_record_in_the_answer_or_authority_section_gets_formerr_and_is_not_relayed() {
+    let kube = FakeDns::builder()
+        .otherwise(Behaviour::Answer(Answer::nxdomain("cluster.local.")))
+        .start()
+        .await;
+    let meshdns = Meshdns::before(&kube, &[("MESHDNS_CACHE_SIZE", "100")]).await;
+    let asked = with_edns(query("www.example.com.", RecordType::A), 1232);
+    let good = asked.to_vec().unwrap();
+    // Cached first, so a hit would show: the malformed query must not be answered from it.
+    assert_eq!(
+        support::rcode_of(&support::udp_raw(meshdns.addr, &good).await.unwrap()),
+        ResponseCode::NXDomain
+    );
+    // The one OPT record moved from ARCOUNT to ANCOUNT, then to NSCOUNT.
+    for (what, count_at) in [("answer", 6), ("authority", 8)] {
+        let mut bytes = good.clone();
+        bytes[10..12].copy_from_slice(&[0, 0]);
+        bytes[count_at..count_at + 2].copy_from_slice(&[0, 1]);
+        let over_udp = support::udp_raw(meshdns.addr, &bytes).await;
+        let over_tcp = support::tcp_raw(meshdns.addr, &bytes).await;
+        for reply in [over_udp.expect("a reply over UDP"), over_tcp] {
+            assert_eq!(support::rcode_of(&reply), ResponseCode::FormErr, "{what}");
+            assert_eq!(reply[..2], bytes[..2], "{what}: the ID is echoed");
+        }
+    }
+    assert_eq!(
+        kube.seen().len(),
+        1,
+        "only the well-formed query was relayed"
+    );
 }

@@ -25,7 +25,6 @@ mod config_watch;
 mod distributed;
 mod dot;
 mod edges;
-mod edges_more;
 mod edges_upstream;
 mod edges_wire;
 mod failure;

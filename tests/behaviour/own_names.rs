@@ -14,7 +14,9 @@ use crate::support;
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{RData, RecordType};
 use support::configmap::ConfigMapDir;
-use support::{Answer, FakeDns, Meshdns, Via, eventually, query, rr, tcp, udp, with_edns};
+use support::{
+    Answer, Behaviour, FakeDns, Meshdns, Via, eventually, query, rr, tcp, udp, with_edns,
+};
 
 const SVC: &str = "mongo-0.mongo.db.svc.cluster.local.";
 const IN_CLUSTER: &str = "mongo-0.mongo.db.cluster.a.";
@@ -457,4 +459,56 @@ async fn a_reload_keeps_the_identity_and_the_names_follow_the_zones() {
         ["mongo-9.mongo.db.svc.cluster.local."]
     );
     assert!(pod.b.seen().is_empty());
+}
+
+/// The pod's own `svc` name follows the local cluster domain (docs/design.md, "The pod's own
+/// names": `HOST.SUB.NS.svc.<domain>`; a reload keeps the identity read at startup, while the
+/// names follow the zones and the cluster domain): after a reload that changes
+/// `MESHDNS_CLUSTER_DOMAIN` (a live variable), the name under the old domain is no name of
+/// the pod's and goes to kube-dns; the one under the new domain is answered locally.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_reload_that_changes_the_cluster_domain_the_old_domains_svc_name_is_not_the_pods() {
+    let kube = FakeDns::builder()
+        .otherwise(Behaviour::Answer(Answer::nxdomain("k8s.local.")))
+        .start()
+        .await;
+    let mut dir = ConfigMapDir::new("own-domain", &[("MESHDNS_CLUSTER_DOMAIN", "cluster.local")]);
+    let path = dir.path.display().to_string();
+    let meshdns = Meshdns::before(
+        &kube,
+        &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CONFIG_DIR", &path),
+            ("MESHDNS_POD_IP", "10.8.1.2"),
+            ("MESHDNS_POD_HOSTNAME", "mongo-0"),
+            ("MESHDNS_POD_SUBDOMAIN", "mongo"),
+            ("MESHDNS_POD_NAMESPACE", "db"),
+        ],
+    )
+    .await;
+    let old = "mongo-0.mongo.db.svc.cluster.local.";
+    let new = "mongo-0.mongo.db.svc.k8s.local.";
+    assert_eq!(
+        ask(&meshdns, old, RecordType::A).await.answer_lines(),
+        [format!("{old} A 10.8.1.2")]
+    );
+    dir.update(&[("MESHDNS_CLUSTER_DOMAIN", "k8s.local")]);
+    assert!(
+        eventually(100, || async {
+            meshdns.config_reloads("applied").await == 1.0
+        })
+        .await
+    );
+    let reply = ask(&meshdns, old, RecordType::A).await;
+    let new_reply = ask(&meshdns, new, RecordType::A).await;
+    assert_eq!(
+        (reply.msg.response_code, reply.answer_lines()),
+        (ResponseCode::NXDomain, vec![]),
+        "the old domain's name is kube-dns's to answer"
+    );
+    assert_eq!(
+        new_reply.answer_lines(),
+        [format!("{new} A 10.8.1.2")],
+        "the new domain's name is the pod's"
+    );
 }
