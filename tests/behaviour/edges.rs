@@ -229,46 +229,6 @@ async fn a_peers_name_too_long_for_the_cluster_zone_is_servfail_never_left_as_it
     );
 }
 
-// --- The cache key ---------------------------------------------------------------------------
-
-/// The cache key holds the question's class: an answer cached for class IN is never the answer
-/// to the same name and type in another class (CHAOS, HESIOD), on the hit path or the miss.
-#[tokio::test]
-async fn an_answer_cached_for_class_in_never_answers_another_class() {
-    use hickory_proto::rr::DNSClass;
-    const WWW: &str = "www.example.com.";
-    let kube = FakeDns::builder()
-        .on(
-            WWW,
-            RecordType::A,
-            Behaviour::Sequence(vec![
-                Answer::records([rr::a(WWW, [192, 0, 2, 1])]),
-                Answer::records([rr::a(WWW, [192, 0, 2, 2])]),
-            ]),
-        )
-        .start()
-        .await;
-    let meshdns = Meshdns::before(&kube, &[("MESHDNS_CACHE_SIZE", "100")]).await;
-    let first = udp(meshdns.addr, &query(WWW, RecordType::A)).await;
-    assert_eq!(first.answer_lines(), [format!("{WWW} A 192.0.2.1")]);
-    for class in [DNSClass::CH, DNSClass::HS] {
-        let mut asked = query(WWW, RecordType::A);
-        asked.queries[0].set_query_class(class);
-        let reply = udp(meshdns.addr, &asked).await;
-        assert_eq!(
-            reply.msg.queries[0].query_class(),
-            class,
-            "the client's question"
-        );
-        assert_ne!(
-            reply.answer_lines(),
-            first.answer_lines(),
-            "{class}: the IN answer came from the cache"
-        );
-    }
-    assert_eq!(kube.exchanges().len(), 3, "every class asked upstream");
-}
-
 // --- Gathered answers: prefixes that do not fit a label ---------------------------------------
 
 /// A Service name of 50 characters, of namespace `db`: with cluster a's prefix `a-` it fits a
