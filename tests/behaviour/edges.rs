@@ -1,8 +1,8 @@
-//! Wrong answers at the borders of reloads, name rewriting, gathered merges and the cache key,
-//! found by a review of the edges: each test is named after what must hold, and five of them
-//! reproduced a bug (a remembered NXDOMAIN filling a down cluster's leg, twice; a target too
-//! long for its prefix; a clusterset ClusterIP target that routed nowhere; a peer's name too
-//! long for the cluster zone).
+//! Wrong answers at the borders of reloads, name rewriting and gathered merges, found by a
+//! review of the edges (its cache-key test is in `cache`): each test is named after what must
+//! hold, and five of them reproduced a bug (a remembered NXDOMAIN filling a down cluster's leg,
+//! twice; a target too long for its prefix; a clusterset ClusterIP target that routed nowhere;
+//! a peer's name too long for the cluster zone).
 //!
 //! Clusters: a (this pod's; its DNS is `MESHDNS_UPSTREAMS`), b and c, each a fake DNS on
 //! 127.0.0.1 with addresses that say which cluster answered (10.1.… for a, 10.2.… for b,
