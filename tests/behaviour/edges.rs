@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
-use support::{Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, ask, query, rr, udp};
+use support::{Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, ask, rr};
 
 /// A name of cluster domain `cluster.local`.
 fn upstream(host: &str) -> String {

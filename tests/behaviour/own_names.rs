@@ -15,7 +15,7 @@ use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{RData, RecordType};
 use support::configmap::ConfigMapDir;
 use support::{
-    Answer, Behaviour, FakeDns, Meshdns, Via, eventually, query, rr, tcp, udp, with_edns,
+    Answer, Behaviour, FakeDns, Meshdns, Via, ask, eventually, query, rr, tcp, udp, with_edns,
 };
 
 const SVC: &str = "mongo-0.mongo.db.svc.cluster.local.";
