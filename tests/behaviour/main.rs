@@ -24,6 +24,7 @@ mod clusterset;
 mod config_watch;
 mod distributed;
 mod dot;
+mod dot_server;
 mod edges;
 mod edges_upstream;
 mod edges_wire;

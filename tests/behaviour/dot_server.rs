@@ -4,8 +4,8 @@
 //! one it presents to its peers — with their expiry exported. Every server is on 127.0.0.1:0;
 //! the certificate files live in directories the kubelet's way (a mounted Secret).
 
-mod dot_fakes;
-mod support;
+use crate::dot_fakes;
+use crate::support;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
