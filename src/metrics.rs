@@ -214,8 +214,15 @@ pub const LOOPS_TOTAL: Family = Family {
     help: "Queries that came back to this meshdns (a forwarding loop through kube-dns, or an endpoint that is meshdns itself), answered SERVFAIL.",
 };
 
+pub const WEBHOOK_REVIEWS_TOTAL: Family = Family {
+    name: "meshdns_webhook_reviews_total",
+    kind: Kind::Counter,
+    labels: &["result"],
+    help: "AdmissionReviews answered by `meshdns webhook` (0 in the DNS server): injected, skipped (opted out, excluded, injected already), not_injected (could not be; a warning was returned), denied (not a Pod), invalid (not an AdmissionReview; HTTP 4xx).",
+};
+
 /// Every family, in the order of the README's table.
-pub const FAMILIES: [&Family; 25] = [
+pub const FAMILIES: [&Family; 26] = [
     &REQUESTS_TOTAL,
     &REQUEST_DURATION_SECONDS,
     &CACHE_HITS_TOTAL,
@@ -241,6 +248,7 @@ pub const FAMILIES: [&Family; 25] = [
     &BACKGROUND_REFUSED_TOTAL,
     &LOG_LINES_DROPPED_TOTAL,
     &LOOPS_TOTAL,
+    &WEBHOOK_REVIEWS_TOTAL,
 ];
 
 /// Buckets of `request_duration_seconds`: a cache hit over loopback takes tens of µs, a
@@ -329,6 +337,36 @@ impl ReloadResult {
     }
 }
 
+/// How the webhook answered one review: the `result` label of `meshdns_webhook_reviews_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WebhookResult {
+    Injected,
+    Skipped,
+    NotInjected,
+    Denied,
+    Invalid,
+}
+
+impl WebhookResult {
+    pub const ALL: [WebhookResult; 5] = [
+        WebhookResult::Injected,
+        WebhookResult::Skipped,
+        WebhookResult::NotInjected,
+        WebhookResult::Denied,
+        WebhookResult::Invalid,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            WebhookResult::Injected => "injected",
+            WebhookResult::Skipped => "skipped",
+            WebhookResult::NotInjected => "not_injected",
+            WebhookResult::Denied => "denied",
+            WebhookResult::Invalid => "invalid",
+        }
+    }
+}
+
 /// The registry and every series of one meshdns instance.
 pub struct Metrics {
     registry: Registry,
@@ -348,6 +386,8 @@ pub struct Metrics {
     gather_partial: IntCounter,
     background: BackgroundMetrics,
     loops: IntCounter,
+    /// Indexed like [`WebhookResult::ALL`].
+    webhook_reviews: Vec<IntCounter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -397,6 +437,7 @@ impl Metrics {
         let request_duration = histogram_vec(&REQUEST_DURATION_SECONDS, &REQUEST_BUCKETS);
         let dropped = counter_vec(&DROPPED_TOTAL);
         let reloads = counter_vec(&CONFIG_RELOADS_TOTAL);
+        let webhook_reviews = counter_vec(&WEBHOOK_REVIEWS_TOTAL);
         // The process's one log writer counts into one counter, shown by every registry.
         register(&registry, Ok(LOG_LINES_DROPPED.clone()));
         (gauge_vec(&BUILD_INFO))
@@ -458,6 +499,10 @@ impl Metrics {
                 refused: counter(&BACKGROUND_REFUSED_TOTAL),
             },
             loops: counter(&LOOPS_TOTAL),
+            webhook_reviews: WebhookResult::ALL
+                .iter()
+                .map(|result| webhook_reviews.with_label_values(&[result.label()]))
+                .collect(),
             registry,
         };
         metrics.set_last_reload_success_now();
@@ -482,6 +527,13 @@ impl Metrics {
         }
         if let Some(histogram) = self.request_duration.get(route as usize) {
             histogram.observe(elapsed.as_secs_f64());
+        }
+    }
+
+    /// One review answered by the webhook.
+    pub fn webhook_review(&self, result: WebhookResult) {
+        if let Some(counter) = self.webhook_reviews.get(result as usize) {
+            counter.inc();
         }
     }
 

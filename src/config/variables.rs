@@ -75,6 +75,10 @@ pub const POD_HOSTNAME: &str = "MESHDNS_POD_HOSTNAME";
 pub const POD_SUBDOMAIN: &str = "MESHDNS_POD_SUBDOMAIN";
 pub const POD_NAMESPACE: &str = "MESHDNS_POD_NAMESPACE";
 pub const HOSTS_FILE: &str = "MESHDNS_HOSTS_FILE";
+pub const WEBHOOK_LISTEN: &str = "MESHDNS_WEBHOOK_LISTEN";
+pub const WEBHOOK_CERT_FILE: &str = "MESHDNS_WEBHOOK_CERT_FILE";
+pub const WEBHOOK_KEY_FILE: &str = "MESHDNS_WEBHOOK_KEY_FILE";
+pub const WEBHOOK_IMAGE: &str = "MESHDNS_WEBHOOK_IMAGE";
 
 /// Every variable, in the order `--help`, `--check` and the README show them.
 pub const VARIABLES: &[Variable] = &[
@@ -256,12 +260,40 @@ pub const VARIABLES: &[Variable] = &[
         "where the kubelet wrote the pod's line (IP, FQDN, hostname); read at startup when a pod variable is missing",
         true,
     ),
+    // `meshdns webhook` (the injection webhook, docs/injection.md) reads these, with
+    // MESHDNS_CLUSTER_DOMAIN, MESHDNS_ADMIN_LISTEN, MESHDNS_LOG and MESHDNS_LOG_FORMAT; the DNS
+    // server ignores them. Read once, at startup (the certificate files' contents are re-read
+    // when they change).
+    var(
+        WEBHOOK_LISTEN,
+        Some("0.0.0.0:8443"),
+        "webhook mode: the HTTPS address the API server sends AdmissionReviews to (POST /mutate)",
+        true,
+    ),
+    var(
+        WEBHOOK_CERT_FILE,
+        Some("/etc/meshdns-webhook/tls.crt"),
+        "webhook mode: PEM server certificate chain (cert-manager's tls.crt); re-read when it changes",
+        true,
+    ),
+    var(
+        WEBHOOK_KEY_FILE,
+        Some("/etc/meshdns-webhook/tls.key"),
+        "webhook mode: PEM private key of MESHDNS_WEBHOOK_CERT_FILE; re-read when it changes",
+        true,
+    ),
+    var(
+        WEBHOOK_IMAGE,
+        None,
+        "webhook mode, required: the image of the injected meshdns sidecar (the webhook's own image)",
+        true,
+    ),
 ];
 
 /// The restart-only variables: a change in `MESHDNS_CONFIG_DIR` is logged with the value in
 /// force and the pending one, counted as `restart_required`, and applied at the next start.
 /// The table's `restart` column; a unit test keeps the two equal.
-pub const RESTART_ONLY: [&str; 11] = [
+pub const RESTART_ONLY: [&str; 15] = [
     LISTEN,
     ADMIN_LISTEN,
     THREADS,
@@ -273,6 +305,10 @@ pub const RESTART_ONLY: [&str; 11] = [
     POD_SUBDOMAIN,
     POD_NAMESPACE,
     HOSTS_FILE,
+    WEBHOOK_LISTEN,
+    WEBHOOK_CERT_FILE,
+    WEBHOOK_KEY_FILE,
+    WEBHOOK_IMAGE,
 ];
 
 /// The variable called `name`.
@@ -296,8 +332,10 @@ pub fn help() -> String {
     let mut out = String::from(
         "meshdns: a DNS stub resolver for workloads stretched over several Kubernetes clusters\n\
          \n\
-         usage: meshdns [--check [--resolve] [--env-file FILE]... | --version | --help]\n\
+         usage: meshdns [webhook] [--check [--resolve] [--env-file FILE]... | --version | --help]\n\
          \x20 (none)     serve DNS as configured\n\
+         \x20 webhook    serve the sidecar-injection admission webhook (MESHDNS_WEBHOOK_*);\n\
+         \x20            with --check: print its configuration, then exit\n\
          \x20 --check    print the effective configuration and routing table, then exit (0, or 64);\n\
          \x20            sends nothing: host-name endpoints are shown as resolved at run time\n\
          \x20 --resolve  with --check: resolve host-name endpoints through the configured\n\
