@@ -79,6 +79,10 @@ def start_apiserver(binary, work):
         # Webhook Services are called at an endpoint of theirs, not through a cluster IP:
         # there is no kube-proxy here.
         "--enable-aggregator-routing=true",
+        # No controller manager creates the namespaces' service accounts here.
+        "--disable-admission-plugins=ServiceAccount",
+        # Real clusters allow privileged containers (TiDB Operator's sysctl init container).
+        "--allow-privileged=true",
     ], stdout=log, stderr=subprocess.STDOUT)
     with open(os.path.join(work, "kubeconfig"), "w") as f:
         yaml.safe_dump({
