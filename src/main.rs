@@ -9,8 +9,8 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use meshdns::check::render_check;
 use meshdns::certificates::server::{ServerTls, ServerTlsFiles};
+use meshdns::check::render_check;
 use meshdns::config::{Config, ConfigError, WebhookConfig, read_env_file, variables};
 use meshdns::process;
 
@@ -40,7 +40,9 @@ enum Mode {
         env_files: Vec<String>,
     },
     /// `webhook`: serve the injection webhook; `check`: print its configuration instead.
-    Webhook { check: bool },
+    Webhook {
+        check: bool,
+    },
 }
 
 /// The command line after the program name; `Err` is the exit of `--version`, `--help` or a
@@ -178,9 +180,15 @@ fn webhook(check: bool) -> ExitCode {
         }
     };
     let bound = std::net::TcpListener::bind(config.listen).map_err(|e| {
-        format!("cannot listen on {} (MESHDNS_WEBHOOK_LISTEN): {e}", config.listen)
+        format!(
+            "cannot listen on {} (MESHDNS_WEBHOOK_LISTEN): {e}",
+            config.listen
+        )
     });
-    let admin = config.admin_listen.map(meshdns::server::bind_admin).transpose();
+    let admin = config
+        .admin_listen
+        .map(meshdns::server::bind_admin)
+        .transpose();
     let (listener, admin) = match (bound, admin) {
         (Ok(listener), Ok(admin)) => (listener, admin),
         (Err(why), _) => return bind_failed(why),

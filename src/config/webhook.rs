@@ -51,8 +51,8 @@ impl WebhookConfig {
             ));
         }
         let domain = value(&settings, CLUSTER_DOMAIN);
-        let zone =
-            parse_zone(domain).map_err(|reason| ConfigError::new(CLUSTER_DOMAIN, domain, reason))?;
+        let zone = parse_zone(domain)
+            .map_err(|reason| ConfigError::new(CLUSTER_DOMAIN, domain, reason))?;
         let (admin_listen, log, log_format) = process_settings(&settings)?;
         Ok(Self {
             listen,
@@ -68,7 +68,9 @@ impl WebhookConfig {
 
     /// What `meshdns webhook --check` prints: every variable the webhook reads, as in force.
     pub fn render(&self) -> String {
-        let admin = self.admin_listen.map_or("(disabled)".into(), |a| a.to_string());
+        let admin = self
+            .admin_listen
+            .map_or("(disabled)".into(), |a| a.to_string());
         let format = match self.log_format {
             LogFormat::Text => "text",
             LogFormat::Json => "json",
@@ -108,8 +110,15 @@ mod tests {
         assert_eq!(config.listen, "0.0.0.0:8443".parse().unwrap());
         assert_eq!(config.cluster_domain, "cluster.local");
         assert_eq!(config.image, "example/meshdns:1");
-        assert_eq!(config.cert_file, PathBuf::from("/etc/meshdns-webhook/tls.crt"));
-        assert!(config.render().contains("MESHDNS_WEBHOOK_IMAGE      example/meshdns:1"));
+        assert_eq!(
+            config.cert_file,
+            PathBuf::from("/etc/meshdns-webhook/tls.crt")
+        );
+        assert!(
+            config
+                .render()
+                .contains("MESHDNS_WEBHOOK_IMAGE      example/meshdns:1")
+        );
     }
 
     #[test]

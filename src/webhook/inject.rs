@@ -94,14 +94,35 @@ pub fn patch(pod: &Value, target: &Target) -> Result<Vec<Value>, Skip> {
     let spec = &pod["spec"];
     let mut ops = Vec::new();
     let version = Value::from(env!("CARGO_PKG_VERSION"));
-    add_to_map(&mut ops, pod, "/metadata", "annotations", INJECTED_ANNOTATION, version);
-    add_to_map(&mut ops, pod, "/metadata", "labels", sidecar::LABEL, "true".into());
+    add_to_map(
+        &mut ops,
+        pod,
+        "/metadata",
+        "annotations",
+        INJECTED_ANNOTATION,
+        version,
+    );
+    add_to_map(
+        &mut ops,
+        pod,
+        "/metadata",
+        "labels",
+        sidecar::LABEL,
+        "true".into(),
+    );
     ops.push(add("/spec/dnsPolicy", "None".into()));
     ops.push(add("/spec/dnsConfig", dns_config(spec, target)));
     let sysctl_set = port_sysctl(spec);
     if sysctl_set.is_none() {
         let sysctl = json!({"name": PORT_SYSCTL, "value": DNS_PORT.to_string()});
-        add_to_list(&mut ops, spec, "/spec", "securityContext", "sysctls", sysctl);
+        add_to_list(
+            &mut ops,
+            spec,
+            "/spec",
+            "securityContext",
+            "sysctls",
+            sysctl,
+        );
     }
     // A pod whose own sysctl keeps port 53 privileged: the capability instead.
     let needs_capability = sysctl_set.is_some_and(|start| start > DNS_PORT);
@@ -188,7 +209,12 @@ fn conflicts(spec: &Value) -> Result<(), Skip> {
 fn port_sysctl(spec: &Value) -> Option<u64> {
     let sysctls = spec["securityContext"]["sysctls"].as_array()?;
     let own = sysctls.iter().find(|s| s["name"] == PORT_SYSCTL)?;
-    Some(own["value"].as_str().and_then(|v| v.parse().ok()).unwrap_or(1024))
+    Some(
+        own["value"]
+            .as_str()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1024),
+    )
 }
 
 /// The pod's DNS settings under the sidecar: 127.0.0.1 only, the namespace's search list then
@@ -227,7 +253,14 @@ pub fn escape(token: &str) -> String {
 }
 
 /// Sets `key: value` in the map `parent/field`, creating the map when the object has none.
-fn add_to_map(ops: &mut Vec<Value>, object: &Value, parent: &str, field: &str, key: &str, value: Value) {
+fn add_to_map(
+    ops: &mut Vec<Value>,
+    object: &Value,
+    parent: &str,
+    field: &str,
+    key: &str,
+    value: Value,
+) {
     let parent_value = object.pointer(parent).unwrap_or(&Value::Null);
     if parent_value[field].is_object() {
         ops.push(add(&format!("{parent}/{field}/{}", escape(key)), value));
@@ -240,7 +273,14 @@ fn add_to_map(ops: &mut Vec<Value>, object: &Value, parent: &str, field: &str, k
 
 /// Appends `item` to the list `parent/object/list` (`spec` is the value at `parent`),
 /// creating the list, and the object holding it, when missing.
-fn add_to_list(ops: &mut Vec<Value>, spec: &Value, parent: &str, object: &str, list: &str, item: Value) {
+fn add_to_list(
+    ops: &mut Vec<Value>,
+    spec: &Value,
+    parent: &str,
+    object: &str,
+    list: &str,
+    item: Value,
+) {
     let path = format!("{parent}/{object}");
     if !spec[object].is_object() {
         ops.push(add(&path, json!({ list: [item] })));

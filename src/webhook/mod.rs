@@ -97,7 +97,10 @@ pub async fn run(
     readiness.set(false);
     let _ = stop.send(true);
     let drained = async { while connections.join_next().await.is_some() {} };
-    if tokio::time::timeout(crate::SHUTDOWN_GRACE, drained).await.is_err() {
+    if tokio::time::timeout(crate::SHUTDOWN_GRACE, drained)
+        .await
+        .is_err()
+    {
         tracing::warn!("shutdown grace time over with reviews still open");
     }
     Ok(())
@@ -175,10 +178,16 @@ async fn serve_connection(
 /// One HTTP request: a review on [`MUTATE_PATH`], 404 or 405 elsewhere.
 async fn handle(request: Request<Incoming>, context: &Context) -> Response<Full<Bytes>> {
     if request.uri().path() != MUTATE_PATH {
-        return text(StatusCode::NOT_FOUND, "not found: reviews go to /mutate\n".into());
+        return text(
+            StatusCode::NOT_FOUND,
+            "not found: reviews go to /mutate\n".into(),
+        );
     }
     if request.method() != Method::POST {
-        return text(StatusCode::METHOD_NOT_ALLOWED, "POST an AdmissionReview\n".into());
+        return text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "POST an AdmissionReview\n".into(),
+        );
     }
     let body = match read_body(request).await {
         Ok(body) => body,
@@ -217,7 +226,10 @@ async fn read_body(request: Request<Incoming>) -> Result<Bytes, Box<Response<Ful
     if declared.is_some_and(|length| length > MAX_REVIEW_BYTES as u64) {
         return Err(too_large());
     }
-    match Limited::new(request.into_body(), MAX_REVIEW_BYTES).collect().await {
+    match Limited::new(request.into_body(), MAX_REVIEW_BYTES)
+        .collect()
+        .await
+    {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(too_large()),
         Err(error) => Err(Box::new(text(

@@ -72,7 +72,11 @@ pub fn answer(body: &[u8], image: &str, cluster_domain: &str) -> Result<Answered
             Ok(ops) => {
                 let review = response(uid, Some(&ops), None);
                 let outcome = Outcome::Injected;
-                return Ok(Answered { review, outcome, pod });
+                return Ok(Answered {
+                    review,
+                    outcome,
+                    pod,
+                });
             }
             Err(skip) => Outcome::Skipped(skip),
         }
@@ -82,7 +86,11 @@ pub fn answer(body: &[u8], image: &str, cluster_domain: &str) -> Result<Answered
         Outcome::Skipped(skip) => response(uid, None, skip.warning()),
         Outcome::Injected | Outcome::NotCreate => response(uid, None, None),
     };
-    Ok(Answered { review, outcome, pod })
+    Ok(Answered {
+        review,
+        outcome,
+        pod,
+    })
 }
 
 fn pod_name(request: &Value) -> String {
@@ -93,7 +101,10 @@ fn pod_name(request: &Value) -> String {
         .map(str::to_string)
         .or_else(|| metadata["generateName"].as_str().map(|g| format!("{g}*")))
         .unwrap_or_else(|| "?".into());
-    format!("{}/{name}", request["namespace"].as_str().unwrap_or_default())
+    format!(
+        "{}/{name}",
+        request["namespace"].as_str().unwrap_or_default()
+    )
 }
 
 /// An allowed response, with its patch and warning when there are.

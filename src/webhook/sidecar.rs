@@ -16,16 +16,17 @@ pub const METRICS_PORT_NAME: &str = "meshdns-metrics";
 
 /// The Component's dnsConfig options, for those the pod does not set itself.
 pub fn dns_options() -> [Value; 2] {
-    [json!({"name": "ndots", "value": "5"}), json!({"name": "edns0"})]
+    [
+        json!({"name": "ndots", "value": "5"}),
+        json!({"name": "edns0"}),
+    ]
 }
 
 /// The native sidecar container. `net_bind_service`: the pod keeps port 53 privileged with a
 /// sysctl of its own, so the container gets the one capability restricted pods may add.
 pub fn container(image: &str, net_bind_service: bool) -> Value {
     let field = |path: &str| json!({"fieldRef": {"fieldPath": path}});
-    let probe = |path: &str, period: u32| {
-        json!({"httpGet": {"path": path, "port": METRICS_PORT_NAME}, "periodSeconds": period})
-    };
+    let probe = |path: &str, period: u32| json!({"httpGet": {"path": path, "port": METRICS_PORT_NAME}, "periodSeconds": period});
     let mut startup = probe("/readyz", 1);
     startup["failureThreshold"] = 30.into();
     startup["timeoutSeconds"] = 1.into();

@@ -42,13 +42,22 @@ fn a_plain_pod_gets_the_sidecar_first_dns_none_the_sysctl_and_the_volume() {
     assert_eq!(init["image"], "example/meshdns:1");
     assert_eq!(init["restartPolicy"], "Always");
     assert_eq!(init["startupProbe"]["httpGet"]["path"], "/readyz");
-    assert_eq!(init["securityContext"]["capabilities"], json!({"drop": ["ALL"]}));
-    assert_eq!(op(&ops, "/spec/volumes").unwrap()[0]["name"], "meshdns-config");
+    assert_eq!(
+        init["securityContext"]["capabilities"],
+        json!({"drop": ["ALL"]})
+    );
+    assert_eq!(
+        op(&ops, "/spec/volumes").unwrap()[0]["name"],
+        "meshdns-config"
+    );
     assert_eq!(
         op(&ops, "/metadata/annotations").unwrap()[INJECTED_ANNOTATION],
         env!("CARGO_PKG_VERSION")
     );
-    assert_eq!(op(&ops, "/metadata/labels/meshdns~1sidecar"), Some(&json!("true")));
+    assert_eq!(
+        op(&ops, "/metadata/labels/meshdns~1sidecar"),
+        Some(&json!("true"))
+    );
 }
 
 #[test]
@@ -61,8 +70,14 @@ fn existing_lists_and_maps_are_added_to_not_replaced() {
         json!({"runAsUser": 1000, "sysctls": [{"name": "net.core.somaxconn", "value": "1024"}]});
     let ops = patch(&pod, &TARGET).unwrap();
     assert!(op(&ops, "/metadata/annotations/meshdns~1injected").is_some());
-    assert_eq!(op(&ops, "/spec/initContainers/0").unwrap()["name"], "meshdns");
-    assert_eq!(op(&ops, "/spec/volumes/-").unwrap()["name"], "meshdns-config");
+    assert_eq!(
+        op(&ops, "/spec/initContainers/0").unwrap()["name"],
+        "meshdns"
+    );
+    assert_eq!(
+        op(&ops, "/spec/volumes/-").unwrap()["name"],
+        "meshdns-config"
+    );
     let sysctl = op(&ops, "/spec/securityContext/sysctls/-").unwrap();
     assert_eq!(sysctl["name"], PORT_SYSCTL);
     assert!(op(&ops, "/spec/securityContext").is_none());
@@ -85,14 +100,21 @@ fn the_pods_own_dns_options_and_searches_are_kept() {
         "searches": ["svc.cluster.local", "corp.example"],
         "nameservers": ["10.0.0.53"],
     });
-    let dns = op(&patch(&pod, &TARGET).unwrap(), "/spec/dnsConfig").cloned().unwrap();
+    let dns = op(&patch(&pod, &TARGET).unwrap(), "/spec/dnsConfig")
+        .cloned()
+        .unwrap();
     assert_eq!(
         dns["options"],
         json!([{"name": "ndots", "value": "2"}, {"name": "single-request-reopen"}, {"name": "edns0"}])
     );
     assert_eq!(
         dns["searches"],
-        json!(["db.svc.cluster.local", "svc.cluster.local", "cluster.local", "corp.example"])
+        json!([
+            "db.svc.cluster.local",
+            "svc.cluster.local",
+            "cluster.local",
+            "corp.example"
+        ])
     );
     assert_eq!(dns["nameservers"], json!(["127.0.0.1"]));
 }
@@ -100,10 +122,12 @@ fn the_pods_own_dns_options_and_searches_are_kept() {
 #[test]
 fn a_pod_sysctl_keeping_port_53_privileged_gives_the_sidecar_net_bind_service() {
     let mut pod = plain();
-    pod["spec"]["securityContext"] =
-        json!({"sysctls": [{"name": PORT_SYSCTL, "value": "1024"}]});
+    pod["spec"]["securityContext"] = json!({"sysctls": [{"name": PORT_SYSCTL, "value": "1024"}]});
     let ops = patch(&pod, &TARGET).unwrap();
-    assert!(!ops.iter().any(|o| o["path"].as_str().unwrap().contains("sysctls")));
+    assert!(
+        !ops.iter()
+            .any(|o| o["path"].as_str().unwrap().contains("sysctls"))
+    );
     let caps = &op(&ops, "/spec/initContainers").unwrap()[0]["securityContext"]["capabilities"];
     assert_eq!(caps, &json!({"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}));
     pod["spec"]["securityContext"]["sysctls"][0]["value"] = "0".into();
@@ -161,7 +185,11 @@ fn pods_that_cannot_be_injected_are_skipped_with_a_warning() {
     ] {
         let skip = patch(&pod, &TARGET).unwrap_err();
         assert_eq!(skip.label(), label);
-        assert!(skip.warning().unwrap().starts_with("meshdns sidecar not injected: "));
+        assert!(
+            skip.warning()
+                .unwrap()
+                .starts_with("meshdns sidecar not injected: ")
+        );
     }
 }
 
