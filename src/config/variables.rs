@@ -22,6 +22,8 @@ impl Variable {
     pub fn applies(&self) -> &'static str {
         if self.name == CONFIG_DIR {
             "environment only"
+        } else if self.name.starts_with(WEBHOOK_PREFIX) {
+            "webhook, at start"
         } else if self.restart {
             "restart"
         } else {
@@ -75,6 +77,9 @@ pub const POD_HOSTNAME: &str = "MESHDNS_POD_HOSTNAME";
 pub const POD_SUBDOMAIN: &str = "MESHDNS_POD_SUBDOMAIN";
 pub const POD_NAMESPACE: &str = "MESHDNS_POD_NAMESPACE";
 pub const HOSTS_FILE: &str = "MESHDNS_HOSTS_FILE";
+/// The variables only `meshdns webhook` reads (read once, when it starts; the DNS server never
+/// reads them, so they are not restart-only for it).
+pub const WEBHOOK_PREFIX: &str = "MESHDNS_WEBHOOK_";
 pub const WEBHOOK_LISTEN: &str = "MESHDNS_WEBHOOK_LISTEN";
 pub const WEBHOOK_CERT_FILE: &str = "MESHDNS_WEBHOOK_CERT_FILE";
 pub const WEBHOOK_KEY_FILE: &str = "MESHDNS_WEBHOOK_KEY_FILE";
@@ -262,38 +267,38 @@ pub const VARIABLES: &[Variable] = &[
     ),
     // `meshdns webhook` (the injection webhook, docs/injection.md) reads these, with
     // MESHDNS_CLUSTER_DOMAIN, MESHDNS_ADMIN_LISTEN, MESHDNS_LOG and MESHDNS_LOG_FORMAT; the DNS
-    // server ignores them. Read once, at startup (the certificate files' contents are re-read
-    // when they change).
+    // server ignores them. Read once, when the webhook starts (the certificate files' contents
+    // are re-read when they change).
     var(
         WEBHOOK_LISTEN,
         Some("0.0.0.0:8443"),
         "webhook mode: the HTTPS address the API server sends AdmissionReviews to (POST /mutate)",
-        true,
+        false,
     ),
     var(
         WEBHOOK_CERT_FILE,
         Some("/etc/meshdns-webhook/tls.crt"),
         "webhook mode: PEM server certificate chain (cert-manager's tls.crt); re-read when it changes",
-        true,
+        false,
     ),
     var(
         WEBHOOK_KEY_FILE,
         Some("/etc/meshdns-webhook/tls.key"),
         "webhook mode: PEM private key of MESHDNS_WEBHOOK_CERT_FILE; re-read when it changes",
-        true,
+        false,
     ),
     var(
         WEBHOOK_IMAGE,
         None,
         "webhook mode, required: the image of the injected meshdns sidecar (the webhook's own image)",
-        true,
+        false,
     ),
 ];
 
 /// The restart-only variables: a change in `MESHDNS_CONFIG_DIR` is logged with the value in
 /// force and the pending one, counted as `restart_required`, and applied at the next start.
 /// The table's `restart` column; a unit test keeps the two equal.
-pub const RESTART_ONLY: [&str; 15] = [
+pub const RESTART_ONLY: [&str; 11] = [
     LISTEN,
     ADMIN_LISTEN,
     THREADS,
@@ -305,10 +310,6 @@ pub const RESTART_ONLY: [&str; 15] = [
     POD_SUBDOMAIN,
     POD_NAMESPACE,
     HOSTS_FILE,
-    WEBHOOK_LISTEN,
-    WEBHOOK_CERT_FILE,
-    WEBHOOK_KEY_FILE,
-    WEBHOOK_IMAGE,
 ];
 
 /// The variable called `name`.
