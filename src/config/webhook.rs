@@ -94,14 +94,8 @@ impl WebhookConfig {
 
 #[cfg(test)]
 mod tests {
+    use super::super::source::tests::vars;
     use super::*;
-
-    fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
 
     #[test]
     fn the_webhook_needs_only_its_image() {
