@@ -1,3 +1,8 @@
+//! The injection rules, one test per rule of docs/injection.md's tables: what a pod gets, what
+//! of its own is kept, which pods are left as they are (with or without a warning), and that no
+//! shape of input panics. The HTTPS side and the comparison with the Component are
+//! tests/webhook's.
+
 use serde_json::{Value, json};
 
 use super::*;
