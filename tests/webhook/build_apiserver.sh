@@ -40,7 +40,11 @@ if [[ ! -x $OUT ]]; then
 	} >"$dir/go.mod"
 	echo "building kube-apiserver $K8S (log: $LOG)"
 	if ! (cd "$dir" && GOFLAGS=-mod=mod go get "k8s.io/kubernetes/cmd/kube-apiserver@v$K8S" &&
-		GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags=-s -o "$OUT" k8s.io/kubernetes/cmd/kube-apiserver) >"$LOG" 2>&1; then
+		GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -o "$OUT" -ldflags="-s \
+			-X k8s.io/component-base/version.gitVersion=v$K8S \
+			-X k8s.io/component-base/version.gitMajor=${K8S%%.*} \
+			-X k8s.io/component-base/version.gitMinor=$(echo "$K8S" | cut -d. -f2)" \
+			k8s.io/kubernetes/cmd/kube-apiserver) >"$LOG" 2>&1; then
 		unavailable "kube-apiserver $K8S did not build: $(grep -m2 -E 'error|cannot' "$LOG" | tr '\n' ' ')"
 	fi
 	rm -rf "$dir"
