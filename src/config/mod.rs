@@ -14,6 +14,7 @@ mod pod;
 mod source;
 mod values;
 pub mod variables;
+mod webhook;
 mod zones;
 
 use std::net::SocketAddr;
@@ -30,6 +31,7 @@ pub use own::is_own_address;
 pub use pod::{OwnData, OwnName, Pod, PodIdentity};
 pub use source::{MAX_VALUE, Settings, Source, read_env_file};
 pub use values::{IpNet, show_duration};
+pub use webhook::WebhookConfig;
 
 use clusters::parse_clusters;
 use values::{DNS_PORT, parse_duration, parse_socket_addr, parse_zone};
@@ -402,20 +404,7 @@ fn build(settings: Settings, environment: Settings) -> Result<Config, ConfigErro
         MAX_INFLIGHT_RANGE,
         "is not a number of queries from 1 to 65536",
     )?;
-    let admin_listen = match value(&settings, ADMIN_LISTEN) {
-        "" => None,
-        addr => Some(
-            parse_socket_addr(addr, 9153)
-                .map_err(|reason| ConfigError::new(ADMIN_LISTEN, addr, reason))?,
-        ),
-    };
-    let log = value(&settings, LOG).to_string();
-    check_log_filter(&log)?;
-    let log_format = match value(&settings, LOG_FORMAT) {
-        "text" => LogFormat::Text,
-        "json" => LogFormat::Json,
-        other => return Err(ConfigError::new(LOG_FORMAT, other, "must be text or json")),
-    };
+    let (admin_listen, log, log_format) = process_settings(&settings)?;
     let threads = number(
         &settings,
         THREADS,
@@ -592,6 +581,28 @@ fn zone(variable: &str, value: &str) -> Result<Name, ConfigError> {
 
 /// Levels `MESHDNS_LOG` may name on their own.
 const LOG_LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+
+/// What every mode of the binary reads around its own work: the admin listener
+/// (`MESHDNS_ADMIN_LISTEN`, `None` when empty), the log filter and the log format.
+pub(crate) fn process_settings(
+    settings: &Settings,
+) -> Result<(Option<SocketAddr>, String, LogFormat), ConfigError> {
+    let admin_listen = match value(settings, ADMIN_LISTEN) {
+        "" => None,
+        addr => Some(
+            parse_socket_addr(addr, 9153)
+                .map_err(|reason| ConfigError::new(ADMIN_LISTEN, addr, reason))?,
+        ),
+    };
+    let log = value(settings, LOG).to_string();
+    check_log_filter(&log)?;
+    let log_format = match value(settings, LOG_FORMAT) {
+        "text" => LogFormat::Text,
+        "json" => LogFormat::Json,
+        other => return Err(ConfigError::new(LOG_FORMAT, other, "must be text or json")),
+    };
+    Ok((admin_listen, log, log_format))
+}
 
 /// A tracing filter whose every directive says something: a level, or `target=level`. A bare
 /// word is a target for tracing, so `MESHDNS_LOG=verbose` would quietly turn every log line

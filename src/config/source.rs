@@ -197,11 +197,12 @@ impl Settings {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::certificates::tests::Scratch;
 
-    fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    /// `NAME=value` pairs as the environment gives them.
+    pub(in crate::config) fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))

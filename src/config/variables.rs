@@ -22,6 +22,8 @@ impl Variable {
     pub fn applies(&self) -> &'static str {
         if self.name == CONFIG_DIR {
             "environment only"
+        } else if self.name.starts_with(WEBHOOK_PREFIX) {
+            "webhook, at start"
         } else if self.restart {
             "restart"
         } else {
@@ -79,6 +81,13 @@ pub const POD_HOSTNAME: &str = "MESHDNS_POD_HOSTNAME";
 pub const POD_SUBDOMAIN: &str = "MESHDNS_POD_SUBDOMAIN";
 pub const POD_NAMESPACE: &str = "MESHDNS_POD_NAMESPACE";
 pub const HOSTS_FILE: &str = "MESHDNS_HOSTS_FILE";
+/// The variables only `meshdns webhook` reads (read once, when it starts; the DNS server never
+/// reads them, so they are not restart-only for it).
+pub const WEBHOOK_PREFIX: &str = "MESHDNS_WEBHOOK_";
+pub const WEBHOOK_LISTEN: &str = "MESHDNS_WEBHOOK_LISTEN";
+pub const WEBHOOK_CERT_FILE: &str = "MESHDNS_WEBHOOK_CERT_FILE";
+pub const WEBHOOK_KEY_FILE: &str = "MESHDNS_WEBHOOK_KEY_FILE";
+pub const WEBHOOK_IMAGE: &str = "MESHDNS_WEBHOOK_IMAGE";
 
 /// Every variable, in the order `--help`, `--check` and the README show them.
 pub const VARIABLES: &[Variable] = &[
@@ -286,6 +295,34 @@ pub const VARIABLES: &[Variable] = &[
         "where the kubelet wrote the pod's line (IP, FQDN, hostname); read at startup when a pod variable is missing",
         true,
     ),
+    // `meshdns webhook` (the injection webhook, docs/injection.md) reads these, with
+    // MESHDNS_CLUSTER_DOMAIN, MESHDNS_ADMIN_LISTEN, MESHDNS_LOG and MESHDNS_LOG_FORMAT; the DNS
+    // server ignores them. Read once, when the webhook starts (the certificate files' contents
+    // are re-read when they change).
+    var(
+        WEBHOOK_LISTEN,
+        Some("0.0.0.0:8443"),
+        "webhook mode: the HTTPS address the API server sends AdmissionReviews to (POST /mutate)",
+        false,
+    ),
+    var(
+        WEBHOOK_CERT_FILE,
+        Some("/etc/meshdns-webhook/tls.crt"),
+        "webhook mode: PEM server certificate chain (cert-manager's tls.crt); re-read when it changes",
+        false,
+    ),
+    var(
+        WEBHOOK_KEY_FILE,
+        Some("/etc/meshdns-webhook/tls.key"),
+        "webhook mode: PEM private key of MESHDNS_WEBHOOK_CERT_FILE; re-read when it changes",
+        false,
+    ),
+    var(
+        WEBHOOK_IMAGE,
+        None,
+        "webhook mode, required: the image of the injected meshdns sidecar (the webhook's own image)",
+        false,
+    ),
 ];
 
 /// The restart-only variables: a change in `MESHDNS_CONFIG_DIR` is logged with the value in
@@ -330,9 +367,11 @@ pub fn help() -> String {
     let mut out = String::from(
         "meshdns: a DNS stub resolver for workloads stretched over several Kubernetes clusters\n\
          \n\
-         usage: meshdns [--check [--resolve] [--env-file FILE]... | --version | --help]\n\
+         usage: meshdns [webhook] [--check [--resolve] [--env-file FILE]... | --version | --help]\n\
          \x20      meshdns dns-change --platform PLATFORM --resolver IP [--current FILE] [--env-file FILE]...\n\
          \x20 (none)     serve DNS as configured\n\
+         \x20 webhook    serve the sidecar-injection admission webhook (MESHDNS_WEBHOOK_*);\n\
+         \x20            with --check: print its configuration, then exit\n\
          \x20 --check    print the effective configuration and routing table, then exit (0, or 64);\n\
          \x20            sends nothing: host-name endpoints are shown as resolved at run time\n\
          \x20 --resolve  with --check: resolve host-name endpoints through the configured\n\
