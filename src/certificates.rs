@@ -10,6 +10,9 @@
 //! TLS 1.2 allowed, and one-line errors that name the file and the reason. It keeps no global
 //! state: loading again (after a certificate rotation) builds a new configuration, and the
 //! caller decides when endpoints switch to it.
+//!
+//! The server side, a certificate that renews itself for the TLS endpoints meshdns serves, is
+//! [`server`]; it reads its files with the same PEM reader.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::Read;
@@ -20,6 +23,8 @@ use arc_swap::ArcSwap;
 use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
+
+pub mod server;
 
 /// The largest PEM file read. A CA bundle of a few hundred certificates is well below it; a
 /// variable pointing at the wrong (huge) file fails with a clear error instead of filling memory.
@@ -63,6 +68,17 @@ pub enum TlsConfigError {
 }
 
 impl TlsConfigError {
+    /// Whether the private key is at fault (missing, encrypted, or not the certificate's):
+    /// then the key file is, even when it is also the certificate file.
+    pub fn is_about_the_key(&self) -> bool {
+        matches!(
+            self,
+            TlsConfigError::NoKey { .. }
+                | TlsConfigError::EncryptedKey { .. }
+                | TlsConfigError::BadKey { .. }
+        )
+    }
+
     /// The file at fault (for a server name, none).
     pub fn path(&self) -> Option<&Path> {
         match self {
@@ -96,6 +112,8 @@ pub struct ClientTls {
     /// One fingerprint per file, in the order CA bundle, certificate, key: also which file a
     /// rotation changed, for the log.
     pub files: Vec<u64>,
+    /// When our client certificate expires (seconds since the Unix epoch), when there is one.
+    pub not_after: Option<i64>,
 }
 
 impl PartialEq for ClientTls {
@@ -150,8 +168,8 @@ impl std::fmt::Debug for CurrentTls {
     }
 }
 
-/// A PEM file as the configuration's loader read it (at most [`MAX_PEM_FILE`]), before anything
-/// parses it: its path, and its bytes or why they could not be read.
+/// A PEM file as read from disk (at most [`MAX_PEM_FILE`]), before anything parses it: its
+/// path, and its bytes or why they could not be read.
 #[derive(Debug)]
 pub struct PemFile {
     pub path: PathBuf,
@@ -188,27 +206,21 @@ pub fn build(
 ) -> Result<ClientTls, TlsConfigError> {
     let mut files = Vec::new();
     let ca_path = ca_file.path.clone();
-    let bad_certificate = |e: rustls::Error| TlsConfigError::BadCertificate {
-        path: ca_path.clone(),
-        reason: e.to_string(),
-    };
-    let mut roots = RootCertStore::empty();
-    for cert in certificates(ca_file, &mut files)? {
-        roots.add(cert).map_err(bad_certificate)?;
-    }
+    let roots = roots(ca_file, &mut files)?;
     // The versions cannot be refused by the ring provider (it supports both); the error says
     // where it would come from anyway.
-    let builder =
-        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-            .map_err(bad_certificate)?
-            .with_root_certificates(roots);
+    let builder = ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(VERSIONS)
+        .map_err(|e| bad_certificate(&ca_path, &e))?
+        .with_root_certificates(roots);
+    let mut not_after = None;
     let config = match identity {
         None => builder.with_no_client_auth(),
         Some((cert_file, key_file)) => {
             let (cert_path, key_path) = (cert_file.path.clone(), key_file.path.clone());
             let chain = certificates(cert_file, &mut files)?;
             let key = private_key(key_file, &mut files)?;
+            not_after = chain.first().and_then(|leaf| self::not_after(leaf));
             // rustls parses the key and compares its public half with the certificate's, so a
             // key from another pair fails here rather than in every handshake.
             builder
@@ -223,7 +235,134 @@ pub fn build(
     Ok(ClientTls {
         config: Arc::new(config),
         files,
+        not_after,
     })
+}
+
+/// The crypto provider of every TLS configuration, client and server.
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// TLS 1.3 preferred, TLS 1.2 allowed, on both sides.
+const VERSIONS: &[&rustls::SupportedProtocolVersion] =
+    &[&rustls::version::TLS13, &rustls::version::TLS12];
+
+/// A root store of exactly the certificates in the PEM bundle `ca_file` (its fingerprint added
+/// to `files`): the CAs a peer's certificate must chain to, server or client.
+fn roots(ca_file: PemFile, files: &mut Vec<u64>) -> Result<RootCertStore, TlsConfigError> {
+    let path = ca_file.path.clone();
+    let mut roots = RootCertStore::empty();
+    for cert in certificates(ca_file, files)? {
+        roots.add(cert).map_err(|e| bad_certificate(&path, &e))?;
+    }
+    Ok(roots)
+}
+
+fn bad_certificate(path: &Path, error: &rustls::Error) -> TlsConfigError {
+    TlsConfigError::BadCertificate {
+        path: path.to_path_buf(),
+        reason: error.to_string(),
+    }
+}
+
+/// When `cert` (DER) expires: its notAfter, in seconds since the Unix epoch, for the expiry
+/// metrics. `None` when the bytes are not laid out as RFC 5280 says (a handshake accepted them,
+/// so in practice never); the reader only walks lengths it has checked, whatever the bytes.
+pub fn not_after(cert: &[u8]) -> Option<i64> {
+    let (certificate, _) = der(cert, SEQUENCE)?;
+    let (mut tbs, _) = der(certificate, SEQUENCE)?;
+    // An explicit [0] version comes first when the certificate is not v1.
+    if tbs.first() == Some(&0xa0) {
+        tbs = der_skip(tbs)?;
+    }
+    // serialNumber, signature, issuer, then validity.
+    for _ in 0..3 {
+        tbs = der_skip(tbs)?;
+    }
+    let (validity, _) = der(tbs, SEQUENCE)?;
+    let after = der_skip(validity)?;
+    let tag = *after.first()?;
+    let (time, _) = der(after, tag)?;
+    asn1_time(tag, time)
+}
+
+const SEQUENCE: u8 = 0x30;
+const UTC_TIME: u8 = 0x17;
+const GENERALIZED_TIME: u8 = 0x18;
+
+/// The content of the DER element at the start of `input`, which must have `tag`, and what
+/// follows it.
+fn der(input: &[u8], tag: u8) -> Option<(&[u8], &[u8])> {
+    if *input.first()? != tag {
+        return None;
+    }
+    let first = *input.get(1)?;
+    let (length, header) = if first < 0x80 {
+        (usize::from(first), 2)
+    } else {
+        let octets = usize::from(first & 0x7f);
+        if !(1..=4).contains(&octets) {
+            return None;
+        }
+        let length = input
+            .get(2..2 + octets)?
+            .iter()
+            .fold(0usize, |n, b| (n << 8) | usize::from(*b));
+        (length, 2 + octets)
+    };
+    let end = header.checked_add(length)?;
+    Some((input.get(header..end)?, input.get(end..)?))
+}
+
+/// What follows the DER element at the start of `input`, whatever its tag.
+fn der_skip(input: &[u8]) -> Option<&[u8]> {
+    der(input, *input.first()?).map(|(_, rest)| rest)
+}
+
+/// A UTCTime (`YYMMDDHHMMSSZ`, years 1950 to 2049 as RFC 5280 reads them) or GeneralizedTime
+/// (`YYYYMMDDHHMMSSZ`) in seconds since the Unix epoch.
+fn asn1_time(tag: u8, text: &[u8]) -> Option<i64> {
+    let digits = |range: std::ops::Range<usize>| -> Option<i64> {
+        let part = std::str::from_utf8(text.get(range)?).ok()?;
+        part.bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| part.parse().ok())?
+    };
+    let (year, rest) = match tag {
+        UTC_TIME if text.len() == 13 => {
+            let yy = digits(0..2)?;
+            (if yy >= 50 { 1900 + yy } else { 2000 + yy }, 2)
+        }
+        GENERALIZED_TIME if text.len() == 15 => (digits(0..4)?, 4),
+        _ => return None,
+    };
+    if text.last() != Some(&b'Z') {
+        return None;
+    }
+    let field = |i: usize| digits(rest + 2 * i..rest + 2 * i + 2);
+    let (month, day) = (field(0)?, field(1)?);
+    let (hour, minute, second) = (field(2)?, field(3)?, field(4)?);
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    Some(days_since_epoch(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second)
+}
+
+/// Days from 1970-01-01 to the given date of the proleptic Gregorian calendar (Howard
+/// Hinnant's `days_from_civil`).
+fn days_since_epoch(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let day_of_year = (153 * (month + if month > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
 }
 
 /// The name a peer's certificate must carry (DNS names and IP addresses; an IP needs an IP SAN
@@ -558,6 +697,38 @@ pub(crate) mod tests {
         let error = result.expect_err("four zero bytes are no key");
         assert!(matches!(error, TlsConfigError::BadKey { .. }), "{error:?}");
         message_naming(&error, &key);
+    }
+
+    #[test]
+    fn not_after_reads_utc_and_generalized_times() {
+        let (_, issuer) = ca();
+        // RFC 5280: UTCTime through 2049, GeneralizedTime from 2050 on.
+        for (year, epoch) in [
+            (2049, 2_493_072_000),
+            (2051, 2_556_144_000),
+            (1999, 915_148_800),
+        ] {
+            let key = KeyPair::generate().expect("key");
+            let mut params = CertificateParams::new(vec!["a.test".to_string()]).expect("params");
+            params.not_after = rcgen::date_time_ymd(year, 1, 1);
+            let cert = params.signed_by(&key, &issuer).expect("certificate");
+            assert_eq!(not_after(cert.der()), Some(epoch), "{year}");
+        }
+    }
+
+    #[test]
+    fn not_after_of_cut_or_garbled_bytes_is_none() {
+        let der = ca().0.der().to_vec();
+        for len in 0..der.len() {
+            assert_eq!(not_after(&der[..len]), None, "cut at {len}");
+        }
+        assert_eq!(not_after(&[0x30, 0x84, 0xff, 0xff, 0xff, 0xff]), None);
+        assert_eq!(asn1_time(UTC_TIME, b"491301000000Z"), None, "month 13");
+        assert_eq!(
+            asn1_time(UTC_TIME, b"4901010000+0Z"),
+            None,
+            "a sign in a digit"
+        );
     }
 
     #[test]

@@ -283,6 +283,23 @@ pub(crate) fn effective(config: &Config, variable: &str) -> String {
             let file = client.map(|(cert, key)| if variable == TLS_CERT_FILE { cert } else { key });
             join(file.map(|file| file.display()))
         }
+        DOT_LISTEN => config.dot.as_ref().map_or("-".into(), |dot| {
+            let access = if dot.requires_client_certificate() {
+                "a client certificate required"
+            } else {
+                "MESHDNS_ALLOW_FROM applies"
+            };
+            format!("{} (dns over tls; {access})", join(&dot.listen))
+        }),
+        DOT_CERT_FILE | DOT_KEY_FILE | DOT_CLIENT_CA_FILE => {
+            let files = config.dot.as_ref().map(|dot| dot.tls.files());
+            let file = files.and_then(|files| match variable {
+                DOT_CERT_FILE => Some(&files.cert),
+                DOT_KEY_FILE => Some(&files.key),
+                _ => files.client_ca.as_ref(),
+            });
+            join(file.map(|file| file.display()))
+        }
         POD_HOSTNAME | POD_SUBDOMAIN | POD_NAMESPACE => match &config.pod {
             PodIdentity::On(pod) => {
                 let value = match variable {

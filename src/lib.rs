@@ -15,6 +15,8 @@
 //! (`meshdns dns-change`); [`wire`] reads raw bytes without a full parse;
 //! [`metrics`] defines every metric, served by the admin server in [`server`];
 //! [`process`] is what the binary needs around `run` (logging, runtime, signals).
+//! [`webhook`] is the other mode of the binary (`meshdns webhook`): the admission webhook that
+//! injects the sidecar into pods that operators create.
 //!
 //! [`run`] takes sockets that are already bound, so tests bind port 0 and the binary can turn
 //! bind failures into their own exit code.
@@ -44,6 +46,7 @@ pub mod search;
 pub mod server;
 pub mod snapshot;
 pub mod upstream;
+pub mod webhook;
 pub mod wire;
 
 use std::future::Future;
@@ -61,6 +64,57 @@ use server::{Listeners, Readiness, Shared};
 /// How long in-flight queries may take to finish after shutdown is signalled.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
+/// Starts the loop of every DNS listener in `loops`: each UDP socket (with MESHDNS_THREADS
+/// above 1 there is one per thread on each address: `server::bind_spread`), each TCP listener,
+/// and each DNS-over-TLS listener with the certificate of `dot`.
+fn serve_listeners(
+    listeners: Listeners,
+    dot: Option<&config::DotConfig>,
+    shared: &Shared,
+    loops: &mut tokio::task::JoinSet<std::io::Result<()>>,
+) -> std::io::Result<()> {
+    for socket in listeners.udp {
+        loops.spawn(server::serve_udp(socket, shared.clone()));
+    }
+    for listener in listeners.tcp {
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        loops.spawn(server::serve_tcp(listener, shared.clone()));
+    }
+    let Some(dot) = dot else {
+        return Ok(());
+    };
+    for listener in listeners.dot {
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        loops.spawn(server::serve_dot(
+            listener,
+            shared.clone(),
+            Arc::clone(&dot.tls),
+        ));
+    }
+    Ok(())
+}
+
+/// Keeps the DNS-over-TLS certificate renewed from its files (see
+/// [`certificates::server`]) and its expiry and reloads shown, until its owner ends it.
+fn renew_dot_certificate(
+    dot: &config::DotConfig,
+    metrics: Arc<Metrics>,
+) -> impl Future<Output = ()> + Send + 'static {
+    use crate::metrics::TlsListener::Dot;
+    use certificates::server::Refresh;
+    metrics.server_certificate(Dot, dot.tls.not_after());
+    certificates::server::keep_fresh(Arc::clone(&dot.tls), dot.check_every, move |refresh| {
+        match refresh {
+            Refresh::Unchanged => {}
+            Refresh::Renewed { not_after } => {
+                metrics.server_certificate(Dot, *not_after);
+                metrics.server_certificate_reload(Dot, true);
+            }
+            Refresh::Rejected(_) => metrics.server_certificate_reload(Dot, false),
+        }
+    })
+}
+
 /// Serves DNS on `listeners` until `shutdown` resolves, then stops accepting, lets in-flight
 /// queries finish (at most [`SHUTDOWN_GRACE`]) and returns. Must run inside a tokio runtime.
 /// The admin listener, when given, is served on its own task from the start; `/readyz` turns
@@ -71,6 +125,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let metrics = Arc::new(Metrics::new());
+    metrics.client_certificate(config.tls.as_ref().and_then(|tls| tls.loaded.not_after));
     let readiness = Readiness::default();
     // A JoinSet so that the admin and reload tasks end when `run` returns, whichever way.
     let mut admin = tokio::task::JoinSet::new();
@@ -111,16 +166,9 @@ pub async fn run(
     };
     let bound = listeners.local_addrs();
     let mut loops = tokio::task::JoinSet::new();
-    // With MESHDNS_THREADS above 1 there is a UDP socket per thread on each address
-    // (`server::bind_spread`), each with its own loop.
-    for socket in listeners.udp {
-        loops.spawn(server::serve_udp(socket, shared.clone()));
-    }
-    for listener in listeners.tcp {
-        loops.spawn(server::serve_tcp(
-            tokio::net::TcpListener::from_std(listener)?,
-            shared.clone(),
-        ));
+    serve_listeners(listeners, config.dot.as_ref(), &shared, &mut loops)?;
+    if let Some(dot) = &config.dot {
+        admin.spawn(renew_dot_certificate(dot, Arc::clone(&shared.metrics)));
     }
     readiness.set(true);
     if let Err(why) = &config.search {
@@ -131,6 +179,7 @@ pub async fn run(
         admin = %admin_addr.map_or("disabled".to_string(), |a| a.to_string()),
         upstreams = %config.upstreams.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
         clusters = %config.clusters_in_words(),
+        dot = %config.dot.as_ref().map_or("disabled".to_string(), |dot| dot.listen.iter().map(ToString::to_string).collect::<Vec<_>>().join(",")),
         "meshdns {} serving DNS over UDP and TCP",
         env!("CARGO_PKG_VERSION"),
     );

@@ -30,6 +30,7 @@ use prometheus::{
 
 use crate::background::{BackgroundMetrics, Counted};
 use crate::cache::CacheMetrics;
+use crate::gather::GatherMetrics;
 use crate::route::RouteKind;
 use crate::upstream::UpstreamMetrics;
 use crate::wire::{self, Proto};
@@ -151,6 +152,12 @@ pub const GATHER_PARTIAL_TOTAL: Family = Family {
     labels: &[],
     help: "Gathered answers sent without some cluster (its leg failed or straggled).",
 };
+pub const GATHER_TXT_DISAGREEMENTS_TOTAL: Family = Family {
+    name: "meshdns_gather_txt_disagreements_total",
+    kind: Kind::Counter,
+    labels: &[],
+    help: "Gathered TXT answers whose clusters gave different records: one was kept (the local cluster's, else the first configured).",
+};
 pub const INFLIGHT: Family = Family {
     name: "meshdns_inflight",
     kind: Kind::Gauge,
@@ -220,8 +227,41 @@ pub const LOOPS_TOTAL: Family = Family {
     help: "Queries that came back to this meshdns (a forwarding loop through kube-dns, or an endpoint that is meshdns itself), answered SERVFAIL.",
 };
 
+pub const PEER_CERTIFICATE_EXPIRY_TIMESTAMP_SECONDS: Family = Family {
+    name: "meshdns_peer_certificate_expiry_timestamp_seconds",
+    kind: Kind::Gauge,
+    labels: &["peer"],
+    help: "Unix time at which the certificate a peer presented in its last DNS-over-TLS handshake expires (its notAfter), by peer; shown from the first handshake on.",
+};
+pub const CLIENT_CERTIFICATE_EXPIRY_TIMESTAMP_SECONDS: Family = Family {
+    name: "meshdns_client_certificate_expiry_timestamp_seconds",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "Unix time at which our client certificate (MESHDNS_TLS_CERT_FILE, as loaded) expires; absent without one.",
+};
+pub const SERVER_CERTIFICATE_EXPIRY_TIMESTAMP_SECONDS: Family = Family {
+    name: "meshdns_server_certificate_expiry_timestamp_seconds",
+    kind: Kind::Gauge,
+    labels: &["listener"],
+    help: "Unix time at which the certificate a TLS listener serves (dot: MESHDNS_DOT_CERT_FILE, as in force) expires; absent without the listener.",
+};
+pub const SERVER_CERTIFICATE_RELOADS_TOTAL: Family = Family {
+    name: "meshdns_server_certificate_reloads_total",
+    kind: Kind::Counter,
+    labels: &["listener", "result"],
+    help: "Changes of a TLS listener's certificate files, by result: applied (new connections get the new certificate) or rejected (the files do not load; the certificate in force stays).",
+};
+
 /// Every family, in the order of the README's table.
-pub const FAMILIES: [&Family; 26] = [
+pub const WEBHOOK_REVIEWS_TOTAL: Family = Family {
+    name: "meshdns_webhook_reviews_total",
+    kind: Kind::Counter,
+    labels: &["result"],
+    help: "AdmissionReviews answered by `meshdns webhook` (0 in the DNS server): injected, skipped (opted out, excluded, injected already), not_injected (could not be; a warning was returned), denied (not a Pod), invalid (not an AdmissionReview; HTTP 4xx).",
+};
+
+/// Every family, in the order of the README's table.
+pub const FAMILIES: [&Family; 32] = [
     &REQUESTS_TOTAL,
     &REQUEST_DURATION_SECONDS,
     &CACHE_HITS_TOTAL,
@@ -237,6 +277,7 @@ pub const FAMILIES: [&Family; 26] = [
     &UPSTREAM_RETRANSMITS_TOTAL,
     &ENDPOINT_RESOLUTIONS_TOTAL,
     &GATHER_PARTIAL_TOTAL,
+    &GATHER_TXT_DISAGREEMENTS_TOTAL,
     &INFLIGHT,
     &DROPPED_TOTAL,
     &BUILD_INFO,
@@ -248,6 +289,11 @@ pub const FAMILIES: [&Family; 26] = [
     &BACKGROUND_REFUSED_TOTAL,
     &LOG_LINES_DROPPED_TOTAL,
     &LOOPS_TOTAL,
+    &PEER_CERTIFICATE_EXPIRY_TIMESTAMP_SECONDS,
+    &CLIENT_CERTIFICATE_EXPIRY_TIMESTAMP_SECONDS,
+    &SERVER_CERTIFICATE_EXPIRY_TIMESTAMP_SECONDS,
+    &SERVER_CERTIFICATE_RELOADS_TOTAL,
+    &WEBHOOK_REVIEWS_TOTAL,
 ];
 
 /// Buckets of `request_duration_seconds`: a cache hit over loopback takes tens of µs, a
@@ -289,15 +335,19 @@ pub enum DropReason {
     NotAllowed,
     /// A TCP client that stopped reading its replies: its connection was closed.
     TcpStalled,
+    /// A DNS-over-TLS connection whose handshake failed or did not finish within the idle
+    /// timeout (no client certificate, one the client CA did not sign, not TLS at all).
+    TlsHandshake,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 5] = [
+    pub const ALL: [DropReason; 6] = [
         DropReason::InflightLimit,
         DropReason::TcpConnectionLimit,
         DropReason::Malformed,
         DropReason::NotAllowed,
         DropReason::TcpStalled,
+        DropReason::TlsHandshake,
     ];
 
     pub fn label(self) -> &'static str {
@@ -307,6 +357,7 @@ impl DropReason {
             DropReason::Malformed => "malformed",
             DropReason::NotAllowed => "not_allowed",
             DropReason::TcpStalled => "tcp_stalled",
+            DropReason::TlsHandshake => "tls_handshake",
         }
     }
 }
@@ -336,6 +387,51 @@ impl ReloadResult {
     }
 }
 
+/// A TLS listener serving a certificate of its own: the `listener` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsListener {
+    /// `MESHDNS_DOT_LISTEN`.
+    Dot,
+}
+
+impl TlsListener {
+    pub fn label(self) -> &'static str {
+        match self {
+            TlsListener::Dot => "dot",
+        }
+    }
+}
+
+/// How the webhook answered one review: the `result` label of `meshdns_webhook_reviews_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WebhookResult {
+    Injected,
+    Skipped,
+    NotInjected,
+    Denied,
+    Invalid,
+}
+
+impl WebhookResult {
+    pub const ALL: [WebhookResult; 5] = [
+        WebhookResult::Injected,
+        WebhookResult::Skipped,
+        WebhookResult::NotInjected,
+        WebhookResult::Denied,
+        WebhookResult::Invalid,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            WebhookResult::Injected => "injected",
+            WebhookResult::Skipped => "skipped",
+            WebhookResult::NotInjected => "not_injected",
+            WebhookResult::Denied => "denied",
+            WebhookResult::Invalid => "invalid",
+        }
+    }
+}
+
 /// The registry and every series of one meshdns instance.
 pub struct Metrics {
     registry: Registry,
@@ -353,9 +449,15 @@ pub struct Metrics {
     watch_errors: IntCounter,
     cache: CacheMetrics,
     upstream: UpstreamMetrics,
-    gather_partial: IntCounter,
+    gather: GatherMetrics,
     background: BackgroundMetrics,
     loops: IntCounter,
+    /// Labelless, so that it can be absent (no client certificate).
+    client_certificate_expiry: IntGaugeVec,
+    server_certificate_expiry: IntGaugeVec,
+    server_certificate_reloads: IntCounterVec,
+    /// Indexed like [`WebhookResult::ALL`].
+    webhook_reviews: Vec<IntCounter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -405,6 +507,7 @@ impl Metrics {
         let request_duration = histogram_vec(&REQUEST_DURATION_SECONDS, &REQUEST_BUCKETS);
         let dropped = counter_vec(&DROPPED_TOTAL);
         let reloads = counter_vec(&CONFIG_RELOADS_TOTAL);
+        let webhook_reviews = counter_vec(&WEBHOOK_REVIEWS_TOTAL);
         // The process's one log writer counts into one counter, shown by every registry.
         register(&registry, Ok(LOG_LINES_DROPPED.clone()));
         (gauge_vec(&BUILD_INFO))
@@ -459,14 +562,25 @@ impl Metrics {
                 tls_handshakes: counter_vec(&UPSTREAM_TLS_HANDSHAKES_TOTAL),
                 connections: counter_vec(&UPSTREAM_CONNECTIONS_TOTAL),
                 retransmits: counter_vec(&UPSTREAM_RETRANSMITS_TOTAL),
+                peer_certificate_expiry: gauge_vec(&PEER_CERTIFICATE_EXPIRY_TIMESTAMP_SECONDS),
                 held: Default::default(),
             },
-            gather_partial: counter(&GATHER_PARTIAL_TOTAL),
+            gather: GatherMetrics {
+                partial: counter(&GATHER_PARTIAL_TOTAL),
+                txt_disagreements: counter(&GATHER_TXT_DISAGREEMENTS_TOTAL),
+            },
             background: BackgroundMetrics {
                 tasks: gauge(&BACKGROUND_TASKS),
                 refused: counter(&BACKGROUND_REFUSED_TOTAL),
             },
             loops: counter(&LOOPS_TOTAL),
+            client_certificate_expiry: gauge_vec(&CLIENT_CERTIFICATE_EXPIRY_TIMESTAMP_SECONDS),
+            server_certificate_expiry: gauge_vec(&SERVER_CERTIFICATE_EXPIRY_TIMESTAMP_SECONDS),
+            server_certificate_reloads: counter_vec(&SERVER_CERTIFICATE_RELOADS_TOTAL),
+            webhook_reviews: WebhookResult::ALL
+                .iter()
+                .map(|result| webhook_reviews.with_label_values(&[result.label()]))
+                .collect(),
             registry,
         };
         metrics.set_last_reload_success_now();
@@ -492,6 +606,13 @@ impl Metrics {
         }
         if let Some(histogram) = self.request_duration.get(route as usize) {
             histogram.observe(elapsed.as_secs_f64());
+        }
+    }
+
+    /// One review answered by the webhook.
+    pub fn webhook_review(&self, result: WebhookResult) {
+        if let Some(counter) = self.webhook_reviews.get(result as usize) {
+            counter.inc();
         }
     }
 
@@ -554,9 +675,9 @@ impl Metrics {
         self.upstream.clone()
     }
 
-    /// Counts gathered answers sent without some cluster.
-    pub fn gather_partial(&self) -> IntCounter {
-        self.gather_partial.clone()
+    /// What the gathered answers are counted into.
+    pub fn gather(&self) -> GatherMetrics {
+        self.gather.clone()
     }
 
     /// The background set's series.
@@ -564,9 +685,46 @@ impl Metrics {
         self.background.clone()
     }
 
+    /// Shows when our client certificate expires (`None`: there is none, the series goes).
+    pub fn client_certificate(&self, not_after: Option<i64>) {
+        show_expiry(&self.client_certificate_expiry, &[], not_after);
+    }
+
+    /// Shows when the certificate `listener` serves expires.
+    pub fn server_certificate(&self, listener: TlsListener, not_after: Option<i64>) {
+        show_expiry(
+            &self.server_certificate_expiry,
+            &[listener.label()],
+            not_after,
+        );
+    }
+
+    /// A change of `listener`'s certificate files was applied (`true`) or rejected.
+    pub fn server_certificate_reload(&self, listener: TlsListener, applied: bool) {
+        let result = if applied {
+            ReloadResult::Applied
+        } else {
+            ReloadResult::Rejected
+        };
+        self.server_certificate_reloads
+            .with_label_values(&[listener.label(), result.label()])
+            .inc();
+    }
+
     /// Counts queries that came back to meshdns (see `loops`).
     pub fn loops(&self) -> IntCounter {
         self.loops.clone()
+    }
+}
+
+/// An expiry series set to `not_after`, or removed when there is nothing to expire (an alert
+/// on "expires soon" must not see a 0).
+fn show_expiry(family: &IntGaugeVec, labels: &[&str], not_after: Option<i64>) {
+    match not_after {
+        Some(not_after) => family.with_label_values(labels).set(not_after),
+        None => {
+            let _ = family.remove_label_values(labels);
+        }
     }
 }
 
@@ -607,6 +765,13 @@ mod tests {
             .healthy
             .with_label_values(&["unit-test", "1"])
             .set(1);
+        upstream
+            .peer_certificate_expiry
+            .with_label_values(&["unit-test"])
+            .set(1);
+        metrics.client_certificate(Some(1));
+        metrics.server_certificate(TlsListener::Dot, Some(1));
+        metrics.server_certificate_reload(TlsListener::Dot, true);
         let gathered = metrics.registry.gather();
         assert_eq!(gathered.len(), FAMILIES.len());
         for family in FAMILIES {

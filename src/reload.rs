@@ -221,6 +221,10 @@ impl Reloader {
         if new.log != old.log {
             process::set_log_filter(&new.log);
         }
+        if new.tls != old.tls {
+            let not_after = new.tls.as_ref().and_then(|tls| tls.loaded.not_after);
+            self.metrics.client_certificate(not_after);
+        }
         let cache = self.resolver.cache();
         if new.cache != old.cache {
             cache.reconfigure(&new.cache);
@@ -241,6 +245,10 @@ fn keep_running(applied: &mut Config, running: &Config, variable: &str) {
         THREADS => applied.threads = running.threads,
         MAX_INFLIGHT => applied.max_inflight = running.max_inflight,
         LOG_FORMAT => applied.log_format = running.log_format,
+        // The listener and its certificate (renewed by itself) are the ones made at startup.
+        DOT_LISTEN | DOT_CERT_FILE | DOT_KEY_FILE | DOT_CLIENT_CA_FILE => {
+            applied.dot.clone_from(&running.dot);
+        }
         // The pod's identity is fixed for its life: the one read at startup stays.
         POD_IP | POD_IPS | POD_HOSTNAME | POD_SUBDOMAIN | POD_NAMESPACE | HOSTS_FILE => {
             applied.pod.clone_from(&running.pod);
@@ -583,14 +591,32 @@ mod tests {
     #[test]
     fn every_restart_only_variable_keeps_its_running_value() {
         use variables::*;
+        // A DoT certificate, and copies of its files under other names.
+        let scratch = crate::certificates::tests::Scratch::new("reload-restart-only");
+        let (ca, issuer) = crate::certificates::tests::ca();
+        let (cert, key) = crate::certificates::tests::client(&issuer);
+        let file = |name: &str, content: &str| scratch.file(name, content).display().to_string();
+        let (cert_file, cert_copy) = (file("tls.crt", &cert), file("copy.crt", &cert));
+        let (key_file, key_copy) = (
+            file("tls.key", &key.serialize_pem()),
+            file("copy.key", &key.serialize_pem()),
+        );
+        let ca_file = file("ca.crt", &ca.pem());
         let base = [
             (UPSTREAMS, "127.0.0.2:53"),
             (POD_IP, "10.0.0.1"),
             (POD_HOSTNAME, "db-0"),
             (POD_SUBDOMAIN, "db"),
             (POD_NAMESPACE, "prod"),
+            (DOT_LISTEN, "127.0.0.1"),
+            (DOT_CERT_FILE, cert_file.as_str()),
+            (DOT_KEY_FILE, key_file.as_str()),
         ];
         let changes = [
+            (DOT_LISTEN, "127.0.0.1:8853"),
+            (DOT_CERT_FILE, cert_copy.as_str()),
+            (DOT_KEY_FILE, key_copy.as_str()),
+            (DOT_CLIENT_CA_FILE, ca_file.as_str()),
             (LISTEN, "127.0.0.1:5353"),
             (ADMIN_LISTEN, "127.0.0.1:9999"),
             (THREADS, "3"),

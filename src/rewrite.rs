@@ -36,6 +36,10 @@ pub struct ZoneMap {
     /// client's bytes.
     client_wire: Vec<u8>,
     upstream_wire: Vec<u8>,
+    /// The pod's own cluster's `svc.<domain>` when it is not `upstream` (a peer with a domain
+    /// of its own): a name there in the peer's reply cannot be mapped back, and left as it is
+    /// it would resolve in the pod's own cluster (see [`ZoneMap::reply_to_client`]).
+    local: Option<Name>,
 }
 
 impl ZoneMap {
@@ -45,7 +49,20 @@ impl ZoneMap {
             upstream_wire: upstream.to_bytes().unwrap_or_default(),
             client,
             upstream,
+            local: None,
         }
+    }
+
+    /// The map, knowing the pod's own cluster's `svc.<domain>` (`local`).
+    pub fn beside(mut self, local: Name) -> Self {
+        self.local = (local != self.upstream).then_some(local);
+        self
+    }
+
+    /// Whether `name`, which the map does not take back, would be resolved in the pod's own
+    /// cluster as it is: under the upstream zone (too long to map) or the local `svc.<domain>`.
+    fn mistakable(&self, name: &Name) -> bool {
+        self.upstream.zone_of(name) || self.local.as_ref().is_some_and(|l| l.zone_of(name))
     }
 
     /// `name` (wire form, plain labels) with the client zone's suffix replaced by the
@@ -74,9 +91,10 @@ impl ZoneMap {
 
     /// The upstream's reply as the client must see it (docs/design.md, "Cluster zones"): question
     /// echoed as asked, names mapped back, the negative-answer SOA moved to the client zone's
-    /// apex, the peer's NS records and their glue dropped. `None` when a name under the
-    /// upstream zone is too long to map back: left as it is, the client would resolve it in its
-    /// own cluster.
+    /// apex, the peer's NS records and their glue dropped. `None` when a name cannot be mapped
+    /// back and left as it is the client would resolve it in its own cluster: one under the
+    /// upstream zone too long to map, or one a peer with its own domain names under the pod's
+    /// cluster's `svc.<domain>`.
     pub fn reply_to_client(&self, mut reply: Message, asked: &Query) -> Option<Message> {
         let asked_name = asked.name();
         let too_long = Cell::new(false);
@@ -85,7 +103,7 @@ impl ZoneMap {
                 Some(mapped) if mapped.eq_ignore_root(asked_name) => asked_name.clone(),
                 Some(mapped) => mapped,
                 None => {
-                    too_long.set(too_long.get() || self.upstream.zone_of(name));
+                    too_long.set(too_long.get() || self.mistakable(name));
                     name.clone()
                 }
             }
@@ -252,13 +270,65 @@ impl Peer {
             let why = format!("cluster DNS answered {}", upstream_reply.response_code);
             return reply::servfail_bytes(request.message(), ExtendedError::NetworkError, &why);
         }
+        let upstream_reply = Owners::keep_in(upstream_reply);
         let Some(mut client_reply) = self.map.reply_to_client(upstream_reply, request.query())
         else {
-            let why = "a name in the cluster DNS's answer is too long for the cluster zone";
+            let why = "a name in the cluster DNS's answer has no name in the cluster zone";
             return reply::servfail_bytes(request.message(), ExtendedError::Other, why);
         };
         client_reply.metadata.id = request.id();
         reply::encode_fitted(&client_reply, wire::MAX_MESSAGE)
+    }
+}
+
+/// The longest CNAME chain whose records a reply may keep (RFC 1034 §4.3.2 gives no limit;
+/// resolvers stop near this, and a chain that never ends must not make the walk quadratic).
+const MAX_CNAME_CHAIN: usize = 16;
+
+/// The names whose records answer a reply's question (RFC 1034 §4.3.2): the question's name
+/// and the names of the CNAME chain that starts there. A record of any other owner in a
+/// peer's answer section answers nothing the client asked — a resolver would not take it, and
+/// a merge that re-owns records by type would present it as the question's — so the cluster
+/// route ([`Owners::keep_in`]) and the gathered merge ([`Owners::own`]) drop it before any
+/// name is mapped. One definition for both routes.
+#[derive(Debug)]
+pub struct Owners(Vec<Name>);
+
+impl Owners {
+    /// The owners in `reply`'s answer section, from its question (none without one). A chain
+    /// is followed from the question's name through each CNAME record found there, unless the
+    /// question asks for the CNAME itself; a loop ends it, and so do 16 links.
+    pub fn of(reply: &Message) -> Self {
+        let Some(question) = reply.queries.first() else {
+            return Self(Vec::new());
+        };
+        let mut owners = vec![question.name().clone()];
+        let follow = question.query_type() != RecordType::CNAME;
+        while follow && owners.len() <= MAX_CNAME_CHAIN {
+            let Some(last) = owners.last() else { break };
+            let next = reply.answers.iter().find_map(|r| match &r.data {
+                RData::CNAME(CNAME(target)) if r.name == *last => Some(target),
+                _ => None,
+            });
+            match next {
+                Some(target) if !owners.contains(target) => owners.push(target.clone()),
+                _ => break,
+            }
+        }
+        Self(owners)
+    }
+
+    /// Whether `record` is owned by the question's name or a name of its chain (ASCII case
+    /// ignored, as names compare).
+    pub fn own(&self, record: &Record) -> bool {
+        self.0.contains(&record.name)
+    }
+
+    /// `reply` without the answer records that do not answer its question.
+    pub fn keep_in(mut reply: Message) -> Message {
+        let owners = Self::of(&reply);
+        reply.answers.retain(|record| owners.own(record));
+        reply
     }
 }
 
@@ -361,5 +431,78 @@ mod tests {
             mapped.additionals[0].name.to_ascii(),
             "MONGO-1.Mongo.db.cluster.b."
         );
+    }
+
+    /// A reply to `question` A whose answer section holds `answers`.
+    fn reply_with(question: &str, answers: Vec<Record>) -> Message {
+        let mut reply = Message::response(1, hickory_proto::op::OpCode::Query);
+        reply.add_query(Query::query(name(question), RecordType::A));
+        reply.answers = answers;
+        reply
+    }
+
+    fn a(owner: &str, last: u8) -> Record {
+        Record::from_rdata(name(owner), 30, RData::A(A::new(10, 2, 0, last)))
+    }
+
+    fn cname(owner: &str, target: &str) -> Record {
+        Record::from_rdata(name(owner), 30, RData::CNAME(CNAME(name(target))))
+    }
+
+    fn owners(reply: &Message) -> Vec<String> {
+        let kept = Owners::keep_in(reply.clone());
+        kept.answers.iter().map(|r| r.name.to_ascii()).collect()
+    }
+
+    #[test]
+    fn only_the_question_and_its_cname_chain_own_answers() {
+        let (q, x, y) = ("Web.db.svc.cluster.local.", "x.example.", "y.example.");
+        let unrelated = reply_with(q, vec![a("web.db.svc.cluster.local.", 1), a(y, 2)]);
+        assert_eq!(owners(&unrelated), ["web.db.svc.cluster.local."]);
+        let chain = reply_with(q, vec![cname(q, x), a(x, 1), a(y, 2)]);
+        assert_eq!(owners(&chain), [q, x]);
+        let broken = reply_with(q, vec![cname(q, x), a(y, 2)]);
+        assert_eq!(owners(&broken), [q]);
+        let looped = reply_with(q, vec![cname(q, x), cname(x, q), a(y, 2)]);
+        assert_eq!(owners(&looped), [q, x]);
+        let mut no_question = reply_with(q, vec![a(q, 1)]);
+        no_question.queries.clear();
+        assert!(owners(&no_question).is_empty());
+    }
+
+    #[test]
+    fn a_cname_chain_is_followed_only_so_far() {
+        let hop = |i: usize| format!("h{i}.example.");
+        let chain: Vec<Record> = (0..40).map(|i| cname(&hop(i), &hop(i + 1))).collect();
+        let kept = owners(&reply_with(&hop(0), chain));
+        assert_eq!(kept.len(), MAX_CNAME_CHAIN + 1);
+    }
+
+    #[test]
+    fn a_peer_with_its_own_domain_naming_a_local_service_has_no_reply() {
+        let map = ZoneMap::new(name("cluster.d."), name("svc.d.example."))
+            .beside(name("svc.cluster.local."));
+        let asked = Query::query(name("_x._tcp.web.db.cluster.d."), RecordType::SRV);
+        let owner = "_x._tcp.web.db.svc.d.example.";
+        let answer = |target: &str| {
+            let mut reply = reply_with(owner, vec![]);
+            let srv = RData::SRV(SRV::new(0, 0, 80, name(target)));
+            reply.add_answer(Record::from_rdata(name(owner), 30, srv));
+            reply
+        };
+        assert!(
+            map.reply_to_client(answer("web.db.svc.cluster.local."), &asked)
+                .is_none()
+        );
+        let own = map
+            .reply_to_client(answer("web.db.svc.d.example."), &asked)
+            .unwrap();
+        let srv = own.answers[0].try_borrow::<SRV>().unwrap();
+        assert_eq!(srv.data().target.to_ascii(), "web.db.cluster.d.");
+        let external = map
+            .reply_to_client(answer("db.example.org."), &asked)
+            .unwrap();
+        let srv = external.answers[0].try_borrow::<SRV>().unwrap();
+        assert_eq!(srv.data().target.to_ascii(), "db.example.org.");
     }
 }

@@ -145,13 +145,12 @@ fn peer(
     local: &Arc<Upstream>,
     previous: Option<&Snapshot>,
 ) -> Arc<Peer> {
-    let map = ZoneMap::new(
-        cluster.zone.clone(),
-        cluster
-            .domain
+    let svc = |domain: &Name| {
+        domain
             .prepend_label("svc")
-            .unwrap_or_else(|_| cluster.domain.clone()),
-    );
+            .unwrap_or_else(|_| domain.clone())
+    };
+    let map = ZoneMap::new(cluster.zone.clone(), svc(&cluster.domain)).beside(svc(&config.domain));
     let upstream = if cluster.is_local {
         Arc::clone(local)
     } else {
@@ -204,7 +203,7 @@ impl Snapshot {
             config,
             Arc::clone(cache),
             peers,
-            metrics.gather_partial(),
+            metrics.gather(),
             Arc::clone(background),
             (
                 generation,

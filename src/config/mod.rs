@@ -10,12 +10,14 @@
 //! pairs with [`Config::from_vars`], never by touching the process environment.
 
 mod clusters;
+mod dot;
 mod hint;
 mod own;
 mod pod;
 mod source;
 mod values;
 pub mod variables;
+mod webhook;
 mod zones;
 
 use std::net::SocketAddr;
@@ -27,10 +29,12 @@ use hickory_proto::rr::Name;
 use crate::certificates::{self, ClientTls, PemFile};
 
 pub use clusters::{Endpoint, Transport};
+pub use dot::DotConfig;
 pub use own::is_own_address;
 pub use pod::{OwnData, OwnName, Pod, PodIdentity};
 pub use source::{MAX_VALUE, Settings, Source, Sources, read_env_file};
 pub use values::{IpNet, show_duration};
+pub use webhook::WebhookConfig;
 
 use clusters::parse_clusters;
 use values::{DNS_PORT, parse_duration, parse_socket_addr, parse_zone};
@@ -183,6 +187,8 @@ pub struct Config {
     pub threads: usize,
     /// `MESHDNS_TLS_*`, when set.
     pub tls: Option<TlsFiles>,
+    /// `MESHDNS_DOT_*`: DNS over TLS served to the peers, when `MESHDNS_DOT_LISTEN` is set.
+    pub dot: Option<DotConfig>,
     /// `MESHDNS_CONFIG_DIR`, watched for changes when set.
     pub config_dir: Option<PathBuf>,
     /// The local cluster domain (the local cluster's `domain=`, or `MESHDNS_CLUSTER_DOMAIN`):
@@ -298,6 +304,7 @@ pub fn parse(sources: Sources) -> Result<Config, ConfigError> {
         resolv_conf,
         hosts_file,
         tls,
+        dot_tls,
     } = sources;
     check_not_empty(&settings)?;
     check_no_quotes(&settings)?;
@@ -333,8 +340,7 @@ pub fn parse(sources: Sources) -> Result<Config, ConfigError> {
         MAX_INFLIGHT_RANGE,
         "is not a number of queries from 1 to 65536",
     )?;
-    let admin_listen = admin_listen(&settings)?;
-    let (log, log_format) = logging(&settings)?;
+    let (admin_listen, log, log_format) = process_settings(&settings)?;
     let threads = number(
         &settings,
         THREADS,
@@ -345,6 +351,7 @@ pub fn parse(sources: Sources) -> Result<Config, ConfigError> {
     own::check_no_own_endpoint(&own, &upstreams, &upstream_source, &clusters)?;
     let config_dir = set(&settings, CONFIG_DIR).map(PathBuf::from);
     let tls = tls_files(tls, &clusters)?;
+    let dot = dot::parse(&settings, dot_tls)?;
     Ok(Config {
         listen,
         allow_from,
@@ -363,6 +370,7 @@ pub fn parse(sources: Sources) -> Result<Config, ConfigError> {
         log_format,
         threads,
         tls,
+        dot,
         config_dir,
         domain,
         pod,
@@ -461,28 +469,6 @@ fn cache_config(settings: &Settings) -> Result<CacheConfig, ConfigError> {
     })
 }
 
-/// `MESHDNS_ADMIN_LISTEN`; empty turns the admin server off.
-fn admin_listen(settings: &Settings) -> Result<Option<SocketAddr>, ConfigError> {
-    match value(settings, ADMIN_LISTEN) {
-        "" => Ok(None),
-        addr => parse_socket_addr(addr, 9153)
-            .map(Some)
-            .map_err(|reason| ConfigError::new(ADMIN_LISTEN, addr, reason)),
-    }
-}
-
-/// `MESHDNS_LOG` and `MESHDNS_LOG_FORMAT`.
-fn logging(settings: &Settings) -> Result<(String, LogFormat), ConfigError> {
-    let log = value(settings, LOG).to_string();
-    check_log_filter(&log)?;
-    let log_format = match value(settings, LOG_FORMAT) {
-        "text" => LogFormat::Text,
-        "json" => LogFormat::Json,
-        other => return Err(ConfigError::new(LOG_FORMAT, other, "must be text or json")),
-    };
-    Ok((log, log_format))
-}
-
 /// `MESHDNS_TLS_*`: a CA bundle whenever a cluster uses `transport=tls`, and a client
 /// certificate and key together or not at all.
 fn tls_files(
@@ -519,21 +505,19 @@ fn tls_files(
                 ca.path.clone(),
                 (client.as_ref()).map(|(cert, key)| (cert.path.clone(), key.path.clone())),
             );
-            let loaded = certificates::build(ca, client).map_err(|error| {
-                let at_fault = error.path();
-                let variable = if at_fault == Some(ca_path.as_path()) {
-                    TLS_CA_FILE
-                } else if client_paths
-                    .as_ref()
-                    .is_some_and(|(cert, _)| Some(cert.as_path()) == at_fault)
-                {
-                    TLS_CERT_FILE
-                } else {
-                    TLS_KEY_FILE
-                };
-                let token = at_fault.map_or(String::new(), |p| p.display().to_string());
-                ConfigError::new(variable, &token, tls_reason(&error, &token))
-            })?;
+            let at_fault = [
+                (TLS_CA_FILE, Some(ca_path.clone())),
+                (
+                    TLS_CERT_FILE,
+                    client_paths.as_ref().map(|(cert, _)| cert.clone()),
+                ),
+                (
+                    TLS_KEY_FILE,
+                    client_paths.as_ref().map(|(_, key)| key.clone()),
+                ),
+            ];
+            let loaded = certificates::build(ca, client)
+                .map_err(|error| file_error(&error, &at_fault, TLS_KEY_FILE))?;
             Ok(Some(TlsFiles {
                 ca: ca_path,
                 client: client_paths,
@@ -557,6 +541,29 @@ fn tls_files(
             None => Ok(None),
         },
     }
+}
+
+/// The error of a TLS file that does not load, naming the variable of the file at fault: the
+/// first of `files` (variable and path) whose path it is, the key's variable (`key`) when the
+/// key is at fault (the certificate and key given as one file, a key missing from it), the
+/// last when none is.
+fn file_error(
+    error: &certificates::TlsConfigError,
+    files: &[(&str, Option<PathBuf>)],
+    key: &str,
+) -> ConfigError {
+    let at_fault = error.path();
+    let variable = if error.is_about_the_key() {
+        key
+    } else {
+        files
+            .iter()
+            .find(|(_, path)| path.as_deref() == at_fault)
+            .or(files.last())
+            .map_or("", |(variable, _)| variable)
+    };
+    let token = at_fault.map_or(String::new(), |p| p.display().to_string());
+    ConfigError::new(variable, &token, tls_reason(error, &token))
 }
 
 /// Why a TLS file is refused, without its path (the token already shows it); a file that does
@@ -861,6 +868,28 @@ fn cluster_from(
         namespaces,
         is_local,
     })
+}
+
+/// What every mode of the binary reads around its own work: the admin listener
+/// (`MESHDNS_ADMIN_LISTEN`, `None` when empty), the log filter and the log format.
+pub(crate) fn process_settings(
+    settings: &Settings,
+) -> Result<(Option<SocketAddr>, String, LogFormat), ConfigError> {
+    let admin_listen = match value(settings, ADMIN_LISTEN) {
+        "" => None,
+        addr => Some(
+            parse_socket_addr(addr, 9153)
+                .map_err(|reason| ConfigError::new(ADMIN_LISTEN, addr, reason))?,
+        ),
+    };
+    let log = value(settings, LOG).to_string();
+    check_log_filter(&log)?;
+    let log_format = match value(settings, LOG_FORMAT) {
+        "text" => LogFormat::Text,
+        "json" => LogFormat::Json,
+        other => return Err(ConfigError::new(LOG_FORMAT, other, "must be text or json")),
+    };
+    Ok((admin_listen, log, log_format))
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 //! directories) and files not named `MESHDNS_*` are skipped.
 //!
 //! [`Sources::load`] is the one loader: it reads the directory and every file the values name
-//! (the resolv.conf, the hosts file, the PEM files of `MESHDNS_TLS_*`) once, into plain data,
+//! (the resolv.conf, the hosts file, the PEM files of `MESHDNS_TLS_*` and `MESHDNS_DOT_*`) once, into plain data,
 //! so that the parse ([`super::parse`]) touches nothing. It runs at startup and on the reload's
 //! blocking pool, never on a thread that serves DNS (a hung mount must not stall queries). It
 //! may not validate: a file it cannot read is kept as the error, for the parse to report in
@@ -24,11 +24,13 @@ use std::path::{Path, PathBuf};
 
 use super::ConfigError;
 use super::variables::{
-    self, CONFIG_DIR, HOSTS_FILE, POD_HOSTNAME, POD_NAMESPACE, POD_SUBDOMAIN, RESOLV_CONF,
-    TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE,
+    self, CONFIG_DIR, DOT_CERT_FILE, DOT_CLIENT_CA_FILE, DOT_KEY_FILE, DOT_LISTEN, HOSTS_FILE,
+    POD_HOSTNAME, POD_NAMESPACE, POD_SUBDOMAIN, RESOLV_CONF, TLS_CA_FILE, TLS_CERT_FILE,
+    TLS_KEY_FILE,
 };
 use super::{set, value};
-use crate::certificates::PemFile;
+use crate::certificates::server::{ServerTls, ServerTlsFiles};
+use crate::certificates::{PemFile, TlsConfigError};
 
 /// The longest value of any variable, from a file or the environment: 64 KiB holds 256
 /// clusters with several endpoints and options each, and no meaningful value comes near it.
@@ -72,6 +74,9 @@ pub struct Sources {
     /// The files of `MESHDNS_TLS_CA_FILE`, `MESHDNS_TLS_CERT_FILE` and `MESHDNS_TLS_KEY_FILE`,
     /// those that are set.
     pub tls: [Option<PemFile>; 3],
+    /// The certificate DNS over TLS serves, loaded from the files of `MESHDNS_DOT_*` when the
+    /// listener, the certificate and the key are set (it follows its files from then on).
+    pub dot_tls: Option<Result<ServerTls, TlsConfigError>>,
 }
 
 impl Sources {
@@ -91,14 +96,28 @@ impl Sources {
             pod_incomplete.then(|| std::fs::read_to_string(value(&settings, HOSTS_FILE)));
         let tls = [TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE]
             .map(|variable| set(&settings, variable).map(|path| PemFile::read(Path::new(path))));
+        let dot_tls = dot_tls(&settings);
         Ok(Self {
             settings,
             environment: environment.clone(),
             resolv_conf: (resolv_conf, resolv_bytes),
             hosts_file,
             tls,
+            dot_tls,
         })
     }
+}
+
+/// The certificate of `MESHDNS_DOT_*`, when the listener, the certificate and the key are set.
+fn dot_tls(settings: &Settings) -> Option<Result<ServerTls, TlsConfigError>> {
+    let file = |variable| set(settings, variable).map(PathBuf::from);
+    set(settings, DOT_LISTEN)?;
+    let files = ServerTlsFiles {
+        cert: file(DOT_CERT_FILE)?,
+        key: file(DOT_KEY_FILE)?,
+        client_ca: file(DOT_CLIENT_CA_FILE),
+    };
+    Some(ServerTls::load(files, Vec::new()))
 }
 
 /// The content of `path`, read no further than one byte past `limit`; `variable` is what an
@@ -252,11 +271,12 @@ impl Settings {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::certificates::tests::Scratch;
 
-    fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    /// `NAME=value` pairs as the environment gives them.
+    pub(in crate::config) fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -144,6 +144,7 @@ fn parse_touches_no_file_only_what_the_loader_read() {
             "10.8.1.2\tmongo-0.mongo.db.svc.cluster.local\tmongo-0\n".to_string(),
         )),
         tls: [None, None, None],
+        dot_tls: None,
     };
     let config = parse(sources).unwrap();
     assert_eq!(config.upstreams, vec!["10.96.0.10:53".parse().unwrap()]);
@@ -887,4 +888,108 @@ fn common_slips_name_the_variable_the_token_and_the_fix() {
         &["Secret"],
     );
     assert_eq!(err.to_string().matches(path).count(), 1, "{err}");
+}
+
+/// A server certificate and its key, in temporary PEM files: `(cert, key)`.
+fn server_files() -> (String, String) {
+    let (_, issuer) = certificates::tests::ca();
+    let (cert, key) = certificates::tests::client(&issuer);
+    (
+        temp_file("dot.crt", &cert),
+        temp_file("dot.key", &key.serialize_pem()),
+    )
+}
+
+#[test]
+fn dot_listens_on_port_853_unless_told_and_loads_its_certificate() {
+    let (cert, key) = server_files();
+    let config = config_from(&[
+        ("MESHDNS_DOT_LISTEN", "0.0.0.0, 127.0.0.1:8853"),
+        ("MESHDNS_DOT_CERT_FILE", &cert),
+        ("MESHDNS_DOT_KEY_FILE", &key),
+    ])
+    .unwrap();
+    let dot = config.dot.expect("DoT configured");
+    let listen: Vec<String> = dot.listen.iter().map(ToString::to_string).collect();
+    assert_eq!(listen, ["0.0.0.0:853", "127.0.0.1:8853"]);
+    assert!(!dot.requires_client_certificate());
+    assert!(dot.tls.not_after().is_some());
+    assert_eq!(config_from(&[]).unwrap().dot, None, "off unless set");
+}
+
+#[test]
+fn dot_listen_without_its_certificate_names_the_missing_variable() {
+    let (cert, _) = server_files();
+    refused(
+        config_from(&[("MESHDNS_DOT_LISTEN", "127.0.0.1")]),
+        ("MESHDNS_DOT_CERT_FILE", ""),
+        &["is required with MESHDNS_DOT_LISTEN"],
+    );
+    refused(
+        config_from(&[
+            ("MESHDNS_DOT_LISTEN", "127.0.0.1"),
+            ("MESHDNS_DOT_CERT_FILE", &cert),
+        ]),
+        ("MESHDNS_DOT_KEY_FILE", ""),
+        &["is required with MESHDNS_DOT_LISTEN"],
+    );
+}
+
+#[test]
+fn a_dot_file_without_dot_listen_is_refused() {
+    let (cert, _) = server_files();
+    refused(
+        config_from(&[("MESHDNS_DOT_CERT_FILE", &cert)]),
+        ("MESHDNS_DOT_LISTEN", ""),
+        &["is needed with MESHDNS_DOT_CERT_FILE"],
+    );
+}
+
+/// A common slip: the certificate file given for the key too.
+#[test]
+fn a_certificate_given_as_its_own_key_names_the_key_variable() {
+    let (cert, _) = server_files();
+    refused(
+        config_from(&[
+            ("MESHDNS_DOT_LISTEN", "127.0.0.1"),
+            ("MESHDNS_DOT_CERT_FILE", &cert),
+            ("MESHDNS_DOT_KEY_FILE", &cert),
+        ]),
+        ("MESHDNS_DOT_KEY_FILE", &cert),
+        &["no private key"],
+    );
+    refused(
+        config_from(&[
+            ("MESHDNS_TLS_CA_FILE", &ca_file()),
+            ("MESHDNS_TLS_CERT_FILE", &cert),
+            ("MESHDNS_TLS_KEY_FILE", &cert),
+        ]),
+        ("MESHDNS_TLS_KEY_FILE", &cert),
+        &["no private key"],
+    );
+}
+
+#[test]
+fn a_dot_file_that_does_not_load_is_named_by_its_variable() {
+    let (cert, key) = server_files();
+    let (_, other_key) = server_files();
+    let base = [
+        ("MESHDNS_DOT_LISTEN", "127.0.0.1"),
+        ("MESHDNS_DOT_CERT_FILE", cert.as_str()),
+    ];
+    refused(
+        config_from(&[base[0], base[1], ("MESHDNS_DOT_KEY_FILE", &other_key)]),
+        ("MESHDNS_DOT_KEY_FILE", &other_key),
+        &["key rejected"],
+    );
+    refused(
+        config_from(&[
+            base[0],
+            base[1],
+            ("MESHDNS_DOT_KEY_FILE", &key),
+            ("MESHDNS_DOT_CLIENT_CA_FILE", "/nonexistent/ca.crt"),
+        ]),
+        ("MESHDNS_DOT_CLIENT_CA_FILE", "/nonexistent/ca.crt"),
+        &["does not exist"],
+    );
 }

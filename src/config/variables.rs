@@ -31,6 +31,9 @@ pub enum Applies {
     Restart,
     /// Never from the directory: only the environment may set it (`MESHDNS_CONFIG_DIR`).
     EnvironmentOnly,
+    /// Read only by `meshdns webhook`, once, when it starts (the DNS server never reads it, so
+    /// it is not restart-only for it).
+    WebhookStart,
 }
 
 impl Variable {
@@ -40,6 +43,7 @@ impl Variable {
             Applies::Live => "live",
             Applies::Restart => "restart",
             Applies::EnvironmentOnly => "environment only",
+            Applies::WebhookStart => "webhook, at start",
         }
     }
 
@@ -105,12 +109,20 @@ pub const CONFIG_DIR: &str = "MESHDNS_CONFIG_DIR";
 pub const TLS_CA_FILE: &str = "MESHDNS_TLS_CA_FILE";
 pub const TLS_CERT_FILE: &str = "MESHDNS_TLS_CERT_FILE";
 pub const TLS_KEY_FILE: &str = "MESHDNS_TLS_KEY_FILE";
+pub const DOT_LISTEN: &str = "MESHDNS_DOT_LISTEN";
+pub const DOT_CERT_FILE: &str = "MESHDNS_DOT_CERT_FILE";
+pub const DOT_KEY_FILE: &str = "MESHDNS_DOT_KEY_FILE";
+pub const DOT_CLIENT_CA_FILE: &str = "MESHDNS_DOT_CLIENT_CA_FILE";
 pub const POD_IP: &str = "MESHDNS_POD_IP";
 pub const POD_IPS: &str = "MESHDNS_POD_IPS";
 pub const POD_HOSTNAME: &str = "MESHDNS_POD_HOSTNAME";
 pub const POD_SUBDOMAIN: &str = "MESHDNS_POD_SUBDOMAIN";
 pub const POD_NAMESPACE: &str = "MESHDNS_POD_NAMESPACE";
 pub const HOSTS_FILE: &str = "MESHDNS_HOSTS_FILE";
+pub const WEBHOOK_LISTEN: &str = "MESHDNS_WEBHOOK_LISTEN";
+pub const WEBHOOK_CERT_FILE: &str = "MESHDNS_WEBHOOK_CERT_FILE";
+pub const WEBHOOK_KEY_FILE: &str = "MESHDNS_WEBHOOK_KEY_FILE";
+pub const WEBHOOK_IMAGE: &str = "MESHDNS_WEBHOOK_IMAGE";
 
 /// Every variable, in the order `--help`, `--check` and the README show them.
 pub const VARIABLES: &[Variable] = &[
@@ -264,6 +276,32 @@ pub const VARIABLES: &[Variable] = &[
         "PEM private key of MESHDNS_TLS_CERT_FILE; re-read when it changes",
         Applies::Live,
     ),
+    // The listener and the paths of its files are made once; the files' content is renewed
+    // while running (looked at every 10 s), without a reload.
+    var(
+        DOT_LISTEN,
+        None,
+        "comma list of addresses (port 853 unless given) served over DNS over TLS, for the peer clusters; unset: off",
+        Applies::Restart,
+    ),
+    var(
+        DOT_CERT_FILE,
+        None,
+        "PEM certificate chain served over DNS over TLS (required with MESHDNS_DOT_LISTEN); new connections get a renewed one within 10 s of the file changing",
+        Applies::Restart,
+    ),
+    var(
+        DOT_KEY_FILE,
+        None,
+        "PEM private key of MESHDNS_DOT_CERT_FILE; renewed with it (a pair that does not match keeps the one in force)",
+        Applies::Restart,
+    ),
+    var(
+        DOT_CLIENT_CA_FILE,
+        None,
+        "PEM bundle of the CAs that sign the peers' client certificates: set, DNS over TLS clients must present one (and MESHDNS_ALLOW_FROM does not apply to them); unset, MESHDNS_ALLOW_FROM does",
+        Applies::Restart,
+    ),
     // The pod's identity is fixed for its life (its IPs, hostname, subdomain and namespace
     // never change while it runs), so these are read once, at startup.
     var(
@@ -301,6 +339,34 @@ pub const VARIABLES: &[Variable] = &[
         Some("/etc/hosts"),
         "where the kubelet wrote the pod's line (IP, FQDN, hostname); read at startup when a pod variable is missing",
         Applies::Restart,
+    ),
+    // `meshdns webhook` (the injection webhook, docs/injection.md) reads these, with
+    // MESHDNS_CLUSTER_DOMAIN, MESHDNS_ADMIN_LISTEN, MESHDNS_LOG and MESHDNS_LOG_FORMAT; the DNS
+    // server ignores them. Read once, when the webhook starts (the certificate files' contents
+    // are re-read when they change).
+    var(
+        WEBHOOK_LISTEN,
+        Some("0.0.0.0:8443"),
+        "webhook mode: the HTTPS address the API server sends AdmissionReviews to (POST /mutate)",
+        Applies::WebhookStart,
+    ),
+    var(
+        WEBHOOK_CERT_FILE,
+        Some("/etc/meshdns-webhook/tls.crt"),
+        "webhook mode: PEM server certificate chain (cert-manager's tls.crt); re-read when it changes",
+        Applies::WebhookStart,
+    ),
+    var(
+        WEBHOOK_KEY_FILE,
+        Some("/etc/meshdns-webhook/tls.key"),
+        "webhook mode: PEM private key of MESHDNS_WEBHOOK_CERT_FILE; re-read when it changes",
+        Applies::WebhookStart,
+    ),
+    var(
+        WEBHOOK_IMAGE,
+        None,
+        "webhook mode, required: the image of the injected meshdns sidecar (the webhook's own image)",
+        Applies::WebhookStart,
     ),
 ];
 
@@ -342,9 +408,11 @@ pub fn help() -> String {
     let mut out = String::from(
         "meshdns: a DNS stub resolver for workloads stretched over several Kubernetes clusters\n\
          \n\
-         usage: meshdns [--check [--resolve] [--env-file FILE]... | --version | --help]\n\
+         usage: meshdns [webhook] [--check [--resolve] [--env-file FILE]... | --version | --help]\n\
          \x20      meshdns dns-change --platform PLATFORM --resolver IP [--current FILE] [--env-file FILE]...\n\
          \x20 (none)     serve DNS as configured\n\
+         \x20 webhook    serve the sidecar-injection admission webhook (MESHDNS_WEBHOOK_*);\n\
+         \x20            with --check: print its configuration, then exit\n\
          \x20 --check    print the effective configuration and routing table, then exit (0, or 64);\n\
          \x20            sends nothing: host-name endpoints are shown as resolved at run time\n\
          \x20 --resolve  with --check: resolve host-name endpoints through the configured\n\
@@ -406,7 +474,7 @@ mod tests {
     fn help_names_the_restart_only_variables_and_marks_each() {
         let text = help();
         let listed: Vec<&str> = restart_only().collect();
-        assert_eq!(listed.len(), 11);
+        assert_eq!(listed.len(), 15);
         assert!(text.contains(&listed.join(", ")), "{text}");
         assert_eq!(text.matches(" [restart]\n").count(), listed.len());
     }

@@ -26,6 +26,7 @@ use hickory_proto::rr::{Name, RData, Record, RecordType};
 use super::naming::{ClientHost, Naming};
 use crate::config::Cluster;
 use crate::reply::{self, ExtendedError};
+use crate::rewrite::Owners;
 use crate::upstream::log_limit::LogLimit;
 
 /// TTL cap of a partial answer: short, so the missing cluster is asked again soon.
@@ -50,6 +51,20 @@ pub struct Merged {
     pub reply: Message,
     /// Some leg failed or was cut short, yet the reply is an answer (NOERROR/NODATA).
     pub partial: bool,
+    /// The clusters answered different TXT records, of which one was kept (the local
+    /// cluster's, else the first configured cluster's).
+    pub txt_disagreed: bool,
+}
+
+impl Merged {
+    /// A reply that is all there is to say: nothing left out, no disagreement.
+    pub fn whole(reply: Message) -> Self {
+        Self {
+            reply,
+            partial: false,
+            txt_disagreed: false,
+        }
+    }
 }
 
 /// Merges legs given in cluster order, each with the cluster it asked.
@@ -60,89 +75,45 @@ pub fn merge<P: AsRef<Cluster>>(
     negative_ttl: Duration,
 ) -> Merged {
     let Some(asked) = request.queries.first() else {
-        return Merged {
-            reply: reply::synthesized(request, ResponseCode::FormErr),
-            partial: false,
-        };
+        return Merged::whole(reply::synthesized(request, ResponseCode::FormErr));
     };
     if asked.query_type() == RecordType::SOA && asked.name() == &naming.zone {
         return apex_soa(request, naming, legs, negative_ttl);
     }
-    let size = (legs.iter())
-        .map(|(_, leg)| match leg {
-            Leg::Answered(reply) | Leg::Stale(reply) => {
-                reply.answers.len() + reply.additionals.len()
-            }
-            Leg::Failed => 0,
-        })
-        .sum();
-    let mut records = Records::with_capacity(size);
-    let (mut noerror, mut nxdomain, mut failed, mut stale) = (false, 0usize, 0usize, false);
-    let mut too_long = false;
-    for (peer, leg) in legs {
-        let cluster = peer.as_ref();
-        match leg {
-            Leg::Answered(reply) | Leg::Stale(reply) => {
-                if let Err(target) = records.add_leg(asked, reply, naming, cluster) {
-                    if let Some(held_back) = too_long_log().check() {
-                        tracing::warn!(cluster = %cluster.name, %target, held_back, "a target too long to carry its cluster in the zone's name: the cluster's records are left out");
-                    }
-                    (failed, too_long) = (failed + 1, true);
-                    continue;
-                }
-                stale |= matches!(leg, Leg::Stale(_));
-                match reply.response_code {
-                    ResponseCode::NXDomain => nxdomain += 1,
-                    _ => noerror = true,
-                }
-            }
-            Leg::Failed => failed += 1,
-        }
-    }
+    let Union {
+        mut records,
+        noerror,
+        nxdomain,
+        failed,
+        stale,
+        unshown,
+    } = Union::of(asked, naming, legs);
+    let txt_disagreed = asked.query_type() == RecordType::TXT && one_txt(asked, &mut records);
     let partial = failed > 0 || stale;
     one_ttl_per_rrset(&mut records.answers);
     one_ttl_per_rrset(&mut records.additionals);
+    let negative = |rcode| {
+        let serial = zone_serial(legs);
+        reply::negative_with_serial(request, rcode, &naming.zone, negative_ttl, serial)
+    };
     let mut merged = if !records.answers.is_empty() {
         let mut reply = reply::synthesized(request, ResponseCode::NoError);
         reply.answers = records.answers;
         reply.additionals = records.additionals;
         reply
     } else if noerror {
-        let serial = zone_serial(legs);
-        reply::negative_with_serial(
-            request,
-            ResponseCode::NoError,
-            &naming.zone,
-            negative_ttl,
-            serial,
-        )
+        negative(ResponseCode::NoError)
     } else if failed == 0 {
         // Every leg said NXDOMAIN (or there are no clusters at all).
-        let serial = zone_serial(legs);
-        return Merged {
-            reply: reply::negative_with_serial(
-                request,
-                ResponseCode::NXDomain,
-                &naming.zone,
-                negative_ttl,
-                serial,
-            ),
-            partial: false,
-        };
-    } else if nxdomain == 0 && !too_long {
-        return no_cluster_answered(request);
-    } else if nxdomain == 0 {
-        let why = "a target is too long to carry its cluster in the zone's name";
-        return Merged {
-            reply: reply::servfail(request, ExtendedError::Other, why),
-            partial: false,
-        };
-    } else {
+        return Merged::whole(negative(ResponseCode::NXDomain));
+    } else if nxdomain > 0 {
         let why = "a cluster that did not answer could hold the name the others do not have";
-        return Merged {
-            reply: reply::servfail(request, ExtendedError::NoReachableAuthority, why),
-            partial: false,
-        };
+        let reply = reply::servfail(request, ExtendedError::NoReachableAuthority, why);
+        return Merged::whole(reply);
+    } else if let Some(why) = unshown {
+        return Merged::whole(reply::servfail(request, ExtendedError::Other, why));
+    } else {
+        return no_cluster_answered(request);
     };
     if partial {
         for record in merged
@@ -157,27 +128,120 @@ pub fn merge<P: AsRef<Cluster>>(
     Merged {
         reply: merged,
         partial,
+        txt_disagreed,
     }
 }
 
-/// The warnings about targets too long for the zone: one line per
+/// What the legs brought together: the union of their records, and how they ended.
+struct Union {
+    records: Records,
+    /// Some leg answered NOERROR.
+    noerror: bool,
+    /// Legs that answered NXDOMAIN.
+    nxdomain: usize,
+    /// Legs that failed, or whose records were left out (`unshown`).
+    failed: usize,
+    /// Some leg was filled from its last good answer.
+    stale: bool,
+    /// Why a leg's records were left out, when one's were: a target that has no name in the
+    /// zone.
+    unshown: Option<&'static str>,
+}
+
+impl Union {
+    fn of<P: AsRef<Cluster>>(asked: &Query, naming: &Naming, legs: &[(P, Leg)]) -> Self {
+        let size = (legs.iter())
+            .map(|(_, leg)| match leg {
+                Leg::Answered(reply) | Leg::Stale(reply) => {
+                    reply.answers.len() + reply.additionals.len()
+                }
+                Leg::Failed => 0,
+            })
+            .sum();
+        // Where a target written as it came would name something else than what its cluster
+        // meant: under a cluster domain (the pod's own, through kube-dns; another's) or in
+        // the gathered zone itself (whose names meshdns routes by prefix).
+        let mistakable: Vec<&Name> = (legs.iter().map(|(peer, _)| &peer.as_ref().domain))
+            .chain([&naming.zone])
+            .collect();
+        let mut union = Self {
+            records: Records::with_capacity(size),
+            noerror: false,
+            nxdomain: 0,
+            failed: 0,
+            stale: false,
+            unshown: None,
+        };
+        for (peer, leg) in legs {
+            let cluster = peer.as_ref();
+            let (Leg::Answered(reply) | Leg::Stale(reply)) = leg else {
+                union.failed += 1;
+                continue;
+            };
+            let added = (union.records).add_leg(asked, reply, naming, cluster, &mistakable);
+            if let Err(Unshown { target, why }) = added {
+                if let Some(held_back) = unshown_log().check() {
+                    tracing::warn!(cluster = %cluster.name, %target, why, held_back, "a target with no name in the zone: the cluster's records are left out");
+                }
+                (union.failed, union.unshown) = (union.failed + 1, Some(why));
+                continue;
+            }
+            union.stale |= matches!(leg, Leg::Stale(_));
+            match reply.response_code {
+                ResponseCode::NXDomain => union.nxdomain += 1,
+                _ => union.noerror = true,
+            }
+        }
+        union
+    }
+}
+
+/// A target a leg named that cannot be shown in the zone, and why.
+struct Unshown {
+    target: Name,
+    why: &'static str,
+}
+
+/// Exactly one TXT record (docs/design.md, "Distributed zones"): `mongodb+srv` refuses a seed
+/// list with two. Identical records have collapsed already; of records that differ, the first
+/// is kept — the local cluster's, else the first cluster's in configuration order, each leg's
+/// own in canonical order — so the answer does not depend on arrival, cache misses or
+/// restarts. Returns whether any was dropped, and logs it once per interval.
+fn one_txt(asked: &Query, records: &mut Records) -> bool {
+    if records.answers.len() < 2 {
+        return false;
+    }
+    let dropped = records.answers.len() - 1;
+    records.answers.truncate(1);
+    if let Some(held_back) = txt_log().check() {
+        tracing::warn!(name = %asked.name(), dropped, held_back, "clusters answered different TXT records: the local cluster's, else the first configured one's, is kept");
+    }
+    true
+}
+
+/// The warnings about targets with no name in the zone: one line per
 /// [`LOG_INTERVAL`](crate::upstream::log_limit::LOG_INTERVAL) for the
 /// process (its log is one), however many answers carry such a target. The partial answers
 /// they make are counted in `meshdns_gather_partial_total`.
-fn too_long_log() -> &'static LogLimit {
+fn unshown_log() -> &'static LogLimit {
+    static LOG: OnceLock<LogLimit> = OnceLock::new();
+    LOG.get_or_init(LogLimit::default)
+}
+
+/// The warnings about clusters whose TXT records differ: one line per interval for the
+/// process, as [`unshown_log`]; each such answer is counted in
+/// `meshdns_gather_txt_disagreements_total`.
+fn txt_log() -> &'static LogLimit {
     static LOG: OnceLock<LogLimit> = OnceLock::new();
     LOG.get_or_init(LogLimit::default)
 }
 
 fn no_cluster_answered(request: &Message) -> Merged {
-    Merged {
-        reply: reply::servfail(
-            request,
-            ExtendedError::NoReachableAuthority,
-            "no cluster answered",
-        ),
-        partial: false,
-    }
+    Merged::whole(reply::servfail(
+        request,
+        ExtendedError::NoReachableAuthority,
+        "no cluster answered",
+    ))
 }
 
 /// The zone's own SOA, asked at its apex (docs/design.md, "Zone apexes"): one record,
@@ -203,7 +267,11 @@ fn apex_soa<P>(
         soa.ttl = soa.ttl.min(PARTIAL_TTL);
     }
     reply.add_answer(soa);
-    Merged { reply, partial }
+    Merged {
+        reply,
+        partial,
+        txt_disagreed: false,
+    }
 }
 
 /// The serial of a gathered zone's SOA: the sum, modulo 2^32, of the serials of the SOAs the
@@ -342,15 +410,19 @@ impl Records {
     }
 
     /// Adds the records of one leg, or none of them when a target cannot be shown in the zone
-    /// ([`ClientHost::TooLong`], given back): the leg then counts as failed, and the set is
-    /// partial rather than holding a name that resolves elsewhere.
+    /// (given back): too long for it ([`ClientHost::TooLong`]), or outside its cluster's
+    /// domain yet under a domain in `mistakable` (a peer with `domain=d.example` naming a
+    /// host under the local `cluster.local`). The leg then counts as failed, and the set is
+    /// partial rather than holding a name that resolves elsewhere. A target outside every
+    /// domain meshdns knows (an ExternalName's) is written as it came.
     fn add_leg(
         &mut self,
         asked: &Query,
         reply: &Message,
         naming: &Naming,
         cluster: &Cluster,
-    ) -> Result<(), Name> {
+        mistakable: &[&Name],
+    ) -> Result<(), Unshown> {
         let qtype = asked.query_type();
         // The SRV targets by key, each with its name as the client sees it: their glue is what
         // the additional section keeps.
@@ -365,10 +437,13 @@ impl Records {
         // answers must not make the merged answer change from one query to the next.
         // An empty record (hickory's `Update0`, legal only in UPDATE messages) would make the
         // merged reply unparseable: a leg's malformed record is left out, not passed on.
+        // Only what the leg's question owns (itself, or its CNAME chain) answers it.
+        let owners = Owners::of(reply);
         let mut answers: Vec<&Record> = reply
             .answers
             .iter()
             .filter(|r| r.record_type() == qtype && !matches!(r.data, RData::Update0(_)))
+            .filter(|r| owners.own(r))
             .collect();
         answers.sort_by_cached_key(|r| order_key(&r.data));
         let mut shown = Vec::with_capacity(answers.len());
@@ -377,8 +452,21 @@ impl Records {
                 RData::SRV(srv) => {
                     let target = match naming.client_host(&srv.target, cluster) {
                         ClientHost::InZone(name) => name,
+                        ClientHost::Elsewhere
+                            if mistakable.iter().any(|domain| domain.zone_of(&srv.target)) =>
+                        {
+                            return Err(Unshown {
+                                target: srv.target.clone(),
+                                why: "a target outside its cluster's domain names another cluster's host",
+                            });
+                        }
                         ClientHost::Elsewhere => srv.target.clone(),
-                        ClientHost::TooLong => return Err(srv.target.clone()),
+                        ClientHost::TooLong => {
+                            return Err(Unshown {
+                                target: srv.target.clone(),
+                                why: "a target is too long to carry its cluster in the zone's name",
+                            });
+                        }
                     };
                     targets.insert(name_key(&srv.target), (&srv.target, target.clone()));
                     RData::SRV(SRV::new(srv.priority, srv.weight, srv.port, target))
@@ -511,6 +599,10 @@ mod tests {
     fn leg(rcode: ResponseCode, answers: Vec<Record>, additionals: Vec<Record>) -> Leg {
         let mut reply = Message::response(1, OpCode::Query);
         reply.metadata.response_code = rcode;
+        // The leg's question: the first answer's owner and type.
+        if let Some(first) = answers.first() {
+            reply.add_query(Query::query(first.name.clone(), first.record_type()));
+        }
         reply.answers = answers;
         reply.additionals = additionals;
         if rcode != ResponseCode::NoError || reply.answers.is_empty() {
@@ -805,5 +897,110 @@ mod tests {
         );
         assert_eq!(merged.reply.additionals.len(), 1);
         assert_eq!(merged.reply.additionals[0].ttl, 7);
+    }
+
+    /// The headless service's name as cluster a knows it.
+    const MONGO_UPSTREAM: &str = "mongo.db.svc.cluster.local.";
+
+    /// A leg asked `MONGO_UPSTREAM` A that answers `answers`.
+    fn a_leg_answering(answers: Vec<Record>) -> Leg {
+        let mut reply = reply_of(leg(ResponseCode::NoError, answers, vec![]));
+        reply.queries = vec![Query::query(name(MONGO_UPSTREAM), RecordType::A)];
+        Leg::Answered(reply)
+    }
+
+    fn a(owner: &str, octet: u8) -> Record {
+        Record::from_rdata(name(owner), 30, RData::A(A::new(10, octet, 0, 1)))
+    }
+
+    fn cname(owner: &str, target: &str) -> Record {
+        let data = RData::CNAME(hickory_proto::rr::rdata::CNAME(name(target)));
+        Record::from_rdata(name(owner), 30, data)
+    }
+
+    fn answer_lines(merged: &Merged) -> Vec<String> {
+        (merged.reply.answers.iter())
+            .map(|r| format!("{} {}", r.name, r.data))
+            .collect()
+    }
+
+    #[test]
+    fn records_the_question_does_not_own_are_dropped_before_the_merge() {
+        let other = "other.db.svc.cluster.local.";
+        let unrelated = a_leg_answering(vec![a(MONGO_UPSTREAM, 1), a(other, 9)]);
+        let merged = run(MONGO, RecordType::A, vec![unrelated]);
+        assert_eq!(answer_lines(&merged), [format!("{MONGO} 10.1.0.1")]);
+        // A CNAME chain that leads nowhere the answer has: another owner's address is not the
+        // end of it.
+        let x = "x.db.svc.cluster.local.";
+        let broken = a_leg_answering(vec![cname(MONGO_UPSTREAM, x), a(other, 9)]);
+        let merged = run(MONGO, RecordType::A, vec![broken]);
+        assert_eq!(merged.reply.response_code, ResponseCode::NoError);
+        assert!(
+            merged.reply.answers.is_empty(),
+            "{:?}",
+            answer_lines(&merged)
+        );
+        // The chain's own end is the answer.
+        let chain = a_leg_answering(vec![cname(MONGO_UPSTREAM, x), a(x, 2), a(other, 9)]);
+        let merged = run(MONGO, RecordType::A, vec![chain]);
+        assert_eq!(answer_lines(&merged), [format!("{MONGO} 10.2.0.1")]);
+    }
+
+    #[test]
+    fn a_target_under_another_clusters_domain_is_dropped_and_the_answer_partial() {
+        let config = with_local_a("b=10.9.0.1 domain=d.example", &[]).unwrap();
+        // b (domain d.example) names a host under a's `cluster.local`.
+        let b = srv_leg(&["mongo-0"]);
+        let legs: Vec<(Cluster, Leg)> = config
+            .clusters
+            .into_iter()
+            .zip([srv_leg(&["mongo-1"]), b])
+            .collect();
+        let request = request(SRV_NAME, RecordType::SRV);
+        let merged = merge(&request, &naming(), &legs, Duration::from_secs(5));
+        let targets: Vec<String> = (merged.reply.answers.iter())
+            .map(|r| r.try_borrow::<SRV>().unwrap().data().target.to_ascii())
+            .collect();
+        assert_eq!(targets, ["a-mongo-1.mongo.db.svc.distributed.local."]);
+        assert!(merged.partial, "b's leg counted as failed");
+    }
+
+    #[test]
+    fn an_external_target_outside_every_cluster_domain_is_written_as_it_came() {
+        let owner = name("_mongodb._tcp.mongo.db.svc.cluster.local.");
+        let srv = RData::SRV(SRV::new(0, 0, 27017, name("db.example.org.")));
+        let external = leg(
+            ResponseCode::NoError,
+            vec![Record::from_rdata(owner, 30, srv)],
+            vec![],
+        );
+        let merged = run(SRV_NAME, RecordType::SRV, vec![external]);
+        let srv = merged.reply.answers[0].try_borrow::<SRV>().unwrap();
+        assert_eq!(srv.data().target.to_ascii(), "db.example.org.");
+        assert!(!merged.partial);
+    }
+
+    #[test]
+    fn clusters_disagreeing_on_txt_give_exactly_one_the_first_clusters() {
+        let txt = |text: &str| {
+            let owner = name(MONGO_UPSTREAM);
+            let record = Record::from_rdata(owner, 30, RData::TXT(TXT::new(vec![text.into()])));
+            leg(ResponseCode::NoError, vec![record], vec![])
+        };
+        let legs = vec![
+            txt("replicaSet=a"),
+            txt("replicaSet=b"),
+            txt("replicaSet=a"),
+        ];
+        let merged = run(MONGO, RecordType::TXT, legs);
+        assert_eq!(answer_lines(&merged), [format!("{MONGO} replicaSet=a")]);
+        assert!(merged.txt_disagreed);
+        // a failed: b's, the first in configuration order.
+        let legs = vec![Leg::Failed, txt("replicaSet=b"), txt("replicaSet=c")];
+        let merged = run(MONGO, RecordType::TXT, legs);
+        assert_eq!(answer_lines(&merged), [format!("{MONGO} replicaSet=b")]);
+        let agreed = run(MONGO, RecordType::TXT, vec![txt("x"), txt("x"), txt("x")]);
+        assert!(!agreed.txt_disagreed);
     }
 }

@@ -10,12 +10,14 @@
 //! all lost, or that made few because its endpoint's retransmission timeout was high, is no
 //! dead cluster). A leg whose endpoint is known down, or whose attempt is still silent after
 //! its retransmissions and the attempt timeout with no attempt at an endpoint up left, is cut.
-//! The endpoints' health is read when the first answer comes, from their records. So a gathered answer is partial only when a cluster really
-//! failed to answer; a cluster whose first endpoint is dead but whose second answers is still
-//! in the reply; any number of dead clusters cost at most two attempt timeouts, and nothing
-//! once health checks have marked them down; and a cut leg keeps running in the background
-//! set, its answer, when it comes, refreshing what the cache holds for that leg (a later
-//! failure of the cluster is filled from it).
+//! The endpoints' health is read from their records whenever a leg ends, and the cut-off
+//! recomputed from the legs still pending (never later than it was); a leg whose cluster has
+//! every endpoint known down is not waited for at all. So a gathered answer is partial only
+//! when a cluster really failed to answer; a cluster whose first endpoint is dead but whose
+//! second answers is still in the reply; any number of dead clusters cost at most two attempt
+//! timeouts, and nothing once health checks have marked them down; and a cut leg keeps
+//! running in the background set, its answer, when it comes, refreshing what the cache holds
+//! for that leg (a later failure of the cluster is filled from it).
 //!
 //! A leg's cache entry is keyed by its peer's identity ([`TargetId`], which a reload hands on
 //! to the same cluster at the same endpoints), never by the cluster's position in the list, and written with the
@@ -67,6 +69,15 @@ struct Asked {
     running: Option<Arc<Progress>>,
 }
 
+/// The series gathered answers are counted into.
+#[derive(Debug, Clone)]
+pub struct GatherMetrics {
+    /// `meshdns_gather_partial_total`.
+    pub partial: IntCounter,
+    /// `meshdns_gather_txt_disagreements_total`.
+    pub txt_disagreements: IntCounter,
+}
+
 /// The gathered zones and whom to ask for them.
 #[derive(Debug)]
 pub struct Gatherer {
@@ -79,8 +90,7 @@ pub struct Gatherer {
     cache: Arc<Cache>,
     attempt_timeout: Duration,
     negative_ttl: Duration,
-    /// `meshdns_gather_partial_total`.
-    partial: IntCounter,
+    metrics: GatherMetrics,
     background: Arc<Background>,
 }
 
@@ -90,7 +100,7 @@ impl Gatherer {
         config: &Config,
         cache: Arc<Cache>,
         peers: Vec<Arc<Peer>>,
-        partial: IntCounter,
+        metrics: GatherMetrics,
         background: Arc<Background>,
         (generation, target): (Generation, TargetId),
     ) -> Self {
@@ -101,7 +111,7 @@ impl Gatherer {
             cache,
             attempt_timeout: config.attempt_timeout,
             negative_ttl: config.cache.negative_ttl,
-            partial,
+            metrics,
             background,
         }
     }
@@ -116,7 +126,10 @@ impl Gatherer {
     pub async fn answer(&self, naming: &Naming, request: &Request, deadline: Instant) -> Vec<u8> {
         let merged = self.merged(request, naming, deadline).await;
         if merged.partial {
-            self.partial.inc();
+            self.metrics.partial.inc();
+        }
+        if merged.txt_disagreed {
+            self.metrics.txt_disagreements.inc();
         }
         reply::encode_fitted(&merged.reply, wire::MAX_MESSAGE)
     }
@@ -128,10 +141,7 @@ impl Gatherer {
             Plan::NoData => return self.negative(request, ResponseCode::NoError, naming),
             Plan::NxDomain => return self.negative(request, ResponseCode::NXDomain, naming),
             Plan::SchemaVersion => {
-                return Merged {
-                    reply: schema_version(request),
-                    partial: false,
-                };
+                return Merged::whole(schema_version(request));
             }
         };
         let mut gathered = self.ask_all(client, legs, deadline).await;
@@ -170,10 +180,12 @@ impl Gatherer {
 
     /// NODATA or NXDOMAIN with the zone's SOA, for what no cluster needs to be asked.
     fn negative(&self, request: &Message, rcode: ResponseCode, naming: &Naming) -> Merged {
-        Merged {
-            reply: reply::negative(request, rcode, &naming.zone, self.negative_ttl),
-            partial: false,
-        }
+        Merged::whole(reply::negative(
+            request,
+            rcode,
+            &naming.zone,
+            self.negative_ttl,
+        ))
     }
 
     /// Runs every leg concurrently and returns them in cluster order; legs that did not answer
@@ -223,20 +235,16 @@ impl Gatherer {
             }
             asked.push(leg);
         }
-        let mut cutoff = deadline;
-        let mut clock_started = false;
+        let mut cutoff = self.cutoff(deadline, false, &asked);
+        let mut answered = false;
         while !running.is_empty() {
             tokio::select! {
                 Some((slot, leg)) = running.next() => {
-                    let first_answer = !clock_started && matches!(leg, Leg::Answered(_));
+                    answered |= matches!(leg, Leg::Answered(_));
                     if let Some(entry) = asked.get_mut(slot) {
                         (entry.leg, entry.running) = (leg, None);
                     }
-                    if first_answer {
-                        clock_started = true;
-                        let pending: Vec<&Progress> = asked.iter().filter_map(|a| a.running.as_deref()).collect();
-                        cutoff = deadline.min(self.stragglers_cutoff(Instant::now(), &pending));
-                    }
+                    cutoff = cutoff.min(self.cutoff(deadline, answered, &asked));
                 }
                 () = sleep_until(cutoff) => break,
             }
@@ -267,8 +275,30 @@ impl Gatherer {
         asked.into_iter().map(|a| (a.peer, a.leg)).collect()
     }
 
-    /// How long the reply still waits, from `now` (the first answer), for the legs whose
-    /// progress is `pending`: the latest of their own cutoffs (see the module documentation).
+    /// Until when the reply waits for the legs of `asked` still running, recomputed whenever a
+    /// leg ends (the caller keeps the earliest: a leg that moves on to its next attempt does
+    /// not push it back). A leg whose cluster has every endpoint known down is never waited
+    /// for: its answer, should one come, refreshes the cache in the background, and the
+    /// endpoints' probes find out when the cluster is back. Of the others, before any leg
+    /// has `answered` the reply waits up to the `deadline`; after, the stragglers rule.
+    fn cutoff(&self, deadline: Instant, answered: bool, asked: &[Asked]) -> Instant {
+        let now = Instant::now();
+        let waited: Vec<&Progress> = (asked.iter())
+            .filter(|a| !a.peer.upstream.known_down())
+            .filter_map(|a| a.running.as_deref())
+            .collect();
+        if waited.is_empty() {
+            now
+        } else if answered {
+            deadline.min(self.stragglers_cutoff(now, &waited))
+        } else {
+            deadline
+        }
+    }
+
+    /// How long the reply still waits, from `now` (a leg's end, once some leg answered), for
+    /// the legs whose progress is `pending`: the latest of their own cutoffs (see the module
+    /// documentation).
     fn stragglers_cutoff(&self, now: Instant, pending: &[&Progress]) -> Instant {
         pending
             .iter()

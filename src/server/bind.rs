@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::config::variables::{ADMIN_LISTEN, LISTEN};
+use crate::config::variables::{ADMIN_LISTEN, DOT_LISTEN, LISTEN};
 
 /// Receive buffer asked of the kernel for UDP sockets (it may grant less).
 const UDP_RECV_BUFFER: usize = 4 << 20;
@@ -35,6 +35,8 @@ pub struct Listeners {
     pub tcp: Vec<std::net::TcpListener>,
     /// The admin HTTP listener (`MESHDNS_ADMIN_LISTEN`), when enabled; see [`bind_admin`].
     pub admin: Option<std::net::TcpListener>,
+    /// The DNS-over-TLS listeners (`MESHDNS_DOT_LISTEN`); see [`bind_dot`].
+    pub dot: Vec<std::net::TcpListener>,
 }
 
 impl Listeners {
@@ -54,7 +56,7 @@ impl Listeners {
 #[derive(Debug, thiserror::Error)]
 #[error("{variable}: cannot bind {addr}: {source}")]
 pub struct BindError {
-    /// `MESHDNS_LISTEN` or `MESHDNS_ADMIN_LISTEN`.
+    /// `MESHDNS_LISTEN`, `MESHDNS_DOT_LISTEN` or `MESHDNS_ADMIN_LISTEN`.
     pub variable: &'static str,
     pub addr: SocketAddr,
     pub source: std::io::Error,
@@ -110,6 +112,21 @@ pub fn bind_spread(addrs: &[SocketAddr], udp_per_address: usize) -> Result<Liste
         listeners.tcp.push(tcp);
     }
     Ok(listeners)
+}
+
+/// Binds the DNS-over-TLS listeners, exclusively like every other (a second meshdns fails
+/// with "address in use").
+pub fn bind_dot(addrs: &[SocketAddr]) -> Result<Vec<std::net::TcpListener>, BindError> {
+    addrs
+        .iter()
+        .map(|&addr| {
+            bind_tcp(addr).map_err(|source| BindError {
+                variable: DOT_LISTEN,
+                addr,
+                source,
+            })
+        })
+        .collect()
 }
 
 /// Binds the admin HTTP listener. No SO_REUSEPORT here: two processes sharing the port would

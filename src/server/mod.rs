@@ -1,11 +1,12 @@
 //! The DNS listeners: binding (before the runtime starts, so bind errors become exit 71),
-//! the UDP and TCP loops, and what they share — the access list, the in-flight bound, the
+//! the UDP, TCP and DNS-over-TLS loops, and what they share — the access list, the in-flight bound, the
 //! metrics and the shutdown signal. Beside them, the admin HTTP server (`/metrics`, `/livez`,
 //! `/readyz`).
 
 mod admin;
 mod batch;
 mod bind;
+mod dot;
 mod tcp;
 mod udp;
 
@@ -17,7 +18,8 @@ use crate::metrics::Metrics;
 use crate::query::Resolver;
 
 pub use admin::{MAX_CONNECTIONS as ADMIN_MAX_CONNECTIONS, Readiness, serve_admin};
-pub use bind::{BindError, Listeners, bind, bind_admin, bind_spread};
+pub use bind::{BindError, Listeners, bind, bind_admin, bind_dot, bind_spread};
+pub use dot::serve_dot;
 pub use tcp::{
     IDLE_TIMEOUT as TCP_IDLE_TIMEOUT, MAX_CONNECTIONS as TCP_MAX_CONNECTIONS, MAX_QUERY_FRAME,
     WRITE_TIMEOUT as TCP_WRITE_TIMEOUT, serve_tcp,

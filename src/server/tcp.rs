@@ -14,9 +14,12 @@
 //! most half of those slots (they wait for one where a UDP query would be dropped, so without
 //! the share a few pipelining connections could take every slot UDP clients need).
 //!
+//! DNS over TLS (`dot`) uses the same accept loop and the same framing, inside a TLS session.
+//!
 //! At shutdown a connection stops reading, finishes the queries it has, writes their replies
 //! and closes; the listener returns once its connections have.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +27,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use hickory_proto::op::ResponseCode;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
@@ -55,6 +59,21 @@ pub const MAX_QUERY_FRAME: usize = 16 * 1024;
 /// Serves one listener until shutdown, then waits for its connections to finish. Only a
 /// listening socket that can never accept again ends it early, with that error.
 pub async fn serve_tcp(listener: TcpListener, shared: Shared) -> std::io::Result<()> {
+    accept(listener, shared, connection).await
+}
+
+/// The accept loop of a stream listener (TCP, and DNS over TLS around it): at most
+/// [`MAX_CONNECTIONS`] connections, each served by `serve` on a task of the loop's own, until
+/// shutdown; then waits for them to finish.
+pub(super) async fn accept<Serve, Served>(
+    listener: TcpListener,
+    shared: Shared,
+    serve: Serve,
+) -> std::io::Result<()>
+where
+    Serve: Fn(TcpStream, SocketAddr, Shared) -> Served,
+    Served: Future<Output = ()> + Send + 'static,
+{
     let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut open: JoinSet<()> = JoinSet::new();
     let mut shutdown = shared.shutdown.clone();
@@ -78,9 +97,9 @@ pub async fn serve_tcp(listener: TcpListener, shared: Shared) -> std::io::Result
             shared.metrics.dropped(DropReason::TcpConnectionLimit);
             continue;
         };
-        let shared = shared.clone();
+        let served = serve(stream, peer, shared.clone());
         open.spawn(async move {
-            connection(stream, peer, shared).await;
+            served.await;
             drop(slot);
         });
     }
@@ -99,9 +118,35 @@ fn is_broken_listener(error: &std::io::Error) -> bool {
     matches!(error.raw_os_error(), Some(EBADF | EINVAL | ENOTSOCK))
 }
 
+/// Who may ask over a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Access {
+    /// A client address within `MESHDNS_ALLOW_FROM`, asked per query (a reload that narrows
+    /// it reaches the connections already open).
+    AllowFrom,
+    /// A client certificate, which the TLS handshake required and verified.
+    Certificate,
+}
+
 async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) {
     let _ = stream.set_nodelay(true);
     let (reader, writer) = stream.into_split();
+    serve_frames(reader, writer, peer, shared, Proto::Tcp, Access::AllowFrom).await;
+}
+
+/// Answers the length-prefixed queries read from `reader` on `writer` (see the module's
+/// documentation for the bounds), as `proto`, to clients admitted by `access`.
+pub(super) async fn serve_frames<R, W>(
+    reader: R,
+    writer: W,
+    peer: SocketAddr,
+    shared: Shared,
+    proto: Proto,
+    access: Access,
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let mut frames = FramedRead::new(reader, wire::tcp_codec(MAX_QUERY_FRAME));
     let (replies, outgoing) = mpsc::channel::<Vec<u8>>(MAX_PIPELINED);
     let mut writing = tokio::spawn(write_replies(writer, outgoing));
@@ -139,9 +184,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) {
             }
             () = stopped(&mut shutdown) => break,
         };
-        // Asked per query, not per connection: a reload that narrows `MESHDNS_ALLOW_FROM`
-        // reaches the connections already open.
-        if !shared.resolver.allows(peer.ip()) {
+        if access == Access::AllowFrom && !shared.resolver.allows(peer.ip()) {
             shared.metrics.dropped(DropReason::NotAllowed);
             if let Some(refused) = reply::from_header(&frame, ResponseCode::Refused)
                 && replies.send(refused).await.is_err()
@@ -162,7 +205,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) {
         let (resolver, replies) = (Arc::clone(&shared.resolver), replies.clone());
         let counted = shared.metrics.inflight();
         answering.spawn(async move {
-            let reply = resolver.handle(frame.freeze(), Proto::Tcp).await;
+            let reply = resolver.handle(frame.freeze(), proto).await;
             drop((counted, permit, tcp_share));
             if let Some(reply) = reply {
                 // Waits while the writer is behind; the connection's turn is held until the
@@ -192,8 +235,8 @@ enum WriteEnd {
 }
 
 /// Writes replies as they come until every sender is gone.
-async fn write_replies(
-    writer: tokio::net::tcp::OwnedWriteHalf,
+async fn write_replies<W: AsyncWrite + Unpin>(
+    writer: W,
     mut outgoing: mpsc::Receiver<Vec<u8>>,
 ) -> WriteEnd {
     let mut frames = FramedWrite::new(writer, wire::tcp_codec(wire::MAX_MESSAGE));

@@ -76,7 +76,7 @@ use exchange::ResendAt;
 pub use exchange::{Answered, AttemptError, acceptable};
 pub use health::{INITIAL_RTO, RTO_FLOOR};
 use listening::Slots;
-pub use series::{Held, UpstreamMetrics};
+pub use series::{Held, PeerCertificateSeries, UpstreamMetrics};
 
 /// Attempts of one exchange listening at once: the one just made and the one before it.
 pub const MAX_LISTENING: usize = 2;
@@ -351,6 +351,7 @@ impl Dialing {
         match (&spec.tls, crate::certificates::server_name(&tls_name)) {
             (Some(tls), Ok(server_name)) => {
                 settings.connect_metrics.push(series.tls_handshakes.clone());
+                settings.peer_certificate = Some(series.peer_certificate.clone());
                 Dialing::Tls {
                     server_name,
                     config: CurrentTls::new(Arc::clone(&tls.config)),
@@ -432,6 +433,14 @@ impl Upstream {
             }
         }
         group
+    }
+
+    /// Whether every endpoint of the group is known down (skipped until a probe sees it
+    /// answer): a gathered answer does not wait for it. A group without endpoints is not (its
+    /// exchange fails at once).
+    pub fn known_down(&self) -> bool {
+        let endpoints = self.endpoints.load();
+        !endpoints.is_empty() && endpoints.iter().all(|endpoint| !endpoint.is_up())
     }
 
     /// What this group is made of.

@@ -34,6 +34,9 @@ pub struct UpstreamMetrics {
     pub tls_handshakes: IntCounterVec,
     pub connections: IntCounterVec,
     pub retransmits: IntCounterVec,
+    /// `meshdns_peer_certificate_expiry_timestamp_seconds{peer}`, set by a TLS group's
+    /// handshakes.
+    pub peer_certificate_expiry: IntGaugeVec,
     /// Who holds which series.
     pub held: Arc<Held>,
 }
@@ -90,6 +93,10 @@ impl UpstreamMetrics {
             tls_handshakes: self.tls_handshakes.with_label_values(&[name]),
             connections: self.connections.with_label_values(&[name, transport]),
             retransmits: self.retransmits.with_label_values(&[name]),
+            peer_certificate: PeerCertificateSeries {
+                family: self.peer_certificate_expiry.clone(),
+                peer: name.into(),
+            },
             name: name.to_string(),
             metrics: self.clone(),
         }
@@ -133,8 +140,26 @@ pub(super) struct GroupSeries {
     /// Counts the group's retransmissions: UDP queries sent again, to the same endpoint or
     /// (a hedge) to the next.
     pub retransmits: IntCounter,
+    /// When the certificate the peer presented expires, from each handshake.
+    pub peer_certificate: PeerCertificateSeries,
     name: String,
     metrics: UpstreamMetrics,
+}
+
+/// `meshdns_peer_certificate_expiry_timestamp_seconds` of one peer. Made at its first handshake,
+/// not before (a series at 0 would read as a certificate long expired), and removed with the
+/// group's other series.
+#[derive(Debug, Clone)]
+pub struct PeerCertificateSeries {
+    family: IntGaugeVec,
+    peer: Arc<str>,
+}
+
+impl PeerCertificateSeries {
+    /// The peer presented a certificate that expires at `not_after` (seconds since the epoch).
+    pub fn presented(&self, not_after: i64) {
+        self.family.with_label_values(&[&*self.peer]).set(not_after);
+    }
 }
 
 impl GroupSeries {
@@ -171,6 +196,7 @@ impl Drop for GroupSeries {
         let _ = metrics.duration.remove_label_values(&[name]);
         let _ = metrics.tls_handshakes.remove_label_values(&[name]);
         let _ = metrics.retransmits.remove_label_values(&[name]);
+        let _ = metrics.peer_certificate_expiry.remove_label_values(&[name]);
         // Both transports: a reload may have changed the cluster's.
         for transport in STREAM_TRANSPORTS {
             let _ = metrics.connections.remove_label_values(&[name, transport]);
@@ -246,6 +272,8 @@ pub(super) mod tests {
             tls_handshakes: counters("handshakes", &["peer"]),
             connections: counters("connections", &["peer", "transport"]),
             retransmits: counters("retransmits", &["peer"]),
+            peer_certificate_expiry: IntGaugeVec::new(Opts::new("expiry", "test"), &["peer"])
+                .unwrap(),
             held: Arc::default(),
         }
     }

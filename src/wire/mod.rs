@@ -71,10 +71,12 @@ pub fn tcp_framed(msg: &[u8]) -> Option<Vec<u8>> {
 pub enum Proto {
     Udp,
     Tcp,
+    /// DNS over TLS (RFC 7858): TCP's framing and limits inside a TLS session.
+    Tls,
 }
 
 impl Proto {
-    pub const ALL: [Proto; 2] = [Proto::Udp, Proto::Tcp];
+    pub const ALL: [Proto; 3] = [Proto::Udp, Proto::Tcp, Proto::Tls];
 
     /// How large a reply may be: over UDP the client's EDNS payload size (512 without EDNS,
     /// and never less, RFC 6891; never more than [`MAX_UDP_REPLY`]), over TCP any size.
@@ -83,7 +85,7 @@ impl Proto {
             Proto::Udp => {
                 usize::from(edns_payload.unwrap_or(0)).clamp(CLASSIC_UDP_SIZE, MAX_UDP_REPLY)
             }
-            Proto::Tcp => MAX_MESSAGE,
+            Proto::Tcp | Proto::Tls => MAX_MESSAGE,
         }
     }
 
@@ -91,6 +93,7 @@ impl Proto {
         match self {
             Proto::Udp => "udp",
             Proto::Tcp => "tcp",
+            Proto::Tls => "tls",
         }
     }
 }

@@ -24,8 +24,8 @@ TOOLS=${MESHDNS_DEPLOY_TOOLS:-/opt/meshdns-deploy-tools}
 K8S_VERSION=1.33.0
 # Custom resources have no schema in kubernetes-validate; these kinds, and only these, are skipped.
 # They live only in the opt-in parts (k8s/components/monitoring, k8s/components/tls,
-# k8s/coredns-tls, the chart's monitoring, tls and webhook values): the default install must
-# render without any (check_pod.py and check_chart.py check that).
+# k8s/mesh-ca, k8s/clusters/<name>/dot, the chart's monitoring, tls and webhook values): the
+# default install must render without any (check_pod.py and check_chart.py check that).
 SKIP_KINDS=("monitoring.coreos.com/v1/PodMonitor" "monitoring.coreos.com/v1/PrometheusRule"
     "cert-manager.io/v1/Certificate" "cert-manager.io/v1/ClusterIssuer" "cert-manager.io/v1/Issuer")
 CLUSTERS=(a b)
@@ -179,7 +179,7 @@ check "every cluster kustomization sets the same namespace" same_namespace
 # the example in another namespace, and a foreign workload with the sidecar component.
 declare -A RENDERED
 for c in "${CLUSTERS[@]}"; do
-    for part in "" /coredns /coredns-tls /coredns-forward /coredns-forward-import; do
+    for part in "" /coredns /coredns-forward /coredns-forward-import; do
         # Only the kustomizations there are: coredns-forward-import for a platform with
         # coredns-custom; coredns-forward holds the merged Corefile, no kustomization.
         [ -z "$part" ] || [ -f "k8s/clusters/$c$part/kustomization.yaml" ] || continue
@@ -237,6 +237,22 @@ resolver_tls() {
 }
 check "kustomize renders k8s/resolver/a + component tls-mounts, k8s/clusters/a with monitoring and tls" resolver_tls &&
     RENDERED[resolver-tls]=$WORK/resolver-tls.yaml
+# Each cluster's resolver serving DNS over TLS to the peers, as step 9 says: its
+# k8s/clusters/<name>/dot listed after the resolver component; and the mesh CA.
+resolver_dot() {
+    local c=$1
+    [ -d "$WORK/k8s-dot" ] || cp -r k8s "$WORK/k8s-dot"
+    sed -i "s#^  - ../../components/resolver\$#&\n  - ../../clusters/$c/dot#" \
+        "$WORK/k8s-dot/resolver/$c/kustomization.yaml"
+    grep -q "clusters/$c/dot" "$WORK/k8s-dot/resolver/$c/kustomization.yaml" &&
+        render "$WORK/k8s-dot/resolver/$c" "$WORK/resolver-$c-dot.yaml"
+}
+for c in "${CLUSTERS[@]}"; do
+    check "kustomize renders k8s/resolver/$c + k8s/clusters/$c/dot (DNS over TLS served)" resolver_dot "$c" &&
+        RENDERED[resolver-$c-dot]=$WORK/resolver-$c-dot.yaml
+done
+check "kustomize renders k8s/mesh-ca" render k8s/mesh-ca "$WORK/mesh-ca.yaml" &&
+    RENDERED[mesh-ca]=$WORK/mesh-ca.yaml
 # The cluster-level resolver with its optional HorizontalPodAutoscaler.
 resolver_hpa() {
     cp -r k8s "$WORK/k8s-hpa"
@@ -320,17 +336,6 @@ PYEOF
 export WORK
 check "exposure per cluster: kube-dns-mesh an internal LoadBalancer (UDP+TCP 53, Cluster), source ranges set, its address in clusters.env, nothing else" \
     exposure_contract
-dot_nodeport_contract() {
-    "$PY" - "${RENDERED[clusters/a/coredns-tls]}" <<'PYEOF'
-import sys, yaml
-tls = next(d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Service")
-t = tls["spec"]
-ok_tls = (tls["metadata"]["namespace"] == "kube-system" and t["type"] == "NodePort"
-          and [(p["protocol"], p["port"]) for p in t["ports"]] == [("TCP", 853)] and t["ports"][0].get("nodePort"))
-sys.exit(0 if ok_tls else f"unexpected: {t}")
-PYEOF
-}
-check "the DNS over TLS endpoint: NodePort TCP 853 in kube-system" dot_nodeport_contract
 # Each platform's load balancer (k8s/components/expose-*) in place of the example's MetalLB, on
 # a copy of k8s/clusters/a/coredns: its annotations, and the NodePort fallback's contract
 # (every node answers: externalTrafficPolicy Cluster; no source ranges, which a NodePort
@@ -527,16 +532,40 @@ sys.exit(any(d and d["kind"] == "ConfigMap" and d["metadata"]["name"] == "coredn
     return $bad
 }
 check "no rendered kustomization replaces kube-system/coredns (the CoreDNS change is additive)" no_corefile_replaced
-corefile_contract() {
+dot_contract() {
     "$PY" - "${CLUSTERS[@]}" <<'PYEOF'
-import os, re, sys, yaml
+import os, sys, yaml
 work, names, why = os.environ["WORK"], set(), []
 for c in sys.argv[1:]:
-    docs = [d for d in yaml.safe_load_all(open(f"{work}/clusters-{c}-coredns-tls.yaml")) if d]
-    cf = next(d for d in docs if d["kind"] == "ConfigMap")["data"]["Corefile"]
-    if not re.search(r"^tls://\.:853 \{", cf, re.M) or "client_auth require_and_verify" not in cf:
-        why.append(f"{c}: Corefile lacks tls://.:853 or client_auth require_and_verify")
-    cert = next(d for d in docs if d["kind"] == "Certificate")
+    docs = [d for d in yaml.safe_load_all(open(f"{work}/resolver-{c}-dot.yaml")) if d]
+    by = lambda kind, name: next(d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name)
+    dep, cert = by("Deployment", "meshdns"), by("Certificate", "meshdns-dot-server")
+    svc, pol = by("Service", "meshdns-dot"), by("NetworkPolicy", "meshdns-resolver")
+    ns = {d["metadata"].get("namespace") for d in (dep, cert, svc, pol)}
+    if len(ns) != 1:
+        why.append(f"{c}: Deployment, Certificate, Service and NetworkPolicy in namespaces {ns}")
+    pod = dep["spec"]["template"]["spec"]
+    box = next(k for k in pod["containers"] if k["name"] == "meshdns")
+    env = {e["name"]: e.get("value") for e in box.get("env", [])}
+    mount = next((m for m in box.get("volumeMounts", []) if m["name"] == "meshdns-dot"), None)
+    vol = next((v for v in pod.get("volumes", []) if v["name"] == "meshdns-dot"), None)
+    if not mount or "subPath" in mount or not vol or vol["secret"]["secretName"] != cert["spec"]["secretName"]:
+        why.append(f"{c}: the Certificate's Secret is not mounted as a directory")
+    else:
+        for var, key in (("CERT", "tls.crt"), ("KEY", "tls.key"), ("CLIENT_CA", "ca.crt")):
+            if env.get(f"MESHDNS_DOT_{var}_FILE") != f"{mount['mountPath']}/{key}":
+                why.append(f"{c}: MESHDNS_DOT_{var}_FILE is {env.get(f'MESHDNS_DOT_{var}_FILE')}")
+    if env.get("MESHDNS_DOT_LISTEN") != "0.0.0.0:853" or not any(
+            p.get("containerPort") == 853 and p.get("name") == "dns-tls" for p in box.get("ports", [])):
+        why.append(f"{c}: no DNS over TLS listener on 853 (port dns-tls)")
+    sp = svc["spec"]
+    if sp["selector"] != dep["spec"]["selector"]["matchLabels"] or [(p["protocol"], p["port"], p["targetPort"]) for p in sp["ports"]] != [("TCP", 853, "dns-tls")]:
+        why.append(f"{c}: Service meshdns-dot does not send TCP 853 to the resolver's dns-tls")
+    if not sp.get("loadBalancerSourceRanges"):
+        why.append(f"{c}: Service meshdns-dot without loadBalancerSourceRanges")
+    if not any(not r.get("from") and any(p.get("port") == 853 for p in r.get("ports", []))
+               for r in pol["spec"].get("ingress", [])):
+        why.append(f"{c}: the resolver's NetworkPolicy does not admit TCP 853")
     names |= set(cert["spec"]["dnsNames"])
     if any("CLUSTER" in n for n in cert["spec"]["dnsNames"]):
         why.append(f"{c}: server certificate name not set: {cert['spec']['dnsNames']}")
@@ -545,7 +574,7 @@ if len(names) != len(sys.argv) - 1:
 sys.exit("; ".join(why) or 0)
 PYEOF
 }
-check "DNS over TLS endpoint: tls://.:853 with client_auth require_and_verify, a server name per cluster" corefile_contract
+check "DNS over TLS on each resolver: 853, the renewed Secret as a directory, client CA, Service, policy, a name per cluster" dot_contract
 
 # ---------------------------------------------------------------- the rendered pod spec
 # The built binary (as .ci/run's cargo steps leave it) starts every rendered meshdns container,
@@ -624,7 +653,7 @@ pod_check opt-in "${NS[a]}" "clusters/a+monitoring+tls" --example --podmonitor -
 pod_check foreign payments "foreign StatefulSet" --keeps init-perms,postgres,run
 no_namespace() { ! grep -qx 'kind: Namespace' "$1"; }
 for c in "${CLUSTERS[@]}"; do
-    for part in coredns coredns-tls; do
+    for part in coredns; do
         [ -n "${RENDERED[clusters/$c/$part]:-}" ] || continue
         check "k8s/clusters/$c/$part creates or relabels no Namespace" no_namespace "${RENDERED[clusters/$c/$part]}"
     done

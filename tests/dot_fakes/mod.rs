@@ -81,10 +81,22 @@ impl Pki {
 
     /// A leaf certificate for `names` (DNS names or IP addresses), signed by this CA.
     pub fn issue(&self, names: &[&str]) -> Identity {
-        let key = KeyPair::generate().expect("leaf key");
         let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-        let cert = CertificateParams::new(names)
-            .expect("leaf params")
+        self.sign(CertificateParams::new(names).expect("leaf params"))
+    }
+
+    /// [`Pki::issue`] with a certificate that expires on January 1st of `year`: a renewal
+    /// tells itself apart by its notAfter.
+    pub fn issue_until(&self, names: &[&str], year: i32) -> Identity {
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let mut params = CertificateParams::new(names).expect("leaf params");
+        params.not_after = rcgen::date_time_ymd(year, 1, 1);
+        self.sign(params)
+    }
+
+    fn sign(&self, params: CertificateParams) -> Identity {
+        let key = KeyPair::generate().expect("leaf key");
+        let cert = params
             .signed_by(&key, &self.issuer)
             .expect("leaf certificate");
         Identity {

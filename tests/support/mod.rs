@@ -5,7 +5,7 @@
 //! Everything binds on loopback port 0: tests never race for ports and never send a packet
 //! off the machine.
 
-// Each test file compiles this module on its own and uses only part of it.
+// Each test binary compiles this module on its own and uses only part of it.
 #![allow(dead_code)]
 
 pub mod admin;

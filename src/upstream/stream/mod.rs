@@ -42,6 +42,7 @@ use rustls::pki_types::ServerName;
 use tokio::time::{Instant, timeout_at};
 
 use crate::certificates::CurrentTls;
+use crate::upstream::PeerCertificateSeries;
 use crate::wire;
 use connection::Shared;
 
@@ -117,6 +118,8 @@ pub struct StreamSettings {
     /// ones included) into each of these: `meshdns_upstream_connections_total`, and
     /// `meshdns_upstream_tls_handshakes_total` for TLS endpoints.
     pub connect_metrics: Vec<prometheus::IntCounter>,
+    /// Told the notAfter of the certificate the peer presents in each TLS handshake.
+    pub peer_certificate: Option<PeerCertificateSeries>,
 }
 
 impl Default for StreamSettings {
@@ -126,6 +129,7 @@ impl Default for StreamSettings {
             connect_timeout: CONNECT_TIMEOUT,
             max_in_flight: MAX_IN_FLIGHT,
             connect_metrics: Vec::new(),
+            peer_certificate: None,
         }
     }
 }

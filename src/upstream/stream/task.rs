@@ -85,11 +85,25 @@ async fn connect_and_serve(
         } => {
             let handshake = TlsConnector::from(config.load()).connect(server_name.clone(), tcp);
             match timeout_at(until, handshake).await {
-                Ok(Ok(tls)) => serve(shared, serial, queue, tls).await,
+                Ok(Ok(tls)) => {
+                    record_peer_certificate(shared, tls.get_ref().1);
+                    serve(shared, serial, queue, tls).await
+                }
                 Ok(Err(e)) => Ending::Failed(classify(e)),
                 Err(_) => Ending::Failed(StreamError::ConnectTimeout(limit)),
             }
         }
+    }
+}
+
+/// Shows when the certificate the peer just presented expires.
+fn record_peer_certificate(shared: &Shared, session: &rustls::ClientConnection) {
+    let leaf = session.peer_certificates().and_then(|chain| chain.first());
+    if let (Some(series), Some(not_after)) = (
+        &shared.settings.peer_certificate,
+        leaf.and_then(|leaf| crate::certificates::not_after(leaf)),
+    ) {
+        series.presented(not_after);
     }
 }
 
