@@ -359,9 +359,9 @@ fn receive_room(buf: &mut Vec<u8>, limit: usize) -> &mut [u8] {
 }
 
 /// What a datagram received by an attempt is: the reply to keep and the send it answers, or
-/// `None` when it is not ours (another ID, the wrong question) and the attempt listens on. A
-/// reply larger than `limit` (the kernel cut the rest off) is taken as truncated, so the
-/// caller asks over TCP.
+/// `None` when it is not ours (another ID, the wrong question) or does not walk fully, and the
+/// attempt listens on. A reply larger than `limit` (the kernel cut the rest off) is taken as
+/// truncated, so the caller asks over TCP.
 fn judge(
     reply: &[u8],
     limit: usize,
@@ -376,9 +376,10 @@ fn judge(
         return None;
     };
     // Cut by the kernel, it cannot walk: only its header and question are judged.
-    let verdict = match reply.len() > limit {
-        true => (answers(reply, send.id, query).then_some(())).ok_or(Refused::NotAnAnswer),
-        false => check(reply, send.id, query),
+    let verdict = if reply.len() > limit {
+        (answers(reply, send.id, query).then_some(())).ok_or(Refused::NotAnAnswer)
+    } else {
+        check(reply, send.id, query)
     };
     match verdict {
         Ok(()) if reply.len() > limit => {
@@ -422,7 +423,7 @@ fn connected_udp(endpoint: SocketAddr) -> Result<std::net::UdpSocket, AttemptErr
 mod tests {
     use bytes::Bytes;
     use futures_util::{SinkExt, StreamExt};
-    use hickory_proto::op::{Message, Query, ResponseCode};
+    use hickory_proto::op::{Message, Query};
     use hickory_proto::rr::{Name, RecordType};
     use tokio_util::codec::Framed;
 

@@ -8,7 +8,7 @@
 //! still used. At most [`MAX_LISTENING`] attempts listen at once, and an exchange makes at most
 //! one attempt per endpoint plus one retry, so a query costs a bounded number of sockets and
 //! packets however long its deadline. "Acceptable" is decided in the `accept` module, for every
-transport: a reply that does not walk fully is no reply, and the attempt listens on.
+//! transport: a reply that does not walk fully is no reply, and the attempt listens on.
 //! Endpoints that keep failing are skipped until a background probe sees them answer again
 //! (the `endpoint` module). The attempts run inside their exchange, not as tasks of their own
 //! (the `listening` module), under one timer: a miss costs one task and one timer.
