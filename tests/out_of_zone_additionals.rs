@@ -16,7 +16,9 @@ const FOREIGN_REAL: [u8; 4] = [192, 0, 2, 80];
 const FOREIGN_GLUE: [u8; 4] = [203, 0, 113, 66];
 
 /// kube-dns: the real answer for [`FOREIGN`], and `extra` besides.
-async fn kube_dns(extra: impl FnOnce(support::FakeDnsBuilder) -> support::FakeDnsBuilder) -> FakeDns {
+async fn kube_dns(
+    extra: impl FnOnce(support::FakeDnsBuilder) -> support::FakeDnsBuilder,
+) -> FakeDns {
     let builder = FakeDns::builder().answer(
         FOREIGN,
         RecordType::A,
@@ -67,7 +69,12 @@ async fn a_cluster_zone_reply_keeps_only_additional_records_inside_the_zone() {
     )
     .await;
     for ask_ in ["first", "second (from the cache)"] {
-        let reply = ask(&meshdns, "_mongodb._tcp.mongo.db.cluster.b.", RecordType::SRV).await;
+        let reply = ask(
+            &meshdns,
+            "_mongodb._tcp.mongo.db.cluster.b.",
+            RecordType::SRV,
+        )
+        .await;
         assert_eq!(reply.msg.response_code, ResponseCode::NoError, "{ask_}");
         assert_eq!(
             reply.additional_lines(),
@@ -93,7 +100,11 @@ async fn a_pass_through_additional_record_never_answers_for_its_own_name() {
     let meshdns = Meshdns::before(&local, &[("MESHDNS_CACHE_SIZE", "1000")]).await;
     for ask_ in ["first", "second (from the cache)"] {
         let reply = ask(&meshdns, asked, RecordType::A).await;
-        assert_eq!(reply.answer_lines(), ["www.example.com. A 192.0.2.1"], "{ask_}");
+        assert_eq!(
+            reply.answer_lines(),
+            ["www.example.com. A 192.0.2.1"],
+            "{ask_}"
+        );
         assert_eq!(
             reply.additional_lines(),
             ["www.example.org. A 203.0.113.66"],

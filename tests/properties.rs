@@ -640,7 +640,10 @@ fn walked_answer() -> Answer {
 /// reply depends on it (its question and EDNS), and that reply's bytes.
 fn walked_exchange() -> (Vec<u8>, Vec<u8>) {
     let asked = with_edns(query(WALKED, RecordType::A), 1232);
-    (asked.to_vec().unwrap(), reply_bytes(&asked, &walked_answer()))
+    (
+        asked.to_vec().unwrap(),
+        reply_bytes(&asked, &walked_answer()),
+    )
 }
 
 /// A mutation of a real reply where a walk can go wrong.
@@ -650,7 +653,11 @@ enum Mutation {
     Count(usize, u16),
     /// The name that starts the nth record's owner (or its RDATA) made a compression pointer
     /// to `target`: a loop, a forward pointer, one into the middle of a label, or a good one.
-    Pointer { record: usize, in_rdata: bool, target: u16 },
+    Pointer {
+        record: usize,
+        in_rdata: bool,
+        target: u16,
+    },
     /// The nth record's RDATA length set to a value.
     Length(usize, u16),
     /// The reply cut to its first bytes.
@@ -662,7 +669,11 @@ fn mutation() -> impl Strategy<Value = Mutation> {
     prop_oneof![
         (0..4usize, small_or_any()).prop_map(|(section, value)| Mutation::Count(section, value)),
         (0..8usize, any::<bool>(), 0..160u16).prop_map(|(record, in_rdata, target)| {
-            Mutation::Pointer { record, in_rdata, target }
+            Mutation::Pointer {
+                record,
+                in_rdata,
+                target,
+            }
         }),
         (0..8usize, small_or_any()).prop_map(|(record, value)| Mutation::Length(record, value)),
         (0..160usize).prop_map(Mutation::Cut),
@@ -676,17 +687,31 @@ fn patch(reply: &[u8], mutation: &Mutation) -> Patch {
     let nth = |n: usize| records[n % records.len()];
     let u16_at = |at: usize, value: u16| {
         let [high, low] = value.to_be_bytes();
-        Patch { bytes: vec![(at, high), (at + 1, low)], cut: None }
+        Patch {
+            bytes: vec![(at, high), (at + 1, low)],
+            cut: None,
+        }
     };
     match *mutation {
         Mutation::Count(section, value) => u16_at(4 + 2 * section, value),
-        Mutation::Pointer { record, in_rdata, target } => {
+        Mutation::Pointer {
+            record,
+            in_rdata,
+            target,
+        } => {
             let record = nth(record);
-            let at = if in_rdata { record.rdata_offset } else { record.start };
+            let at = if in_rdata {
+                record.rdata_offset
+            } else {
+                record.start
+            };
             u16_at(at, 0xc000 | target)
         }
         Mutation::Length(record, value) => u16_at(nth(record).rdata_offset - 2, value),
-        Mutation::Cut(len) => Patch { bytes: Vec::new(), cut: Some(len) },
+        Mutation::Cut(len) => Patch {
+            bytes: Vec::new(),
+            cut: Some(len),
+        },
     }
 }
 
@@ -702,7 +727,10 @@ proptest! {
 
 /// What the client sees of a reply: its rcode and its answer section.
 fn seen(msg: &Message) -> (ResponseCode, Vec<String>) {
-    (msg.response_code, msg.answers.iter().map(record_line).collect())
+    (
+        msg.response_code,
+        msg.answers.iter().map(record_line).collect(),
+    )
 }
 
 /// kube-dns sends the mutated reply first and the right one 50 ms later; the client, asking
@@ -720,7 +748,11 @@ async fn relayed_or_refused(mutation: &Mutation) -> Result<(), TestCaseError> {
         false => Message::from_vec(&good).unwrap(),
     };
     let upstream = FakeDns::builder()
-        .on(WALKED, RecordType::A, Behaviour::PatchedFirst(patch, walked_answer()))
+        .on(
+            WALKED,
+            RecordType::A,
+            Behaviour::PatchedFirst(patch, walked_answer()),
+        )
         .start()
         .await;
     let meshdns = Meshdns::before(&upstream, &[("MESHDNS_CACHE_SIZE", "100")]).await;

@@ -74,8 +74,8 @@ use series::GroupSeries;
 use stream::{StreamEndpoint, StreamSettings};
 use truncated::Truncated;
 
-use exchange::ResendAt;
 pub use accept::acceptable;
+use exchange::ResendAt;
 pub use exchange::{Answered, AttemptError};
 pub use health::{INITIAL_RTO, RTO_FLOOR};
 use listening::Slots;

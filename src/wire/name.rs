@@ -91,7 +91,9 @@ pub fn follow_name(msg: &[u8], start: usize) -> Option<FollowedName> {
     let mut in_place = None;
     loop {
         let end = walk_name(msg, piece, |at| {
-            labels += msg.get(at).map_or(0, |&len| usize::from(len) + usize::from(len > 0));
+            labels += msg
+                .get(at)
+                .map_or(0, |&len| usize::from(len) + usize::from(len > 0));
             if at < before && labels < MAX_NAME {
                 ControlFlow::Continue(())
             } else {

@@ -5,20 +5,19 @@
 //! pointers ([`follow_name`]), every record framed inside the message, and the rules a full
 //! decoder (hickory-proto, which the cluster route and the gathers parse with) adds about
 //! records: no empty RDATA outside UPDATE, A and AAAA of their size, names in RDATA that fill
-//! it exactly, OPT (one, owned by the root, well-framed options), SIG and TSIG only in the
-//! additional section, no record of the query-only types (ANY, AXFR, IXFR, 0).
+//! it exactly, one OPT owned by the root, OPT, SIG and TSIG only in the additional section, no
+//! record of the query-only types (ANY, AXFR, IXFR, 0).
 //!
 //! It reads and never writes, allocates nothing, and owns no other rule: the RDATA of the
-//! other types (TXT strings, SVCB parameters, the data of each EDNS option) is checked for its
-//! framing only — the reads that meshdns and a pod's stub resolver make of a reply are of
-//! names, addresses and framing.
+//! other types (TXT strings, SVCB parameters, the options of OPT) is checked for its framing
+//! only — the reads that meshdns and a pod's stub resolver make of a reply are of names,
+//! addresses and framing. (hickory reads EDNS options leniently — an option cut short by the
+//! end of the RDATA is dropped, not refused — and the EDNS code of meshdns reads them where it
+//! needs them, refusing what it cannot read.)
 
-use super::edns::for_each_option;
 use super::header::opcode;
 use super::name::follow_name;
-use super::records::{
-    RecordAt, Section, TYPE_OPT, TYPE_SOA, questions_end_by, records_from_by,
-};
+use super::records::{RecordAt, Section, TYPE_OPT, TYPE_SOA, questions_end_by, records_from_by};
 
 const OPCODE_UPDATE: u8 = 5;
 
@@ -94,7 +93,95 @@ fn check_rdata(msg: &[u8], record: &RecordAt) -> Option<()> {
         TYPE_MX => names_then(start + 2, 1, 0),
         TYPE_SRV => names_then(start + 6, 1, 0),
         TYPE_SOA => names_then(start, 2, 20),
-        TYPE_OPT => for_each_option(msg, (start, end), |_, _| {}),
         _ => Some(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hickory_proto::op::{Edns, Message, Query};
+    use hickory_proto::rr::rdata::{A, CNAME};
+    use hickory_proto::rr::{Name, RData, Record, RecordType};
+
+    use super::*;
+    use crate::wire::for_each_record;
+
+    /// A reply with a CNAME (its target compressed against the question), an A record and OPT.
+    fn reply() -> Vec<u8> {
+        let name = Name::from_ascii("www.example.com.").unwrap();
+        let target = Name::from_ascii("web.example.com.").unwrap();
+        let mut msg = Message::response(7, hickory_proto::op::OpCode::Query);
+        msg.add_query(Query::query(name.clone(), RecordType::A));
+        msg.add_answer(Record::from_rdata(
+            name,
+            30,
+            RData::CNAME(CNAME(target.clone())),
+        ));
+        msg.add_answer(Record::from_rdata(
+            target,
+            30,
+            RData::A(A::new(192, 0, 2, 1)),
+        ));
+        msg.set_edns(Edns::new());
+        msg.to_vec().unwrap()
+    }
+
+    /// The records of `msg`, as the framing walk finds them.
+    fn records(msg: &[u8]) -> Vec<RecordAt> {
+        let mut found = Vec::new();
+        for_each_record(msg, |r| found.push(*r)).unwrap();
+        found
+    }
+
+    #[test]
+    fn a_reply_walks_fully_and_every_cut_of_it_does_not() {
+        let msg = reply();
+        assert!(walks_fully(&msg));
+        for cut in 0..msg.len() {
+            assert!(!walks_fully(&msg[..cut]), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn a_pointer_loop_in_an_owner_or_in_rdata_does_not_walk() {
+        let msg = reply();
+        let [cname, a, _opt] = records(&msg)[..] else {
+            panic!("three records");
+        };
+        for at in [cname.start, cname.rdata_offset, a.start] {
+            let mut looping = msg.clone();
+            let pointer = 0xc000 | u16::try_from(at).unwrap();
+            looping[at..at + 2].copy_from_slice(&pointer.to_be_bytes());
+            assert!(!walks_fully(&looping), "a loop at {at}");
+        }
+    }
+
+    #[test]
+    fn rdata_of_the_wrong_size_and_misplaced_records_do_not_walk() {
+        let msg = reply();
+        let [cname, a, opt] = records(&msg)[..] else {
+            panic!("three records");
+        };
+        // An A record of 3 bytes (the fourth taken as the next record's start).
+        let mut short = msg.clone();
+        short[a.rdata_offset - 1] = 3;
+        assert!(!walks_fully(&short));
+        // A CNAME whose RDATA is longer than its name.
+        let mut long = msg.clone();
+        long[cname.rdata_offset - 1] += 1;
+        assert!(!walks_fully(&long));
+        // OPT counted in the answer section: the answer count takes one more, the additional one
+        // less (ANCOUNT 3, ARCOUNT 0).
+        let mut misplaced = msg.clone();
+        misplaced[7] = 3;
+        misplaced[11] = 0;
+        assert!(!walks_fully(&misplaced));
+        // An empty A record.
+        let mut empty = msg[..a.start].to_vec();
+        empty.extend_from_slice(&msg[a.start..a.rdata_offset - 2]);
+        empty.extend_from_slice(&[0, 0]);
+        empty.extend_from_slice(&msg[opt.start..]);
+        assert!(!walks_fully(&empty));
+        assert!(Message::from_vec(&empty).is_err(), "as hickory reads it");
     }
 }

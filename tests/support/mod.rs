@@ -627,7 +627,9 @@ fn wrong_question(query: &Message, answer: &Answer) -> Vec<u8> {
 
 /// The bytes of the fake's reply to `query` (without [`FakeDnsBuilder::compressing`]).
 pub fn reply_bytes(query: &Message, answer: &Answer) -> Vec<u8> {
-    reply(query, answer).to_vec().expect("the fake's reply encodes")
+    reply(query, answer)
+        .to_vec()
+        .expect("the fake's reply encodes")
 }
 
 /// The reply a server gives: ID, opcode, RD, CD and question echoed; EDNS only when asked.
