@@ -60,13 +60,14 @@ pub(super) fn answers(reply: &[u8], id: u16, sent: &[u8]) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use hickory_proto::op::{Message, Query, ResponseCode};
     use hickory_proto::rr::{Name, RecordType};
 
     use super::*;
 
-    fn query() -> Vec<u8> {
+    /// A query for `www.example.org. A`, the exchange tests' too.
+    pub(in crate::upstream) fn query() -> Vec<u8> {
         let mut msg = Message::query();
         let name = Name::from_ascii("www.example.org.").unwrap();
         msg.add_query(Query::query(name, RecordType::A));

@@ -423,18 +423,11 @@ fn connected_udp(endpoint: SocketAddr) -> Result<std::net::UdpSocket, AttemptErr
 mod tests {
     use bytes::Bytes;
     use futures_util::{SinkExt, StreamExt};
-    use hickory_proto::op::{Message, Query};
-    use hickory_proto::rr::{Name, RecordType};
+    use hickory_proto::op::Message;
     use tokio_util::codec::Framed;
 
     use super::*;
-
-    fn query() -> Vec<u8> {
-        let mut msg = Message::query();
-        let name = Name::from_ascii("www.example.org.").unwrap();
-        msg.add_query(Query::query(name, RecordType::A));
-        msg.to_vec().unwrap()
-    }
+    use crate::upstream::accept::tests::query;
 
     #[test]
     fn running_out_of_descriptors_or_buffers_is_a_local_error() {
