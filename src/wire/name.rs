@@ -66,6 +66,12 @@ pub fn skip_name(msg: &[u8], at: usize) -> Option<usize> {
     walk_name(msg, at, |_| ControlFlow::Continue(())).map(NameEnd::offset)
 }
 
+/// The most compression pointers one name may be followed through: one per label the longest
+/// name can have, so only a chain of pointers to pointers is refused. hickory follows such a
+/// chain to its end (up to 8,192 hops, the pointers that fit the 16 KiB a pointer can address);
+/// bounded here, the walk of a whole reply stays linear in its size, whatever a peer sends.
+const MAX_POINTER_HOPS: usize = MAX_NAME / 2;
+
 /// A name followed through its compression pointers by [`follow_name`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FollowedName {
@@ -80,8 +86,9 @@ pub struct FollowedName {
 /// pointer leads strictly back, before the first label of the piece it ends, and the labels
 /// it leads to stay before that piece too — so a walk can neither loop nor overlap itself,
 /// and stops after at most one step per byte —, and the whole name, expanded, is at most
-/// [`MAX_NAME`] bytes. `None` when any of this fails or the name runs off the message. The
-/// work is bounded by the expanded length: what a decoder pays to read the name once.
+/// [`MAX_NAME`] bytes, reached through at most [`MAX_POINTER_HOPS`] pointers. `None` when any of
+/// this fails or the name runs off the message. The work is bounded by the expanded length and
+/// the hops: what a decoder pays to read the name once.
 pub fn follow_name(msg: &[u8], start: usize) -> Option<FollowedName> {
     let mut piece = start;
     // Where the piece before started: nothing followed may sit at or after it.
@@ -89,7 +96,7 @@ pub fn follow_name(msg: &[u8], start: usize) -> Option<FollowedName> {
     // The labels so far, root excluded, in wire form.
     let mut labels = 0usize;
     let mut in_place = None;
-    loop {
+    for _ in 0..=MAX_POINTER_HOPS {
         let end = walk_name(msg, piece, |at| {
             labels += msg
                 .get(at)
@@ -115,6 +122,7 @@ pub fn follow_name(msg: &[u8], start: usize) -> Option<FollowedName> {
         before = piece;
         piece = target;
     }
+    None
 }
 
 /// The offset just past a name of plain labels (no compression pointer) starting at `start`.
@@ -220,8 +228,17 @@ mod tests {
         assert_eq!(follow_name(b"\xc0\x02\x00", 0), None);
         // Back into the middle of the piece that pointed: labels would overlap it.
         assert_eq!(follow_name(b"\x02a\xc0\x00", 2), None);
-        // A chain of pointers, each strictly back, ends.
+        // A chain of pointers, each strictly back, ends; a chain longer than a name has
+        // labels is refused.
         assert!(follow_name(b"\x00\xc0\x00\xc0\x01\xc0\x03", 5).is_some());
+        let mut chain = vec![0, 0xc0, 0];
+        while chain.len() < 2 * (MAX_POINTER_HOPS + 2) {
+            let previous = u16::try_from(chain.len() - 2).unwrap();
+            chain.extend_from_slice(&(0xc000 | previous).to_be_bytes());
+        }
+        let last = |hops: usize| 1 + 2 * (hops - 1);
+        assert!(follow_name(&chain, last(MAX_POINTER_HOPS)).is_some());
+        assert_eq!(follow_name(&chain, last(MAX_POINTER_HOPS + 1)), None);
     }
 
     #[test]
