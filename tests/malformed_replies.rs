@@ -59,6 +59,28 @@ async fn pass_through_ignores_a_pointer_loop_reply_and_relays_and_caches_the_rig
 }
 
 #[tokio::test]
+async fn pass_through_ignores_a_pointer_loop_frame_in_the_tcp_fetch_after_a_truncated_reply() {
+    let upstream = FakeDns::builder()
+        .on(
+            NAME,
+            RecordType::A,
+            Behaviour::TruncateUdpThenOverTcp(Box::new(Behaviour::PointerLoopFirst(www()))),
+        )
+        .start()
+        .await;
+    let meshdns = cached_before(&upstream, &[]).await;
+    let reply = udp(meshdns.addr, &with_edns(query(NAME, RecordType::A), 1232)).await;
+    assert_eq!(reply.msg.response_code, ResponseCode::NoError);
+    assert!(!reply.msg.truncation, "the whole answer, fetched over TCP");
+    assert_eq!(reply.answer_lines().len(), 2);
+    assert_eq!(
+        (upstream.count(Via::Udp), upstream.count(Via::Tcp)),
+        (1, 1),
+        "one query each way: the TCP fetch listened past the malformed frame"
+    );
+}
+
+#[tokio::test]
 async fn pass_through_with_only_pointer_loop_replies_is_servfail_with_a_reason_never_cached() {
     let upstream = FakeDns::builder()
         .on(NAME, RecordType::A, Behaviour::PointerLoopOnly(www()))

@@ -220,6 +220,8 @@ pub enum Behaviour {
     PointerLoopFirst(Answer),
     /// The malformed reply of [`Behaviour::PointerLoopFirst`], and nothing else.
     PointerLoopOnly(Answer),
+    /// Over UDP: TC as [`Behaviour::TruncateUdp`] (NOERROR); over TCP: the behaviour given.
+    TruncateUdpThenOverTcp(Box<Behaviour>),
     /// The right reply changed by the patch first, then, 50 ms later, the right one (both
     /// transports): whatever the patch breaks or keeps.
     PatchedFirst(Patch, Answer),
@@ -535,10 +537,12 @@ fn plan(behaviour: &Behaviour, query: &Message, via: Via, compressing: bool) -> 
         | Behaviour::TrickleTcp(_, answer)
             if via == Via::Udp =>
         {
-            let mut cut = reply(query, &Answer::rcode(answer.rcode));
-            cut.metadata.truncation = true;
-            now(vec![encode(cut)])
+            now(vec![encode(truncated(query, answer.rcode))])
         }
+        Behaviour::TruncateUdpThenOverTcp(_) if via == Via::Udp => {
+            now(vec![encode(truncated(query, ResponseCode::NoError))])
+        }
+        Behaviour::TruncateUdpThenOverTcp(then) => plan(then, query, via, compressing),
         Behaviour::TruncateUdp(answer) => now(vec![right(answer)]),
         Behaviour::CloseTcpMidFrame(answer) => Plan {
             close_mid_frame: true,
@@ -603,6 +607,13 @@ fn wrong_id(query: &Message, answer: &Answer) -> Vec<u8> {
     let mut spoof = reply(query, answer);
     spoof.metadata.id = query.id.wrapping_add(1);
     spoof.to_vec().expect("the fake's reply encodes")
+}
+
+/// A reply with TC set and no records.
+fn truncated(query: &Message, rcode: ResponseCode) -> Message {
+    let mut cut = reply(query, &Answer::rcode(rcode));
+    cut.metadata.truncation = true;
+    cut
 }
 
 /// `reply` with the owner name of its first record made a compression pointer to itself: a
