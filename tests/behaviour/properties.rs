@@ -617,7 +617,7 @@ proptest! {
 
 // --- Replies are walked once, fully (issue 45) -----------------------------------------------
 
-#[path = "../fuzz/targets.rs"]
+#[path = "../../fuzz/targets.rs"]
 mod targets;
 
 use support::{Patch, record_line, reply_bytes};

@@ -5,7 +5,7 @@
 //! cached. (The fault matrix has the same fault for every route; these tests add the cache, TCP
 //! and the reply-only case.)
 
-mod support;
+use crate::support;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;

@@ -3,7 +3,7 @@
 //! records it maps back into the zone; in pass-through the reply is relayed verbatim, but no
 //! additional record ever becomes the answer for its own name — from the cache or otherwise.
 
-mod support;
+use crate::support;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
