@@ -37,6 +37,9 @@ enum Fault {
     WrongId,
     /// A reply with another ID, then the right one.
     WrongIdThenRight,
+    /// A reply whose first owner name is a compression-pointer loop, then 50 ms later the
+    /// right one: a malformed reply is no reply at all.
+    PointerLoopThenRight,
     /// Only a reply to another question.
     WrongQuestion,
     /// Bytes that are no DNS message.
@@ -47,7 +50,7 @@ enum Fault {
     TcpTrickles,
 }
 
-const FAULTS: [Fault; 11] = [
+const FAULTS: [Fault; 12] = [
     Fault::Timeout,
     Fault::ServFail,
     Fault::Refused,
@@ -55,6 +58,7 @@ const FAULTS: [Fault; 11] = [
     Fault::TcWithoutTcp,
     Fault::WrongId,
     Fault::WrongIdThenRight,
+    Fault::PointerLoopThenRight,
     Fault::WrongQuestion,
     Fault::Garbage,
     Fault::TcpClosesMidFrame,
@@ -93,6 +97,7 @@ fn behaviour(fault: Fault, answer: Answer) -> Behaviour {
         Fault::TcWithoutTcp => Behaviour::TruncateUdp(answer),
         Fault::WrongId => Behaviour::WrongIdOnly(answer),
         Fault::WrongIdThenRight => Behaviour::WrongIdFirst(answer),
+        Fault::PointerLoopThenRight => Behaviour::PointerLoopFirst(answer),
         Fault::WrongQuestion => Behaviour::WrongQuestionOnly(answer),
         Fault::Garbage => Behaviour::Garbage,
         Fault::TcpClosesMidFrame => Behaviour::CloseTcpMidFrame(answer),
@@ -271,7 +276,9 @@ fn single_upstream_expect(fault: Fault, answer_line: &str) -> Expect {
         // The TCP retry after truncation has one attempt timeout; a peer that trickles past
         // it leaves the truncated UDP reply, passed on with TC.
         Fault::TcpTrickles => truncated(ATTEMPT * 2),
-        Fault::WrongIdThenRight => answered(&[answer_line.to_string()], 30, ATTEMPT),
+        Fault::WrongIdThenRight | Fault::PointerLoopThenRight => {
+            answered(&[answer_line.to_string()], 30, ATTEMPT)
+        }
     }
 }
 
@@ -330,7 +337,9 @@ async fn distributed_zone_with_one_faulty_cluster() {
         let (reply, elapsed) = ask(&meshdns, SERVICE, RecordType::A).await;
         let line = |n: u8| format!("{SERVICE} A 10.{n}.0.1");
         let expect = match fault {
-            Fault::WrongIdThenRight => answered(&[line(1), line(2), line(3)], 30, ATTEMPT),
+            Fault::WrongIdThenRight | Fault::PointerLoopThenRight => {
+                answered(&[line(1), line(2), line(3)], 30, ATTEMPT)
+            }
             // The straggler (a cluster of one endpoint, still up) keeps its retry: it is cut
             // two attempt timeouts after the healthy legs answered.
             _ => answered(&[line(1), line(2)], merge_partial_ttl(), ATTEMPT * 2),
@@ -359,7 +368,9 @@ async fn distributed_zone_with_every_cluster_faulty() {
         let (reply, elapsed) = ask(&meshdns, SERVICE, RecordType::A).await;
         let line = |n: u8| format!("{SERVICE} A 10.{n}.0.1");
         let expect = match fault {
-            Fault::WrongIdThenRight => answered(&[line(1), line(2), line(3)], 30, ATTEMPT),
+            Fault::WrongIdThenRight | Fault::PointerLoopThenRight => {
+                answered(&[line(1), line(2), line(3)], 30, ATTEMPT)
+            }
             // Silence (or a trickle): no leg ever answers, so only the deadline ends the wait.
             Fault::Timeout | Fault::WrongId | Fault::WrongQuestion | Fault::Garbage => {
                 servfail(TIMEOUT)

@@ -614,3 +614,163 @@ proptest! {
         }
     }
 }
+
+// --- Replies are walked once, fully (issue 45) -----------------------------------------------
+
+#[path = "../../fuzz/targets.rs"]
+mod targets;
+
+use support::{Patch, record_line, reply_bytes};
+
+/// The pass-through name of the walk properties, and its reply: a CNAME, an address, an NS
+/// and its glue, so that names are compressed in the owner, RDATA, authority and additional
+/// sections.
+const WALKED: &str = "www.example.com.";
+
+fn walked_answer() -> Answer {
+    Answer::records([
+        rr::cname(WALKED, "web.example.com."),
+        rr::a("web.example.com.", [192, 0, 2, 1]),
+    ])
+    .authority(rr::ns("example.com.", "ns1.example.com."))
+    .additional(rr::a("ns1.example.com.", [192, 0, 2, 53]))
+}
+
+/// The query meshdns relays for a client asking [`WALKED`] with EDNS, as far as the fake's
+/// reply depends on it (its question and EDNS), and that reply's bytes.
+fn walked_exchange() -> (Vec<u8>, Vec<u8>) {
+    let asked = with_edns(query(WALKED, RecordType::A), 1232);
+    (
+        asked.to_vec().unwrap(),
+        reply_bytes(&asked, &walked_answer()),
+    )
+}
+
+/// A mutation of a real reply where a walk can go wrong.
+#[derive(Debug, Clone)]
+enum Mutation {
+    /// A section count (0 QD, 1 AN, 2 NS, 3 AR) set to a value.
+    Count(usize, u16),
+    /// The name that starts the nth record's owner (or its RDATA) made a compression pointer
+    /// to `target`: a loop, a forward pointer, one into the middle of a label, or a good one.
+    Pointer {
+        record: usize,
+        in_rdata: bool,
+        target: u16,
+    },
+    /// The nth record's RDATA length set to a value.
+    Length(usize, u16),
+    /// The reply cut to its first bytes.
+    Cut(usize),
+}
+
+fn mutation() -> impl Strategy<Value = Mutation> {
+    let small_or_any = || prop_oneof![0..8u16, any::<u16>()];
+    prop_oneof![
+        (0..4usize, small_or_any()).prop_map(|(section, value)| Mutation::Count(section, value)),
+        (0..8usize, any::<bool>(), 0..160u16).prop_map(|(record, in_rdata, target)| {
+            Mutation::Pointer {
+                record,
+                in_rdata,
+                target,
+            }
+        }),
+        (0..8usize, small_or_any()).prop_map(|(record, value)| Mutation::Length(record, value)),
+        (0..160usize).prop_map(Mutation::Cut),
+    ]
+}
+
+/// The mutation as byte edits to `reply`.
+fn patch(reply: &[u8], mutation: &Mutation) -> Patch {
+    let mut records = Vec::new();
+    meshdns::wire::for_each_record(reply, |r| records.push(*r)).expect("a reply that walks");
+    let nth = |n: usize| records[n % records.len()];
+    let u16_at = |at: usize, value: u16| {
+        let [high, low] = value.to_be_bytes();
+        Patch {
+            bytes: vec![(at, high), (at + 1, low)],
+            cut: None,
+        }
+    };
+    match *mutation {
+        Mutation::Count(section, value) => u16_at(4 + 2 * section, value),
+        Mutation::Pointer {
+            record,
+            in_rdata,
+            target,
+        } => {
+            let record = nth(record);
+            let at = if in_rdata {
+                record.rdata_offset
+            } else {
+                record.start
+            };
+            u16_at(at, 0xc000 | target)
+        }
+        Mutation::Length(record, value) => u16_at(nth(record).rdata_offset - 2, value),
+        Mutation::Cut(len) => Patch {
+            bytes: Vec::new(),
+            cut: Some(len),
+        },
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_full_walk_accepts_a_mutated_reply_exactly_when_the_decoder_does(m in mutation()) {
+        let (_, reply) = walked_exchange();
+        targets::walk_agrees_with_decoder(&patch(&reply, &m).apply(reply));
+    }
+}
+
+/// What the client sees of a reply: its rcode and its answer section.
+fn seen(msg: &Message) -> (ResponseCode, Vec<String>) {
+    (
+        msg.response_code,
+        msg.answers.iter().map(record_line).collect(),
+    )
+}
+
+/// kube-dns sends the mutated reply first and the right one 50 ms later; the client, asking
+/// twice (the second time from the cache, if the first answer was cacheable), sees the mutated
+/// reply only when it walks fully, else the right one — never anything that does not parse.
+async fn relayed_or_refused(mutation: &Mutation) -> Result<(), TestCaseError> {
+    let (asked, good) = walked_exchange();
+    let patch = patch(&good, mutation);
+    let mutated = patch.apply(good.clone());
+    let id = meshdns::wire::id(&asked).unwrap();
+    let expected = match meshdns::upstream::acceptable(&mutated, id, &asked) {
+        true => Message::from_vec(&mutated).map_err(|e| {
+            TestCaseError::fail(format!("an accepted reply that does not parse: {e}"))
+        })?,
+        false => Message::from_vec(&good).unwrap(),
+    };
+    let upstream = FakeDns::builder()
+        .on(
+            WALKED,
+            RecordType::A,
+            Behaviour::PatchedFirst(patch, walked_answer()),
+        )
+        .start()
+        .await;
+    let meshdns = Meshdns::before(&upstream, &[("MESHDNS_CACHE_SIZE", "100")]).await;
+    for ask in ["first", "second"] {
+        let reply = udp(meshdns.addr, &with_edns(query(WALKED, RecordType::A), 1232)).await;
+        prop_assert_eq!(seen(&reply.msg), seen(&expected), "{} ask", ask);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_mutated_upstream_reply_is_relayed_when_it_walks_fully_and_else_never_relayed_or_cached(
+        m in mutation()
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(relayed_or_refused(&m))?;
+    }
+}
