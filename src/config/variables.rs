@@ -60,6 +60,20 @@ impl Variable {
         )
     }
 
+    /// The variable's two lines of `--help` (name, meaning and when a change applies unless
+    /// live; then its default), the name padded to `width`.
+    pub fn help_lines(&self, width: usize) -> String {
+        let default = self.default.unwrap_or("(unset)");
+        let applies = match self.applies {
+            Applies::Live => String::new(),
+            _ => format!(" [{}]", self.applies()),
+        };
+        format!(
+            "  {:<width$}  {}{applies}\n  {:<width$}  default: {default}\n",
+            self.name, self.meaning, ""
+        )
+    }
+
     /// This variable, with an empty value refused.
     const fn refusing_empty(self) -> Self {
         Self {
@@ -435,15 +449,7 @@ pub fn help() -> String {
          Configured by environment variables (and files in MESHDNS_CONFIG_DIR):\n",
     );
     for variable in VARIABLES {
-        let default = variable.default.unwrap_or("(unset)");
-        let restart = match variable.applies() {
-            "live" => String::new(),
-            applies => format!(" [{applies}]"),
-        };
-        out.push_str(&format!(
-            "  {:<width$}  {}{restart}\n  {:<width$}  default: {default}\n",
-            variable.name, variable.meaning, ""
-        ));
+        out.push_str(&variable.help_lines(width));
     }
     out.push_str(&format!(
         "\nDurations take ms, s, m or h (e.g. 500ms, 1.5s).\n\
