@@ -36,12 +36,11 @@ fn the_readme_configuration_table_is_the_variable_table() {
     let expected: Vec<Vec<String>> = VARIABLES
         .iter()
         .map(|v| {
-            vec![
-                format!("`{}`", v.name),
-                v.default.map_or("unset".to_string(), |d| format!("`{d}`")),
-                v.meaning.to_string(),
-                v.applies().to_string(),
-            ]
+            v.readme_row()
+                .trim_matches('|')
+                .split(" | ")
+                .map(|cell| cell.trim().to_string())
+                .collect()
         })
         .collect();
     assert_eq!(documented, expected);
