@@ -281,8 +281,37 @@ pub fn cache(data: &[u8]) {
     }
 }
 
+/// Record types whose RDATA the full walk (`wire::walks_fully`) reads whole, as hickory does:
+/// A, NS, CNAME, SOA, PTR, MX, AAAA, SRV, ANAME, and OPT without options. Of the others it
+/// checks the framing only (docs/design.md, "Replies are walked once, fully").
+const WALKED_TYPES: [u16; 10] = [1, 2, 5, 6, 12, 15, 28, 33, 41, 65305];
+
+/// The full walk accepts exactly what hickory's full decoder accepts: every message that
+/// parses walks, and every message that walks parses, when its records are of the types the
+/// walk reads whole ([`WALKED_TYPES`]; otherwise what hickory checks inside their RDATA is not
+/// the walk's business).
+pub fn walk_agrees_with_decoder(data: &[u8]) {
+    let walks = wire::walks_fully(data);
+    let parses = Message::from_vec(data).is_ok();
+    if parses {
+        assert!(walks, "a message hickory parses walks fully");
+    }
+    let mut read_whole = true;
+    let framed = wire::for_each_record(data, |record| {
+        let opt_with_options = record.rtype == 41 && record.rdata_len > 0;
+        read_whole &= WALKED_TYPES.contains(&record.rtype) && !opt_with_options;
+    });
+    if walks {
+        assert!(framed.is_some(), "a message that walks fully is framed");
+    }
+    if walks && read_whole {
+        assert!(parses, "a message that walks fully parses");
+    }
+}
+
 /// The byte-level readers on anything; where hickory parses a message, they agree with it.
 pub fn wire_target(data: &[u8]) {
+    walk_agrees_with_decoder(data);
     let _ = (wire::id(data), wire::rcode(data), wire::opcode(data));
     let _ = wire::first_question(data);
     let _ = wire::opt(data);

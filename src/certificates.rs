@@ -1,8 +1,9 @@
 //! The TLS client configuration shared by every DNS-over-TLS endpoint (`upstream::stream`): the
 //! CA bundle that signs the peers' certificates and, for mutual TLS, our own certificate and
-//! key, all read from PEM files. The configuration module loads it to validate
-//! `MESHDNS_TLS_*` (exit 64, or a rejected reload, naming the file); the snapshot hands it to
-//! the endpoints.
+//! key, all read from PEM files. The configuration's loader reads the files ([`PemFile::read`])
+//! and its parse builds the configuration from their bytes ([`build`], no file touched) to
+//! validate `MESHDNS_TLS_*` (exit 64, or a rejected reload, naming the file); the snapshot hands
+//! it to the endpoints.
 //!
 //! It promises a root store of exactly the given bundle (no web PKI roots: a public CA must not
 //! be able to vouch for a peer cluster), rustls with the `ring` provider, TLS 1.3 preferred and
@@ -167,29 +168,56 @@ impl std::fmt::Debug for CurrentTls {
     }
 }
 
-/// Reads the CA bundle (and the client identity, when given) and builds the configuration every
-/// DNS-over-TLS endpoint of this generation shares, with the fingerprints of the files read (each
-/// file is read once: the fingerprint is of what was parsed). Blocking file reads: call it where
-/// configuration is loaded, not on the query path.
+/// A PEM file as read from disk (at most [`MAX_PEM_FILE`]), before anything parses it: its
+/// path, and its bytes or why they could not be read.
+#[derive(Debug)]
+pub struct PemFile {
+    pub path: PathBuf,
+    bytes: Result<Vec<u8>, TlsConfigError>,
+}
+
+impl PemFile {
+    /// Reads `path`: blocking, so call it where configuration is loaded, not on the query path.
+    pub fn read(path: &Path) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            bytes: read(path),
+        }
+    }
+}
+
+/// Reads the CA bundle (and the client identity, when given) and builds the configuration from
+/// them ([`build`]). Blocking file reads: call it where configuration is loaded, not on the
+/// query path.
 pub fn load(
     ca_file: &Path,
     identity: Option<ClientIdentity<'_>>,
 ) -> Result<ClientTls, TlsConfigError> {
+    let identity = identity.map(|i| (PemFile::read(i.cert_file), PemFile::read(i.key_file)));
+    build(PemFile::read(ca_file), identity)
+}
+
+/// The configuration every DNS-over-TLS endpoint of this generation shares, from the CA bundle
+/// and the client certificate and key (already read: this touches no file), with the
+/// fingerprints of the files (each fingerprint is of what was parsed).
+pub fn build(
+    ca_file: PemFile,
+    identity: Option<(PemFile, PemFile)>,
+) -> Result<ClientTls, TlsConfigError> {
     let mut files = Vec::new();
+    let ca_path = ca_file.path.clone();
     let roots = roots(ca_file, &mut files)?;
     // The versions cannot be refused by the ring provider (it supports both); the error says
     // where it would come from anyway.
     let builder = ClientConfig::builder_with_provider(provider())
         .with_protocol_versions(VERSIONS)
-        .map_err(|e| bad_certificate(ca_file, &e))?
+        .map_err(|e| bad_certificate(&ca_path, &e))?
         .with_root_certificates(roots);
     let mut not_after = None;
     let config = match identity {
         None => builder.with_no_client_auth(),
-        Some(ClientIdentity {
-            cert_file,
-            key_file,
-        }) => {
+        Some((cert_file, key_file)) => {
+            let (cert_path, key_path) = (cert_file.path.clone(), key_file.path.clone());
             let chain = certificates(cert_file, &mut files)?;
             let key = private_key(key_file, &mut files)?;
             not_after = chain.first().and_then(|leaf| self::not_after(leaf));
@@ -198,8 +226,8 @@ pub fn load(
             builder
                 .with_client_auth_cert(chain, key)
                 .map_err(|e| TlsConfigError::BadKey {
-                    key: key_file.to_path_buf(),
-                    cert: cert_file.to_path_buf(),
+                    key: key_path,
+                    cert: cert_path,
                     reason: e.to_string(),
                 })?
         }
@@ -222,10 +250,11 @@ const VERSIONS: &[&rustls::SupportedProtocolVersion] =
 
 /// A root store of exactly the certificates in the PEM bundle `ca_file` (its fingerprint added
 /// to `files`): the CAs a peer's certificate must chain to, server or client.
-fn roots(ca_file: &Path, files: &mut Vec<u64>) -> Result<RootCertStore, TlsConfigError> {
+fn roots(ca_file: PemFile, files: &mut Vec<u64>) -> Result<RootCertStore, TlsConfigError> {
+    let path = ca_file.path.clone();
     let mut roots = RootCertStore::empty();
     for cert in certificates(ca_file, files)? {
-        roots.add(cert).map_err(|e| bad_certificate(ca_file, &e))?;
+        roots.add(cert).map_err(|e| bad_certificate(&path, &e))?;
     }
     Ok(roots)
 }
@@ -346,10 +375,10 @@ pub fn server_name(name: &str) -> Result<ServerName<'static>, TlsConfigError> {
 
 /// Every certificate in a PEM file (its fingerprint added to `files`); at least one.
 fn certificates(
-    path: &Path,
+    file: PemFile,
     files: &mut Vec<u64>,
 ) -> Result<Vec<CertificateDer<'static>>, TlsConfigError> {
-    let text = read_into(path, files)?;
+    let (path, text) = (&file.path, fingerprinted(file.bytes, files)?);
     let certs = CertificateDer::pem_slice_iter(&text)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| bad_pem(path, &e))?;
@@ -364,10 +393,10 @@ fn certificates(
 /// The first private key in a PEM file (its fingerprint added to `files`): PKCS#8, PKCS#1 (RSA)
 /// or SEC1 (EC).
 fn private_key(
-    path: &Path,
+    file: PemFile,
     files: &mut Vec<u64>,
 ) -> Result<PrivateKeyDer<'static>, TlsConfigError> {
-    let text = read_into(path, files)?;
+    let (path, text) = (&file.path, fingerprinted(file.bytes, files)?);
     // PKCS#8 "ENCRYPTED PRIVATE KEY", or OpenSSL's legacy "Proc-Type: 4,ENCRYPTED" header:
     // without this, both would read as "no private key in it".
     let encrypted = [
@@ -390,8 +419,8 @@ fn private_key(
     })
 }
 
-/// The bytes of `path` (at most [`MAX_PEM_FILE`]), their fingerprint added to `files`.
-fn read_into(path: &Path, files: &mut Vec<u64>) -> Result<Vec<u8>, TlsConfigError> {
+/// The bytes of `path` (at most [`MAX_PEM_FILE`]).
+fn read(path: &Path) -> Result<Vec<u8>, TlsConfigError> {
     let read_error = |source| TlsConfigError::Read {
         path: path.to_path_buf(),
         source,
@@ -406,6 +435,15 @@ fn read_into(path: &Path, files: &mut Vec<u64>) -> Result<Vec<u8>, TlsConfigErro
             path: path.to_path_buf(),
         });
     }
+    Ok(text)
+}
+
+/// The bytes read, their fingerprint added to `files`.
+fn fingerprinted(
+    bytes: Result<Vec<u8>, TlsConfigError>,
+    files: &mut Vec<u64>,
+) -> Result<Vec<u8>, TlsConfigError> {
+    let text = bytes?;
     let mut fingerprint = DefaultHasher::new();
     text.hash(&mut fingerprint);
     files.push(fingerprint.finish());

@@ -218,7 +218,7 @@ fn asks(config: &Config, cluster: &Cluster, resolved: Option<&Resolved>) -> Stri
 fn shown(config: &Config, variable: &str) -> String {
     let value = effective(config, variable);
     let from_file = matches!(config.settings.source(variable), Source::ConfigDir(_));
-    if !RESTART_ONLY.contains(&variable) || !from_file {
+    if !is_restart_only(variable) || !from_file {
         return value;
     }
     let in_force = config::value(&config.environment, variable);

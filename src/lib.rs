@@ -15,6 +15,8 @@
 //! (`meshdns dns-change`); [`wire`] reads raw bytes without a full parse;
 //! [`metrics`] defines every metric, served by the admin server in [`server`];
 //! [`process`] is what the binary needs around `run` (logging, runtime, signals).
+//! [`webhook`] is the other mode of the binary (`meshdns webhook`): the admission webhook that
+//! injects the sidecar into pods that operators create.
 //!
 //! [`run`] takes sockets that are already bound, so tests bind port 0 and the binary can turn
 //! bind failures into their own exit code.
@@ -44,6 +46,7 @@ pub mod search;
 pub mod server;
 pub mod snapshot;
 pub mod upstream;
+pub mod webhook;
 pub mod wire;
 
 use std::future::Future;

@@ -1,6 +1,7 @@
 //! The meshdns binary: configuration from the environment, logging, the runtime, and exit codes
 //! (0 after a clean shutdown, 64 for bad configuration or a refused `dns-change`, 71 when a
-//! socket cannot be bound).
+//! socket cannot be bound), for both serving modes: the DNS server, and `meshdns webhook` (the
+//! injection webhook).
 
 #![forbid(unsafe_code)]
 
@@ -10,14 +11,15 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use meshdns::certificates::server::{ServerTls, ServerTlsFiles};
 use meshdns::check::render_check;
-use meshdns::config::{Config, ConfigError, read_env_file, variables};
+use meshdns::config::{Config, ConfigError, WebhookConfig, read_env_file, variables};
 use meshdns::dns_change::{self, Platform};
 use meshdns::process;
 
 const EXIT_CONFIG: u8 = 64;
 const EXIT_BIND: u8 = 71;
-const USAGE: &str = "usage: meshdns [--check [--resolve] [--env-file FILE]... | dns-change --platform PLATFORM --resolver IP [--current FILE] [--env-file FILE]... | --version | --help]  (configured by MESHDNS_* environment variables; meshdns --help lists them)";
+const USAGE: &str = "usage: meshdns [webhook] [--check [--resolve] [--env-file FILE]... | dns-change --platform PLATFORM --resolver IP [--current FILE] [--env-file FILE]... | --version | --help]  (configured by MESHDNS_* environment variables; meshdns --help lists them)";
 
 /// How long the exit waits for blocking work still running (a reload reading a hung mount):
 /// the queries are drained by then, and such a read must not hold the pod's shutdown.
@@ -46,6 +48,10 @@ enum Mode {
         resolver: IpAddr,
         current: Option<String>,
         env_files: Vec<String>,
+    },
+    /// `webhook`: serve the injection webhook; `check`: print its configuration instead.
+    Webhook {
+        check: bool,
     },
 }
 
@@ -87,6 +93,8 @@ fn mode(args: &[String]) -> Result<Mode, ExitCode> {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     match args.as_slice() {
         [] => Ok(Mode::Serve),
+        ["webhook"] => Ok(Mode::Webhook { check: false }),
+        ["webhook", "--check"] => Ok(Mode::Webhook { check: true }),
         ["--check", rest @ ..] => {
             let (mut resolve, mut env_files) = (false, Vec::new());
             let mut rest = rest.iter();
@@ -146,6 +154,7 @@ fn main() -> ExitCode {
     };
     let env_files: &[String] = match &mode {
         Mode::Check { env_files, .. } | Mode::DnsChange { env_files, .. } => env_files,
+        Mode::Webhook { check } => return webhook(*check),
         Mode::Serve => &[],
     };
     let config = match environment(env_files).and_then(Config::from_vars) {
@@ -171,7 +180,7 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     // Kept until the end: dropping it waits (briefly) for the last log lines to be written.
-    let logs = process::init_logging(&config);
+    let logs = process::init_logging(&config.log, config.log_format);
     let bound =
         meshdns::server::bind_spread(&config.listen, config.threads).and_then(|mut listeners| {
             if let Some(addr) = config.admin_listen {
@@ -189,14 +198,26 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_BIND);
         }
     };
-    let runtime = match process::runtime(config.threads) {
+    let threads = config.threads;
+    let served = meshdns::run(config, listeners, process::shutdown_signal());
+    serve(threads, logs, served)
+}
+
+/// Runs `served` on a runtime of `threads` threads to its end, then waits briefly for blocking
+/// work and for the last log lines (`logs`).
+fn serve(
+    threads: usize,
+    logs: Option<process::Flush>,
+    served: impl std::future::Future<Output = std::io::Result<()>>,
+) -> ExitCode {
+    let runtime = match process::runtime(threads) {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("meshdns: cannot start the runtime: {error}");
             return ExitCode::FAILURE;
         }
     };
-    let served = runtime.block_on(meshdns::run(config, listeners, process::shutdown_signal()));
+    let served = runtime.block_on(served);
     runtime.shutdown_timeout(BLOCKING_GRACE);
     drop(logs);
     match served {
@@ -206,4 +227,55 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `meshdns webhook`: the configuration, the certificate, the sockets, then the server until
+/// SIGTERM; with `check`, the configuration printed instead.
+fn webhook(check: bool) -> ExitCode {
+    let config = match WebhookConfig::from_vars(std::env::vars()) {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("meshdns: bad configuration: {error}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    if check {
+        print!("{}", config.render());
+        return ExitCode::SUCCESS;
+    }
+    let logs = process::init_logging(&config.log, config.log_format);
+    let files = ServerTlsFiles {
+        cert: config.cert_file.clone(),
+        key: config.key_file.clone(),
+        client_ca: None,
+    };
+    let tls = match ServerTls::load(files, vec![b"http/1.1".to_vec()]) {
+        Ok(tls) => std::sync::Arc::new(tls),
+        Err(error) => {
+            eprintln!("meshdns: bad configuration: the webhook's certificate: {error}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let bound = std::net::TcpListener::bind(config.listen).map_err(|e| {
+        format!(
+            "cannot listen on {} (MESHDNS_WEBHOOK_LISTEN): {e}",
+            config.listen
+        )
+    });
+    let admin = config
+        .admin_listen
+        .map(meshdns::server::bind_admin)
+        .transpose();
+    let (listener, admin) = match (bound, admin) {
+        (Ok(listener), Ok(admin)) => (listener, admin),
+        (Err(why), _) => return bind_failed(why),
+        (_, Err(error)) => return bind_failed(format!("{error}: {}", error.hint())),
+    };
+    let served = meshdns::webhook::run(config, listener, admin, tls, process::shutdown_signal());
+    serve(1, logs, served)
+}
+
+fn bind_failed(why: String) -> ExitCode {
+    eprintln!("meshdns: {why}");
+    ExitCode::from(EXIT_BIND)
 }

@@ -253,7 +253,15 @@ pub const SERVER_CERTIFICATE_RELOADS_TOTAL: Family = Family {
 };
 
 /// Every family, in the order of the README's table.
-pub const FAMILIES: [&Family; 31] = [
+pub const WEBHOOK_REVIEWS_TOTAL: Family = Family {
+    name: "meshdns_webhook_reviews_total",
+    kind: Kind::Counter,
+    labels: &["result"],
+    help: "AdmissionReviews answered by `meshdns webhook` (0 in the DNS server): injected, skipped (opted out, excluded, injected already), not_injected (could not be; a warning was returned), denied (not a Pod), invalid (not an AdmissionReview; HTTP 4xx).",
+};
+
+/// Every family, in the order of the README's table.
+pub const FAMILIES: [&Family; 32] = [
     &REQUESTS_TOTAL,
     &REQUEST_DURATION_SECONDS,
     &CACHE_HITS_TOTAL,
@@ -285,6 +293,7 @@ pub const FAMILIES: [&Family; 31] = [
     &CLIENT_CERTIFICATE_EXPIRY_TIMESTAMP_SECONDS,
     &SERVER_CERTIFICATE_EXPIRY_TIMESTAMP_SECONDS,
     &SERVER_CERTIFICATE_RELOADS_TOTAL,
+    &WEBHOOK_REVIEWS_TOTAL,
 ];
 
 /// Buckets of `request_duration_seconds`: a cache hit over loopback takes tens of µs, a
@@ -393,6 +402,36 @@ impl TlsListener {
     }
 }
 
+/// How the webhook answered one review: the `result` label of `meshdns_webhook_reviews_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WebhookResult {
+    Injected,
+    Skipped,
+    NotInjected,
+    Denied,
+    Invalid,
+}
+
+impl WebhookResult {
+    pub const ALL: [WebhookResult; 5] = [
+        WebhookResult::Injected,
+        WebhookResult::Skipped,
+        WebhookResult::NotInjected,
+        WebhookResult::Denied,
+        WebhookResult::Invalid,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            WebhookResult::Injected => "injected",
+            WebhookResult::Skipped => "skipped",
+            WebhookResult::NotInjected => "not_injected",
+            WebhookResult::Denied => "denied",
+            WebhookResult::Invalid => "invalid",
+        }
+    }
+}
+
 /// The registry and every series of one meshdns instance.
 pub struct Metrics {
     registry: Registry,
@@ -417,6 +456,8 @@ pub struct Metrics {
     client_certificate_expiry: IntGaugeVec,
     server_certificate_expiry: IntGaugeVec,
     server_certificate_reloads: IntCounterVec,
+    /// Indexed like [`WebhookResult::ALL`].
+    webhook_reviews: Vec<IntCounter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -466,6 +507,7 @@ impl Metrics {
         let request_duration = histogram_vec(&REQUEST_DURATION_SECONDS, &REQUEST_BUCKETS);
         let dropped = counter_vec(&DROPPED_TOTAL);
         let reloads = counter_vec(&CONFIG_RELOADS_TOTAL);
+        let webhook_reviews = counter_vec(&WEBHOOK_REVIEWS_TOTAL);
         // The process's one log writer counts into one counter, shown by every registry.
         register(&registry, Ok(LOG_LINES_DROPPED.clone()));
         (gauge_vec(&BUILD_INFO))
@@ -535,6 +577,10 @@ impl Metrics {
             client_certificate_expiry: gauge_vec(&CLIENT_CERTIFICATE_EXPIRY_TIMESTAMP_SECONDS),
             server_certificate_expiry: gauge_vec(&SERVER_CERTIFICATE_EXPIRY_TIMESTAMP_SECONDS),
             server_certificate_reloads: counter_vec(&SERVER_CERTIFICATE_RELOADS_TOTAL),
+            webhook_reviews: WebhookResult::ALL
+                .iter()
+                .map(|result| webhook_reviews.with_label_values(&[result.label()]))
+                .collect(),
             registry,
         };
         metrics.set_last_reload_success_now();
@@ -560,6 +606,13 @@ impl Metrics {
         }
         if let Some(histogram) = self.request_duration.get(route as usize) {
             histogram.observe(elapsed.as_secs_f64());
+        }
+    }
+
+    /// One review answered by the webhook.
+    pub fn webhook_review(&self, result: WebhookResult) {
+        if let Some(counter) = self.webhook_reviews.get(result as usize) {
+            counter.inc();
         }
     }
 

@@ -31,8 +31,8 @@ pub use log_writer::Flush;
 /// a thread of their own (dropped and counted when stderr does not keep up); keep the returned
 /// guard until the end of `main` so that the last lines are written. Should that thread not
 /// start, lines are written directly, as they come, and there is nothing to wait for.
-pub fn init_logging(config: &Config) -> Option<Flush> {
-    let (filter, handle) = reload::Layer::new(log_filter(&config.log));
+pub fn init_logging(log: &str, format: LogFormat) -> Option<Flush> {
+    let (filter, handle) = reload::Layer::new(log_filter(log));
     let _ = LOG_FILTER.set(handle);
     let (writer, flush) = match log_writer::NonBlocking::new(
         std::io::stderr(),
@@ -49,7 +49,7 @@ pub fn init_logging(config: &Config) -> Option<Flush> {
         .with_writer(writer)
         .with_ansi(std::io::stderr().is_terminal());
     let registry = tracing_subscriber::registry().with(filter);
-    match config.log_format {
+    match format {
         LogFormat::Text => registry.with(layer).init(),
         LogFormat::Json => registry.with(layer.json()).init(),
     }

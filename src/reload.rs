@@ -17,7 +17,7 @@
 //! carried over with their health, the cache keeps the entries of every target that did
 //! not change (without looking at one: see [`TargetId`](crate::cache::TargetId)), and the log
 //! filter and cache limits follow. A change of a restart-only variable
-//! (see [`variables::RESTART_ONLY`]) is logged with the value in force and the pending one,
+//! (see [`variables::restart_only`]) is logged with the value in force and the pending one,
 //! counted as `restart_required` and not applied; one back to the value in force is logged too.
 //!
 //! The watch never goes blind. A directory that is a symlink, or missing, is watched together
@@ -174,7 +174,7 @@ impl Reloader {
         }
         let (restart, live): (Vec<&str>, Vec<&'static str>) = changed
             .iter()
-            .partition(|name| variables::RESTART_ONLY.contains(name));
+            .partition(|name| variables::is_restart_only(name));
         let mut restart_required = false;
         for variable in restart {
             let (running, pending) = (effective(running, variable), effective(&read, variable));
@@ -186,7 +186,7 @@ impl Reloader {
             }
         }
         let mut applied = read;
-        for variable in variables::RESTART_ONLY {
+        for variable in variables::restart_only() {
             keep_running(&mut applied, running, variable);
         }
         // Only the reload task replaces the snapshot, and it waits for this: the one in force now
@@ -234,8 +234,8 @@ impl Reloader {
     }
 }
 
-/// Puts the running value of the restart-only `variable` (one of [`variables::RESTART_ONLY`],
-/// the one list of them) back into `applied`. `MESHDNS_CONFIG_DIR` needs no keeping: it is
+/// Puts the running value of the restart-only `variable` (one of [`variables::restart_only`],
+/// the table's restart column) back into `applied`. `MESHDNS_CONFIG_DIR` needs no keeping: it is
 /// read from the environment captured at startup.
 fn keep_running(applied: &mut Config, running: &Config, variable: &str) {
     use variables::*;
@@ -631,7 +631,7 @@ mod tests {
         ];
         let mut tried: Vec<&str> = changes.iter().map(|(name, _)| *name).collect();
         tried.sort_unstable();
-        let mut listed = RESTART_ONLY.to_vec();
+        let mut listed: Vec<&str> = restart_only().collect();
         listed.sort_unstable();
         assert_eq!(tried, listed, "a change for every restart-only variable");
         let build = |pairs: &[(&str, &str)]| {
@@ -644,7 +644,7 @@ mod tests {
             pairs.push((variable, value));
             let mut applied = build(&pairs);
             assert_ne!(applied, running, "{variable} changes the configuration");
-            for kept in RESTART_ONLY {
+            for kept in restart_only() {
                 keep_running(&mut applied, &running, kept);
             }
             // The raw values differ by design: they are what the next reload compares.

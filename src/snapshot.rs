@@ -21,12 +21,12 @@ use hickory_proto::rr::Name;
 
 use crate::background::Background;
 use crate::cache::{Cache, Generation, TargetId};
-use crate::config::{Config, Endpoint, IpNet, Transport};
+use crate::config::{Cluster, Config, Endpoint, IpNet, TlsFiles, Transport};
 use crate::gather::Gatherer;
 use crate::metrics::Metrics;
 use crate::rewrite::{Peer, ZoneMap};
 use crate::route::{Route, Router};
-use crate::upstream::{GroupSpec, Upstream};
+use crate::upstream::{GroupSpec, Upstream, UpstreamMetrics};
 
 /// The name of the local upstream group when `MESHDNS_LOCAL_CLUSTER` is unset.
 pub const LOCAL_UPSTREAM: &str = "local";
@@ -87,6 +87,86 @@ pub fn local_group(config: &Config) -> GroupSpec {
     }
 }
 
+/// The upstream groups a new snapshot is made of: those of the previous snapshot (`kept`) taken
+/// over when their make-up did not change, new ones otherwise.
+struct Groups<'a> {
+    kept: Vec<&'a Arc<Upstream>>,
+    metrics: UpstreamMetrics,
+}
+
+impl Groups<'_> {
+    /// The group of `spec`, which resolves names through `local` (kube-dns) when given.
+    fn group(&self, spec: GroupSpec, local: Option<&Arc<Upstream>>) -> Arc<Upstream> {
+        // A group that resolves names through kube-dns is kept only with kube-dns.
+        let reusable = local.is_none_or(|l| self.kept.iter().any(|k| Arc::ptr_eq(k, l)));
+        match self.kept.iter().find(|k| reusable && *k.spec() == spec) {
+            Some(same) => Arc::clone(same),
+            None => Upstream::new(spec, local, &self.metrics),
+        }
+    }
+
+    /// TLS groups the new snapshot replaces (a rotation changed their files) may still open
+    /// connections for queries in flight on them: with the new certificates.
+    fn retire_replaced_tls(&self, peers: &[Arc<Peer>], tls: &TlsFiles) {
+        let current: Vec<&Arc<Upstream>> = peers.iter().map(|p| &p.upstream).collect();
+        for retired in (self.kept.iter()).filter(|k| !current.iter().any(|c| Arc::ptr_eq(c, k))) {
+            retired.retire_tls(&tls.loaded);
+        }
+    }
+}
+
+fn same_endpoints(a: &Upstream, b: &Upstream) -> bool {
+    a.spec().endpoints == b.spec().endpoints
+}
+
+/// A peer cluster as an upstream group (the local cluster is kube-dns's group instead).
+fn peer_group(config: &Config, cluster: &Cluster) -> GroupSpec {
+    GroupSpec {
+        name: cluster.name.clone(),
+        endpoints: cluster.endpoints.clone(),
+        transport: cluster.transport,
+        tls_name: cluster.tls_name.clone(),
+        tls: match cluster.transport {
+            Transport::Tls => config.tls.as_ref().map(|t| t.loaded.clone()),
+            Transport::Udp | Transport::Tcp => None,
+        },
+        attempt_timeout: config.attempt_timeout,
+        own: config.own_addresses(),
+    }
+}
+
+/// The peer of `cluster`, asked through its group. Its answers depend on its cluster's
+/// configuration and the endpoints it is asked at (kube-dns's for the local cluster): when
+/// neither changed, it keeps the target of `previous`'s peer.
+fn peer(
+    config: &Config,
+    cluster: &Cluster,
+    groups: &Groups<'_>,
+    local: &Arc<Upstream>,
+    previous: Option<&Snapshot>,
+) -> Arc<Peer> {
+    let svc = |domain: &Name| {
+        domain
+            .prepend_label("svc")
+            .unwrap_or_else(|_| domain.clone())
+    };
+    let map = ZoneMap::new(cluster.zone.clone(), svc(&cluster.domain)).beside(svc(&config.domain));
+    let upstream = if cluster.is_local {
+        Arc::clone(local)
+    } else {
+        groups.group(peer_group(config, cluster), Some(local))
+    };
+    let same = |p: &&Arc<Peer>| p.cluster == *cluster && same_endpoints(&p.upstream, &upstream);
+    let target = (previous.iter().flat_map(|p| p.gatherer.peers()).find(same))
+        .map_or_else(TargetId::fresh, |p| p.target);
+    Arc::new(Peer {
+        cluster: cluster.clone(),
+        target,
+        map,
+        upstream,
+    })
+}
+
 impl Snapshot {
     /// The snapshot of `config`. Upstream groups of `previous` whose make-up did not change
     /// are taken over as they are — with their endpoints' health and resolved names — so a
@@ -99,76 +179,20 @@ impl Snapshot {
         previous: Option<&Snapshot>,
     ) -> Self {
         let generation = previous.map_or(Generation::default(), |p| p.generation.next());
-        let upstream_metrics = metrics.upstream();
-        let kept: Vec<&Arc<Upstream>> = previous.map_or(Vec::new(), |p| p.groups().collect());
-        let group = |spec: GroupSpec, local: Option<&Arc<Upstream>>| {
-            // A group that resolves names through kube-dns is kept only with kube-dns.
-            let reusable = local.is_none_or(|l| kept.iter().any(|k| Arc::ptr_eq(k, l)));
-            match kept.iter().find(|k| reusable && *k.spec() == spec) {
-                Some(same) => Arc::clone(same),
-                None => Upstream::new(spec, local, &upstream_metrics),
-            }
+        let groups = Groups {
+            kept: previous.map_or(Vec::new(), |p| p.groups().collect()),
+            metrics: metrics.upstream(),
         };
-        let local = group(local_group(config), None);
-        let same_endpoints = |a: &Upstream, b: &Upstream| a.spec().endpoints == b.spec().endpoints;
-        // kube-dns's answers depend on its endpoints only; a peer's on its cluster's
-        // configuration and the endpoints it is asked at (kube-dns's for the local cluster).
+        let local = groups.group(local_group(config), None);
+        // kube-dns's answers depend on its endpoints only.
         let passthrough = previous
             .filter(|p| same_endpoints(&p.local, &local))
             .map_or_else(TargetId::fresh, |p| p.passthrough);
-        let peers: Vec<Arc<Peer>> = config
-            .clusters
-            .iter()
-            .map(|cluster| {
-                let svc = |domain: &Name| {
-                    domain
-                        .prepend_label("svc")
-                        .unwrap_or_else(|_| domain.clone())
-                };
-                let map = ZoneMap::new(cluster.zone.clone(), svc(&cluster.domain))
-                    .beside(svc(&config.domain));
-                let upstream = if cluster.is_local {
-                    Arc::clone(&local)
-                } else {
-                    group(
-                        GroupSpec {
-                            name: cluster.name.clone(),
-                            endpoints: cluster.endpoints.clone(),
-                            transport: cluster.transport,
-                            tls_name: cluster.tls_name.clone(),
-                            tls: match cluster.transport {
-                                Transport::Tls => config.tls.as_ref().map(|t| t.loaded.clone()),
-                                Transport::Udp | Transport::Tcp => None,
-                            },
-                            attempt_timeout: config.attempt_timeout,
-                            own: config.own_addresses(),
-                        },
-                        Some(&local),
-                    )
-                };
-                let same = |p: &&Arc<Peer>| {
-                    p.cluster == *cluster && same_endpoints(&p.upstream, &upstream)
-                };
-                let target = (previous.iter().flat_map(|p| p.gatherer.peers()).find(same))
-                    .map_or_else(TargetId::fresh, |p| p.target);
-                Arc::new(Peer {
-                    cluster: cluster.clone(),
-                    target,
-                    map,
-                    upstream,
-                })
-            })
+        let peers: Vec<Arc<Peer>> = (config.clusters.iter())
+            .map(|cluster| peer(config, cluster, &groups, &local, previous))
             .collect();
         if let Some(tls) = &config.tls {
-            // TLS groups this snapshot replaces (a rotation changed their files) may still
-            // open connections for queries in flight on them: with the new certificates.
-            let current: Vec<&Arc<Upstream>> = peers.iter().map(|p| &p.upstream).collect();
-            for retired in kept
-                .iter()
-                .filter(|k| !current.iter().any(|c| Arc::ptr_eq(c, k)))
-            {
-                retired.retire_tls(&tls.loaded);
-            }
+            groups.retire_replaced_tls(&peers, tls);
         }
         let gathered = GatheredIdentity {
             peers: peers.iter().map(|p| p.target).collect(),

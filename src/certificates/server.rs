@@ -26,8 +26,8 @@ use rustls::ServerConfig;
 use rustls::server::WebPkiClientVerifier;
 
 use super::{
-    TlsConfigError, VERSIONS, bad_certificate, certificates, not_after, private_key, provider,
-    roots,
+    PemFile, TlsConfigError, VERSIONS, bad_certificate, certificates, not_after, private_key,
+    provider, roots,
 };
 
 /// How often [`keep_fresh`] looks at the files unless told otherwise: a renewed certificate
@@ -207,15 +207,15 @@ fn identities(files: &ServerTlsFiles) -> Vec<Option<Identity>> {
 /// Reads every file and builds a configuration from them.
 fn build(files: &ServerTlsFiles, alpn: &[Vec<u8>]) -> Result<Loaded, TlsConfigError> {
     let mut fingerprints = Vec::new();
-    let chain = certificates(&files.cert, &mut fingerprints)?;
-    let key = private_key(&files.key, &mut fingerprints)?;
+    let chain = certificates(PemFile::read(&files.cert), &mut fingerprints)?;
+    let key = private_key(PemFile::read(&files.key), &mut fingerprints)?;
     let builder = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(VERSIONS)
         .map_err(|e| bad_certificate(&files.cert, &e))?;
     let builder = match &files.client_ca {
         None => builder.with_no_client_auth(),
         Some(ca) => {
-            let roots = roots(ca, &mut fingerprints)?;
+            let roots = roots(PemFile::read(ca), &mut fingerprints)?;
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
                 .build()
                 .map_err(|e| TlsConfigError::BadCertificate {

@@ -1,14 +1,16 @@
 //! `MESHDNS_DOT_*`: DNS over TLS served to the peer clusters (RFC 7858) — where it listens and
-//! the certificate it serves, loaded here so that a bad file is refused like any bad value
-//! (exit 64, `--check`), then renewed from its files while meshdns runs
-//! ([`ServerTls`]). It only parses; the listener is `server::serve_dot`.
+//! the certificate it serves, loaded by the configuration's loader (`Sources::load`) and
+//! checked here so that a bad file is refused like any bad value (exit 64, `--check`), then
+//! renewed from its files while meshdns runs ([`ServerTls`]). It only parses, touching no file;
+//! the listener is `server::serve_dot`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::certificates::server::{CHECK_EVERY, ServerTls, ServerTlsFiles};
+use crate::certificates::TlsConfigError;
+use crate::certificates::server::{CHECK_EVERY, ServerTls};
 
 use super::clusters::DOT_PORT;
 use super::values::parse_socket_addr;
@@ -46,9 +48,12 @@ impl DotConfig {
     }
 }
 
-/// Parses `MESHDNS_DOT_*`: nothing when none is set; the listen addresses with a certificate
-/// and key that load, or an error naming the variable at fault.
-pub(super) fn parse(settings: &Settings) -> Result<Option<DotConfig>, ConfigError> {
+/// Parses `MESHDNS_DOT_*`: nothing when none is set; the listen addresses with the certificate
+/// the loader loaded from them (`loaded`), or an error naming the variable at fault.
+pub(super) fn parse(
+    settings: &Settings,
+    loaded: Option<Result<ServerTls, TlsConfigError>>,
+) -> Result<Option<DotConfig>, ConfigError> {
     let listen = list(settings, DOT_LISTEN, |t| parse_socket_addr(t, DOT_PORT))?;
     let file = |variable| set(settings, variable).map(PathBuf::from);
     let (cert, key, client_ca) = (
@@ -76,17 +81,19 @@ pub(super) fn parse(settings: &Settings) -> Result<Option<DotConfig>, ConfigErro
             format!("is required with {DOT_LISTEN} (the PEM file of the certificate served)"),
         )
     };
-    let files = ServerTlsFiles {
-        cert: cert.ok_or_else(|| required(DOT_CERT_FILE))?,
-        key: key.ok_or_else(|| required(DOT_KEY_FILE))?,
-        client_ca,
-    };
+    let (cert, key) = (
+        cert.ok_or_else(|| required(DOT_CERT_FILE))?,
+        key.ok_or_else(|| required(DOT_KEY_FILE))?,
+    );
     let at_fault = [
-        (DOT_CERT_FILE, Some(files.cert.clone())),
-        (DOT_KEY_FILE, Some(files.key.clone())),
-        (DOT_CLIENT_CA_FILE, files.client_ca.clone()),
+        (DOT_CERT_FILE, Some(cert)),
+        (DOT_KEY_FILE, Some(key)),
+        (DOT_CLIENT_CA_FILE, client_ca),
     ];
-    let tls = ServerTls::load(files, Vec::new())
+    // The loader loads the certificate whenever the listener, the certificate and the key are
+    // set, as they are here.
+    let tls = loaded
+        .ok_or_else(|| required(DOT_CERT_FILE))?
         .map_err(|error| file_error(&error, &at_fault, DOT_KEY_FILE))?;
     Ok(Some(DotConfig {
         listen,

@@ -1,10 +1,13 @@
 //! Configuration: the environment (and `MESHDNS_CONFIG_DIR`) → one validated [`Config`].
 //!
-//! [`variables`] is the one table of what meshdns reads; `source` gathers the raw values
-//! and where each came from; this module parses and cross-checks them. Every failure is a
-//! [`ConfigError`] naming the variable and the offending token, which `main` prints as one line
-//! before exiting 64 (and a reload logs before keeping the running configuration). Tests build
-//! a `Config` from pairs with [`Config::from_vars`], never by touching the process environment.
+//! [`variables`] is the one table of what meshdns reads, a descriptor per variable; `source`
+//! is the loader ([`Sources::load`]): it reads the raw values, where each came from, and every
+//! file they name, once. This module owns the parse ([`parse`]): it turns those values into a
+//! `Config` and cross-checks them, and may not touch a file, the environment or the clock —
+//! what it needs of the world is in its [`Sources`]. Every failure is a [`ConfigError`] naming
+//! the variable and the offending token, which `main` prints as one line before exiting 64
+//! (and a reload logs before keeping the running configuration). Tests build a `Config` from
+//! pairs with [`Config::from_vars`], never by touching the process environment.
 
 mod clusters;
 mod dot;
@@ -14,6 +17,7 @@ mod pod;
 mod source;
 mod values;
 pub mod variables;
+mod webhook;
 mod zones;
 
 use std::net::SocketAddr;
@@ -22,14 +26,15 @@ use std::time::Duration;
 
 use hickory_proto::rr::Name;
 
-use crate::certificates::{self, ClientIdentity, ClientTls};
+use crate::certificates::{self, ClientTls, PemFile};
 
 pub use clusters::{Endpoint, Transport};
 pub use dot::DotConfig;
 pub use own::is_own_address;
 pub use pod::{OwnData, OwnName, Pod, PodIdentity};
-pub use source::{MAX_VALUE, Settings, Source, read_env_file};
+pub use source::{MAX_VALUE, Settings, Source, Sources, read_env_file};
 pub use values::{IpNet, show_duration};
+pub use webhook::WebhookConfig;
 
 use clusters::parse_clusters;
 use values::{DNS_PORT, parse_duration, parse_socket_addr, parse_zone};
@@ -243,11 +248,7 @@ impl Config {
     /// The configuration from environment settings plus the configuration directory they
     /// name (read now): what a reload calls with the environment captured at startup.
     pub fn from_environment(environment: &Settings) -> Result<Self, ConfigError> {
-        let settings = match set(environment, CONFIG_DIR) {
-            None => environment.clone(),
-            Some(dir) => environment.clone().with_dir(std::path::Path::new(dir))?,
-        };
-        build(settings, environment.clone())
+        Sources::load(environment).and_then(parse)
     }
 }
 
@@ -265,22 +266,11 @@ fn set<'a>(settings: &'a Settings, name: &str) -> Option<&'a str> {
     settings.get(name).map(str::trim).filter(|v| !v.is_empty())
 }
 
-/// The variables whose empty value would remove something (every peer, the local members, the
-/// zones): empty or whitespace-only is refused for them, from a file or from the environment
-/// alike (a template whose variable was unset renders an empty value in both). Unset one by
-/// deleting its file, or leaving it out of the environment.
-pub const NOT_EMPTY: [&str; 6] = [
-    CLUSTERS,
-    LOCAL_CLUSTER,
-    UPSTREAMS,
-    CLUSTER_ZONE,
-    DISTRIBUTED_ZONES,
-    CLUSTERSET_ZONE,
-];
-
+/// Refuses an empty (or whitespace-only) value of a variable whose descriptor says so
+/// ([`variables::Variable::refuses_empty`]). Unset one by deleting its file, or leaving it out
+/// of the environment.
 fn check_not_empty(settings: &Settings) -> Result<(), ConfigError> {
-    match NOT_EMPTY
-        .iter()
+    match variables::refusing_empty()
         .find(|name| settings.get(name).is_some_and(|v| v.trim().is_empty()))
     {
         Some(name) => Err(ConfigError::new(
@@ -304,7 +294,18 @@ fn check_no_quotes(settings: &Settings) -> Result<(), ConfigError> {
     Ok(())
 }
 
-fn build(settings: Settings, environment: Settings) -> Result<Config, ConfigError> {
+/// The configuration `sources` hold, or the first value that is wrong. Pure: every file it
+/// needs was read by the loader ([`Sources::load`]), so it touches nothing and can be tested
+/// from values alone.
+pub fn parse(sources: Sources) -> Result<Config, ConfigError> {
+    let Sources {
+        settings,
+        environment,
+        resolv_conf,
+        hosts_file,
+        tls,
+        dot_tls,
+    } = sources;
     check_not_empty(&settings)?;
     check_no_quotes(&settings)?;
     let listen = list(&settings, LISTEN, |t| parse_socket_addr(t, DNS_PORT))?;
@@ -312,42 +313,9 @@ fn build(settings: Settings, environment: Settings) -> Result<Config, ConfigErro
         return Err(ConfigError::new(LISTEN, "", "names no address"));
     }
     let allow_from = list(&settings, ALLOW_FROM, IpNet::parse)?;
-    let resolv_conf = PathBuf::from(value(&settings, RESOLV_CONF));
-    let resolv =
-        std::fs::read(&resolv_conf).map(|bytes| resolv_conf::Config::parse_with_errors(&bytes).0);
-    let (upstreams, upstream_source) = match settings.get(UPSTREAMS) {
-        Some(_) => (
-            list(&settings, UPSTREAMS, |t| parse_socket_addr(t, DNS_PORT))?,
-            UpstreamSource::Environment,
-        ),
-        None => (
-            resolv_conf_nameservers(&resolv, &resolv_conf)?,
-            UpstreamSource::ResolvConf(resolv_conf.clone()),
-        ),
-    };
-    let search = resolv.as_ref().map(search_list).map_err(|error| {
-        format!(
-            "{RESOLV_CONF} {} cannot be read ({error})",
-            resolv_conf.display()
-        )
-    });
-    if upstreams.is_empty() {
-        return Err(ConfigError::new(
-            UPSTREAMS,
-            settings.get(UPSTREAMS).unwrap_or(""),
-            "names no endpoint: meshdns needs the local cluster DNS (kube-dns), e.g. 10.96.0.10:53",
-        ));
-    }
+    let (upstreams, upstream_source, search) = upstreams(&settings, &resolv_conf)?;
     let cluster_domain = zone(CLUSTER_DOMAIN, value(&settings, CLUSTER_DOMAIN))?;
-    let zone_template = value(&settings, CLUSTER_ZONE).to_string();
-    if !zone_template.contains(NAME_PLACEHOLDER) {
-        return Err(ConfigError::new(
-            CLUSTER_ZONE,
-            &zone_template,
-            "must contain {name}, e.g. cluster.{name}",
-        ));
-    }
-    let clusters = clusters(&settings, &cluster_domain, &zone_template, &upstreams)?;
+    let clusters = all_clusters(&settings, &cluster_domain, &upstreams)?;
     let distributed_zones = list(&settings, DISTRIBUTED_ZONES, parse_zone)?;
     let clusterset_zone = set(&settings, CLUSTERSET_ZONE)
         .map(|z| zone(CLUSTERSET_ZONE, z))
@@ -358,64 +326,21 @@ fn build(settings: Settings, environment: Settings) -> Result<Config, ConfigErro
         &distributed_zones,
         clusterset_zone.as_ref(),
     )?;
-
     let domain = (clusters.iter())
         .find(|c| c.is_local)
         .map_or(&cluster_domain, |c| &c.domain)
         .clone();
-    let pod = pod::pod_identity(&settings, &domain)?;
+    let pod = pod::pod_identity(&settings, hosts_file.as_ref(), &domain)?;
     pod::check_peer_claims(&settings, &pod, &clusters)?;
-
-    let timeout = duration(&settings, TIMEOUT, MAX_QUERY_TIMEOUT)?;
-    let attempt_timeout = duration(&settings, ATTEMPT_TIMEOUT, MAX_QUERY_TIMEOUT)?;
-    if timeout.is_zero() {
-        return Err(ConfigError::new(
-            TIMEOUT,
-            value(&settings, TIMEOUT),
-            "must be longer than 0",
-        ));
-    }
-    if attempt_timeout.is_zero() || attempt_timeout > timeout {
-        return Err(ConfigError::new(
-            ATTEMPT_TIMEOUT,
-            value(&settings, ATTEMPT_TIMEOUT),
-            format!(
-                "must be longer than 0 and at most MESHDNS_TIMEOUT ({})",
-                show_duration(timeout)
-            ),
-        ));
-    }
-    let cache = CacheConfig {
-        size: number(
-            &settings,
-            CACHE_SIZE,
-            0..=usize::MAX,
-            "is not a whole number of entries (0 disables the cache)",
-        )?,
-        max_ttl: duration(&settings, CACHE_MAX_TTL, MAX_CACHE_TTL)?,
-        negative_ttl: duration(&settings, CACHE_NEGATIVE_TTL, MAX_NEGATIVE_TTL)?,
-        serve_stale: duration(&settings, SERVE_STALE, MAX_CACHE_TTL)?,
-    };
+    let (timeout, attempt_timeout) = timeouts(&settings)?;
+    let cache = cache_config(&settings)?;
     let max_inflight = number(
         &settings,
         MAX_INFLIGHT,
         MAX_INFLIGHT_RANGE,
         "is not a number of queries from 1 to 65536",
     )?;
-    let admin_listen = match value(&settings, ADMIN_LISTEN) {
-        "" => None,
-        addr => Some(
-            parse_socket_addr(addr, 9153)
-                .map_err(|reason| ConfigError::new(ADMIN_LISTEN, addr, reason))?,
-        ),
-    };
-    let log = value(&settings, LOG).to_string();
-    check_log_filter(&log)?;
-    let log_format = match value(&settings, LOG_FORMAT) {
-        "text" => LogFormat::Text,
-        "json" => LogFormat::Json,
-        other => return Err(ConfigError::new(LOG_FORMAT, other, "must be text or json")),
-    };
+    let (admin_listen, log, log_format) = process_settings(&settings)?;
     let threads = number(
         &settings,
         THREADS,
@@ -425,8 +350,8 @@ fn build(settings: Settings, environment: Settings) -> Result<Config, ConfigErro
     let own = own::own_addresses(&listen, pod.ips());
     own::check_no_own_endpoint(&own, &upstreams, &upstream_source, &clusters)?;
     let config_dir = set(&settings, CONFIG_DIR).map(PathBuf::from);
-    let tls = tls_files(&settings, &clusters)?;
-    let dot = dot::parse(&settings)?;
+    let tls = tls_files(tls, &clusters)?;
+    let dot = dot::parse(&settings, dot_tls)?;
     Ok(Config {
         listen,
         allow_from,
@@ -454,47 +379,150 @@ fn build(settings: Settings, environment: Settings) -> Result<Config, ConfigErro
     })
 }
 
+/// The local cluster's DNS (`MESHDNS_UPSTREAMS`, or the nameservers of the resolv.conf read
+/// as `resolv_conf`), where it came from, and the pod's search list.
+#[allow(clippy::type_complexity)]
+fn upstreams(
+    settings: &Settings,
+    (path, bytes): &(PathBuf, std::io::Result<Vec<u8>>),
+) -> Result<(Vec<SocketAddr>, UpstreamSource, Result<Vec<Name>, String>), ConfigError> {
+    let resolv = bytes
+        .as_ref()
+        .map(|bytes| resolv_conf::Config::parse_with_errors(bytes).0);
+    let (upstreams, upstream_source) = match settings.get(UPSTREAMS) {
+        Some(_) => (
+            list(settings, UPSTREAMS, |t| parse_socket_addr(t, DNS_PORT))?,
+            UpstreamSource::Environment,
+        ),
+        None => (
+            resolv_conf_nameservers(&resolv, path)?,
+            UpstreamSource::ResolvConf(path.clone()),
+        ),
+    };
+    let search = resolv
+        .as_ref()
+        .map(search_list)
+        .map_err(|error| format!("{RESOLV_CONF} {} cannot be read ({error})", path.display()));
+    if upstreams.is_empty() {
+        return Err(ConfigError::new(
+            UPSTREAMS,
+            settings.get(UPSTREAMS).unwrap_or(""),
+            "names no endpoint: meshdns needs the local cluster DNS (kube-dns), e.g. 10.96.0.10:53",
+        ));
+    }
+    Ok((upstreams, upstream_source, search))
+}
+
+/// The clusters, each zone made from `MESHDNS_CLUSTER_ZONE`'s template.
+fn all_clusters(
+    settings: &Settings,
+    cluster_domain: &Name,
+    upstreams: &[SocketAddr],
+) -> Result<Vec<Cluster>, ConfigError> {
+    let zone_template = value(settings, CLUSTER_ZONE).to_string();
+    if !zone_template.contains(NAME_PLACEHOLDER) {
+        return Err(ConfigError::new(
+            CLUSTER_ZONE,
+            &zone_template,
+            "must contain {name}, e.g. cluster.{name}",
+        ));
+    }
+    clusters(settings, cluster_domain, &zone_template, upstreams)
+}
+
+/// `MESHDNS_TIMEOUT` and `MESHDNS_ATTEMPT_TIMEOUT`, the second within the first.
+fn timeouts(settings: &Settings) -> Result<(Duration, Duration), ConfigError> {
+    let timeout = duration(settings, TIMEOUT, MAX_QUERY_TIMEOUT)?;
+    let attempt_timeout = duration(settings, ATTEMPT_TIMEOUT, MAX_QUERY_TIMEOUT)?;
+    if timeout.is_zero() {
+        return Err(ConfigError::new(
+            TIMEOUT,
+            value(settings, TIMEOUT),
+            "must be longer than 0",
+        ));
+    }
+    if attempt_timeout.is_zero() || attempt_timeout > timeout {
+        return Err(ConfigError::new(
+            ATTEMPT_TIMEOUT,
+            value(settings, ATTEMPT_TIMEOUT),
+            format!(
+                "must be longer than 0 and at most MESHDNS_TIMEOUT ({})",
+                show_duration(timeout)
+            ),
+        ));
+    }
+    Ok((timeout, attempt_timeout))
+}
+
+/// `MESHDNS_CACHE_*` and `MESHDNS_SERVE_STALE`.
+fn cache_config(settings: &Settings) -> Result<CacheConfig, ConfigError> {
+    Ok(CacheConfig {
+        size: number(
+            settings,
+            CACHE_SIZE,
+            0..=usize::MAX,
+            "is not a whole number of entries (0 disables the cache)",
+        )?,
+        max_ttl: duration(settings, CACHE_MAX_TTL, MAX_CACHE_TTL)?,
+        negative_ttl: duration(settings, CACHE_NEGATIVE_TTL, MAX_NEGATIVE_TTL)?,
+        serve_stale: duration(settings, SERVE_STALE, MAX_CACHE_TTL)?,
+    })
+}
+
 /// `MESHDNS_TLS_*`: a CA bundle whenever a cluster uses `transport=tls`, and a client
 /// certificate and key together or not at all.
-fn tls_files(settings: &Settings, clusters: &[Cluster]) -> Result<Option<TlsFiles>, ConfigError> {
-    let (ca, cert, key) = (
-        set(settings, TLS_CA_FILE),
-        set(settings, TLS_CERT_FILE),
-        set(settings, TLS_KEY_FILE),
-    );
+fn tls_files(
+    [ca, cert, key]: [Option<PemFile>; 3],
+    clusters: &[Cluster],
+) -> Result<Option<TlsFiles>, ConfigError> {
     let client = match (cert, key) {
-        (Some(cert), Some(key)) => Some((PathBuf::from(cert), PathBuf::from(key))),
+        (Some(cert), Some(key)) => Some((cert, key)),
         (None, None) => None,
         (Some(cert), None) => {
             return Err(ConfigError::new(
                 TLS_KEY_FILE,
                 "",
-                format!("is needed with MESHDNS_TLS_CERT_FILE ({cert})"),
+                format!(
+                    "is needed with MESHDNS_TLS_CERT_FILE ({})",
+                    cert.path.display()
+                ),
             ));
         }
         (None, Some(key)) => {
             return Err(ConfigError::new(
                 TLS_CERT_FILE,
                 "",
-                format!("is needed with MESHDNS_TLS_KEY_FILE ({key})"),
+                format!(
+                    "is needed with MESHDNS_TLS_KEY_FILE ({})",
+                    key.path.display()
+                ),
             ));
         }
     };
     match ca {
         Some(ca) => {
-            let ca = PathBuf::from(ca);
-            let identity = client.as_ref().map(|(cert, key)| ClientIdentity {
-                cert_file: cert,
-                key_file: key,
-            });
+            let (ca_path, client_paths) = (
+                ca.path.clone(),
+                (client.as_ref()).map(|(cert, key)| (cert.path.clone(), key.path.clone())),
+            );
             let at_fault = [
-                (TLS_CA_FILE, Some(ca.clone())),
-                (TLS_CERT_FILE, client.as_ref().map(|(cert, _)| cert.clone())),
-                (TLS_KEY_FILE, client.as_ref().map(|(_, key)| key.clone())),
+                (TLS_CA_FILE, Some(ca_path.clone())),
+                (
+                    TLS_CERT_FILE,
+                    client_paths.as_ref().map(|(cert, _)| cert.clone()),
+                ),
+                (
+                    TLS_KEY_FILE,
+                    client_paths.as_ref().map(|(_, key)| key.clone()),
+                ),
             ];
-            let loaded = certificates::load(&ca, identity)
+            let loaded = certificates::build(ca, client)
                 .map_err(|error| file_error(&error, &at_fault, TLS_KEY_FILE))?;
-            Ok(Some(TlsFiles { ca, client, loaded }))
+            Ok(Some(TlsFiles {
+                ca: ca_path,
+                client: client_paths,
+                loaded,
+            }))
         }
         None => match clusters.iter().find(|c| c.transport == Transport::Tls) {
             Some(cluster) => Err(ConfigError::new(
@@ -621,7 +649,7 @@ fn check_log_filter(filter: &str) -> Result<(), ConfigError> {
 /// The non-loopback nameservers of a resolv.conf (`resolv`, as read from `path`): a loopback
 /// one is meshdns itself in a pod.
 fn resolv_conf_nameservers(
-    resolv: &std::io::Result<resolv_conf::Config>,
+    resolv: &Result<resolv_conf::Config, &std::io::Error>,
     path: &std::path::Path,
 ) -> Result<Vec<SocketAddr>, ConfigError> {
     let shown = path.display().to_string();
@@ -840,6 +868,28 @@ fn cluster_from(
         namespaces,
         is_local,
     })
+}
+
+/// What every mode of the binary reads around its own work: the admin listener
+/// (`MESHDNS_ADMIN_LISTEN`, `None` when empty), the log filter and the log format.
+pub(crate) fn process_settings(
+    settings: &Settings,
+) -> Result<(Option<SocketAddr>, String, LogFormat), ConfigError> {
+    let admin_listen = match value(settings, ADMIN_LISTEN) {
+        "" => None,
+        addr => Some(
+            parse_socket_addr(addr, 9153)
+                .map_err(|reason| ConfigError::new(ADMIN_LISTEN, addr, reason))?,
+        ),
+    };
+    let log = value(settings, LOG).to_string();
+    check_log_filter(&log)?;
+    let log_format = match value(settings, LOG_FORMAT) {
+        "text" => LogFormat::Text,
+        "json" => LogFormat::Json,
+        other => return Err(ConfigError::new(LOG_FORMAT, other, "must be text or json")),
+    };
+    Ok((admin_listen, log, log_format))
 }
 
 #[cfg(test)]

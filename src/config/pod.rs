@@ -11,7 +11,8 @@
 //! [`PodIdentity::Off`] says why (logged once at startup, shown by `--check`).
 //!
 //! Nothing here changes during a pod's life (its IPs, hostname, subdomain and namespace are
-//! fixed until it is deleted), so the identity is read once, at startup.
+//! fixed until it is deleted), so the identity is read once, at startup. It reads no file: the
+//! hosts file is read by the loader (`Sources::load`) and handed in.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -87,8 +88,13 @@ struct HostsLine {
     other_domain: Option<String>,
 }
 
-/// The pod's identity from `settings`, in the cluster domain `domain`.
-pub(super) fn pod_identity(settings: &Settings, domain: &Name) -> Result<PodIdentity, ConfigError> {
+/// The pod's identity from `settings` and the hosts file the loader read (`hosts`), in the
+/// cluster domain `domain`.
+pub(super) fn pod_identity(
+    settings: &Settings,
+    hosts: Option<&std::io::Result<String>>,
+    domain: &Name,
+) -> Result<PodIdentity, ConfigError> {
     let ips = pod_ips(settings)?;
     let [hostname, subdomain, namespace] =
         [POD_HOSTNAME, POD_SUBDOMAIN, POD_NAMESPACE].map(|variable| label(settings, variable));
@@ -102,24 +108,22 @@ pub(super) fn pod_identity(settings: &Settings, domain: &Name) -> Result<PodIden
         });
     }
     let mut hosts_file = None;
-    let line = if hostname.is_some() && subdomain.is_some() && namespace.is_some() {
-        HostsLine::default()
-    } else {
-        let path = Path::new(value(settings, HOSTS_FILE));
-        match std::fs::read_to_string(path) {
-            Ok(text) => {
-                hosts_file = Some(path.to_path_buf());
-                pod_line(&text, &ips, domain)
-            }
-            Err(error) => {
-                return Ok(PodIdentity::Off {
-                    why: format!(
-                        "{} cannot be read ({error}), and {POD_HOSTNAME}, {POD_SUBDOMAIN} and {POD_NAMESPACE} are not all set",
-                        path.display()
-                    ),
-                    ips,
-                });
-            }
+    let path = Path::new(value(settings, HOSTS_FILE));
+    // The loader reads the file only when one of the three variables is unset.
+    let line = match hosts {
+        None => HostsLine::default(),
+        Some(Ok(text)) => {
+            hosts_file = Some(path.to_path_buf());
+            pod_line(text, &ips, domain)
+        }
+        Some(Err(error)) => {
+            return Ok(PodIdentity::Off {
+                why: format!(
+                    "{} cannot be read ({error}), and {POD_HOSTNAME}, {POD_SUBDOMAIN} and {POD_NAMESPACE} are not all set",
+                    path.display()
+                ),
+                ips,
+            });
         }
     };
     let [from_host, from_sub, from_ns] = line

@@ -125,6 +125,47 @@ fn the_resolv_conf_skips_loopback_nameservers() {
 }
 
 #[test]
+fn parse_touches_no_file_only_what_the_loader_read() {
+    // Every path names nothing on disk: what parse knows of them is the bytes given here.
+    let pairs = [
+        ("MESHDNS_RESOLV_CONF", "/nonexistent/resolv.conf"),
+        ("MESHDNS_POD_IP", "10.8.1.2"),
+        ("MESHDNS_HOSTS_FILE", "/nonexistent/hosts"),
+    ];
+    let settings = Settings::from_vars(pairs.map(|(k, v)| (k.to_string(), v.to_string()))).unwrap();
+    let sources = Sources {
+        environment: settings.clone(),
+        settings,
+        resolv_conf: (
+            PathBuf::from("/nonexistent/resolv.conf"),
+            Ok(b"nameserver 10.96.0.10\nsearch db.svc.cluster.local\n".to_vec()),
+        ),
+        hosts_file: Some(Ok(
+            "10.8.1.2\tmongo-0.mongo.db.svc.cluster.local\tmongo-0\n".to_string(),
+        )),
+        tls: [None, None, None],
+        dot_tls: None,
+    };
+    let config = parse(sources).unwrap();
+    assert_eq!(config.upstreams, vec!["10.96.0.10:53".parse().unwrap()]);
+    assert_eq!(config.search, Ok(vec![name("db.svc.cluster.local.")]));
+    let PodIdentity::On(pod) = &config.pod else {
+        panic!(
+            "the pod's identity from the hosts line given: {:?}",
+            config.pod
+        );
+    };
+    assert_eq!(
+        (
+            pod.hostname.as_str(),
+            pod.subdomain.as_str(),
+            pod.namespace.as_str()
+        ),
+        ("mongo-0", "mongo", "db")
+    );
+}
+
+#[test]
 fn the_search_list_is_read_even_with_upstreams_set_and_missing_is_off_not_an_error() {
     let path = resolv_conf_file(
         "nameserver 127.0.0.1\nsearch db.svc.Cluster.Local svc.cluster.local. example.com\noptions ndots:5\n",
@@ -396,7 +437,7 @@ use crate::certificates::tests::Scratch;
 #[test]
 fn an_empty_value_is_refused_for_every_variable_whose_emptiness_would_remove_something() {
     let dir = Scratch::new("config-empty");
-    for variable in NOT_EMPTY {
+    for variable in variables::refusing_empty() {
         for empty in ["", " \n\t", "\n"] {
             // From a file of the configuration directory …
             std::fs::write(dir.0.join(variable), empty).unwrap();

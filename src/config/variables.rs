@@ -1,6 +1,9 @@
-//! The one table of meshdns's variables: name, default, meaning, and whether a change needs a
-//! restart. The parser reads only what is here, `--help` prints it, `--check` walks it, and a
-//! test keeps the README's table equal to it.
+//! The one table of meshdns's variables: one descriptor per variable (name, default, meaning,
+//! when a change applies, whether an empty value is refused). The source reads only the names
+//! here, the parser takes each value through its name's constant, `--help` prints the table,
+//! `--check` walks it, the reload takes its restart-only list from it ([`restart_only`]), and
+//! the README's table is its rows ([`Variable::readme_row`]). Nothing else keeps a list of
+//! variable names. It reads nothing and parses no value.
 
 /// One variable meshdns reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -10,22 +13,72 @@ pub struct Variable {
     /// (the meaning says which).
     pub default: Option<&'static str>,
     pub meaning: &'static str,
-    /// A change only takes effect after a restart (sockets, threads, the in-flight cap and the
-    /// log format are made once): the [`RESTART_ONLY`] list. Every other variable is applied
-    /// live when it changes in `MESHDNS_CONFIG_DIR`, but `MESHDNS_CONFIG_DIR` itself, which
-    /// only the environment may set.
-    pub restart: bool,
+    pub applies: Applies,
+    /// An empty (or whitespace-only) value would remove something (every peer, the local
+    /// members, the zones), so it is refused, from a file or from the environment alike (a
+    /// template whose variable was unset renders an empty value in both).
+    pub refuses_empty: bool,
+}
+
+/// When a change of a variable takes effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applies {
+    /// At once, when it changes in `MESHDNS_CONFIG_DIR`.
+    Live,
+    /// Only after a restart (sockets, threads, the in-flight cap, the log format and the pod's
+    /// identity are made once): a change in `MESHDNS_CONFIG_DIR` is logged with the value in
+    /// force and the pending one, counted as `restart_required`, and applied at the next start.
+    Restart,
+    /// Never from the directory: only the environment may set it (`MESHDNS_CONFIG_DIR`).
+    EnvironmentOnly,
+    /// Read only by `meshdns webhook`, once, when it starts (the DNS server never reads it, so
+    /// it is not restart-only for it).
+    WebhookStart,
 }
 
 impl Variable {
     /// When a change takes effect, as `--help` and the README say it.
     pub fn applies(&self) -> &'static str {
-        if self.name == CONFIG_DIR {
-            "environment only"
-        } else if self.restart {
-            "restart"
-        } else {
-            "live"
+        match self.applies {
+            Applies::Live => "live",
+            Applies::Restart => "restart",
+            Applies::EnvironmentOnly => "environment only",
+            Applies::WebhookStart => "webhook, at start",
+        }
+    }
+
+    /// The variable's row of the README's configuration table.
+    pub fn readme_row(&self) -> String {
+        let default = self
+            .default
+            .map_or("unset".to_string(), |d| format!("`{d}`"));
+        format!(
+            "| `{}` | {default} | {} | {} |",
+            self.name,
+            self.meaning,
+            self.applies()
+        )
+    }
+
+    /// The variable's two lines of `--help` (name, meaning and when a change applies unless
+    /// live; then its default), the name padded to `width`.
+    pub fn help_lines(&self, width: usize) -> String {
+        let default = self.default.unwrap_or("(unset)");
+        let applies = match self.applies {
+            Applies::Live => String::new(),
+            _ => format!(" [{}]", self.applies()),
+        };
+        format!(
+            "  {:<width$}  {}{applies}\n  {:<width$}  default: {default}\n",
+            self.name, self.meaning, ""
+        )
+    }
+
+    /// This variable, with an empty value refused.
+    const fn refusing_empty(self) -> Self {
+        Self {
+            refuses_empty: true,
+            ..self
         }
     }
 }
@@ -34,13 +87,14 @@ const fn var(
     name: &'static str,
     default: Option<&'static str>,
     meaning: &'static str,
-    restart: bool,
+    applies: Applies,
 ) -> Variable {
     Variable {
         name,
         default,
         meaning,
-        restart,
+        applies,
+        refuses_empty: false,
     }
 }
 
@@ -79,6 +133,10 @@ pub const POD_HOSTNAME: &str = "MESHDNS_POD_HOSTNAME";
 pub const POD_SUBDOMAIN: &str = "MESHDNS_POD_SUBDOMAIN";
 pub const POD_NAMESPACE: &str = "MESHDNS_POD_NAMESPACE";
 pub const HOSTS_FILE: &str = "MESHDNS_HOSTS_FILE";
+pub const WEBHOOK_LISTEN: &str = "MESHDNS_WEBHOOK_LISTEN";
+pub const WEBHOOK_CERT_FILE: &str = "MESHDNS_WEBHOOK_CERT_FILE";
+pub const WEBHOOK_KEY_FILE: &str = "MESHDNS_WEBHOOK_KEY_FILE";
+pub const WEBHOOK_IMAGE: &str = "MESHDNS_WEBHOOK_IMAGE";
 
 /// Every variable, in the order `--help`, `--check` and the README show them.
 pub const VARIABLES: &[Variable] = &[
@@ -86,141 +144,151 @@ pub const VARIABLES: &[Variable] = &[
         LISTEN,
         Some("127.0.0.1:53"),
         "comma list of addresses, each served over UDP and TCP",
-        true,
+        Applies::Restart,
     ),
     var(
         ALLOW_FROM,
         Some("127.0.0.0/8,::1/128"),
         "client networks served; others get REFUSED",
-        false,
+        Applies::Live,
     ),
     var(
         UPSTREAMS,
         None,
         "the local cluster DNS (kube-dns), IP[:PORT] comma list; unset: the non-loopback nameservers of MESHDNS_RESOLV_CONF",
-        false,
-    ),
+        Applies::Live,
+    )
+    .refusing_empty(),
     var(
         RESOLV_CONF,
         Some("/etc/resolv.conf"),
         "the pod's resolv.conf: its search list (search-list expansions answered at once; unreadable: that feature off), and its nameservers when MESHDNS_UPSTREAMS is unset",
-        false,
+        Applies::Live,
     ),
     var(
         CLUSTER_DOMAIN,
         Some("cluster.local"),
         "the Kubernetes cluster domain of every cluster (per-cluster domain= overrides)",
-        false,
+        Applies::Live,
     ),
     var(
         LOCAL_CLUSTER,
         None,
         "name of the cluster this pod runs in; its names go to MESHDNS_UPSTREAMS",
-        false,
-    ),
+        Applies::Live,
+    )
+    .refusing_empty(),
     var(
         CLUSTERS,
         None,
         "the clusters: NAME=ENDPOINT[,ENDPOINT...] [option=value...] entries separated by ';'",
-        false,
-    ),
+        Applies::Live,
+    )
+    .refusing_empty(),
     var(
         CLUSTER_ZONE,
         Some("cluster.{name}"),
         "template of each cluster's zone; {name} is the cluster name",
-        false,
-    ),
+        Applies::Live,
+    )
+    .refusing_empty(),
     var(
         DISTRIBUTED_ZONES,
         Some("distributed.local"),
         "comma list of zones gathered from all clusters (prefix naming)",
-        false,
-    ),
+        Applies::Live,
+    )
+    .refusing_empty(),
     var(
         CLUSTERSET_ZONE,
         None,
         "optional zone with Kubernetes MCS naming, e.g. clusterset.local",
-        false,
-    ),
+        Applies::Live,
+    )
+    .refusing_empty(),
     var(
         TIMEOUT,
         Some("2s"),
         "deadline for one client query, all attempts included",
-        false,
+        Applies::Live,
     ),
     var(
         ATTEMPT_TIMEOUT,
         Some("500ms"),
         "ceiling of one wait for a reply: a lost UDP datagram is sent again after the endpoint's retransmission timeout (from its round-trip time, at least 15 ms), and an attempt silent this long counts as failed and the next endpoint is asked",
-        false,
+        Applies::Live,
     ),
     var(
         CACHE_SIZE,
         Some("10000"),
         "cache entries; 0 disables the cache",
-        false,
+        Applies::Live,
     ),
-    var(CACHE_MAX_TTL, Some("3600s"), "cap on positive TTLs", false),
+    var(CACHE_MAX_TTL, Some("3600s"), "cap on positive TTLs",
+        Applies::Live,
+    ),
     var(
         CACHE_NEGATIVE_TTL,
         Some("5s"),
         "cap on NXDOMAIN/NODATA caching",
-        false,
+        Applies::Live,
     ),
     var(
         SERVE_STALE,
         Some("300s"),
         "how long an expired answer may still be served when its upstream fails",
-        false,
+        Applies::Live,
     ),
     var(
         MAX_INFLIGHT,
         Some("1024"),
         "client queries being answered at once (TCP ones at most half); UDP queries beyond it are dropped",
-        true,
+        Applies::Restart,
     ),
     var(
         ADMIN_LISTEN,
         Some("0.0.0.0:9153"),
         "HTTP /metrics, /livez, /readyz; empty disables",
-        true,
+        Applies::Restart,
     ),
     var(
         LOG,
         Some("info"),
         "log filter: a level (error, warn, info, debug, trace, off) or target=level directives",
-        false,
+        Applies::Live,
     ),
-    var(LOG_FORMAT, Some("text"), "text or json", true),
+    var(LOG_FORMAT, Some("text"), "text or json",
+        Applies::Restart,
+    ),
     var(
         THREADS,
         Some("1"),
         "runtime threads (one is cheapest under a sidecar's CPU limit)",
-        true,
+        Applies::Restart,
     ),
     var(
         CONFIG_DIR,
         None,
         "directory of files named after these variables (a mounted ConfigMap), watched and applied live; a file overrides the environment",
-        false,
+        Applies::EnvironmentOnly,
     ),
     var(
         TLS_CA_FILE,
         None,
         "PEM bundle of the CAs that sign peers' certificates (required when a cluster uses transport=tls); re-read when it changes",
-        false,
+        Applies::Live,
     ),
     var(
         TLS_CERT_FILE,
         None,
         "PEM client certificate chain for mutual TLS to peers (with MESHDNS_TLS_KEY_FILE); re-read when it changes",
-        false,
+        Applies::Live,
     ),
     var(
         TLS_KEY_FILE,
         None,
         "PEM private key of MESHDNS_TLS_CERT_FILE; re-read when it changes",
-        false,
+        Applies::Live,
     ),
     // The listener and the paths of its files are made once; the files' content is renewed
     // while running (looked at every 10 s), without a reload.
@@ -228,25 +296,25 @@ pub const VARIABLES: &[Variable] = &[
         DOT_LISTEN,
         None,
         "comma list of addresses (port 853 unless given) served over DNS over TLS, for the peer clusters; unset: off",
-        true,
+        Applies::Restart,
     ),
     var(
         DOT_CERT_FILE,
         None,
         "PEM certificate chain served over DNS over TLS (required with MESHDNS_DOT_LISTEN); new connections get a renewed one within 10 s of the file changing",
-        true,
+        Applies::Restart,
     ),
     var(
         DOT_KEY_FILE,
         None,
         "PEM private key of MESHDNS_DOT_CERT_FILE; renewed with it (a pair that does not match keeps the one in force)",
-        true,
+        Applies::Restart,
     ),
     var(
         DOT_CLIENT_CA_FILE,
         None,
         "PEM bundle of the CAs that sign the peers' client certificates: set, DNS over TLS clients must present one (and MESHDNS_ALLOW_FROM does not apply to them); unset, MESHDNS_ALLOW_FROM does",
-        true,
+        Applies::Restart,
     ),
     // The pod's identity is fixed for its life (its IPs, hostname, subdomain and namespace
     // never change while it runs), so these are read once, at startup.
@@ -254,60 +322,84 @@ pub const VARIABLES: &[Variable] = &[
         POD_IP,
         None,
         "the pod's IP (downward API status.podIP); with it, meshdns answers the pod's own names itself",
-        true,
+        Applies::Restart,
     ),
     var(
         POD_IPS,
         None,
         "the pod's IPs, comma list (downward API status.podIPs, dual stack)",
-        true,
+        Applies::Restart,
     ),
     var(
         POD_HOSTNAME,
         None,
         "the pod's hostname; unset: from its line in MESHDNS_HOSTS_FILE",
-        true,
+        Applies::Restart,
     ),
     var(
         POD_SUBDOMAIN,
         None,
         "the pod's subdomain (its headless Service); unset: from its line in MESHDNS_HOSTS_FILE",
-        true,
+        Applies::Restart,
     ),
     var(
         POD_NAMESPACE,
         None,
         "the pod's namespace (downward API metadata.namespace); unset: from its line in MESHDNS_HOSTS_FILE",
-        true,
+        Applies::Restart,
     ),
     var(
         HOSTS_FILE,
         Some("/etc/hosts"),
         "where the kubelet wrote the pod's line (IP, FQDN, hostname); read at startup when a pod variable is missing",
-        true,
+        Applies::Restart,
+    ),
+    // `meshdns webhook` (the injection webhook, docs/injection.md) reads these, with
+    // MESHDNS_CLUSTER_DOMAIN, MESHDNS_ADMIN_LISTEN, MESHDNS_LOG and MESHDNS_LOG_FORMAT; the DNS
+    // server ignores them. Read once, when the webhook starts (the certificate files' contents
+    // are re-read when they change).
+    var(
+        WEBHOOK_LISTEN,
+        Some("0.0.0.0:8443"),
+        "webhook mode: the HTTPS address the API server sends AdmissionReviews to (POST /mutate)",
+        Applies::WebhookStart,
+    ),
+    var(
+        WEBHOOK_CERT_FILE,
+        Some("/etc/meshdns-webhook/tls.crt"),
+        "webhook mode: PEM server certificate chain (cert-manager's tls.crt); re-read when it changes",
+        Applies::WebhookStart,
+    ),
+    var(
+        WEBHOOK_KEY_FILE,
+        Some("/etc/meshdns-webhook/tls.key"),
+        "webhook mode: PEM private key of MESHDNS_WEBHOOK_CERT_FILE; re-read when it changes",
+        Applies::WebhookStart,
+    ),
+    var(
+        WEBHOOK_IMAGE,
+        None,
+        "webhook mode, required: the image of the injected meshdns sidecar (the webhook's own image)",
+        Applies::WebhookStart,
     ),
 ];
 
-/// The restart-only variables: a change in `MESHDNS_CONFIG_DIR` is logged with the value in
-/// force and the pending one, counted as `restart_required`, and applied at the next start.
-/// The table's `restart` column; a unit test keeps the two equal.
-pub const RESTART_ONLY: [&str; 15] = [
-    LISTEN,
-    DOT_LISTEN,
-    DOT_CERT_FILE,
-    DOT_KEY_FILE,
-    DOT_CLIENT_CA_FILE,
-    ADMIN_LISTEN,
-    THREADS,
-    MAX_INFLIGHT,
-    LOG_FORMAT,
-    POD_IP,
-    POD_IPS,
-    POD_HOSTNAME,
-    POD_SUBDOMAIN,
-    POD_NAMESPACE,
-    HOSTS_FILE,
-];
+/// The restart-only variables ([`Applies::Restart`]), in the table's order.
+pub fn restart_only() -> impl Iterator<Item = &'static str> {
+    (VARIABLES.iter())
+        .filter(|v| v.applies == Applies::Restart)
+        .map(|v| v.name)
+}
+
+/// Whether a change of `name` applies only after a restart.
+pub fn is_restart_only(name: &str) -> bool {
+    find(name).is_some_and(|v| v.applies == Applies::Restart)
+}
+
+/// The variables whose empty value is refused, in the table's order.
+pub fn refusing_empty() -> impl Iterator<Item = &'static str> {
+    VARIABLES.iter().filter(|v| v.refuses_empty).map(|v| v.name)
+}
 
 /// The variable called `name`.
 pub fn find(name: &str) -> Option<&'static Variable> {
@@ -330,9 +422,11 @@ pub fn help() -> String {
     let mut out = String::from(
         "meshdns: a DNS stub resolver for workloads stretched over several Kubernetes clusters\n\
          \n\
-         usage: meshdns [--check [--resolve] [--env-file FILE]... | --version | --help]\n\
+         usage: meshdns [webhook] [--check [--resolve] [--env-file FILE]... | --version | --help]\n\
          \x20      meshdns dns-change --platform PLATFORM --resolver IP [--current FILE] [--env-file FILE]...\n\
          \x20 (none)     serve DNS as configured\n\
+         \x20 webhook    serve the sidecar-injection admission webhook (MESHDNS_WEBHOOK_*);\n\
+         \x20            with --check: print its configuration, then exit\n\
          \x20 --check    print the effective configuration and routing table, then exit (0, or 64);\n\
          \x20            sends nothing: host-name endpoints are shown as resolved at run time\n\
          \x20 --resolve  with --check: resolve host-name endpoints through the configured\n\
@@ -355,15 +449,7 @@ pub fn help() -> String {
          Configured by environment variables (and files in MESHDNS_CONFIG_DIR):\n",
     );
     for variable in VARIABLES {
-        let default = variable.default.unwrap_or("(unset)");
-        let restart = match variable.applies() {
-            "live" => String::new(),
-            applies => format!(" [{applies}]"),
-        };
-        out.push_str(&format!(
-            "  {:<width$}  {}{restart}\n  {:<width$}  default: {default}\n",
-            variable.name, variable.meaning, ""
-        ));
+        out.push_str(&variable.help_lines(width));
     }
     out.push_str(&format!(
         "\nDurations take ms, s, m or h (e.g. 500ms, 1.5s).\n\
@@ -372,8 +458,8 @@ pub fn help() -> String {
          Empty is not unset: {} set to an empty value is refused; delete its file (or leave \
          the variable out) to unset it.\n\
          Exit codes: 0 after a clean shutdown, 64 bad configuration (or a refused dns-change), 71 cannot bind.\n",
-        RESTART_ONLY.join(", "),
-        super::NOT_EMPTY.join(", "),
+        restart_only().collect::<Vec<_>>().join(", "),
+        refusing_empty().collect::<Vec<_>>().join(", "),
     ));
     out
 }
@@ -391,19 +477,21 @@ mod tests {
     }
 
     #[test]
-    fn the_restart_only_list_is_the_restart_column_of_the_table() {
-        let mut column: Vec<&str> = VARIABLES
-            .iter()
-            .filter(|v| v.restart)
+    fn help_names_the_restart_only_variables_and_marks_each() {
+        let text = help();
+        let listed: Vec<&str> = restart_only().collect();
+        assert_eq!(listed.len(), 15);
+        assert!(text.contains(&listed.join(", ")), "{text}");
+        assert_eq!(text.matches(" [restart]\n").count(), listed.len());
+    }
+
+    #[test]
+    fn only_the_configuration_directory_is_environment_only() {
+        let only: Vec<&str> = (VARIABLES.iter())
+            .filter(|v| v.applies == Applies::EnvironmentOnly)
             .map(|v| v.name)
             .collect();
-        column.sort_unstable();
-        let mut list = RESTART_ONLY.to_vec();
-        list.sort_unstable();
-        assert_eq!(column, list);
-        let text = help();
-        assert!(text.contains(&RESTART_ONLY.join(", ")), "{text}");
-        assert_eq!(text.matches(" [restart]\n").count(), RESTART_ONLY.len());
+        assert_eq!(only, [CONFIG_DIR]);
     }
 
     #[test]

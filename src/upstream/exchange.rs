@@ -3,11 +3,12 @@
 //! endpoint's pipelined stream (the `stream` module: TCP or TLS) — either because the cluster
 //! is configured for it or because the UDP reply was truncated.
 //!
-//! A reply is accepted only when it is a response, carries our ID and opcode, and echoes our
-//! question (names compared ignoring case) — or when it is an error reply (FORMERR, SERVFAIL,
-//! NOTIMP, REFUSED) with no question at all: servers that cannot parse a query omit it, and
-//! that is still the endpoint's answer. Anything else on the socket is ignored, and the attempt
-//! keeps listening until its deadline: a spoofed datagram cannot cut the real answer short.
+//! A reply is accepted only as the `accept` module says (our ID, opcode and question, and a
+//! message that walks fully). Anything else on the socket is ignored, and the attempt keeps
+//! listening until its deadline: a spoofed datagram, or a malformed reply (a
+//! compression-pointer loop in an owner name), cannot cut the real answer short, and is never
+//! relayed or cached. Over TCP and TLS the stream holds each query until a frame passes the
+//! same check.
 //!
 //! Memory per attempt is what its messages need: a UDP reply is received, once readiness says
 //! it is there, into its thread's receive buffer, at most the size the query advertised (512
@@ -55,6 +56,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::time::Instant;
 
 use super::MAX_RETRANSMITS;
+use super::accept::{Refused, answers, check};
 use super::health::Health;
 use super::marker::Marked;
 use super::stream::{StreamEndpoint, StreamError};
@@ -292,9 +294,8 @@ async fn fetch_after_tc(
     }
 }
 
-/// One query over the endpoint's pipelined stream (TCP or TLS): the connection picks the ID
-/// and matches the reply by it; the reply must still answer the query (a response, its opcode,
-/// its question).
+/// One query over the endpoint's pipelined stream (TCP or TLS): the connection picks the ID,
+/// and hands over only a reply that passes the `accept` module's check for the query.
 pub async fn over_stream(
     stream: &StreamEndpoint,
     query: &[u8],
@@ -310,18 +311,12 @@ pub async fn over_stream(
             StreamError::BadQuery => AttemptError::BadQuery,
             StreamError::Network(cause) => AttemptError::Network(cause),
         })?;
-    // The ID is used up either way: a reply that does not answer is a failed attempt.
-    match wire::id(&reply) {
-        Some(id) if acceptable(&reply, id, query) => Ok(Answered {
-            bytes: reply,
-            endpoint: stream.addr(),
-            rtt: None,
-            fetched_after_tc: false,
-        }),
-        _ => Err(AttemptError::Network(
-            "a reply over TCP or TLS that does not answer the query".into(),
-        )),
-    }
+    Ok(Answered {
+        bytes: reply,
+        endpoint: stream.addr(),
+        rtt: None,
+        fetched_after_tc: false,
+    })
 }
 
 /// One send of a UDP query: its ID, and when it went out, in microseconds after the attempt's
@@ -364,9 +359,9 @@ fn receive_room(buf: &mut Vec<u8>, limit: usize) -> &mut [u8] {
 }
 
 /// What a datagram received by an attempt is: the reply to keep and the send it answers, or
-/// `None` when it is not ours (another ID, the wrong question) and the attempt listens on. A
-/// reply larger than `limit` (the kernel cut the rest off) is taken as truncated, so the
-/// caller asks over TCP.
+/// `None` when it is not ours (another ID, the wrong question) or does not walk fully, and the
+/// attempt listens on. A reply larger than `limit` (the kernel cut the rest off) is taken as
+/// truncated, so the caller asks over TCP.
 fn judge(
     reply: &[u8],
     limit: usize,
@@ -380,15 +375,23 @@ fn judge(
         tracing::debug!(%endpoint, "ignored a datagram with the wrong ID");
         return None;
     };
-    if reply.len() > limit && answers(reply, send.id, query) {
-        tracing::debug!(%endpoint, limit, "a UDP reply larger than the query allows");
-        return Some((wire::cut_to_question(reply), send));
+    // Cut by the kernel, it cannot walk: only its header and question are judged.
+    let verdict = if reply.len() > limit {
+        (answers(reply, send.id, query).then_some(())).ok_or(Refused::NotAnAnswer)
+    } else {
+        check(reply, send.id, query)
+    };
+    match verdict {
+        Ok(()) if reply.len() > limit => {
+            tracing::debug!(%endpoint, limit, "a UDP reply larger than the query allows");
+            Some((wire::cut_to_question(reply), send))
+        }
+        Ok(()) => Some((reply.to_vec(), send)),
+        Err(refused) => {
+            tracing::debug!(%endpoint, "ignored a datagram that {refused}");
+            None
+        }
     }
-    if reply.len() <= limit && acceptable(reply, send.id, query) {
-        return Some((reply.to_vec(), send));
-    }
-    tracing::debug!(%endpoint, "ignored a datagram with the wrong question");
-    None
 }
 
 /// A random ID none of `sent` carries: each send of a query has its own, so a reply names the
@@ -400,37 +403,6 @@ fn fresh_id(sent: &[Sent]) -> u16 {
             return id;
         }
     }
-}
-
-/// RCODEs a server sends without the question when it cannot parse a query.
-const QUESTIONLESS_ERRORS: [u8; 4] = [1, 2, 4, 5];
-
-/// Whether `reply` answers `sent` (see the module documentation): a response with our ID and
-/// opcode, our question or none at all on an error, and records that can be walked — a reply
-/// whose record framing is broken would reach the client verbatim on the pass-through route,
-/// so it counts as no reply at all.
-pub fn acceptable(reply: &[u8], id: u16, sent: &[u8]) -> bool {
-    answers(reply, id, sent) && wire::for_each_record(reply, |_| {}).is_some()
-}
-
-/// The header and question half of [`acceptable`]: a response with our ID and opcode that
-/// echoes our question, or none at all on an error.
-fn answers(reply: &[u8], id: u16, sent: &[u8]) -> bool {
-    let Some(asked) = wire::first_question(sent) else {
-        return false;
-    };
-    let question_ok = match wire::first_question(reply) {
-        Some(got) => wire::same_question(got, asked),
-        None => {
-            wire::question_count(reply) == Some(0)
-                && wire::rcode(reply).is_some_and(|rcode| QUESTIONLESS_ERRORS.contains(&rcode))
-                && wire::with_question(reply, asked).is_some()
-        }
-    };
-    wire::is_response(reply)
-        && wire::id(reply) == Some(id)
-        && wire::opcode(reply) == wire::opcode(sent)
-        && question_ok
 }
 
 /// A non-blocking UDP socket connected to `endpoint`, so the kernel drops datagrams from any
@@ -451,38 +423,11 @@ fn connected_udp(endpoint: SocketAddr) -> Result<std::net::UdpSocket, AttemptErr
 mod tests {
     use bytes::Bytes;
     use futures_util::{SinkExt, StreamExt};
-    use hickory_proto::op::{Message, Query, ResponseCode};
-    use hickory_proto::rr::{Name, RecordType};
+    use hickory_proto::op::Message;
     use tokio_util::codec::Framed;
 
     use super::*;
-
-    fn query() -> Vec<u8> {
-        let mut msg = Message::query();
-        let name = Name::from_ascii("www.example.org.").unwrap();
-        msg.add_query(Query::query(name, RecordType::A));
-        msg.to_vec().unwrap()
-    }
-
-    fn error_without_question(sent: &[u8], rcode: ResponseCode) -> Vec<u8> {
-        let mut reply = Message::error_msg(0, hickory_proto::op::OpCode::Query, rcode);
-        reply.metadata.id = wire::id(sent).unwrap();
-        reply.to_vec().unwrap()
-    }
-
-    #[test]
-    fn an_error_reply_without_a_question_is_an_answer() {
-        let sent = query();
-        let id = wire::id(&sent).unwrap();
-        for rcode in [ResponseCode::Refused, ResponseCode::FormErr] {
-            assert!(acceptable(&error_without_question(&sent, rcode), id, &sent));
-        }
-        // A NOERROR reply must echo the question.
-        let noerror = error_without_question(&sent, ResponseCode::NoError);
-        assert!(!acceptable(&noerror, id, &sent));
-        let refused = error_without_question(&sent, ResponseCode::Refused);
-        assert!(!acceptable(&refused, id.wrapping_add(1), &sent));
-    }
+    use crate::upstream::accept::tests::query;
 
     #[test]
     fn running_out_of_descriptors_or_buffers_is_a_local_error() {

@@ -7,7 +7,8 @@
 //! is asked as well, and whichever answers first wins, so a reply that arrives just late is
 //! still used. At most [`MAX_LISTENING`] attempts listen at once, and an exchange makes at most
 //! one attempt per endpoint plus one retry, so a query costs a bounded number of sockets and
-//! packets however long its deadline. "Acceptable" is decided in the `exchange` module.
+//! packets however long its deadline. "Acceptable" is decided in the `accept` module, for every
+//! transport: a reply that does not walk fully is no reply, and the attempt listens on.
 //! Endpoints that keep failing are skipped until a background probe sees them answer again
 //! (the `endpoint` module). The attempts run inside their exchange, not as tasks of their own
 //! (the `listening` module), under one timer: a miss costs one task and one timer. The
@@ -41,6 +42,7 @@
 //! its host names resolved, and its metric series (the `series` module) — through one
 //! [`Owner`], of which each endpoint's is a child.
 
+mod accept;
 mod endpoint;
 mod exchange;
 mod failover;
@@ -72,7 +74,8 @@ use series::GroupSeries;
 use stream::{StreamEndpoint, StreamSettings};
 use truncated::Truncated;
 
-pub use exchange::{Answered, AttemptError, acceptable};
+pub use accept::acceptable;
+pub use exchange::{Answered, AttemptError};
 pub use health::{INITIAL_RTO, RTO_FLOOR};
 pub use series::{Held, PeerCertificateSeries, UpstreamMetrics};
 

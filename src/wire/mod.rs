@@ -1,6 +1,7 @@
 //! Byte-level views of DNS messages, for the paths that must not pay for a full parse:
 //! reading and patching the header, comparing question sections, walking names and resource
-//! records (to find TTL fields and the OPT record), and editing EDNS options in place — and
+//! records (to find TTL fields and the OPT record), walking a reply fully before it is trusted
+//! ([`walks_fully`]), and editing EDNS options in place — and
 //! the one writer of the messages meshdns encodes ([`MessageWriter`]: name compression that
 //! keeps working in big messages, RRsets that can be undone).
 //!
@@ -12,6 +13,7 @@ mod edns;
 mod header;
 mod name;
 mod records;
+mod walk;
 mod writer;
 
 pub use edns::{
@@ -31,6 +33,7 @@ pub use records::{
     RecordAt, Section, TYPE_SOA, TtlField, for_each_record, questions_end, rewrite_ttls, set_ttl,
     ttl_fields, ttl_value,
 };
+pub use walk::walks_fully;
 pub use writer::{Mark, MessageWriter};
 
 /// The largest message a DNS transport can carry (TCP's 2-byte length prefix).

@@ -52,11 +52,21 @@ pub fn ttl_value(ttl: u32) -> u32 {
     if ttl > i32::MAX as u32 { 0 } else { ttl }
 }
 
+/// How a walk finds where a name stored in place ends: [`skip_name`] (framing only, for the
+/// many reads of messages already walked fully) or the full walk's, which follows every
+/// compression pointer (the `walk` module).
+pub(super) type NameSkip = fn(&[u8], usize) -> Option<usize>;
+
 /// The offset just past the question section, or `None` when it does not walk.
 pub fn questions_end(msg: &[u8]) -> Option<usize> {
+    questions_end_by(msg, skip_name)
+}
+
+/// [`questions_end`] with names skipped by `skip`.
+pub(super) fn questions_end_by(msg: &[u8], skip: NameSkip) -> Option<usize> {
     let mut at = HEADER_LEN;
     for _ in 0..count(msg, 0)? {
-        at = skip_name(msg, at)?.checked_add(4)?;
+        at = skip(msg, at)?.checked_add(4)?;
         if at > msg.len() {
             return None;
         }
@@ -73,14 +83,28 @@ pub fn for_each_record(msg: &[u8], visit: impl FnMut(&RecordAt)) -> Option<usize
 
 /// [`for_each_record`] for a message whose question section the caller knows to end at `at`:
 /// the questions are not walked again.
-fn records_from(msg: &[u8], mut at: usize, mut visit: impl FnMut(&RecordAt)) -> Option<usize> {
+fn records_from(msg: &[u8], at: usize, mut visit: impl FnMut(&RecordAt)) -> Option<usize> {
+    records_from_by(msg, at, skip_name, |record| {
+        visit(record);
+        Some(())
+    })
+}
+
+/// [`records_from`] with owner names skipped by `skip`, stopped (`None`) by the first record
+/// `visit` refuses.
+pub(super) fn records_from_by(
+    msg: &[u8],
+    mut at: usize,
+    skip: NameSkip,
+    mut visit: impl FnMut(&RecordAt) -> Option<()>,
+) -> Option<usize> {
     let counts = [count(msg, 1)?, count(msg, 2)?, count(msg, 3)?];
     let sections = [Section::Answer, Section::Authority, Section::Additional];
     for (section, records) in sections.into_iter().zip(counts) {
         for _ in 0..records {
-            let record = record_at(msg, at, section)?;
+            let record = record_at_by(msg, at, section, skip)?;
             at = record.end();
-            visit(&record);
+            visit(&record)?;
         }
     }
     Some(at)
@@ -89,7 +113,17 @@ fn records_from(msg: &[u8], mut at: usize, mut visit: impl FnMut(&RecordAt)) -> 
 /// The resource record of `section` that starts at `start`; `None` when it runs past the
 /// message. For a caller that knows where a record starts without walking those before it.
 pub fn record_at(msg: &[u8], start: usize, section: Section) -> Option<RecordAt> {
-    let at = skip_name(msg, start)?;
+    record_at_by(msg, start, section, skip_name)
+}
+
+/// [`record_at`] with the owner name skipped by `skip`.
+pub(super) fn record_at_by(
+    msg: &[u8],
+    start: usize,
+    section: Section,
+    skip: NameSkip,
+) -> Option<RecordAt> {
+    let at = skip(msg, start)?;
     let fixed = msg.get(at..at.checked_add(10)?)?;
     let rdata_len = usize::from(u16::from_be_bytes([fixed[8], fixed[9]]));
     let record = RecordAt {

@@ -242,8 +242,9 @@ def check_variables(root, full, extra):
     # The table's rows (`var(NAME, ...)`), not every string constant (a prefix is none).
     table = re.search(r"pub const VARIABLES: &\[Variable\] = &\[(.*?)\n\];", text, re.S).group(1)
     names = [consts[c] for c in re.findall(r"\bvar\(\s*(\w+),", table)]
-    restart_block = re.search(r"pub const RESTART_ONLY: \[&str; \d+\] = \[(.*?)\];", text, re.S).group(1)
-    restart = {consts[c] for c in re.findall(r"\w+", restart_block)}
+    # A row's `Applies::` is when a change applies (`Applies::Restart`: restart-only).
+    restart = {consts[c] for c, applies in re.findall(r"\bvar\(\s*(\w+),.*?Applies::(\w+)", table, re.S)
+               if applies == "Restart"}
     keys = {k for d in full + extra if d["kind"] == "ConfigMap" for k in (d.get("data") or {})}
     env = {e["name"] for d in full + extra if d["kind"] in WORKLOADS
            for c in d["spec"]["template"]["spec"]["containers"] for e in c.get("env", [])}

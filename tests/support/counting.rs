@@ -1,6 +1,6 @@
 //! A counting allocator for the tests that measure heap growth: the system allocator, with
-//! the bytes live on the heap kept in one counter. A test file that uses it registers it as
-//! its `#[global_allocator]` and keeps to one test, so nothing else allocates while it
+//! the bytes live on the heap kept in one counter. The memory tests (`tests/memory/`) register
+//! it as their `#[global_allocator]` and run one at a time, so nothing else allocates while one
 //! measures.
 
 use std::alloc::{GlobalAlloc, Layout, System};

@@ -5,7 +5,7 @@
 //! Everything binds on loopback port 0: tests never race for ports and never send a packet
 //! off the machine.
 
-// Each test file compiles this module on its own and uses only part of it.
+// Each test binary compiles this module on its own and uses only part of it.
 #![allow(dead_code)]
 
 pub mod admin;
@@ -214,6 +214,17 @@ pub enum Behaviour {
     /// An error reply with the query's ID and no question section (QDCOUNT=0), as NSD and
     /// CoreDNS send when they cannot parse a query (both transports).
     ErrorWithoutQuestion(ResponseCode),
+    /// A malformed reply first — the right one with the owner name of its first record made a
+    /// compression pointer to itself (a loop; the answer must have a record) — then, 50 ms
+    /// later, the right one (both transports).
+    PointerLoopFirst(Answer),
+    /// The malformed reply of [`Behaviour::PointerLoopFirst`], and nothing else.
+    PointerLoopOnly(Answer),
+    /// Over UDP: TC as [`Behaviour::TruncateUdp`] (NOERROR); over TCP: the behaviour given.
+    TruncateUdpThenOverTcp(Box<Behaviour>),
+    /// The right reply changed by the patch first, then, 50 ms later, the right one (both
+    /// transports): whatever the patch breaks or keeps.
+    PatchedFirst(Patch, Answer),
     /// The behaviour for the first `n` queries for this name and type, then silence: a slow
     /// upstream that goes down after its late answer came.
     ThenDrop(usize, Box<Behaviour>),
@@ -241,6 +252,28 @@ pub struct Seen {
     pub reply: Option<Vec<u8>>,
     /// Where a UDP query came from (its socket); `None` over TCP.
     pub from: Option<SocketAddr>,
+}
+
+/// Byte edits to a reply as the fake encodes it ([`reply_bytes`]): each `(offset, byte)`
+/// written where the reply has that offset, then the reply cut to `cut` bytes if shorter.
+#[derive(Debug, Clone, Default)]
+pub struct Patch {
+    pub bytes: Vec<(usize, u8)>,
+    pub cut: Option<usize>,
+}
+
+impl Patch {
+    pub fn apply(&self, mut reply: Vec<u8>) -> Vec<u8> {
+        for &(at, byte) in &self.bytes {
+            if let Some(slot) = reply.get_mut(at) {
+                *slot = byte;
+            }
+        }
+        if let Some(cut) = self.cut {
+            reply.truncate(cut);
+        }
+        reply
+    }
 }
 
 /// Builds a [`FakeDns`]: a table keyed by (lowercased name, type), and a behaviour for the
@@ -459,12 +492,14 @@ impl Drop for FakeDns {
 }
 
 /// What the fake sends for one query over `via`: `forged` from another port at once (UDP), then
-/// after `pause`, `messages` in order (none: no reply); over TCP, `close_mid_frame` cuts the
-/// first one in half and closes, and `trickle` sends it a byte at a time with that pause.
+/// after `pause`, `messages` in order (none: no reply), `between` apart; over TCP,
+/// `close_mid_frame` cuts the first one in half and closes, and `trickle` sends it a byte at a
+/// time with that pause.
 struct Plan {
     forged: Option<Vec<u8>>,
     pause: Duration,
     messages: Vec<Vec<u8>>,
+    between: Duration,
     close_mid_frame: bool,
     trickle: Option<Duration>,
 }
@@ -479,6 +514,7 @@ fn plan(behaviour: &Behaviour, query: &Message, via: Via, compressing: bool) -> 
         forged: None,
         pause: Duration::ZERO,
         messages,
+        between: Duration::ZERO,
         close_mid_frame: false,
         trickle: None,
     };
@@ -501,10 +537,12 @@ fn plan(behaviour: &Behaviour, query: &Message, via: Via, compressing: bool) -> 
         | Behaviour::TrickleTcp(_, answer)
             if via == Via::Udp =>
         {
-            let mut cut = reply(query, &Answer::rcode(answer.rcode));
-            cut.metadata.truncation = true;
-            now(vec![encode(cut)])
+            now(vec![encode(truncated(query, answer.rcode))])
         }
+        Behaviour::TruncateUdpThenOverTcp(_) if via == Via::Udp => {
+            now(vec![encode(truncated(query, ResponseCode::NoError))])
+        }
+        Behaviour::TruncateUdpThenOverTcp(then) => plan(then, query, via, compressing),
         Behaviour::TruncateUdp(answer) => now(vec![right(answer)]),
         Behaviour::CloseTcpMidFrame(answer) => Plan {
             close_mid_frame: true,
@@ -520,6 +558,15 @@ fn plan(behaviour: &Behaviour, query: &Message, via: Via, compressing: bool) -> 
             now(vec![wrong_question(query, answer), right(answer)])
         }
         Behaviour::WrongQuestionOnly(answer) => now(vec![wrong_question(query, answer)]),
+        Behaviour::PointerLoopFirst(answer) => Plan {
+            between: Duration::from_millis(50),
+            ..now(vec![pointer_loop(right(answer)), right(answer)])
+        },
+        Behaviour::PointerLoopOnly(answer) => now(vec![pointer_loop(right(answer))]),
+        Behaviour::PatchedFirst(patch, answer) => Plan {
+            between: Duration::from_millis(50),
+            ..now(vec![patch.apply(right(answer)), right(answer)])
+        },
         Behaviour::ForgedFromAnotherPortFirst { forged, real } if via == Via::Udp => Plan {
             forged: Some(right(forged)),
             pause: Duration::from_millis(50),
@@ -562,6 +609,23 @@ fn wrong_id(query: &Message, answer: &Answer) -> Vec<u8> {
     spoof.to_vec().expect("the fake's reply encodes")
 }
 
+/// A reply with TC set and no records.
+fn truncated(query: &Message, rcode: ResponseCode) -> Message {
+    let mut cut = reply(query, &Answer::rcode(rcode));
+    cut.metadata.truncation = true;
+    cut
+}
+
+/// `reply` with the owner name of its first record made a compression pointer to itself: a
+/// loop no decoder can follow.
+pub fn pointer_loop(mut reply: Vec<u8>) -> Vec<u8> {
+    let owner = meshdns::wire::questions_end(&reply).expect("a reply that walks");
+    assert!(owner + 2 < reply.len(), "the reply has a record");
+    let pointer = 0xc000 | u16::try_from(owner).expect("a pointer reaches it");
+    reply[owner..owner + 2].copy_from_slice(&pointer.to_be_bytes());
+    reply
+}
+
 /// `answer` to a question the query did not ask.
 fn wrong_question(query: &Message, answer: &Answer) -> Vec<u8> {
     let mut spoof = reply(query, answer);
@@ -570,6 +634,13 @@ fn wrong_question(query: &Message, answer: &Answer) -> Vec<u8> {
         q.set_name(other);
     }
     spoof.to_vec().expect("the fake's reply encodes")
+}
+
+/// The bytes of the fake's reply to `query` (without [`FakeDnsBuilder::compressing`]).
+pub fn reply_bytes(query: &Message, answer: &Answer) -> Vec<u8> {
+    reply(query, answer)
+        .to_vec()
+        .expect("the fake's reply encodes")
 }
 
 /// The reply a server gives: ID, opcode, RD, CD and question echoed; EDNS only when asked.
@@ -648,7 +719,10 @@ async fn serve_fake_udp(socket: Arc<UdpSocket>, state: Arc<FakeState>) {
                 let _ = elsewhere.send_to(forged, peer).await;
             }
             tokio::time::sleep(plan.pause).await;
-            for message in &plan.messages {
+            for (nth, message) in plan.messages.iter().enumerate() {
+                if nth > 0 {
+                    tokio::time::sleep(plan.between).await;
+                }
                 let _ = socket.send_to(message, peer).await;
                 state.sent(index, message);
             }
@@ -680,8 +754,11 @@ async fn fake_tcp_connection(stream: TcpStream, state: Arc<FakeState>) {
         let (writer, state) = (Arc::clone(&writer), Arc::clone(&state));
         tokio::spawn(async move {
             tokio::time::sleep(plan.pause).await;
-            let mut writer = writer.lock().await;
-            for message in &plan.messages {
+            for (nth, message) in plan.messages.iter().enumerate() {
+                if nth > 0 {
+                    tokio::time::sleep(plan.between).await;
+                }
+                let mut writer = writer.lock().await;
                 let mut framed = frame_of(message);
                 if plan.close_mid_frame {
                     framed.truncate(framed.len() / 2);

@@ -31,7 +31,7 @@ pub struct Typical {
 }
 
 /// Member `i` of a StatefulSet: a client's A query with EDNS and kube-dns's 81-byte reply
-/// (TTL 30) — the typical entry of tests/memory.rs, built by the same code
+/// (TTL 30) — the typical entry of tests/memory/cache_entry.rs, built by the same code
 /// (tests/support/typical.rs).
 pub fn typical(i: usize) -> Typical {
     typical_with_ttl(i, 30)
@@ -48,7 +48,7 @@ pub fn typical_with_ttl(i: usize, ttl: u32) -> Typical {
 }
 
 // The typical entry's wire bytes (tests/support/typical.rs, only hickory-proto), shared with
-// tests/memory.rs rather than copied.
+// tests/memory/cache_entry.rs rather than copied.
 #[path = "../../../tests/support/typical.rs"]
 mod typical_entry;
 

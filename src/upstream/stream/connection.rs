@@ -37,6 +37,7 @@ use super::{
     BACKOFF_MAX, BACKOFF_MIN, Dial, MAX_UNANSWERED_CONNECTIONS, RESTART_GRACE, StreamError,
     StreamSettings,
 };
+use crate::upstream::accept;
 use crate::wire;
 
 type Reply = Result<Vec<u8>, StreamError>;
@@ -253,7 +254,8 @@ impl Shared {
         }
     }
 
-    /// Hands a reply to the query waiting for its ID; anything else is dropped.
+    /// Hands a reply to the query waiting for its ID when it passes the `accept` module's check
+    /// for that query; anything else is dropped, and the query waits on for its own reply.
     pub(super) fn dispatch(&self, serial: u64, frame: Vec<u8>) {
         let Some(id) = wire::id(&frame) else {
             tracing::debug!(endpoint = %self.addr, "ignored a frame shorter than a message ID");
@@ -267,33 +269,31 @@ impl Shared {
         if conn.serial != serial {
             return;
         }
-        let answered = match conn.pending.remove(&id) {
-            Some(Pending {
-                reply: Some(reply), ..
-            }) => {
-                // The caller may have given up this instant; then nobody needs the reply.
-                let _ = reply.send(Ok(frame));
-                true
-            }
-            Some(Pending { reply: None, .. }) => {
-                tracing::debug!(endpoint = %self.addr, id, "a reply came after its query gave up");
-                true
-            }
-            None => {
-                tracing::debug!(endpoint = %self.addr, id, "ignored a reply with an ID we did not send");
-                false
-            }
+        let Some(pending) = conn.pending.get(&id) else {
+            tracing::debug!(endpoint = %self.addr, id, "ignored a reply with an ID we did not send");
+            return;
         };
-        if answered {
-            let now = Instant::now();
-            conn.last_activity = now;
-            conn.last_reply = now;
-            if !conn.answered {
-                conn.answered = true;
-                state.next_backoff = BACKOFF_MIN;
-                state.unanswered = 0;
-                state.lost_at = None;
+        // The query as sent: its frame after the length prefix, our ID in it.
+        let query = pending.frame.get(2..).unwrap_or_default();
+        if let Err(refused) = accept::check(&frame, id, query) {
+            tracing::debug!(endpoint = %self.addr, id, "ignored a reply that {refused}");
+            return;
+        }
+        match conn.pending.remove(&id).and_then(|pending| pending.reply) {
+            // The caller may have given up this instant; then nobody needs the reply.
+            Some(reply) => drop(reply.send(Ok(frame))),
+            None => {
+                tracing::debug!(endpoint = %self.addr, id, "a reply came after its query gave up");
             }
+        }
+        let now = Instant::now();
+        conn.last_activity = now;
+        conn.last_reply = now;
+        if !conn.answered {
+            conn.answered = true;
+            state.next_backoff = BACKOFF_MIN;
+            state.unanswered = 0;
+            state.lost_at = None;
         }
     }
 

@@ -4,7 +4,9 @@
 //!
 //! A [`StreamEndpoint`] owns at most one connection to its address and pipelines every query
 //! to that endpoint over it: each query gets an ID unique among the queries on the connection,
-//! replies are matched by ID in whatever order they come, and a query whose reply never comes
+//! replies are matched by ID in whatever order they come — a frame with a query's ID that the
+//! `accept` module does not take for its reply (another question, a message that does not walk
+//! fully) is dropped and the query waits on —, and a query whose reply never comes
 //! times out at its own deadline without disturbing the others. The module promises:
 //! - nothing runs while unused: the connection (and its one task) is opened by the first query,
 //!   closed after [`IDLE_TIMEOUT`] without traffic, and opened again by the next query;

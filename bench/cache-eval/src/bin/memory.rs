@@ -1,5 +1,5 @@
 //! Memory per entry: 10,000 typical entries (81-byte A replies) inserted into one table sized
-//! for them; the heap growth counted by a counting allocator (what tests/memory.rs measures
+//! for them; the heap growth counted by a counting allocator (what tests/memory/cache_entry.rs measures
 //! for meshdns), and the growth of the resident set beside it (which also sees malloc's own
 //! per-allocation overhead). One table per process: `memory meshdns|qc|qc-bytes [SHARDS]`
 //! (quick_cache in one shard unless SHARDS is given).

@@ -1,0 +1,149 @@
+//! The clusterset zone (docs/design.md, "Clusterset zone"): Kubernetes multi-cluster
+//! services naming (KEP-1645) over the same gathering as the distributed zones. A pod is
+//! `<host>.<cluster>.<service>.<ns>.svc.clusterset.local`, asked of that cluster only; services
+//! and SRV records are the union over the clusters.
+//!
+//! Three clusters a (local), b and c, each a fake DNS that knows `svc.cluster.local` names
+//! only, with addresses that say which cluster answered (10.1.… for a, 10.2.… for b, …).
+
+use crate::support;
+
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::RecordType;
+use support::{Answer, FakeDns, FakeDnsBuilder, Meshdns, Reply, query, rr, udp, with_edns};
+
+const SRV_NAME: &str = "_mongodb._tcp.mongo.db.svc.clusterset.local.";
+const SERVICE: &str = "mongo.db.svc.clusterset.local.";
+
+fn upstream(host: &str) -> String {
+    format!("{host}.svc.cluster.local.")
+}
+
+/// Cluster number `n`'s DNS: headless service `mongo` of namespace `db` with pods `mongo-0`
+/// and `mongo-1` (SRV with glue, the pods' and the service's addresses).
+fn cluster_dns(n: u8) -> FakeDnsBuilder {
+    let srv_owner = upstream("_mongodb._tcp.mongo.db");
+    let pod = |i: u8| upstream(&format!("mongo-{i}.mongo.db"));
+    let service = upstream("mongo.db");
+    let mut fake = FakeDns::builder()
+        .answer(
+            &srv_owner,
+            RecordType::SRV,
+            Answer::records([
+                rr::srv(&srv_owner, 27017, &pod(0)),
+                rr::srv(&srv_owner, 27017, &pod(1)),
+            ])
+            .additional(rr::a(&pod(0), [10, n, 1, 0]))
+            .additional(rr::a(&pod(1), [10, n, 1, 1])),
+        )
+        .answer(
+            &service,
+            RecordType::A,
+            Answer::records([rr::a(&service, [10, n, 0, 1])]),
+        );
+    for i in 0..2 {
+        fake = fake.answer(
+            &pod(i),
+            RecordType::A,
+            Answer::records([rr::a(&pod(i), [10, n, 1, i])]),
+        );
+    }
+    fake
+}
+
+struct Mesh {
+    a: FakeDns,
+    b: FakeDns,
+    c: FakeDns,
+    meshdns: Meshdns,
+}
+
+async fn mesh() -> Mesh {
+    let (a, b, c) = (
+        cluster_dns(1).start().await,
+        cluster_dns(2).start().await,
+        cluster_dns(3).start().await,
+    );
+    let clusters = format!("a=; b={}; c={}", b.addr, c.addr);
+    let meshdns = Meshdns::before(
+        &a,
+        &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", &clusters),
+            ("MESHDNS_CLUSTERSET_ZONE", "clusterset.local"),
+        ],
+    )
+    .await;
+    Mesh { a, b, c, meshdns }
+}
+
+impl Mesh {
+    async fn ask(&self, name: &str, rtype: RecordType) -> Reply {
+        udp(self.meshdns.addr, &with_edns(query(name, rtype), 1232)).await
+    }
+}
+
+#[tokio::test]
+async fn srv_is_the_union_with_targets_named_by_cluster() {
+    let mesh = mesh().await;
+    let reply = mesh.ask(SRV_NAME, RecordType::SRV).await;
+    assert_eq!(reply.msg.response_code, ResponseCode::NoError);
+    let mut answers = Vec::new();
+    let mut additionals = Vec::new();
+    for (cluster, n) in [("a", 1), ("b", 2), ("c", 3)] {
+        for i in 0..2 {
+            let target = format!("mongo-{i}.{cluster}.mongo.db.svc.clusterset.local.");
+            answers.push(format!("{SRV_NAME} SRV 0 50 27017 {target}"));
+            additionals.push(format!("{target} A 10.{n}.1.{i}"));
+        }
+    }
+    assert_eq!(reply.answer_lines(), answers);
+    assert_eq!(reply.additional_lines(), additionals);
+    assert!(reply.answer_lines().contains(&format!(
+        "{SRV_NAME} SRV 0 50 27017 mongo-0.b.mongo.db.svc.clusterset.local."
+    )));
+}
+
+#[tokio::test]
+async fn a_pod_name_goes_to_its_cluster_only() {
+    let mesh = mesh().await;
+    let host = "mongo-0.b.mongo.db.svc.clusterset.local.";
+    let reply = mesh.ask(host, RecordType::A).await;
+    assert_eq!(reply.msg.response_code, ResponseCode::NoError);
+    assert_eq!(reply.answer_lines(), [format!("{host} A 10.2.1.0")]);
+    assert_eq!(
+        mesh.b.names(),
+        [upstream("mongo-0.mongo.db")],
+        "asked without the cluster label"
+    );
+    assert!(mesh.a.seen().is_empty() && mesh.c.seen().is_empty());
+}
+
+#[tokio::test]
+async fn a_service_address_set_is_the_union_owned_by_the_question() {
+    let mesh = mesh().await;
+    let reply = mesh.ask(SERVICE, RecordType::A).await;
+    assert_eq!(
+        reply.answer_lines(),
+        [
+            format!("{SERVICE} A 10.1.0.1"),
+            format!("{SERVICE} A 10.2.0.1"),
+            format!("{SERVICE} A 10.3.0.1"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn dns_version_is_the_mcs_schema_version() {
+    let mesh = mesh().await;
+    let reply = mesh
+        .ask("dns-version.clusterset.local.", RecordType::TXT)
+        .await;
+    assert_eq!(reply.msg.response_code, ResponseCode::NoError);
+    assert_eq!(
+        reply.answer_lines(),
+        ["dns-version.clusterset.local. TXT 1.0.0"]
+    );
+    let asked = mesh.a.exchanges().len() + mesh.b.exchanges().len() + mesh.c.exchanges().len();
+    assert_eq!(asked, 0, "answered by meshdns itself");
+}

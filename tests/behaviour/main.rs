@@ -1,0 +1,52 @@
+//! The behaviour tests, in one binary: meshdns seen from outside — a client asking over UDP
+//! and TCP, fake cluster DNS servers on 127.0.0.1, the built binary run as its operator runs
+//! it — one module per behaviour of docs/design.md, and the checks that the README, the
+//! dashboard and the module tree match the code.
+//!
+//! One binary links the crate and compiles the shared fakes ([`support`], [`dot_fakes`]) once.
+//! Tests run in parallel in this one process: none may set the environment, the working
+//! directory or a process-wide limit of its own (a test that needs one runs the binary again as
+//! a child, as `failure::a_local_resource_error_never_marks_an_endpoint_down` does). The memory
+//! measurements, which count every allocation of their process, are `tests/memory/`; the fuzz
+//! harness is `tests/fuzz.rs`.
+
+#[path = "../dot_fakes/mod.rs"]
+mod dot_fakes;
+#[path = "../support/mod.rs"]
+mod support;
+
+mod bad_input;
+mod big_answers;
+mod binary;
+mod cache;
+mod cluster_zones;
+mod clusterset;
+mod config_watch;
+mod distributed;
+mod dot;
+mod dot_server;
+mod edges;
+mod edges_upstream;
+mod edges_wire;
+mod failure;
+mod fault_matrix;
+mod floods;
+mod live_config;
+mod loops;
+mod loss;
+mod malformed_replies;
+mod metrics;
+mod module_tree;
+mod namespaces;
+mod operators;
+mod out_of_zone_additionals;
+mod own_names;
+mod passthrough;
+mod properties;
+mod readme_tables;
+mod reverse;
+mod search_list;
+mod shutdown;
+mod tcp;
+mod wire_correctness;
+mod zone_apexes;
