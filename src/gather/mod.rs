@@ -23,7 +23,9 @@
 //! to the same cluster at the same endpoints), never by the cluster's position in the list, and written with the
 //! generation of the configuration the leg started under: a leg that straggles past a reload
 //! which removed or reordered clusters can neither land under another cluster's key nor write
-//! into the new configuration's cache.
+//! into the new configuration's cache. The gatherer reaches the cache only through the
+//! gathered route's door ([`GatherDoor`]): what is kept, for how long and what is stale is the
+//! cache's to decide, not this module's.
 
 mod merge;
 mod naming;
