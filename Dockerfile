@@ -62,10 +62,11 @@ LABEL org.opencontainers.image.title="meshdns" \
 COPY --from=builder /meshdns /meshdns
 # distroless "nonroot" is uid/gid 65532; set numerically so runAsNonRoot can verify it.
 USER 65532:65532
-# DNS on 127.0.0.1:53 (MESHDNS_LISTEN) over UDP and TCP; /metrics, /livez, /readyz on 9153.
+# DNS on 127.0.0.1:53 (MESHDNS_LISTEN) over UDP and TCP; /metrics, /livez, /readyz on 9153;
+# DNS over TLS on 853 (MESHDNS_DOT_LISTEN, the resolver) and the webhook on 8443 (meshdns webhook).
 # Binding 53 as non-root needs net.ipv4.ip_unprivileged_port_start<=53 in the pod (k8s/) or
 # container (Docker sets it to 0 by default since 20.10).
-EXPOSE 53/udp 53/tcp 9153
+EXPOSE 53/udp 53/tcp 853/tcp 8443/tcp 9153
 # No HEALTHCHECK: there is no shell or HTTP client in the image; Kubernetes probes
 # /readyz and /livez (k8s/components/sidecar/sidecar.yaml).
 ENTRYPOINT ["/meshdns"]

@@ -9,7 +9,7 @@
 # Debian). This path needs neither registry: a static musl build of the crate
 # (cargo build --release --locked --target x86_64-unknown-linux-musl) copied into an empty
 # image with buildah (`buildah from scratch`): the binary, a two-line /etc/passwd and
-# /etc/group for uid/gid 65532, user 65532:65532, entrypoint /meshdns, ports 53/udp 53/tcp 9153,
+# /etc/group for uid/gid 65532, user 65532:65532, entrypoint /meshdns, ports 53/udp 53/tcp 853/tcp 8443/tcp 9153,
 # OCI labels. Same contract as the Dockerfile's image (distroless/static adds CA certificates,
 # tzdata and a few more users, none of which meshdns reads).
 #
@@ -147,7 +147,7 @@ buildah copy --chmod 0755 "$CTR" "$BIN" /meshdns >/dev/null
 buildah copy --chmod 0644 "$CTR" "$WORK/passwd" /etc/passwd >/dev/null
 buildah copy --chmod 0644 "$CTR" "$WORK/group" /etc/group >/dev/null
 buildah config --user "$UID_GID" --entrypoint '["/meshdns"]' --cmd '' \
-	--port 53/udp --port 53/tcp --port 9153/tcp \
+	--port 53/udp --port 53/tcp --port 853/tcp --port 8443/tcp --port 9153/tcp \
 	--label org.opencontainers.image.title=meshdns \
 	--label "org.opencontainers.image.description=DNS stub resolver sidecar for workloads stretched over several Kubernetes clusters" \
 	--label org.opencontainers.image.licenses=Apache-2.0 \
@@ -167,7 +167,7 @@ if conf=$(buildah inspect --type image "$IMAGE" | python3 -c '
 import json, sys
 c = json.load(sys.stdin)["OCIv1"]["config"]
 want = {"User": "65532:65532", "Entrypoint": ["/meshdns"],
-        "ExposedPorts": ["53/tcp", "53/udp", "9153/tcp"]}
+        "ExposedPorts": ["53/tcp", "53/udp", "8443/tcp", "853/tcp", "9153/tcp"]}
 got = {"User": c.get("User"), "Entrypoint": c.get("Entrypoint"),
        "ExposedPorts": sorted(c.get("ExposedPorts") or {})}
 print(json.dumps(got))
@@ -190,11 +190,12 @@ fi
 size=$(buildah images --format '{{.Size}}' "$IMAGE" | head -1)
 bin_bytes=$(stat -c %s "$BIN")
 echo "image: $IMAGE, size $size (buildah images); binary $bin_bytes bytes ($(numfmt --to=iec-i --suffix=B "$bin_bytes"))"
-# README promises at most 4 MB (2.7 MB measured).
-if ((bin_bytes <= 4 * 1000 * 1000)); then
-	pass "image content at most 4 MB (binary $bin_bytes bytes)"
+# README promises at most 4.5 MB: 4 MB until 0.2.0; the DNS-over-TLS server, the admission
+# webhook and `meshdns dns-change` (one binary for every mode, one image) took it to 4.39 MB.
+if ((bin_bytes <= 4500 * 1000)); then
+	pass "image content at most 4.5 MB (binary $bin_bytes bytes)"
 else
-	fail "image content at most 4 MB (binary $bin_bytes bytes)"
+	fail "image content at most 4.5 MB (binary $bin_bytes bytes)"
 fi
 echo "$PASSED passed, $FAILED failed"
 ((FAILED == 0))

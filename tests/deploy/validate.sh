@@ -135,7 +135,7 @@ dockerfile_contract() {
     for pattern in \
         '^FROM gcr\.io/distroless/static-debian12:nonroot$' \
         '^USER 65532:65532$' \
-        '^EXPOSE 53/udp 53/tcp 9153$' \
+        '^EXPOSE 53/udp 53/tcp 853/tcp 8443/tcp 9153$' \
         'unknown-linux-musl' \
         'cargo build --release --locked' \
         '^ENTRYPOINT \["/meshdns"\]$'; do
