@@ -50,6 +50,7 @@ pub mod webhook;
 pub mod wire;
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -115,6 +116,25 @@ fn renew_dot_certificate(
     })
 }
 
+/// The startup log: what meshdns serves, where, and whom it asks (`bound`: the DNS listeners'
+/// addresses, `admin`: the admin listener's), with the warning of a search list it cannot
+/// expand its own names under.
+fn log_startup(config: &Config, bound: &[SocketAddr], admin: Option<SocketAddr>) {
+    if let Err(why) = &config.search {
+        tracing::warn!("search-list expansions of meshdns's names go to kube-dns: {why}");
+    }
+    tracing::info!(
+        listen = %bound.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
+        admin = %admin.map_or("disabled".to_string(), |a| a.to_string()),
+        upstreams = %config.upstreams.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
+        clusters = %config.clusters_in_words(),
+        dot = %config.dot.as_ref().map_or("disabled".to_string(), |dot| dot.listen.iter().map(ToString::to_string).collect::<Vec<_>>().join(",")),
+        "meshdns {} serving DNS over UDP and TCP",
+        env!("CARGO_PKG_VERSION"),
+    );
+    own_names::log_startup(config);
+}
+
 /// Serves DNS on `listeners` until `shutdown` resolves, then stops accepting, lets in-flight
 /// queries finish (at most [`SHUTDOWN_GRACE`]) and returns. Must run inside a tokio runtime.
 /// The admin listener, when given, is served on its own task from the start; `/readyz` turns
@@ -171,19 +191,7 @@ pub async fn run(
         admin.spawn(renew_dot_certificate(dot, Arc::clone(&shared.metrics)));
     }
     readiness.set(true);
-    if let Err(why) = &config.search {
-        tracing::warn!("search-list expansions of meshdns's names go to kube-dns: {why}");
-    }
-    tracing::info!(
-        listen = %bound.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
-        admin = %admin_addr.map_or("disabled".to_string(), |a| a.to_string()),
-        upstreams = %config.upstreams.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
-        clusters = %config.clusters_in_words(),
-        dot = %config.dot.as_ref().map_or("disabled".to_string(), |dot| dot.listen.iter().map(ToString::to_string).collect::<Vec<_>>().join(",")),
-        "meshdns {} serving DNS over UDP and TCP",
-        env!("CARGO_PKG_VERSION"),
-    );
-    own_names::log_startup(&config);
+    log_startup(&config, &bound, admin_addr);
 
     tokio::select! {
         () = shutdown => tracing::info!("shutting down: draining in-flight queries"),

@@ -139,7 +139,7 @@ impl CacheKey {
     /// The key of one leg of a gathered query: the question as sent to the cluster whose
     /// identity (as a target) is `cluster`, with the flags of the leg's own request. The gather code stores
     /// each leg's reply under it so a failed leg can be filled from
-    /// [`Cache::last_good`](super::Cache::last_good).
+    /// [`GatherDoor::last_good`](super::GatherDoor::last_good).
     pub fn for_leg(cluster: TargetId, question: &[u8], flags: KeyFlags) -> Option<CacheKey> {
         Self::new(LEG_SCOPE_BIT | u64::from(cluster.0), flags, question)
     }

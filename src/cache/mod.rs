@@ -9,8 +9,11 @@
 //!   insert (the first client's TTLs cut to the cached ones) → stale or a remembered failure
 //!   when the upstream failed. No caller repeats that protocol.
 //!
-//! Gathered answers use [`Cache::insert`] and [`Cache::last_good`] for their legs (a failed leg
-//! is filled from its last good answer).
+//! A gathered answer as a whole is a miss like any other; its legs, which are always asked,
+//! reach the cache through the gathered route's door, [`GatherDoor`] (a leg's answer kept, a
+//! failed leg filled from its last good answer, a gathered answer known wrong dropped). No
+//! other module writes into the cache or reads a leg's entry: the policy of what is stored,
+//! for how long and what is stale is decided here, for every route.
 //!
 //! Promises: a hit copies the stored wire bytes once and patches the ID, the RD and CD bits,
 //! the AD bit (cleared for a client that set neither AD nor DO, RFC 6840 §5.8), the question
@@ -36,6 +39,7 @@
 //! inherited.
 
 mod flight;
+mod gathered;
 mod key;
 mod policy;
 mod serve;
@@ -53,6 +57,7 @@ use crate::background::Background;
 use crate::config::CacheConfig;
 use crate::wire;
 
+pub use gathered::GatherDoor;
 pub use key::{CacheKey, KeyFlags, TargetId, may_share};
 pub use policy::{FAILURE_TTL_FIRST, FAILURE_TTL_MAX};
 pub use serve::STALE_TTL;
@@ -477,8 +482,8 @@ impl Cache {
     /// leg of a gathered answer, so only a NOERROR reply (records or NODATA): a remembered
     /// NXDOMAIN is no answer of a cluster that does not answer now — it could hold the name
     /// now, and its old "no" would make the merge a complete NXDOMAIN, or skip the fallback
-    /// of a prefixed name that another cluster has.
-    pub fn last_good(&self, key: &CacheKey, now: Instant) -> Option<Vec<u8>> {
+    /// of a prefixed name that another cluster has. Asked through [`GatherDoor::last_good`].
+    fn last_good(&self, key: &CacheKey, now: Instant) -> Option<Vec<u8>> {
         let found = self.servable(key, None, now);
         self.counted(found.filter(|(reply, _)| wire::rcode(reply) == Some(wire::RCODE_NOERROR)))
     }
@@ -511,7 +516,8 @@ impl Cache {
     /// Caches an upstream reply (or a merged one) received at `now` by work of `generation`,
     /// if the rules allow (`policy::worth`; failures are remembered only through
     /// [`get_or_resolve`](Self::get_or_resolve)) and the cache has not moved on to a newer
-    /// generation.
+    /// generation. The query path writes only through [`get_or_resolve`](Self::get_or_resolve)
+    /// and [`GatherDoor::ask`]; this is for filling a table directly (the memory measurement).
     pub fn insert(&self, key: &CacheKey, reply: &[u8], now: Instant, generation: Generation) {
         self.store_reply(key, reply, now, generation);
     }
@@ -599,8 +605,8 @@ impl Cache {
     /// Drops the entry of `key`: what it holds is known to be wrong now, and must not be
     /// served even stale (a prefixed name whose cluster, answering, says it does not exist; a
     /// newer answer that is not kept). Work of any generation may: a dropped entry is asked
-    /// again, never a wrong answer.
-    pub fn forget(&self, key: &CacheKey) {
+    /// again, never a wrong answer. Asked through [`GatherDoor::forget_answer`].
+    fn forget(&self, key: &CacheKey) {
         let mut store = self.lock();
         if store.remove(key) {
             self.count_entries(&store);

@@ -1,6 +1,6 @@
 //! The cache's behaviour, one test per rule of the design's "Cache" section, through the real
-//! entry points (`lookup`, `get_or_resolve`, `insert`, `last_good`) and the real metrics
-//! registry. Every time-dependent test runs on tokio's paused clock.
+//! entry points (`lookup`, `get_or_resolve`, `insert`, `last_good`, the gathered route's door)
+//! and the real metrics registry. Every time-dependent test runs on tokio's paused clock.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -654,6 +654,50 @@ async fn partial_answers_are_capped_and_legs_keep_their_last_good_answer() {
     assert_eq!(ttls(&cache.last_good(&leg, Instant::now()).unwrap()), [30]);
     advance(300 * SECOND).await;
     assert_eq!(cache.last_good(&leg, Instant::now()), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_gather_door_keeps_only_shared_legs_of_its_own_configuration_and_drops_wrong_answers() {
+    let cache = cache(100);
+    let door = GatherDoor::new(Arc::clone(&cache), FIRST);
+    let flags = KeyFlags {
+        edns: true,
+        ..KeyFlags::default()
+    };
+    let leg_request = query("db.svc.cluster.local.", RecordType::A, Some(false), false);
+    let leg = |target| {
+        CacheKey::for_leg(target, wire::first_question(&leg_request).unwrap(), flags).unwrap()
+    };
+    let ask = |key: CacheKey, shared: bool| {
+        let bytes = answer(&leg_request, &[30]);
+        door.ask(key, shared, async move { ("outcome", Some(bytes)) })
+    };
+    // A reply that may be scoped to the client's subnet is no leg's answer for others.
+    let scoped = leg(TargetId::fresh());
+    assert_eq!(ask(scoped.clone(), false).await, "outcome");
+    assert_eq!(door.last_good(&scoped), None);
+    let shared = leg(TargetId::fresh());
+    assert_eq!(ask(shared.clone(), true).await, "outcome");
+    assert_eq!(ttls(&door.last_good(&shared).unwrap()), [30]);
+    // A leg that straggles past a reload writes nothing into the new configuration's cache.
+    cache.advance(FIRST.next());
+    let late = leg(TargetId::fresh());
+    ask(late.clone(), true).await;
+    assert_eq!(door.last_good(&late), None);
+    // A gathered answer known wrong is not served again, not even stale.
+    let gathered = query_a("db.svc.distributed.local.");
+    cache.insert(
+        &key(&gathered),
+        &answer(&gathered, &[30]),
+        Instant::now(),
+        FIRST.next(),
+    );
+    door.forget_answer(&key(&gathered));
+    assert_eq!(look(&cache, &gathered), Lookup::Miss);
+    assert_eq!(
+        cache.stale(&key(&gathered), &gathered, Instant::now()),
+        None
+    );
 }
 
 #[tokio::test(start_paused = true)]

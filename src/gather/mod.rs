@@ -23,7 +23,9 @@
 //! to the same cluster at the same endpoints), never by the cluster's position in the list, and written with the
 //! generation of the configuration the leg started under: a leg that straggles past a reload
 //! which removed or reordered clusters can neither land under another cluster's key nor write
-//! into the new configuration's cache.
+//! into the new configuration's cache. The gatherer reaches the cache only through the
+//! gathered route's door ([`GatherDoor`]): what is kept, for how long and what is stale is the
+//! cache's to decide, not this module's.
 
 mod merge;
 mod naming;
@@ -43,7 +45,7 @@ use prometheus::IntCounter;
 use tokio::time::{Instant, sleep_until};
 
 use crate::background::Background;
-use crate::cache::{Cache, CacheKey, Generation, KeyFlags, TargetId, may_share};
+use crate::cache::{Cache, CacheKey, GatherDoor, Generation, KeyFlags, TargetId, may_share};
 use crate::config::Config;
 use crate::reply;
 use crate::request::Request;
@@ -83,11 +85,10 @@ pub struct GatherMetrics {
 pub struct Gatherer {
     /// Every configured cluster, each leg's target.
     peers: Vec<Arc<Peer>>,
-    /// The configuration this gatherer belongs to: its legs' cache writes carry it.
-    generation: Generation,
     /// The gathered zones' identity as a target: their answers are cached under it.
     pub target: TargetId,
-    cache: Arc<Cache>,
+    /// The cache, for the legs (their writes carry this gatherer's configuration's generation).
+    cache: GatherDoor,
     attempt_timeout: Duration,
     negative_ttl: Duration,
     metrics: GatherMetrics,
@@ -106,9 +107,8 @@ impl Gatherer {
     ) -> Self {
         Self {
             peers,
-            generation,
             target,
-            cache,
+            cache: GatherDoor::new(cache, generation),
             attempt_timeout: config.attempt_timeout,
             negative_ttl: config.cache.negative_ttl,
             metrics,
@@ -155,7 +155,7 @@ impl Gatherer {
             // for it (a member since removed) must not come back stale, not even while the
             // fallback below runs. Perhaps a name that merely begins like a prefix.
             if let Some(key) = client.key() {
-                self.cache.forget(&key.for_target(self.target));
+                self.cache.forget_answer(&key.for_target(self.target));
             }
             gathered = self.ask_all(client, fallback, deadline).await;
         }
@@ -218,18 +218,13 @@ impl Gatherer {
             if let (Some(key), Some(query)) = (leg.key.clone(), query) {
                 let progress = Arc::new(Progress::default());
                 leg.running = Some(Arc::clone(&progress));
-                let (cache, generation) = (Arc::clone(&self.cache), self.generation);
                 let peer = Arc::clone(&leg.peer);
-                running.push(Box::pin(async move {
-                    let (leg, bytes) = ask_leg(&peer.upstream, &query, deadline, &progress).await;
-                    if let (true, Some(bytes)) = (shared, &bytes) {
-                        // Also when the reply has gone out without this leg: it refreshes the
-                        // answer a later failure of this cluster is filled from (unless a
-                        // reload came in between: then the cache refuses it).
-                        cache.insert(&key, bytes, Instant::now(), generation);
-                    }
-                    (slot, leg)
-                }));
+                // Its answer is kept also when the reply has gone out without this leg (unless
+                // a reload came in between: then the cache refuses it).
+                let answered = self.cache.ask(key, shared, async move {
+                    ask_leg(&peer.upstream, &query, deadline, &progress).await
+                });
+                running.push(Box::pin(async move { (slot, answered.await) }));
             } else {
                 tracing::debug!(cluster = %leg.peer.cluster.name, "leg not asked: its query could not be made");
             }
@@ -260,14 +255,11 @@ impl Gatherer {
             self.background
                 .spawn(async move { while running.next().await.is_some() {} });
         }
-        let now = Instant::now();
         for entry in &mut asked {
             if matches!(entry.leg, Leg::Failed)
                 && let Some(key) = &entry.key
-                && let Some(last) = self
-                    .cache
-                    .last_good(key, now)
-                    .and_then(|b| Message::from_vec(&b).ok())
+                && let Some(last) =
+                    (self.cache.last_good(key)).and_then(|b| Message::from_vec(&b).ok())
             {
                 entry.leg = Leg::Stale(last);
             }
