@@ -2,26 +2,28 @@
 //! gathered answer that straggle past the reply, health probes of endpoints marked down, the
 //! re-resolution of endpoint host names — and who ends it.
 //!
-//! Nothing is spawned and forgotten. Work has one of two kinds of owner, and this module is
-//! the one for work off a client's path:
-//! - **Bounded work** lives in one tracked set ([`Background`]): every task is held in a
-//!   [`JoinSet`] owned here, finished tasks are reaped on the next spawn, and
-//!   [`Background::close`] stops what is left at shutdown. At most `limit`
-//!   tasks run at once; beyond that [`Background::spawn`] refuses the work, counts it
+//! Nothing is spawned and forgotten. Every task here is a task of one tree: a root
+//! ([`Background`]'s own [`Owner`], a cancellation token and a [`TaskTracker`]) of which every
+//! other owner is a descendant. Shutdown is the root stopping: [`Background::close`] cancels
+//! it (every owner below ends its work at its next wait) and [`Background::closed`] waits on
+//! the tracker until the last task has ended. Work has one of two kinds of owner below it:
+//! - **Bounded work** runs under the root itself ([`Background::spawn`]). At most `limit`
+//!   tasks run at once; beyond that the work is refused, counted
 //!   (`meshdns_background_refused_total`), and the caller carries on without it (a refresh is
 //!   skipped and served stale, a cut straggler is dropped). A flood or an outage therefore
 //!   cannot grow background memory past the bound; `meshdns_background_tasks` shows how full
 //!   the set is.
 //! - **Work started for something that can go away** (an upstream group, one of its
-//!   endpoints) is tied to an [`Owner`]: the thing holds its owner, and dropping it — a
-//!   reload that replaces the group, a host name re-resolved away from an address — ends the
-//!   work at once, wherever it waits. Owners nest: an endpoint's owner is a child of its
-//!   group's, so dropping a group ends its endpoints' work too. An owner is a cancellation
-//!   token whose drop guard the thing holds (as mini-redis's `DbDropGuard` stops its purge
-//!   task); the task holds only a `Weak` reference to what it works for, so it never keeps its
-//!   owner alive. Owned work is bounded by what owns it (one re-resolution per configured host
-//!   name, one probe per endpoint), not by the set, and is never refused: a refused probe
-//!   would leave its endpoint down for good.
+//!   endpoints) is tied to an [`Owner`] of its own: the thing holds its owner, and dropping
+//!   it — a reload that replaces the group, a host name re-resolved away from an address —
+//!   ends the work at once, wherever it waits. Owners nest: a group's owner is a child of the
+//!   root ([`Background::owner`]), an endpoint's a child of its group's, so dropping a group
+//!   ends its endpoints' work too. An owner is a cancellation token whose drop guard the
+//!   thing holds (as mini-redis's `DbDropGuard` stops its purge task); the task holds only a
+//!   `Weak` reference to what it works for, so it never keeps its owner alive. Owned work is
+//!   bounded by what owns it (one re-resolution per configured host name, one probe per
+//!   endpoint), not by the set, and is never refused: a refused probe would leave its
+//!   endpoint down for good.
 //!
 //! Work on a client's path is owned by the code that waits for it, not here: a listener's
 //! connections and a connection's queries are each held in a `JoinSet` of the function that
@@ -32,11 +34,12 @@
 //! `AbortHandle`, on drop).
 
 use std::future::Future;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use prometheus::{IntCounter, IntGauge};
-use tokio::task::JoinSet;
 use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio_util::task::TaskTracker;
 
 /// The default bound: a refresh, a leg or a probe each holds a few KiB at most.
 pub const DEFAULT_LIMIT: usize = 256;
@@ -61,16 +64,21 @@ impl BackgroundMetrics {
     }
 }
 
-/// The set of background tasks of one meshdns instance.
+/// The background work of one meshdns instance: the root of its tree of owned work and the
+/// bounded set of tasks off a client's path.
 #[derive(Debug)]
 pub struct Background {
-    tasks: Mutex<JoinSet<()>>,
+    /// The bounded tasks running now (each lowers it when it ends, however it ends).
+    running: Arc<AtomicUsize>,
     limit: usize,
     metrics: BackgroundMetrics,
+    /// The root: every owner this instance hands out is its child, and every task, bounded or
+    /// owned, is tracked by it. [`Background::close`] stops it.
+    root: Owner,
 }
 
 /// Counts one thing in a gauge while it lives, however it ends: a task of the set (returned,
-/// or aborted by `close`), a client query in flight (`Metrics::inflight`).
+/// or ended by `close`), a client query in flight (`Metrics::inflight`).
 #[must_use = "it counts only while it lives"]
 pub struct Counted(IntGauge);
 
@@ -96,49 +104,70 @@ impl Background {
     /// A set of at most `limit` tasks, counted into `metrics`.
     pub fn with_metrics(limit: usize, metrics: BackgroundMetrics) -> Self {
         Self {
-            tasks: Mutex::new(JoinSet::new()),
+            running: Arc::new(AtomicUsize::new(0)),
             limit,
             metrics,
+            root: Owner::default(),
         }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, JoinSet<()>> {
-        // A panic aborts the process (docs/design.md, "Panics"): nothing poisons the lock, and
-        // this takes it without an unwrap.
-        self.tasks.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Runs `work` in the background unless the set is full; `false` when it was refused.
     /// Must be called inside the runtime.
     pub fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) -> bool {
-        let mut tasks = self.lock();
-        // Finished tasks are only reaped: one ends by returning or by `close`, never by a
-        // panic (that aborts the process).
-        while tasks.try_join_next().is_some() {}
-        if tasks.len() >= self.limit {
+        let taken = self.running.fetch_add(1, Ordering::AcqRel);
+        let slot = Slot(Arc::clone(&self.running));
+        if taken >= self.limit {
+            drop(slot);
             self.metrics.refused.inc();
             return false;
         }
-        let running = Counted::new(&self.metrics.tasks);
-        tasks.spawn(async move {
-            let _running = running;
+        let counted = Counted::new(&self.metrics.tasks);
+        self.root.spawn(async move {
+            let _running = (slot, counted);
             work.await;
         });
         true
     }
 
-    /// Tasks running now (finished ones not yet reaped included).
+    /// Bounded tasks running now.
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.running.load(Ordering::Acquire)
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Stops every task still running (shutdown: refreshes and probes have no client waiting).
+    /// An owner for work started for one thing of this instance (an upstream group), a child
+    /// of the root: it ends when the thing drops it, or at [`Background::close`].
+    pub fn owner(&self) -> Owner {
+        self.root.child()
+    }
+
+    /// Stops every task of the tree, bounded or owned (shutdown: refreshes and probes have no
+    /// client waiting); [`Background::closed`] waits until they have all ended.
     pub fn close(&self) {
-        self.lock().abort_all();
+        self.root.token.cancel();
+        self.root.tracker.close();
+    }
+
+    /// Resolves once [`Background::close`] was called and every task of the tree has ended.
+    pub async fn closed(&self) {
+        self.root.tracker.wait().await;
+    }
+
+    /// Tasks of the tree still alive, bounded and owned (finished ones no longer count).
+    pub fn alive(&self) -> usize {
+        self.root.tracker.len()
+    }
+}
+
+/// One place in the bounded set, given back when dropped.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -147,35 +176,40 @@ impl Background {
 #[derive(Debug)]
 pub struct Owner {
     token: CancellationToken,
+    /// Tracks every task of the tree this owner belongs to (shared by all its owners).
+    tracker: TaskTracker,
     /// Cancels `token` (and so every child's) when the owner is dropped.
     _ends_work: DropGuard,
 }
 
 impl Default for Owner {
+    /// The root of a tree of its own (`--check`'s resolutions, unit tests).
     fn default() -> Self {
-        Self::of(CancellationToken::new())
+        Self::of(CancellationToken::new(), TaskTracker::new())
     }
 }
 
 impl Owner {
-    fn of(token: CancellationToken) -> Self {
+    fn of(token: CancellationToken, tracker: TaskTracker) -> Self {
         Self {
             _ends_work: token.clone().drop_guard(),
             token,
+            tracker,
         }
     }
 
     /// An owner whose work also ends when this one is dropped (an endpoint's, in its group).
     pub fn child(&self) -> Owner {
-        Self::of(self.token.child_token())
+        Self::of(self.token.child_token(), self.tracker.clone())
     }
 
     /// Runs work bounded by its owner (a re-resolution per configured host name, a probe per
     /// endpoint: it must not take a slot of the bounded set, nor be refused one) on a task of
-    /// its own until it returns or this owner is dropped.
+    /// the tree until it returns or this owner is dropped.
     pub fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) {
         let token = self.token.clone();
-        drop(tokio::spawn(async move {
+        // The handle is not needed: the tracker waits for the task, the token ends it.
+        drop(self.tracker.spawn(async move {
             token.run_until_cancelled_owned(work).await;
         }));
     }
@@ -203,7 +237,7 @@ mod tests {
         assert!(background.spawn(async {}));
         tokio::task::yield_now().await;
         assert_eq!(metrics.tasks.get(), 1, "the quick task has ended");
-        // The quick task has finished and is reaped by this spawn.
+        // The quick task has finished and given its slot back.
         assert!(background.spawn(long()));
         assert!(!background.spawn(long()));
         assert_eq!(metrics.refused.get(), 1);
@@ -215,7 +249,7 @@ mod tests {
         assert!(background.spawn(long()));
         background.close();
         tokio::task::yield_now().await;
-        assert_eq!(metrics.tasks.get(), 0, "an aborted task no longer counts");
+        assert_eq!(metrics.tasks.get(), 0, "an ended task no longer counts");
     }
 
     /// A task that would run forever, and a flag it sets when its future is dropped.
@@ -281,5 +315,30 @@ mod tests {
         tokio::task::yield_now().await;
         assert!(!group.is_ended());
         assert_eq!(Arc::strong_count(&alive), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn closing_the_root_ends_every_task_of_the_tree_and_waits_for_them() {
+        let background = Background::new(4);
+        let group = background.owner();
+        let endpoint = group.child();
+        let (probe, probe_alive) = forever();
+        let (refresh, refresh_alive) = forever();
+        endpoint.spawn(probe);
+        assert!(background.spawn(refresh));
+        tokio::task::yield_now().await;
+        assert_eq!(background.alive(), 2, "an owned task and a bounded one");
+        background.close();
+        assert!(endpoint.is_ended(), "the root's children end with it");
+        let waited = tokio::time::timeout(Duration::from_secs(1), background.closed()).await;
+        assert!(waited.is_ok(), "every task ended at its next wait");
+        assert_eq!(background.alive(), 0);
+        assert_eq!(Arc::strong_count(&probe_alive), 1, "the probe has ended");
+        assert_eq!(
+            Arc::strong_count(&refresh_alive),
+            1,
+            "the refresh has ended"
+        );
+        assert!(background.is_empty(), "its slot is given back");
     }
 }

@@ -207,6 +207,7 @@ pub async fn run(
             };
             tracing::error!(%error, "a listener failed; exiting");
             background.close();
+            background.closed().await;
             return Err(error);
         }
     }
@@ -220,6 +221,8 @@ pub async fn run(
     if tokio::time::timeout(SHUTDOWN_GRACE, drained).await.is_err() {
         tracing::warn!("shutdown grace time over with queries still in flight");
     }
+    // Cancelled work ends at its next wait: this returns at once.
     background.close();
+    background.closed().await;
     Ok(())
 }

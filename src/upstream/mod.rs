@@ -335,10 +335,12 @@ pub struct Upstream {
 impl Upstream {
     /// The group of `spec`. Host-name endpoints are resolved through `local` (the kube-dns
     /// group) by tasks the group owns, so it must be made inside the runtime when it has any.
+    /// `owner` (a child of the instance's root) ends the group's work, and its endpoints'.
     pub fn new(
         spec: GroupSpec,
         local: Option<&Arc<Upstream>>,
         metrics: &UpstreamMetrics,
+        owner: Owner,
     ) -> Arc<Self> {
         let series = metrics.group(&spec.name, stream_label(spec.transport));
         let dialing = Dialing::of(&spec, &series);
@@ -358,7 +360,7 @@ impl Upstream {
             resolved: Mutex::new(vec![Vec::new(); hosts.len()]),
             metrics: metrics.clone(),
             series,
-            owner: Owner::default(),
+            owner,
             spec,
         });
         group.rebuild_endpoints();
@@ -549,7 +551,7 @@ mod tests {
             attempt_timeout: Duration::from_secs(1),
             own: Vec::new(),
         };
-        Upstream::new(spec, None, &series::tests::metrics())
+        Upstream::new(spec, None, &series::tests::metrics(), Owner::default())
     }
 
     #[tokio::test]
