@@ -28,10 +28,11 @@
 //! Work on a client's path is owned by the code that waits for it, not here: a listener's
 //! connections and a connection's queries are each held in a `JoinSet` of the function that
 //! runs them (dropping it ends them), an exchange's attempts are futures it polls itself (no
-//! task: returning ends them); a UDP miss is a task of
-//! its own, bounded by the in-flight semaphore, which `run` drains at shutdown; and an
-//! upstream stream connection's task is stopped by the endpoint that opened it (its
-//! `AbortHandle`, on drop).
+//! task: returning ends them), and an upstream stream connection's task is stopped by the
+//! endpoint that opened it (its `AbortHandle`, on drop). The one exception is a UDP miss,
+//! whose task has no function to wait for it: it runs under the root's token on a tracker of
+//! its own ([`Background::clients`]), for which `run` waits at shutdown
+//! ([`Background::drained`]) before it closes the root.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -75,6 +76,10 @@ pub struct Background {
     /// The root: every owner this instance hands out is its child, and every task, bounded or
     /// owned, is tracked by it. [`Background::close`] stops it.
     root: Owner,
+    /// Tracks the tasks on a client's path (a UDP miss being answered) apart from the
+    /// background's, so that shutdown can wait for them alone ([`Background::drained`]); they
+    /// are ended by the root's token all the same.
+    clients: TaskTracker,
 }
 
 /// Counts one thing in a gauge while it lives, however it ends: a task of the set (returned,
@@ -108,6 +113,7 @@ impl Background {
             limit,
             metrics,
             root: Owner::default(),
+            clients: TaskTracker::new(),
         }
     }
 
@@ -144,21 +150,46 @@ impl Background {
         self.root.child()
     }
 
-    /// Stops every task of the tree, bounded or owned (shutdown: refreshes and probes have no
-    /// client waiting); [`Background::closed`] waits until they have all ended.
+    /// The root itself, where the instance's own loops are started (the admin server, the
+    /// reload watcher, the certificate renewal): they end when the root is closed.
+    pub fn tasks(&self) -> Tasks {
+        self.root.tasks.clone()
+    }
+
+    /// Where tasks on a client's path are started: under the root's token (they end at
+    /// [`Background::close`]), tracked apart from the background's.
+    pub fn clients(&self) -> Tasks {
+        Tasks {
+            token: self.root.tasks.token.clone(),
+            tracker: self.clients.clone(),
+        }
+    }
+
+    /// Resolves once every task on a client's path has ended; none may start after it is
+    /// called (shutdown's drain, which the listeners have stopped accepting before).
+    pub async fn drained(&self) {
+        self.clients.close();
+        self.clients.wait().await;
+    }
+
+    /// Stops every task of the tree, on a client's path, bounded or owned (shutdown, once
+    /// the drain is over or its grace time is); [`Background::closed`] waits until they
+    /// have all ended.
     pub fn close(&self) {
-        self.root.token.cancel();
-        self.root.tracker.close();
+        self.root.tasks.token.cancel();
+        self.root.tasks.tracker.close();
+        self.clients.close();
     }
 
     /// Resolves once [`Background::close`] was called and every task of the tree has ended.
     pub async fn closed(&self) {
-        self.root.tracker.wait().await;
+        self.clients.wait().await;
+        self.root.tasks.tracker.wait().await;
     }
 
-    /// Tasks of the tree still alive, bounded and owned (finished ones no longer count).
+    /// Tasks of the tree still alive, of every kind (finished ones no longer count).
     pub fn alive(&self) -> usize {
-        self.root.tracker.len()
+        self.root.tasks.tracker.len() + self.clients.len()
     }
 }
 
@@ -171,14 +202,32 @@ impl Drop for Slot {
     }
 }
 
+/// A place in the tree where tasks are started: a node's token (ending them) and the
+/// tracker that waits for them. Cheap to clone; holding one does not keep work alive, nor
+/// end it when dropped (an [`Owner`] does that).
+#[derive(Debug, Clone)]
+pub struct Tasks {
+    token: CancellationToken,
+    tracker: TaskTracker,
+}
+
+impl Tasks {
+    /// Runs `work` on a task of the tree until it returns or this node's token is cancelled.
+    pub fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) {
+        let token = self.token.clone();
+        // The handle is not needed: the tracker waits for the task, the token ends it.
+        drop(self.tracker.spawn(async move {
+            token.run_until_cancelled_owned(work).await;
+        }));
+    }
+}
+
 /// What ends the work started for one thing (a group, an endpoint): held by that thing, it
 /// ends the work when dropped. See the module's documentation.
 #[derive(Debug)]
 pub struct Owner {
-    token: CancellationToken,
-    /// Tracks every task of the tree this owner belongs to (shared by all its owners).
-    tracker: TaskTracker,
-    /// Cancels `token` (and so every child's) when the owner is dropped.
+    tasks: Tasks,
+    /// Cancels the token (and so every child's) when the owner is dropped.
     _ends_work: DropGuard,
 }
 
@@ -193,31 +242,26 @@ impl Owner {
     fn of(token: CancellationToken, tracker: TaskTracker) -> Self {
         Self {
             _ends_work: token.clone().drop_guard(),
-            token,
-            tracker,
+            tasks: Tasks { token, tracker },
         }
     }
 
     /// An owner whose work also ends when this one is dropped (an endpoint's, in its group).
     pub fn child(&self) -> Owner {
-        Self::of(self.token.child_token(), self.tracker.clone())
+        Self::of(self.tasks.token.child_token(), self.tasks.tracker.clone())
     }
 
     /// Runs work bounded by its owner (a re-resolution per configured host name, a probe per
     /// endpoint: it must not take a slot of the bounded set, nor be refused one) on a task of
     /// the tree until it returns or this owner is dropped.
     pub fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) {
-        let token = self.token.clone();
-        // The handle is not needed: the tracker waits for the task, the token ends it.
-        drop(self.tracker.spawn(async move {
-            token.run_until_cancelled_owned(work).await;
-        }));
+        self.tasks.spawn(work);
     }
 
     /// Whether a parent of this owner has been dropped (its work is ending).
     #[cfg(test)]
     fn is_ended(&self) -> bool {
-        self.token.is_cancelled()
+        self.tasks.token.is_cancelled()
     }
 }
 

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use tokio::sync::{Semaphore, watch};
 
+use crate::background::Tasks;
 use crate::metrics::Metrics;
 use crate::query::Resolver;
 
@@ -40,6 +41,9 @@ pub struct Shared {
     pub tcp_inflight: Arc<Semaphore>,
     pub metrics: Arc<Metrics>,
     pub shutdown: watch::Receiver<bool>,
+    /// Where a query's own task is started (a UDP miss): in the instance's tree, whose drain
+    /// `run` waits for at shutdown.
+    pub clients: Tasks,
 }
 
 /// The in-flight slots TCP queries may hold at once out of `max_inflight`: half, at least one.

@@ -114,7 +114,7 @@ fn serve(
     let socket = Arc::clone(socket);
     let resolver = Arc::clone(&shared.resolver);
     let counted = shared.metrics.inflight();
-    tokio::spawn(async move {
+    shared.clients.spawn(async move {
         if let Some(reply) = resolver.handle_miss(query, Proto::Udp, routed).await {
             batch::send_one(socket.get_ref(), &reply, peer);
         }
