@@ -27,9 +27,10 @@
 //!
 //! Work on a client's path is owned by the code that waits for it, not here: a listener's
 //! connections and a connection's queries are each held in a `JoinSet` of the function that
-//! runs them (dropping it ends them), an exchange's attempts are futures it polls itself (no
-//! task: returning ends them), and an upstream stream connection's task is stopped by the
-//! endpoint that opened it (its `AbortHandle`, on drop). The one exception is a UDP miss,
+//! runs them (dropping it ends them), and an exchange's attempts are futures it polls itself
+//! (no task: returning ends them). An upstream stream connection's task runs under its
+//! endpoint's owner ([`Owner::tasks`]): the endpoint also stops it sooner (its `AbortHandle`,
+//! when the connection is replaced or ends). The one exception is a UDP miss,
 //! whose task has no function to wait for it: it runs under the root's token on a tracker of
 //! its own ([`Background::clients`]), for which `run` waits at shutdown
 //! ([`Background::drained`]) before it closes the root.
@@ -205,7 +206,9 @@ impl Drop for Slot {
 /// A place in the tree where tasks are started: a node's token (ending them) and the
 /// tracker that waits for them. Cheap to clone; holding one does not keep work alive, nor
 /// end it when dropped (an [`Owner`] does that).
-#[derive(Debug, Clone)]
+/// `Tasks::default()` is the root of a tree of its own that nothing ends: for tests and tools
+/// that run one endpoint alone.
+#[derive(Debug, Clone, Default)]
 pub struct Tasks {
     token: CancellationToken,
     tracker: TaskTracker,
@@ -219,6 +222,11 @@ impl Tasks {
         drop(self.tracker.spawn(async move {
             token.run_until_cancelled_owned(work).await;
         }));
+    }
+
+    /// An owner below this node (an upstream stream endpoint's, for its connections).
+    pub fn child(&self) -> Owner {
+        Owner::of(self.token.child_token(), self.tracker.clone())
     }
 }
 
@@ -248,7 +256,7 @@ impl Owner {
 
     /// An owner whose work also ends when this one is dropped (an endpoint's, in its group).
     pub fn child(&self) -> Owner {
-        Self::of(self.tasks.token.child_token(), self.tasks.tracker.clone())
+        self.tasks.child()
     }
 
     /// Runs work bounded by its owner (a re-resolution per configured host name, a probe per
@@ -256,6 +264,11 @@ impl Owner {
     /// the tree until it returns or this owner is dropped.
     pub fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) {
         self.tasks.spawn(work);
+    }
+
+    /// Where tasks that end with this owner are started (its endpoint's connections).
+    pub fn tasks(&self) -> Tasks {
+        self.tasks.clone()
     }
 
     /// Whether a parent of this owner has been dropped (its work is ending).
