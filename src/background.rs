@@ -81,6 +81,8 @@ pub struct Background {
     /// background's, so that shutdown can wait for them alone ([`Background::drained`]); they
     /// are ended by the root's token all the same.
     clients: TaskTracker,
+    /// The signal that shutdown has begun ([`Background::draining`]).
+    drain: CancellationToken,
 }
 
 /// Counts one thing in a gauge while it lives, however it ends: a task of the set (returned,
@@ -115,6 +117,7 @@ impl Background {
             metrics,
             root: Owner::default(),
             clients: TaskTracker::new(),
+            drain: CancellationToken::new(),
         }
     }
 
@@ -166,6 +169,18 @@ impl Background {
         }
     }
 
+    /// The first step of shutdown, as the listeners, their connections and the reload watcher
+    /// see it: cancelled by [`Background::drain`] (or [`Background::close`]), they stop taking
+    /// new work and finish what they have.
+    pub fn draining(&self) -> CancellationToken {
+        self.drain.clone()
+    }
+
+    /// Begins shutdown: see [`Background::draining`].
+    pub fn drain(&self) {
+        self.drain.cancel();
+    }
+
     /// Resolves once every task on a client's path has ended; none may start after it is
     /// called (shutdown's drain, which the listeners have stopped accepting before).
     pub async fn drained(&self) {
@@ -177,6 +192,7 @@ impl Background {
     /// the drain is over or its grace time is); [`Background::closed`] waits until they
     /// have all ended.
     pub fn close(&self) {
+        self.drain.cancel();
         self.root.tasks.token.cancel();
         self.root.tasks.tracker.close();
         self.clients.close();

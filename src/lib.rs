@@ -54,7 +54,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::Semaphore;
 
 use background::Background;
 use config::Config;
@@ -164,7 +164,6 @@ pub async fn run(
             Arc::clone(&metrics),
         ));
     }
-    let (stop, stopped) = watch::channel(false);
     let resolver = Arc::new(Resolver::for_config(
         &config,
         Arc::clone(&metrics),
@@ -176,13 +175,13 @@ pub async fn run(
         Arc::clone(&metrics),
         Arc::clone(&background),
     );
-    admin.spawn(reload::watch_and_reload(reloader, stopped.clone()));
+    admin.spawn(reload::watch_and_reload(reloader, background.draining()));
     let shared = Shared {
         resolver,
         inflight: Arc::new(Semaphore::new(config.max_inflight)),
         tcp_inflight: Arc::new(Semaphore::new(server::tcp_share(config.max_inflight))),
         metrics,
-        shutdown: stopped,
+        shutdown: background.draining(),
         clients: background.clients(),
     };
     let bound = listeners.local_addrs();
@@ -204,7 +203,7 @@ pub async fn run(
             // A listener ends only with the process: serving half the sockets would leave the
             // pod's DNS broken while /readyz says otherwise. Exit, and let the kubelet restart.
             readiness.set(false);
-            let _ = stop.send(true);
+            background.drain();
             let error = match ended {
                 Ok(Err(error)) => error,
                 Ok(Ok(())) => std::io::Error::other("a DNS listener stopped"),
@@ -217,7 +216,7 @@ pub async fn run(
         }
     }
     readiness.set(false);
-    let _ = stop.send(true);
+    background.drain();
     let drained = async {
         // The listeners first: a TCP connection waits for its queries, and no UDP miss
         // starts once they have stopped.
