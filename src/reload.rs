@@ -19,6 +19,8 @@
 //! filter and cache limits follow. A change of a restart-only variable
 //! (see [`variables::RESTART_ONLY`]) is logged with the value in force and the pending one,
 //! counted as `restart_required` and not applied; one back to the value in force is logged too.
+//! `meshdns_config_restart_pending` is 1 after every valid read that finds such a change
+//! waiting, and 0 after one that does not (the change reverted, or none made).
 //!
 //! The watch never goes blind. A directory that is a symlink, or missing, is watched together
 //! with its parent, so that a symlink renamed over it (`mv -T`) or its creation is an event
@@ -168,10 +170,6 @@ impl Reloader {
                 }
             }
         }
-        if changed.is_empty() {
-            tracing::debug!("configuration directory read; nothing changed");
-            return None;
-        }
         let (restart, live): (Vec<&str>, Vec<&'static str>) = changed
             .iter()
             .partition(|name| variables::RESTART_ONLY.contains(name));
@@ -184,6 +182,13 @@ impl Reloader {
                 tracing::warn!(%variable, %running, %pending, "changed, but only a restart applies it; the running value stays");
                 restart_required = true;
             }
+        }
+        // Every valid read says whether a restart-only change waits, so the gauge (and the
+        // alert on it) stays while the directory holds one and goes when it is reverted.
+        self.metrics.config_restart_pending(restart_required);
+        if changed.is_empty() {
+            tracing::debug!("configuration directory read; nothing changed");
+            return None;
         }
         let mut applied = read;
         for variable in variables::RESTART_ONLY {
