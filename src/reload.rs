@@ -69,6 +69,9 @@ pub const RETRY_MAX: Duration = Duration::from_secs(30);
 pub struct Reloader {
     /// Shared with the reload's work on the blocking pool, which compares against it.
     config: Arc<Config>,
+    /// The configuration read at startup: its restart-only values are in force for the
+    /// process's life (`config` keeps them, but its settings are those of the last read).
+    started: Arc<Config>,
     resolver: Arc<Resolver>,
     metrics: Arc<Metrics>,
     background: Arc<Background>,
@@ -91,8 +94,10 @@ impl Reloader {
         metrics: Arc<Metrics>,
         background: Arc<Background>,
     ) -> Self {
+        let config = Arc::new(config);
         Self {
-            config: Arc::new(config),
+            started: Arc::clone(&config),
+            config,
             resolver,
             metrics,
             background,
@@ -183,9 +188,12 @@ impl Reloader {
                 restart_required = true;
             }
         }
-        // Every valid read says whether a restart-only change waits, so the gauge (and the
-        // alert on it) stays while the directory holds one and goes when it is reverted.
-        self.metrics.config_restart_pending(restart_required);
+        // Every valid read says whether a restart-only change waits, against the values in
+        // force since the start (a change already reported is no longer in `changed`), so the
+        // gauge (and the alert on it) stays while the directory holds one and goes when it is
+        // reverted.
+        self.metrics
+            .config_restart_pending(restart_pending(&self.started, &read));
         if changed.is_empty() {
             tracing::debug!("configuration directory read; nothing changed");
             return None;
@@ -237,6 +245,14 @@ impl Reloader {
         cache.advance(snapshot.generation);
         self.resolver.replace(snapshot);
     }
+}
+
+/// Whether `read` holds a value of a restart-only variable that differs from the one in force
+/// since the start (`started`): only a restart would apply it.
+fn restart_pending(started: &Config, read: &Config) -> bool {
+    variables::RESTART_ONLY
+        .iter()
+        .any(|variable| effective(started, variable) != effective(read, variable))
 }
 
 /// Puts the running value of the restart-only `variable` (one of [`variables::RESTART_ONLY`],
