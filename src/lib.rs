@@ -95,24 +95,24 @@ fn serve_listeners(
     Ok(())
 }
 
-/// Keeps the DNS-over-TLS certificate renewed from its files (see
-/// [`certificates::server`]) and its expiry and reloads shown, until its owner ends it.
-fn renew_dot_certificate(
-    dot: &config::DotConfig,
+/// Keeps the certificate `listener` serves renewed from its files (see
+/// [`certificates::server`]), checked every `every`, and its expiry and reloads shown in
+/// `metrics`, until its owner ends it: the DNS-over-TLS listener and the webhook's alike.
+pub(crate) fn renew_server_certificate(
+    listener: metrics::TlsListener,
+    tls: &Arc<certificates::server::ServerTls>,
+    every: Duration,
     metrics: Arc<Metrics>,
 ) -> impl Future<Output = ()> + Send + 'static {
-    use crate::metrics::TlsListener::Dot;
     use certificates::server::Refresh;
-    metrics.server_certificate(Dot, dot.tls.not_after());
-    certificates::server::keep_fresh(Arc::clone(&dot.tls), dot.check_every, move |refresh| {
-        match refresh {
-            Refresh::Unchanged => {}
-            Refresh::Renewed { not_after } => {
-                metrics.server_certificate(Dot, *not_after);
-                metrics.server_certificate_reload(Dot, true);
-            }
-            Refresh::Rejected(_) => metrics.server_certificate_reload(Dot, false),
+    metrics.server_certificate(listener, tls.not_after());
+    certificates::server::keep_fresh(Arc::clone(tls), every, move |refresh| match refresh {
+        Refresh::Unchanged => {}
+        Refresh::Renewed { not_after } => {
+            metrics.server_certificate(listener, *not_after);
+            metrics.server_certificate_reload(listener, true);
         }
+        Refresh::Rejected(_) => metrics.server_certificate_reload(listener, false),
     })
 }
 
@@ -192,7 +192,12 @@ pub async fn run(
         return Err(error);
     }
     if let Some(dot) = &config.dot {
-        admin.spawn(renew_dot_certificate(dot, Arc::clone(&shared.metrics)));
+        admin.spawn(renew_server_certificate(
+            metrics::TlsListener::Dot,
+            &dot.tls,
+            dot.check_every,
+            Arc::clone(&shared.metrics),
+        ));
     }
     readiness.set(true);
     log_startup(&config, &bound, admin_addr);

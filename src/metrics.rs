@@ -194,6 +194,12 @@ pub const CONFIG_LAST_RELOAD_SUCCESSFUL: Family = Family {
     labels: &[],
     help: "1 while the configuration as read is valid (applied, unchanged, or waiting for a restart); 0 from a rejected reload until the directory holds a valid configuration again.",
 };
+pub const CONFIG_RESTART_PENDING: Family = Family {
+    name: "meshdns_config_restart_pending",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "1 while the configuration directory holds a restart-only variable whose value differs from the one in force (only a restart applies it); 0 otherwise, back to 0 when the change is reverted. A rejected read leaves it as it was.",
+};
 pub const BACKGROUND_TASKS: Family = Family {
     name: "meshdns_background_tasks",
     kind: Kind::Gauge,
@@ -243,7 +249,7 @@ pub const SERVER_CERTIFICATE_EXPIRY_TIMESTAMP_SECONDS: Family = Family {
     name: "meshdns_server_certificate_expiry_timestamp_seconds",
     kind: Kind::Gauge,
     labels: &["listener"],
-    help: "Unix time at which the certificate a TLS listener serves (dot: MESHDNS_DOT_CERT_FILE, as in force) expires; absent without the listener.",
+    help: "Unix time at which the certificate a TLS listener serves (dot: MESHDNS_DOT_CERT_FILE; webhook: MESHDNS_WEBHOOK_CERT_FILE; as in force) expires; absent without the listener.",
 };
 pub const SERVER_CERTIFICATE_RELOADS_TOTAL: Family = Family {
     name: "meshdns_server_certificate_reloads_total",
@@ -251,8 +257,6 @@ pub const SERVER_CERTIFICATE_RELOADS_TOTAL: Family = Family {
     labels: &["listener", "result"],
     help: "Changes of a TLS listener's certificate files, by result: applied (new connections get the new certificate) or rejected (the files do not load; the certificate in force stays).",
 };
-
-/// Every family, in the order of the README's table.
 pub const WEBHOOK_REVIEWS_TOTAL: Family = Family {
     name: "meshdns_webhook_reviews_total",
     kind: Kind::Counter,
@@ -261,7 +265,7 @@ pub const WEBHOOK_REVIEWS_TOTAL: Family = Family {
 };
 
 /// Every family, in the order of the README's table.
-pub const FAMILIES: [&Family; 32] = [
+pub const FAMILIES: [&Family; 33] = [
     &REQUESTS_TOTAL,
     &REQUEST_DURATION_SECONDS,
     &CACHE_HITS_TOTAL,
@@ -284,6 +288,7 @@ pub const FAMILIES: [&Family; 32] = [
     &CONFIG_RELOADS_TOTAL,
     &CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP_SECONDS,
     &CONFIG_LAST_RELOAD_SUCCESSFUL,
+    &CONFIG_RESTART_PENDING,
     &CONFIG_WATCH_ERRORS_TOTAL,
     &BACKGROUND_TASKS,
     &BACKGROUND_REFUSED_TOTAL,
@@ -392,12 +397,15 @@ impl ReloadResult {
 pub enum TlsListener {
     /// `MESHDNS_DOT_LISTEN`.
     Dot,
+    /// `MESHDNS_WEBHOOK_LISTEN` (`meshdns webhook`).
+    Webhook,
 }
 
 impl TlsListener {
     pub fn label(self) -> &'static str {
         match self {
             TlsListener::Dot => "dot",
+            TlsListener::Webhook => "webhook",
         }
     }
 }
@@ -446,6 +454,7 @@ pub struct Metrics {
     reloads: Vec<IntCounter>,
     last_reload_success: Gauge,
     last_reload_successful: IntGauge,
+    restart_pending: IntGauge,
     watch_errors: IntCounter,
     cache: CacheMetrics,
     upstream: UpstreamMetrics,
@@ -546,6 +555,7 @@ impl Metrics {
                 Gauge::with_opts(opts(&CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP_SECONDS)),
             ),
             last_reload_successful: gauge(&CONFIG_LAST_RELOAD_SUCCESSFUL),
+            restart_pending: gauge(&CONFIG_RESTART_PENDING),
             watch_errors: counter(&CONFIG_WATCH_ERRORS_TOTAL),
             cache: CacheMetrics {
                 hits: counter(&CACHE_HITS_TOTAL),
@@ -651,6 +661,13 @@ impl Metrics {
     /// rejected is left in it.
     pub fn config_valid(&self) {
         self.last_reload_successful.set(1);
+    }
+
+    /// A valid read of the configuration directory holds (`true`) or no longer holds a
+    /// restart-only value that differs from the one in force: `config_restart_pending`, the
+    /// state the alert on it follows (a counter's increase would end while the change waits).
+    pub fn config_restart_pending(&self, pending: bool) {
+        self.restart_pending.set(i64::from(pending));
     }
 
     /// A directory of the configuration could not be watched.
@@ -770,8 +787,10 @@ mod tests {
             .with_label_values(&["unit-test"])
             .set(1);
         metrics.client_certificate(Some(1));
-        metrics.server_certificate(TlsListener::Dot, Some(1));
-        metrics.server_certificate_reload(TlsListener::Dot, true);
+        for listener in [TlsListener::Dot, TlsListener::Webhook] {
+            metrics.server_certificate(listener, Some(1));
+            metrics.server_certificate_reload(listener, true);
+        }
         let gathered = metrics.registry.gather();
         assert_eq!(gathered.len(), FAMILIES.len());
         for family in FAMILIES {

@@ -19,6 +19,8 @@
 //! filter and cache limits follow. A change of a restart-only variable
 //! (see [`variables::restart_only`]) is logged with the value in force and the pending one,
 //! counted as `restart_required` and not applied; one back to the value in force is logged too.
+//! `meshdns_config_restart_pending` is 1 after every valid read that finds such a change
+//! waiting, and 0 after one that does not (the change reverted, or none made).
 //!
 //! The watch never goes blind. A directory that is a symlink, or missing, is watched together
 //! with its parent, so that a symlink renamed over it (`mv -T`) or its creation is an event
@@ -68,6 +70,9 @@ pub const RETRY_MAX: Duration = Duration::from_secs(30);
 pub struct Reloader {
     /// Shared with the reload's work on the blocking pool, which compares against it.
     config: Arc<Config>,
+    /// The configuration read at startup: its restart-only values are in force for the
+    /// process's life (`config` keeps them, but its settings are those of the last read).
+    started: Arc<Config>,
     resolver: Arc<Resolver>,
     metrics: Arc<Metrics>,
     background: Arc<Background>,
@@ -90,8 +95,10 @@ impl Reloader {
         metrics: Arc<Metrics>,
         background: Arc<Background>,
     ) -> Self {
+        let config = Arc::new(config);
         Self {
-            config: Arc::new(config),
+            started: Arc::clone(&config),
+            config,
             resolver,
             metrics,
             background,
@@ -169,10 +176,6 @@ impl Reloader {
                 }
             }
         }
-        if changed.is_empty() {
-            tracing::debug!("configuration directory read; nothing changed");
-            return None;
-        }
         let (restart, live): (Vec<&str>, Vec<&'static str>) = changed
             .iter()
             .partition(|name| variables::is_restart_only(name));
@@ -185,6 +188,16 @@ impl Reloader {
                 tracing::warn!(%variable, %running, %pending, "changed, but only a restart applies it; the running value stays");
                 restart_required = true;
             }
+        }
+        // Every valid read says whether a restart-only change waits, against the values in
+        // force since the start (a change already reported is no longer in `changed`), so the
+        // gauge (and the alert on it) stays while the directory holds one and goes when it is
+        // reverted.
+        self.metrics
+            .config_restart_pending(restart_pending(&self.started, &read));
+        if changed.is_empty() {
+            tracing::debug!("configuration directory read; nothing changed");
+            return None;
         }
         let mut applied = read;
         for variable in variables::restart_only() {
@@ -233,6 +246,13 @@ impl Reloader {
         cache.advance(snapshot.generation);
         self.resolver.replace(snapshot);
     }
+}
+
+/// Whether `read` holds a value of a restart-only variable that differs from the one in force
+/// since the start (`started`): only a restart would apply it.
+fn restart_pending(started: &Config, read: &Config) -> bool {
+    variables::restart_only()
+        .any(|variable| effective(started, variable) != effective(read, variable))
 }
 
 /// Puts the running value of the restart-only `variable` (one of [`variables::restart_only`],

@@ -1,7 +1,8 @@
 //! `meshdns webhook`: the mutating admission webhook that injects the meshdns sidecar into pods
 //! that an operator or a chart creates (docs/injection.md). [`run`] serves `POST /mutate` over
 //! HTTPS with a certificate that follows its files (`certificates::server`), the admin
-//! endpoints on `MESHDNS_ADMIN_LISTEN`, and shuts down like the DNS server: not ready first,
+//! endpoints on `MESHDNS_ADMIN_LISTEN` (the certificate's expiry and reloads among the metrics,
+//! `listener="webhook"`), and shuts down like the DNS server: not ready first,
 //! then open connections finish (at most [`SHUTDOWN_GRACE`](crate::SHUTDOWN_GRACE)).
 //!
 //! [`inject`] decides and writes the JSON patch, [`sidecar`] holds what is injected, [`review`]
@@ -29,9 +30,9 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use crate::background::Background;
-use crate::certificates::server::{CHECK_EVERY, ServerTls, keep_fresh};
+use crate::certificates::server::{CHECK_EVERY, ServerTls};
 use crate::config::WebhookConfig;
-use crate::metrics::{Metrics, WebhookResult};
+use crate::metrics::{Metrics, TlsListener, WebhookResult};
 use crate::server::{Readiness, serve_admin};
 use review::{Answered, Outcome};
 
@@ -80,7 +81,12 @@ pub async fn run(
         let admin = TcpListener::from_std(admin)?;
         (tree.tasks()).spawn(serve_admin(admin, readiness.clone(), Arc::clone(&metrics)));
     }
-    (tree.tasks()).spawn(keep_fresh(Arc::clone(&tls), CHECK_EVERY, |_| {}));
+    (tree.tasks()).spawn(crate::renew_server_certificate(
+        TlsListener::Webhook,
+        &tls,
+        CHECK_EVERY,
+        Arc::clone(&metrics),
+    ));
     tracing::info!(
         listen = %listener.local_addr()?,
         image = %config.image,

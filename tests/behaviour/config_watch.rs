@@ -1,8 +1,8 @@
 //! The watch of the configuration directory never goes blind, and reading it never stalls DNS
 //! (docs/design.md, "Live configuration"): the directory deleted and recreated, renamed over
-//! (`mv -T`) or mounted over is still followed; a restart-only change is counted as such; a
-//! reload whose read hangs does not delay a query. These use the real inotify, and wait for the
-//! state they expect with bounded loops.
+//! (`mv -T`) or mounted over is still followed; a restart-only change is counted as such, and
+//! shown as pending while the directory holds it; a reload whose read hangs does not delay a
+//! query. These use the real inotify, and wait for the state they expect with bounded loops.
 
 use crate::support;
 
@@ -228,6 +228,34 @@ async fn a_restart_only_change_counts_as_restart_required_and_moves_no_timestamp
     );
     assert_eq!(meshdns.config_reloads("restart_required").await, 1.0);
     assert_eq!(meshdns.config_reloads("rejected").await, 0.0);
+}
+
+#[tokio::test]
+async fn restart_pending_stays_while_the_directory_holds_a_restart_only_change_and_clears_on_revert()
+ {
+    let kube = FakeDns::builder().start().await;
+    let b = peer([10, 2, 0, 1]).await;
+    let scratch = Scratch::new("watch-pending");
+    let dir = config_dir(&scratch, "conf", &clusters(&[("b", &b)]));
+    let shown = dir.display().to_string();
+    let meshdns = Meshdns::before(&kube, &[("MESHDNS_CONFIG_DIR", &shown), LOCAL]).await;
+    let pending = || meshdns.metric("meshdns_config_restart_pending", &[]);
+    assert_eq!(pending().await, 0.0);
+
+    write(&dir, "MESHDNS_THREADS", "4");
+    assert!(eventually(100, || async { pending().await == 1.0 }).await);
+    // Later reloads (a live change applied) find the change still waiting: the gauge stays.
+    write(&dir, "MESHDNS_TIMEOUT", "3s");
+    assert!(
+        eventually(100, || async {
+            meshdns.config_reloads("applied").await == 1.0
+        })
+        .await
+    );
+    assert_eq!(pending().await, 1.0, "the restart-only change still waits");
+    // Reverted to the value in force: nothing waits for a restart any more.
+    std::fs::remove_file(dir.join("MESHDNS_THREADS")).unwrap();
+    assert!(eventually(100, || async { pending().await == 0.0 }).await);
 }
 
 #[tokio::test]

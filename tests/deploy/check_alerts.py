@@ -22,8 +22,9 @@
   metrics table (tests/behaviour/readme_tables.rs keeps it equal to the code) or a target label
   (namespace, pod, cluster), and every label value it matches is one the README names;
 - the rules cover: loops seen, an endpoint unhealthy for minutes, a peer unreachable, the
-  SERVFAIL ratio by route, a rejected configuration (the gauge), a restart-only change pending,
-  queries dropped, log lines dropped, a peer's and our client certificate expiring;
+  SERVFAIL ratio by route, a rejected configuration (the gauge), a restart-only change pending
+  (the gauge), queries dropped, log lines dropped, a peer's, our client and a served
+  certificate expiring;
 - a PodMonitor selects the resolver pods of RENDERED_RESOLVER and scrapes a named port of its
   meshdns container that is the admin port (9153).
 Prints PASS/FAIL lines.
@@ -52,11 +53,12 @@ WANTED = {
     "a peer unreachable": lambda e: "max by (cluster, peer) (meshdns_upstream_healthy) == 0" in e,
     "the SERVFAIL ratio by route": lambda e: 'rcode="SERVFAIL"' in e and "route" in e,
     "a rejected configuration": lambda e: "meshdns_config_last_reload_successful == 0" in e,
-    "a restart-only change pending": lambda e: 'result="restart_required"' in e,
+    "a restart-only change pending (the gauge)": lambda e: "meshdns_config_restart_pending == 1" in e,
     "queries dropped": lambda e: "meshdns_dropped_total" in e,
     "log lines dropped": lambda e: "meshdns_log_lines_dropped_total" in e,
     "a peer's certificate expiring": lambda e: "meshdns_peer_certificate_expiry_timestamp_seconds" in e,
     "our client certificate expiring": lambda e: "meshdns_client_certificate_expiry_timestamp_seconds" in e,
+    "a served certificate expiring": lambda e: "meshdns_server_certificate_expiry_timestamp_seconds" in e,
 }
 
 CHECKS = Checks("alerts")

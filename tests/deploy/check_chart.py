@@ -492,11 +492,16 @@ def check_webhook(root, webhook):
     if not (root / "k8s/webhook/kustomization.yaml").exists():
         print("    k8s/webhook is not in this tree: the chart's webhook is compared with it once it is")
         return
-    run = subprocess.run(["kubectl", "kustomize", str(root / "k8s/webhook")], capture_output=True, text=True)
-    if run.returncode:
-        CHECKS.check("kubectl kustomize k8s/webhook", False, run.stderr.strip())
-        return
-    compare("k8s/webhook", [d for d in yaml.safe_load_all(run.stdout) if d], ours)
+    # The chart's PodMonitor (monitoring.podMonitor) is k8s/webhook/monitoring's.
+    paths = ["k8s/webhook"] + (["k8s/webhook/monitoring"] if any(d["kind"] == "PodMonitor" for d in ours) else [])
+    kustomize = []
+    for path in paths:
+        run = subprocess.run(["kubectl", "kustomize", str(root / path)], capture_output=True, text=True)
+        if run.returncode:
+            CHECKS.check(f"kubectl kustomize {path}", False, run.stderr.strip())
+            return
+        kustomize += [d for d in yaml.safe_load_all(run.stdout) if d]
+    compare(" and ".join(paths), kustomize, ours)
 
 
 def compare(what, kustomize, chart):

@@ -61,7 +61,7 @@ REQUIRED = {
                             "coredns-networkpolicy", "One owner per object",
                             "MESHDNS_CLUSTERS", "MESHDNS_LOCAL_CLUSTER", "MESHDNS_UPSTREAMS",
                             "k8s/components/sidecar", "MESHDNS_CONFIG_DIR", "Add a third cluster",
-                            "Lock down the exposed DNS", "client_auth require_and_verify",
+                            "Lock down the exposed DNS", "MESHDNS_DOT_LISTEN",
                             "meshdns_config_reloads_total", "k8s/components/tls-mounts", "tls-mounts",
                             "docs/platforms.md", "Calico", "Cilium", "Cluster Mesh",
                             MERGE, "meshdns/platform", "k8s/components/image"],

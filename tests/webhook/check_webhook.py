@@ -8,7 +8,8 @@ strict), what the kustomize Component adds (k8s/components/sidecar/sidecar.yaml)
 where the operator's pod was, `meshdns --check`-clean on the sidecar's environment, answering a
 peer member's name through the sidecar started with that environment, and left unchanged by a
 second review. Then: excluded pods untouched, malformed requests answered with an error, the
-certificate renewed without a restart, the counters, and a clean SIGTERM.
+certificate renewed without a restart (its expiry and reload exported with
+listener="webhook"), the counters, and a clean SIGTERM.
 
 Prints one PASS/FAIL line per check and "N passed, M failed"; exits 1 on any failure.
 """
@@ -480,6 +481,22 @@ def pem_to_der(path):
         return ssl.PEM_cert_to_DER_cert(f.read())
 
 
+def not_after(leaf):
+    """The notAfter of `leaf`'s certificate, Unix time."""
+    out = subprocess.run(["openssl", "x509", "-enddate", "-noout", "-in", os.path.join(leaf, "tls.crt")],
+                         check=True, capture_output=True, text=True).stdout
+    return ssl.cert_time_to_seconds(out.strip().split("=", 1)[1])
+
+
+EXPIRY = ("meshdns_server_certificate_expiry_timestamp_seconds", 'listener="webhook"')
+RELOADS = ("meshdns_server_certificate_reloads_total", 'listener="webhook",result="applied"')
+
+
+def check_expiry_shown(first):
+    check("metrics: the served certificate's expiry, listener=\"webhook\", is the one loaded at start",
+          metric(*EXPIRY) == not_after(first), f"{metric(*EXPIRY)} != {not_after(first)}")
+
+
 def check_renewal(ctx, work, ca, mounted):
     leaf = make_leaf(work, ca, "renewed")
     before = peer_certificate(ctx)
@@ -492,13 +509,19 @@ def check_renewal(ctx, work, ca, mounted):
         got = peer_certificate(ctx)
     check("certificate: a renewed Secret is served to new connections without a restart",
           got == want and got != before)
+    while time.time() < deadline and metric(*RELOADS) != 1:
+        time.sleep(0.2)
+    check("metrics: the renewal counted as an applied reload of listener=\"webhook\", its expiry shown",
+          metric(*RELOADS) == 1 and metric(*EXPIRY) == not_after(leaf),
+          f"reloads {metric(*RELOADS)}, expiry {metric(*EXPIRY)}, the renewed one's {not_after(leaf)}")
 
 
-def metric(name, label):
+def metric(name, labels):
+    """The value of `name{labels}` (labels as exported, e.g. 'result="injected"'), or None."""
     with urllib.request.urlopen(f"http://{ADMIN[0]}:{ADMIN[1]}/metrics", timeout=5) as r:
         text = r.read().decode()
     for line in text.splitlines():
-        if line.startswith(f'{name}{{result="{label}"}}'):
+        if line.startswith(f'{name}{{{labels}}} '):
             return float(line.split()[-1])
     return None
 
@@ -522,7 +545,8 @@ def main():
     ca = make_ca(work)
     mounted = os.path.join(work, "secret")
     os.makedirs(mounted)
-    install_leaf(make_leaf(work, ca, "first"), mounted)
+    first = make_leaf(work, ca, "first")
+    install_leaf(first, mounted)
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "MESHDNS_WEBHOOK_LISTEN": f"{WEBHOOK[0]}:{WEBHOOK[1]}",
@@ -545,15 +569,16 @@ def main():
         if not check("the webhook starts and turns ready", wait_ready(webhook)):
             return
         ctx = tls_context(ca[1])
+        check_expiry_shown(first)
         injected = check_operator_pods(ctx, work, peers[1])
         check_exclusions(ctx)
         check_malformed(ctx)
         check("the webhook is still serving after the malformed requests",
               webhook.poll() is None and mutate(ctx, cnpg_pod())[1] is not None)
-        counted = metric("meshdns_webhook_reviews_total", "injected")
+        counted = metric("meshdns_webhook_reviews_total", 'result="injected"')
         check("metrics: meshdns_webhook_reviews_total counts the injections",
               counted is not None and counted >= injected, f"{counted} < {injected}")
-        counted = metric("meshdns_webhook_reviews_total", "invalid")
+        counted = metric("meshdns_webhook_reviews_total", 'result="invalid"')
         check("metrics: malformed requests counted as invalid", counted is not None and counted >= 7,
               f"{counted}")
         check_renewal(ctx, work, ca, mounted)
