@@ -2,41 +2,46 @@
 //! gathered answer that straggle past the reply, health probes of endpoints marked down, the
 //! re-resolution of endpoint host names — and who ends it.
 //!
-//! Nothing is spawned and forgotten. Work has one of two kinds of owner, and this module is
-//! the one for work off a client's path:
-//! - **Bounded work** lives in one tracked set ([`Background`]): every task is held in a
-//!   [`JoinSet`] owned here, finished tasks are reaped on the next spawn, and
-//!   [`Background::close`] stops what is left at shutdown. At most `limit`
-//!   tasks run at once; beyond that [`Background::spawn`] refuses the work, counts it
+//! Nothing is spawned and forgotten. Every task here is a task of one tree: a root
+//! ([`Background`]'s own [`Owner`], a cancellation token and a [`TaskTracker`]) of which every
+//! other owner is a descendant. Shutdown is the root stopping: [`Background::close`] cancels
+//! it (every owner below ends its work at its next wait) and [`Background::closed`] waits on
+//! the tracker until the last task has ended. Work has one of two kinds of owner below it:
+//! - **Bounded work** runs under the root itself ([`Background::spawn`]). At most `limit`
+//!   tasks run at once; beyond that the work is refused, counted
 //!   (`meshdns_background_refused_total`), and the caller carries on without it (a refresh is
 //!   skipped and served stale, a cut straggler is dropped). A flood or an outage therefore
 //!   cannot grow background memory past the bound; `meshdns_background_tasks` shows how full
 //!   the set is.
 //! - **Work started for something that can go away** (an upstream group, one of its
-//!   endpoints) is tied to an [`Owner`]: the thing holds its owner, and dropping it — a
-//!   reload that replaces the group, a host name re-resolved away from an address — ends the
-//!   work at once, wherever it waits. Owners nest: an endpoint's owner is a child of its
-//!   group's, so dropping a group ends its endpoints' work too. An owner is a cancellation
-//!   token whose drop guard the thing holds (as mini-redis's `DbDropGuard` stops its purge
-//!   task); the task holds only a `Weak` reference to what it works for, so it never keeps its
-//!   owner alive. Owned work is bounded by what owns it (one re-resolution per configured host
-//!   name, one probe per endpoint), not by the set, and is never refused: a refused probe
-//!   would leave its endpoint down for good.
+//!   endpoints) is tied to an [`Owner`] of its own: the thing holds its owner, and dropping
+//!   it — a reload that replaces the group, a host name re-resolved away from an address —
+//!   ends the work at once, wherever it waits. Owners nest: a group's owner is a child of the
+//!   root ([`Background::owner`]), an endpoint's a child of its group's, so dropping a group
+//!   ends its endpoints' work too. An owner is a cancellation token whose drop guard the
+//!   thing holds (as mini-redis's `DbDropGuard` stops its purge task); the task holds only a
+//!   `Weak` reference to what it works for, so it never keeps its owner alive. Owned work is
+//!   bounded by what owns it (one re-resolution per configured host name, one probe per
+//!   endpoint), not by the set, and is never refused: a refused probe would leave its
+//!   endpoint down for good.
 //!
 //! Work on a client's path is owned by the code that waits for it, not here: a listener's
 //! connections and a connection's queries are each held in a `JoinSet` of the function that
-//! runs them (dropping it ends them), an exchange's attempts are futures it polls itself (no
-//! task: returning ends them); a UDP miss is a task of
-//! its own, bounded by the in-flight semaphore, which `run` drains at shutdown; and an
-//! upstream stream connection's task is stopped by the endpoint that opened it (its
-//! `AbortHandle`, on drop).
+//! runs them (dropping it ends them), and an exchange's attempts are futures it polls itself
+//! (no task: returning ends them). An upstream stream connection's task runs under its
+//! endpoint's owner ([`Owner::tasks`]): the endpoint also stops it sooner (its `AbortHandle`,
+//! when the connection is replaced or ends). The one exception is a UDP miss,
+//! whose task has no function to wait for it: it runs under the root's token on a tracker of
+//! its own ([`Background::clients`]), for which `run` waits at shutdown
+//! ([`Background::drained`]) before it closes the root.
 
 use std::future::Future;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use prometheus::{IntCounter, IntGauge};
-use tokio::task::JoinSet;
 use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio_util::task::TaskTracker;
 
 /// The default bound: a refresh, a leg or a probe each holds a few KiB at most.
 pub const DEFAULT_LIMIT: usize = 256;
@@ -61,16 +66,27 @@ impl BackgroundMetrics {
     }
 }
 
-/// The set of background tasks of one meshdns instance.
+/// The background work of one meshdns instance: the root of its tree of owned work and the
+/// bounded set of tasks off a client's path.
 #[derive(Debug)]
 pub struct Background {
-    tasks: Mutex<JoinSet<()>>,
+    /// The bounded tasks running now (each lowers it when it ends, however it ends).
+    running: Arc<AtomicUsize>,
     limit: usize,
     metrics: BackgroundMetrics,
+    /// The root: every owner this instance hands out is its child, and every task, bounded or
+    /// owned, is tracked by it. [`Background::close`] stops it.
+    root: Owner,
+    /// Tracks the tasks on a client's path (a UDP miss being answered) apart from the
+    /// background's, so that shutdown can wait for them alone ([`Background::drained`]); they
+    /// are ended by the root's token all the same.
+    clients: TaskTracker,
+    /// The signal that shutdown has begun ([`Background::draining`]).
+    drain: CancellationToken,
 }
 
 /// Counts one thing in a gauge while it lives, however it ends: a task of the set (returned,
-/// or aborted by `close`), a client query in flight (`Metrics::inflight`).
+/// or ended by `close`), a client query in flight (`Metrics::inflight`).
 #[must_use = "it counts only while it lives"]
 pub struct Counted(IntGauge);
 
@@ -96,49 +112,137 @@ impl Background {
     /// A set of at most `limit` tasks, counted into `metrics`.
     pub fn with_metrics(limit: usize, metrics: BackgroundMetrics) -> Self {
         Self {
-            tasks: Mutex::new(JoinSet::new()),
+            running: Arc::new(AtomicUsize::new(0)),
             limit,
             metrics,
+            root: Owner::default(),
+            clients: TaskTracker::new(),
+            drain: CancellationToken::new(),
         }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, JoinSet<()>> {
-        // A panic aborts the process (docs/design.md, "Panics"): nothing poisons the lock, and
-        // this takes it without an unwrap.
-        self.tasks.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Runs `work` in the background unless the set is full; `false` when it was refused.
     /// Must be called inside the runtime.
     pub fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) -> bool {
-        let mut tasks = self.lock();
-        // Finished tasks are only reaped: one ends by returning or by `close`, never by a
-        // panic (that aborts the process).
-        while tasks.try_join_next().is_some() {}
-        if tasks.len() >= self.limit {
+        let taken = self.running.fetch_add(1, Ordering::AcqRel);
+        let slot = Slot(Arc::clone(&self.running));
+        if taken >= self.limit {
+            drop(slot);
             self.metrics.refused.inc();
             return false;
         }
-        let running = Counted::new(&self.metrics.tasks);
-        tasks.spawn(async move {
-            let _running = running;
+        let counted = Counted::new(&self.metrics.tasks);
+        self.root.spawn(async move {
+            let _running = (slot, counted);
             work.await;
         });
         true
     }
 
-    /// Tasks running now (finished ones not yet reaped included).
+    /// Bounded tasks running now.
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.running.load(Ordering::Acquire)
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Stops every task still running (shutdown: refreshes and probes have no client waiting).
+    /// An owner for work started for one thing of this instance (an upstream group), a child
+    /// of the root: it ends when the thing drops it, or at [`Background::close`].
+    pub fn owner(&self) -> Owner {
+        self.root.child()
+    }
+
+    /// The root itself, where the instance's own loops are started (the admin server, the
+    /// reload watcher, the certificate renewal): they end when the root is closed.
+    pub fn tasks(&self) -> Tasks {
+        self.root.tasks.clone()
+    }
+
+    /// Where tasks on a client's path are started: under the root's token (they end at
+    /// [`Background::close`]), tracked apart from the background's.
+    pub fn clients(&self) -> Tasks {
+        Tasks {
+            token: self.root.tasks.token.clone(),
+            tracker: self.clients.clone(),
+        }
+    }
+
+    /// The first step of shutdown, as the listeners, their connections and the reload watcher
+    /// see it: cancelled by [`Background::drain`] (or [`Background::close`]), they stop taking
+    /// new work and finish what they have.
+    pub fn draining(&self) -> CancellationToken {
+        self.drain.clone()
+    }
+
+    /// Begins shutdown: see [`Background::draining`].
+    pub fn drain(&self) {
+        self.drain.cancel();
+    }
+
+    /// Resolves once every task on a client's path has ended; none may start after it is
+    /// called (shutdown's drain, which the listeners have stopped accepting before).
+    pub async fn drained(&self) {
+        self.clients.close();
+        self.clients.wait().await;
+    }
+
+    /// Stops every task of the tree, on a client's path, bounded or owned (shutdown, once
+    /// the drain is over or its grace time is); [`Background::closed`] waits until they
+    /// have all ended.
     pub fn close(&self) {
-        self.lock().abort_all();
+        self.drain.cancel();
+        self.root.tasks.token.cancel();
+        self.root.tasks.tracker.close();
+        self.clients.close();
+    }
+
+    /// Resolves once [`Background::close`] was called and every task of the tree has ended.
+    pub async fn closed(&self) {
+        self.clients.wait().await;
+        self.root.tasks.tracker.wait().await;
+    }
+
+    /// Tasks of the tree still alive, of every kind (finished ones no longer count).
+    pub fn alive(&self) -> usize {
+        self.root.tasks.tracker.len() + self.clients.len()
+    }
+}
+
+/// One place in the bounded set, given back when dropped.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A place in the tree where tasks are started: a node's token (ending them) and the
+/// tracker that waits for them. Cheap to clone; holding one does not keep work alive, nor
+/// end it when dropped (an [`Owner`] does that).
+/// `Tasks::default()` is the root of a tree of its own that nothing ends: for tests and tools
+/// that run one endpoint alone.
+#[derive(Debug, Clone, Default)]
+pub struct Tasks {
+    token: CancellationToken,
+    tracker: TaskTracker,
+}
+
+impl Tasks {
+    /// Runs `work` on a task of the tree until it returns or this node's token is cancelled.
+    pub fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) {
+        let token = self.token.clone();
+        // The handle is not needed: the tracker waits for the task, the token ends it.
+        drop(self.tracker.spawn(async move {
+            token.run_until_cancelled_owned(work).await;
+        }));
+    }
+
+    /// An owner below this node (an upstream stream endpoint's, for its connections).
+    pub fn child(&self) -> Owner {
+        Owner::of(self.token.child_token(), self.tracker.clone())
     }
 }
 
@@ -146,44 +250,47 @@ impl Background {
 /// ends the work when dropped. See the module's documentation.
 #[derive(Debug)]
 pub struct Owner {
-    token: CancellationToken,
-    /// Cancels `token` (and so every child's) when the owner is dropped.
+    tasks: Tasks,
+    /// Cancels the token (and so every child's) when the owner is dropped.
     _ends_work: DropGuard,
 }
 
 impl Default for Owner {
+    /// The root of a tree of its own (`--check`'s resolutions, unit tests).
     fn default() -> Self {
-        Self::of(CancellationToken::new())
+        Self::of(CancellationToken::new(), TaskTracker::new())
     }
 }
 
 impl Owner {
-    fn of(token: CancellationToken) -> Self {
+    fn of(token: CancellationToken, tracker: TaskTracker) -> Self {
         Self {
             _ends_work: token.clone().drop_guard(),
-            token,
+            tasks: Tasks { token, tracker },
         }
     }
 
     /// An owner whose work also ends when this one is dropped (an endpoint's, in its group).
     pub fn child(&self) -> Owner {
-        Self::of(self.token.child_token())
+        self.tasks.child()
     }
 
     /// Runs work bounded by its owner (a re-resolution per configured host name, a probe per
     /// endpoint: it must not take a slot of the bounded set, nor be refused one) on a task of
-    /// its own until it returns or this owner is dropped.
+    /// the tree until it returns or this owner is dropped.
     pub fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) {
-        let token = self.token.clone();
-        drop(tokio::spawn(async move {
-            token.run_until_cancelled_owned(work).await;
-        }));
+        self.tasks.spawn(work);
+    }
+
+    /// Where tasks that end with this owner are started (its endpoint's connections).
+    pub fn tasks(&self) -> Tasks {
+        self.tasks.clone()
     }
 
     /// Whether a parent of this owner has been dropped (its work is ending).
     #[cfg(test)]
     fn is_ended(&self) -> bool {
-        self.token.is_cancelled()
+        self.tasks.token.is_cancelled()
     }
 }
 
@@ -203,7 +310,7 @@ mod tests {
         assert!(background.spawn(async {}));
         tokio::task::yield_now().await;
         assert_eq!(metrics.tasks.get(), 1, "the quick task has ended");
-        // The quick task has finished and is reaped by this spawn.
+        // The quick task has finished and given its slot back.
         assert!(background.spawn(long()));
         assert!(!background.spawn(long()));
         assert_eq!(metrics.refused.get(), 1);
@@ -215,7 +322,7 @@ mod tests {
         assert!(background.spawn(long()));
         background.close();
         tokio::task::yield_now().await;
-        assert_eq!(metrics.tasks.get(), 0, "an aborted task no longer counts");
+        assert_eq!(metrics.tasks.get(), 0, "an ended task no longer counts");
     }
 
     /// A task that would run forever, and a flag it sets when its future is dropped.
@@ -281,5 +388,30 @@ mod tests {
         tokio::task::yield_now().await;
         assert!(!group.is_ended());
         assert_eq!(Arc::strong_count(&alive), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn closing_the_root_ends_every_task_of_the_tree_and_waits_for_them() {
+        let background = Background::new(4);
+        let group = background.owner();
+        let endpoint = group.child();
+        let (probe, probe_alive) = forever();
+        let (refresh, refresh_alive) = forever();
+        endpoint.spawn(probe);
+        assert!(background.spawn(refresh));
+        tokio::task::yield_now().await;
+        assert_eq!(background.alive(), 2, "an owned task and a bounded one");
+        background.close();
+        assert!(endpoint.is_ended(), "the root's children end with it");
+        let waited = tokio::time::timeout(Duration::from_secs(1), background.closed()).await;
+        assert!(waited.is_ok(), "every task ended at its next wait");
+        assert_eq!(background.alive(), 0);
+        assert_eq!(Arc::strong_count(&probe_alive), 1, "the probe has ended");
+        assert_eq!(
+            Arc::strong_count(&refresh_alive),
+            1,
+            "the refresh has ended"
+        );
+        assert!(background.is_empty(), "its slot is given back");
     }
 }

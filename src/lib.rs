@@ -54,7 +54,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::Semaphore;
 
 use background::Background;
 use config::Config;
@@ -147,8 +147,13 @@ pub async fn run(
     let metrics = Arc::new(Metrics::new());
     metrics.client_certificate(config.tls.as_ref().and_then(|tls| tls.loaded.not_after));
     let readiness = Readiness::default();
-    // A JoinSet so that the admin and reload tasks end when `run` returns, whichever way.
-    let mut admin = tokio::task::JoinSet::new();
+    // The root of every task of this instance: closed (and waited for) before `run` returns,
+    // whichever way.
+    let background = Arc::new(Background::with_metrics(
+        background::DEFAULT_LIMIT,
+        metrics.background(),
+    ));
+    let admin = background.tasks();
     let mut admin_addr = None;
     if let Some(listener) = listeners.admin.take() {
         let listener = tokio::net::TcpListener::from_std(listener)?;
@@ -159,12 +164,6 @@ pub async fn run(
             Arc::clone(&metrics),
         ));
     }
-    let background = Arc::new(Background::with_metrics(
-        background::DEFAULT_LIMIT,
-        metrics.background(),
-    ));
-    let (stop, stopped) = watch::channel(false);
-    let inflight = Arc::new(Semaphore::new(config.max_inflight));
     let resolver = Arc::new(Resolver::for_config(
         &config,
         Arc::clone(&metrics),
@@ -176,17 +175,22 @@ pub async fn run(
         Arc::clone(&metrics),
         Arc::clone(&background),
     );
-    admin.spawn(reload::watch_and_reload(reloader, stopped.clone()));
+    admin.spawn(reload::watch_and_reload(reloader, background.draining()));
     let shared = Shared {
         resolver,
-        inflight: Arc::clone(&inflight),
+        inflight: Arc::new(Semaphore::new(config.max_inflight)),
         tcp_inflight: Arc::new(Semaphore::new(server::tcp_share(config.max_inflight))),
         metrics,
-        shutdown: stopped,
+        shutdown: background.draining(),
+        clients: background.clients(),
     };
     let bound = listeners.local_addrs();
     let mut loops = tokio::task::JoinSet::new();
-    serve_listeners(listeners, config.dot.as_ref(), &shared, &mut loops)?;
+    if let Err(error) = serve_listeners(listeners, config.dot.as_ref(), &shared, &mut loops) {
+        background.close();
+        background.closed().await;
+        return Err(error);
+    }
     if let Some(dot) = &config.dot {
         admin.spawn(renew_server_certificate(
             metrics::TlsListener::Dot,
@@ -204,7 +208,7 @@ pub async fn run(
             // A listener ends only with the process: serving half the sockets would leave the
             // pod's DNS broken while /readyz says otherwise. Exit, and let the kubelet restart.
             readiness.set(false);
-            let _ = stop.send(true);
+            background.drain();
             let error = match ended {
                 Ok(Err(error)) => error,
                 Ok(Ok(())) => std::io::Error::other("a DNS listener stopped"),
@@ -212,19 +216,23 @@ pub async fn run(
             };
             tracing::error!(%error, "a listener failed; exiting");
             background.close();
+            background.closed().await;
             return Err(error);
         }
     }
     readiness.set(false);
-    let _ = stop.send(true);
-    let limit = u32::try_from(config.max_inflight).unwrap_or(u32::MAX);
+    background.drain();
     let drained = async {
+        // The listeners first: a TCP connection waits for its queries, and no UDP miss
+        // starts once they have stopped.
         while loops.join_next().await.is_some() {}
-        let _ = inflight.acquire_many(limit).await;
+        background.drained().await;
     };
     if tokio::time::timeout(SHUTDOWN_GRACE, drained).await.is_err() {
         tracing::warn!("shutdown grace time over with queries still in flight");
     }
+    // Cancelled work ends at its next wait: this returns at once.
     background.close();
+    background.closed().await;
     Ok(())
 }

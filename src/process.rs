@@ -127,6 +127,7 @@ pub fn resolve_endpoint_names(config: &Config) -> Resolved {
             snapshot::local_group(config),
             None,
             &Metrics::new().upstream(),
+            crate::background::Owner::default(),
         );
         let mut resolved = Vec::with_capacity(names.len());
         for endpoint in names {

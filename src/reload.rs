@@ -45,7 +45,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use notify::Watcher;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::background::Background;
 use crate::check::effective;
@@ -280,7 +281,7 @@ fn keep_running(applied: &mut Config, running: &Config, variable: &str) {
 /// Reloads on every change of the watched directories (see [`Reloader::watched_dirs`]) and on
 /// SIGHUP until `shutdown` is signalled. With nothing to watch it only waits for SIGHUP (which
 /// then never ends the process, as its default action would).
-pub async fn watch_and_reload(mut reloader: Reloader, mut shutdown: watch::Receiver<bool>) {
+pub async fn watch_and_reload(mut reloader: Reloader, shutdown: CancellationToken) {
     let (wake, mut changed) = mpsc::channel::<()>(1);
     let burst = Arc::new(Burst::default());
     let watches = Arc::new(Mutex::new(Watches::new(
@@ -309,7 +310,7 @@ pub async fn watch_and_reload(mut reloader: Reloader, mut shutdown: watch::Recei
                     tracing::debug!("retrying the watches that could not be armed");
                     retrying = true;
                 }
-                () = crate::server::stopped(&mut shutdown) => return,
+                () = shutdown.cancelled() => return,
             }
         }
         first = false;
@@ -334,7 +335,7 @@ pub async fn watch_and_reload(mut reloader: Reloader, mut shutdown: watch::Recei
         };
         tokio::select! {
             () = reloader.reload(before) => {}
-            () = crate::server::stopped(&mut shutdown) => return,
+            () = shutdown.cancelled() => return,
         }
         // A reload may move the TLS files to other directories: armed on the blocking pool,
         // like every arming (it touches the file system and waits for the watcher's thread).

@@ -92,6 +92,8 @@ pub fn local_group(config: &Config) -> GroupSpec {
 struct Groups<'a> {
     kept: Vec<&'a Arc<Upstream>>,
     metrics: UpstreamMetrics,
+    /// Whose children new groups' owners are (the instance's root: shutdown ends their work).
+    background: &'a Background,
 }
 
 impl Groups<'_> {
@@ -101,7 +103,7 @@ impl Groups<'_> {
         let reusable = local.is_none_or(|l| self.kept.iter().any(|k| Arc::ptr_eq(k, l)));
         match self.kept.iter().find(|k| reusable && *k.spec() == spec) {
             Some(same) => Arc::clone(same),
-            None => Upstream::new(spec, local, &self.metrics),
+            None => Upstream::new(spec, local, &self.metrics, self.background.owner()),
         }
     }
 
@@ -182,6 +184,7 @@ impl Snapshot {
         let groups = Groups {
             kept: previous.map_or(Vec::new(), |p| p.groups().collect()),
             metrics: metrics.upstream(),
+            background,
         };
         let local = groups.group(local_group(config), None);
         // kube-dns's answers depend on its endpoints only.

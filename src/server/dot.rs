@@ -21,8 +21,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::time::timeout;
 use tokio_rustls::TlsAcceptor;
 
+use super::Shared;
 use super::tcp::{Access, IDLE_TIMEOUT, accept, serve_frames};
-use super::{Shared, stopped};
 use crate::certificates::server::ServerTls;
 use crate::metrics::DropReason;
 use crate::wire::Proto;
@@ -55,10 +55,10 @@ async fn connection(
 ) {
     let _ = stream.set_nodelay(true);
     let handshake = TlsAcceptor::from(tls.config()).accept(stream);
-    let mut shutdown = shared.shutdown.clone();
+    let shutdown = shared.shutdown.clone();
     let session = tokio::select! {
         session = timeout(IDLE_TIMEOUT, handshake) => session,
-        () = stopped(&mut shutdown) => return,
+        () = shutdown.cancelled() => return,
     };
     let session = match session {
         Ok(Ok(session)) => session,

@@ -12,8 +12,10 @@ mod udp;
 
 use std::sync::Arc;
 
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
 
+use crate::background::Tasks;
 use crate::metrics::Metrics;
 use crate::query::Resolver;
 
@@ -39,15 +41,15 @@ pub struct Shared {
     /// dropped, can never take the slots UDP clients need.
     pub tcp_inflight: Arc<Semaphore>,
     pub metrics: Arc<Metrics>,
-    pub shutdown: watch::Receiver<bool>,
+    /// Cancelled when shutdown begins: listeners stop accepting, connections finish what they
+    /// have ([`crate::background::Background::draining`]).
+    pub shutdown: CancellationToken,
+    /// Where a query's own task is started (a UDP miss): in the instance's tree, whose drain
+    /// `run` waits for at shutdown.
+    pub clients: Tasks,
 }
 
 /// The in-flight slots TCP queries may hold at once out of `max_inflight`: half, at least one.
 pub fn tcp_share(max_inflight: usize) -> usize {
     (max_inflight / 2).max(1)
-}
-
-/// Resolves when shutdown has been signalled.
-pub async fn stopped(shutdown: &mut watch::Receiver<bool>) {
-    let _ = shutdown.wait_for(|stop| *stop).await;
 }

@@ -34,7 +34,7 @@ use tokio::task::JoinSet;
 use tokio::time::timeout;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
-use super::{Shared, stopped};
+use super::Shared;
 use crate::metrics::DropReason;
 use crate::reply;
 use crate::wire::{self, Proto};
@@ -76,7 +76,7 @@ where
 {
     let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut open: JoinSet<()> = JoinSet::new();
-    let mut shutdown = shared.shutdown.clone();
+    let shutdown = shared.shutdown.clone();
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -90,7 +90,7 @@ where
                 }
             },
             Some(_) = open.join_next() => continue,
-            () = stopped(&mut shutdown) => break,
+            () = shutdown.cancelled() => break,
         };
         let Ok(slot) = Arc::clone(&connections).try_acquire_owned() else {
             tracing::debug!(%peer, "TCP connection limit reached; connection closed");
@@ -151,7 +151,7 @@ pub(super) async fn serve_frames<R, W>(
     let (replies, outgoing) = mpsc::channel::<Vec<u8>>(MAX_PIPELINED);
     let mut writing = tokio::spawn(write_replies(writer, outgoing));
     let pipelined = Arc::new(Semaphore::new(MAX_PIPELINED));
-    let mut shutdown = shared.shutdown.clone();
+    let shutdown = shared.shutdown.clone();
     let mut answering: JoinSet<()> = JoinSet::new();
     loop {
         // Finished queries are reaped here, before another is read. The `join_next` branch
@@ -182,7 +182,7 @@ pub(super) async fn serve_frames<R, W>(
                 }
                 return;
             }
-            () = stopped(&mut shutdown) => break,
+            () = shutdown.cancelled() => break,
         };
         if access == Access::AllowFrom && !shared.resolver.allows(peer.ip()) {
             shared.metrics.dropped(DropReason::NotAllowed);

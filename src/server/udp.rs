@@ -20,8 +20,8 @@ use hickory_proto::op::ResponseCode;
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
+use super::Shared;
 use super::batch::{self, BATCH, Datagram, Inbox, Outbox};
-use super::{Shared, stopped};
 use crate::metrics::DropReason;
 use crate::query::FastPath;
 use crate::reply;
@@ -38,11 +38,11 @@ pub async fn serve_udp(socket: UdpSocket, shared: Shared) -> std::io::Result<()>
     let socket = Arc::new(AsyncFd::with_interest(socket, Interest::READABLE)?);
     let mut inbox = Inbox::default();
     let mut outbox = Outbox::default();
-    let mut shutdown = shared.shutdown.clone();
+    let shutdown = shared.shutdown.clone();
     loop {
         let mut ready = tokio::select! {
             ready = socket.readable() => ready?,
-            () = stopped(&mut shutdown) => return Ok(()),
+            () = shutdown.cancelled() => return Ok(()),
         };
         let received = match inbox.receive(socket.get_ref()) {
             Ok(received) => received,
@@ -114,7 +114,7 @@ fn serve(
     let socket = Arc::clone(socket);
     let resolver = Arc::clone(&shared.resolver);
     let counted = shared.metrics.inflight();
-    tokio::spawn(async move {
+    shared.clients.spawn(async move {
         if let Some(reply) = resolver.handle_miss(query, Proto::Udp, routed).await {
             batch::send_one(socket.get_ref(), &reply, peer);
         }

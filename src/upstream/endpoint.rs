@@ -249,7 +249,7 @@ mod tests {
     async fn udp_endpoint() -> (Arc<Endpoint>, UdpSocket) {
         let peer = UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let addr = peer.local_addr().unwrap();
-        let tcp = StreamEndpoint::tcp(addr, Default::default());
+        let tcp = StreamEndpoint::tcp(addr, Default::default(), Default::default());
         (endpoint(addr, Dialer::Udp { tcp }), peer)
     }
 

@@ -479,7 +479,7 @@ mod tests {
             });
         }
         let timeout = Duration::from_secs(5);
-        let tcp = StreamEndpoint::tcp(peer, Default::default());
+        let tcp = StreamEndpoint::tcp(peer, Default::default(), Default::default());
         let (health, counter, due) = (
             Health::default(),
             IntCounter::new("resends", "test").unwrap(),

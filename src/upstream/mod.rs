@@ -64,7 +64,7 @@ use hickory_proto::rr::Name;
 use rustls::pki_types::ServerName;
 use tokio::time::Instant;
 
-use crate::background::Owner;
+use crate::background::{Owner, Tasks};
 use crate::certificates::{ClientTls, CurrentTls};
 use crate::config::{self, Transport};
 use crate::wire;
@@ -335,10 +335,12 @@ pub struct Upstream {
 impl Upstream {
     /// The group of `spec`. Host-name endpoints are resolved through `local` (the kube-dns
     /// group) by tasks the group owns, so it must be made inside the runtime when it has any.
+    /// `owner` (a child of the instance's root) ends the group's work, and its endpoints'.
     pub fn new(
         spec: GroupSpec,
         local: Option<&Arc<Upstream>>,
         metrics: &UpstreamMetrics,
+        owner: Owner,
     ) -> Arc<Self> {
         let series = metrics.group(&spec.name, stream_label(spec.transport));
         let dialing = Dialing::of(&spec, &series);
@@ -358,7 +360,7 @@ impl Upstream {
             resolved: Mutex::new(vec![Vec::new(); hosts.len()]),
             metrics: metrics.clone(),
             series,
-            owner: Owner::default(),
+            owner,
             spec,
         });
         group.rebuild_endpoints();
@@ -411,13 +413,16 @@ impl Upstream {
         tracing::info!(upstream = %self.spec.name, endpoints = ?now, "endpoint names resolved to new addresses");
     }
 
-    /// How a new endpoint of this group at `addr` is asked.
-    fn dialer(&self, addr: SocketAddr) -> Dialer {
+    /// How a new endpoint of this group at `addr` is asked; its connections run in `tasks`
+    /// (the endpoint's owner's).
+    fn dialer(&self, addr: SocketAddr, tasks: Tasks) -> Dialer {
         match &self.dialing {
             Dialing::Udp(settings) => Dialer::Udp {
-                tcp: StreamEndpoint::tcp(addr, settings.clone()),
+                tcp: StreamEndpoint::tcp(addr, settings.clone(), tasks),
             },
-            Dialing::Tcp(settings) => Dialer::Stream(StreamEndpoint::tcp(addr, settings.clone())),
+            Dialing::Tcp(settings) => {
+                Dialer::Stream(StreamEndpoint::tcp(addr, settings.clone(), tasks))
+            }
             Dialing::Tls {
                 server_name,
                 config,
@@ -427,6 +432,7 @@ impl Upstream {
                 server_name.clone(),
                 config.clone(),
                 settings.clone(),
+                tasks,
             )),
             Dialing::Unusable(why) => Dialer::Unusable(why.clone()),
         }
@@ -463,13 +469,16 @@ impl Upstream {
             .iter()
             .map(|addr| match old.iter().find(|e| e.addr == *addr) {
                 Some(kept) => Arc::clone(kept),
-                None => Arc::new(Endpoint::new(
-                    *addr,
-                    self.dialer(*addr),
-                    self.metrics.endpoint(&self.spec.name, *addr),
-                    self.series.retransmits.clone(),
-                    self.owner.child(),
-                )),
+                None => {
+                    let owner = self.owner.child();
+                    Arc::new(Endpoint::new(
+                        *addr,
+                        self.dialer(*addr, owner.tasks()),
+                        self.metrics.endpoint(&self.spec.name, *addr),
+                        self.series.retransmits.clone(),
+                        owner,
+                    ))
+                }
             })
             .collect();
         // Endpoints left out end with their last holder (an attempt in flight may hold one):
@@ -549,7 +558,7 @@ mod tests {
             attempt_timeout: Duration::from_secs(1),
             own: Vec::new(),
         };
-        Upstream::new(spec, None, &series::tests::metrics())
+        Upstream::new(spec, None, &series::tests::metrics(), Owner::default())
     }
 
     #[tokio::test]

@@ -25,10 +25,11 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
-use tokio::task::JoinSet;
+use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
 
+use crate::background::Background;
 use crate::certificates::server::{CHECK_EVERY, ServerTls};
 use crate::config::WebhookConfig;
 use crate::metrics::{Metrics, TlsListener, WebhookResult};
@@ -72,14 +73,15 @@ pub async fn run(
     let listener = TcpListener::from_std(listener)?;
     let metrics = Arc::new(Metrics::new());
     let readiness = Readiness::default();
-    // Ends with `run`, whichever way: the admin server and the certificate's watch.
-    let mut background = JoinSet::new();
+    // The root of the webhook's tasks (the admin server, the certificate's watch, each
+    // connection): closed and waited for before `run` returns, whichever way.
+    let tree = Background::new(crate::background::DEFAULT_LIMIT);
     if let Some(admin) = admin {
         admin.set_nonblocking(true)?;
         let admin = TcpListener::from_std(admin)?;
-        background.spawn(serve_admin(admin, readiness.clone(), Arc::clone(&metrics)));
+        (tree.tasks()).spawn(serve_admin(admin, readiness.clone(), Arc::clone(&metrics)));
     }
-    background.spawn(crate::renew_server_certificate(
+    (tree.tasks()).spawn(crate::renew_server_certificate(
         TlsListener::Webhook,
         &tls,
         CHECK_EVERY,
@@ -93,22 +95,21 @@ pub async fn run(
         env!("CARGO_PKG_VERSION"),
     );
     let context = Arc::new(Context { config, metrics });
-    let (stop, stopped) = watch::channel(false);
-    let mut connections = JoinSet::new();
     readiness.set(true);
     tokio::select! {
         () = shutdown => tracing::info!("shutting down: finishing open reviews"),
-        () = accept(&listener, &tls, &context, &stopped, &mut connections) => {}
+        () = accept(&listener, &tls, &context, &tree) => {}
     }
     readiness.set(false);
-    let _ = stop.send(true);
-    let drained = async { while connections.join_next().await.is_some() {} };
-    if tokio::time::timeout(crate::SHUTDOWN_GRACE, drained)
+    tree.drain();
+    if tokio::time::timeout(crate::SHUTDOWN_GRACE, tree.drained())
         .await
         .is_err()
     {
         tracing::warn!("shutdown grace time over with reviews still open");
     }
+    tree.close();
+    tree.closed().await;
     Ok(())
 }
 
@@ -117,16 +118,12 @@ async fn accept(
     listener: &TcpListener,
     tls: &ServerTls,
     context: &Arc<Context>,
-    stopped: &watch::Receiver<bool>,
-    connections: &mut JoinSet<()>,
+    tree: &Background,
 ) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let connections = tree.clients();
     loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            Some(_) = connections.join_next() => continue,
-        };
-        let (stream, peer) = match accepted {
+        let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(error) => {
                 tracing::warn!(%error, "webhook accept failed");
@@ -139,7 +136,7 @@ async fn accept(
             continue;
         };
         let acceptor = TlsAcceptor::from(tls.config());
-        let (context, stopped) = (Arc::clone(context), stopped.clone());
+        let (context, stopped) = (Arc::clone(context), tree.draining());
         connections.spawn(async move {
             let served = tokio::time::timeout(
                 CONNECTION_LIFETIME,
@@ -159,7 +156,7 @@ async fn serve_connection(
     stream: TcpStream,
     acceptor: TlsAcceptor,
     context: Arc<Context>,
-    mut stopped: watch::Receiver<bool>,
+    stopped: CancellationToken,
 ) -> Result<(), String> {
     let stream = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream))
         .await
@@ -176,7 +173,7 @@ async fn serve_connection(
     tokio::pin!(connection);
     tokio::select! {
         served = connection.as_mut() => return served.map_err(|e| e.to_string()),
-        _ = stopped.wait_for(|stop| *stop) => connection.as_mut().graceful_shutdown(),
+        () = stopped.cancelled() => connection.as_mut().graceful_shutdown(),
     }
     connection.await.map_err(|e| e.to_string())
 }

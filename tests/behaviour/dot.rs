@@ -32,7 +32,7 @@ fn endpoint_with(
     settings: StreamSettings,
 ) -> StreamEndpoint {
     let name = server_name(SERVER_NAME).expect("a valid server name");
-    StreamEndpoint::tls(server.addr, name, config, settings)
+    StreamEndpoint::tls(server.addr, name, config, settings, Default::default())
 }
 
 /// Asks for `name` A and checks that the reply is for that question and carries the answer.

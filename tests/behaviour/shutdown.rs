@@ -151,3 +151,61 @@ async fn sigterm_under_load_answers_in_flight_queries_and_exits_0() {
         "meshdns exits once the in-flight queries are answered, not at the end of the grace"
     );
 }
+
+/// Shutdown is one signal at the root of meshdns's tasks: once `run` returns — with a UDP query
+/// in flight to a slow upstream when it was told to stop, and its admin server and reload
+/// watcher running — none of the tasks it started is still alive on the runtime.
+#[tokio::test]
+async fn after_run_returns_no_task_it_started_is_still_alive() {
+    // The fake runs on a runtime of its own: the test's counts meshdns's tasks alone.
+    let fakes = tokio::runtime::Runtime::new().unwrap();
+    let upstream = fakes
+        .spawn(
+            FakeDns::builder()
+                .otherwise(Behaviour::Delay(
+                    Duration::from_millis(300),
+                    Answer::rcode(ResponseCode::NoError),
+                ))
+                .start(),
+        )
+        .await
+        .unwrap();
+    let runtime = tokio::runtime::Handle::current().metrics();
+    assert_eq!(runtime.num_alive_tasks(), 0);
+    let vars = [
+        ("MESHDNS_UPSTREAMS", upstream.addr.to_string()),
+        ("MESHDNS_CACHE_SIZE", "0".to_string()),
+    ];
+    let config = meshdns::config::Config::from_vars(vars.map(|(k, v)| (k.to_string(), v)))
+        .expect("a valid test config");
+    let mut listeners =
+        meshdns::server::bind_spread(&["127.0.0.1:0".parse().unwrap()], config.threads).unwrap();
+    listeners.admin = Some(meshdns::server::bind_admin("127.0.0.1:0".parse().unwrap()).unwrap());
+    let addr = listeners.local_addrs()[0];
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = meshdns::run(config, listeners, async {
+        let _ = stopped.await;
+    });
+    let asking = async {
+        let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let slow = query("slow.example.com.", RecordType::A).to_vec().unwrap();
+        socket.send_to(&slow, addr).await.unwrap();
+        while upstream.names().is_empty() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(runtime.num_alive_tasks() > 0, "meshdns runs tasks");
+        stop.send(()).unwrap();
+        std::future::pending::<()>().await;
+    };
+    tokio::select! {
+        ended = running => ended.expect("run ends cleanly"),
+        () = asking => unreachable!("asking never ends"),
+    }
+    assert_eq!(
+        runtime.num_alive_tasks(),
+        0,
+        "every task meshdns started has ended when run returns"
+    );
+    drop(upstream);
+    fakes.shutdown_background();
+}

@@ -241,7 +241,11 @@ async fn tcp_retries_after_truncation_share_one_connection() {
 #[tokio::test]
 async fn a_hundred_queries_answered_in_reverse_over_one_tcp_connection() {
     let peer = DotServer::plain(StreamBehaviour::Reverse(100)).await;
-    let endpoint = Arc::new(StreamEndpoint::tcp(peer.addr, StreamSettings::default()));
+    let endpoint = Arc::new(StreamEndpoint::tcp(
+        peer.addr,
+        StreamSettings::default(),
+        Default::default(),
+    ));
     let mut asked = tokio::task::JoinSet::new();
     for i in 0..100 {
         let endpoint = Arc::clone(&endpoint);
@@ -268,7 +272,7 @@ async fn a_tcp_connection_that_hangs_is_given_up_and_its_queries_answered_on_a_n
         idle_timeout: Duration::from_millis(300),
         ..StreamSettings::default()
     };
-    let endpoint = StreamEndpoint::tcp(peer.addr, settings);
+    let endpoint = StreamEndpoint::tcp(peer.addr, settings, Default::default());
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let reply = endpoint
         .exchange(&dot_fakes::query("a.test.", RecordType::A), deadline)

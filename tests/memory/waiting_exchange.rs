@@ -58,7 +58,12 @@ async fn measure() {
         attempt_timeout: ATTEMPT_TIMEOUT,
         own: Vec::new(),
     };
-    let group: Arc<Upstream> = Upstream::new(spec, None, &Metrics::new().upstream());
+    let group: Arc<Upstream> = Upstream::new(
+        spec,
+        None,
+        &Metrics::new().upstream(),
+        meshdns::background::Owner::default(),
+    );
     let mut query = Message::query();
     query.add_query(Query::query(
         Name::from_ascii("fx1.flood.test.").unwrap(),

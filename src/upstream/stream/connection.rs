@@ -29,7 +29,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::{Semaphore, mpsc, oneshot};
-use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use super::task::{self, Ending};
@@ -37,6 +36,7 @@ use super::{
     BACKOFF_MAX, BACKOFF_MIN, Dial, MAX_UNANSWERED_CONNECTIONS, RESTART_GRACE, StreamError,
     StreamSettings,
 };
+use crate::background::Tasks;
 use crate::upstream::accept;
 use crate::wire;
 
@@ -55,6 +55,9 @@ pub(super) struct Shared {
     pub(super) connects: AtomicU64,
     /// One permit per query waiting for its reply: the in-flight bound.
     pub(super) slots: Semaphore,
+    /// Where its connection tasks run: under the endpoint's owner, in the instance's tree (the
+    /// owner is the [`super::StreamEndpoint`]'s: a task holding this cannot keep it alive).
+    tasks: Tasks,
     state: Mutex<State>,
 }
 
@@ -94,7 +97,6 @@ struct Conn {
     /// Whether any reply came over this connection (it resets the backoff and the count of
     /// unanswered connections, once).
     answered: bool,
-    task: AbortHandle,
 }
 
 struct Pending {
@@ -143,10 +145,16 @@ pub(super) struct Registration {
 }
 
 impl Shared {
-    pub(super) fn new(addr: SocketAddr, dial: Dial, settings: StreamSettings) -> Self {
+    pub(super) fn new(
+        addr: SocketAddr,
+        dial: Dial,
+        settings: StreamSettings,
+        tasks: Tasks,
+    ) -> Self {
         Self {
             addr,
             dial,
+            tasks,
             slots: Semaphore::new(settings.max_in_flight.max(1)),
             settings,
             connects: AtomicU64::new(0),
@@ -241,7 +249,7 @@ impl Shared {
     fn open(self: &Arc<Self>, serial: &mut u64, now: Instant, delay: Duration) -> Conn {
         *serial += 1;
         let (frames, queue) = mpsc::unbounded_channel();
-        let task = tokio::spawn(task::run(Arc::clone(self), *serial, queue, delay)).abort_handle();
+        (self.tasks).spawn(task::run(Arc::clone(self), *serial, queue, delay));
         Conn {
             serial: *serial,
             frames,
@@ -250,7 +258,6 @@ impl Shared {
             last_activity: now,
             last_reply: now,
             answered: false,
-            task,
         }
     }
 
@@ -434,13 +441,9 @@ impl Shared {
         state.link = Link::Open(new);
     }
 
-    /// Stops the connection task (the endpoint is being dropped).
+    /// Forgets the connection (the endpoint is being dropped: its owner ends the task).
     pub(super) fn stop(&self) {
-        let mut state = self.lock();
-        if let Link::Open(conn) = &state.link {
-            conn.task.abort();
-        }
-        state.link = Link::Closed;
+        self.lock().link = Link::Closed;
     }
 }
 

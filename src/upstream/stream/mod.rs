@@ -43,6 +43,7 @@ use std::time::Duration;
 use rustls::pki_types::ServerName;
 use tokio::time::{Instant, timeout_at};
 
+use crate::background::{Owner, Tasks};
 use crate::certificates::CurrentTls;
 use crate::upstream::PeerCertificateSeries;
 use crate::wire;
@@ -153,32 +154,42 @@ enum Dial {
 /// its backoff live here.
 pub struct StreamEndpoint {
     shared: Arc<Shared>,
+    /// Ends the connection task when the endpoint is dropped.
+    _owner: Owner,
 }
 
 impl StreamEndpoint {
-    /// An endpoint spoken to over plain TCP. Opens nothing until the first
+    /// An endpoint spoken to over plain TCP, whose connection tasks run in `tasks` (its
+    /// owner's place in the instance's tree). Opens nothing until the first
     /// [`exchange`](Self::exchange).
-    pub fn tcp(addr: SocketAddr, settings: StreamSettings) -> Self {
-        Self {
-            shared: Arc::new(Shared::new(addr, Dial::Tcp, settings)),
-        }
+    pub fn tcp(addr: SocketAddr, settings: StreamSettings, tasks: Tasks) -> Self {
+        Self::over(addr, Dial::Tcp, settings, &tasks)
     }
 
     /// An endpoint spoken to over TLS, whose certificate must carry `server_name` and verify
     /// against `config`'s CA bundle (as it is when each connection opens: see [`CurrentTls`]).
-    /// Opens nothing until the first [`exchange`](Self::exchange).
+    /// Its connection tasks run in `tasks`, as [`StreamEndpoint::tcp`]'s. Opens nothing until
+    /// the first [`exchange`](Self::exchange).
     pub fn tls(
         addr: SocketAddr,
         server_name: ServerName<'static>,
         config: impl Into<CurrentTls>,
         settings: StreamSettings,
+        tasks: Tasks,
     ) -> Self {
         let dial = Dial::Tls {
             config: config.into(),
             server_name,
         };
+        Self::over(addr, dial, settings, &tasks)
+    }
+
+    /// The endpoint at `addr` reached by `dial`, under an owner of its own below `tasks`.
+    fn over(addr: SocketAddr, dial: Dial, settings: StreamSettings, tasks: &Tasks) -> Self {
+        let owner = tasks.child();
         Self {
-            shared: Arc::new(Shared::new(addr, dial, settings)),
+            shared: Arc::new(Shared::new(addr, dial, settings, owner.tasks())),
+            _owner: owner,
         }
     }
 
