@@ -12,13 +12,14 @@ use std::sync::LazyLock;
 
 use hickory_proto::op::{Message, Query};
 use hickory_proto::rr::{Name, RecordType};
-use meshdns::cache::{Cache, CacheKey, Lookup};
-use meshdns::config::{CacheConfig, Config};
-use meshdns::gather::{Leg, Naming, Scheme, merge};
-use meshdns::reply::{encode_fitted, fit_wire};
-use meshdns::request::{Inspected, inspect};
-use meshdns::rewrite::ZoneMap;
-use meshdns::wire;
+use meshdns::testing::cache::{Cache, CacheKey, Lookup};
+use meshdns::Config;
+use meshdns::testing::config::CacheConfig;
+use meshdns::testing::gather::{Leg, Naming, Scheme, merge};
+use meshdns::testing::reply::{encode_fitted, fit_wire};
+use meshdns::testing::request::{Inspected, inspect};
+use meshdns::testing::rewrite::ZoneMap;
+use meshdns::testing::wire;
 use tokio::time::Instant;
 
 /// Every target, by the name of its corpus directory.
@@ -129,13 +130,13 @@ pub static PASSTHROUGH_QUERY: LazyLock<Vec<u8>> = LazyLock::new(|| {
 pub fn upstream_passthrough(data: &[u8]) {
     let (limit, reply) = client_limit(data);
     let query = PASSTHROUGH_QUERY.as_slice();
-    if !meshdns::upstream::acceptable(reply, 0x1234, query) {
+    if !meshdns::testing::upstream::acceptable(reply, 0x1234, query) {
         return;
     }
     let mut client_query = query.to_vec();
     wire::set_id(&mut client_query, 0xbeef);
     let out = fit_wire(
-        meshdns::passthrough::to_client(reply.to_vec(), &client_query),
+        meshdns::testing::passthrough::to_client(reply.to_vec(), &client_query),
         limit,
     );
     assert!(out.len() <= limit, "pass-through: {} > {limit}", out.len());
@@ -250,17 +251,17 @@ pub fn cache(data: &[u8]) {
         return;
     };
     // A cache per input, so that what is served comes from this input.
-    let background = std::sync::Arc::new(meshdns::background::Background::new(1));
+    let background = std::sync::Arc::new(meshdns::testing::background::Background::new(1));
     let cache = Cache::new(
         &CacheConfig {
             size: 4,
             ..CONFIG.cache.clone()
         },
-        meshdns::metrics::Metrics::new().cache(),
+        meshdns::testing::metrics::Metrics::new().cache(),
         background,
     );
     let now = Instant::now();
-    cache.insert(&key, reply, now, meshdns::cache::Generation::default());
+    cache.insert(&key, reply, now, meshdns::testing::cache::Generation::default());
     if let Lookup::Fresh { reply: served, .. } = cache.lookup(&key, request, now, Vec::new()) {
         assert_eq!(
             wire::id(&served),

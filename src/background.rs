@@ -139,11 +139,13 @@ impl Background {
         true
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Bounded tasks running now.
     pub fn len(&self) -> usize {
         self.running.load(Ordering::Acquire)
     }
 
+    #[cfg(any(test, feature = "testing"))]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -205,6 +207,7 @@ impl Background {
     }
 
     /// Tasks of the tree still alive, of every kind (finished ones no longer count).
+    #[cfg(test)]
     pub fn alive(&self) -> usize {
         self.root.tasks.tracker.len() + self.clients.len()
     }

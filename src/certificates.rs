@@ -24,11 +24,11 @@ use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
 
-pub mod server;
+pub(crate) mod server;
 
 /// The largest PEM file read. A CA bundle of a few hundred certificates is well below it; a
 /// variable pointing at the wrong (huge) file fails with a clear error instead of filling memory.
-pub const MAX_PEM_FILE: u64 = 1024 * 1024;
+pub(crate) const MAX_PEM_FILE: u64 = 1024 * 1024;
 
 /// Why the TLS files could not be turned into a client configuration. Each message names the file
 /// first, so one log line (or the `--check` output) says what to fix.
@@ -95,6 +95,7 @@ impl TlsConfigError {
     }
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// Where our client certificate chain and its private key come from (mutual TLS). Both or
 /// neither: a certificate without its key is a configuration error the types rule out.
 #[derive(Debug, Clone, Copy)]
@@ -171,14 +172,14 @@ impl std::fmt::Debug for CurrentTls {
 /// A PEM file as read from disk (at most [`MAX_PEM_FILE`]), before anything parses it: its
 /// path, and its bytes or why they could not be read.
 #[derive(Debug)]
-pub struct PemFile {
+pub(crate) struct PemFile {
     pub path: PathBuf,
     bytes: Result<Vec<u8>, TlsConfigError>,
 }
 
 impl PemFile {
     /// Reads `path`: blocking, so call it where configuration is loaded, not on the query path.
-    pub fn read(path: &Path) -> Self {
+    pub(crate) fn read(path: &Path) -> Self {
         Self {
             path: path.to_path_buf(),
             bytes: read(path),
@@ -186,6 +187,7 @@ impl PemFile {
     }
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// Reads the CA bundle (and the client identity, when given) and builds the configuration from
 /// them ([`build`]). Blocking file reads: call it where configuration is loaded, not on the
 /// query path.
@@ -200,7 +202,7 @@ pub fn load(
 /// The configuration every DNS-over-TLS endpoint of this generation shares, from the CA bundle
 /// and the client certificate and key (already read: this touches no file), with the
 /// fingerprints of the files (each fingerprint is of what was parsed).
-pub fn build(
+pub(crate) fn build(
     ca_file: PemFile,
     identity: Option<(PemFile, PemFile)>,
 ) -> Result<ClientTls, TlsConfigError> {

@@ -25,7 +25,7 @@ use crate::own_names::OWN_TTL;
 use crate::route::{Route, Router, Row};
 
 /// What a host-name endpoint resolved to for `--check --resolve`: its addresses, or why none.
-pub type Resolved = Vec<(Endpoint, Result<Vec<SocketAddr>, String>)>;
+pub(crate) type Resolved = Vec<(Endpoint, Result<Vec<SocketAddr>, String>)>;
 
 /// The text `--check` prints: every variable, then one row per zone of the routing table.
 /// `resolved` is `None` for a plain `--check`, which sends nothing: host-name endpoints are

@@ -22,32 +22,45 @@
 //! bind failures into their own exit code.
 
 #![forbid(unsafe_code)]
+// Every `pub` item is reachable from outside (the surface below, or `testing`): the rest is
+// `pub(crate)`, so the compiler finds what nothing uses.
+#![cfg_attr(feature = "testing", warn(unreachable_pub))]
 
-pub mod background;
-pub mod cache;
-pub mod certificates;
-pub mod check;
-pub mod config;
-pub mod dns_change;
-pub mod gather;
-pub mod loops;
-pub mod metrics;
-pub mod own_names;
-pub mod passthrough;
+mod background;
+mod cache;
+mod certificates;
+mod check;
+mod config;
+mod dns_change;
+mod gather;
+mod loops;
+mod metrics;
+mod own_names;
+mod passthrough;
 pub mod process;
-pub mod query;
-pub mod reload;
-pub mod reply;
-pub mod request;
-pub mod reverse;
-pub mod rewrite;
-pub mod route;
-pub mod search;
-pub mod server;
-pub mod snapshot;
-pub mod upstream;
-pub mod webhook;
-pub mod wire;
+mod query;
+mod reload;
+mod reply;
+mod request;
+mod reverse;
+mod rewrite;
+mod route;
+mod search;
+mod server;
+mod snapshot;
+mod upstream;
+mod webhook;
+mod wire;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use certificates::server::{ServerTls, ServerTlsFiles};
+pub use check::render_check;
+pub use config::variables::help;
+pub use config::{Config, ConfigError, WebhookConfig, read_env_file};
+pub use dns_change::{Platform, generate as dns_change};
+pub use server::{BindError, Listeners, bind, bind_admin, bind_dot, bind_spread};
+pub use webhook::run as run_webhook;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -57,10 +70,10 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 
 use background::Background;
-use config::Config;
+
 use metrics::Metrics;
 use query::Resolver;
-use server::{Listeners, Readiness, Shared};
+use server::{Readiness, Shared};
 
 /// How long in-flight queries may take to finish after shutdown is signalled.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);

@@ -37,20 +37,20 @@ use crate::reply::{self, ExtendedError};
 use crate::upstream::log_limit::LogLimit;
 
 /// A loop is logged at most once in this interval (the metric counts every one).
-pub const LOOP_LOG_INTERVAL: Duration = Duration::from_secs(60);
+pub(crate) const LOOP_LOG_INTERVAL: Duration = Duration::from_secs(60);
 
 /// What the client is told (the EDE's text).
-pub const LOOP_TEXT: &str = "forwarding loop: this query came back to meshdns (a zone forwarded to meshdns that it does not serve, or an endpoint that is meshdns itself)";
+pub(crate) const LOOP_TEXT: &str = "forwarding loop: this query came back to meshdns (a zone forwarded to meshdns that it does not serve, or an endpoint that is meshdns itself)";
 
 /// What a query that came back gets: counted, logged at most once a minute, SERVFAIL.
 #[derive(Debug)]
-pub struct Loops {
+pub(crate) struct Loops {
     counter: IntCounter,
     log: LogLimit,
 }
 
 impl Loops {
-    pub fn new(counter: IntCounter) -> Self {
+    pub(crate) fn new(counter: IntCounter) -> Self {
         Self {
             counter,
             log: LogLimit::every(LOOP_LOG_INTERVAL),
@@ -59,7 +59,7 @@ impl Loops {
 
     /// The reply to `request`, a query that came back: SERVFAIL with an Extended DNS
     /// Error. It carries no marker, so the meshdns that waits for it relays it to its client.
-    pub fn answer(&self, request: &Message) -> Vec<u8> {
+    pub(crate) fn answer(&self, request: &Message) -> Vec<u8> {
         self.counter.inc();
         if let Some(held_back) = self.log.check() {
             let name = request.queries.first().map(|q| q.name().to_string());

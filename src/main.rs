@@ -11,11 +11,10 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use meshdns::certificates::server::{ServerTls, ServerTlsFiles};
-use meshdns::check::render_check;
-use meshdns::config::{Config, ConfigError, WebhookConfig, read_env_file, variables};
-use meshdns::dns_change::{self, Platform};
-use meshdns::process;
+use meshdns::{
+    Config, ConfigError, Platform, ServerTls, ServerTlsFiles, WebhookConfig, process,
+    read_env_file, render_check,
+};
 
 const EXIT_CONFIG: u8 = 64;
 const EXIT_BIND: u8 = 71;
@@ -113,7 +112,7 @@ fn mode(args: &[String]) -> Result<Mode, ExitCode> {
             Err(ExitCode::SUCCESS)
         }
         ["--help" | "-h"] => {
-            print!("{}", variables::help());
+            print!("{}", meshdns::help());
             Err(ExitCode::SUCCESS)
         }
         _ => Err(usage()),
@@ -134,7 +133,7 @@ fn print_dns_change(
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    match dns_change::generate(config, platform, resolver, current.as_deref()) {
+    match meshdns::dns_change(config, platform, resolver, current.as_deref()) {
         Ok(change) => {
             print!("{change}");
             ExitCode::SUCCESS
@@ -182,12 +181,12 @@ fn main() -> ExitCode {
     // Kept until the end: dropping it waits (briefly) for the last log lines to be written.
     let logs = process::init_logging(&config.log, config.log_format);
     let bound =
-        meshdns::server::bind_spread(&config.listen, config.threads).and_then(|mut listeners| {
+        meshdns::bind_spread(&config.listen, config.threads).and_then(|mut listeners| {
             if let Some(addr) = config.admin_listen {
-                listeners.admin = Some(meshdns::server::bind_admin(addr)?);
+                listeners.admin = Some(meshdns::bind_admin(addr)?);
             }
             if let Some(dot) = &config.dot {
-                listeners.dot = meshdns::server::bind_dot(&dot.listen)?;
+                listeners.dot = meshdns::bind_dot(&dot.listen)?;
             }
             Ok(listeners)
         });
@@ -264,14 +263,14 @@ fn webhook(check: bool) -> ExitCode {
     });
     let admin = config
         .admin_listen
-        .map(meshdns::server::bind_admin)
+        .map(meshdns::bind_admin)
         .transpose();
     let (listener, admin) = match (bound, admin) {
         (Ok(listener), Ok(admin)) => (listener, admin),
         (Err(why), _) => return bind_failed(why),
         (_, Err(error)) => return bind_failed(format!("{error}: {}", error.hint())),
     };
-    let served = meshdns::webhook::run(config, listener, admin, tls, process::shutdown_signal());
+    let served = meshdns::run_webhook(config, listener, admin, tls, process::shutdown_signal());
     serve(1, logs, served)
 }
 

@@ -44,6 +44,7 @@ pub enum Kind {
 }
 
 impl Kind {
+    #[cfg(any(test, feature = "testing"))]
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Counter => "counter",
@@ -57,213 +58,216 @@ impl Kind {
 #[derive(Debug)]
 pub struct Family {
     pub name: &'static str,
+    /// Read by the README table's check (the registry knows a family's kind by its type).
+    #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
     pub kind: Kind,
     pub labels: &'static [&'static str],
     pub help: &'static str,
 }
 
-pub const REQUESTS_TOTAL: Family = Family {
+pub(crate) const REQUESTS_TOTAL: Family = Family {
     name: "meshdns_requests_total",
     kind: Kind::Counter,
     labels: &["proto", "route", "rcode"],
     help: "Client queries answered, by transport, route and response code.",
 };
-pub const REQUEST_DURATION_SECONDS: Family = Family {
+pub(crate) const REQUEST_DURATION_SECONDS: Family = Family {
     name: "meshdns_request_duration_seconds",
     kind: Kind::Histogram,
     labels: &["route"],
     help: "Time from a query's arrival to its reply being ready, by route.",
 };
-pub const CACHE_HITS_TOTAL: Family = Family {
+pub(crate) const CACHE_HITS_TOTAL: Family = Family {
     name: "meshdns_cache_hits_total",
     kind: Kind::Counter,
     labels: &[],
     help: "Queries answered from a fresh cache entry.",
 };
-pub const CACHE_MISSES_TOTAL: Family = Family {
+pub(crate) const CACHE_MISSES_TOTAL: Family = Family {
     name: "meshdns_cache_misses_total",
     kind: Kind::Counter,
     labels: &[],
     help: "Cache lookups that found no fresh entry and went upstream.",
 };
-pub const CACHE_STALE_SERVED_TOTAL: Family = Family {
+pub(crate) const CACHE_STALE_SERVED_TOTAL: Family = Family {
     name: "meshdns_cache_stale_served_total",
     kind: Kind::Counter,
     labels: &[],
     help: "Expired answers served because the upstream failed (RFC 8767).",
 };
-pub const CACHE_ENTRIES: Family = Family {
+pub(crate) const CACHE_ENTRIES: Family = Family {
     name: "meshdns_cache_entries",
     kind: Kind::Gauge,
     labels: &[],
     help: "Entries in the cache.",
 };
-pub const CACHE_EVICTIONS_TOTAL: Family = Family {
+pub(crate) const CACHE_EVICTIONS_TOTAL: Family = Family {
     name: "meshdns_cache_evictions_total",
     kind: Kind::Counter,
     labels: &[],
     help: "Cache entries evicted to stay within MESHDNS_CACHE_SIZE.",
 };
-pub const UPSTREAM_REQUESTS_TOTAL: Family = Family {
+pub(crate) const UPSTREAM_REQUESTS_TOTAL: Family = Family {
     name: "meshdns_upstream_requests_total",
     kind: Kind::Counter,
     labels: &["peer", "result"],
     help: "Attempts at an upstream endpoint, by peer (cluster name) and result.",
 };
-pub const UPSTREAM_DURATION_SECONDS: Family = Family {
+pub(crate) const UPSTREAM_DURATION_SECONDS: Family = Family {
     name: "meshdns_upstream_duration_seconds",
     kind: Kind::Histogram,
     labels: &["peer"],
     help: "Duration of one attempt at an upstream endpoint, by peer.",
 };
-pub const UPSTREAM_HEALTHY: Family = Family {
+pub(crate) const UPSTREAM_HEALTHY: Family = Family {
     name: "meshdns_upstream_healthy",
     kind: Kind::Gauge,
     labels: &["peer", "endpoint"],
     help: "1 while an endpoint is considered up, 0 while it is skipped until a probe succeeds.",
 };
-pub const UPSTREAM_TLS_HANDSHAKES_TOTAL: Family = Family {
+pub(crate) const UPSTREAM_TLS_HANDSHAKES_TOTAL: Family = Family {
     name: "meshdns_upstream_tls_handshakes_total",
     kind: Kind::Counter,
     labels: &["peer"],
     help: "DNS-over-TLS connections opened (TCP connect and TLS handshake, failed ones included), by peer.",
 };
-pub const UPSTREAM_CONNECTIONS_TOTAL: Family = Family {
+pub(crate) const UPSTREAM_CONNECTIONS_TOTAL: Family = Family {
     name: "meshdns_upstream_connections_total",
     kind: Kind::Counter,
     labels: &["peer", "transport"],
     help: "TCP and DNS-over-TLS connections opened to a peer's endpoints (failed connects included; a UDP peer's are its retries after truncation), by peer and transport (tcp, tls).",
 };
-pub const UPSTREAM_RETRANSMITS_TOTAL: Family = Family {
+pub(crate) const UPSTREAM_RETRANSMITS_TOTAL: Family = Family {
     name: "meshdns_upstream_retransmits_total",
     kind: Kind::Counter,
     labels: &["peer"],
     help: "UDP queries sent again because no reply came within the endpoint's retransmission timeout (to the same endpoint, or a hedge to the next), by peer.",
 };
-pub const ENDPOINT_RESOLUTIONS_TOTAL: Family = Family {
+pub(crate) const ENDPOINT_RESOLUTIONS_TOTAL: Family = Family {
     name: "meshdns_endpoint_resolutions_total",
     kind: Kind::Counter,
     labels: &["peer", "result"],
     help: "Resolutions of endpoints given by host name, by peer and result (ok, failed: the last good addresses stay in use).",
 };
-pub const GATHER_PARTIAL_TOTAL: Family = Family {
+pub(crate) const GATHER_PARTIAL_TOTAL: Family = Family {
     name: "meshdns_gather_partial_total",
     kind: Kind::Counter,
     labels: &[],
     help: "Gathered answers sent without some cluster (its leg failed or straggled).",
 };
-pub const GATHER_TXT_DISAGREEMENTS_TOTAL: Family = Family {
+pub(crate) const GATHER_TXT_DISAGREEMENTS_TOTAL: Family = Family {
     name: "meshdns_gather_txt_disagreements_total",
     kind: Kind::Counter,
     labels: &[],
     help: "Gathered TXT answers whose clusters gave different records: one was kept (the local cluster's, else the first configured).",
 };
-pub const INFLIGHT: Family = Family {
+pub(crate) const INFLIGHT: Family = Family {
     name: "meshdns_inflight",
     kind: Kind::Gauge,
     labels: &[],
     help: "Client queries being answered now.",
 };
-pub const DROPPED_TOTAL: Family = Family {
+pub(crate) const DROPPED_TOTAL: Family = Family {
     name: "meshdns_dropped_total",
     kind: Kind::Counter,
     labels: &["reason"],
     help: "Client queries or connections not served, by reason.",
 };
-pub const BUILD_INFO: Family = Family {
+pub(crate) const BUILD_INFO: Family = Family {
     name: "meshdns_build_info",
     kind: Kind::Gauge,
     labels: &["version"],
     help: "Always 1; the version label says which meshdns runs.",
 };
-pub const CONFIG_RELOADS_TOTAL: Family = Family {
+pub(crate) const CONFIG_RELOADS_TOTAL: Family = Family {
     name: "meshdns_config_reloads_total",
     kind: Kind::Counter,
     labels: &["result"],
     help: "Reloads of MESHDNS_CONFIG_DIR, by result: applied, rejected (the running configuration stays), or restart_required (a restart-only variable changed; not applied).",
 };
-pub const CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP_SECONDS: Family = Family {
+pub(crate) const CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP_SECONDS: Family = Family {
     name: "meshdns_config_last_reload_success_timestamp_seconds",
     kind: Kind::Gauge,
     labels: &[],
     help: "Unix time of the last configuration applied (the start, or the last applied reload).",
 };
-pub const CONFIG_LAST_RELOAD_SUCCESSFUL: Family = Family {
+pub(crate) const CONFIG_LAST_RELOAD_SUCCESSFUL: Family = Family {
     name: "meshdns_config_last_reload_successful",
     kind: Kind::Gauge,
     labels: &[],
     help: "1 while the configuration as read is valid (applied, unchanged, or waiting for a restart); 0 from a rejected reload until the directory holds a valid configuration again.",
 };
-pub const CONFIG_RESTART_PENDING: Family = Family {
+pub(crate) const CONFIG_RESTART_PENDING: Family = Family {
     name: "meshdns_config_restart_pending",
     kind: Kind::Gauge,
     labels: &[],
     help: "1 while the configuration directory holds a restart-only variable whose value differs from the one in force (only a restart applies it); 0 otherwise, back to 0 when the change is reverted. A rejected read leaves it as it was.",
 };
-pub const BACKGROUND_TASKS: Family = Family {
+pub(crate) const BACKGROUND_TASKS: Family = Family {
     name: "meshdns_background_tasks",
     kind: Kind::Gauge,
     labels: &[],
     help: "Background tasks running (refreshes, straggling legs), at most 256; probes run under their endpoint.",
 };
-pub const BACKGROUND_REFUSED_TOTAL: Family = Family {
+pub(crate) const BACKGROUND_REFUSED_TOTAL: Family = Family {
     name: "meshdns_background_refused_total",
     kind: Kind::Counter,
     labels: &[],
     help: "Background work refused because 256 tasks were running (a refresh skipped, a cut straggler dropped).",
 };
-pub const LOG_LINES_DROPPED_TOTAL: Family = Family {
+pub(crate) const LOG_LINES_DROPPED_TOTAL: Family = Family {
     name: "meshdns_log_lines_dropped_total",
     kind: Kind::Counter,
     labels: &[],
     help: "Log lines dropped because stderr did not keep up (logging never stalls DNS).",
 };
 
-pub const CONFIG_WATCH_ERRORS_TOTAL: Family = Family {
+pub(crate) const CONFIG_WATCH_ERRORS_TOTAL: Family = Family {
     name: "meshdns_config_watch_errors_total",
     kind: Kind::Counter,
     labels: &[],
     help: "Failures to watch a directory of the configuration (it is retried; until then its changes are applied on SIGHUP).",
 };
 
-pub const LOOPS_TOTAL: Family = Family {
+pub(crate) const LOOPS_TOTAL: Family = Family {
     name: "meshdns_loops_total",
     kind: Kind::Counter,
     labels: &[],
     help: "Queries that came back to this meshdns (a forwarding loop through kube-dns, or an endpoint that is meshdns itself), answered SERVFAIL.",
 };
 
-pub const PEER_CERTIFICATE_EXPIRY_TIMESTAMP_SECONDS: Family = Family {
+pub(crate) const PEER_CERTIFICATE_EXPIRY_TIMESTAMP_SECONDS: Family = Family {
     name: "meshdns_peer_certificate_expiry_timestamp_seconds",
     kind: Kind::Gauge,
     labels: &["peer"],
     help: "Unix time at which the certificate a peer presented in its last DNS-over-TLS handshake expires (its notAfter), by peer; shown from the first handshake on.",
 };
-pub const CLIENT_CERTIFICATE_EXPIRY_TIMESTAMP_SECONDS: Family = Family {
+pub(crate) const CLIENT_CERTIFICATE_EXPIRY_TIMESTAMP_SECONDS: Family = Family {
     name: "meshdns_client_certificate_expiry_timestamp_seconds",
     kind: Kind::Gauge,
     labels: &[],
     help: "Unix time at which our client certificate (MESHDNS_TLS_CERT_FILE, as loaded) expires; absent without one.",
 };
-pub const SERVER_CERTIFICATE_EXPIRY_TIMESTAMP_SECONDS: Family = Family {
+pub(crate) const SERVER_CERTIFICATE_EXPIRY_TIMESTAMP_SECONDS: Family = Family {
     name: "meshdns_server_certificate_expiry_timestamp_seconds",
     kind: Kind::Gauge,
     labels: &["listener"],
     help: "Unix time at which the certificate a TLS listener serves (dot: MESHDNS_DOT_CERT_FILE; webhook: MESHDNS_WEBHOOK_CERT_FILE; as in force) expires; absent without the listener.",
 };
-pub const SERVER_CERTIFICATE_RELOADS_TOTAL: Family = Family {
+pub(crate) const SERVER_CERTIFICATE_RELOADS_TOTAL: Family = Family {
     name: "meshdns_server_certificate_reloads_total",
     kind: Kind::Counter,
     labels: &["listener", "result"],
     help: "Changes of a TLS listener's certificate files, by result: applied (new connections get the new certificate) or rejected (the files do not load; the certificate in force stays).",
 };
-pub const WEBHOOK_REVIEWS_TOTAL: Family = Family {
+pub(crate) const WEBHOOK_REVIEWS_TOTAL: Family = Family {
     name: "meshdns_webhook_reviews_total",
     kind: Kind::Counter,
     labels: &["result"],
     help: "AdmissionReviews answered by `meshdns webhook` (0 in the DNS server): injected, skipped (opted out, excluded, injected already), not_injected (could not be; a warning was returned), denied (not a Pod), invalid (not an AdmissionReview; HTTP 4xx).",
 };
 
+#[cfg(any(test, feature = "testing"))]
 /// Every family, in the order of the README's table.
 pub const FAMILIES: [&Family; 33] = [
     &REQUESTS_TOTAL,
@@ -304,14 +308,14 @@ pub const FAMILIES: [&Family; 33] = [
 /// Buckets of `request_duration_seconds`: a cache hit over loopback takes tens of µs, a
 /// pass-through to kube-dns about a millisecond, a cross-cluster query a few to tens of ms, and
 /// a failing one runs into `MESHDNS_ATTEMPT_TIMEOUT` (500 ms) or `MESHDNS_TIMEOUT` (2 s).
-pub const REQUEST_BUCKETS: [f64; 17] = [
+pub(crate) const REQUEST_BUCKETS: [f64; 17] = [
     0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1,
     0.25, 0.5, 1.0, 2.0, 5.0,
 ];
 
 /// Buckets of `upstream_duration_seconds`: one network round trip, from a node-local kube-dns
 /// (~100 µs) to a peer cluster far away, up to the attempt and query timeouts.
-pub const UPSTREAM_BUCKETS: [f64; 15] = [
+pub(crate) const UPSTREAM_BUCKETS: [f64; 15] = [
     0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0,
     5.0,
 ];
@@ -747,13 +751,13 @@ fn show_expiry(family: &IntGaugeVec, labels: &[&str], not_after: Option<i64>) {
 
 /// `meshdns_log_lines_dropped_total`: one per process, like the log writer that counts its
 /// dropped lines into it (`process::init_logging`), and registered in every [`Metrics`].
-pub static LOG_LINES_DROPPED: LazyLock<IntCounter> = LazyLock::new(|| {
+pub(crate) static LOG_LINES_DROPPED: LazyLock<IntCounter> = LazyLock::new(|| {
     IntCounter::with_opts(opts(&LOG_LINES_DROPPED_TOTAL))
         .expect("metric definitions are valid constants")
 });
 
 /// The text exposition format's content type, as Prometheus expects it.
-pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 #[cfg(test)]
 mod tests {

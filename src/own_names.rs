@@ -24,17 +24,17 @@ use crate::wire;
 
 /// The TTL of every own answer, positive or negative: what kube-dns (CoreDNS's `kubernetes`
 /// plugin) gives its own records by default.
-pub const OWN_TTL: Duration = Duration::from_secs(5);
+pub(crate) const OWN_TTL: Duration = Duration::from_secs(5);
 
 /// The own names of one configuration, each with its lowercase wire form for matching.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct OwnNames {
+pub(crate) struct OwnNames {
     names: Vec<(Vec<u8>, Arc<OwnName>)>,
 }
 
 impl OwnNames {
     /// The own names of `config` (none when the pod's identity is off).
-    pub fn new(config: &Config) -> Self {
+    pub(crate) fn new(config: &Config) -> Self {
         let names = config
             .own_names()
             .into_iter()
@@ -44,13 +44,13 @@ impl OwnNames {
     }
 
     /// Every own name, in the order of the configuration.
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<OwnName>> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<OwnName>> {
         self.names.iter().map(|(_, own)| own)
     }
 
     /// The own name `name` (uncompressed wire form, any letter case), if it is one. Without an
     /// identity the table is empty and this costs nothing.
-    pub fn find(&self, name: &[u8]) -> Option<&Arc<OwnName>> {
+    pub(crate) fn find(&self, name: &[u8]) -> Option<&Arc<OwnName>> {
         (self.names.iter())
             .find(|(own, _)| own.len() == name.len() && own.eq_ignore_ascii_case(name))
             .map(|(_, own)| own)
@@ -60,7 +60,7 @@ impl OwnNames {
 /// The complete reply to `request`, whose question `query` is the own name `own`: the records
 /// of the asked type owned by the question as the client spelled it, or NODATA with the SOA of
 /// the name's zone.
-pub fn answer(own: &OwnName, query: &Query, request: &Message) -> Vec<u8> {
+pub(crate) fn answer(own: &OwnName, query: &Query, request: &Message) -> Vec<u8> {
     let ttl = u32::try_from(OWN_TTL.as_secs()).unwrap_or(u32::MAX);
     let owner = query.name();
     let wanted = |rtype: RecordType| {
@@ -96,7 +96,7 @@ pub fn answer(own: &OwnName, query: &Query, request: &Message) -> Vec<u8> {
 }
 
 /// Says once, at startup, whether the pod's own names are answered locally, and which.
-pub fn log_startup(config: &Config) {
+pub(crate) fn log_startup(config: &Config) {
     match &config.pod {
         PodIdentity::On(_) => {
             let names: Vec<String> = config

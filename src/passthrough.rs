@@ -20,7 +20,7 @@ use crate::wire;
 
 /// Forwards the client's query to `upstream`; the reply, or SERVFAIL when no endpoint
 /// answered before `deadline`.
-pub async fn forward(upstream: &Upstream, request: &Request, deadline: Instant) -> Vec<u8> {
+pub(crate) async fn forward(upstream: &Upstream, request: &Request, deadline: Instant) -> Vec<u8> {
     match upstream.exchange(&request.relayed(), deadline).await {
         Ok(answered) => to_client(answered.bytes, request.bytes()),
         Err(error) => {

@@ -60,14 +60,14 @@ use crate::snapshot::Snapshot;
 pub const SETTLE: Duration = Duration::from_millis(200);
 
 /// The first retry of a watch that could not be armed, doubled after every failure ...
-pub const RETRY_FIRST: Duration = Duration::from_secs(1);
+pub(crate) const RETRY_FIRST: Duration = Duration::from_secs(1);
 
 /// ... up to this.
-pub const RETRY_MAX: Duration = Duration::from_secs(30);
+pub(crate) const RETRY_MAX: Duration = Duration::from_secs(30);
 
 /// What a reload works on: the configuration in force and what it configures.
 #[derive(Debug, Clone)]
-pub struct Reloader {
+pub(crate) struct Reloader {
     /// Shared with the reload's work on the blocking pool, which compares against it.
     config: Arc<Config>,
     /// The configuration read at startup: its restart-only values are in force for the
@@ -89,7 +89,7 @@ struct Prepared {
 }
 
 impl Reloader {
-    pub fn new(
+    pub(crate) fn new(
         config: Config,
         resolver: Arc<Resolver>,
         metrics: Arc<Metrics>,
@@ -110,7 +110,7 @@ impl Reloader {
     /// task: `before` (the watches armed, so that a change after it is an event), the read,
     /// the comparison and the new snapshot — its upstream groups, TLS settings and routing
     /// table; the serving thread only swaps it in. `before` returning `false` skips the read.
-    pub async fn reload(&mut self, before: impl FnOnce() -> bool + Send + 'static) {
+    pub(crate) async fn reload(&mut self, before: impl FnOnce() -> bool + Send + 'static) {
         let this = self.clone();
         let prepared =
             tokio::task::spawn_blocking(move || before().then(|| this.prepare()).flatten()).await;
@@ -136,7 +136,7 @@ impl Reloader {
 
     /// The directories whose changes may change the configuration: the configuration directory,
     /// and those holding the TLS files (a mounted Secret is swapped in its own directory).
-    pub fn watched_dirs(&self) -> BTreeSet<PathBuf> {
+    pub(crate) fn watched_dirs(&self) -> BTreeSet<PathBuf> {
         let tls_files = self.config.tls.iter().flat_map(|tls| {
             std::iter::once(&tls.ca).chain(tls.client.iter().flat_map(|(c, k)| [c, k]))
         });
@@ -281,7 +281,7 @@ fn keep_running(applied: &mut Config, running: &Config, variable: &str) {
 /// Reloads on every change of the watched directories (see [`Reloader::watched_dirs`]) and on
 /// SIGHUP until `shutdown` is signalled. With nothing to watch it only waits for SIGHUP (which
 /// then never ends the process, as its default action would).
-pub async fn watch_and_reload(mut reloader: Reloader, shutdown: CancellationToken) {
+pub(crate) async fn watch_and_reload(mut reloader: Reloader, shutdown: CancellationToken) {
     let (wake, mut changed) = mpsc::channel::<()>(1);
     let burst = Arc::new(Burst::default());
     let watches = Arc::new(Mutex::new(Watches::new(

@@ -18,14 +18,14 @@ use hickory_proto::serialize::binary::BinEncodable;
 use crate::wire;
 
 /// The UDP payload size meshdns advertises (the DNS Flag Day 2020 value).
-pub const ADVERTISED_UDP_SIZE: u16 = 1232;
+pub(crate) const ADVERTISED_UDP_SIZE: u16 = 1232;
 
 /// EDNS option code of an Extended DNS Error (RFC 8914).
-pub const EDE_OPTION: u16 = 15;
+pub(crate) const EDE_OPTION: u16 = 15;
 
 /// Extended DNS Error info codes used by meshdns (RFC 8914 §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExtendedError {
+pub(crate) enum ExtendedError {
     /// 0: Other Error, the text says what (RFC 8914 has no code for a forwarding loop).
     Other = 0,
     /// 22: no upstream answered in time.
@@ -39,7 +39,7 @@ pub enum ExtendedError {
 /// `None` when not even a header is there, or when the bytes are a response: answering a
 /// response (even with REFUSED to a source outside `MESHDNS_ALLOW_FROM`) could make meshdns
 /// one half of a packet loop, so it is dropped like any unanswerable input.
-pub fn from_header(request: &[u8], rcode: ResponseCode) -> Option<Vec<u8>> {
+pub(crate) fn from_header(request: &[u8], rcode: ResponseCode) -> Option<Vec<u8>> {
     let header = request.get(..wire::HEADER_LEN)?;
     if wire::is_response(request) {
         return None;
@@ -64,7 +64,7 @@ pub fn from_header(request: &[u8], rcode: ResponseCode) -> Option<Vec<u8>> {
 
 /// An empty reply to a parsed request: question echoed, `rcode` set, EDNS when the client
 /// used it. Callers add records.
-pub fn synthesized(request: &Message, rcode: ResponseCode) -> Message {
+pub(crate) fn synthesized(request: &Message, rcode: ResponseCode) -> Message {
     let mut metadata = Metadata::response_from_request(&request.metadata);
     metadata.message_type = MessageType::Response;
     metadata.recursion_available = true;
@@ -83,7 +83,7 @@ pub fn synthesized(request: &Message, rcode: ResponseCode) -> Message {
 
 /// Adds an Extended DNS Error to a reply that carries EDNS (a client without EDNS cannot
 /// receive one, and gets the plain rcode).
-pub fn add_extended_error(reply: &mut Message, code: ExtendedError, text: &str) {
+pub(crate) fn add_extended_error(reply: &mut Message, code: ExtendedError, text: &str) {
     if let Some(edns) = reply.edns.as_mut() {
         let mut data = (code as u16).to_be_bytes().to_vec();
         data.extend_from_slice(text.as_bytes());
@@ -93,7 +93,7 @@ pub fn add_extended_error(reply: &mut Message, code: ExtendedError, text: &str) 
 }
 
 /// SERVFAIL, with an Extended DNS Error saying why when the client speaks EDNS.
-pub fn servfail(request: &Message, code: ExtendedError, why: &str) -> Message {
+pub(crate) fn servfail(request: &Message, code: ExtendedError, why: &str) -> Message {
     let mut reply = synthesized(request, ResponseCode::ServFail);
     add_extended_error(&mut reply, code, why);
     reply
@@ -102,12 +102,12 @@ pub fn servfail(request: &Message, code: ExtendedError, why: &str) -> Message {
 /// The serial of an SOA meshdns synthesizes when it has learnt none from the clusters (a
 /// negative answer no cluster was asked for): a negative answer's SOA is read for its TTL and
 /// minimum only (RFC 2308 §5).
-pub const SYNTHESIZED_SERIAL: u32 = 1;
+pub(crate) const SYNTHESIZED_SERIAL: u32 = 1;
 
 /// A negative answer (NXDOMAIN or NODATA) for a zone meshdns speaks for, with the SOA that
 /// lets clients cache it (RFC 2308): owned by the zone apex, minimum and TTL `negative_ttl`,
 /// serial [`SYNTHESIZED_SERIAL`].
-pub fn negative(
+pub(crate) fn negative(
     request: &Message,
     rcode: ResponseCode,
     zone: &Name,
@@ -117,7 +117,7 @@ pub fn negative(
 }
 
 /// [`negative`] with the SOA's serial given.
-pub fn negative_with_serial(
+pub(crate) fn negative_with_serial(
     request: &Message,
     rcode: ResponseCode,
     zone: &Name,
@@ -132,7 +132,7 @@ pub fn negative_with_serial(
 
 /// The SOA meshdns synthesizes for a zone it speaks for: `ns.` and `hostmaster.` of the zone,
 /// `serial`, TTL and minimum `ttl`.
-pub fn zone_soa(zone: &Name, ttl: Duration, serial: u32) -> Record {
+pub(crate) fn zone_soa(zone: &Name, ttl: Duration, serial: u32) -> Record {
     let ttl = u32::try_from(ttl.as_secs()).unwrap_or(u32::MAX);
     let host = |label: &str| zone.prepend_label(label).unwrap_or_else(|_| zone.clone());
     let soa = SOA::new(
@@ -148,7 +148,7 @@ pub fn zone_soa(zone: &Name, ttl: Duration, serial: u32) -> Record {
 }
 
 /// SERVFAIL as bytes, ready to send (see [`servfail`]).
-pub fn servfail_bytes(request: &Message, code: ExtendedError, why: &str) -> Vec<u8> {
+pub(crate) fn servfail_bytes(request: &Message, code: ExtendedError, why: &str) -> Vec<u8> {
     encode_fitted(&servfail(request, code, why), wire::MAX_MESSAGE)
 }
 
@@ -256,7 +256,7 @@ fn msg_size_hint(msg: &Message) -> usize {
 /// numbered in order of first appearance; and how many sets there are. A record of the set of
 /// the record before it (the usual case: a set's records are adjacent) costs one comparison;
 /// only the first of a set is hashed.
-pub fn rrset_ids(records: &[Record]) -> (Vec<usize>, usize) {
+pub(crate) fn rrset_ids(records: &[Record]) -> (Vec<usize>, usize) {
     let mut ids: Vec<usize> = Vec::with_capacity(records.len());
     let mut firsts: HashMap<RrsetOf<'_>, usize, foldhash::fast::RandomState> =
         HashMap::with_capacity_and_hasher(records.len(), Default::default());

@@ -23,12 +23,12 @@ const IP6_ARPA: &[u8] = b"\x03ip6\x04arpa\x00";
 /// Networks, longest prefix first, each with what the reverse names of its addresses go to
 /// (the router's: the route to the cluster that claims it).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Networks<T> {
+pub(crate) struct Networks<T> {
     networks: Vec<(IpNet, T)>,
 }
 
 impl<T> Networks<T> {
-    pub fn new(networks: impl IntoIterator<Item = (IpNet, T)>) -> Self {
+    pub(crate) fn new(networks: impl IntoIterator<Item = (IpNet, T)>) -> Self {
         let mut networks: Vec<(IpNet, T)> = networks.into_iter().collect();
         // Validation keeps two clusters' networks apart, so only one cluster's nested networks
         // can both match; longest first keeps the rule exact all the same.
@@ -37,13 +37,13 @@ impl<T> Networks<T> {
     }
 
     /// Every network with what its reverse names go to, longest prefix first.
-    pub fn iter(&self) -> impl Iterator<Item = &(IpNet, T)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &(IpNet, T)> {
         self.networks.iter()
     }
 
     /// What the network holding the address that `name` (wire form) is the reverse name of
     /// goes to; `None` for every other name.
-    pub fn find(&self, name: &[u8]) -> Option<&T> {
+    pub(crate) fn find(&self, name: &[u8]) -> Option<&T> {
         if self.networks.is_empty() {
             return None;
         }
@@ -57,7 +57,7 @@ impl<T> Networks<T> {
 
 /// The address whose reverse name `name` (plain wire form, any case) is: `d.c.b.a.in-addr.arpa`
 /// with canonical decimal labels, or 32 single-nibble labels under `ip6.arpa`.
-pub fn address_of(name: &[u8]) -> Option<IpAddr> {
+pub(crate) fn address_of(name: &[u8]) -> Option<IpAddr> {
     let (labels, zone) = name.split_at_checked(name.len().checked_sub(IN_ADDR_ARPA.len())?)?;
     if zone.eq_ignore_ascii_case(IN_ADDR_ARPA) {
         return ipv4_of(labels).map(IpAddr::V4);

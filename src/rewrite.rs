@@ -298,13 +298,13 @@ const MAX_CNAME_CHAIN: usize = 16;
 /// route ([`Owners::keep_in`]) and the gathered merge ([`Owners::own`]) drop it before any
 /// name is mapped. One definition for both routes.
 #[derive(Debug)]
-pub struct Owners(Vec<Name>);
+pub(crate) struct Owners(Vec<Name>);
 
 impl Owners {
     /// The owners in `reply`'s answer section, from its question (none without one). A chain
     /// is followed from the question's name through each CNAME record found there, unless the
     /// question asks for the CNAME itself; a loop ends it, and so do 16 links.
-    pub fn of(reply: &Message) -> Self {
+    pub(crate) fn of(reply: &Message) -> Self {
         let Some(question) = reply.queries.first() else {
             return Self(Vec::new());
         };
@@ -326,12 +326,12 @@ impl Owners {
 
     /// Whether `record` is owned by the question's name or a name of its chain (ASCII case
     /// ignored, as names compare).
-    pub fn own(&self, record: &Record) -> bool {
+    pub(crate) fn own(&self, record: &Record) -> bool {
         self.0.contains(&record.name)
     }
 
     /// `reply` without the answer records that do not answer its question.
-    pub fn keep_in(mut reply: Message) -> Message {
+    pub(crate) fn keep_in(mut reply: Message) -> Message {
         let owners = Self::of(&reply);
         reply.answers.retain(|record| owners.own(record));
         reply
@@ -339,7 +339,7 @@ impl Owners {
 }
 
 /// Maps a record's owner and the names inside its data.
-pub fn map_record(record: &mut Record, spell: &impl Fn(&Name) -> Name) {
+pub(crate) fn map_record(record: &mut Record, spell: &impl Fn(&Name) -> Name) {
     record.name = spell(&record.name);
     record.data = match std::mem::replace(&mut record.data, RData::Update0(RecordType::A)) {
         RData::SRV(srv) => RData::SRV(SRV::new(

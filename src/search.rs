@@ -50,7 +50,7 @@ struct Suffix {
 
 /// The expansions of every zone by every qualifying search suffix.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct SearchList {
+pub(crate) struct SearchList {
     /// Bit `b` set: some qualifying suffix's last byte before the root is `b` (either case).
     suffix_last_bytes: [u64; 4],
     /// Bit [`tail_key`] of the last two bytes of some zone's wire form (without the root) set.
@@ -79,7 +79,7 @@ fn tail_key(before: u8, last: u8) -> u8 {
 impl SearchList {
     /// The expansions of `zones` by the search suffixes of `config` that lie under one of its
     /// clusters' domains (the longest such domain is the suffix's).
-    pub fn new<'a>(config: &Config, zones: impl IntoIterator<Item = &'a Name>) -> Self {
+    pub(crate) fn new<'a>(config: &Config, zones: impl IntoIterator<Item = &'a Name>) -> Self {
         let mut list = SearchList::default();
         let Ok(suffixes) = &config.search else {
             return list;
@@ -136,7 +136,7 @@ impl SearchList {
     /// boundaries), and the whole name has no Kubernetes shape. Returns the cluster domain,
     /// whose SOA the NXDOMAIN carries. The bit tests of the module's documentation come
     /// first; an in-cluster name (`mongo-0.mongo.db.svc.cluster.local`) rarely passes one.
-    pub fn expansion(&self, name: &[u8]) -> Option<&Arc<Name>> {
+    pub(crate) fn expansion(&self, name: &[u8]) -> Option<&Arc<Name>> {
         let (&last, _) = name.split_last()?.1.split_last()?;
         if !has_byte(&self.suffix_last_bytes, last) {
             return None;

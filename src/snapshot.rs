@@ -69,7 +69,7 @@ struct GatheredIdentity {
 
 /// The local cluster's DNS (kube-dns) as an upstream group: `MESHDNS_UPSTREAMS` over UDP, named
 /// after the local cluster (or [`LOCAL_UPSTREAM`]).
-pub fn local_group(config: &Config) -> GroupSpec {
+pub(crate) fn local_group(config: &Config) -> GroupSpec {
     let name = config.local_cluster().map_or(LOCAL_UPSTREAM, |c| &c.name);
     GroupSpec {
         name: name.to_string(),

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use hickory_proto::op::{Message, Query};
 use hickory_proto::rr::rdata::{A, SRV};
 use hickory_proto::rr::{RData, Record, RecordType};
-use meshdns::route::{Route, Router};
+use meshdns::testing::route::{Route, Router};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use support::{Meshdns, rr};
@@ -234,7 +234,7 @@ async fn mangling_upstream(seeds: Arc<Vec<Vec<u8>>>, seed: u64) -> std::net::Soc
                 // Keep the header's ID and QR and the question acceptable.
                 reply[..2].copy_from_slice(&query.id.to_be_bytes());
                 reply[2] |= 0x80;
-                if let Some(question) = meshdns::wire::first_question(&buf[..len]) {
+                if let Some(question) = meshdns::testing::wire::first_question(&buf[..len]) {
                     let end = (12 + question.len()).min(reply.len());
                     reply.splice(12..end, question.iter().copied());
                     reply[4..6].copy_from_slice(&1u16.to_be_bytes());
@@ -267,7 +267,7 @@ async fn fuzz_the_request_path_over_sockets() {
     let borrowed: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let meshdns = Meshdns::start(&borrowed).await;
     let config =
-        meshdns::config::Config::from_vars(vars.iter().map(|(k, v)| (k.to_string(), v.clone())))
+        meshdns::Config::from_vars(vars.iter().map(|(k, v)| (k.to_string(), v.clone())))
             .unwrap();
     // Only the route's kind matters here: the peers are the clusters' configurations.
     let router = Router::new(&config, &config.clusters);
@@ -309,7 +309,7 @@ async fn fuzz_the_request_path_over_sockets() {
                 tokio::time::timeout(Duration::from_secs(1), socket.recv(&mut buf)).await
             {
                 let reply = &buf[..len];
-                let id = meshdns::wire::id(reply).expect("a reply has a header");
+                let id = meshdns::testing::wire::id(reply).expect("a reply has a header");
                 let sent = limits.lock().unwrap().get(&id).copied();
                 let (limit, verbatim) = sent.expect("every reply carries the ID of a query sent");
                 assert!(len <= limit, "{len} bytes to a client of {limit}");
@@ -341,13 +341,13 @@ async fn fuzz_the_request_path_over_sockets() {
             if input.len() >= 2 {
                 input[..2].copy_from_slice(&id.to_be_bytes());
             }
-            let limit = match meshdns::wire::opt(&input).flatten() {
+            let limit = match meshdns::testing::wire::opt(&input).flatten() {
                 Some(opt) => usize::from(opt.payload.max(512)),
                 None => 512,
             };
-            let inspected = meshdns::request::inspect(bytes::Bytes::from(input.clone()), None);
+            let inspected = meshdns::testing::request::inspect(bytes::Bytes::from(input.clone()), None);
             let verbatim = match inspected {
-                meshdns::request::Inspected::Query(request) => {
+                meshdns::testing::request::Inspected::Query(request) => {
                     *router.route(request.name()) == Route::Passthrough
                 }
                 _ => false,
@@ -454,7 +454,7 @@ fn the_pass_through_seeds_are_accepted_replies_to_the_targets_query() {
     for seed in &written {
         let reply = &seed[2..];
         assert!(
-            meshdns::upstream::acceptable(reply, 0x1234, &targets::PASSTHROUGH_QUERY),
+            meshdns::testing::upstream::acceptable(reply, 0x1234, &targets::PASSTHROUGH_QUERY),
             "seed not accepted: {reply:02x?}"
         );
     }

@@ -101,7 +101,7 @@ pub(super) struct Flights {
 /// What a miss in [`Cache::get_or_resolve`](super::Cache::get_or_resolve) is handed: lead or
 /// follow.
 #[derive(Debug)]
-pub enum Flight {
+pub(super) enum Flight {
     /// Ask upstream, then [`FlightLeader::finish`] with the reply.
     Leader(FlightLeader),
     /// Someone else is asking: [`FlightFollower::wait`] for their reply.
@@ -111,7 +111,7 @@ pub enum Flight {
 /// The one miss per key that asks upstream. Dropping it without `finish` releases the
 /// followers (they then elect a new leader).
 #[derive(Debug)]
-pub struct FlightLeader {
+pub(super) struct FlightLeader {
     flights: Arc<Flights>,
     key: HashedKey,
     id: u64,
@@ -122,7 +122,7 @@ pub struct FlightLeader {
 
 /// A miss that waits for the leader's reply instead of asking upstream itself.
 #[derive(Debug)]
-pub struct FlightFollower {
+pub(super) struct FlightFollower {
     receiver: watch::Receiver<Outcome>,
 }
 
@@ -188,14 +188,14 @@ impl Flights {
 
 impl FlightLeader {
     /// The configuration this flight's exchange runs on: what it writes carries it.
-    pub fn generation(&self) -> Generation {
+    pub(super) fn generation(&self) -> Generation {
         self.generation
     }
 
     /// Hands the reply meant for the leader's own client (complete, before any cut to a UDP
     /// size), made by `shared` only if a follower came, to every follower. Insert it into the
     /// cache first, so a miss that comes after the flight closed finds it there.
-    pub fn finish(mut self, shared: impl FnOnce() -> Arc<[u8]>) {
+    pub(super) fn finish(mut self, shared: impl FnOnce() -> Arc<[u8]>) {
         if let Some(followers) = self.close() {
             followers.send_replace(Some(shared()));
         }
@@ -236,7 +236,7 @@ impl FlightFollower {
     /// The leader's reply patched for `request` (whose key is `key`: ID, RD, CD and AD bits,
     /// question spelling), or `None` if the leader went away without one: then join the
     /// flight again, as [`Cache::get_or_resolve`](super::Cache::get_or_resolve) does.
-    pub async fn wait(mut self, request: &[u8], key: &CacheKey) -> Option<Vec<u8>> {
+    pub(super) async fn wait(mut self, request: &[u8], key: &CacheKey) -> Option<Vec<u8>> {
         let shared = self
             .receiver
             .wait_for(Option::is_some)

@@ -20,7 +20,7 @@ use super::{Cache, Generation};
 
 /// The cache as one gathering configuration (one generation) sees it.
 #[derive(Debug)]
-pub struct GatherDoor {
+pub(crate) struct GatherDoor {
     cache: Arc<Cache>,
     /// The configuration the gatherer belongs to: its legs' writes carry it, so a leg that
     /// straggles past a reload writes nothing into the new configuration's cache.
@@ -29,7 +29,7 @@ pub struct GatherDoor {
 
 impl GatherDoor {
     /// The door of a gatherer of configuration `generation` into `cache`.
-    pub fn new(cache: Arc<Cache>, generation: Generation) -> Self {
+    pub(crate) fn new(cache: Arc<Cache>, generation: Generation) -> Self {
         Self { cache, generation }
     }
 
@@ -39,7 +39,7 @@ impl GatherDoor {
     /// leg's answer for others), and returns the outcome. The bytes are kept also when the
     /// reply has gone out without this leg (a cut leg finishing in the background): they
     /// refresh the answer a later failure of its cluster is filled from.
-    pub fn ask<T>(
+    pub(crate) fn ask<T>(
         &self,
         key: CacheKey,
         shared: bool,
@@ -60,14 +60,14 @@ impl GatherDoor {
 
     /// What fills the leg of `key` that failed or was cut: its last good answer, now (see
     /// `Cache::last_good`).
-    pub fn last_good(&self, key: &CacheKey) -> Option<Vec<u8>> {
+    pub(crate) fn last_good(&self, key: &CacheKey) -> Option<Vec<u8>> {
         self.cache.last_good(key, Instant::now())
     }
 
     /// Drops the gathered answer of `key`: the prefixed cluster, answering, does not have the
     /// name, so what the cache holds for it (a member since removed) must not come back, not
     /// even stale while the fallback runs (see `Cache::forget`).
-    pub fn forget_answer(&self, key: &CacheKey) {
+    pub(crate) fn forget_answer(&self, key: &CacheKey) {
         self.cache.forget(key);
     }
 }

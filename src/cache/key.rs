@@ -99,7 +99,7 @@ impl KeyFlags {
 /// Whether the reply to a query for `question` (its bytes: name, type, class) with the OPT
 /// record `opt` may be shared with other clients: not for zone transfers, nor for a query with
 /// CLIENT-SUBNET (the reply may be scoped to the client's subnet).
-pub fn may_share(question: &[u8], opt: Option<&wire::OptInfo>) -> bool {
+pub(crate) fn may_share(question: &[u8], opt: Option<&wire::OptInfo>) -> bool {
     let transfer = matches!(wire::question_type(question), Some(TYPE_AXFR | TYPE_IXFR));
     let subnet = opt.is_some_and(|o| o.options.contains(wire::OPTION_CLIENT_SUBNET));
     !transfer && !subnet

@@ -57,9 +57,13 @@ use crate::background::Background;
 use crate::config::CacheConfig;
 use crate::wire;
 
-pub use gathered::GatherDoor;
-pub use key::{CacheKey, KeyFlags, TargetId, may_share};
+pub(crate) use gathered::GatherDoor;
+pub use key::CacheKey;
+pub(crate) use key::{KeyFlags, TargetId};
+pub(crate) use key::may_share;
+#[cfg(any(test, feature = "testing"))]
 pub use policy::{FAILURE_TTL_FIRST, FAILURE_TTL_MAX};
+#[cfg(any(test, feature = "testing"))]
 pub use serve::STALE_TTL;
 
 use flight::{Flight, FlightLeader, Flights};
@@ -71,7 +75,7 @@ use store::{Entry, Store};
 pub const PREFETCH_MIN_HITS: u32 = 3;
 
 /// "Shortly before": within the last 1/PREFETCH_WINDOW of its TTL.
-pub const PREFETCH_WINDOW: u32 = 10;
+pub(crate) const PREFETCH_WINDOW: u32 = 10;
 
 /// After a failed refresh, how long stale answers are served at once without asking the
 /// upstream again (RFC 8767 §5's failure recheck timer; 30 s is its recommendation).
@@ -79,7 +83,7 @@ pub const RECHECK_PERIOD: Duration = Duration::from_secs(30);
 
 /// The reply-byte budget per entry of `MESHDNS_CACHE_SIZE`: typical replies are ~100 bytes, a
 /// large merged SRV set a few KiB; this keeps `size` huge replies from costing `size × 64 KiB`.
-pub const BYTES_PER_ENTRY: usize = 1024;
+pub(crate) const BYTES_PER_ENTRY: usize = 1024;
 
 /// The cache's series (`meshdns_cache_*`), built by the metrics module.
 #[derive(Debug, Clone)]
@@ -638,11 +642,13 @@ impl Cache {
             .set(i64::try_from(store.len()).unwrap_or(i64::MAX));
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Entries held (the `cache_entries` gauge), expired ones kept for serve-stale included.
     pub fn len(&self) -> usize {
         self.lock().len()
     }
 
+    #[cfg(any(test, feature = "testing"))]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

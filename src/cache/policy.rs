@@ -20,7 +20,7 @@ pub const FAILURE_TTL_MAX: Duration = Duration::from_secs(5);
 
 /// The class of a reply as the cache sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Worth {
+pub(super) enum Worth {
     /// An answer or a negative answer (NXDOMAIN/NODATA with an SOA): fresh for this long.
     Answer(Duration),
     /// SERVFAIL (from the upstream or meshdns's own): remembered briefly, never served stale,
@@ -34,7 +34,7 @@ pub enum Worth {
 /// `MESHDNS_CACHE_NEGATIVE_TTL`, not stored without an SOA;
 /// SERVFAIL → a failure; any other rcode, an extended rcode, a TTL of 0, or bytes that do not
 /// walk → not stored (`None`).
-pub fn worth(reply: &[u8], config: &CacheConfig) -> Option<Worth> {
+pub(super) fn worth(reply: &[u8], config: &CacheConfig) -> Option<Worth> {
     if !wire::is_response(reply)
         || wire::is_truncated(reply)
         || wire::question_count(reply)? != 1
@@ -75,18 +75,18 @@ pub fn worth(reply: &[u8], config: &CacheConfig) -> Option<Worth> {
 
 /// Whether `reply` answers its question (NOERROR or NXDOMAIN, whole): the upstream's word on
 /// it, which replaces what was known before even when the cache does not keep it.
-pub fn is_answer(reply: &[u8]) -> bool {
+pub(super) fn is_answer(reply: &[u8]) -> bool {
     !wire::is_truncated(reply) && matches!(wire::rcode(reply), Some(RCODE_NOERROR | RCODE_NXDOMAIN))
 }
 
 /// A reply that says resolution failed rather than answering: SERVFAIL, or bytes without a
 /// header. The cache then serves stale, or remembers the failure.
-pub fn is_failure(reply: &[u8]) -> bool {
+pub(super) fn is_failure(reply: &[u8]) -> bool {
     wire::rcode(reply).is_none_or(|rcode| rcode == RCODE_SERVFAIL)
 }
 
 /// How long the `failures`-th failure in a row is remembered: 1 s, 2 s, 4 s, then 5 s.
-pub fn failure_ttl(failures: u32) -> Duration {
+pub(super) fn failure_ttl(failures: u32) -> Duration {
     FAILURE_TTL_FIRST
         .saturating_mul(1 << failures.saturating_sub(1).min(8))
         .min(FAILURE_TTL_MAX)

@@ -13,7 +13,7 @@ pub const STALE_TTL: u32 = 30;
 /// The stored reply of `key` as served: copied once (into `reply`, a buffer whose room is
 /// reused), header and question patched for `request` (if any; `key` is its own, which it was
 /// looked up under), TTLs counted down by `age` (fresh) or cut to [`STALE_TTL`] (stale).
-pub fn served(
+pub(super) fn served(
     stored: &[u8],
     key: &CacheKey,
     request: Option<&[u8]>,
@@ -45,7 +45,7 @@ pub fn served(
 /// A shared reply (a flight leader's, as its upstream sent it) patched for a follower's
 /// `request` as [`patch_stored`] does, once it is known to answer the same question (letter
 /// case aside). `false` when it does not.
-pub fn patch_header_and_question(reply: &mut [u8], request: &[u8], key: &CacheKey) -> bool {
+pub(super) fn patch_header_and_question(reply: &mut [u8], request: &[u8], key: &CacheKey) -> bool {
     let question = key.question_range();
     let same = (reply.get(question.clone()))
         .zip(request.get(question))
@@ -78,7 +78,7 @@ fn patch_stored(reply: &mut [u8], request: &[u8], key: &CacheKey) -> bool {
 /// The reply as it may be stored or handed to other clients: without the EDNS options that
 /// belong to the one client whose query produced it (NSID) or to one hop (COOKIE, PADDING,
 /// TCP-KEEPALIVE: [`wire::is_per_client_option`]).
-pub fn shareable(reply: &[u8]) -> Cow<'_, [u8]> {
+pub(super) fn shareable(reply: &[u8]) -> Cow<'_, [u8]> {
     match wire::without_options(reply, wire::is_per_client_option) {
         Some(stripped) => Cow::Owned(stripped),
         None => Cow::Borrowed(reply),

@@ -53,7 +53,7 @@ pub(super) struct Entry {
 
 impl Entry {
     /// An entry for `bytes`, received `now`, fresh for `ttl`.
-    pub fn new(bytes: Arc<[u8]>, now: Instant, ttl: Duration) -> Self {
+    pub(super) fn new(bytes: Arc<[u8]>, now: Instant, ttl: Duration) -> Self {
         Self {
             bytes,
             stored: now,
@@ -67,20 +67,20 @@ impl Entry {
 
     /// A remembered failure: never served stale, never refreshed, never replaces an answer
     /// that can still be served stale.
-    pub fn is_failure(&self) -> bool {
+    pub(super) fn is_failure(&self) -> bool {
         self.failures > 0
     }
 
-    pub fn age(&self, now: Instant) -> Duration {
+    pub(super) fn age(&self, now: Instant) -> Duration {
         now.saturating_duration_since(self.stored)
     }
 
-    pub fn is_fresh(&self, now: Instant) -> bool {
+    pub(super) fn is_fresh(&self, now: Instant) -> bool {
         self.age(now) < self.ttl
     }
 
     /// Fresh, or expired but inside the serve-stale window (none for a SERVFAIL).
-    pub fn is_servable(&self, now: Instant, serve_stale: Duration) -> bool {
+    pub(super) fn is_servable(&self, now: Instant, serve_stale: Duration) -> bool {
         let window = if self.is_failure() {
             Duration::ZERO
         } else {
@@ -90,7 +90,7 @@ impl Entry {
     }
 
     /// An answer that has expired but is still inside the serve-stale `window`.
-    pub fn is_stale(&self, now: Instant, window: Duration) -> bool {
+    pub(super) fn is_stale(&self, now: Instant, window: Duration) -> bool {
         !self.is_failure() && !self.is_fresh(now) && self.is_servable(now, window)
     }
 }
@@ -144,7 +144,7 @@ pub(super) struct Store {
 impl Store {
     /// At most `config.size` entries holding at most `byte_budget` reply bytes together;
     /// entries expired for longer than `config.serve_stale` are evicted first.
-    pub fn new(config: &CacheConfig, byte_budget: usize) -> Self {
+    pub(super) fn new(config: &CacheConfig, byte_budget: usize) -> Self {
         Self {
             index: HashMap::default(),
             slots: Vec::new(),
@@ -158,17 +158,17 @@ impl Store {
     }
 
     /// The bounds and TTL policy in force.
-    pub fn config(&self) -> &CacheConfig {
+    pub(super) fn config(&self) -> &CacheConfig {
         &self.config
     }
 
     /// The configuration the table serves now.
-    pub fn generation(&self) -> Generation {
+    pub(super) fn generation(&self) -> Generation {
         self.generation
     }
 
     /// Moves on to `generation` (never back).
-    pub fn advance(&mut self, generation: Generation) {
+    pub(super) fn advance(&mut self, generation: Generation) {
         self.generation = self.generation.max(generation);
     }
 
@@ -178,7 +178,7 @@ impl Store {
         self.config.size.min(NIL as usize)
     }
 
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.index.len()
     }
 
@@ -187,20 +187,20 @@ impl Store {
         self.bytes
     }
 
-    pub fn get(&self, key: &CacheKey) -> Option<u32> {
+    pub(super) fn get(&self, key: &CacheKey) -> Option<u32> {
         self.index.get(key.as_bytes()).copied()
     }
 
-    pub fn entry(&self, slot: u32) -> &Entry {
+    pub(super) fn entry(&self, slot: u32) -> &Entry {
         &self.slots[slot as usize].entry
     }
 
-    pub fn entry_mut(&mut self, slot: u32) -> &mut Entry {
+    pub(super) fn entry_mut(&mut self, slot: u32) -> &mut Entry {
         &mut self.slots[slot as usize].entry
     }
 
     /// Marks a use: the entry moves to the front of the main segment.
-    pub fn touch(&mut self, slot: u32) {
+    pub(super) fn touch(&mut self, slot: u32) {
         self.unlink(slot);
         self.push_front(slot, Segment::Main);
     }
@@ -208,7 +208,7 @@ impl Store {
     /// Stores `entry` under `key`, replacing an entry of the same key in place. Returns how
     /// many other entries were evicted to make room; `None` when the reply alone is larger than
     /// the byte budget and was not stored.
-    pub fn insert(&mut self, key: &CacheKey, entry: Entry, now: Instant) -> Option<u64> {
+    pub(super) fn insert(&mut self, key: &CacheKey, entry: Entry, now: Instant) -> Option<u64> {
         let size = entry.bytes.len();
         if self.capacity() == 0 || size > self.byte_budget {
             return None;
@@ -327,7 +327,7 @@ impl Store {
     }
 
     /// Evicts the entry of `key`, if there is one; returns whether there was.
-    pub fn remove(&mut self, key: &CacheKey) -> bool {
+    pub(super) fn remove(&mut self, key: &CacheKey) -> bool {
         let slot = self.get(key);
         if let Some(slot) = slot {
             self.evict(slot);
@@ -337,7 +337,7 @@ impl Store {
 
     /// New bounds and TTL policy, applied at once (entries beyond the bounds are evicted);
     /// returns how many entries were evicted.
-    pub fn reconfigure(&mut self, config: &CacheConfig, byte_budget: usize, now: Instant) -> u64 {
+    pub(super) fn reconfigure(&mut self, config: &CacheConfig, byte_budget: usize, now: Instant) -> u64 {
         let lowered =
             config.max_ttl < self.config.max_ttl || config.negative_ttl < self.config.negative_ttl;
         self.config = config.clone();

@@ -33,7 +33,7 @@ use super::{
 /// How often [`keep_fresh`] looks at the files unless told otherwise: a renewed certificate
 /// reaches new connections at most this long after its files change (well within the minute
 /// promised), and a look at unchanged files is three `stat` calls.
-pub const CHECK_EVERY: Duration = Duration::from_secs(10);
+pub(crate) const CHECK_EVERY: Duration = Duration::from_secs(10);
 
 /// Where a server's certificate comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,7 +163,7 @@ impl std::fmt::Debug for ServerTls {
 /// Looks at `tls`'s files every `every` on the blocking pool, forever, logging what changed and
 /// telling `observe` each renewal and rejection. The caller owns the task and ends it (a
 /// `JoinSet` dropped, or `abort`).
-pub async fn keep_fresh(tls: Arc<ServerTls>, every: Duration, mut observe: impl FnMut(&Refresh)) {
+pub(crate) async fn keep_fresh(tls: Arc<ServerTls>, every: Duration, mut observe: impl FnMut(&Refresh)) {
     let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // The first tick is immediate, and the files were just read.

@@ -25,10 +25,10 @@ use super::{Cluster, ConfigError};
 /// The most clusters `MESHDNS_CLUSTERS` may list. Every cluster is a leg of every gathered
 /// query, so a mesh far beyond this could not answer within a query's deadline anyway; the
 /// bound also keeps validation and the routing table small.
-pub const MAX_CLUSTERS: usize = 256;
+pub(super) const MAX_CLUSTERS: usize = 256;
 
 /// The port of DNS over TLS (RFC 7858).
-pub const DOT_PORT: u16 = 853;
+pub(super) const DOT_PORT: u16 = 853;
 
 /// How a cluster's DNS is asked. `Udp` falls back to TCP when a reply is truncated; `Tls` is
 /// DNS over TLS, with no fallback to plain DNS.
@@ -80,14 +80,14 @@ impl std::fmt::Display for Endpoint {
 
 /// An endpoint as written, its port not yet defaulted.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EndpointToken {
+pub(super) enum EndpointToken {
     Ip(IpAddr, Option<u16>),
     Host(Name, Option<u16>),
 }
 
 impl EndpointToken {
     /// The endpoint, with `default_port` when none was written.
-    pub fn with_default_port(&self, default_port: u16) -> Endpoint {
+    pub(super) fn with_default_port(&self, default_port: u16) -> Endpoint {
         match self {
             EndpointToken::Ip(ip, port) => {
                 Endpoint::Addr(SocketAddr::new(*ip, port.unwrap_or(default_port)))
@@ -102,7 +102,7 @@ impl EndpointToken {
 
 /// One entry of `MESHDNS_CLUSTERS`, options not yet defaulted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ClusterEntry {
+pub(super) struct ClusterEntry {
     pub name: String,
     pub endpoints: Vec<EndpointToken>,
     pub domain: Option<Name>,
@@ -123,7 +123,7 @@ fn error(token: &str, reason: impl Into<String>) -> ConfigError {
 
 /// Parses the whole variable; empty entries (a trailing `;`) are skipped. More than
 /// [`MAX_CLUSTERS`] entries are refused before any is parsed.
-pub fn parse_clusters(value: &str) -> Result<Vec<ClusterEntry>, ConfigError> {
+pub(super) fn parse_clusters(value: &str) -> Result<Vec<ClusterEntry>, ConfigError> {
     let entries = || {
         value
             .split(';')
@@ -360,7 +360,7 @@ fn parse_network(token: &str) -> Result<IpNet, String> {
 
 /// The zones `<ns>.svc.<local domain>.` of an entry's namespaces. Their names are asked of the
 /// cluster verbatim, so it must share the local cluster domain: its DNS answers only its own.
-pub fn namespace_zones(
+pub(super) fn namespace_zones(
     entry: &ClusterEntry,
     domain: &Name,
     local_domain: &Name,
@@ -394,7 +394,7 @@ pub fn namespace_zones(
 /// name would have two owners) and a namespace claimed twice (its names would have two homes).
 /// The local cluster's claims count too: its addresses and namespaces stay with kube-dns, and
 /// a peer claiming them would take them away.
-pub fn check_claims(clusters: &[Cluster]) -> Result<(), ConfigError> {
+pub(super) fn check_claims(clusters: &[Cluster]) -> Result<(), ConfigError> {
     for (i, a) in clusters.iter().enumerate() {
         for b in &clusters[..i] {
             for network in &a.networks {
@@ -434,7 +434,7 @@ pub fn check_claims(clusters: &[Cluster]) -> Result<(), ConfigError> {
 /// Refuses prefixes that nest: with `prod-` and `prod-db-`, the target `prod-db-0.db…` is
 /// prod's `db-0` and prod-db's `0` alike, and routing would give it to prod-db whoever wrote
 /// it (the longest prefix wins). Equal prefixes are the plainest case of it.
-pub fn check_prefixes(clusters: &[Cluster]) -> Result<(), ConfigError> {
+pub(super) fn check_prefixes(clusters: &[Cluster]) -> Result<(), ConfigError> {
     // Sorted, a prefix comes right before the prefixes that start with it.
     let mut sorted: Vec<&Cluster> = clusters.iter().collect();
     sorted.sort_by(|a, b| a.prefix.cmp(&b.prefix));

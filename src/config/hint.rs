@@ -10,7 +10,7 @@
 /// of the word's length off; or a candidate that `word` ends or starts with on a `-` boundary
 /// (`cluster-a` for `a`, `a-prod` for `a`). `None` when nothing is close (a word of one or two
 /// letters is close to nothing but its affixes: every short name is a letter away from it).
-pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub(super) fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let bound = word.len() / 3;
     let mut best: Option<(usize, &str)> = None;
     for candidate in candidates {
@@ -29,7 +29,7 @@ pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) ->
 }
 
 /// Levenshtein distance over bytes.
-pub fn edit_distance(a: &str, b: &str) -> usize {
+pub(super) fn edit_distance(a: &str, b: &str) -> usize {
     let b = b.as_bytes();
     let mut row: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.bytes().enumerate() {
@@ -47,7 +47,7 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
 /// Why a value that starts or ends with a quote is refused: no variable takes one, so the
 /// quotes were copied from a shell line (`MESHDNS_CLUSTERS="a=…"`) into a file that takes the
 /// value as it is (an env file, a ConfigMap). `None` for a value without quotes at its ends.
-pub fn copied_quotes(value: &str) -> Option<String> {
+pub(super) fn copied_quotes(value: &str) -> Option<String> {
     let value = value.trim();
     let quoted = |c: char| value.starts_with(c) || value.ends_with(c);
     ['"', '\''].into_iter().find(|c| quoted(*c)).map(|quote| {
@@ -60,7 +60,7 @@ pub fn copied_quotes(value: &str) -> Option<String> {
 
 /// Why a list item with spaces inside is refused: the items of a comma list were separated by
 /// spaces. `None` for an item without inner whitespace.
-pub fn spaces_in_list(item: &str) -> Option<String> {
+pub(super) fn spaces_in_list(item: &str) -> Option<String> {
     let words: Vec<&str> = item.split_whitespace().collect();
     (words.len() > 1).then(|| {
         format!(
@@ -71,7 +71,7 @@ pub fn spaces_in_list(item: &str) -> Option<String> {
 }
 
 /// Why an address that ends in `:` is refused: the port after it is missing.
-pub fn missing_port(token: &str) -> Option<String> {
+pub(super) fn missing_port(token: &str) -> Option<String> {
     token.strip_suffix(':').map(|host| {
         format!("ends with ':' but names no port: write {host}:PORT, or leave the ':' out for the default port")
     })

@@ -16,7 +16,7 @@ mod own;
 mod pod;
 mod source;
 mod values;
-pub mod variables;
+pub(crate) mod variables;
 mod webhook;
 mod zones;
 
@@ -29,11 +29,13 @@ use hickory_proto::rr::Name;
 use crate::certificates::{self, ClientTls, PemFile};
 
 pub use clusters::{Endpoint, Transport};
-pub use dot::DotConfig;
-pub use own::is_own_address;
-pub use pod::{OwnData, OwnName, Pod, PodIdentity};
-pub use source::{MAX_VALUE, Settings, Source, Sources, read_env_file};
-pub use values::{IpNet, show_duration};
+pub(crate) use dot::DotConfig;
+pub(crate) use own::is_own_address;
+pub(crate) use pod::{OwnData, OwnName, PodIdentity};
+pub use source::read_env_file;
+pub(crate) use source::{Settings, Source};
+pub(crate) use source::Sources;
+pub(crate) use values::{IpNet, show_duration};
 pub use webhook::WebhookConfig;
 
 use clusters::parse_clusters;
@@ -297,7 +299,7 @@ fn check_no_quotes(settings: &Settings) -> Result<(), ConfigError> {
 /// The configuration `sources` hold, or the first value that is wrong. Pure: every file it
 /// needs was read by the loader ([`Sources::load`]), so it touches nothing and can be tested
 /// from values alone.
-pub fn parse(sources: Sources) -> Result<Config, ConfigError> {
+pub(crate) fn parse(sources: Sources) -> Result<Config, ConfigError> {
     let Sources {
         settings,
         environment,

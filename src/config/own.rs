@@ -18,7 +18,7 @@ use super::{Cluster, ConfigError, UpstreamSource};
 
 /// The listen addresses, and each of `pod_ips` (of the same family) on the port of a wildcard
 /// listen address.
-pub fn own_addresses(listen: &[SocketAddr], pod_ips: &[IpAddr]) -> Vec<SocketAddr> {
+pub(super) fn own_addresses(listen: &[SocketAddr], pod_ips: &[IpAddr]) -> Vec<SocketAddr> {
     let mut own = listen.to_vec();
     for wildcard in listen.iter().filter(|l| l.ip().is_unspecified()) {
         own.extend(
@@ -35,7 +35,7 @@ pub fn own_addresses(listen: &[SocketAddr], pod_ips: &[IpAddr]) -> Vec<SocketAdd
 /// [`Config::own_addresses`](super::Config::own_addresses)): one of them in any spelling, or a loopback address on the port of a
 /// wildcard one (`0.0.0.0:53` answers `127.0.0.1:53`; `[::]:53` answers `[::1]:53`, IPv6 only
 /// as meshdns binds it).
-pub fn is_own_address(own: &[SocketAddr], endpoint: SocketAddr) -> bool {
+pub(crate) fn is_own_address(own: &[SocketAddr], endpoint: SocketAddr) -> bool {
     let canonical = |addr: SocketAddr| SocketAddr::new(addr.ip().to_canonical(), addr.port());
     let endpoint = canonical(endpoint);
     own.iter().map(|own| canonical(*own)).any(|own| {

@@ -34,7 +34,7 @@ use crate::certificates::{PemFile, TlsConfigError};
 
 /// The longest value of any variable, from a file or the environment: 64 KiB holds 256
 /// clusters with several endpoints and options each, and no meaningful value comes near it.
-pub const MAX_VALUE: usize = 64 * 1024;
+pub(super) const MAX_VALUE: usize = 64 * 1024;
 
 /// Where a value came from (shown by `--check`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,7 +62,7 @@ pub struct Settings {
 
 /// What the world holds, read once by [`Sources::load`]: the parse's only input.
 #[derive(Debug)]
-pub struct Sources {
+pub(crate) struct Sources {
     /// The environment with the configuration directory's files laid over it.
     pub settings: Settings,
     /// The environment's part of `settings`: what a reload lays the directory over again.
@@ -82,7 +82,7 @@ pub struct Sources {
 impl Sources {
     /// Reads the configuration directory `environment` names, then every file the values name.
     /// Fails only when the directory cannot be read (or holds what is not ours).
-    pub fn load(environment: &Settings) -> Result<Self, ConfigError> {
+    pub(crate) fn load(environment: &Settings) -> Result<Self, ConfigError> {
         let settings = match set(environment, CONFIG_DIR) {
             None => environment.clone(),
             Some(dir) => environment.clone().with_dir(Path::new(dir))?,

@@ -10,12 +10,12 @@ use std::time::Duration;
 use hickory_proto::rr::Name;
 
 /// The DNS port, used when an endpoint or listen address names no port.
-pub const DNS_PORT: u16 = 53;
+pub(super) const DNS_PORT: u16 = 53;
 
 /// `500ms`, `1.5s`, `2s`, `5m`, `1h`, or `0`, at most `max` (a value beyond it cannot be meant,
 /// and unbounded ones overflow the clock). Whole or decimal numbers; a bare number without a
 /// unit is refused (`2` could be seconds or milliseconds).
-pub fn parse_duration(token: &str, max: Duration) -> Result<Duration, String> {
+pub(super) fn parse_duration(token: &str, max: Duration) -> Result<Duration, String> {
     if token == "0" {
         return Ok(Duration::ZERO);
     }
@@ -50,7 +50,7 @@ pub fn parse_duration(token: &str, max: Duration) -> Result<Duration, String> {
 }
 
 /// A duration as an operator writes it: `500ms`, `2s`, `1.5s`, `5m`, `1h`.
-pub fn show_duration(duration: Duration) -> String {
+pub(crate) fn show_duration(duration: Duration) -> String {
     let ms = duration.as_millis();
     if ms == 0 {
         "0".to_string()
@@ -68,7 +68,7 @@ pub fn show_duration(duration: Duration) -> String {
 }
 
 /// `IP`, `IP:PORT`, `[IPv6]` or `[IPv6]:PORT`: the address, and its port when one is written.
-pub fn parse_ip_port(token: &str) -> Option<(IpAddr, Option<u16>)> {
+pub(super) fn parse_ip_port(token: &str) -> Option<(IpAddr, Option<u16>)> {
     if let Ok(addr) = token.parse::<SocketAddr>() {
         return Some((addr.ip(), Some(addr.port())));
     }
@@ -80,7 +80,7 @@ pub fn parse_ip_port(token: &str) -> Option<(IpAddr, Option<u16>)> {
 }
 
 /// [`parse_ip_port`], the port defaulting to `default_port`.
-pub fn parse_socket_addr(token: &str, default_port: u16) -> Result<SocketAddr, String> {
+pub(super) fn parse_socket_addr(token: &str, default_port: u16) -> Result<SocketAddr, String> {
     let (ip, port) = parse_ip_port(token).ok_or_else(|| {
         super::hint::missing_port(token)
             .unwrap_or_else(|| "is not an address (IP, IP:PORT or [IPv6]:PORT)".to_string())
@@ -161,7 +161,7 @@ impl std::fmt::Display for IpNet {
 
 /// A zone or domain name: made fully qualified, stored lowercased (zones are matched
 /// case-insensitively anyway; lowercase keeps `--check` output and logs tidy).
-pub fn parse_zone(token: &str) -> Result<Name, String> {
+pub(super) fn parse_zone(token: &str) -> Result<Name, String> {
     let trimmed = token.trim_end_matches('.');
     if trimmed.is_empty() {
         return Err("is empty or the root zone".to_string());
@@ -184,7 +184,7 @@ pub fn parse_zone(token: &str) -> Result<Name, String> {
 
 /// A host name (an endpoint's, or the name a TLS certificate must carry): labels of letters,
 /// digits and '-', fully qualified and lowercased.
-pub fn parse_host_name(token: &str) -> Result<Name, String> {
+pub(super) fn parse_host_name(token: &str) -> Result<Name, String> {
     let trimmed = token.trim_end_matches('.');
     let valid = !trimmed.is_empty()
         && trimmed.split('.').all(|label| {
@@ -212,7 +212,7 @@ pub fn parse_host_name(token: &str) -> Result<Name, String> {
 
 /// One lowercase DNS label as Kubernetes names use them (RFC 1123): `[a-z0-9-]`, at most 63
 /// characters, no '-' at either end.
-pub fn is_dns_label(token: &str) -> bool {
+pub(super) fn is_dns_label(token: &str) -> bool {
     !token.is_empty()
         && token.len() <= 63
         && token
@@ -224,7 +224,7 @@ pub fn is_dns_label(token: &str) -> bool {
 
 /// A cluster name: one DNS label of `[a-z0-9-]`, at most 63 characters, so that it can stand
 /// in a zone name (`cluster.NAME`), a prefix (`NAME-`) and a metric label.
-pub fn check_cluster_name(token: &str) -> Result<(), String> {
+pub(super) fn check_cluster_name(token: &str) -> Result<(), String> {
     if is_dns_label(token) {
         Ok(())
     } else {

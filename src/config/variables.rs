@@ -47,6 +47,7 @@ impl Variable {
         }
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// The variable's row of the README's configuration table.
     pub fn readme_row(&self) -> String {
         let default = self
@@ -98,45 +99,45 @@ const fn var(
     }
 }
 
-pub const LISTEN: &str = "MESHDNS_LISTEN";
-pub const ALLOW_FROM: &str = "MESHDNS_ALLOW_FROM";
-pub const UPSTREAMS: &str = "MESHDNS_UPSTREAMS";
-pub const RESOLV_CONF: &str = "MESHDNS_RESOLV_CONF";
-pub const CLUSTER_DOMAIN: &str = "MESHDNS_CLUSTER_DOMAIN";
-pub const LOCAL_CLUSTER: &str = "MESHDNS_LOCAL_CLUSTER";
-pub const CLUSTERS: &str = "MESHDNS_CLUSTERS";
-pub const CLUSTER_ZONE: &str = "MESHDNS_CLUSTER_ZONE";
-pub const DISTRIBUTED_ZONES: &str = "MESHDNS_DISTRIBUTED_ZONES";
-pub const CLUSTERSET_ZONE: &str = "MESHDNS_CLUSTERSET_ZONE";
-pub const TIMEOUT: &str = "MESHDNS_TIMEOUT";
-pub const ATTEMPT_TIMEOUT: &str = "MESHDNS_ATTEMPT_TIMEOUT";
-pub const CACHE_SIZE: &str = "MESHDNS_CACHE_SIZE";
-pub const CACHE_MAX_TTL: &str = "MESHDNS_CACHE_MAX_TTL";
-pub const CACHE_NEGATIVE_TTL: &str = "MESHDNS_CACHE_NEGATIVE_TTL";
-pub const SERVE_STALE: &str = "MESHDNS_SERVE_STALE";
-pub const MAX_INFLIGHT: &str = "MESHDNS_MAX_INFLIGHT";
-pub const ADMIN_LISTEN: &str = "MESHDNS_ADMIN_LISTEN";
-pub const LOG: &str = "MESHDNS_LOG";
-pub const LOG_FORMAT: &str = "MESHDNS_LOG_FORMAT";
-pub const THREADS: &str = "MESHDNS_THREADS";
-pub const CONFIG_DIR: &str = "MESHDNS_CONFIG_DIR";
-pub const TLS_CA_FILE: &str = "MESHDNS_TLS_CA_FILE";
-pub const TLS_CERT_FILE: &str = "MESHDNS_TLS_CERT_FILE";
-pub const TLS_KEY_FILE: &str = "MESHDNS_TLS_KEY_FILE";
-pub const DOT_LISTEN: &str = "MESHDNS_DOT_LISTEN";
-pub const DOT_CERT_FILE: &str = "MESHDNS_DOT_CERT_FILE";
-pub const DOT_KEY_FILE: &str = "MESHDNS_DOT_KEY_FILE";
-pub const DOT_CLIENT_CA_FILE: &str = "MESHDNS_DOT_CLIENT_CA_FILE";
-pub const POD_IP: &str = "MESHDNS_POD_IP";
-pub const POD_IPS: &str = "MESHDNS_POD_IPS";
-pub const POD_HOSTNAME: &str = "MESHDNS_POD_HOSTNAME";
-pub const POD_SUBDOMAIN: &str = "MESHDNS_POD_SUBDOMAIN";
-pub const POD_NAMESPACE: &str = "MESHDNS_POD_NAMESPACE";
-pub const HOSTS_FILE: &str = "MESHDNS_HOSTS_FILE";
-pub const WEBHOOK_LISTEN: &str = "MESHDNS_WEBHOOK_LISTEN";
-pub const WEBHOOK_CERT_FILE: &str = "MESHDNS_WEBHOOK_CERT_FILE";
-pub const WEBHOOK_KEY_FILE: &str = "MESHDNS_WEBHOOK_KEY_FILE";
-pub const WEBHOOK_IMAGE: &str = "MESHDNS_WEBHOOK_IMAGE";
+pub(crate) const LISTEN: &str = "MESHDNS_LISTEN";
+pub(crate) const ALLOW_FROM: &str = "MESHDNS_ALLOW_FROM";
+pub(crate) const UPSTREAMS: &str = "MESHDNS_UPSTREAMS";
+pub(crate) const RESOLV_CONF: &str = "MESHDNS_RESOLV_CONF";
+pub(crate) const CLUSTER_DOMAIN: &str = "MESHDNS_CLUSTER_DOMAIN";
+pub(crate) const LOCAL_CLUSTER: &str = "MESHDNS_LOCAL_CLUSTER";
+pub(crate) const CLUSTERS: &str = "MESHDNS_CLUSTERS";
+pub(crate) const CLUSTER_ZONE: &str = "MESHDNS_CLUSTER_ZONE";
+pub(crate) const DISTRIBUTED_ZONES: &str = "MESHDNS_DISTRIBUTED_ZONES";
+pub(crate) const CLUSTERSET_ZONE: &str = "MESHDNS_CLUSTERSET_ZONE";
+pub(crate) const TIMEOUT: &str = "MESHDNS_TIMEOUT";
+pub(crate) const ATTEMPT_TIMEOUT: &str = "MESHDNS_ATTEMPT_TIMEOUT";
+pub(crate) const CACHE_SIZE: &str = "MESHDNS_CACHE_SIZE";
+pub(crate) const CACHE_MAX_TTL: &str = "MESHDNS_CACHE_MAX_TTL";
+pub(crate) const CACHE_NEGATIVE_TTL: &str = "MESHDNS_CACHE_NEGATIVE_TTL";
+pub(crate) const SERVE_STALE: &str = "MESHDNS_SERVE_STALE";
+pub(crate) const MAX_INFLIGHT: &str = "MESHDNS_MAX_INFLIGHT";
+pub(crate) const ADMIN_LISTEN: &str = "MESHDNS_ADMIN_LISTEN";
+pub(crate) const LOG: &str = "MESHDNS_LOG";
+pub(crate) const LOG_FORMAT: &str = "MESHDNS_LOG_FORMAT";
+pub(crate) const THREADS: &str = "MESHDNS_THREADS";
+pub(crate) const CONFIG_DIR: &str = "MESHDNS_CONFIG_DIR";
+pub(crate) const TLS_CA_FILE: &str = "MESHDNS_TLS_CA_FILE";
+pub(crate) const TLS_CERT_FILE: &str = "MESHDNS_TLS_CERT_FILE";
+pub(crate) const TLS_KEY_FILE: &str = "MESHDNS_TLS_KEY_FILE";
+pub(crate) const DOT_LISTEN: &str = "MESHDNS_DOT_LISTEN";
+pub(crate) const DOT_CERT_FILE: &str = "MESHDNS_DOT_CERT_FILE";
+pub(crate) const DOT_KEY_FILE: &str = "MESHDNS_DOT_KEY_FILE";
+pub(crate) const DOT_CLIENT_CA_FILE: &str = "MESHDNS_DOT_CLIENT_CA_FILE";
+pub(crate) const POD_IP: &str = "MESHDNS_POD_IP";
+pub(crate) const POD_IPS: &str = "MESHDNS_POD_IPS";
+pub(crate) const POD_HOSTNAME: &str = "MESHDNS_POD_HOSTNAME";
+pub(crate) const POD_SUBDOMAIN: &str = "MESHDNS_POD_SUBDOMAIN";
+pub(crate) const POD_NAMESPACE: &str = "MESHDNS_POD_NAMESPACE";
+pub(crate) const HOSTS_FILE: &str = "MESHDNS_HOSTS_FILE";
+pub(crate) const WEBHOOK_LISTEN: &str = "MESHDNS_WEBHOOK_LISTEN";
+pub(crate) const WEBHOOK_CERT_FILE: &str = "MESHDNS_WEBHOOK_CERT_FILE";
+pub(crate) const WEBHOOK_KEY_FILE: &str = "MESHDNS_WEBHOOK_KEY_FILE";
+pub(crate) const WEBHOOK_IMAGE: &str = "MESHDNS_WEBHOOK_IMAGE";
 
 /// Every variable, in the order `--help`, `--check` and the README show them.
 pub const VARIABLES: &[Variable] = &[
@@ -385,29 +386,29 @@ pub const VARIABLES: &[Variable] = &[
 ];
 
 /// The restart-only variables ([`Applies::Restart`]), in the table's order.
-pub fn restart_only() -> impl Iterator<Item = &'static str> {
+pub(crate) fn restart_only() -> impl Iterator<Item = &'static str> {
     (VARIABLES.iter())
         .filter(|v| v.applies == Applies::Restart)
         .map(|v| v.name)
 }
 
 /// Whether a change of `name` applies only after a restart.
-pub fn is_restart_only(name: &str) -> bool {
+pub(crate) fn is_restart_only(name: &str) -> bool {
     find(name).is_some_and(|v| v.applies == Applies::Restart)
 }
 
 /// The variables whose empty value is refused, in the table's order.
-pub fn refusing_empty() -> impl Iterator<Item = &'static str> {
+pub(crate) fn refusing_empty() -> impl Iterator<Item = &'static str> {
     VARIABLES.iter().filter(|v| v.refuses_empty).map(|v| v.name)
 }
 
 /// The variable called `name`.
-pub fn find(name: &str) -> Option<&'static Variable> {
+pub(crate) fn find(name: &str) -> Option<&'static Variable> {
     VARIABLES.iter().find(|v| v.name == name)
 }
 
 /// The known variable `unknown` most likely stands for (a typo a few letters off).
-pub fn suggestion(unknown: &str) -> Option<&'static str> {
+pub(crate) fn suggestion(unknown: &str) -> Option<&'static str> {
     VARIABLES
         .iter()
         .map(|v| (super::hint::edit_distance(unknown, v.name), v.name))

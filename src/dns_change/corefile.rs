@@ -10,14 +10,14 @@
 use super::ChangeError;
 
 /// The first line of the region meshdns owns in a Corefile.
-pub const BEGIN: &str =
+pub(crate) const BEGIN: &str =
     "# meshdns: begin (written by `meshdns dns-change`; replaced as a whole on the next run)";
 /// The last line of that region.
-pub const END: &str = "# meshdns: end";
+pub(crate) const END: &str = "# meshdns: end";
 
 /// One server block (or snippet) at the top level of a Corefile.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Block {
+pub(crate) struct Block {
     /// 1-based line of its first key.
     pub line: usize,
     /// That line as written, trimmed: what an error names.
@@ -31,7 +31,7 @@ pub struct Block {
 
 /// What [`parse`] finds.
 #[derive(Debug, Default)]
-pub struct Corefile {
+pub(crate) struct Corefile {
     pub blocks: Vec<Block>,
     /// The arguments of the top-level `import` lines (`/etc/coredns/custom/*.server`).
     pub imports: Vec<String>,
@@ -53,7 +53,7 @@ fn words(line: &str) -> Vec<&str> {
 }
 
 /// A key's zone: `dns://Cluster.A.:53` → `cluster.a`; the root `.` (or an empty zone) → `.`.
-pub fn zone_of_key(key: &str) -> String {
+pub(crate) fn zone_of_key(key: &str) -> String {
     let key = key.trim_end_matches(',');
     let rest = key.split_once("://").map_or(key, |(_, rest)| rest);
     let host = match rest.rsplit_once(':') {
@@ -74,7 +74,7 @@ fn opens(word: &str) -> bool {
 
 /// Parse the parts of `text` that a merge needs. `Err` names the line of a brace that does not
 /// match or of a region marker out of place.
-pub fn parse(text: &str) -> Result<Corefile, ChangeError> {
+pub(crate) fn parse(text: &str) -> Result<Corefile, ChangeError> {
     let mut found = Corefile::default();
     let (mut depth, mut keys, mut first) = (0usize, Vec::new(), (0, String::new()));
     let mut region_start = None;
@@ -153,12 +153,12 @@ fn is_under(zone: &str, parent: &str) -> bool {
 /// Whether two zones overlap: equal, or one inside the other. The root overlaps nothing here:
 /// every Corefile has it, and a more specific block beside it is how CoreDNS is meant to be
 /// extended.
-pub fn overlaps(a: &str, b: &str) -> bool {
+pub(crate) fn overlaps(a: &str, b: &str) -> bool {
     a != "." && b != "." && (a == b || is_under(a, b) || is_under(b, a))
 }
 
 /// The first block outside meshdns's region that serves a zone overlapping one of `owned`.
-pub fn check_conflicts(corefile: &Corefile, owned: &[String]) -> Result<(), ChangeError> {
+pub(crate) fn check_conflicts(corefile: &Corefile, owned: &[String]) -> Result<(), ChangeError> {
     for block in corefile.blocks.iter().filter(|b| !b.in_region) {
         for zone in &block.zones {
             if let Some(mine) = owned.iter().find(|m| overlaps(zone, m)) {
@@ -175,7 +175,7 @@ pub fn check_conflicts(corefile: &Corefile, owned: &[String]) -> Result<(), Chan
 
 /// `current` with meshdns's region replaced by `region` (appended at the end), after checking
 /// that nothing outside the region serves one of `owned`.
-pub fn merge(current: &str, region: &str, owned: &[String]) -> Result<String, ChangeError> {
+pub(crate) fn merge(current: &str, region: &str, owned: &[String]) -> Result<String, ChangeError> {
     let corefile = parse(current)?;
     check_conflicts(&corefile, owned)?;
     let (start, end) = corefile.region.unwrap_or((usize::MAX, usize::MAX));
@@ -193,7 +193,7 @@ pub fn merge(current: &str, region: &str, owned: &[String]) -> Result<String, Ch
 }
 
 /// The region: one server block per zone, each forwarding to `resolver` (an IP, or `IP:port`).
-pub fn region(owned: &[String], resolver: &str) -> String {
+pub(crate) fn region(owned: &[String], resolver: &str) -> String {
     let mut text = format!(
         "{BEGIN}\n# The zones meshdns owns, forwarded to its cluster-level resolver ({resolver}).\n"
     );

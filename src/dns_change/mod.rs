@@ -10,7 +10,7 @@
 //! overlapping it, is refused with its place named; every other line is kept. Everything here is
 //! text in, text out: `main` reads the files and prints the result.
 
-pub mod corefile;
+pub(crate) mod corefile;
 
 use std::net::IpAddr;
 
@@ -102,7 +102,7 @@ impl Platform {
 /// dot): every cluster zone in `MESHDNS_CLUSTERS` order, the distributed zones, the clusterset
 /// zone. The namespace zones of `namespaces=` are not among them: they lie under the cluster
 /// domain, which kube-dns serves itself.
-pub fn owned_zones(config: &Config) -> Vec<String> {
+pub(crate) fn owned_zones(config: &Config) -> Vec<String> {
     let clusters = config.clusters.iter().map(|c| &c.zone);
     clusters
         .chain(&config.distributed_zones)

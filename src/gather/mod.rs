@@ -53,8 +53,13 @@ use crate::rewrite::Peer;
 use crate::upstream::{Progress, Upstream};
 use crate::wire;
 
-pub use merge::{Leg, Merged, PARTIAL_TTL, merge};
-pub use naming::{ClientHost, Naming, Plan, Scheme};
+pub use merge::Leg;
+pub(crate) use merge::Merged;
+#[cfg(any(test, feature = "testing"))]
+pub use merge::{PARTIAL_TTL, merge};
+#[cfg(any(test, feature = "testing"))]
+pub use naming::ClientHost;
+pub use naming::{Naming, Plan, Scheme};
 
 /// TTL of the MCS `dns-version` record.
 const SCHEMA_VERSION_TTL: u32 = 300;

@@ -21,8 +21,8 @@ use crate::config::Cluster;
 const SVC_LABEL: &[u8] = b"svc";
 
 /// The MCS schema version record (KEP-1645): `dns-version.<zone> TXT "1.0.0"`.
-pub const MCS_VERSION_LABEL: &[u8] = b"dns-version";
-pub const MCS_SCHEMA_VERSION: &str = "1.0.0";
+pub(super) const MCS_VERSION_LABEL: &[u8] = b"dns-version";
+pub(super) const MCS_SCHEMA_VERSION: &str = "1.0.0";
 
 /// A gathered zone and its naming scheme.
 #[derive(Debug, Clone, PartialEq)]

@@ -19,10 +19,10 @@ use tracing_subscriber::fmt::MakeWriter;
 
 /// Lines waiting for stderr at most: a burst of warnings fits; a debug line per query at
 /// thousands of queries a second is dropped rather than held (about 0.5 MB when full).
-pub const QUEUED_LINES: usize = 1024;
+pub(super) const QUEUED_LINES: usize = 1024;
 
 /// How long [`Flush`] waits at exit for the queued lines to be written.
-pub const FLUSH_TIMEOUT: Duration = Duration::from_secs(1);
+pub(super) const FLUSH_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Where tracing-subscriber writes its lines: a handle on the queue.
 #[derive(Debug, Clone)]

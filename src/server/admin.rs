@@ -28,21 +28,21 @@ use crate::metrics::{self, Metrics};
 pub const MAX_CONNECTIONS: usize = 16;
 
 /// How long a client may take to send a request's headers.
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long one connection (keep-alive included) may stay open.
-pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
+pub(super) const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
 
 /// Whether every DNS listener is being served: what `/readyz` reports.
 #[derive(Debug, Clone, Default)]
-pub struct Readiness(Arc<AtomicBool>);
+pub(crate) struct Readiness(Arc<AtomicBool>);
 
 impl Readiness {
-    pub fn set(&self, ready: bool) {
+    pub(crate) fn set(&self, ready: bool) {
         self.0.store(ready, Ordering::Relaxed);
     }
 
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         self.0.load(Ordering::Relaxed)
     }
 }
@@ -50,7 +50,7 @@ impl Readiness {
 /// Serves the admin endpoints until the task is aborted (the end of `run`): it keeps answering
 /// `/livez` and `/metrics` while in-flight queries drain. Its connections live in a set owned
 /// by this task, so they end with it.
-pub async fn serve_admin(listener: TcpListener, readiness: Readiness, metrics: Arc<Metrics>) {
+pub(crate) async fn serve_admin(listener: TcpListener, readiness: Readiness, metrics: Arc<Metrics>) {
     let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut open = tokio::task::JoinSet::new();
     loop {

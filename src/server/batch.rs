@@ -13,22 +13,22 @@ use nix::sys::socket::{
 };
 
 /// Datagrams taken per receive.
-pub const BATCH: usize = 32;
+pub(super) const BATCH: usize = 32;
 
 /// Replies sent per `sendmmsg`: the replies of a batch go out in groups of this many as they
 /// are made, not all after the batch's last datagram. After the thread loses its CPU for a
 /// while, a full batch of 32 kept the first reply of the backlog waiting for 31 others (about
 /// 110 µs on the bench host); in groups of 8 it waits for 7 at most, and cache-hit throughput
 /// did not drop (bench/results/steps.md, round three).
-pub const SEND_GROUP: usize = 8;
+pub(super) const SEND_GROUP: usize = 8;
 
 /// The room for one datagram. A query is a header, a question and an OPT record — a few
 /// hundred bytes; a larger one arrives cut (and is answered FORMERR from its header).
-pub const SLOT: usize = 4096;
+pub(super) const SLOT: usize = 4096;
 
 /// One datagram of a batch.
 #[derive(Debug, Clone, Copy)]
-pub struct Datagram<'a> {
+pub(super) struct Datagram<'a> {
     pub bytes: &'a [u8],
     pub peer: SocketAddr,
     /// Longer than [`SLOT`]: only its first bytes are here.
@@ -36,7 +36,7 @@ pub struct Datagram<'a> {
 }
 
 /// The receive side: [`BATCH`] slots of [`SLOT`] bytes, reused for every batch.
-pub struct Inbox {
+pub(super) struct Inbox {
     buffer: Vec<u8>,
     received: Vec<(usize, Option<SocketAddr>, bool)>,
 }
@@ -53,7 +53,7 @@ impl Default for Inbox {
 impl Inbox {
     /// Takes what is waiting, without blocking: how many datagrams (1..=[`BATCH`]), or
     /// `WouldBlock` when there were none.
-    pub fn receive(&mut self, socket: &UdpSocket) -> io::Result<usize> {
+    pub(super) fn receive(&mut self, socket: &UdpSocket) -> io::Result<usize> {
         self.received.clear();
         let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(BATCH, None);
         let mut slices: Vec<[IoSliceMut<'_>; 1]> = self
@@ -80,7 +80,7 @@ impl Inbox {
     }
 
     /// The datagrams of the last receive (those with an address meshdns can answer).
-    pub fn datagrams(&self) -> impl Iterator<Item = Datagram<'_>> {
+    pub(super) fn datagrams(&self) -> impl Iterator<Item = Datagram<'_>> {
         self.received
             .iter()
             .zip(self.buffer.chunks(SLOT))
@@ -108,7 +108,7 @@ fn std_address(address: &SockaddrStorage) -> Option<SocketAddr> {
 /// buffers of sent replies (a group's worth, none larger than a [`SLOT`]), so a cache hit's
 /// reply allocates nothing.
 #[derive(Default)]
-pub struct Outbox {
+pub(super) struct Outbox {
     replies: Vec<(Vec<u8>, SocketAddr)>,
     addresses: Vec<Option<SockaddrStorage>>,
     spare: Vec<Vec<u8>>,
@@ -116,12 +116,12 @@ pub struct Outbox {
 
 impl Outbox {
     /// An empty buffer for the next reply: a sent reply's, when one is kept.
-    pub fn buffer(&mut self) -> Vec<u8> {
+    pub(super) fn buffer(&mut self) -> Vec<u8> {
         self.spare.pop().unwrap_or_default()
     }
 
     /// Queues `reply` to `peer`, and sends the group once it is full.
-    pub fn push(&mut self, socket: &UdpSocket, reply: Vec<u8>, peer: SocketAddr) {
+    pub(super) fn push(&mut self, socket: &UdpSocket, reply: Vec<u8>, peer: SocketAddr) {
         self.replies.push((reply, peer));
         if self.replies.len() == SEND_GROUP {
             self.flush(socket);
@@ -131,7 +131,7 @@ impl Outbox {
     /// Sends the replies queued so far without blocking, in one system call when the kernel
     /// takes them all; a reply that finds the send buffer full is dropped, as the network
     /// would drop it (the client asks again). Returns how many went out.
-    pub fn flush(&mut self, socket: &UdpSocket) -> usize {
+    pub(super) fn flush(&mut self, socket: &UdpSocket) -> usize {
         let sent = self.send(socket);
         for (mut reply, _) in self.replies.drain(..) {
             if self.spare.len() < SEND_GROUP && reply.capacity() <= SLOT {
@@ -179,7 +179,7 @@ impl Outbox {
 }
 
 /// One reply, without blocking; `false` when it could not be sent.
-pub fn send_one(socket: &UdpSocket, reply: &[u8], peer: SocketAddr) -> bool {
+pub(super) fn send_one(socket: &UdpSocket, reply: &[u8], peer: SocketAddr) -> bool {
     match socket.send_to(reply, peer) {
         Ok(_) => true,
         Err(error) => {

@@ -30,7 +30,7 @@ use crate::wire::Proto;
 /// Serves DNS over TLS on one listener until shutdown, then waits for its connections to
 /// finish; like [`serve_tcp`](super::serve_tcp), only a listening socket that can never accept
 /// again ends it early.
-pub async fn serve_dot(
+pub(crate) async fn serve_dot(
     listener: TcpListener,
     shared: Shared,
     tls: Arc<ServerTls>,

@@ -19,18 +19,22 @@ use crate::background::Tasks;
 use crate::metrics::Metrics;
 use crate::query::Resolver;
 
-pub use admin::{MAX_CONNECTIONS as ADMIN_MAX_CONNECTIONS, Readiness, serve_admin};
+#[cfg(any(test, feature = "testing"))]
+pub use admin::MAX_CONNECTIONS as ADMIN_MAX_CONNECTIONS;
+pub(crate) use admin::{Readiness, serve_admin};
 pub use bind::{BindError, Listeners, bind, bind_admin, bind_dot, bind_spread};
-pub use dot::serve_dot;
+pub(crate) use dot::serve_dot;
+#[cfg(any(test, feature = "testing"))]
 pub use tcp::{
     IDLE_TIMEOUT as TCP_IDLE_TIMEOUT, MAX_CONNECTIONS as TCP_MAX_CONNECTIONS, MAX_QUERY_FRAME,
-    WRITE_TIMEOUT as TCP_WRITE_TIMEOUT, serve_tcp,
+    WRITE_TIMEOUT as TCP_WRITE_TIMEOUT,
 };
-pub use udp::serve_udp;
+pub(crate) use tcp::serve_tcp;
+pub(crate) use udp::serve_udp;
 
 /// What every listener loop needs.
 #[derive(Clone)]
-pub struct Shared {
+pub(crate) struct Shared {
     pub resolver: Arc<Resolver>,
     /// Client queries being answered at once, over all listeners (`MESHDNS_MAX_INFLIGHT`).
     /// A UDP query beyond it is dropped, a TCP connection waits; clients retry, and memory
@@ -50,6 +54,6 @@ pub struct Shared {
 }
 
 /// The in-flight slots TCP queries may hold at once out of `max_inflight`: half, at least one.
-pub fn tcp_share(max_inflight: usize) -> usize {
+pub(crate) fn tcp_share(max_inflight: usize) -> usize {
     (max_inflight / 2).max(1)
 }

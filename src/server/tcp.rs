@@ -43,7 +43,7 @@ use crate::wire::{self, Proto};
 pub const MAX_CONNECTIONS: usize = 256;
 
 /// Queries of one connection being answered or waiting to be written at once.
-pub const MAX_PIPELINED: usize = 32;
+pub(super) const MAX_PIPELINED: usize = 32;
 
 /// How long a connection may be silent, or take to deliver one frame.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -58,7 +58,7 @@ pub const MAX_QUERY_FRAME: usize = 16 * 1024;
 
 /// Serves one listener until shutdown, then waits for its connections to finish. Only a
 /// listening socket that can never accept again ends it early, with that error.
-pub async fn serve_tcp(listener: TcpListener, shared: Shared) -> std::io::Result<()> {
+pub(crate) async fn serve_tcp(listener: TcpListener, shared: Shared) -> std::io::Result<()> {
     accept(listener, shared, connection).await
 }
 

@@ -16,6 +16,7 @@ use crate::wire;
 /// RCODEs a server sends without the question when it cannot parse a query.
 const QUESTIONLESS_ERRORS: [u8; 4] = [1, 2, 4, 5];
 
+#[cfg(any(test, feature = "testing"))]
 /// Whether `reply` answers `sent` (see the module documentation): a response with our ID and
 /// opcode, our question or none at all on an error, and a message that walks fully — a
 /// malformed one would reach the client verbatim on the pass-through route (and its cache), so

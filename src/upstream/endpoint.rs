@@ -37,11 +37,11 @@ use super::stream::StreamEndpoint;
 use crate::background::Owner;
 
 /// How often a down endpoint is probed.
-pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
+pub(super) const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How an endpoint is asked.
 #[derive(Debug)]
-pub enum Dialer {
+pub(super) enum Dialer {
     /// A fresh UDP socket per attempt; a truncated reply is asked again over the endpoint's
     /// one pipelined TCP connection.
     Udp { tcp: StreamEndpoint },
@@ -56,7 +56,7 @@ type BoxedAttempt<'a> = Pin<Box<dyn Future<Output = Result<Answered, AttemptErro
 
 /// One endpoint of a group.
 #[derive(Debug)]
-pub struct Endpoint {
+pub(super) struct Endpoint {
     pub addr: SocketAddr,
     dialer: Dialer,
     health: Health,
@@ -75,7 +75,7 @@ pub struct Endpoint {
 impl Endpoint {
     /// An endpoint considered up, whose work ends with `owner`, counting its resends into
     /// `retransmits`.
-    pub fn new(
+    pub(super) fn new(
         addr: SocketAddr,
         dialer: Dialer,
         healthy: HealthSeries,
@@ -94,22 +94,22 @@ impl Endpoint {
         }
     }
 
-    pub fn is_up(&self) -> bool {
+    pub(super) fn is_up(&self) -> bool {
         self.health.is_up()
     }
 
     /// Whether its last attempt failed.
-    pub fn is_failing(&self) -> bool {
+    pub(super) fn is_failing(&self) -> bool {
         self.health.is_failing()
     }
 
     /// Its retransmission timeout now, at most `ceiling`.
-    pub fn rto(&self, ceiling: Duration) -> Duration {
+    pub(super) fn rto(&self, ceiling: Duration) -> Duration {
         self.health.rto(ceiling)
     }
 
     /// A send to it went unanswered for its retransmission timeout (a hedge was sent).
-    pub fn timed_out(&self) {
+    pub(super) fn timed_out(&self) {
         self.health.timed_out();
     }
 
@@ -122,7 +122,7 @@ impl Endpoint {
     ///
     /// The future is a UDP attempt's size: an exchange over a stream is boxed when it is made,
     /// so the room for it is not carried by every attempt (see `exchange`'s memory note).
-    pub fn attempt<'a>(
+    pub(super) fn attempt<'a>(
         &'a self,
         query: &'a Marked,
         sends: u32,
@@ -156,7 +156,7 @@ impl Endpoint {
 
     /// Records that the endpoint answered (in `rtt`, when timed); logs and sets the gauge
     /// when it was down.
-    pub fn answered(&self, upstream: &str, rtt: Option<Duration>) {
+    pub(super) fn answered(&self, upstream: &str, rtt: Option<Duration>) {
         if self.health.answered(rtt) {
             self.healthy.set(true);
             if let Some(suppressed) = self.health_log.check() {
@@ -167,7 +167,7 @@ impl Endpoint {
 
     /// Records a failed attempt (a local error is logged, not counted) and, once the endpoint
     /// is down, makes sure a probe is running for it.
-    pub fn failed(
+    pub(super) fn failed(
         self: &Arc<Self>,
         upstream: &str,
         error: &AttemptError,

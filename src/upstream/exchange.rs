@@ -76,7 +76,7 @@ pub struct Answered {
 
 /// How a UDP attempt sends its query again while no reply comes.
 #[derive(Debug, Clone, Copy)]
-pub struct Resend<'a> {
+pub(super) struct Resend<'a> {
     /// Sends in all, the first included (1: never sent again).
     pub sends: u32,
     /// The endpoint's record: the wait before each resend, told of each timeout.
@@ -93,14 +93,14 @@ pub struct Resend<'a> {
 /// by the exchange that polls it, whose single timer then wakes both (see the module
 /// documentation). An attempt polled by anything else must not be allowed to resend.
 #[derive(Debug, Default)]
-pub struct ResendAt(Mutex<Option<Instant>>);
+pub(super) struct ResendAt(Mutex<Option<Instant>>);
 
 impl ResendAt {
-    pub fn get(&self) -> Option<Instant> {
+    pub(super) fn get(&self) -> Option<Instant> {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub fn set(&self, at: Option<Instant>) {
+    pub(super) fn set(&self, at: Option<Instant>) {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) = at;
     }
 }
@@ -170,7 +170,7 @@ fn is_local(error: &std::io::Error) -> bool {
 /// over the endpoint's TCP connection `tcp`, for at most the resend ceiling (the attempt
 /// timeout); if that fails the truncated reply is returned (it is still an answer, and the
 /// cache never stores it).
-pub async fn udp_then_tcp(
+pub(super) async fn udp_then_tcp(
     endpoint: SocketAddr,
     tcp: &StreamEndpoint,
     query: &Marked,
@@ -296,7 +296,7 @@ async fn fetch_after_tc(
 
 /// One query over the endpoint's pipelined stream (TCP or TLS): the connection picks the ID,
 /// and hands over only a reply that passes the `accept` module's check for the query.
-pub async fn over_stream(
+pub(super) async fn over_stream(
     stream: &StreamEndpoint,
     query: &[u8],
     deadline: Instant,

@@ -17,7 +17,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 /// Failures in a row after which an endpoint is considered down (CoreDNS forward uses 3 too).
-pub const FAILURES_UNTIL_DOWN: u32 = 3;
+pub(super) const FAILURES_UNTIL_DOWN: u32 = 3;
 
 /// The shortest retransmission timeout. The estimate of a peer on the same network is well
 /// under a millisecond, but its answers have a tail of their own — a Go garbage collection in
@@ -43,7 +43,7 @@ const MAX_BACKOFF: u32 = 6;
 
 /// One endpoint's health record.
 #[derive(Debug, Default)]
-pub struct Health(Mutex<State>);
+pub(super) struct Health(Mutex<State>);
 
 #[derive(Debug, Default)]
 struct State {
@@ -84,7 +84,7 @@ impl Rtt {
 
 /// What a failed attempt changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub(super) enum Verdict {
     /// Still considered up.
     Up,
     /// This failure marked it down.
@@ -99,19 +99,19 @@ impl Health {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub fn is_up(&self) -> bool {
+    pub(super) fn is_up(&self) -> bool {
         !self.lock().down
     }
 
     /// Whether its last attempt failed: stale answers are then served at once (RFC 8767).
-    pub fn is_failing(&self) -> bool {
+    pub(super) fn is_failing(&self) -> bool {
         self.lock().failures > 0
     }
 
     /// How long a UDP query waits for its reply before it is sent again: SRTT + 4·RTTVAR,
     /// at least [`RTO_FLOOR`], doubled for every timeout since the last measured answer, at
     /// most `ceiling` (the attempt timeout). [`INITIAL_RTO`] before any measurement.
-    pub fn rto(&self, ceiling: Duration) -> Duration {
+    pub(super) fn rto(&self, ceiling: Duration) -> Duration {
         let state = self.lock();
         let base = state.rtt.map_or(INITIAL_RTO, |rtt| {
             (rtt.srtt + rtt.rttvar * 4).max(RTO_FLOOR)
@@ -121,14 +121,14 @@ impl Health {
     }
 
     /// A send was not answered within its retransmission timeout: the next wait doubles.
-    pub fn timed_out(&self) {
+    pub(super) fn timed_out(&self) {
         let mut state = self.lock();
         state.backoff = (state.backoff + 1).min(MAX_BACKOFF);
     }
 
     /// The endpoint answered, in `rtt` when the reply was timed (a UDP reply, measured from
     /// the send it answers); `true` when it was down until now.
-    pub fn answered(&self, rtt: Option<Duration>) -> bool {
+    pub(super) fn answered(&self, rtt: Option<Duration>) -> bool {
         let mut state = self.lock();
         state.failures = 0;
         if let Some(sample) = rtt {
@@ -139,7 +139,7 @@ impl Health {
     }
 
     /// An attempt failed (the caller leaves meshdns's own local errors out).
-    pub fn failed(&self) -> Verdict {
+    pub(super) fn failed(&self) -> Verdict {
         let mut state = self.lock();
         state.failures = state.failures.saturating_add(1);
         if state.down {
@@ -154,13 +154,13 @@ impl Health {
 
     /// Claims the probe of a down endpoint: `true` when it is down and no probe runs yet, so
     /// the caller starts one.
-    pub fn claim_probe(&self) -> bool {
+    pub(super) fn claim_probe(&self) -> bool {
         let mut state = self.lock();
         state.down && !std::mem::replace(&mut state.probing, true)
     }
 
     /// The probe ends: it saw the endpoint answer.
-    pub fn probe_ended(&self) {
+    pub(super) fn probe_ended(&self) {
         self.lock().probing = false;
     }
 }

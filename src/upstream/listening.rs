@@ -14,14 +14,14 @@ use super::MAX_LISTENING;
 const _: () = assert!(MAX_LISTENING == 2, "Slots holds two attempts");
 
 /// Two slots of attempt futures; emptying a slot drops, and so stops, its attempt.
-pub struct Slots<'a, F> {
+pub(super) struct Slots<'a, F> {
     first: Pin<&'a mut Option<F>>,
     second: Option<Pin<Box<Option<F>>>>,
 }
 
 impl<'a, F: Future> Slots<'a, F> {
     /// Empty slots, the first of them `first` (pinned in the caller's future).
-    pub fn new(first: Pin<&'a mut Option<F>>) -> Self {
+    pub(super) fn new(first: Pin<&'a mut Option<F>>) -> Self {
         Self {
             first,
             second: None,
@@ -36,7 +36,7 @@ impl<'a, F: Future> Slots<'a, F> {
     }
 
     /// Starts `attempt` in `slot` (0 or 1), stopping the one that was there.
-    pub fn start(&mut self, slot: usize, attempt: F) {
+    pub(super) fn start(&mut self, slot: usize, attempt: F) {
         match (slot, &mut self.second) {
             (0, _) => self.first.set(Some(attempt)),
             (_, Some(second)) => second.set(Some(attempt)),
@@ -45,7 +45,7 @@ impl<'a, F: Future> Slots<'a, F> {
     }
 
     /// Polls every attempt: the first that finished, and its slot, now empty.
-    pub fn poll_finished(&mut self, cx: &mut Context<'_>) -> Poll<(usize, F::Output)> {
+    pub(super) fn poll_finished(&mut self, cx: &mut Context<'_>) -> Poll<(usize, F::Output)> {
         for slot in 0..MAX_LISTENING {
             if let Some(mut held) = self.get(slot)
                 && let Some(attempt) = held.as_mut().as_pin_mut()

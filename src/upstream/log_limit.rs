@@ -10,10 +10,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// At most one line per endpoint and kind of event in this interval.
-pub const LOG_INTERVAL: Duration = Duration::from_secs(10);
+pub(crate) const LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 #[derive(Debug)]
-pub struct LogLimit {
+pub(crate) struct LogLimit {
     since: Instant,
     interval: Duration,
     /// Milliseconds after `since` from which the next line may pass.
@@ -29,7 +29,7 @@ impl Default for LogLimit {
 
 impl LogLimit {
     /// At most one line per `interval`.
-    pub fn every(interval: Duration) -> Self {
+    pub(crate) fn every(interval: Duration) -> Self {
         Self {
             since: Instant::now(),
             interval,
@@ -40,7 +40,7 @@ impl LogLimit {
 
     /// `Some(lines held back since the last one)` when a line may be logged now; `None` when
     /// this one is held back (and counted).
-    pub fn check(&self) -> Option<u64> {
+    pub(crate) fn check(&self) -> Option<u64> {
         let now = u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX);
         let next = self.next_ms.load(Ordering::Relaxed);
         let interval = u64::try_from(self.interval.as_millis()).unwrap_or(u64::MAX);

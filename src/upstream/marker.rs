@@ -14,7 +14,7 @@ static MARKER: LazyLock<[u8; 8]> = LazyLock::new(rand::random);
 /// A query as it goes upstream: `query` with this process's marker, and the UDP payload size
 /// the client's query advertised (what a reply to it may use), read while the marker went in.
 #[derive(Debug)]
-pub struct Marked {
+pub(crate) struct Marked {
     bytes: Vec<u8>,
     /// The query had no OPT record: the one added for the marker must not reach the client.
     added_opt: bool,
@@ -24,7 +24,7 @@ pub struct Marked {
 impl Marked {
     /// `query` with the marker; a query that cannot carry one (malformed, or signed) goes
     /// unmarked.
-    pub fn new(query: &[u8]) -> Self {
+    pub(crate) fn new(query: &[u8]) -> Self {
         match wire::with_option(query, OPTION_LOOP_MARKER, MARKER.as_slice()) {
             Some((bytes, payload)) => Self {
                 bytes,
@@ -40,17 +40,17 @@ impl Marked {
     }
 
     /// The UDP payload size the query advertises: what its reply may use (512 without EDNS).
-    pub fn advertised(&self) -> usize {
+    pub(crate) fn advertised(&self) -> usize {
         self.advertised
     }
 
-    pub fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         &self.bytes
     }
 
     /// `reply` to the marked query as the unmarked one would have had it: no OPT record when
     /// the query had none, and no marker echoed back.
-    pub fn unmark(&self, reply: Vec<u8>) -> Vec<u8> {
+    pub(crate) fn unmark(&self, reply: Vec<u8>) -> Vec<u8> {
         if self.added_opt {
             return wire::without_opt(reply).unwrap_or_else(|unchanged| unchanged);
         }
@@ -60,7 +60,7 @@ impl Marked {
 
 /// Whether `value`, the data of a loop-marker option, is this process's: the query that
 /// carries it was sent by this process and came back (the request's view asks).
-pub fn is_ours(value: &[u8]) -> bool {
+pub(crate) fn is_ours(value: &[u8]) -> bool {
     value == MARKER.as_slice()
 }
 

@@ -48,11 +48,11 @@ mod exchange;
 mod failover;
 mod health;
 mod listening;
-pub mod log_limit;
-pub mod marker;
-pub mod names;
+pub(crate) mod log_limit;
+pub(crate) mod marker;
+pub(crate) mod names;
 mod series;
-pub mod stream;
+pub(crate) mod stream;
 mod truncated;
 
 use std::net::SocketAddr;
@@ -74,13 +74,16 @@ use series::GroupSeries;
 use stream::{StreamEndpoint, StreamSettings};
 use truncated::Truncated;
 
+#[cfg(any(test, feature = "testing"))]
 pub use accept::acceptable;
-pub use exchange::{Answered, AttemptError};
+pub use exchange::Answered;
+pub(crate) use exchange::AttemptError;
+#[cfg(any(test, feature = "testing"))]
 pub use health::{INITIAL_RTO, RTO_FLOOR};
-pub use series::{Held, PeerCertificateSeries, UpstreamMetrics};
+pub(crate) use series::{PeerCertificateSeries, UpstreamMetrics};
 
 /// Attempts of one exchange listening at once: the one just made and the one before it.
-pub const MAX_LISTENING: usize = 2;
+pub(crate) const MAX_LISTENING: usize = 2;
 
 /// Retransmissions one exchange may make (a UDP query sent again to the same endpoint, or a
 /// hedge to the next), besides its failover attempts. Four sends all go unanswered for 0.13 %

@@ -23,11 +23,11 @@ use super::log_limit::LogLimit;
 use crate::wire;
 
 /// Re-resolved no sooner than this, however short the TTL.
-pub const MIN_TTL: Duration = Duration::from_secs(5);
+pub(crate) const MIN_TTL: Duration = Duration::from_secs(5);
 
 /// Re-resolved at least this often, however long the TTL (a moved load balancer is followed
 /// within five minutes).
-pub const MAX_TTL: Duration = Duration::from_secs(300);
+pub(crate) const MAX_TTL: Duration = Duration::from_secs(300);
 
 /// The longest wait before a failed resolution is tried again, however long it has been
 /// failing: a record that is fixed is followed within this time (plus the resolution).
@@ -38,7 +38,7 @@ const RESOLUTION_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Why a name gave no address.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ResolutionError {
+pub(crate) enum ResolutionError {
     #[error("the local upstreams did not answer: {0}")]
     NoAnswer(String),
     #[error("the local upstreams answered {0}")]
@@ -49,7 +49,7 @@ pub enum ResolutionError {
 
 /// The counters of one group's resolutions, by result.
 #[derive(Debug, Clone)]
-pub struct ResolutionCounters {
+pub(crate) struct ResolutionCounters {
     pub ok: IntCounter,
     pub failed: IntCounter,
 }
@@ -58,7 +58,7 @@ pub struct ResolutionCounters {
 /// asked of `local` as A and AAAA at once. When one of the two questions fails, the addresses
 /// of that family in `last` (the last good ones) stay, and the result holds for [`MIN_TTL`]
 /// only: one failed question is no news that the name lost that family.
-pub async fn resolve(
+pub(crate) async fn resolve(
     local: &Upstream,
     host: &Name,
     port: u16,
@@ -128,7 +128,7 @@ fn no_answer(error: impl ToString) -> ResolutionError {
 /// once, then again when the TTL runs out; after a failure, again after [`MIN_TTL`], doubling
 /// up to [`MAX_RETRY`] while it keeps failing (the last good addresses stay in use). Holds the
 /// group only while it writes to it; the group's owner ends the task when the group goes.
-pub async fn keep_resolved(
+pub(crate) async fn keep_resolved(
     group: Weak<Upstream>,
     local: Arc<Upstream>,
     index: usize,

@@ -163,7 +163,7 @@ impl PeerCertificateSeries {
 }
 
 impl GroupSeries {
-    pub fn record(&self, result: AttemptResult, elapsed: Duration) {
+    pub(super) fn record(&self, result: AttemptResult, elapsed: Duration) {
         if let Some(counter) = self.results.get(result as usize) {
             counter.inc();
         }
@@ -216,7 +216,7 @@ pub(super) struct HealthSeries {
 impl HealthSeries {
     /// Shows the endpoint up or down, unless a newer holder (the endpoint in the group of a
     /// newer configuration) speaks for it.
-    pub fn set(&self, up: bool) {
+    pub(super) fn set(&self, up: bool) {
         let holders = self.metrics.held.lock();
         if holders
             .endpoints

@@ -30,14 +30,14 @@ use super::marker::Marked;
 use crate::wire;
 
 /// Questions a group remembers at most (4 KiB of fingerprints).
-pub const SLOTS: usize = 512;
+pub(super) const SLOTS: usize = 512;
 
 /// An empty slot.
 const EMPTY: u64 = 0;
 
 /// The questions last answered too big for UDP, for one group.
 #[derive(Debug)]
-pub struct Truncated {
+pub(super) struct Truncated {
     hasher: foldhash::fast::RandomState,
     slots: Box<[AtomicU64]>,
 }
@@ -54,7 +54,7 @@ impl Default for Truncated {
 impl Truncated {
     /// `query`'s place in the memory, read once for its exchange; `None` for a query without
     /// a question.
-    pub fn fingerprint(&self, query: &Marked) -> Option<Fingerprint<'_>> {
+    pub(super) fn fingerprint(&self, query: &Marked) -> Option<Fingerprint<'_>> {
         let question = wire::first_question(query.bytes())?;
         let name = wire::question_name(question)?;
         let advertised = query.advertised();
@@ -80,7 +80,7 @@ impl Truncated {
 /// fingerprint (never [`EMPTY`]), made once per exchange for both the look before it and the
 /// lesson after.
 #[derive(Debug)]
-pub struct Fingerprint<'a> {
+pub(super) struct Fingerprint<'a> {
     slot: &'a AtomicU64,
     print: u64,
     /// The UDP payload size the query advertises.
@@ -90,7 +90,7 @@ pub struct Fingerprint<'a> {
 impl Fingerprint<'_> {
     /// Whether the question's last answer was too big for the UDP size it advertises: ask
     /// over TCP.
-    pub fn remembered(&self) -> bool {
+    pub(super) fn remembered(&self) -> bool {
         self.slot.load(Ordering::Relaxed) == self.print
     }
 
@@ -98,7 +98,7 @@ impl Fingerprint<'_> {
     /// fetched over TCP after a truncated UDP reply, or one larger than the query's UDP size
     /// (asked over TCP at once). Forgotten: any other answer — a truncated reply kept because
     /// TCP failed included — and a failure (TCP may be what failed).
-    pub fn learn(&self, answered: Option<&Answered>) {
+    pub(super) fn learn(&self, answered: Option<&Answered>) {
         let too_big = answered.is_some_and(|answered| {
             answered.fetched_after_tc || answered.bytes.len() > self.advertised
         });

@@ -8,22 +8,20 @@ use serde_json::{Map, Value, json};
 
 use super::sidecar::{self, CONTAINER, METRICS_PORT, METRICS_PORT_NAME, VOLUME};
 
-/// Pod label: inject this pod, in any namespace (the objectSelector's).
-pub const INJECT_LABEL: &str = "meshdns/inject";
 /// Pod annotation `meshdns/inject: "false"`: never inject this pod.
-pub const OPT_OUT_ANNOTATION: &str = "meshdns/inject";
+pub(crate) const OPT_OUT_ANNOTATION: &str = "meshdns/inject";
 /// Pod annotation set on every injected pod, its value the meshdns version.
-pub const INJECTED_ANNOTATION: &str = "meshdns/injected";
+pub(crate) const INJECTED_ANNOTATION: &str = "meshdns/injected";
 /// The label of the webhook's own pods (never injected).
-pub const OWN_POD_LABEL: (&str, &str) = ("app.kubernetes.io/name", "meshdns-webhook");
+pub(crate) const OWN_POD_LABEL: (&str, &str) = ("app.kubernetes.io/name", "meshdns-webhook");
 /// The sysctl that lets the non-root sidecar bind port 53.
-pub const PORT_SYSCTL: &str = "net.ipv4.ip_unprivileged_port_start";
+pub(crate) const PORT_SYSCTL: &str = "net.ipv4.ip_unprivileged_port_start";
 const DNS_PORT: u64 = 53;
 const EXCLUDED_NAMESPACES: [&str; 1] = ["kube-system"];
 
 /// What the sidecar needs from the webhook's configuration and the review.
 #[derive(Debug, Clone, Copy)]
-pub struct Target<'a> {
+pub(crate) struct Target<'a> {
     pub image: &'a str,
     pub cluster_domain: &'a str,
     /// The review's namespace (a pod's own may be empty at admission).
@@ -32,7 +30,7 @@ pub struct Target<'a> {
 
 /// Why a pod is admitted as it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Skip {
+pub(crate) enum Skip {
     /// `meshdns/inject: "false"`.
     OptedOut,
     /// Injected before (`meshdns/injected`), e.g. a reinvocation.
@@ -55,7 +53,7 @@ pub enum Skip {
 impl Skip {
     /// The warning the API server shows the pod's creator; `None` when the pod was left as it
     /// is by choice (opted out, excluded, injected already).
-    pub fn warning(&self) -> Option<String> {
+    pub(crate) fn warning(&self) -> Option<String> {
         let why = match self {
             Skip::OptedOut
             | Skip::AlreadyInjected
@@ -74,7 +72,7 @@ impl Skip {
     }
 
     /// A short word for logs.
-    pub fn label(&self) -> &'static str {
+    pub(crate) fn label(&self) -> &'static str {
         match self {
             Skip::OptedOut => "opted_out",
             Skip::AlreadyInjected => "already_injected",
@@ -89,7 +87,7 @@ impl Skip {
 }
 
 /// The JSON patch that injects `pod`, or why it is left as it is.
-pub fn patch(pod: &Value, target: &Target) -> Result<Vec<Value>, Skip> {
+pub(crate) fn patch(pod: &Value, target: &Target) -> Result<Vec<Value>, Skip> {
     check(pod, target)?;
     let spec = &pod["spec"];
     let mut ops = Vec::new();
@@ -248,7 +246,7 @@ fn add(path: &str, value: Value) -> Value {
 }
 
 /// A JSON-pointer token: `~` and `/` escaped (RFC 6901), as in `meshdns~1injected`.
-pub fn escape(token: &str) -> String {
+pub(crate) fn escape(token: &str) -> String {
     token.replace('~', "~0").replace('/', "~1")
 }
 

@@ -9,9 +9,9 @@
 //! frames the AdmissionReview; this module owns the sockets, the bounds on what a client may
 //! send, the logs and the counters. It never touches the DNS server's state.
 
-pub mod inject;
-pub mod review;
-pub mod sidecar;
+pub(crate) mod inject;
+pub(crate) mod review;
+pub(crate) mod sidecar;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -39,20 +39,20 @@ use review::{Answered, Outcome};
 /// The largest request body read. The API server sends a pod of at most about 1.5 MB (etcd's
 /// object limit), twice in an AdmissionReview at most (object and oldObject); larger is not
 /// from the API server and is refused with 413 before it is read.
-pub const MAX_REVIEW_BYTES: usize = 3 * 1024 * 1024;
+pub(crate) const MAX_REVIEW_BYTES: usize = 3 * 1024 * 1024;
 
 /// Open HTTPS connections at once; further ones are closed at once. The API servers keep a few
 /// each.
-pub const MAX_CONNECTIONS: usize = 256;
+pub(crate) const MAX_CONNECTIONS: usize = 256;
 
 /// How long a client may take for the TLS handshake, and for a request's headers.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long one connection (keep-alive included) may stay open.
-pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(300);
+pub(crate) const CONNECTION_LIFETIME: Duration = Duration::from_secs(300);
 
 /// The path the MutatingWebhookConfiguration names.
-pub const MUTATE_PATH: &str = "/mutate";
+pub(crate) const MUTATE_PATH: &str = "/mutate";
 
 /// What every connection needs.
 struct Context {

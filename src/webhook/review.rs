@@ -14,11 +14,11 @@ const API_VERSION: &str = "admission.k8s.io/v1";
 /// is no uid to answer in a review).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct BadReview(pub String);
+pub(crate) struct BadReview(pub String);
 
 /// How a review was answered: the `result` label of `meshdns_webhook_reviews_total`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Injected,
     /// Admitted as it is; a reason with a warning is a pod that could not be injected.
     Skipped(Skip),
@@ -30,7 +30,7 @@ pub enum Outcome {
 
 /// A review answered.
 #[derive(Debug, Clone)]
-pub struct Answered {
+pub(crate) struct Answered {
     /// The response AdmissionReview.
     pub review: Value,
     pub outcome: Outcome,
@@ -40,7 +40,7 @@ pub struct Answered {
 }
 
 /// The response review to `body`, and how it was answered.
-pub fn answer(body: &[u8], image: &str, cluster_domain: &str) -> Result<Answered, BadReview> {
+pub(crate) fn answer(body: &[u8], image: &str, cluster_domain: &str) -> Result<Answered, BadReview> {
     let review: Value = serde_json::from_slice(body)
         .map_err(|e| BadReview(format!("the body is not JSON: {e}")))?;
     if review["apiVersion"] != API_VERSION || review["kind"] != "AdmissionReview" {

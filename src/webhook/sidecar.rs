@@ -6,16 +6,16 @@
 use serde_json::{Value, json};
 
 /// The sidecar container's name (a pod carrying one is left as it is).
-pub const CONTAINER: &str = "meshdns";
+pub(crate) const CONTAINER: &str = "meshdns";
 /// The configuration volume (the two ConfigMaps of the Component, projected).
-pub const VOLUME: &str = "meshdns-config";
+pub(crate) const VOLUME: &str = "meshdns-config";
 /// The pod label the monitoring component's PodMonitor selects.
-pub const LABEL: &str = "meshdns/sidecar";
-pub const METRICS_PORT: u16 = 9153;
-pub const METRICS_PORT_NAME: &str = "meshdns-metrics";
+pub(crate) const LABEL: &str = "meshdns/sidecar";
+pub(crate) const METRICS_PORT: u16 = 9153;
+pub(crate) const METRICS_PORT_NAME: &str = "meshdns-metrics";
 
 /// The Component's dnsConfig options, for those the pod does not set itself.
-pub fn dns_options() -> [Value; 2] {
+pub(crate) fn dns_options() -> [Value; 2] {
     [
         json!({"name": "ndots", "value": "5"}),
         json!({"name": "edns0"}),
@@ -58,7 +58,7 @@ const CONTAINER_TEMPLATE: &str = r#"{
 
 /// The native sidecar container. `net_bind_service`: the pod keeps port 53 privileged with a
 /// sysctl of its own, so the container gets the one capability restricted pods may add.
-pub fn container(image: &str, net_bind_service: bool) -> Value {
+pub(crate) fn container(image: &str, net_bind_service: bool) -> Value {
     // The template is a constant that a unit test parses: it is always an object.
     let mut container: Value = serde_json::from_str(CONTAINER_TEMPLATE).unwrap_or_default();
     container["image"] = image.into();
@@ -69,7 +69,7 @@ pub fn container(image: &str, net_bind_service: bool) -> Value {
 }
 
 /// The configuration volume: the fixed-name ConfigMaps `meshdns-clusters` and `meshdns-local`.
-pub fn volume() -> Value {
+pub(crate) fn volume() -> Value {
     json!({
         "name": VOLUME,
         "projected": {"sources": [

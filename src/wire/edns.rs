@@ -34,7 +34,7 @@ pub fn is_hop_by_hop_option(code: u16) -> bool {
 /// Options that belong to one client: the hop-by-hop ones, and NSID (the identity of the
 /// server that answered, for the client that asked it). They reach only the client whose
 /// query produced the reply, never a cached or shared copy.
-pub fn is_per_client_option(code: u16) -> bool {
+pub(crate) fn is_per_client_option(code: u16) -> bool {
     code == OPTION_NSID || is_hop_by_hop_option(code)
 }
 
@@ -98,7 +98,7 @@ impl OptInfo {
 /// Calls `visit(code, range of the whole option)` for each option of the OPT record's RDATA,
 /// which lies at `(start, end)` of `msg` ([`OptInfo::options_at`]); `None` when the option
 /// list is malformed.
-pub fn for_each_option(
+pub(crate) fn for_each_option(
     msg: &[u8],
     (start, end): (usize, usize),
     mut visit: impl FnMut(u16, std::ops::Range<usize>),
@@ -140,6 +140,7 @@ fn first_opt(msg: &[u8]) -> Option<Option<RecordAt>> {
     Some(first)
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// Whether the OPT record of `msg` carries option `code` with exactly `data`.
 pub fn has_option(msg: &[u8], code: u16, data: &[u8]) -> bool {
     let Some(Some(record)) = first_opt(msg) else {
@@ -156,7 +157,7 @@ pub fn has_option(msg: &[u8], code: u16, data: &[u8]) -> bool {
 /// (payload 512, no flags: the sender's limits stay as they were) when it has none — and the
 /// UDP payload size of the OPT record it had (`None`: the record was added). `None` when the
 /// message does not walk or is signed (TSIG, SIG(0)): the caller sends it as it is.
-pub fn with_option(msg: &[u8], code: u16, data: &[u8]) -> Option<(Vec<u8>, Option<u16>)> {
+pub(crate) fn with_option(msg: &[u8], code: u16, data: &[u8]) -> Option<(Vec<u8>, Option<u16>)> {
     let mut opt = None;
     let mut signed = false;
     let end = for_each_record(msg, |record| {
@@ -207,7 +208,7 @@ fn push_option(out: &mut Vec<u8>, code: u16, len: u16, data: &[u8]) {
 /// with its UDP size, extended RCODE, version and flags, but without options: those of a reply
 /// that could not be re-encoded may not parse. A reply without a readable question keeps only
 /// its header (and OPT record).
-pub fn cut_to_question(reply: &[u8]) -> Vec<u8> {
+pub(crate) fn cut_to_question(reply: &[u8]) -> Vec<u8> {
     let question = first_question(reply).unwrap_or_default();
     let opt: Vec<u8> = (first_opt(reply).flatten())
         .map(|record| {
@@ -243,7 +244,7 @@ pub fn without_opt(mut msg: Vec<u8>) -> Result<Vec<u8>, Vec<u8>> {
 
 /// A query that may be answered from the cache: its question bytes and OPT record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PlainQuery<'a> {
+pub(crate) struct PlainQuery<'a> {
     /// The question: name (plain labels), type, class.
     pub question: &'a [u8],
     pub opt: Option<OptInfo>,
@@ -254,7 +255,7 @@ pub struct PlainQuery<'a> {
 /// authority records, at most one additional record which is a version-0 OPT without a loop
 /// marker (a query that may have come back to meshdns is looked at whole), and nothing after
 /// it. Anything else (`None`) takes the full path and gets its proper answer there.
-pub fn plain_query(msg: &[u8]) -> Option<PlainQuery<'_>> {
+pub(crate) fn plain_query(msg: &[u8]) -> Option<PlainQuery<'_>> {
     let header = msg.get(..HEADER_LEN)?;
     let standard_query = header[2] & 0xf8 == 0;
     if !standard_query || count(msg, 0)? != 1 || count(msg, 1)? != 0 || count(msg, 2)? != 0 {

@@ -12,9 +12,9 @@ const CD_BIT: u8 = 0x10;
 const AD_BIT: u8 = 0x20;
 
 /// The header RCODEs the byte-level paths tell apart.
-pub const RCODE_NOERROR: u8 = 0;
-pub const RCODE_SERVFAIL: u8 = 2;
-pub const RCODE_NXDOMAIN: u8 = 3;
+pub(crate) const RCODE_NOERROR: u8 = 0;
+pub(crate) const RCODE_SERVFAIL: u8 = 2;
+pub(crate) const RCODE_NXDOMAIN: u8 = 3;
 
 /// Section counts: 0 QDCOUNT, 1 ANCOUNT, 2 NSCOUNT, 3 ARCOUNT.
 pub(super) fn count(msg: &[u8], index: usize) -> Option<u16> {
@@ -35,7 +35,7 @@ pub fn set_id(msg: &mut [u8], id: u16) {
 }
 
 /// Whether the QR bit says this is a response.
-pub fn is_response(msg: &[u8]) -> bool {
+pub(crate) fn is_response(msg: &[u8]) -> bool {
     msg.get(2).is_some_and(|b| b & QR_BIT != 0)
 }
 
@@ -60,13 +60,13 @@ pub fn checking_disabled(msg: &[u8]) -> bool {
 }
 
 /// Whether the AD (authentic data) bit is set.
-pub fn authentic_data(msg: &[u8]) -> bool {
+pub(super) fn authentic_data(msg: &[u8]) -> bool {
     msg.get(3).is_some_and(|b| b & AD_BIT != 0)
 }
 
 /// RFC 6840 §5.8: a reply to a client that set neither AD nor DO (`dnssec_ok`, from its OPT
 /// record) carries AD=0, whatever the upstream said; otherwise AD is left as it is.
-pub fn clear_unasked_ad(reply: &mut [u8], request: &[u8], dnssec_ok: bool) {
+pub(crate) fn clear_unasked_ad(reply: &mut [u8], request: &[u8], dnssec_ok: bool) {
     if !dnssec_ok
         && !authentic_data(request)
         && let Some(byte) = reply.get_mut(3)
@@ -81,7 +81,7 @@ pub fn question_count(msg: &[u8]) -> Option<u16> {
 }
 
 /// Copies the RD and CD bits of `from` into `to` (a reply echoes the request's).
-pub fn copy_request_bits(to: &mut [u8], from: &[u8]) {
+pub(crate) fn copy_request_bits(to: &mut [u8], from: &[u8]) {
     if let (Some(byte), Some(source)) = (to.get_mut(2), from.get(2)) {
         *byte = (*byte & !RD_BIT) | (source & RD_BIT);
     }
@@ -101,18 +101,19 @@ pub fn first_question(msg: &[u8]) -> Option<&[u8]> {
     msg.get(HEADER_LEN..end)
 }
 
+#[cfg(test)]
 /// The name of the first question in wire form (labels and the root, no type or class).
 pub fn first_question_name(msg: &[u8]) -> Option<&[u8]> {
     question_name(first_question(msg)?)
 }
 
 /// The name of a question given as its bytes (name, type, class).
-pub fn question_name(question: &[u8]) -> Option<&[u8]> {
+pub(crate) fn question_name(question: &[u8]) -> Option<&[u8]> {
     question.get(..question.len().checked_sub(4)?)
 }
 
 /// The type of a question given as its bytes (name, type, class).
-pub fn question_type(question: &[u8]) -> Option<u16> {
+pub(crate) fn question_type(question: &[u8]) -> Option<u16> {
     let at = question.len().checked_sub(4)?;
     Some(u16::from_be_bytes([
         *question.get(at)?,
@@ -131,7 +132,7 @@ pub fn same_question(a: &[u8], b: &[u8]) -> bool {
 /// error reply that omitted the question goes back to the client who asked it. Only replies
 /// with nothing but an OPT record after the header qualify (inserting the question moves
 /// every offset, which a compression pointer in another record would not survive).
-pub fn with_question(reply: &[u8], question: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn with_question(reply: &[u8], question: &[u8]) -> Option<Vec<u8>> {
     if question_count(reply)? != 0 || count(reply, 1)? != 0 || count(reply, 2)? != 0 {
         return None;
     }

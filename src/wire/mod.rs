@@ -17,27 +17,29 @@ mod walk;
 mod writer;
 
 pub use edns::{
-    OPTION_CLIENT_SUBNET, OPTION_COOKIE, OPTION_LOOP_MARKER, OPTION_NSID, OPTION_PADDING,
-    OPTION_TCP_KEEPALIVE, OptInfo, OptionSet, PlainQuery, cut_to_question, for_each_option,
-    has_option, is_hop_by_hop_option, is_per_client_option, opt, plain_query, with_option,
-    without_opt, without_options,
+    OPTION_CLIENT_SUBNET, OPTION_LOOP_MARKER, is_hop_by_hop_option, opt, without_opt, without_options,
 };
-pub use header::{
-    HEADER_LEN, RCODE_NOERROR, RCODE_NXDOMAIN, RCODE_SERVFAIL, authentic_data, checking_disabled,
-    clear_unasked_ad, copy_request_bits, first_question, first_question_name, id, is_response,
-    is_truncated, opcode, question_count, question_name, question_type, rcode, same_question,
-    set_id, with_question,
+pub(crate) use edns::OptInfo;
+
+pub(crate) use edns::{cut_to_question, for_each_option, is_per_client_option, plain_query, with_option};
+#[cfg(any(test, feature = "testing"))]
+pub use edns::{
+    OPTION_COOKIE, OPTION_NSID, OPTION_PADDING, OPTION_TCP_KEEPALIVE, has_option,
 };
-pub use name::{MAX_NAME, find_suffix, is_label_start, is_plain_name, lowercase_name, walk_name};
-pub use records::{
-    RecordAt, Section, TYPE_SOA, TtlField, for_each_record, questions_end, rewrite_ttls, set_ttl,
-    ttl_fields, ttl_value,
-};
+pub use header::{HEADER_LEN, checking_disabled, first_question, id, is_truncated, opcode, question_count, rcode, same_question, set_id};
+pub(crate) use header::{RCODE_NOERROR, RCODE_NXDOMAIN, RCODE_SERVFAIL, clear_unasked_ad, copy_request_bits, is_response, question_name, question_type, with_question};
+#[cfg(test)]
+pub use header::{authentic_data, first_question_name};
+pub(crate) use name::{MAX_NAME, find_suffix, is_label_start, lowercase_name, walk_name};
+pub use records::{for_each_record, questions_end};
+pub(crate) use records::{Section, TYPE_SOA, rewrite_ttls, ttl_value};
+#[cfg(any(test, feature = "testing"))]
+pub use records::{set_ttl, ttl_fields};
 pub use walk::walks_fully;
-pub use writer::{Mark, MessageWriter};
+pub(crate) use writer::MessageWriter;
 
 /// The largest message a DNS transport can carry (TCP's 2-byte length prefix).
-pub const MAX_MESSAGE: usize = 65_535;
+pub(crate) const MAX_MESSAGE: usize = 65_535;
 
 /// The UDP payload a client without EDNS accepts (RFC 1035).
 pub const CLASSIC_UDP_SIZE: usize = 512;
@@ -46,12 +48,12 @@ pub const CLASSIC_UDP_SIZE: usize = 512;
 /// advertises: what an IPv4 datagram carries (65,535 − 20 bytes of IP header − 8 of UDP). An
 /// IPv6 datagram carries 20 bytes more; one bound for both families keeps the rule simple, and
 /// a reply sized to an advertised 65,535 could not be sent at all.
-pub const MAX_UDP_REPLY: usize = 65_507;
+pub(crate) const MAX_UDP_REPLY: usize = 65_507;
 
 /// The framing of DNS over TCP and over TLS (RFC 1035 §4.2.2, RFC 7858): a 2-byte length
 /// prefix. A frame announcing more than `max` bytes is an error (the connection is then
 /// closed); the buffer grows as bytes arrive, never to what a frame merely announces.
-pub fn tcp_codec(max: usize) -> tokio_util::codec::LengthDelimitedCodec {
+pub(crate) fn tcp_codec(max: usize) -> tokio_util::codec::LengthDelimitedCodec {
     tokio_util::codec::LengthDelimitedCodec::builder()
         .length_field_length(2)
         .max_frame_length(max)
@@ -60,7 +62,7 @@ pub fn tcp_codec(max: usize) -> tokio_util::codec::LengthDelimitedCodec {
 
 /// A message with its 2-byte length prefix, as a whole frame to queue (DNS over TLS keeps
 /// frames to re-send them on a new connection); `None` when it is longer than a prefix can say.
-pub fn tcp_framed(msg: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn tcp_framed(msg: &[u8]) -> Option<Vec<u8>> {
     let len = u16::try_from(msg.len()).ok()?;
     let mut framed = Vec::with_capacity(msg.len() + 2);
     framed.extend_from_slice(&len.to_be_bytes());

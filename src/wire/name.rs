@@ -7,11 +7,11 @@
 use std::ops::ControlFlow;
 
 /// The longest name in wire form (RFC 1035 §3.1).
-pub const MAX_NAME: usize = 255;
+pub(crate) const MAX_NAME: usize = 255;
 
 /// How a name walk ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NameEnd {
+pub(crate) enum NameEnd {
     /// At the root label; the offset just past it.
     Root(usize),
     /// At a compression pointer; the offset just past its two bytes.
@@ -20,7 +20,7 @@ pub enum NameEnd {
 
 impl NameEnd {
     /// The offset just past the name as it is stored in place.
-    pub fn offset(self) -> usize {
+    pub(crate) fn offset(self) -> usize {
         match self {
             NameEnd::Root(end) | NameEnd::Pointer(end) => end,
         }
@@ -31,7 +31,7 @@ impl NameEnd {
 /// label included) until it returns `Break`. Returns how the name ends; `None` when it runs off
 /// the message, uses a reserved label type, is longer than [`MAX_NAME`] in place, or when
 /// `visit` stopped the walk.
-pub fn walk_name(
+pub(crate) fn walk_name(
     msg: &[u8],
     start: usize,
     mut visit: impl FnMut(usize) -> ControlFlow<()>,
@@ -62,7 +62,7 @@ pub fn walk_name(
 }
 
 /// The offset just past a (possibly compressed) name that starts at `at`.
-pub fn skip_name(msg: &[u8], at: usize) -> Option<usize> {
+pub(super) fn skip_name(msg: &[u8], at: usize) -> Option<usize> {
     walk_name(msg, at, |_| ControlFlow::Continue(())).map(NameEnd::offset)
 }
 
@@ -74,7 +74,7 @@ const MAX_POINTER_HOPS: usize = MAX_NAME / 2;
 
 /// A name followed through its compression pointers by [`follow_name`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FollowedName {
+pub(super) struct FollowedName {
     /// The offset just past the name as it is stored in place.
     pub end: usize,
     /// Its length in wire form once expanded (labels and the root: 1 for the root name).
@@ -89,7 +89,7 @@ pub struct FollowedName {
 /// [`MAX_NAME`] bytes, reached through at most [`MAX_POINTER_HOPS`] pointers. `None` when any of
 /// this fails or the name runs off the message. The work is bounded by the expanded length and
 /// the hops: what a decoder pays to read the name once.
-pub fn follow_name(msg: &[u8], start: usize) -> Option<FollowedName> {
+pub(super) fn follow_name(msg: &[u8], start: usize) -> Option<FollowedName> {
     let mut piece = start;
     // Where the piece before started: nothing followed may sit at or after it.
     let mut before = usize::MAX;
@@ -126,13 +126,14 @@ pub fn follow_name(msg: &[u8], start: usize) -> Option<FollowedName> {
 }
 
 /// The offset just past a name of plain labels (no compression pointer) starting at `start`.
-pub fn skip_plain_name(msg: &[u8], start: usize) -> Option<usize> {
+pub(super) fn skip_plain_name(msg: &[u8], start: usize) -> Option<usize> {
     match walk_name(msg, start, |_| ControlFlow::Continue(()))? {
         NameEnd::Root(end) => Some(end),
         NameEnd::Pointer(_) => None,
     }
 }
 
+#[cfg(test)]
 /// Whether `name` is exactly one name of plain labels ending at the root.
 pub fn is_plain_name(name: &[u8]) -> bool {
     skip_plain_name(name, 0) == Some(name.len())
@@ -140,7 +141,7 @@ pub fn is_plain_name(name: &[u8]) -> bool {
 
 /// The first suffix of `name` (a plain name in wire form), longest first, that `matches`
 /// accepts; the suffixes start at each label, the root label last.
-pub fn find_suffix<T>(name: &[u8], mut matches: impl FnMut(&[u8]) -> Option<T>) -> Option<T> {
+pub(crate) fn find_suffix<T>(name: &[u8], mut matches: impl FnMut(&[u8]) -> Option<T>) -> Option<T> {
     let mut found = None;
     walk_name(name, 0, |at| match matches(&name[at..]) {
         Some(hit) => {
@@ -154,7 +155,7 @@ pub fn find_suffix<T>(name: &[u8], mut matches: impl FnMut(&[u8]) -> Option<T>) 
 
 /// Whether a label of `name` (a plain name in wire form) starts at offset `at`: whether
 /// `name[at..]` is one of its suffixes ([`find_suffix`]'s), the root label included.
-pub fn is_label_start(name: &[u8], at: usize) -> bool {
+pub(crate) fn is_label_start(name: &[u8], at: usize) -> bool {
     let mut found = false;
     walk_name(name, 0, |label| {
         found = label == at;
@@ -169,7 +170,7 @@ pub fn is_label_start(name: &[u8], at: usize) -> bool {
 
 /// The wire form of a name given by its labels (left to right, without the root), lowercased:
 /// what zone tables compare question names against.
-pub fn lowercase_name<'a>(labels: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+pub(crate) fn lowercase_name<'a>(labels: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
     let mut wire = Vec::new();
     for label in labels {
         // A label is at most 63 bytes (callers pass a valid name's labels).

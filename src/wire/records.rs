@@ -6,9 +6,9 @@ use super::header::{HEADER_LEN, count};
 use super::name::skip_name;
 
 /// Record type OPT (the EDNS pseudo-record).
-pub const TYPE_OPT: u16 = 41;
+pub(super) const TYPE_OPT: u16 = 41;
 /// Record type SOA.
-pub const TYPE_SOA: u16 = 6;
+pub(crate) const TYPE_SOA: u16 = 6;
 
 /// The section a resource record sits in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +48,7 @@ impl RecordAt {
 }
 
 /// A TTL as RFC 2181 §8 reads it: a value with the top bit set counts as 0.
-pub fn ttl_value(ttl: u32) -> u32 {
+pub(crate) fn ttl_value(ttl: u32) -> u32 {
     if ttl > i32::MAX as u32 { 0 } else { ttl }
 }
 
@@ -112,7 +112,7 @@ pub(super) fn records_from_by(
 
 /// The resource record of `section` that starts at `start`; `None` when it runs past the
 /// message. For a caller that knows where a record starts without walking those before it.
-pub fn record_at(msg: &[u8], start: usize, section: Section) -> Option<RecordAt> {
+pub(super) fn record_at(msg: &[u8], start: usize, section: Section) -> Option<RecordAt> {
     record_at_by(msg, start, section, skip_name)
 }
 
@@ -141,6 +141,7 @@ pub(super) fn record_at_by(
     (record.end() <= msg.len()).then_some(record)
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// The TTL fields of every record in the answer, authority and additional sections (the OPT
 /// pseudo-record excluded: its "TTL" carries EDNS flags). `None` if the message is malformed.
 pub fn ttl_fields(msg: &[u8]) -> Option<Vec<TtlField>> {
@@ -163,7 +164,7 @@ pub fn set_ttl(msg: &mut [u8], field: TtlField, ttl: u32) {
 /// Rewrites every TTL (OPT excluded) of `target`, a copy of `source`, as `f(ttl)`; the records
 /// start at `records_at` (the question section's end, which the caller knows). Walking the
 /// source while writing the copy needs no list of offsets, so nothing is allocated.
-pub fn rewrite_ttls(source: &[u8], target: &mut [u8], records_at: usize, f: impl Fn(u32) -> u32) {
+pub(crate) fn rewrite_ttls(source: &[u8], target: &mut [u8], records_at: usize, f: impl Fn(u32) -> u32) {
     debug_assert_eq!(questions_end(source), Some(records_at));
     let _ = records_from(source, records_at, |record| {
         if record.rtype != TYPE_OPT {

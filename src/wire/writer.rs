@@ -78,13 +78,13 @@ impl std::hash::Hash for Suffix {
 
 /// A position to go back to: the bytes and the suffixes written before it.
 #[derive(Debug, Clone, Copy)]
-pub struct Mark {
+pub(crate) struct Mark {
     len: usize,
     suffixes: usize,
 }
 
 /// A message being written: the header's place, then sections as the caller adds them.
-pub struct MessageWriter {
+pub(crate) struct MessageWriter {
     bytes: Vec<u8>,
     /// Where each suffix written within pointer reach starts.
     suffixes: HashMap<Suffix, u16, foldhash::fast::RandomState>,
@@ -100,7 +100,7 @@ pub struct MessageWriter {
 impl MessageWriter {
     /// A writer with room for `capacity` bytes; the header is written last
     /// ([`MessageWriter::finish`]), when the counts are known.
-    pub fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize) -> Self {
         let mut bytes = Vec::with_capacity(capacity.max(HEADER_LEN));
         bytes.resize(HEADER_LEN, 0);
         Self {
@@ -117,11 +117,11 @@ impl MessageWriter {
     }
 
     /// How many bytes are written, the header's included.
-    pub fn size(&self) -> usize {
+    pub(crate) fn size(&self) -> usize {
         self.bytes.len()
     }
 
-    pub fn mark(&self) -> Mark {
+    pub(crate) fn mark(&self) -> Mark {
         Mark {
             len: self.bytes.len(),
             suffixes: self.added.len(),
@@ -129,7 +129,7 @@ impl MessageWriter {
     }
 
     /// Forgets everything written since `mark`, the suffixes it made known included.
-    pub fn undo(&mut self, mark: Mark) {
+    pub(crate) fn undo(&mut self, mark: Mark) {
         self.bytes.truncate(mark.len);
         for key in self.added.drain(mark.suffixes..) {
             self.suffixes.remove(&key);
@@ -143,7 +143,7 @@ impl MessageWriter {
         }
     }
 
-    pub fn question(&mut self, query: &Query) {
+    pub(crate) fn question(&mut self, query: &Query) {
         let start = self.bytes.len();
         self.name(query.name(), true);
         if self.question.is_none()
@@ -158,7 +158,7 @@ impl MessageWriter {
 
     /// Writes one resource record; an error (data hickory cannot encode) leaves the writer as
     /// it was.
-    pub fn record(&mut self, record: &Record) -> Result<(), ProtoError> {
+    pub(crate) fn record(&mut self, record: &Record) -> Result<(), ProtoError> {
         let mark = self.mark();
         let written = self.try_record(record);
         if written.is_err() {
@@ -216,7 +216,7 @@ impl MessageWriter {
     }
 
     /// The message: the header (`metadata`, with the section counts) in its place.
-    pub fn finish(mut self, metadata: &Metadata, counts: HeaderCounts) -> Vec<u8> {
+    pub(crate) fn finish(mut self, metadata: &Metadata, counts: HeaderCounts) -> Vec<u8> {
         let mut header = Vec::with_capacity(HEADER_LEN);
         let emitted = Header {
             metadata: *metadata,

@@ -152,7 +152,7 @@ async fn an_a_record_comes_from_that_clusters_dns_under_its_zone() {
 #[tokio::test]
 async fn the_clients_options_travel_to_the_peer_but_the_per_hop_ones() {
     use hickory_proto::rr::rdata::opt::EdnsOption;
-    use meshdns::wire::{self, OPTION_CLIENT_SUBNET, OPTION_COOKIE, OPTION_LOOP_MARKER};
+    use meshdns::testing::wire::{self, OPTION_CLIENT_SUBNET, OPTION_COOKIE, OPTION_LOOP_MARKER};
     let mesh = mesh().await;
     let mut asked = support::with_edns(query("member-4.foo.ns.cluster.b.", RecordType::A), 1232);
     let subnet = vec![0, 1, 24, 0, 10, 0, 0];

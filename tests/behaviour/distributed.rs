@@ -1041,7 +1041,7 @@ async fn a_cut_leg_still_refreshes_its_cache_entry() {
 
     // c's answer comes 100 ms later; then the partial merged answer (TTL 5 s) expires and
     // leaves its serve-stale window (1 s), so the next query is gathered again.
-    let partial_ttl = u64::from(meshdns::gather::PARTIAL_TTL);
+    let partial_ttl = u64::from(meshdns::testing::gather::PARTIAL_TTL);
     tokio::time::sleep(Duration::from_secs(partial_ttl + 2)).await;
     let asked_before = mesh.c.exchanges().len();
     let later = mesh.ask(OUTCOME, RecordType::A).await;

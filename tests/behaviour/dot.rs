@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use dot_fakes::{Behaviour, ClientFiles, DotServer, Pki, SERVER_NAME, parse_reply, query};
 use hickory_proto::rr::RecordType;
-use meshdns::certificates::server_name;
-use meshdns::upstream::stream::{
+use meshdns::testing::certificates::server_name;
+use meshdns::testing::upstream::stream::{
     MAX_UNANSWERED_CONNECTIONS, StreamEndpoint, StreamError, StreamSettings,
 };
 use rustls::ClientConfig;

@@ -15,7 +15,7 @@ use std::time::Duration;
 use dot_fakes::{ClientFiles, Identity, Pki, SERVER_NAME};
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::RecordType;
-use meshdns::certificates::{not_after, server_name};
+use meshdns::testing::certificates::{not_after, server_name};
 use rustls::ClientConfig;
 use support::configmap::ConfigMapDir;
 use support::{Answer, FakeDns, frame_of, read_frame, rr};
@@ -66,16 +66,16 @@ impl Served {
                 .chain(vars)
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect();
-        let mut config = meshdns::config::Config::from_vars(merged).expect("a valid test config");
+        let mut config = meshdns::Config::from_vars(merged).expect("a valid test config");
         let dot_listen = config.dot.as_ref().map(|dot| dot.listen.clone());
         if let Some(dot) = config.dot.as_mut() {
             dot.check_every = CHECK;
         }
-        let mut listeners = meshdns::server::bind(&["127.0.0.1:0".parse().unwrap()]).unwrap();
-        let admin = meshdns::server::bind_admin("127.0.0.1:0".parse().unwrap()).unwrap();
+        let mut listeners = meshdns::bind(&["127.0.0.1:0".parse().unwrap()]).unwrap();
+        let admin = meshdns::bind_admin("127.0.0.1:0".parse().unwrap()).unwrap();
         let admin_addr = admin.local_addr().unwrap();
         listeners.admin = Some(admin);
-        listeners.dot = meshdns::server::bind_dot(&dot_listen.unwrap_or_default()).unwrap();
+        listeners.dot = meshdns::bind_dot(&dot_listen.unwrap_or_default()).unwrap();
         let dot = listeners.dot.first().map(|l| l.local_addr().unwrap());
         let dns = listeners.local_addrs()[0];
         let (stop, stopped) = oneshot::channel::<()>();

@@ -308,7 +308,7 @@ async fn raw_udp_upstream(records: u8) -> (std::net::SocketAddr, tokio::task::Jo
                 continue;
             };
             let query = &buf[..len];
-            let Some(question) = meshdns::wire::first_question(query) else {
+            let Some(question) = meshdns::testing::wire::first_question(query) else {
                 continue;
             };
             let mut reply = query[..12].to_vec();
@@ -348,19 +348,19 @@ async fn a_cut_that_cannot_reencode_keeps_the_clients_opt_record() {
     let whole = support::udp_raw(meshdns.addr, &first)
         .await
         .expect("a reply");
-    assert!(whole.len() > 1232 && !meshdns::wire::is_truncated(&whole));
+    assert!(whole.len() > 1232 && !meshdns::testing::wire::is_truncated(&whole));
     let asked = with_edns(query(NAME, RecordType::A), 1232);
     let bytes = support::udp_raw(meshdns.addr, &asked.to_vec().unwrap())
         .await
         .expect("a reply");
     assert!(bytes.len() <= 1232);
     assert!(
-        meshdns::wire::is_truncated(&bytes),
+        meshdns::testing::wire::is_truncated(&bytes),
         "TC: the answer does not fit"
     );
-    assert_eq!(meshdns::wire::id(&bytes), Some(asked.id));
+    assert_eq!(meshdns::testing::wire::id(&bytes), Some(asked.id));
     assert!(
-        meshdns::wire::opt(&bytes).flatten().is_some(),
+        meshdns::testing::wire::opt(&bytes).flatten().is_some(),
         "the client sent EDNS and got no OPT record back"
     );
     task.abort();

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::RecordType;
-use meshdns::server::{MAX_QUERY_FRAME, TCP_WRITE_TIMEOUT};
+use meshdns::testing::server::{MAX_QUERY_FRAME, TCP_WRITE_TIMEOUT};
 use support::configmap::ConfigMapDir;
 use support::{
     Answer, Behaviour, FakeDns, Meshdns, Reply, Via, frame_of, query, read_frame, rr, tcp,
@@ -182,7 +182,7 @@ async fn a_silent_upstream_costs_one_attempt_per_endpoint_and_one_retry() {
     );
     let sent = first.seen().len() + second.seen().len();
     assert!(
-        sent > 3 && sent <= 3 + meshdns::upstream::MAX_RETRANSMITS as usize,
+        sent > 3 && sent <= 3 + meshdns::testing::upstream::MAX_RETRANSMITS as usize,
         "and at most the bounded retransmissions: {sent} datagrams"
     );
 }
@@ -416,7 +416,7 @@ async fn stale_answers_are_served_at_once_during_an_outage() {
     for (name, lines) in [(ONE, &one), (TWO, &two), (ONE, &one), (TWO, &two)] {
         let (reply, took) = timed_udp(&meshdns, name).await;
         assert_eq!(&reply.answer_lines(), lines);
-        assert!(ttl(&reply) <= meshdns::cache::STALE_TTL, "a stale TTL");
+        assert!(ttl(&reply) <= meshdns::testing::cache::STALE_TTL, "a stale TTL");
         assert!(took < AT_ONCE, "{name} stale at once, not after {took:?}");
     }
     assert!(
@@ -482,7 +482,7 @@ async fn clients_that_meet_an_outage_together_each_wait_at_most_the_client_timer
 async fn an_outage_costs_each_name_at_most_two_upstream_queries_per_recheck_period() {
     const NAMES: [&str; 3] = ["a.example.com.", "b.example.com.", "c.example.com."];
     const ROUND: Duration = Duration::from_millis(250);
-    let recheck = meshdns::cache::RECHECK_PERIOD;
+    let recheck = meshdns::testing::cache::RECHECK_PERIOD;
     let upstream = answers_once_then_goes_down(&NAMES).await;
     let meshdns = Meshdns::before(&upstream, &[("MESHDNS_CACHE_SIZE", "100")]).await;
     for name in NAMES {
@@ -556,22 +556,22 @@ async fn background_refreshes_in_an_outage_stay_within_the_background_bound() {
         .map(|name| asked(&upstream, name) - 1)
         .sum();
     assert!(
-        refreshing <= meshdns::background::DEFAULT_LIMIT,
+        refreshing <= meshdns::testing::background::DEFAULT_LIMIT,
         "{refreshing} refreshes at once"
     );
     assert!(
-        refreshing > meshdns::background::DEFAULT_LIMIT / 2,
+        refreshing > meshdns::testing::background::DEFAULT_LIMIT / 2,
         "{refreshing}"
     );
     // The set is full, and what it turned away is counted.
     let scrape = meshdns.scrape().await;
     assert_eq!(
         scrape.value("meshdns_background_tasks", &[]),
-        meshdns::background::DEFAULT_LIMIT as f64
+        meshdns::testing::background::DEFAULT_LIMIT as f64
     );
     assert!(
         scrape.value("meshdns_background_refused_total", &[])
-            >= (NAMES - 1 - meshdns::background::DEFAULT_LIMIT) as f64
+            >= (NAMES - 1 - meshdns::testing::background::DEFAULT_LIMIT) as f64
     );
 }
 
@@ -603,11 +603,11 @@ async fn a_dead_name_is_asked_upstream_at_most_once_per_second() {
     for pair in sent.windows(2) {
         let gap = pair[1] - pair[0];
         assert!(
-            gap >= meshdns::cache::FAILURE_TTL_FIRST,
+            gap >= meshdns::testing::cache::FAILURE_TTL_FIRST,
             "asked again after {gap:?}: {sent:?}"
         );
         assert!(
-            gap <= meshdns::cache::FAILURE_TTL_MAX + ROUND + AT_ONCE,
+            gap <= meshdns::testing::cache::FAILURE_TTL_MAX + ROUND + AT_ONCE,
             "remembered too long, {gap:?}: {sent:?}"
         );
     }
@@ -680,7 +680,7 @@ async fn a_tcp_only_endpoint_marked_down_comes_back_through_a_tcp_probe() {
 /// endpoint now, and are never refused.
 #[tokio::test(start_paused = true)]
 async fn a_down_endpoint_is_probed_back_up_while_the_background_set_is_full() {
-    const LEGS: usize = meshdns::background::DEFAULT_LIMIT + 44;
+    const LEGS: usize = meshdns::testing::background::DEFAULT_LIMIT + 44;
     let kube = FakeDns::builder().start().await;
     // b answers the gathered names and its probe, and never `dead-0` or `dead-1`; c answers
     // nothing, so every gathered query leaves c's leg straggling in the background set until
@@ -953,13 +953,13 @@ async fn a_host_name_that_resolves_again_is_followed_within_15_seconds() {
         .is_empty()
     {
         assert!(
-            fixed.elapsed() <= meshdns::upstream::names::MAX_RETRY,
+            fixed.elapsed() <= meshdns::testing::upstream::names::MAX_RETRY,
             "not followed within {:?}",
-            meshdns::upstream::names::MAX_RETRY
+            meshdns::testing::upstream::names::MAX_RETRY
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    assert!(meshdns::upstream::names::MAX_RETRY <= Duration::from_secs(15));
+    assert!(meshdns::testing::upstream::names::MAX_RETRY <= Duration::from_secs(15));
 }
 
 // Local resource errors are meshdns's own.
@@ -1110,12 +1110,12 @@ struct Isolated {
 }
 
 impl Isolated {
-    fn start(vars: &[(&str, &str)], mut listeners: meshdns::server::Listeners) -> Isolated {
-        let config = meshdns::config::Config::from_vars(
+    fn start(vars: &[(&str, &str)], mut listeners: meshdns::Listeners) -> Isolated {
+        let config = meshdns::Config::from_vars(
             vars.iter().map(|(k, v)| (k.to_string(), v.to_string())),
         )
         .expect("a valid test config");
-        let admin = meshdns::server::bind_admin("127.0.0.1:0".parse().unwrap()).unwrap();
+        let admin = meshdns::bind_admin("127.0.0.1:0".parse().unwrap()).unwrap();
         let admin_addr = admin.local_addr().unwrap();
         listeners.admin = Some(admin);
         let addr = listeners.local_addrs()[0];
@@ -1161,8 +1161,8 @@ impl Isolated {
     }
 }
 
-fn loopback() -> meshdns::server::Listeners {
-    meshdns::server::bind(&["127.0.0.1:0".parse().unwrap()]).unwrap()
+fn loopback() -> meshdns::Listeners {
+    meshdns::bind(&["127.0.0.1:0".parse().unwrap()]).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1248,7 +1248,7 @@ fn broken_socket() -> socket2::Socket {
 
 /// What `run` returns by itself (no shutdown is asked for) with `listeners`, and the address
 /// of their first DNS listener.
-async fn run_ends_with(listeners: meshdns::server::Listeners) -> (std::io::Error, SocketAddr) {
+async fn run_ends_with(listeners: meshdns::Listeners) -> (std::io::Error, SocketAddr) {
     let upstream = FakeDns::builder().start().await;
     let meshdns = Isolated::start(&[("MESHDNS_UPSTREAMS", &endpoint(&upstream))], listeners);
     let addr = meshdns.addr;

@@ -384,5 +384,5 @@ async fn distributed_zone_with_every_cluster_faulty() {
 }
 
 fn merge_partial_ttl() -> u32 {
-    meshdns::gather::PARTIAL_TTL
+    meshdns::testing::gather::PARTIAL_TTL
 }

@@ -101,7 +101,7 @@ fn notify_frame() -> Vec<u8> {
 /// then nothing: every slot is held by a slowloris.
 async fn slowloris(server: std::net::SocketAddr) -> Vec<TcpStream> {
     let mut held = Vec::new();
-    for _ in 0..meshdns::server::TCP_MAX_CONNECTIONS {
+    for _ in 0..meshdns::testing::server::TCP_MAX_CONNECTIONS {
         let mut stream = TcpStream::connect(server).await.unwrap();
         stream.write_all(&[0]).await.unwrap();
         held.push(stream);
@@ -146,7 +146,7 @@ async fn slowloris_connections_idle_out_and_tcp_serves_again() {
     let upstream = slow_upstream(Duration::from_millis(10)).await;
     let meshdns = Meshdns::before(&upstream, &[]).await;
     let mut held = slowloris(meshdns.addr).await;
-    tokio::time::sleep(meshdns::server::TCP_IDLE_TIMEOUT + Duration::from_secs(1)).await;
+    tokio::time::sleep(meshdns::testing::server::TCP_IDLE_TIMEOUT + Duration::from_secs(1)).await;
     for stream in &mut held {
         assert!(
             read_frame(stream).await.is_none(),

@@ -464,7 +464,7 @@ async fn an_endpoint_name_that_does_not_resolve_fails_its_cluster_not_the_start(
 /// Writes `files` into `dir` the kubelet's way and returns once meshdns has applied them, on
 /// the paused clock: inotify's thread is given real time to deliver the change while the
 /// clock stands still (a blocking task holds it), then the settling delay runs out in virtual
-/// time. So the reload lands about [`meshdns::reload::SETTLE`] after the call, whatever the
+/// time. So the reload lands about [`meshdns::testing::reload::SETTLE`] after the call, whatever the
 /// machine's load, and the test's other timers keep their order around it.
 async fn reload(meshdns: &Meshdns, dir: &mut ConfigMapDir, files: &[(&str, &str)]) {
     let applied = meshdns.config_reloads("applied").await;
@@ -473,7 +473,7 @@ async fn reload(meshdns: &Meshdns, dir: &mut ConfigMapDir, files: &[(&str, &str)
         .await
         .unwrap();
     for _ in 0..5 {
-        tokio::time::sleep(meshdns::reload::SETTLE).await;
+        tokio::time::sleep(meshdns::testing::reload::SETTLE).await;
         if meshdns.config_reloads("applied").await > applied {
             return;
         }
@@ -718,7 +718,7 @@ async fn a_prefetch_started_before_a_reload_is_not_cached_after_it() {
     assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.1"));
     // Popular, and in the last tenth of its TTL: the third hit starts a prefetch.
     tokio::time::sleep(Duration::from_millis(28_500)).await;
-    for _ in 0..meshdns::cache::PREFETCH_MIN_HITS {
+    for _ in 0..meshdns::testing::cache::PREFETCH_MIN_HITS {
         assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.1"));
     }
     reload(

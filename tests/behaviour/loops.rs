@@ -305,7 +305,7 @@ async fn clients_asking_the_same_name_at_once_are_never_a_loop() {
 
 #[test]
 fn an_endpoint_equal_to_a_listen_address_is_refused_naming_the_variable_and_token() {
-    use meshdns::config::Config;
+    use meshdns::Config;
     let config = |vars: &[(&str, &str)]| {
         let mut all = vec![
             ("MESHDNS_UPSTREAMS", "10.96.0.10"),

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
-use meshdns::upstream::{INITIAL_RTO, MAX_RETRANSMITS, RTO_FLOOR};
+use meshdns::testing::upstream::{INITIAL_RTO, MAX_RETRANSMITS, RTO_FLOOR};
 use support::{Answer, Behaviour, FakeDns, Meshdns, Reply, Via, query, rr, udp, with_edns};
 use tokio::net::UdpSocket;
 use tokio::time::Instant;

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
-use meshdns::metrics::{DropReason, FAMILIES, RCODES};
-use meshdns::route::RouteKind;
-use meshdns::upstream::AttemptResult;
+use meshdns::testing::metrics::{DropReason, FAMILIES, RCODES};
+use meshdns::testing::route::RouteKind;
+use meshdns::testing::upstream::AttemptResult;
 use support::admin::{Scrape, changes, get, request};
 use support::{Answer, FakeDns, Meshdns, query, rr, tcp, udp, udp_raw_within};
 use tokio::net::TcpStream;
@@ -305,7 +305,7 @@ async fn the_admin_server_caps_its_connections_and_dns_keeps_answering() {
     let meshdns = Meshdns::before(&kube_dns, &[]).await;
     // Idle connections that never send a request fill every admin slot…
     let mut idle = Vec::new();
-    for _ in 0..meshdns::server::ADMIN_MAX_CONNECTIONS + 4 {
+    for _ in 0..meshdns::testing::server::ADMIN_MAX_CONNECTIONS + 4 {
         idle.push(TcpStream::connect(meshdns.admin).await.unwrap());
     }
     // …and DNS is served all the same.

@@ -13,10 +13,11 @@ use hickory_proto::op::{Edns, Message, OpCode, Query, ResponseCode};
 use hickory_proto::rr::rdata::{A, SRV};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
-use meshdns::config::{Cluster, Config};
-use meshdns::gather::{ClientHost, Leg, Naming, Scheme, merge};
-use meshdns::reply::{encode_fitted, fit_wire};
-use meshdns::rewrite::ZoneMap;
+use meshdns::Config;
+use meshdns::testing::config::Cluster;
+use meshdns::testing::gather::{ClientHost, Leg, Naming, Scheme, merge};
+use meshdns::testing::reply::{encode_fitted, fit_wire};
+use meshdns::testing::rewrite::ZoneMap;
 use proptest::prelude::*;
 
 /// A DNS label: letters of either case, digits, hyphens (what Kubernetes names use), or any
@@ -577,7 +578,7 @@ proptest! {
         let Some(config) = accepted(&members, template, distributed, clusterset) else {
             return Ok(()); // refused: not a configuration meshdns runs with
         };
-        let router = meshdns::route::Router::new(&config, &config.clusters);
+        let router = meshdns::testing::route::Router::new(&config, &config.clusters);
         for zone in &config.distributed_zones {
             let naming = Naming { zone: zone.clone(), scheme: Scheme::Prefix };
             for cluster in &config.clusters {
@@ -596,11 +597,11 @@ proptest! {
                     let wire = target.to_bytes().unwrap();
                     prop_assert_eq!(
                         router.route(&wire).into_owned(),
-                        meshdns::route::Route::Distributed(std::sync::Arc::new(naming.clone())),
+                        meshdns::testing::route::Route::Distributed(std::sync::Arc::new(naming.clone())),
                         "{} of cluster {}", target, cluster.name
                     );
                     let plan = naming.plan(&target, RecordType::A, &config.clusters);
-                    let meshdns::gather::Plan::Ask { legs, .. } = plan else {
+                    let meshdns::testing::gather::Plan::Ask { legs, .. } = plan else {
                         return Err(TestCaseError::fail(format!("{target}: {plan:?}")));
                     };
                     prop_assert_eq!(legs.len(), 1, "{} of cluster {}", target, cluster.name);
@@ -683,7 +684,7 @@ fn mutation() -> impl Strategy<Value = Mutation> {
 /// The mutation as byte edits to `reply`.
 fn patch(reply: &[u8], mutation: &Mutation) -> Patch {
     let mut records = Vec::new();
-    meshdns::wire::for_each_record(reply, |r| records.push(*r)).expect("a reply that walks");
+    meshdns::testing::wire::for_each_record(reply, |r| records.push(*r)).expect("a reply that walks");
     let nth = |n: usize| records[n % records.len()];
     let u16_at = |at: usize, value: u16| {
         let [high, low] = value.to_be_bytes();
@@ -740,8 +741,8 @@ async fn relayed_or_refused(mutation: &Mutation) -> Result<(), TestCaseError> {
     let (asked, good) = walked_exchange();
     let patch = patch(&good, mutation);
     let mutated = patch.apply(good.clone());
-    let id = meshdns::wire::id(&asked).unwrap();
-    let expected = match meshdns::upstream::acceptable(&mutated, id, &asked) {
+    let id = meshdns::testing::wire::id(&asked).unwrap();
+    let expected = match meshdns::testing::upstream::acceptable(&mutated, id, &asked) {
         true => Message::from_vec(&mutated).map_err(|e| {
             TestCaseError::fail(format!("an accepted reply that does not parse: {e}"))
         })?,

@@ -5,8 +5,8 @@
 
 use std::collections::BTreeSet;
 
-use meshdns::config::variables::VARIABLES;
-use meshdns::metrics::{FAMILIES, Kind};
+use meshdns::testing::config::variables::VARIABLES;
+use meshdns::testing::metrics::{FAMILIES, Kind};
 
 const README: &str = include_str!("../../README.md");
 const DASHBOARD: &str = include_str!("../../k8s/grafana/meshdns.json");

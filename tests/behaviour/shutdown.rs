@@ -176,11 +176,11 @@ async fn after_run_returns_no_task_it_started_is_still_alive() {
         ("MESHDNS_UPSTREAMS", upstream.addr.to_string()),
         ("MESHDNS_CACHE_SIZE", "0".to_string()),
     ];
-    let config = meshdns::config::Config::from_vars(vars.map(|(k, v)| (k.to_string(), v)))
+    let config = meshdns::Config::from_vars(vars.map(|(k, v)| (k.to_string(), v)))
         .expect("a valid test config");
     let mut listeners =
-        meshdns::server::bind_spread(&["127.0.0.1:0".parse().unwrap()], config.threads).unwrap();
-    listeners.admin = Some(meshdns::server::bind_admin("127.0.0.1:0".parse().unwrap()).unwrap());
+        meshdns::bind_spread(&["127.0.0.1:0".parse().unwrap()], config.threads).unwrap();
+    listeners.admin = Some(meshdns::bind_admin("127.0.0.1:0".parse().unwrap()).unwrap());
     let addr = listeners.local_addrs()[0];
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = meshdns::run(config, listeners, async {

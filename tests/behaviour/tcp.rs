@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dot_fakes::{Behaviour as StreamBehaviour, DotServer};
-use meshdns::upstream::stream::{StreamEndpoint, StreamSettings};
+use meshdns::testing::upstream::stream::{StreamEndpoint, StreamSettings};
 
 use hickory_proto::op::Message;
 use hickory_proto::rr::RecordType;

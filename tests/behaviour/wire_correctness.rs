@@ -15,7 +15,7 @@ use std::time::Duration;
 use hickory_proto::op::{Edns, Message, OpCode, Query, ResponseCode};
 use hickory_proto::rr::rdata::opt::EdnsOption;
 use hickory_proto::rr::{Record, RecordType};
-use meshdns::wire::{
+use meshdns::testing::wire::{
     OPTION_CLIENT_SUBNET, OPTION_COOKIE, OPTION_NSID, OPTION_PADDING, OPTION_TCP_KEEPALIVE,
 };
 use support::{
@@ -55,7 +55,7 @@ fn asking(name: &str, rtype: RecordType, options: &[(u16, &[u8])]) -> Message {
 
 /// Whether a message (a reply, or a query as a fake received it) carries EDNS option `code`.
 fn carries(msg: &[u8], code: u16) -> bool {
-    meshdns::wire::opt(msg)
+    meshdns::testing::wire::opt(msg)
         .flatten()
         .is_some_and(|opt| opt.options.contains(code))
 }
@@ -204,7 +204,7 @@ async fn padding_and_tcp_keepalive_reach_no_client_and_are_never_sent_upstream()
 /// A query meshdns relayed, without the loop marker it adds to every query it sends upstream
 /// (docs/design.md, "No loops"); fails the test when the marker is missing.
 fn unmarked(relayed: &[u8]) -> Vec<u8> {
-    meshdns::wire::without_options(relayed, |code| code == meshdns::wire::OPTION_LOOP_MARKER)
+    meshdns::testing::wire::without_options(relayed, |code| code == meshdns::testing::wire::OPTION_LOOP_MARKER)
         .expect("every relayed query carries meshdns's loop marker")
 }
 
@@ -745,7 +745,7 @@ async fn meshdns_own_replies_echo_cd() {
         let bytes = cd(msg).to_vec().unwrap();
         let reply = support::udp_raw(meshdns.addr, &bytes).await.expect(what);
         assert!(
-            meshdns::wire::checking_disabled(&reply),
+            meshdns::testing::wire::checking_disabled(&reply),
             "{what}: CD not echoed"
         );
     }
@@ -758,7 +758,7 @@ async fn meshdns_own_replies_echo_cd() {
         .expect("FORMERR");
     assert_eq!(rcode_of(&reply), ResponseCode::FormErr);
     assert!(
-        meshdns::wire::checking_disabled(&reply),
+        meshdns::testing::wire::checking_disabled(&reply),
         "header-only FORMERR"
     );
 }
@@ -807,7 +807,7 @@ async fn a_question_the_router_cannot_read_gets_formerr() {
             ];
             if unread.contains(&what) {
                 assert_eq!(
-                    meshdns::wire::question_count(&reply),
+                    meshdns::testing::wire::question_count(&reply),
                     Some(0),
                     "{what}: no question the client did not send"
                 );
@@ -870,10 +870,10 @@ async fn an_error_reply_without_a_question_is_relayed_with_the_question_restored
         8,
         "never answered from the cache, never retried"
     );
-    let local = meshdns::snapshot::LOCAL_UPSTREAM;
+    let local = meshdns::testing::snapshot::LOCAL_UPSTREAM;
     assert_eq!(meshdns.upstream_requests(local, "timeout").await, 0.0);
     let healthy = meshdns
-        .upstream_healthy(meshdns::snapshot::LOCAL_UPSTREAM, &upstream)
+        .upstream_healthy(meshdns::testing::snapshot::LOCAL_UPSTREAM, &upstream)
         .await;
     assert_eq!(healthy, 1.0, "the endpoint answered: never marked down");
 }

@@ -873,7 +873,7 @@ async def main():
         "MESHDNS_CACHE_NEGATIVE_TTL": f"{NEGATIVE_TTL}s",
         "MESHDNS_CACHE_SIZE": "2000",
         # The gatherer's debug lines name the clusters a partial answer missed.
-        "MESHDNS_LOG": os.environ.get("CHAOS_MESHDNS_LOG", "warn,meshdns::gather=debug"),
+        "MESHDNS_LOG": os.environ.get("CHAOS_MESHDNS_LOG", "warn,meshdns::testing::gather=debug"),
     }
     log_file = open(os.path.join(args.work, "meshdns.log"), "w")
     process = subprocess.Popen([args.meshdns], env=environment, stdout=log_file, stderr=log_file)

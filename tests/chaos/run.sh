@@ -7,7 +7,7 @@
 #   sudo tests/chaos/run.sh                    # 60 s at 400 q/s, seed 7
 #   sudo CHAOS_SECONDS=600 CHAOS_SEED=11 tests/chaos/run.sh
 #   sudo MESHDNS_BIN=target/release/meshdns tests/chaos/run.sh   # no build
-#   sudo CHAOS_MESHDNS_LOG=warn,meshdns::gather=debug,meshdns::upstream=debug tests/chaos/run.sh
+#   sudo CHAOS_MESHDNS_LOG=warn,meshdns::testing::gather=debug,meshdns::testing::upstream=debug tests/chaos/run.sh
 #                                              # meshdns's log level (default: the gatherer's debug)
 #
 # Needs root (port 53 on loopback addresses, unshare -n, nft). Installs what is missing

@@ -22,7 +22,7 @@ use std::time::Duration;
 use hickory_proto::op::{Message, Metadata, Query};
 use hickory_proto::rr::rdata::A;
 use hickory_proto::rr::{RData, Record, RecordType};
-use meshdns::certificates::{ClientIdentity, load};
+use meshdns::testing::certificates::{ClientIdentity, load};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::server::WebPkiClientVerifier;

@@ -8,10 +8,10 @@
 
 use std::sync::Arc;
 
-use meshdns::background::Background;
-use meshdns::cache::{Cache, CacheKey};
-use meshdns::config::CacheConfig;
-use meshdns::metrics::Metrics;
+use meshdns::testing::background::Background;
+use meshdns::testing::cache::{Cache, CacheKey};
+use meshdns::testing::config::CacheConfig;
+use meshdns::testing::metrics::Metrics;
 
 use crate::counting;
 use crate::typical;
@@ -53,7 +53,7 @@ fn memory_per_typical_entry_is_small() {
 
     let before = live();
     for (key, reply) in &entries {
-        cache.insert(key, reply, now, meshdns::cache::Generation::default());
+        cache.insert(key, reply, now, meshdns::testing::cache::Generation::default());
     }
     let grown = usize::try_from(live() - before).expect("the cache grew");
 

@@ -19,11 +19,11 @@ use bytes::Bytes;
 use futures_util::future::join_all;
 use hickory_proto::op::{Message, Query};
 use hickory_proto::rr::{Name, RecordType};
-use meshdns::background::Background;
-use meshdns::config::Config;
-use meshdns::metrics::Metrics;
-use meshdns::query::Resolver;
-use meshdns::wire::Proto;
+use meshdns::testing::background::Background;
+use meshdns::Config;
+use meshdns::testing::metrics::Metrics;
+use meshdns::testing::query::Resolver;
+use meshdns::testing::wire::Proto;
 
 use crate::counting;
 

@@ -16,9 +16,9 @@ use std::time::Duration;
 
 use hickory_proto::op::{Message, Query};
 use hickory_proto::rr::{Name, RecordType};
-use meshdns::config::{self, Transport};
-use meshdns::metrics::Metrics;
-use meshdns::upstream::{Answered, GroupSpec, Upstream, UpstreamError};
+use meshdns::testing::config::{self, Transport};
+use meshdns::testing::metrics::Metrics;
+use meshdns::testing::upstream::{Answered, GroupSpec, Upstream, UpstreamError};
 use tokio::time::Instant;
 
 use crate::counting;
@@ -62,7 +62,7 @@ async fn measure() {
         spec,
         None,
         &Metrics::new().upstream(),
-        meshdns::background::Owner::default(),
+        meshdns::testing::background::Owner::default(),
     );
     let mut query = Message::query();
     query.add_query(Query::query(

@@ -338,7 +338,7 @@ impl FakeDnsBuilder {
 
     /// Starts on `addr` (another loopback address, the port of a fake that moved).
     pub async fn start_on(self, addr: &str) -> FakeDns {
-        let listeners = meshdns::server::bind(&[addr.parse().unwrap()]).unwrap();
+        let listeners = meshdns::bind(&[addr.parse().unwrap()]).unwrap();
         let addr = listeners.local_addrs()[0];
         let udp = UdpSocket::from_std(listeners.udp.into_iter().next().unwrap()).unwrap();
         let tcp = TcpListener::from_std(listeners.tcp.into_iter().next().unwrap()).unwrap();
@@ -506,7 +506,7 @@ struct Plan {
 
 fn plan(behaviour: &Behaviour, query: &Message, via: Via, compressing: bool) -> Plan {
     let encode = |msg: Message| match compressing {
-        true => meshdns::reply::encode_fitted(&msg, 65_535),
+        true => meshdns::testing::reply::encode_fitted(&msg, 65_535),
         false => msg.to_vec().expect("the fake's reply encodes"),
     };
     let right = |answer: &Answer| encode(reply(query, answer));
@@ -619,7 +619,7 @@ fn truncated(query: &Message, rcode: ResponseCode) -> Message {
 /// `reply` with the owner name of its first record made a compression pointer to itself: a
 /// loop no decoder can follow.
 pub fn pointer_loop(mut reply: Vec<u8>) -> Vec<u8> {
-    let owner = meshdns::wire::questions_end(&reply).expect("a reply that walks");
+    let owner = meshdns::testing::wire::questions_end(&reply).expect("a reply that walks");
     assert!(owner + 2 < reply.len(), "the reply has a record");
     let pointer = 0xc000 | u16::try_from(owner).expect("a pointer reaches it");
     reply[owner..owner + 2].copy_from_slice(&pointer.to_be_bytes());
@@ -678,7 +678,7 @@ fn take_query(
 ) -> Option<(usize, Plan)> {
     let query = Message::from_vec(bytes)
         .ok()
-        .or_else(|| Message::from_vec(&meshdns::wire::without_options(bytes, |_| true)?).ok())?;
+        .or_else(|| Message::from_vec(&meshdns::testing::wire::without_options(bytes, |_| true)?).ok())?;
     let question = query.queries.first()?;
     let before = state.asked_before(question);
     let index = state.received(via, from, question, bytes);
@@ -884,10 +884,10 @@ impl Meshdns {
             merged.contains_key("MESHDNS_UPSTREAMS"),
             "tests must name the upstreams: the machine's resolv.conf is not ours to query"
         );
-        let config = meshdns::config::Config::from_vars(merged).expect("a valid test config");
+        let config = meshdns::Config::from_vars(merged).expect("a valid test config");
         let mut listeners =
-            meshdns::server::bind_spread(&[listen.parse().unwrap()], config.threads).unwrap();
-        let admin = meshdns::server::bind_admin("127.0.0.1:0".parse().unwrap()).unwrap();
+            meshdns::bind_spread(&[listen.parse().unwrap()], config.threads).unwrap();
+        let admin = meshdns::bind_admin("127.0.0.1:0".parse().unwrap()).unwrap();
         let admin_addr = admin.local_addr().unwrap();
         listeners.admin = Some(admin);
         let addr = listeners.local_addrs()[0];

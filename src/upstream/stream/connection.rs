@@ -172,6 +172,7 @@ impl Shared {
         self.connects.load(Ordering::Relaxed)
     }
 
+    #[cfg(any(test, feature = "testing"))]
     pub(super) fn is_connected(&self) -> bool {
         matches!(self.lock().link, Link::Open(_))
     }

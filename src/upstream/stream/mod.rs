@@ -55,18 +55,18 @@ use connection::Shared;
 /// connection the peer is just closing (when that happens anyway, the query moves to a new
 /// connection). A re-opened TLS connection resumes its session (rustls keeps tickets in the
 /// client configuration): closing early costs a round trip, not a full handshake.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long the TCP connect (plus the TLS handshake) may take. Longer than a query's default
 /// deadline (2 s; queries give up on their own, the connect goes on for the next), short
 /// enough that a black-holed peer becomes a failure, and so a backoff, soon.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Queries waiting on one connection. A query beyond it waits (until its deadline) for a slot:
 /// slots come back at the speed of replies, so waiting costs about a round trip, where failing
 /// would count against a healthy endpoint. Queries whose caller gave up keep their ID reserved
 /// (a late reply must not be taken for another query's) up to the same number again.
-pub const MAX_IN_FLIGHT: usize = 256;
+pub(crate) const MAX_IN_FLIGHT: usize = 256;
 
 /// Connections in a row that may end (closed by the peer, or hanging) without a single reply
 /// before that is a failure: a peer that accepts connections and drops them unanswered would
@@ -77,15 +77,15 @@ pub const MAX_UNANSWERED_CONNECTIONS: u32 = 3;
 /// (after the backoff) with the queries kept waiting, instead of failing them: a server
 /// process restarting behind its port refuses connections for a moment. Bounded by each
 /// query's own deadline as well.
-pub const RESTART_GRACE: Duration = Duration::from_secs(1);
+pub(crate) const RESTART_GRACE: Duration = Duration::from_secs(1);
 
 /// The first delay after a failed connection; it doubles with each failure in a row.
-pub const BACKOFF_MIN: Duration = Duration::from_millis(100);
+pub(crate) const BACKOFF_MIN: Duration = Duration::from_millis(100);
 
 /// The longest delay between connection attempts; a reply on a connection resets the delay to
 /// [`BACKOFF_MIN`]. Each delay is drawn from its upper half, so the sidecars of many pods do
 /// not reconnect to a recovering peer in step.
-pub const BACKOFF_MAX: Duration = Duration::from_secs(5);
+pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 /// Why a query over a stream got no reply. The variant is what a caller turns into its metric
 /// label: [`StreamError::Tls`] is `tls_error`, the timeouts are `timeout`, the rest are plain
@@ -236,6 +236,7 @@ impl StreamEndpoint {
         self.shared.connects()
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Whether a connection is open or being opened (tests and debugging; nothing decides on it).
     pub fn is_connected(&self) -> bool {
         self.shared.is_connected()

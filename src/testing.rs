@@ -1,0 +1,95 @@
+//! The internals that the integration tests, the memory measurements and the fuzz targets
+//! drive directly, behind the `testing` feature (the crate's dev-dependency on itself turns it
+//! on; the fuzz crate asks for it). Nothing here is API: a build without the feature has none
+//! of it, so an item that only tests use is found as dead code. It re-exports and owns
+//! nothing; each module mirrors the crate's module of the same name.
+
+pub mod background {
+    pub use crate::background::{Background, DEFAULT_LIMIT, Owner};
+}
+
+pub mod cache {
+    pub use crate::cache::{
+        Cache, CacheKey, FAILURE_TTL_FIRST, FAILURE_TTL_MAX, Generation, Lookup,
+        PREFETCH_MIN_HITS, RECHECK_PERIOD, STALE_TTL,
+    };
+}
+
+pub mod certificates {
+    pub use crate::certificates::{ClientIdentity, load, not_after, server_name};
+}
+
+pub mod config {
+    pub use crate::config::variables::VARIABLES;
+    pub use crate::config::{CacheConfig, Cluster, Endpoint, Transport};
+}
+
+pub mod gather {
+    pub use crate::gather::{ClientHost, Leg, Naming, PARTIAL_TTL, Plan, Scheme, merge};
+}
+
+pub mod metrics {
+    pub use crate::metrics::{DropReason, FAMILIES, Kind, Metrics, RCODES};
+}
+
+pub mod passthrough {
+    pub use crate::passthrough::to_client;
+}
+
+pub mod query {
+    pub use crate::query::Resolver;
+}
+
+pub mod reload {
+    pub use crate::reload::SETTLE;
+}
+
+pub mod reply {
+    pub use crate::reply::{encode_fitted, fit_wire};
+}
+
+pub mod request {
+    pub use crate::request::{Inspected, inspect};
+}
+
+pub mod rewrite {
+    pub use crate::rewrite::ZoneMap;
+}
+
+pub mod route {
+    pub use crate::route::{Route, RouteKind, Router};
+}
+
+pub mod server {
+    pub use crate::server::{
+        ADMIN_MAX_CONNECTIONS, MAX_QUERY_FRAME, TCP_IDLE_TIMEOUT, TCP_MAX_CONNECTIONS,
+        TCP_WRITE_TIMEOUT,
+    };
+}
+
+pub mod snapshot {
+    pub use crate::snapshot::LOCAL_UPSTREAM;
+}
+
+pub mod upstream {
+    pub use crate::upstream::names::MAX_RETRY;
+    pub use crate::upstream::{
+        Answered, AttemptResult, GroupSpec, INITIAL_RTO, MAX_RETRANSMITS, RTO_FLOOR, Upstream,
+        UpstreamError, acceptable,
+    };
+    pub mod stream {
+        pub use crate::upstream::stream::{
+            MAX_UNANSWERED_CONNECTIONS, StreamEndpoint, StreamError, StreamSettings,
+        };
+    }
+}
+
+pub mod wire {
+    pub use crate::wire::{
+        CLASSIC_UDP_SIZE, HEADER_LEN, OPTION_CLIENT_SUBNET, OPTION_COOKIE, OPTION_LOOP_MARKER,
+        OPTION_NSID, OPTION_PADDING, OPTION_TCP_KEEPALIVE, Proto, checking_disabled,
+        first_question, for_each_record, has_option, id, is_hop_by_hop_option, is_truncated,
+        opcode, opt, question_count, questions_end, rcode, same_question, set_id, set_ttl,
+        ttl_fields, walks_fully, without_opt, without_options,
+    };
+}
