@@ -12,8 +12,8 @@ use std::sync::LazyLock;
 
 use hickory_proto::op::{Message, Query};
 use hickory_proto::rr::{Name, RecordType};
-use meshdns::testing::cache::{Cache, CacheKey, Lookup};
 use meshdns::Config;
+use meshdns::testing::cache::{Cache, CacheKey, Lookup};
 use meshdns::testing::config::CacheConfig;
 use meshdns::testing::gather::{Leg, Naming, Scheme, merge};
 use meshdns::testing::reply::{encode_fitted, fit_wire};
@@ -261,7 +261,12 @@ pub fn cache(data: &[u8]) {
         background,
     );
     let now = Instant::now();
-    cache.insert(&key, reply, now, meshdns::testing::cache::Generation::default());
+    cache.insert(
+        &key,
+        reply,
+        now,
+        meshdns::testing::cache::Generation::default(),
+    );
     if let Lookup::Fresh { reply: served, .. } = cache.lookup(&key, request, now, Vec::new()) {
         assert_eq!(
             wire::id(&served),

@@ -48,16 +48,16 @@ pub const DEFAULT_LIMIT: usize = 256;
 
 /// The series the background set records into, built by the metrics module.
 #[derive(Debug, Clone)]
-pub struct BackgroundMetrics {
+pub(crate) struct BackgroundMetrics {
     /// `meshdns_background_tasks`: tasks running now.
-    pub tasks: IntGauge,
+    pub(crate) tasks: IntGauge,
     /// `meshdns_background_refused_total`: work refused because the set was full.
-    pub refused: IntCounter,
+    pub(crate) refused: IntCounter,
 }
 
 impl BackgroundMetrics {
     /// Series registered nowhere (a set whose figures nobody scrapes: `--check`, unit tests).
-    pub fn unregistered() -> Self {
+    pub(crate) fn unregistered() -> Self {
         Self {
             tasks: IntGauge::new("background_tasks", "unregistered").expect("a valid name"),
             refused: IntCounter::new("background_refused_total", "unregistered")
@@ -88,10 +88,10 @@ pub struct Background {
 /// Counts one thing in a gauge while it lives, however it ends: a task of the set (returned,
 /// or ended by `close`), a client query in flight (`Metrics::inflight`).
 #[must_use = "it counts only while it lives"]
-pub struct Counted(IntGauge);
+pub(crate) struct Counted(IntGauge);
 
 impl Counted {
-    pub fn new(gauge: &IntGauge) -> Self {
+    pub(crate) fn new(gauge: &IntGauge) -> Self {
         gauge.inc();
         Self(gauge.clone())
     }
@@ -110,7 +110,7 @@ impl Background {
     }
 
     /// A set of at most `limit` tasks, counted into `metrics`.
-    pub fn with_metrics(limit: usize, metrics: BackgroundMetrics) -> Self {
+    pub(crate) fn with_metrics(limit: usize, metrics: BackgroundMetrics) -> Self {
         Self {
             running: Arc::new(AtomicUsize::new(0)),
             limit,
@@ -123,7 +123,7 @@ impl Background {
 
     /// Runs `work` in the background unless the set is full; `false` when it was refused.
     /// Must be called inside the runtime.
-    pub fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) -> bool {
+    pub(crate) fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) -> bool {
         let taken = self.running.fetch_add(1, Ordering::AcqRel);
         let slot = Slot(Arc::clone(&self.running));
         if taken >= self.limit {
@@ -139,32 +139,32 @@ impl Background {
         true
     }
 
-    #[cfg(any(test, feature = "testing"))]
+    #[cfg(test)]
     /// Bounded tasks running now.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.running.load(Ordering::Acquire)
     }
 
-    #[cfg(any(test, feature = "testing"))]
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// An owner for work started for one thing of this instance (an upstream group), a child
     /// of the root: it ends when the thing drops it, or at [`Background::close`].
-    pub fn owner(&self) -> Owner {
+    pub(crate) fn owner(&self) -> Owner {
         self.root.child()
     }
 
     /// The root itself, where the instance's own loops are started (the admin server, the
     /// reload watcher, the certificate renewal): they end when the root is closed.
-    pub fn tasks(&self) -> Tasks {
+    pub(crate) fn tasks(&self) -> Tasks {
         self.root.tasks.clone()
     }
 
     /// Where tasks on a client's path are started: under the root's token (they end at
     /// [`Background::close`]), tracked apart from the background's.
-    pub fn clients(&self) -> Tasks {
+    pub(crate) fn clients(&self) -> Tasks {
         Tasks {
             token: self.root.tasks.token.clone(),
             tracker: self.clients.clone(),
@@ -174,18 +174,18 @@ impl Background {
     /// The first step of shutdown, as the listeners, their connections and the reload watcher
     /// see it: cancelled by [`Background::drain`] (or [`Background::close`]), they stop taking
     /// new work and finish what they have.
-    pub fn draining(&self) -> CancellationToken {
+    pub(crate) fn draining(&self) -> CancellationToken {
         self.drain.clone()
     }
 
     /// Begins shutdown: see [`Background::draining`].
-    pub fn drain(&self) {
+    pub(crate) fn drain(&self) {
         self.drain.cancel();
     }
 
     /// Resolves once every task on a client's path has ended; none may start after it is
     /// called (shutdown's drain, which the listeners have stopped accepting before).
-    pub async fn drained(&self) {
+    pub(crate) async fn drained(&self) {
         self.clients.close();
         self.clients.wait().await;
     }
@@ -193,7 +193,7 @@ impl Background {
     /// Stops every task of the tree, on a client's path, bounded or owned (shutdown, once
     /// the drain is over or its grace time is); [`Background::closed`] waits until they
     /// have all ended.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         self.drain.cancel();
         self.root.tasks.token.cancel();
         self.root.tasks.tracker.close();
@@ -201,14 +201,14 @@ impl Background {
     }
 
     /// Resolves once [`Background::close`] was called and every task of the tree has ended.
-    pub async fn closed(&self) {
+    pub(crate) async fn closed(&self) {
         self.clients.wait().await;
         self.root.tasks.tracker.wait().await;
     }
 
     /// Tasks of the tree still alive, of every kind (finished ones no longer count).
     #[cfg(test)]
-    pub fn alive(&self) -> usize {
+    pub(crate) fn alive(&self) -> usize {
         self.root.tasks.tracker.len() + self.clients.len()
     }
 }
@@ -235,7 +235,7 @@ pub struct Tasks {
 
 impl Tasks {
     /// Runs `work` on a task of the tree until it returns or this node's token is cancelled.
-    pub fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) {
+    pub(crate) fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) {
         let token = self.token.clone();
         // The handle is not needed: the tracker waits for the task, the token ends it.
         drop(self.tracker.spawn(async move {
@@ -244,7 +244,7 @@ impl Tasks {
     }
 
     /// An owner below this node (an upstream stream endpoint's, for its connections).
-    pub fn child(&self) -> Owner {
+    pub(crate) fn child(&self) -> Owner {
         Owner::of(self.token.child_token(), self.tracker.clone())
     }
 }
@@ -274,19 +274,19 @@ impl Owner {
     }
 
     /// An owner whose work also ends when this one is dropped (an endpoint's, in its group).
-    pub fn child(&self) -> Owner {
+    pub(crate) fn child(&self) -> Owner {
         self.tasks.child()
     }
 
     /// Runs work bounded by its owner (a re-resolution per configured host name, a probe per
     /// endpoint: it must not take a slot of the bounded set, nor be refused one) on a task of
     /// the tree until it returns or this owner is dropped.
-    pub fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) {
+    pub(crate) fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) {
         self.tasks.spawn(work);
     }
 
     /// Where tasks that end with this owner are started (its endpoint's connections).
-    pub fn tasks(&self) -> Tasks {
+    pub(crate) fn tasks(&self) -> Tasks {
         self.tasks.clone()
     }
 

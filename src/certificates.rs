@@ -70,7 +70,7 @@ pub enum TlsConfigError {
 impl TlsConfigError {
     /// Whether the private key is at fault (missing, encrypted, or not the certificate's):
     /// then the key file is, even when it is also the certificate file.
-    pub fn is_about_the_key(&self) -> bool {
+    pub(crate) fn is_about_the_key(&self) -> bool {
         matches!(
             self,
             TlsConfigError::NoKey { .. }
@@ -80,7 +80,7 @@ impl TlsConfigError {
     }
 
     /// The file at fault (for a server name, none).
-    pub fn path(&self) -> Option<&Path> {
+    pub(crate) fn path(&self) -> Option<&Path> {
         match self {
             TlsConfigError::Read { path, .. }
             | TlsConfigError::TooLarge { path }
@@ -112,9 +112,9 @@ pub struct ClientTls {
     pub config: Arc<ClientConfig>,
     /// One fingerprint per file, in the order CA bundle, certificate, key: also which file a
     /// rotation changed, for the log.
-    pub files: Vec<u64>,
+    pub(crate) files: Vec<u64>,
     /// When our client certificate expires (seconds since the Unix epoch), when there is one.
-    pub not_after: Option<i64>,
+    pub(crate) not_after: Option<i64>,
 }
 
 impl PartialEq for ClientTls {
@@ -142,17 +142,17 @@ impl std::fmt::Debug for ClientTls {
 pub struct CurrentTls(Arc<ArcSwap<ClientConfig>>);
 
 impl CurrentTls {
-    pub fn new(config: Arc<ClientConfig>) -> Self {
+    pub(crate) fn new(config: Arc<ClientConfig>) -> Self {
         Self(Arc::new(ArcSwap::new(config)))
     }
 
     /// The configuration to open a connection with now.
-    pub fn load(&self) -> Arc<ClientConfig> {
+    pub(crate) fn load(&self) -> Arc<ClientConfig> {
         self.0.load_full()
     }
 
     /// From now on, connections are opened with `config` (by every endpoint sharing this).
-    pub fn replace(&self, config: Arc<ClientConfig>) {
+    pub(crate) fn replace(&self, config: Arc<ClientConfig>) {
         self.0.store(config);
     }
 }
@@ -173,7 +173,7 @@ impl std::fmt::Debug for CurrentTls {
 /// path, and its bytes or why they could not be read.
 #[derive(Debug)]
 pub(crate) struct PemFile {
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     bytes: Result<Vec<u8>, TlsConfigError>,
 }
 

@@ -20,8 +20,18 @@
 //!
 //! [`run`] takes sockets that are already bound, so tests bind port 0 and the binary can turn
 //! bind failures into their own exit code.
+//!
+//! The crate's surface is what `main.rs` needs: [`run`] and [`run_webhook`], the configuration
+//! ([`Config`], [`WebhookConfig`], [`help`], [`render_check`], [`cluster_dns_change`]), the sockets
+//! ([`bind`] and its kin), and [`process`]. Every other item is `pub(crate)` or private, so the
+//! compiler finds what nothing uses. The integration tests, the memory measurements and the
+//! fuzz targets reach the internals they drive through `testing`, a module that exists only
+//! with the `testing` feature (the crate's dev-dependency on itself turns it on).
 
 #![forbid(unsafe_code)]
+// The documentation is for the next engineer: built with the private items (`.ci/run`), so
+// the crate's paragraph may link to the modules it walks through.
+#![allow(rustdoc::private_intra_doc_links)]
 // Every `pub` item is reachable from outside (the surface below, or `testing`): the rest is
 // `pub(crate)`, so the compiler finds what nothing uses.
 #![cfg_attr(feature = "testing", warn(unreachable_pub))]
@@ -48,17 +58,17 @@ mod route;
 mod search;
 mod server;
 mod snapshot;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod upstream;
 mod webhook;
 mod wire;
-#[cfg(feature = "testing")]
-pub mod testing;
 
 pub use certificates::server::{ServerTls, ServerTlsFiles};
 pub use check::render_check;
 pub use config::variables::help;
 pub use config::{Config, ConfigError, WebhookConfig, read_env_file};
-pub use dns_change::{Platform, generate as dns_change};
+pub use dns_change::{Platform, generate as cluster_dns_change};
 pub use server::{BindError, Listeners, bind, bind_admin, bind_dot, bind_spread};
 pub use webhook::run as run_webhook;
 

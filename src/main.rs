@@ -133,7 +133,7 @@ fn print_dns_change(
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    match meshdns::dns_change(config, platform, resolver, current.as_deref()) {
+    match meshdns::cluster_dns_change(config, platform, resolver, current.as_deref()) {
         Ok(change) => {
             print!("{change}");
             ExitCode::SUCCESS
@@ -180,16 +180,15 @@ fn main() -> ExitCode {
     }
     // Kept until the end: dropping it waits (briefly) for the last log lines to be written.
     let logs = process::init_logging(&config.log, config.log_format);
-    let bound =
-        meshdns::bind_spread(&config.listen, config.threads).and_then(|mut listeners| {
-            if let Some(addr) = config.admin_listen {
-                listeners.admin = Some(meshdns::bind_admin(addr)?);
-            }
-            if let Some(dot) = &config.dot {
-                listeners.dot = meshdns::bind_dot(&dot.listen)?;
-            }
-            Ok(listeners)
-        });
+    let bound = meshdns::bind_spread(&config.listen, config.threads).and_then(|mut listeners| {
+        if let Some(addr) = config.admin_listen {
+            listeners.admin = Some(meshdns::bind_admin(addr)?);
+        }
+        if let Some(dot) = &config.dot {
+            listeners.dot = meshdns::bind_dot(&dot.listen)?;
+        }
+        Ok(listeners)
+    });
     let listeners = match bound {
         Ok(listeners) => listeners,
         Err(error) => {
@@ -261,10 +260,7 @@ fn webhook(check: bool) -> ExitCode {
             config.listen
         )
     });
-    let admin = config
-        .admin_listen
-        .map(meshdns::bind_admin)
-        .transpose();
+    let admin = config.admin_listen.map(meshdns::bind_admin).transpose();
     let (listener, admin) = match (bound, admin) {
         (Ok(listener), Ok(admin)) => (listener, admin),
         (Err(why), _) => return bind_failed(why),

@@ -62,7 +62,7 @@ pub struct Family {
     #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
     pub kind: Kind,
     pub labels: &'static [&'static str],
-    pub help: &'static str,
+    pub(crate) help: &'static str,
 }
 
 pub(crate) const REQUESTS_TOTAL: Family = Family {
@@ -373,7 +373,7 @@ impl DropReason {
 
 /// How a reload of the configuration directory ended: the `result` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReloadResult {
+pub(crate) enum ReloadResult {
     Applied,
     Rejected,
     /// A restart-only variable changed: logged, not applied, the success time not moved.
@@ -381,13 +381,13 @@ pub enum ReloadResult {
 }
 
 impl ReloadResult {
-    pub const ALL: [ReloadResult; 3] = [
+    pub(crate) const ALL: [ReloadResult; 3] = [
         ReloadResult::Applied,
         ReloadResult::Rejected,
         ReloadResult::RestartRequired,
     ];
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             ReloadResult::Applied => "applied",
             ReloadResult::Rejected => "rejected",
@@ -398,7 +398,7 @@ impl ReloadResult {
 
 /// A TLS listener serving a certificate of its own: the `listener` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TlsListener {
+pub(crate) enum TlsListener {
     /// `MESHDNS_DOT_LISTEN`.
     Dot,
     /// `MESHDNS_WEBHOOK_LISTEN` (`meshdns webhook`).
@@ -406,7 +406,7 @@ pub enum TlsListener {
 }
 
 impl TlsListener {
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             TlsListener::Dot => "dot",
             TlsListener::Webhook => "webhook",
@@ -416,7 +416,7 @@ impl TlsListener {
 
 /// How the webhook answered one review: the `result` label of `meshdns_webhook_reviews_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WebhookResult {
+pub(crate) enum WebhookResult {
     Injected,
     Skipped,
     NotInjected,
@@ -425,7 +425,7 @@ pub enum WebhookResult {
 }
 
 impl WebhookResult {
-    pub const ALL: [WebhookResult; 5] = [
+    pub(crate) const ALL: [WebhookResult; 5] = [
         WebhookResult::Injected,
         WebhookResult::Skipped,
         WebhookResult::NotInjected,
@@ -433,7 +433,7 @@ impl WebhookResult {
         WebhookResult::Invalid,
     ];
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             WebhookResult::Injected => "injected",
             WebhookResult::Skipped => "skipped",
@@ -604,7 +604,7 @@ impl Metrics {
 
     /// The whole registry in the text exposition format. Reading the metrics takes only the
     /// registry's short read locks; the DNS path never waits on a scrape.
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         let families = self.registry.gather();
         TextEncoder::new()
             .encode_to_string(&families)
@@ -612,7 +612,13 @@ impl Metrics {
     }
 
     /// One client query answered with `reply`, `elapsed` after it arrived.
-    pub fn record_request(&self, proto: Proto, route: RouteKind, reply: &[u8], elapsed: Duration) {
+    pub(crate) fn record_request(
+        &self,
+        proto: Proto,
+        route: RouteKind,
+        reply: &[u8],
+        elapsed: Duration,
+    ) {
         let index = (proto as usize * RouteKind::ALL.len() + route as usize) * RCODES.len()
             + rcode_index(reply);
         if let Some(counter) = self.requests.get(index) {
@@ -624,21 +630,21 @@ impl Metrics {
     }
 
     /// One review answered by the webhook.
-    pub fn webhook_review(&self, result: WebhookResult) {
+    pub(crate) fn webhook_review(&self, result: WebhookResult) {
         if let Some(counter) = self.webhook_reviews.get(result as usize) {
             counter.inc();
         }
     }
 
     /// A client query or connection not served.
-    pub fn dropped(&self, reason: DropReason) {
+    pub(crate) fn dropped(&self, reason: DropReason) {
         if let Some(counter) = self.dropped.get(reason as usize) {
             counter.inc();
         }
     }
 
     /// Counts a query as in flight until the guard is dropped.
-    pub fn inflight(&self) -> Counted {
+    pub(crate) fn inflight(&self) -> Counted {
         Counted::new(&self.inflight)
     }
 
@@ -646,7 +652,7 @@ impl Metrics {
     /// `config_last_reload_successful` to 0 until a valid read (this, or
     /// [`Metrics::config_valid`] for one with nothing to apply): the alert on it stays while the
     /// rejected file is in the directory.
-    pub fn config_reload(&self, result: ReloadResult) {
+    pub(crate) fn config_reload(&self, result: ReloadResult) {
         if let Some(counter) = self.reloads.get(result as usize) {
             counter.inc();
         }
@@ -663,19 +669,19 @@ impl Metrics {
     /// The configuration directory was read and is valid — applied, unchanged (a rejected file
     /// removed, back to the configuration in force), or only waiting for a restart: nothing
     /// rejected is left in it.
-    pub fn config_valid(&self) {
+    pub(crate) fn config_valid(&self) {
         self.last_reload_successful.set(1);
     }
 
     /// A valid read of the configuration directory holds (`true`) or no longer holds a
     /// restart-only value that differs from the one in force: `config_restart_pending`, the
     /// state the alert on it follows (a counter's increase would end while the change waits).
-    pub fn config_restart_pending(&self, pending: bool) {
+    pub(crate) fn config_restart_pending(&self, pending: bool) {
         self.restart_pending.set(i64::from(pending));
     }
 
     /// A directory of the configuration could not be watched.
-    pub fn config_watch_error(&self) {
+    pub(crate) fn config_watch_error(&self) {
         self.watch_errors.inc();
     }
 
@@ -697,22 +703,22 @@ impl Metrics {
     }
 
     /// What the gathered answers are counted into.
-    pub fn gather(&self) -> GatherMetrics {
+    pub(crate) fn gather(&self) -> GatherMetrics {
         self.gather.clone()
     }
 
     /// The background set's series.
-    pub fn background(&self) -> BackgroundMetrics {
+    pub(crate) fn background(&self) -> BackgroundMetrics {
         self.background.clone()
     }
 
     /// Shows when our client certificate expires (`None`: there is none, the series goes).
-    pub fn client_certificate(&self, not_after: Option<i64>) {
+    pub(crate) fn client_certificate(&self, not_after: Option<i64>) {
         show_expiry(&self.client_certificate_expiry, &[], not_after);
     }
 
     /// Shows when the certificate `listener` serves expires.
-    pub fn server_certificate(&self, listener: TlsListener, not_after: Option<i64>) {
+    pub(crate) fn server_certificate(&self, listener: TlsListener, not_after: Option<i64>) {
         show_expiry(
             &self.server_certificate_expiry,
             &[listener.label()],
@@ -721,7 +727,7 @@ impl Metrics {
     }
 
     /// A change of `listener`'s certificate files was applied (`true`) or rejected.
-    pub fn server_certificate_reload(&self, listener: TlsListener, applied: bool) {
+    pub(crate) fn server_certificate_reload(&self, listener: TlsListener, applied: bool) {
         let result = if applied {
             ReloadResult::Applied
         } else {
@@ -733,7 +739,7 @@ impl Metrics {
     }
 
     /// Counts queries that came back to meshdns (see `loops`).
-    pub fn loops(&self) -> IntCounter {
+    pub(crate) fn loops(&self) -> IntCounter {
         self.loops.clone()
     }
 }

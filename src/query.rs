@@ -31,7 +31,7 @@ use crate::wire::{self, Proto};
 
 /// What the cache-hit path made of a query.
 #[derive(Debug)]
-pub enum FastPath {
+pub(crate) enum FastPath {
     /// Served from the cache.
     Answered(Vec<u8>),
     /// Not served: what the cache-hit path made of the query when it is a plain one, so the
@@ -44,7 +44,7 @@ pub enum FastPath {
 /// snapshot it came from (its target's identity, the generation the answer is written with),
 /// so the two travel together: a reload between the hit path and the miss changes neither.
 #[derive(Debug)]
-pub struct Routed {
+pub(crate) struct Routed {
     plain: Plain,
     route: Route,
     snapshot: Arc<Snapshot>,
@@ -82,33 +82,33 @@ impl Resolver {
     }
 
     /// The snapshot queries start on now.
-    pub fn snapshot(&self) -> Arc<Snapshot> {
+    pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
         self.snapshot.load_full()
     }
 
     /// The snapshot queries start on now, borrowed without counting a reference: what the UDP
     /// loop serves a whole batch of datagrams under (one load, not two per datagram). Dropped
     /// before any await, so a reload is never held up by it.
-    pub fn current(&self) -> arc_swap::Guard<Arc<Snapshot>> {
+    pub(crate) fn current(&self) -> arc_swap::Guard<Arc<Snapshot>> {
         self.snapshot.load()
     }
 
     /// Whether a client at `ip` is served, under the current snapshot.
-    pub fn allows(&self, ip: std::net::IpAddr) -> bool {
+    pub(crate) fn allows(&self, ip: std::net::IpAddr) -> bool {
         self.snapshot.load().allows(ip)
     }
 
     /// `MESHDNS_TIMEOUT`, as configured now: the deadline of one client query.
-    pub fn timeout(&self) -> Duration {
+    pub(crate) fn timeout(&self) -> Duration {
         self.snapshot.load().timeout
     }
 
     /// Makes `snapshot` the one new queries start on; queries in flight finish on theirs.
-    pub fn replace(&self, snapshot: Snapshot) {
+    pub(crate) fn replace(&self, snapshot: Snapshot) {
         self.snapshot.store(Arc::new(snapshot));
     }
 
-    pub fn cache(&self) -> &Arc<Cache> {
+    pub(crate) fn cache(&self) -> &Arc<Cache> {
         &self.cache
     }
 
@@ -126,7 +126,7 @@ impl Resolver {
     /// are counted and timed here. `snapshot` is the one queries start on now
     /// ([`current`](Self::current)); a hit is written into `reply`, a buffer whose room is
     /// reused (the UDP loop's replies allocate nothing).
-    pub fn answer_from_cache(
+    pub(crate) fn answer_from_cache(
         &self,
         snapshot: &Arc<Snapshot>,
         bytes: &[u8],
@@ -172,7 +172,7 @@ impl Resolver {
     /// `routed` is what [`answer_from_cache`](Self::answer_from_cache) made of the query, if
     /// it is a plain one: its view, its route and the snapshot the query then runs on. `bytes`
     /// is shared with the exchange, which relays it on pass-through.
-    pub async fn handle_miss(
+    pub(crate) async fn handle_miss(
         &self,
         bytes: Bytes,
         proto: Proto,

@@ -59,7 +59,7 @@ pub struct Plain {
 
 impl Plain {
     /// The view of `bytes` when it is a plain query ([`wire::plain_query`]).
-    pub fn read(bytes: &[u8]) -> Option<Plain> {
+    pub(crate) fn read(bytes: &[u8]) -> Option<Plain> {
         let query = wire::plain_query(bytes)?;
         let opt = query.opt;
         let question_end = wire::HEADER_LEN + query.question.len();
@@ -76,27 +76,27 @@ impl Plain {
 
     /// The key to look the query up and share its answer under: `None` when its reply may not
     /// be shared.
-    pub fn shared_key(&self) -> Option<&CacheKey> {
+    pub(crate) fn shared_key(&self) -> Option<&CacheKey> {
         self.key.as_ref().filter(|_| self.shared)
     }
 
     /// Files the key under `target`, the target of the query's route
     /// ([`CacheKey::set_target`]).
-    pub fn set_target(&mut self, target: TargetId) {
+    pub(crate) fn set_target(&mut self, target: TargetId) {
         if let Some(key) = &mut self.key {
             key.set_target(target);
         }
     }
 
     /// The question's bytes (name, type, class) in `bytes`, the query this view was read from.
-    pub fn question<'a>(&self, bytes: &'a [u8]) -> &'a [u8] {
+    pub(crate) fn question<'a>(&self, bytes: &'a [u8]) -> &'a [u8] {
         bytes
             .get(wire::HEADER_LEN..self.question_end)
             .unwrap_or_default()
     }
 
     /// The client's UDP payload size, when it sent an OPT record.
-    pub fn payload(&self) -> Option<u16> {
+    pub(crate) fn payload(&self) -> Option<u16> {
         self.opt.map(|o| o.payload)
     }
 }
@@ -211,17 +211,17 @@ fn formerr(bytes: &[u8]) -> Inspected {
 
 impl Request {
     /// The client's ID.
-    pub fn id(&self) -> u16 {
+    pub(crate) fn id(&self) -> u16 {
         self.metadata.id
     }
 
     /// The client's bytes, as they arrived.
-    pub fn bytes(&self) -> &Bytes {
+    pub(crate) fn bytes(&self) -> &Bytes {
         &self.bytes
     }
 
     /// The question's bytes: name (plain labels), type, class.
-    pub fn question(&self) -> &[u8] {
+    pub(crate) fn question(&self) -> &[u8] {
         self.view.question(&self.bytes)
     }
 
@@ -236,22 +236,22 @@ impl Request {
     }
 
     /// The client's OPT record, when it sent one.
-    pub fn opt(&self) -> Option<&OptInfo> {
+    pub(crate) fn opt(&self) -> Option<&OptInfo> {
         self.view.opt.as_ref()
     }
 
     /// The DO bit: the client wants DNSSEC records.
-    pub fn dnssec_ok(&self) -> bool {
+    pub(crate) fn dnssec_ok(&self) -> bool {
         self.opt().is_some_and(|o| o.dnssec_ok)
     }
 
     /// Whether the query carries this process's loop marker (see `loops`).
-    pub fn came_back(&self) -> bool {
+    pub(crate) fn came_back(&self) -> bool {
         self.came_back
     }
 
     /// The cache key of the question, whether or not its reply may be shared.
-    pub fn key(&self) -> Option<&CacheKey> {
+    pub(crate) fn key(&self) -> Option<&CacheKey> {
         self.view.key.as_ref()
     }
 
@@ -262,7 +262,7 @@ impl Request {
     }
 
     /// The flags the question's cache key was made with.
-    pub fn key_flags(&self) -> KeyFlags {
+    pub(crate) fn key_flags(&self) -> KeyFlags {
         KeyFlags::of_query(&self.bytes, self.opt())
     }
 
@@ -286,7 +286,7 @@ impl Request {
 
     /// The client's bytes as they are relayed (pass-through, a claimed namespace): all of
     /// them but the hop-by-hop options, which are taken out only when the view saw one.
-    pub fn relayed(&self) -> Cow<'_, [u8]> {
+    pub(crate) fn relayed(&self) -> Cow<'_, [u8]> {
         let hop_by_hop = self.opt().is_some_and(|o| {
             (0..32).any(|code| wire::is_hop_by_hop_option(code) && o.options.contains(code))
         });
@@ -315,7 +315,7 @@ impl Request {
     /// CD bit and question type and class, EDNS with meshdns's UDP size (large sets come in
     /// one datagram, or over TCP when truncated) and the client's DO bit, and the client's
     /// options but the hop-by-hop ones. `None` when `name` is too long.
-    pub fn for_leg(&self, name: &[u8]) -> Option<Vec<u8>> {
+    pub(crate) fn for_leg(&self, name: &[u8]) -> Option<Vec<u8>> {
         const RD: u8 = 0x01;
         const CD: u8 = 0x10;
         let cd = if wire::checking_disabled(&self.bytes) {

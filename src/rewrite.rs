@@ -54,7 +54,7 @@ impl ZoneMap {
     }
 
     /// The map, knowing the pod's own cluster's `svc.<domain>` (`local`).
-    pub fn beside(mut self, local: Name) -> Self {
+    pub(crate) fn beside(mut self, local: Name) -> Self {
         self.local = (local != self.upstream).then_some(local);
         self
     }
@@ -190,12 +190,12 @@ impl ZoneMap {
 #[derive(Debug)]
 pub struct Peer {
     /// Its configuration: name, endpoints, domain, zone, prefix.
-    pub cluster: Cluster,
+    pub(crate) cluster: Cluster,
     /// Its identity as a target: the answers of the routes to it, and its gathered legs, are
     /// cached under it.
-    pub target: TargetId,
-    pub map: ZoneMap,
-    pub upstream: Arc<Upstream>,
+    pub(crate) target: TargetId,
+    pub(crate) map: ZoneMap,
+    pub(crate) upstream: Arc<Upstream>,
 }
 
 impl AsRef<Cluster> for Arc<Peer> {
@@ -207,7 +207,7 @@ impl AsRef<Cluster> for Arc<Peer> {
 impl Peer {
     /// Asks the cluster with the question rewritten into its domain and maps the reply back
     /// (the complete reply, not yet cut to the client's size).
-    pub async fn ask(
+    pub(crate) async fn ask(
         &self,
         request: &Request,
         deadline: Instant,
@@ -233,7 +233,7 @@ impl Peer {
     /// Asks the cluster the question as the client asked it, and maps the reply's names back all
     /// the same: the reverse route (a PTR target `mongo-4.mongo.db.svc.cluster.local` comes back
     /// as `mongo-4.mongo.db.cluster.b`, the name that resolves forward to the address).
-    pub async fn ask_verbatim(&self, request: &Request, deadline: Instant) -> Vec<u8> {
+    pub(crate) async fn ask_verbatim(&self, request: &Request, deadline: Instant) -> Vec<u8> {
         let Some(upstream_bytes) = request.for_peer(request.name()) else {
             let reply = reply::synthesized(request.message(), ResponseCode::FormErr);
             return reply::encode_fitted(&reply, wire::MAX_MESSAGE);

@@ -55,7 +55,7 @@ pub enum Route<P = Arc<Peer>> {
 
 impl<P> Route<P> {
     /// What kind of route this is: the metric label.
-    pub fn kind(&self) -> RouteKind {
+    pub(crate) fn kind(&self) -> RouteKind {
         match self {
             Route::Passthrough => RouteKind::Passthrough,
             Route::Cluster(_) => RouteKind::Cluster,
@@ -112,7 +112,7 @@ impl RouteKind {
 /// One row of the routing table, as [`Router::route`] reads it: what `meshdns --check` prints,
 /// so that what it shows is what routes.
 #[derive(Debug)]
-pub enum Row<'a, P> {
+pub(crate) enum Row<'a, P> {
     /// One of the pod's own names: answered locally.
     Own(&'a Arc<OwnName>),
     /// A zone (a name ending on a label boundary under it matches) and its route.
@@ -178,7 +178,7 @@ impl<P: AsRef<Cluster> + Clone> Router<P> {
     /// The table's rows in order of precedence: own names, then zones (of those that match a
     /// name, the longest wins), then networks; a name under none of them is a search-list
     /// expansion or passes through.
-    pub fn rows(&self) -> impl Iterator<Item = Row<'_, P>> {
+    pub(crate) fn rows(&self) -> impl Iterator<Item = Row<'_, P>> {
         let zones = self.zones.iter().map(|(wire, route)| {
             Row::Zone(Name::from_bytes(wire).expect("made from a name"), route)
         });

@@ -33,30 +33,30 @@ pub const LOCAL_UPSTREAM: &str = "local";
 
 /// One configuration, ready to answer queries.
 #[derive(Debug)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     /// Which applied configuration this is (the first is the default generation).
-    pub generation: Generation,
+    pub(crate) generation: Generation,
     /// `MESHDNS_ALLOW_FROM`: client networks served; others get REFUSED.
     allow_from: Vec<IpNet>,
-    pub router: Router,
+    pub(crate) router: Router,
     /// kube-dns: pass-through, and the local cluster's names.
-    pub local: Arc<Upstream>,
+    pub(crate) local: Arc<Upstream>,
     /// Pass-through's target: kube-dns.
     passthrough: TargetId,
     /// What the gathered zones' answers depend on, and their target.
     gathered: GatheredIdentity,
     /// The gathered zones, and the configured clusters (which the routes to them hold too):
     /// [`Gatherer::peers`] is the snapshot's one list of them.
-    pub gatherer: Gatherer,
+    pub(crate) gatherer: Gatherer,
     /// The target of the answers made here (the pod's own names, search expansions): a new
     /// one per snapshot, so a reload never keeps them.
     local_answers: TargetId,
     /// `MESHDNS_TIMEOUT`: the deadline of one client query.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// `MESHDNS_ATTEMPT_TIMEOUT`: also how long a client waits when a stale answer is at hand.
-    pub attempt_timeout: Duration,
+    pub(crate) attempt_timeout: Duration,
     /// `MESHDNS_CACHE_NEGATIVE_TTL`: the TTL of meshdns's own negative answers.
-    pub negative_ttl: Duration,
+    pub(crate) negative_ttl: Duration,
 }
 
 /// What a gathered answer depends on: every peer (by identity, in order) and the zones.
@@ -173,7 +173,7 @@ impl Snapshot {
     /// The snapshot of `config`. Upstream groups of `previous` whose make-up did not change
     /// are taken over as they are — with their endpoints' health and resolved names — so a
     /// reload costs the groups it does not touch nothing.
-    pub fn new(
+    pub(crate) fn new(
         config: &Config,
         cache: &Arc<Cache>,
         metrics: &Metrics,
@@ -239,7 +239,7 @@ impl Snapshot {
     }
 
     /// The identity of the target `route` goes to: what its answers are cached under.
-    pub fn target(&self, route: &Route) -> TargetId {
+    pub(crate) fn target(&self, route: &Route) -> TargetId {
         match route {
             Route::Passthrough => self.passthrough,
             Route::Cluster(peer) | Route::Reverse(peer) | Route::Namespace(peer) => peer.target,
@@ -249,13 +249,13 @@ impl Snapshot {
     }
 
     /// Whether a client at `ip` is served.
-    pub fn allows(&self, ip: IpAddr) -> bool {
+    pub(crate) fn allows(&self, ip: IpAddr) -> bool {
         self.allow_from.iter().any(|net| net.contains(&ip))
     }
 
     /// Whether the upstream of `route` is failing (stale answers are then served at once).
     /// Gathered routes fill failed legs from the cache themselves.
-    pub fn upstream_failing(&self, route: &Route) -> bool {
+    pub(crate) fn upstream_failing(&self, route: &Route) -> bool {
         match route {
             Route::Passthrough => self.local.is_failing(),
             Route::Cluster(peer) | Route::Reverse(peer) | Route::Namespace(peer) => {

@@ -10,8 +10,8 @@ pub mod background {
 
 pub mod cache {
     pub use crate::cache::{
-        Cache, CacheKey, FAILURE_TTL_FIRST, FAILURE_TTL_MAX, Generation, Lookup,
-        PREFETCH_MIN_HITS, RECHECK_PERIOD, STALE_TTL,
+        Cache, CacheKey, FAILURE_TTL_FIRST, FAILURE_TTL_MAX, Generation, Lookup, PREFETCH_MIN_HITS,
+        RECHECK_PERIOD, STALE_TTL,
     };
 }
 

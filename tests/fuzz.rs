@@ -267,8 +267,7 @@ async fn fuzz_the_request_path_over_sockets() {
     let borrowed: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let meshdns = Meshdns::start(&borrowed).await;
     let config =
-        meshdns::Config::from_vars(vars.iter().map(|(k, v)| (k.to_string(), v.clone())))
-            .unwrap();
+        meshdns::Config::from_vars(vars.iter().map(|(k, v)| (k.to_string(), v.clone()))).unwrap();
     // Only the route's kind matters here: the peers are the clusters' configurations.
     let router = Router::new(&config, &config.clusters);
     let names = [
@@ -345,7 +344,8 @@ async fn fuzz_the_request_path_over_sockets() {
                 Some(opt) => usize::from(opt.payload.max(512)),
                 None => 512,
             };
-            let inspected = meshdns::testing::request::inspect(bytes::Bytes::from(input.clone()), None);
+            let inspected =
+                meshdns::testing::request::inspect(bytes::Bytes::from(input.clone()), None);
             let verbatim = match inspected {
                 meshdns::testing::request::Inspected::Query(request) => {
                     *router.route(request.name()) == Route::Passthrough

@@ -33,15 +33,15 @@ const TYPE_AXFR: u16 = 252;
 
 /// The request bits that change what a cached reply may contain.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct KeyFlags {
+pub(crate) struct KeyFlags {
     /// The client sent an OPT record. Not in the design's key, deliberately: a reply cached for
     /// an EDNS client carries OPT, and a client that sent none must never receive one
     /// (RFC 6891 §7), nor a reply sized for EDNS.
-    pub edns: bool,
+    pub(crate) edns: bool,
     /// DO: the reply may carry RRSIGs.
-    pub dnssec_ok: bool,
+    pub(crate) dnssec_ok: bool,
     /// CD: the upstream may have skipped validation.
-    pub checking_disabled: bool,
+    pub(crate) checking_disabled: bool,
 }
 
 impl KeyFlags {
@@ -66,11 +66,11 @@ const LEG_SCOPE_BIT: u64 = 1 << 63;
 /// looking at them. 32 bits: a reload builds a few targets; at one reload a second, the
 /// numbers last a century.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TargetId(u32);
+pub(crate) struct TargetId(u32);
 
 impl TargetId {
     /// An identity no target has had before (in this process).
-    pub fn fresh() -> TargetId {
+    pub(crate) fn fresh() -> TargetId {
         static NEXT: AtomicU32 = AtomicU32::new(1);
         TargetId(NEXT.fetch_add(1, Ordering::Relaxed))
     }
@@ -87,7 +87,7 @@ pub struct CacheKey {
 
 impl KeyFlags {
     /// The flags of a query whose header starts `msg` and whose OPT record says `opt`.
-    pub fn of_query(msg: &[u8], opt: Option<&wire::OptInfo>) -> KeyFlags {
+    pub(crate) fn of_query(msg: &[u8], opt: Option<&wire::OptInfo>) -> KeyFlags {
         KeyFlags {
             edns: opt.is_some(),
             dnssec_ok: opt.is_some_and(|o| o.dnssec_ok),
@@ -108,6 +108,7 @@ pub(crate) fn may_share(question: &[u8], opt: Option<&wire::OptInfo>) -> bool {
 impl CacheKey {
     /// The key of a client's query, from its raw bytes: `None` unless the query may be
     /// answered from the cache ([`wire::plain_query`]) and its reply may be shared.
+    #[cfg(any(test, feature = "testing"))]
     pub fn from_request(request: &[u8]) -> Option<CacheKey> {
         let query = wire::plain_query(request)?;
         let opt = query.opt.as_ref();
@@ -119,20 +120,20 @@ impl CacheKey {
     /// The key of a client's question (its bytes: name, type, class), with the flags of its
     /// query, before its route is known ([`for_target`](Self::for_target) completes it).
     /// Allocates nothing unless the name is unusually long.
-    pub fn for_client(question: &[u8], flags: KeyFlags) -> Option<CacheKey> {
+    pub(crate) fn for_client(question: &[u8], flags: KeyFlags) -> Option<CacheKey> {
         Self::new(0, flags, question)
     }
 
     /// This client's key under the target its route goes to: what the query is looked up,
     /// shared and stored under.
-    pub fn for_target(&self, target: TargetId) -> CacheKey {
+    pub(crate) fn for_target(&self, target: TargetId) -> CacheKey {
         let mut key = self.clone();
         key.set_target(target);
         key
     }
 
     /// [`for_target`](Self::for_target) in place (the cache-hit path copies no key).
-    pub fn set_target(&mut self, target: TargetId) {
+    pub(crate) fn set_target(&mut self, target: TargetId) {
         self.bytes_mut()[..FLAGS_AT].copy_from_slice(&u64::from(target.0).to_be_bytes());
     }
 
@@ -140,7 +141,7 @@ impl CacheKey {
     /// identity (as a target) is `cluster`, with the flags of the leg's own request. The gather code stores
     /// each leg's reply under it so a failed leg can be filled from
     /// [`GatherDoor::last_good`](super::GatherDoor::last_good).
-    pub fn for_leg(cluster: TargetId, question: &[u8], flags: KeyFlags) -> Option<CacheKey> {
+    pub(crate) fn for_leg(cluster: TargetId, question: &[u8], flags: KeyFlags) -> Option<CacheKey> {
         Self::new(LEG_SCOPE_BIT | u64::from(cluster.0), flags, question)
     }
 
@@ -148,7 +149,7 @@ impl CacheKey {
     /// what this key stands for, names compared ignoring case. The cache stores a reply only
     /// under its own question: serving patches the stored question with the client's, which
     /// is sound only when the two have the same length.
-    pub fn is_question(&self, question: &[u8]) -> bool {
+    pub(crate) fn is_question(&self, question: &[u8]) -> bool {
         let key = self.as_bytes();
         let Some((name, fixed)) = question.split_at_checked(question.len().wrapping_sub(4)) else {
             return false;
@@ -192,12 +193,12 @@ impl CacheKey {
     /// Where the question (name, type, class) this key was built from lies in a message that
     /// asks or answers it, as its one question: right after the header. What a hit patches;
     /// the records start at its end.
-    pub fn question_range(&self) -> Range<usize> {
+    pub(crate) fn question_range(&self) -> Range<usize> {
         wire::HEADER_LEN..wire::HEADER_LEN + self.len - PREFIX_LEN + 4
     }
 
     /// The key as one byte string: what the cache's table is indexed by.
-    pub fn as_bytes(&self) -> &[u8] {
+    pub(crate) fn as_bytes(&self) -> &[u8] {
         match &self.heap {
             Some(heap) => heap,
             None => &self.inline[..self.len],
@@ -211,7 +212,7 @@ impl CacheKey {
     }
 
     /// The request bits this key was built with.
-    pub fn flags(&self) -> KeyFlags {
+    pub(crate) fn flags(&self) -> KeyFlags {
         let bits = self.as_bytes()[FLAGS_AT];
         KeyFlags {
             edns: bits & FLAG_EDNS != 0,

@@ -59,8 +59,7 @@ use crate::wire;
 
 pub(crate) use gathered::GatherDoor;
 pub use key::CacheKey;
-pub(crate) use key::{KeyFlags, TargetId};
-pub(crate) use key::may_share;
+pub(crate) use key::{KeyFlags, TargetId, may_share};
 #[cfg(any(test, feature = "testing"))]
 pub use policy::{FAILURE_TTL_FIRST, FAILURE_TTL_MAX};
 #[cfg(any(test, feature = "testing"))]
@@ -89,14 +88,14 @@ pub(crate) const BYTES_PER_ENTRY: usize = 1024;
 #[derive(Debug, Clone)]
 pub struct CacheMetrics {
     /// Replies served from a fresh entry (remembered failures included).
-    pub hits: IntCounter,
+    pub(crate) hits: IntCounter,
     /// Lookups that found nothing fresh.
-    pub misses: IntCounter,
+    pub(crate) misses: IntCounter,
     /// Expired answers served because the upstream failed or is being rechecked.
-    pub stale_served: IntCounter,
-    pub entries: IntGauge,
+    pub(crate) stale_served: IntCounter,
+    pub(crate) entries: IntGauge,
     /// Entries dropped to stay within the bounds (replacing a key's own entry is not one).
-    pub evictions: IntCounter,
+    pub(crate) evictions: IntCounter,
 }
 
 /// The number of an applied configuration (each reload applies the next one). Work carries the
@@ -107,7 +106,7 @@ pub struct Generation(u64);
 
 impl Generation {
     /// The generation after this one.
-    pub fn next(self) -> Generation {
+    pub(crate) fn next(self) -> Generation {
         Generation(self.0.saturating_add(1))
     }
 }
@@ -124,17 +123,17 @@ pub enum Lookup {
 
 /// What a miss needs besides its resolution.
 #[derive(Debug, Clone, Copy)]
-pub struct Miss {
+pub(crate) struct Miss {
     /// The query's deadline: no waiting for a shared exchange beyond it.
-    pub deadline: Instant,
+    pub(crate) deadline: Instant,
     /// How long the client waits for the upstream when a stale answer is at hand (RFC 8767
     /// §5's client response timer); the exchange then goes on in the background.
-    pub client_timer: Duration,
+    pub(crate) client_timer: Duration,
     /// The route's upstream failed and has not answered since: a stale answer is served at
     /// once (and refreshed in the background), so an outage costs no client a timeout.
-    pub upstream_failing: bool,
+    pub(crate) upstream_failing: bool,
     /// The configuration the query runs on: it shares and writes only within it.
-    pub generation: Generation,
+    pub(crate) generation: Generation,
 }
 
 /// A resolution: the future that asks upstream and returns the complete reply (SERVFAIL when
@@ -257,7 +256,7 @@ impl Cache {
     /// heap far less (bench/results/steps.md, round six, session 3).
     ///
     /// `None` when waiting for another client's exchange ran past the deadline.
-    pub async fn get_or_resolve<F>(
+    pub(crate) async fn get_or_resolve<F>(
         self: &Arc<Self>,
         key: &CacheKey,
         request: &[u8],
@@ -388,7 +387,7 @@ impl Cache {
     /// is already in flight or the background set is full: a popular entry about to expire
     /// (prefetch), or a stale one whose upstream is failing. `generation`: the configuration
     /// `resolve` runs on; it makes the resolution only when this refresh leads.
-    pub fn refresh<F>(
+    pub(crate) fn refresh<F>(
         self: &Arc<Self>,
         key: &CacheKey,
         generation: Generation,
@@ -466,7 +465,7 @@ impl Cache {
 
     /// For when the upstream failed: the entry for `key` if it is fresh or expired less than
     /// `MESHDNS_SERVE_STALE` ago, patched for `request`; a stale one carries TTLs of at most
-    /// [`STALE_TTL`]. A remembered failure is never served this way.
+    /// [`STALE_TTL`](serve::STALE_TTL). A remembered failure is never served this way.
     pub fn stale(&self, key: &CacheKey, request: &[u8], now: Instant) -> Option<Vec<u8>> {
         self.counted(self.servable(key, Some(request), now))
     }
@@ -482,7 +481,7 @@ impl Cache {
     }
 
     /// A leg's last good reply (fresh, or stale within `MESHDNS_SERVE_STALE`), as stored but for
-    /// its TTLs (counted down, or at most [`STALE_TTL`] when expired). For filling a failed
+    /// its TTLs (counted down, or at most [`STALE_TTL`](serve::STALE_TTL) when expired). For filling a failed
     /// leg of a gathered answer, so only a NOERROR reply (records or NODATA): a remembered
     /// NXDOMAIN is no answer of a cluster that does not answer now — it could hold the name
     /// now, and its old "no" would make the merge a complete NXDOMAIN, or skip the fallback
@@ -621,14 +620,14 @@ impl Cache {
     /// dropped. The entries of the targets it changed need no dropping: their keys name the
     /// old targets, which no query asks for any more. Call it before queries start on the new
     /// configuration.
-    pub fn advance(&self, generation: Generation) {
+    pub(crate) fn advance(&self, generation: Generation) {
         self.lock().advance(generation);
     }
 
     /// New bounds and TTL policy (a reload): entries beyond the new size are evicted now; a
     /// lowered TTL cap cuts the TTLs of the entries kept (no reply carries a TTL above the cap
     /// in force).
-    pub fn reconfigure(&self, config: &CacheConfig) {
+    pub(crate) fn reconfigure(&self, config: &CacheConfig) {
         let mut store = self.lock();
         let evicted = store.reconfigure(config, byte_budget(config.size), Instant::now());
         self.metrics.evictions.inc_by(evicted);

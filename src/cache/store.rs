@@ -35,20 +35,20 @@ const PROBATION_SHARE: usize = 10;
 #[derive(Debug)]
 pub(super) struct Entry {
     /// The reply as stored: TTLs already capped to `ttl`.
-    pub bytes: Arc<[u8]>,
+    pub(crate) bytes: Arc<[u8]>,
     /// When the reply was received: TTLs count down from here.
-    pub stored: Instant,
+    pub(crate) stored: Instant,
     /// How long it is fresh.
-    pub ttl: Duration,
+    pub(crate) ttl: Duration,
     /// For a remembered failure (SERVFAIL): how many in a row this question has had (its TTL
     /// doubles with it); 0 for an answer.
-    pub failures: u32,
-    pub hits: u32,
+    pub(crate) failures: u32,
+    pub(crate) hits: u32,
     /// The first caller that found a refresh due took it.
-    pub refresh_claimed: bool,
+    pub(crate) refresh_claimed: bool,
     /// When asking the upstream to refresh this (expired) answer last failed: until a recheck
     /// period has passed, the stale answer is served at once without asking again.
-    pub failed_at: Option<Instant>,
+    pub(crate) failed_at: Option<Instant>,
 }
 
 impl Entry {
@@ -183,7 +183,7 @@ impl Store {
     }
 
     #[cfg(test)]
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         self.bytes
     }
 
@@ -337,7 +337,12 @@ impl Store {
 
     /// New bounds and TTL policy, applied at once (entries beyond the bounds are evicted);
     /// returns how many entries were evicted.
-    pub(super) fn reconfigure(&mut self, config: &CacheConfig, byte_budget: usize, now: Instant) -> u64 {
+    pub(super) fn reconfigure(
+        &mut self,
+        config: &CacheConfig,
+        byte_budget: usize,
+        now: Instant,
+    ) -> u64 {
         let lowered =
             config.max_ttl < self.config.max_ttl || config.negative_ttl < self.config.negative_ttl;
         self.config = config.clone();

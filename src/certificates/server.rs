@@ -57,7 +57,7 @@ impl ServerTlsFiles {
 
 /// What one look at the files found.
 #[derive(Debug)]
-pub enum Refresh {
+pub(crate) enum Refresh {
     /// The files are as they were (or hold the same content again).
     Unchanged,
     /// New files were loaded: the next connections get them. The new certificate's notAfter.
@@ -111,24 +111,24 @@ impl ServerTls {
 
     /// The configuration for the next connection (a `tokio_rustls::TlsAcceptor` per accept is
     /// cheap: it holds only this `Arc`).
-    pub fn config(&self) -> Arc<ServerConfig> {
+    pub(crate) fn config(&self) -> Arc<ServerConfig> {
         Arc::clone(&self.current.load().config)
     }
 
     /// When the certificate in force expires (seconds since the Unix epoch).
-    pub fn not_after(&self) -> Option<i64> {
+    pub(crate) fn not_after(&self) -> Option<i64> {
         self.current.load().not_after
     }
 
     /// The files the certificate is read from (what a configuration compares).
-    pub fn files(&self) -> &ServerTlsFiles {
+    pub(crate) fn files(&self) -> &ServerTlsFiles {
         &self.files
     }
 
     /// Looks at the files once (see the module's documentation) and swaps in what changed.
     /// Blocking `stat` calls and, after a change, file reads: run it on the blocking pool
     /// ([`keep_fresh`] does).
-    pub fn check(&self) -> Refresh {
+    pub(crate) fn check(&self) -> Refresh {
         let now = identities(&self.files);
         {
             let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
@@ -163,7 +163,11 @@ impl std::fmt::Debug for ServerTls {
 /// Looks at `tls`'s files every `every` on the blocking pool, forever, logging what changed and
 /// telling `observe` each renewal and rejection. The caller owns the task and ends it (a
 /// `JoinSet` dropped, or `abort`).
-pub(crate) async fn keep_fresh(tls: Arc<ServerTls>, every: Duration, mut observe: impl FnMut(&Refresh)) {
+pub(crate) async fn keep_fresh(
+    tls: Arc<ServerTls>,
+    every: Duration,
+    mut observe: impl FnMut(&Refresh),
+) {
     let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // The first tick is immediate, and the files were just read.

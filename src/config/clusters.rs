@@ -41,7 +41,7 @@ pub enum Transport {
 
 impl Transport {
     /// The port an endpoint without one gets.
-    pub fn default_port(self) -> u16 {
+    pub(crate) fn default_port(self) -> u16 {
         match self {
             Transport::Udp | Transport::Tcp => super::values::DNS_PORT,
             Transport::Tls => DOT_PORT,
@@ -103,17 +103,17 @@ impl EndpointToken {
 /// One entry of `MESHDNS_CLUSTERS`, options not yet defaulted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct ClusterEntry {
-    pub name: String,
-    pub endpoints: Vec<EndpointToken>,
-    pub domain: Option<Name>,
-    pub prefix: Option<String>,
-    pub transport: Option<Transport>,
+    pub(crate) name: String,
+    pub(crate) endpoints: Vec<EndpointToken>,
+    pub(crate) domain: Option<Name>,
+    pub(crate) prefix: Option<String>,
+    pub(crate) transport: Option<Transport>,
     /// The name the peer's certificate must carry (`transport=tls`).
-    pub tls_name: Option<Name>,
+    pub(crate) tls_name: Option<Name>,
     /// `cidr=`: its pod and service networks, for reverse lookups.
-    pub networks: Vec<IpNet>,
+    pub(crate) networks: Vec<IpNet>,
     /// `namespaces=`: namespaces that live in this cluster only, each once.
-    pub namespaces: Vec<String>,
+    pub(crate) namespaces: Vec<String>,
 }
 
 /// Every error of this module is about `MESHDNS_CLUSTERS`: the offending token and why.

@@ -23,7 +23,7 @@ pub struct DotConfig {
     pub listen: Vec<SocketAddr>,
     /// The certificate served (and, with `MESHDNS_DOT_CLIENT_CA_FILE`, the CAs whose client
     /// certificates are required), shared by every DoT listener.
-    pub tls: Arc<ServerTls>,
+    pub(crate) tls: Arc<ServerTls>,
     /// How often the certificate files are looked at ([`CHECK_EVERY`]; tests shorten it).
     pub check_every: Duration,
 }
@@ -43,7 +43,7 @@ impl Eq for DotConfig {}
 impl DotConfig {
     /// Whether clients must present a certificate the client CA signed: then the certificate
     /// is the access control, and `MESHDNS_ALLOW_FROM` does not apply to DoT clients.
-    pub fn requires_client_certificate(&self) -> bool {
+    pub(crate) fn requires_client_certificate(&self) -> bool {
         self.tls.files().client_ca.is_some()
     }
 }

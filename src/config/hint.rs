@@ -10,7 +10,10 @@
 /// of the word's length off; or a candidate that `word` ends or starts with on a `-` boundary
 /// (`cluster-a` for `a`, `a-prod` for `a`). `None` when nothing is close (a word of one or two
 /// letters is close to nothing but its affixes: every short name is a letter away from it).
-pub(super) fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub(super) fn closest<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     let bound = word.len() / 3;
     let mut best: Option<(usize, &str)> = None;
     for candidate in candidates {

@@ -33,8 +33,7 @@ pub(crate) use dot::DotConfig;
 pub(crate) use own::is_own_address;
 pub(crate) use pod::{OwnData, OwnName, PodIdentity};
 pub use source::read_env_file;
-pub(crate) use source::{Settings, Source};
-pub(crate) use source::Sources;
+pub(crate) use source::{Settings, Source, Sources};
 pub(crate) use values::{IpNet, show_duration};
 pub use webhook::WebhookConfig;
 
@@ -83,7 +82,7 @@ impl ConfigError {
 
 /// Where the local cluster's DNS endpoints came from (shown by `--check`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum UpstreamSource {
+pub(crate) enum UpstreamSource {
     Environment,
     ResolvConf(PathBuf),
 }
@@ -100,23 +99,23 @@ pub enum LogFormat {
 pub struct Cluster {
     pub name: String,
     /// Where its names live for the client: `cluster.NAME` by default.
-    pub zone: Name,
+    pub(crate) zone: Name,
     /// Its Kubernetes cluster domain: `cluster.local` by default.
     pub domain: Name,
     /// The host prefix of its targets in distributed zones: `NAME-` by default.
-    pub prefix: String,
+    pub(crate) prefix: String,
     /// Where its DNS is asked (the local cluster: `MESHDNS_UPSTREAMS`).
-    pub endpoints: Vec<Endpoint>,
-    pub transport: Transport,
+    pub(crate) endpoints: Vec<Endpoint>,
+    pub(crate) transport: Transport,
     /// `transport=tls`: the name the peer's certificate must carry (`tls_name=`, or the host
     /// name of the endpoint when it has one).
-    pub tls_name: Option<Name>,
+    pub(crate) tls_name: Option<Name>,
     /// `cidr=`: its pod and service networks; reverse names of their addresses are its own.
-    pub networks: Vec<ipnet::IpNet>,
+    pub(crate) networks: Vec<ipnet::IpNet>,
     /// `namespaces=`: the zones `<ns>.svc.<local domain>.` of the namespaces that live in this
     /// cluster only, asked of it verbatim.
-    pub namespaces: Vec<Name>,
-    pub is_local: bool,
+    pub(crate) namespaces: Vec<Name>,
+    pub(crate) is_local: bool,
 }
 
 /// So that what takes clusters (the gathered naming) also takes what holds them (peers).
@@ -130,17 +129,17 @@ impl AsRef<Cluster> for Cluster {
 /// and the client certificate they may ask for — and the client configuration read from them
 /// (read at validation, so a bad file is refused like any bad value).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TlsFiles {
-    pub ca: PathBuf,
+pub(crate) struct TlsFiles {
+    pub(crate) ca: PathBuf,
     /// Certificate chain and key, for peers that require client certificates.
-    pub client: Option<(PathBuf, PathBuf)>,
-    pub loaded: ClientTls,
+    pub(crate) client: Option<(PathBuf, PathBuf)>,
+    pub(crate) loaded: ClientTls,
 }
 
 impl TlsFiles {
     /// The variables whose file's content differs between `self` and `other`: what a
     /// rotation changed, for the log.
-    pub fn rotated(&self, other: &TlsFiles) -> Vec<&'static str> {
+    pub(crate) fn rotated(&self, other: &TlsFiles) -> Vec<&'static str> {
         [TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE]
             .into_iter()
             .enumerate()
@@ -164,62 +163,62 @@ pub struct CacheConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     pub listen: Vec<SocketAddr>,
-    pub allow_from: Vec<IpNet>,
+    pub(crate) allow_from: Vec<IpNet>,
     /// The local cluster's DNS (kube-dns): pass-through and the local cluster's names.
-    pub upstreams: Vec<SocketAddr>,
-    pub upstream_source: UpstreamSource,
+    pub(crate) upstreams: Vec<SocketAddr>,
+    pub(crate) upstream_source: UpstreamSource,
     /// Local cluster first, then `MESHDNS_CLUSTERS` order: the merge order of gathered answers.
     pub clusters: Vec<Cluster>,
     pub distributed_zones: Vec<Name>,
-    pub clusterset_zone: Option<Name>,
+    pub(crate) clusterset_zone: Option<Name>,
     /// The pod's search list: the last `search` (or `domain`) line of `MESHDNS_RESOLV_CONF`,
     /// read even when `MESHDNS_UPSTREAMS` is set, for answering search-list expansions of
     /// meshdns's names. `Err` says why there is none (the file cannot be read): the feature is
     /// then off, and the startup log says so once.
-    pub search: Result<Vec<Name>, String>,
-    pub timeout: Duration,
-    pub attempt_timeout: Duration,
+    pub(crate) search: Result<Vec<Name>, String>,
+    pub(crate) timeout: Duration,
+    pub(crate) attempt_timeout: Duration,
     pub cache: CacheConfig,
     /// Client queries answered at once (`MESHDNS_MAX_INFLIGHT`).
-    pub max_inflight: usize,
+    pub(crate) max_inflight: usize,
     pub admin_listen: Option<SocketAddr>,
     pub log: String,
     pub log_format: LogFormat,
     /// Runtime worker threads: 1 runs everything on one thread.
     pub threads: usize,
     /// `MESHDNS_TLS_*`, when set.
-    pub tls: Option<TlsFiles>,
+    pub(crate) tls: Option<TlsFiles>,
     /// `MESHDNS_DOT_*`: DNS over TLS served to the peers, when `MESHDNS_DOT_LISTEN` is set.
     pub dot: Option<DotConfig>,
     /// `MESHDNS_CONFIG_DIR`, watched for changes when set.
-    pub config_dir: Option<PathBuf>,
+    pub(crate) config_dir: Option<PathBuf>,
     /// The local cluster domain (the local cluster's `domain=`, or `MESHDNS_CLUSTER_DOMAIN`):
     /// the pod's `svc` name lies under it, and follows it when a reload changes it.
-    pub domain: Name,
+    pub(crate) domain: Name,
     /// `MESHDNS_POD_*` and the hosts file: who this pod is (read once; restart-only).
-    pub pod: PodIdentity,
+    pub(crate) pod: PodIdentity,
     /// The raw values this configuration was built from, and their sources.
-    pub settings: Settings,
+    pub(crate) settings: Settings,
     /// The environment's part of `settings`: what a reload lays the directory over again.
-    pub environment: Settings,
+    pub(crate) environment: Settings,
 }
 
 impl Config {
     /// The cluster this pod runs in (`MESHDNS_LOCAL_CLUSTER`), when one is named.
-    pub fn local_cluster(&self) -> Option<&Cluster> {
+    pub(crate) fn local_cluster(&self) -> Option<&Cluster> {
         self.clusters.iter().find(|c| c.is_local)
     }
 
     /// meshdns's own addresses: the listen addresses, and the pod's addresses (of the same
     /// family) on the port of a wildcard one. An endpoint among them, in any spelling
     /// ([`is_own_address`]), is a loop.
-    pub fn own_addresses(&self) -> Vec<SocketAddr> {
+    pub(crate) fn own_addresses(&self) -> Vec<SocketAddr> {
         own::own_addresses(&self.listen, self.pod.ips())
     }
 
     /// The clusters in plain words, for the startup line: `a=10.96.0.10:53 (local);
     /// b=127.0.1.1:30053,dns-c.example.net:53` — addresses and host names as written.
-    pub fn clusters_in_words(&self) -> String {
+    pub(crate) fn clusters_in_words(&self) -> String {
         let words: Vec<String> = self
             .clusters
             .iter()
@@ -249,7 +248,7 @@ impl Config {
 
     /// The configuration from environment settings plus the configuration directory they
     /// name (read now): what a reload calls with the environment captured at startup.
-    pub fn from_environment(environment: &Settings) -> Result<Self, ConfigError> {
+    pub(crate) fn from_environment(environment: &Settings) -> Result<Self, ConfigError> {
         Sources::load(environment).and_then(parse)
     }
 }

@@ -27,7 +27,7 @@ use super::{Cluster, Config, ConfigError, Settings, list, set, value};
 
 /// Who this pod is, when meshdns knows enough to answer its names.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PodIdentity {
+pub(crate) enum PodIdentity {
     /// The own names are not answered locally (they go wherever their zone routes them): why,
     /// and the pod's addresses when they are known all the same (meshdns's own addresses).
     Off {
@@ -39,7 +39,7 @@ pub enum PodIdentity {
 
 impl PodIdentity {
     /// The pod's addresses (`MESHDNS_POD_IP`, `MESHDNS_POD_IPS`), empty when unset.
-    pub fn ips(&self) -> &[IpAddr] {
+    pub(crate) fn ips(&self) -> &[IpAddr] {
         match self {
             PodIdentity::Off { ips, .. } => ips,
             PodIdentity::On(pod) => &pod.ips,
@@ -49,28 +49,28 @@ impl PodIdentity {
 
 /// A pod that has DNS names: `HOSTNAME.SUBDOMAIN.NAMESPACE.svc.DOMAIN` and the others.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pod {
-    pub hostname: String,
-    pub subdomain: String,
-    pub namespace: String,
+pub(crate) struct Pod {
+    pub(crate) hostname: String,
+    pub(crate) subdomain: String,
+    pub(crate) namespace: String,
     /// `MESHDNS_POD_IP` first, then the rest of `MESHDNS_POD_IPS`, without repeats.
-    pub ips: Vec<IpAddr>,
+    pub(crate) ips: Vec<IpAddr>,
     /// The hosts file, when some part of the identity came from it.
-    pub hosts_file: Option<PathBuf>,
+    pub(crate) hosts_file: Option<PathBuf>,
 }
 
 /// One name the pod answers itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnName {
-    pub name: Name,
+    pub(crate) name: Name,
     /// The zone whose SOA goes with a negative answer (NODATA) for the name.
-    pub zone: Name,
-    pub data: OwnData,
+    pub(crate) zone: Name,
+    pub(crate) data: OwnData,
 }
 
 /// What an own name holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OwnData {
+pub(crate) enum OwnData {
     /// A forward name: the pod's addresses (A and AAAA).
     Addresses(Vec<IpAddr>),
     /// The reverse name of one of the pod's addresses: the pod's name (PTR).
@@ -318,7 +318,7 @@ impl Config {
     /// one name of the pod that resolves to it from every cluster (the `svc` name means another
     /// pod in another cluster), and the one a peer's reverse lookup of this pod gets. Without a
     /// local cluster it is the `svc` name.
-    pub fn own_names(&self) -> Vec<OwnName> {
+    pub(crate) fn own_names(&self) -> Vec<OwnName> {
         let PodIdentity::On(pod) = &self.pod else {
             return Vec::new();
         };

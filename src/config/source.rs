@@ -38,7 +38,7 @@ pub(super) const MAX_VALUE: usize = 64 * 1024;
 
 /// Where a value came from (shown by `--check`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     Default,
     Environment,
     ConfigDir(PathBuf),
@@ -56,7 +56,7 @@ impl std::fmt::Display for Source {
 
 /// The raw values of the variables that are set, with their sources.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Settings {
+pub(crate) struct Settings {
     values: BTreeMap<&'static str, (String, Source)>,
 }
 
@@ -64,19 +64,19 @@ pub struct Settings {
 #[derive(Debug)]
 pub(crate) struct Sources {
     /// The environment with the configuration directory's files laid over it.
-    pub settings: Settings,
+    pub(crate) settings: Settings,
     /// The environment's part of `settings`: what a reload lays the directory over again.
-    pub environment: Settings,
+    pub(crate) environment: Settings,
     /// `MESHDNS_RESOLV_CONF`'s path, and its content or why it cannot be read.
-    pub resolv_conf: (PathBuf, std::io::Result<Vec<u8>>),
+    pub(crate) resolv_conf: (PathBuf, std::io::Result<Vec<u8>>),
     /// `MESHDNS_HOSTS_FILE`'s content, read when a pod variable it completes is unset.
-    pub hosts_file: Option<std::io::Result<String>>,
+    pub(crate) hosts_file: Option<std::io::Result<String>>,
     /// The files of `MESHDNS_TLS_CA_FILE`, `MESHDNS_TLS_CERT_FILE` and `MESHDNS_TLS_KEY_FILE`,
     /// those that are set.
-    pub tls: [Option<PemFile>; 3],
+    pub(crate) tls: [Option<PemFile>; 3],
     /// The certificate DNS over TLS serves, loaded from the files of `MESHDNS_DOT_*` when the
     /// listener, the certificate and the key are set (it follows its files from then on).
-    pub dot_tls: Option<Result<ServerTls, TlsConfigError>>,
+    pub(crate) dot_tls: Option<Result<ServerTls, TlsConfigError>>,
 }
 
 impl Sources {
@@ -188,7 +188,7 @@ fn unknown(name: &str) -> ConfigError {
 
 impl Settings {
     /// The `MESHDNS_*` variables among `vars` (other names are ignored).
-    pub fn from_vars<I: IntoIterator<Item = (String, String)>>(
+    pub(crate) fn from_vars<I: IntoIterator<Item = (String, String)>>(
         vars: I,
     ) -> Result<Self, ConfigError> {
         let mut found: Vec<(String, String)> = vars
@@ -215,7 +215,7 @@ impl Settings {
     }
 
     /// These settings with the files of `dir` laid over them.
-    pub fn with_dir(mut self, dir: &Path) -> Result<Self, ConfigError> {
+    pub(crate) fn with_dir(mut self, dir: &Path) -> Result<Self, ConfigError> {
         let shown = dir.display().to_string();
         let unreadable = |error: std::io::Error| {
             ConfigError::new(CONFIG_DIR, &shown, format!("cannot be read ({error})"))
@@ -249,19 +249,19 @@ impl Settings {
     }
 
     /// The raw value of `name`, when it is set.
-    pub fn get(&self, name: &str) -> Option<&str> {
+    pub(crate) fn get(&self, name: &str) -> Option<&str> {
         self.values.get(name).map(|(value, _)| value.as_str())
     }
 
     /// Where the value of `name` comes from.
-    pub fn source(&self, name: &str) -> Source {
+    pub(crate) fn source(&self, name: &str) -> Source {
         self.values
             .get(name)
             .map_or(Source::Default, |(_, source)| source.clone())
     }
 
     /// The variables whose raw values differ between `self` and `other`.
-    pub fn changed(&self, other: &Settings) -> Vec<&'static str> {
+    pub(crate) fn changed(&self, other: &Settings) -> Vec<&'static str> {
         variables::VARIABLES
             .iter()
             .map(|v| v.name)

@@ -1,6 +1,7 @@
 //! The configuration's rules, one test per rule: defaults, sources, and an error naming the
 //! variable and token for every way a value can be wrong.
 
+use super::source::MAX_VALUE;
 use super::*;
 
 /// A CA certificate in a temporary PEM file, for the rules of `transport=tls`.

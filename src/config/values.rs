@@ -90,7 +90,7 @@ pub(super) fn parse_socket_addr(token: &str, default_port: u16) -> Result<Socket
 
 /// A network in CIDR notation, the only access-control unit of `MESHDNS_ALLOW_FROM`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IpNet {
+pub(crate) struct IpNet {
     net: ipnet::IpNet,
     /// The network as [`contains`](Self::contains) compares it, the check every datagram
     /// pays: its family, its address bits and its mask (IPv4 in the low 32 bits), so a
@@ -102,7 +102,7 @@ pub struct IpNet {
 
 impl IpNet {
     /// `10.0.0.0/8`, `::1/128`; a bare address is a host network.
-    pub fn parse(token: &str) -> Result<Self, String> {
+    pub(crate) fn parse(token: &str) -> Result<Self, String> {
         let error = || "is not a network (e.g. 10.0.0.0/8 or fd00::/8)".to_string();
         match token.parse::<ipnet::IpNet>() {
             Ok(net) => Ok(Self::new(net)),
@@ -141,7 +141,7 @@ impl IpNet {
 
     /// Whether `ip` lies in this network. IPv4-mapped IPv6 sources (from a dual-stack socket)
     /// are compared as the IPv4 address they carry.
-    pub fn contains(&self, ip: &IpAddr) -> bool {
+    pub(crate) fn contains(&self, ip: &IpAddr) -> bool {
         let (v4, bits) = match ip {
             IpAddr::V4(v4) => (true, u32::from(*v4).into()),
             IpAddr::V6(v6) => match v6.to_ipv4_mapped() {

@@ -2,27 +2,27 @@
 //! when a change applies, whether an empty value is refused). The source reads only the names
 //! here, the parser takes each value through its name's constant, `--help` prints the table,
 //! `--check` walks it, the reload takes its restart-only list from it ([`restart_only`]), and
-//! the README's table is its rows ([`Variable::readme_row`]). Nothing else keeps a list of
+//! the README's table is its rows (`Variable::readme_row`). Nothing else keeps a list of
 //! variable names. It reads nothing and parses no value.
 
 /// One variable meshdns reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Variable {
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// The default as the operator would write it; `None` when unset means "off" or "derived"
     /// (the meaning says which).
-    pub default: Option<&'static str>,
-    pub meaning: &'static str,
-    pub applies: Applies,
+    pub(crate) default: Option<&'static str>,
+    pub(crate) meaning: &'static str,
+    pub(crate) applies: Applies,
     /// An empty (or whitespace-only) value would remove something (every peer, the local
     /// members, the zones), so it is refused, from a file or from the environment alike (a
     /// template whose variable was unset renders an empty value in both).
-    pub refuses_empty: bool,
+    pub(crate) refuses_empty: bool,
 }
 
 /// When a change of a variable takes effect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Applies {
+pub(crate) enum Applies {
     /// At once, when it changes in `MESHDNS_CONFIG_DIR`.
     Live,
     /// Only after a restart (sockets, threads, the in-flight cap, the log format and the pod's
@@ -38,7 +38,7 @@ pub enum Applies {
 
 impl Variable {
     /// When a change takes effect, as `--help` and the README say it.
-    pub fn applies(&self) -> &'static str {
+    pub(crate) fn applies(&self) -> &'static str {
         match self.applies {
             Applies::Live => "live",
             Applies::Restart => "restart",
@@ -63,7 +63,7 @@ impl Variable {
 
     /// The variable's two lines of `--help` (name, meaning and when a change applies unless
     /// live; then its default), the name padded to `width`.
-    pub fn help_lines(&self, width: usize) -> String {
+    pub(crate) fn help_lines(&self, width: usize) -> String {
         let default = self.default.unwrap_or("(unset)");
         let applies = match self.applies {
             Applies::Live => String::new(),

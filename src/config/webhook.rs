@@ -25,9 +25,9 @@ pub struct WebhookConfig {
     pub cert_file: PathBuf,
     pub key_file: PathBuf,
     /// The image of the injected sidecar container.
-    pub image: String,
+    pub(crate) image: String,
     /// The cluster domain of the search list written into injected pods, without a final dot.
-    pub cluster_domain: String,
+    pub(crate) cluster_domain: String,
     pub admin_listen: Option<SocketAddr>,
     pub log: String,
     pub log_format: LogFormat,

@@ -19,24 +19,24 @@ pub(crate) const END: &str = "# meshdns: end";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Block {
     /// 1-based line of its first key.
-    pub line: usize,
+    pub(crate) line: usize,
     /// That line as written, trimmed: what an error names.
-    pub text: String,
+    pub(crate) text: String,
     /// The zones of its keys, lowercase, without the trailing dot; `.` for the root. A
     /// snippet's `(name)` stays as written.
-    pub zones: Vec<String>,
+    pub(crate) zones: Vec<String>,
     /// Inside meshdns's region: written by an earlier run, replaced by this one.
-    pub in_region: bool,
+    pub(crate) in_region: bool,
 }
 
 /// What [`parse`] finds.
 #[derive(Debug, Default)]
 pub(crate) struct Corefile {
-    pub blocks: Vec<Block>,
+    pub(crate) blocks: Vec<Block>,
     /// The arguments of the top-level `import` lines (`/etc/coredns/custom/*.server`).
-    pub imports: Vec<String>,
+    pub(crate) imports: Vec<String>,
     /// 0-based first and last line of meshdns's region, when there is one.
-    pub region: Option<(usize, usize)>,
+    pub(crate) region: Option<(usize, usize)>,
 }
 
 /// The words of one line outside its comment; a `#` inside double quotes is no comment.

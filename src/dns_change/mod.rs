@@ -67,7 +67,7 @@ pub enum Platform {
 }
 
 impl Platform {
-    pub const ALL: [(&'static str, Platform); 8] = [
+    pub(crate) const ALL: [(&'static str, Platform); 8] = [
         ("kubeadm", Platform::Kubeadm),
         ("k3s", Platform::K3s),
         ("rke2", Platform::Rke2),

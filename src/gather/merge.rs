@@ -50,15 +50,15 @@ pub enum Leg {
 pub struct Merged {
     pub reply: Message,
     /// Some leg failed or was cut short, yet the reply is an answer (NOERROR/NODATA).
-    pub partial: bool,
+    pub(crate) partial: bool,
     /// The clusters answered different TXT records, of which one was kept (the local
     /// cluster's, else the first configured cluster's).
-    pub txt_disagreed: bool,
+    pub(crate) txt_disagreed: bool,
 }
 
 impl Merged {
     /// A reply that is all there is to say: nothing left out, no disagreement.
-    pub fn whole(reply: Message) -> Self {
+    pub(crate) fn whole(reply: Message) -> Self {
         Self {
             reply,
             partial: false,

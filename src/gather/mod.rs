@@ -78,20 +78,20 @@ struct Asked {
 
 /// The series gathered answers are counted into.
 #[derive(Debug, Clone)]
-pub struct GatherMetrics {
+pub(crate) struct GatherMetrics {
     /// `meshdns_gather_partial_total`.
-    pub partial: IntCounter,
+    pub(crate) partial: IntCounter,
     /// `meshdns_gather_txt_disagreements_total`.
-    pub txt_disagreements: IntCounter,
+    pub(crate) txt_disagreements: IntCounter,
 }
 
 /// The gathered zones and whom to ask for them.
 #[derive(Debug)]
-pub struct Gatherer {
+pub(crate) struct Gatherer {
     /// Every configured cluster, each leg's target.
     peers: Vec<Arc<Peer>>,
     /// The gathered zones' identity as a target: their answers are cached under it.
-    pub target: TargetId,
+    pub(crate) target: TargetId,
     /// The cache, for the legs (their writes carry this gatherer's configuration's generation).
     cache: GatherDoor,
     attempt_timeout: Duration,
@@ -102,7 +102,7 @@ pub struct Gatherer {
 
 impl Gatherer {
     /// The gatherer over `peers`; `generation` is the configuration's, `target` its own.
-    pub fn new(
+    pub(crate) fn new(
         config: &Config,
         cache: Arc<Cache>,
         peers: Vec<Arc<Peer>>,
@@ -122,13 +122,18 @@ impl Gatherer {
     }
 
     /// Every configured cluster, in the configuration's order: the snapshot's one list of them.
-    pub fn peers(&self) -> &[Arc<Peer>] {
+    pub(crate) fn peers(&self) -> &[Arc<Peer>] {
         &self.peers
     }
 
     /// Answers `request` for a name under `naming`'s zone: the complete reply, with the
     /// client's ID (not yet cut to its size).
-    pub async fn answer(&self, naming: &Naming, request: &Request, deadline: Instant) -> Vec<u8> {
+    pub(crate) async fn answer(
+        &self,
+        naming: &Naming,
+        request: &Request,
+        deadline: Instant,
+    ) -> Vec<u8> {
         let merged = self.merged(request, naming, deadline).await;
         if merged.partial {
             self.metrics.partial.inc();

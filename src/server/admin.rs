@@ -50,7 +50,11 @@ impl Readiness {
 /// Serves the admin endpoints until the task is aborted (the end of `run`): it keeps answering
 /// `/livez` and `/metrics` while in-flight queries drain. Its connections live in a set owned
 /// by this task, so they end with it.
-pub(crate) async fn serve_admin(listener: TcpListener, readiness: Readiness, metrics: Arc<Metrics>) {
+pub(crate) async fn serve_admin(
+    listener: TcpListener,
+    readiness: Readiness,
+    metrics: Arc<Metrics>,
+) {
     let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut open = tokio::task::JoinSet::new();
     loop {

@@ -29,10 +29,10 @@ pub(super) const SLOT: usize = 4096;
 /// One datagram of a batch.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Datagram<'a> {
-    pub bytes: &'a [u8],
-    pub peer: SocketAddr,
+    pub(crate) bytes: &'a [u8],
+    pub(crate) peer: SocketAddr,
     /// Longer than [`SLOT`]: only its first bytes are here.
-    pub truncated: bool,
+    pub(crate) truncated: bool,
 }
 
 /// The receive side: [`BATCH`] slots of [`SLOT`] bytes, reused for every batch.

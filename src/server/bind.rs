@@ -57,9 +57,9 @@ impl Listeners {
 #[error("{variable}: cannot bind {addr}: {source}")]
 pub struct BindError {
     /// `MESHDNS_LISTEN`, `MESHDNS_DOT_LISTEN` or `MESHDNS_ADMIN_LISTEN`.
-    pub variable: &'static str,
-    pub addr: SocketAddr,
-    pub source: std::io::Error,
+    pub(crate) variable: &'static str,
+    pub(crate) addr: SocketAddr,
+    pub(crate) source: std::io::Error,
 }
 
 impl BindError {

@@ -24,33 +24,33 @@ pub use admin::MAX_CONNECTIONS as ADMIN_MAX_CONNECTIONS;
 pub(crate) use admin::{Readiness, serve_admin};
 pub use bind::{BindError, Listeners, bind, bind_admin, bind_dot, bind_spread};
 pub(crate) use dot::serve_dot;
+pub(crate) use tcp::serve_tcp;
 #[cfg(any(test, feature = "testing"))]
 pub use tcp::{
     IDLE_TIMEOUT as TCP_IDLE_TIMEOUT, MAX_CONNECTIONS as TCP_MAX_CONNECTIONS, MAX_QUERY_FRAME,
     WRITE_TIMEOUT as TCP_WRITE_TIMEOUT,
 };
-pub(crate) use tcp::serve_tcp;
 pub(crate) use udp::serve_udp;
 
 /// What every listener loop needs.
 #[derive(Clone)]
 pub(crate) struct Shared {
-    pub resolver: Arc<Resolver>,
+    pub(crate) resolver: Arc<Resolver>,
     /// Client queries being answered at once, over all listeners (`MESHDNS_MAX_INFLIGHT`).
     /// A UDP query beyond it is dropped, a TCP connection waits; clients retry, and memory
     /// stays bounded.
-    pub inflight: Arc<Semaphore>,
+    pub(crate) inflight: Arc<Semaphore>,
     /// TCP queries' share of `inflight` (half of it): a TCP query takes one of these before
     /// one of `inflight`, so pipelining connections, which wait for a slot instead of being
     /// dropped, can never take the slots UDP clients need.
-    pub tcp_inflight: Arc<Semaphore>,
-    pub metrics: Arc<Metrics>,
+    pub(crate) tcp_inflight: Arc<Semaphore>,
+    pub(crate) metrics: Arc<Metrics>,
     /// Cancelled when shutdown begins: listeners stop accepting, connections finish what they
     /// have ([`crate::background::Background::draining`]).
-    pub shutdown: CancellationToken,
+    pub(crate) shutdown: CancellationToken,
     /// Where a query's own task is started (a UDP miss): in the instance's tree, whose drain
     /// `run` waits for at shutdown.
-    pub clients: Tasks,
+    pub(crate) clients: Tasks,
 }
 
 /// The in-flight slots TCP queries may hold at once out of `max_inflight`: half, at least one.

@@ -34,13 +34,13 @@ pub(super) enum Refused {
     Malformed,
 }
 
-/// [`acceptable`], saying why not.
+/// `acceptable`, saying why not.
 pub(super) fn check(reply: &[u8], id: u16, sent: &[u8]) -> Result<(), Refused> {
     (answers(reply, id, sent).then_some(())).ok_or(Refused::NotAnAnswer)?;
     (wire::walks_fully(reply).then_some(())).ok_or(Refused::Malformed)
 }
 
-/// The header and question half of [`acceptable`]: a response with our ID and opcode that
+/// The header and question half of `acceptable`: a response with our ID and opcode that
 /// echoes our question, or none at all on an error.
 pub(super) fn answers(reply: &[u8], id: u16, sent: &[u8]) -> bool {
     let Some(asked) = wire::first_question(sent) else {

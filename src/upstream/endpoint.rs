@@ -57,7 +57,7 @@ type BoxedAttempt<'a> = Pin<Box<dyn Future<Output = Result<Answered, AttemptErro
 /// One endpoint of a group.
 #[derive(Debug)]
 pub(super) struct Endpoint {
-    pub addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
     dialer: Dialer,
     health: Health,
     /// `meshdns_upstream_healthy{peer,endpoint}`, removed with the endpoint.

@@ -65,28 +65,28 @@ use crate::wire;
 /// An accepted reply, still carrying the ID we chose.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answered {
-    pub bytes: Vec<u8>,
-    pub endpoint: SocketAddr,
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) endpoint: SocketAddr,
     /// The round trip of the send it answers, when timed (UDP replies).
-    pub rtt: Option<Duration>,
+    pub(crate) rtt: Option<Duration>,
     /// The UDP reply came truncated and `bytes` are the whole answer, fetched again over TCP:
     /// the `truncated` module remembers the question.
-    pub fetched_after_tc: bool,
+    pub(crate) fetched_after_tc: bool,
 }
 
 /// How a UDP attempt sends its query again while no reply comes.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Resend<'a> {
     /// Sends in all, the first included (1: never sent again).
-    pub sends: u32,
+    pub(crate) sends: u32,
     /// The endpoint's record: the wait before each resend, told of each timeout.
-    pub health: &'a Health,
+    pub(crate) health: &'a Health,
     /// The longest wait (the attempt timeout).
-    pub ceiling: Duration,
+    pub(crate) ceiling: Duration,
     /// Counts each resend (`meshdns_upstream_retransmits_total`).
-    pub counter: &'a IntCounter,
+    pub(crate) counter: &'a IntCounter,
     /// Where the attempt tells its exchange when it wants to be polled to resend.
-    pub due: &'a ResendAt,
+    pub(crate) due: &'a ResendAt,
 }
 
 /// When a UDP attempt next wants to send its query again, if ever: written by the attempt, read

@@ -107,7 +107,7 @@ impl UpstreamError {
     /// Why `who` (the cluster DNS, kube-dns) could not help, in words an operator can act on:
     /// the text of the Extended DNS Error the client gets. A TLS failure says TLS, not "did not
     /// answer" (which sends people looking at firewalls).
-    pub fn client_reason(&self, who: &str) -> String {
+    pub(crate) fn client_reason(&self, who: &str) -> String {
         match self {
             UpstreamError::Exhausted(AttemptError::Tls(_)) => {
                 format!("TLS to {who} failed: certificate rejected or handshake failed")
@@ -172,7 +172,7 @@ impl AttemptResult {
     }
 
     /// The result of a reply that was accepted, from its response code.
-    pub fn of_reply(reply: &[u8]) -> Self {
+    pub(crate) fn of_reply(reply: &[u8]) -> Self {
         match wire::rcode(reply) {
             Some(0 | 3) => AttemptResult::Ok,
             Some(2) => AttemptResult::Servfail,
@@ -212,7 +212,7 @@ pub struct GroupSpec {
 /// may still take (see `gather`). Updated at every attempt the exchange makes; read, it asks
 /// the endpoints' health records as they are now.
 #[derive(Debug, Default)]
-pub struct Progress(Mutex<Option<Current>>);
+pub(crate) struct Progress(Mutex<Option<Current>>);
 
 /// The attempt an exchange is making now, and the endpoint it would ask next.
 #[derive(Debug, Clone)]
@@ -227,19 +227,19 @@ struct Current {
 
 /// The attempt an exchange is making now, as its endpoints' health records say.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Attempting {
+pub(crate) struct Attempting {
     /// When the attempt, its retransmissions included, has been silent for the attempt
     /// timeout: a leg still waiting then is a straggler.
-    pub silent_at: Instant,
+    pub(crate) silent_at: Instant,
     /// The endpoint asked is considered up (a down one is a last resort, not worth waiting for).
-    pub endpoint_up: bool,
+    pub(crate) endpoint_up: bool,
     /// The exchange has another attempt left, at an endpoint considered up (the next one, or
     /// for a group of one the same once more).
-    pub next_up: bool,
+    pub(crate) next_up: bool,
 }
 
 impl Progress {
-    pub fn now(&self) -> Option<Attempting> {
+    pub(crate) fn now(&self) -> Option<Attempting> {
         let current = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         current.as_ref().map(|current| Attempting {
             silent_at: current.silent_at,
@@ -385,19 +385,19 @@ impl Upstream {
     /// Whether every endpoint of the group is known down (skipped until a probe sees it
     /// answer): a gathered answer does not wait for it. A group without endpoints is not (its
     /// exchange fails at once).
-    pub fn known_down(&self) -> bool {
+    pub(crate) fn known_down(&self) -> bool {
         let endpoints = self.endpoints.load();
         !endpoints.is_empty() && endpoints.iter().all(|endpoint| !endpoint.is_up())
     }
 
     /// What this group is made of.
-    pub fn spec(&self) -> &GroupSpec {
+    pub(crate) fn spec(&self) -> &GroupSpec {
         &self.spec
     }
 
     /// For a DNS-over-TLS group that a rotation of the TLS files replaced: the connections it
     /// still opens (for queries that started on it) use the rotated `tls` from now on.
-    pub fn retire_tls(&self, tls: &ClientTls) {
+    pub(crate) fn retire_tls(&self, tls: &ClientTls) {
         if let Dialing::Tls { config, .. } = &self.dialing {
             config.replace(Arc::clone(&tls.config));
         }
@@ -491,7 +491,7 @@ impl Upstream {
     }
 
     /// The name used in logs and metric labels.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.spec.name
     }
 
@@ -500,7 +500,7 @@ impl Upstream {
     /// failure recheck). Read from the endpoints' health records, so it turns with the first
     /// failed attempt, not when the exchange gives up at its deadline, and the clients that
     /// come in the meantime do not each wait the client timer.
-    pub fn is_failing(&self) -> bool {
+    pub(crate) fn is_failing(&self) -> bool {
         self.endpoints.load().iter().all(|e| e.is_failing())
     }
 
@@ -516,7 +516,7 @@ impl Upstream {
     }
 
     /// [`exchange`](Self::exchange), telling `progress` about every attempt it makes.
-    pub async fn exchange_reporting(
+    pub(crate) async fn exchange_reporting(
         &self,
         query: &[u8],
         deadline: Instant,

@@ -50,8 +50,8 @@ pub(crate) enum ResolutionError {
 /// The counters of one group's resolutions, by result.
 #[derive(Debug, Clone)]
 pub(crate) struct ResolutionCounters {
-    pub ok: IntCounter,
-    pub failed: IntCounter,
+    pub(crate) ok: IntCounter,
+    pub(crate) failed: IntCounter,
 }
 
 /// The addresses `host` has now and how long they may be used (the smallest TTL, clamped),

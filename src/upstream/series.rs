@@ -27,23 +27,23 @@ use super::names::ResolutionCounters;
 /// own series by its cluster name, through `UpstreamMetrics::group`.
 #[derive(Debug, Clone)]
 pub struct UpstreamMetrics {
-    pub requests: IntCounterVec,
-    pub duration: HistogramVec,
-    pub healthy: IntGaugeVec,
-    pub resolutions: IntCounterVec,
-    pub tls_handshakes: IntCounterVec,
-    pub connections: IntCounterVec,
-    pub retransmits: IntCounterVec,
+    pub(crate) requests: IntCounterVec,
+    pub(crate) duration: HistogramVec,
+    pub(crate) healthy: IntGaugeVec,
+    pub(crate) resolutions: IntCounterVec,
+    pub(crate) tls_handshakes: IntCounterVec,
+    pub(crate) connections: IntCounterVec,
+    pub(crate) retransmits: IntCounterVec,
     /// `meshdns_peer_certificate_expiry_timestamp_seconds{peer}`, set by a TLS group's
     /// handshakes.
-    pub peer_certificate_expiry: IntGaugeVec,
+    pub(crate) peer_certificate_expiry: IntGaugeVec,
     /// Who holds which series.
-    pub held: Arc<Held>,
+    pub(crate) held: Arc<Held>,
 }
 
 /// The holders of each series, by label values.
 #[derive(Debug, Default)]
-pub struct Held(Mutex<Holders>);
+pub(crate) struct Held(Mutex<Holders>);
 
 #[derive(Debug, Default)]
 struct Holders {
@@ -132,16 +132,16 @@ pub(super) struct GroupSeries {
     /// Indexed like [`AttemptResult::ALL`].
     results: Vec<IntCounter>,
     duration: Histogram,
-    pub resolutions: ResolutionCounters,
+    pub(crate) resolutions: ResolutionCounters,
     /// Counts the group's TLS handshakes; stays at 0 unless the group speaks TLS.
-    pub tls_handshakes: IntCounter,
+    pub(crate) tls_handshakes: IntCounter,
     /// Counts the stream connections (TCP or TLS) the group's endpoints open.
-    pub connections: IntCounter,
+    pub(crate) connections: IntCounter,
     /// Counts the group's retransmissions: UDP queries sent again, to the same endpoint or
     /// (a hedge) to the next.
-    pub retransmits: IntCounter,
+    pub(crate) retransmits: IntCounter,
     /// When the certificate the peer presented expires, from each handshake.
-    pub peer_certificate: PeerCertificateSeries,
+    pub(crate) peer_certificate: PeerCertificateSeries,
     name: String,
     metrics: UpstreamMetrics,
 }
@@ -157,7 +157,7 @@ pub struct PeerCertificateSeries {
 
 impl PeerCertificateSeries {
     /// The peer presented a certificate that expires at `not_after` (seconds since the epoch).
-    pub fn presented(&self, not_after: i64) {
+    pub(crate) fn presented(&self, not_after: i64) {
         self.family.with_label_values(&[&*self.peer]).set(not_after);
     }
 }
@@ -229,7 +229,7 @@ impl HealthSeries {
 
     /// What the series shows now.
     #[cfg(test)]
-    pub fn get(&self) -> i64 {
+    pub(crate) fn get(&self) -> i64 {
         self.gauge.get()
     }
 }
@@ -260,7 +260,7 @@ pub(super) mod tests {
     use super::*;
 
     /// Families registered nowhere, for unit tests.
-    pub fn metrics() -> UpstreamMetrics {
+    pub(crate) fn metrics() -> UpstreamMetrics {
         let counters = |name: &str, labels: &[&str]| {
             IntCounterVec::new(Opts::new(name, "test"), labels).unwrap()
         };

@@ -22,10 +22,10 @@ const EXCLUDED_NAMESPACES: [&str; 1] = ["kube-system"];
 /// What the sidecar needs from the webhook's configuration and the review.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Target<'a> {
-    pub image: &'a str,
-    pub cluster_domain: &'a str,
+    pub(crate) image: &'a str,
+    pub(crate) cluster_domain: &'a str,
     /// The review's namespace (a pod's own may be empty at admission).
-    pub namespace: &'a str,
+    pub(crate) namespace: &'a str,
 }
 
 /// Why a pod is admitted as it is.

@@ -32,15 +32,19 @@ pub(crate) enum Outcome {
 #[derive(Debug, Clone)]
 pub(crate) struct Answered {
     /// The response AdmissionReview.
-    pub review: Value,
-    pub outcome: Outcome,
+    pub(crate) review: Value,
+    pub(crate) outcome: Outcome,
     /// `namespace/name` of the pod, for the log (a pod named by the API server later shows
     /// its `generateName` prefix).
-    pub pod: String,
+    pub(crate) pod: String,
 }
 
 /// The response review to `body`, and how it was answered.
-pub(crate) fn answer(body: &[u8], image: &str, cluster_domain: &str) -> Result<Answered, BadReview> {
+pub(crate) fn answer(
+    body: &[u8],
+    image: &str,
+    cluster_domain: &str,
+) -> Result<Answered, BadReview> {
     let review: Value = serde_json::from_slice(body)
         .map_err(|e| BadReview(format!("the body is not JSON: {e}")))?;
     if review["apiVersion"] != API_VERSION || review["kind"] != "AdmissionReview" {

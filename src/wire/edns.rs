@@ -68,14 +68,14 @@ pub struct OptInfo {
     /// The sender's UDP payload size (the record's CLASS).
     pub payload: u16,
     /// The upper 8 bits of the 12-bit RCODE.
-    pub extended_rcode: u8,
-    pub version: u8,
+    pub(crate) extended_rcode: u8,
+    pub(crate) version: u8,
     /// The DO bit: the sender wants DNSSEC records.
-    pub dnssec_ok: bool,
+    pub(crate) dnssec_ok: bool,
     pub options: OptionSet,
     /// Where the option list (the record's RDATA) lies in the message, for
     /// [`for_each_option`].
-    pub options_at: (usize, usize),
+    pub(crate) options_at: (usize, usize),
 }
 
 impl OptInfo {
@@ -246,8 +246,8 @@ pub fn without_opt(mut msg: Vec<u8>) -> Result<Vec<u8>, Vec<u8>> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct PlainQuery<'a> {
     /// The question: name (plain labels), type, class.
-    pub question: &'a [u8],
-    pub opt: Option<OptInfo>,
+    pub(crate) question: &'a [u8],
+    pub(crate) opt: Option<OptInfo>,
 }
 
 /// The query as a [`PlainQuery`] when it is well-formed enough for the cache-hit path: a

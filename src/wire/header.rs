@@ -60,7 +60,7 @@ pub fn checking_disabled(msg: &[u8]) -> bool {
 }
 
 /// Whether the AD (authentic data) bit is set.
-pub(super) fn authentic_data(msg: &[u8]) -> bool {
+pub(crate) fn authentic_data(msg: &[u8]) -> bool {
     msg.get(3).is_some_and(|b| b & AD_BIT != 0)
 }
 
@@ -103,7 +103,7 @@ pub fn first_question(msg: &[u8]) -> Option<&[u8]> {
 
 #[cfg(test)]
 /// The name of the first question in wire form (labels and the root, no type or class).
-pub fn first_question_name(msg: &[u8]) -> Option<&[u8]> {
+pub(crate) fn first_question_name(msg: &[u8]) -> Option<&[u8]> {
     question_name(first_question(msg)?)
 }
 

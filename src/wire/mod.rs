@@ -16,23 +16,30 @@ mod records;
 mod walk;
 mod writer;
 
-pub use edns::{
-    OPTION_CLIENT_SUBNET, OPTION_LOOP_MARKER, is_hop_by_hop_option, opt, without_opt, without_options,
-};
 pub(crate) use edns::OptInfo;
-
-pub(crate) use edns::{cut_to_question, for_each_option, is_per_client_option, plain_query, with_option};
-#[cfg(any(test, feature = "testing"))]
 pub use edns::{
-    OPTION_COOKIE, OPTION_NSID, OPTION_PADDING, OPTION_TCP_KEEPALIVE, has_option,
+    OPTION_CLIENT_SUBNET, OPTION_LOOP_MARKER, is_hop_by_hop_option, opt, without_opt,
+    without_options,
 };
-pub use header::{HEADER_LEN, checking_disabled, first_question, id, is_truncated, opcode, question_count, rcode, same_question, set_id};
-pub(crate) use header::{RCODE_NOERROR, RCODE_NXDOMAIN, RCODE_SERVFAIL, clear_unasked_ad, copy_request_bits, is_response, question_name, question_type, with_question};
+
+#[cfg(any(test, feature = "testing"))]
+pub use edns::{OPTION_COOKIE, OPTION_NSID, OPTION_PADDING, OPTION_TCP_KEEPALIVE, has_option};
+pub(crate) use edns::{
+    cut_to_question, for_each_option, is_per_client_option, plain_query, with_option,
+};
+pub use header::{
+    HEADER_LEN, checking_disabled, first_question, id, is_truncated, opcode, question_count, rcode,
+    same_question, set_id,
+};
+pub(crate) use header::{
+    RCODE_NOERROR, RCODE_NXDOMAIN, RCODE_SERVFAIL, clear_unasked_ad, copy_request_bits,
+    is_response, question_name, question_type, with_question,
+};
 #[cfg(test)]
-pub use header::{authentic_data, first_question_name};
+pub(crate) use header::{authentic_data, first_question_name};
 pub(crate) use name::{MAX_NAME, find_suffix, is_label_start, lowercase_name, walk_name};
-pub use records::{for_each_record, questions_end};
 pub(crate) use records::{Section, TYPE_SOA, rewrite_ttls, ttl_value};
+pub use records::{for_each_record, questions_end};
 #[cfg(any(test, feature = "testing"))]
 pub use records::{set_ttl, ttl_fields};
 pub use walk::walks_fully;
@@ -81,11 +88,11 @@ pub enum Proto {
 }
 
 impl Proto {
-    pub const ALL: [Proto; 3] = [Proto::Udp, Proto::Tcp, Proto::Tls];
+    pub(crate) const ALL: [Proto; 3] = [Proto::Udp, Proto::Tcp, Proto::Tls];
 
     /// How large a reply may be: over UDP the client's EDNS payload size (512 without EDNS,
     /// and never less, RFC 6891; never more than [`MAX_UDP_REPLY`]), over TCP any size.
-    pub fn reply_limit(self, edns_payload: Option<u16>) -> usize {
+    pub(crate) fn reply_limit(self, edns_payload: Option<u16>) -> usize {
         match self {
             Proto::Udp => {
                 usize::from(edns_payload.unwrap_or(0)).clamp(CLASSIC_UDP_SIZE, MAX_UDP_REPLY)
@@ -94,7 +101,7 @@ impl Proto {
         }
     }
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Proto::Udp => "udp",
             Proto::Tcp => "tcp",

@@ -76,9 +76,9 @@ const MAX_POINTER_HOPS: usize = MAX_NAME / 2;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct FollowedName {
     /// The offset just past the name as it is stored in place.
-    pub end: usize,
+    pub(crate) end: usize,
     /// Its length in wire form once expanded (labels and the root: 1 for the root name).
-    pub expanded: usize,
+    pub(crate) expanded: usize,
 }
 
 /// The name stored at `start`, followed through every compression pointer with the rules of
@@ -135,13 +135,16 @@ pub(super) fn skip_plain_name(msg: &[u8], start: usize) -> Option<usize> {
 
 #[cfg(test)]
 /// Whether `name` is exactly one name of plain labels ending at the root.
-pub fn is_plain_name(name: &[u8]) -> bool {
+pub(crate) fn is_plain_name(name: &[u8]) -> bool {
     skip_plain_name(name, 0) == Some(name.len())
 }
 
 /// The first suffix of `name` (a plain name in wire form), longest first, that `matches`
 /// accepts; the suffixes start at each label, the root label last.
-pub(crate) fn find_suffix<T>(name: &[u8], mut matches: impl FnMut(&[u8]) -> Option<T>) -> Option<T> {
+pub(crate) fn find_suffix<T>(
+    name: &[u8],
+    mut matches: impl FnMut(&[u8]) -> Option<T>,
+) -> Option<T> {
     let mut found = None;
     walk_name(name, 0, |at| match matches(&name[at..]) {
         Some(hit) => {

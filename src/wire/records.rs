@@ -12,7 +12,7 @@ pub(crate) const TYPE_SOA: u16 = 6;
 
 /// The section a resource record sits in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Section {
+pub(crate) enum Section {
     Answer,
     Authority,
     Additional,
@@ -21,20 +21,20 @@ pub enum Section {
 /// One resource record's TTL field, located in a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TtlField {
-    pub offset: usize,
-    pub ttl: u32,
+    pub(crate) offset: usize,
+    pub(crate) ttl: u32,
 }
 
 /// One resource record as located by [`for_each_record`]: enough to read or patch it in place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecordAt {
-    pub section: Section,
+    pub(crate) section: Section,
     /// Where the record (its owner name) starts.
     pub start: usize,
     pub rtype: u16,
-    pub class: u16,
+    pub(crate) class: u16,
     /// The TTL field (for OPT: extended RCODE, version and flags).
-    pub ttl: TtlField,
+    pub(crate) ttl: TtlField,
     /// Where the RDATA starts; it is `rdata_len` bytes long and lies inside the message.
     pub rdata_offset: usize,
     pub rdata_len: usize,
@@ -42,7 +42,7 @@ pub struct RecordAt {
 
 impl RecordAt {
     /// The offset just past the record.
-    pub fn end(&self) -> usize {
+    pub(crate) fn end(&self) -> usize {
         self.rdata_offset + self.rdata_len
     }
 }
@@ -164,7 +164,12 @@ pub fn set_ttl(msg: &mut [u8], field: TtlField, ttl: u32) {
 /// Rewrites every TTL (OPT excluded) of `target`, a copy of `source`, as `f(ttl)`; the records
 /// start at `records_at` (the question section's end, which the caller knows). Walking the
 /// source while writing the copy needs no list of offsets, so nothing is allocated.
-pub(crate) fn rewrite_ttls(source: &[u8], target: &mut [u8], records_at: usize, f: impl Fn(u32) -> u32) {
+pub(crate) fn rewrite_ttls(
+    source: &[u8],
+    target: &mut [u8],
+    records_at: usize,
+    f: impl Fn(u32) -> u32,
+) {
     debug_assert_eq!(questions_end(source), Some(records_at));
     let _ = records_from(source, records_at, |record| {
         if record.rtype != TYPE_OPT {

@@ -416,7 +416,10 @@ async fn stale_answers_are_served_at_once_during_an_outage() {
     for (name, lines) in [(ONE, &one), (TWO, &two), (ONE, &one), (TWO, &two)] {
         let (reply, took) = timed_udp(&meshdns, name).await;
         assert_eq!(&reply.answer_lines(), lines);
-        assert!(ttl(&reply) <= meshdns::testing::cache::STALE_TTL, "a stale TTL");
+        assert!(
+            ttl(&reply) <= meshdns::testing::cache::STALE_TTL,
+            "a stale TTL"
+        );
         assert!(took < AT_ONCE, "{name} stale at once, not after {took:?}");
     }
     assert!(
@@ -953,13 +956,13 @@ async fn a_host_name_that_resolves_again_is_followed_within_15_seconds() {
         .is_empty()
     {
         assert!(
-            fixed.elapsed() <= meshdns::testing::upstream::names::MAX_RETRY,
+            fixed.elapsed() <= meshdns::testing::upstream::MAX_RETRY,
             "not followed within {:?}",
-            meshdns::testing::upstream::names::MAX_RETRY
+            meshdns::testing::upstream::MAX_RETRY
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    assert!(meshdns::testing::upstream::names::MAX_RETRY <= Duration::from_secs(15));
+    assert!(meshdns::testing::upstream::MAX_RETRY <= Duration::from_secs(15));
 }
 
 // Local resource errors are meshdns's own.
@@ -1111,10 +1114,9 @@ struct Isolated {
 
 impl Isolated {
     fn start(vars: &[(&str, &str)], mut listeners: meshdns::Listeners) -> Isolated {
-        let config = meshdns::Config::from_vars(
-            vars.iter().map(|(k, v)| (k.to_string(), v.to_string())),
-        )
-        .expect("a valid test config");
+        let config =
+            meshdns::Config::from_vars(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+                .expect("a valid test config");
         let admin = meshdns::bind_admin("127.0.0.1:0".parse().unwrap()).unwrap();
         let admin_addr = admin.local_addr().unwrap();
         listeners.admin = Some(admin);

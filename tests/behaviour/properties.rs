@@ -684,7 +684,8 @@ fn mutation() -> impl Strategy<Value = Mutation> {
 /// The mutation as byte edits to `reply`.
 fn patch(reply: &[u8], mutation: &Mutation) -> Patch {
     let mut records = Vec::new();
-    meshdns::testing::wire::for_each_record(reply, |r| records.push(*r)).expect("a reply that walks");
+    meshdns::testing::wire::for_each_record(reply, |r| records.push(*r))
+        .expect("a reply that walks");
     let nth = |n: usize| records[n % records.len()];
     let u16_at = |at: usize, value: u16| {
         let [high, low] = value.to_be_bytes();

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use meshdns::testing::config::variables::VARIABLES;
+use meshdns::testing::config::VARIABLES;
 use meshdns::testing::metrics::{FAMILIES, Kind};
 
 const README: &str = include_str!("../../README.md");

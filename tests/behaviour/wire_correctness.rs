@@ -204,8 +204,10 @@ async fn padding_and_tcp_keepalive_reach_no_client_and_are_never_sent_upstream()
 /// A query meshdns relayed, without the loop marker it adds to every query it sends upstream
 /// (docs/design.md, "No loops"); fails the test when the marker is missing.
 fn unmarked(relayed: &[u8]) -> Vec<u8> {
-    meshdns::testing::wire::without_options(relayed, |code| code == meshdns::testing::wire::OPTION_LOOP_MARKER)
-        .expect("every relayed query carries meshdns's loop marker")
+    meshdns::testing::wire::without_options(relayed, |code| {
+        code == meshdns::testing::wire::OPTION_LOOP_MARKER
+    })
+    .expect("every relayed query carries meshdns's loop marker")
 }
 
 #[tokio::test]

@@ -53,7 +53,12 @@ fn memory_per_typical_entry_is_small() {
 
     let before = live();
     for (key, reply) in &entries {
-        cache.insert(key, reply, now, meshdns::testing::cache::Generation::default());
+        cache.insert(
+            key,
+            reply,
+            now,
+            meshdns::testing::cache::Generation::default(),
+        );
     }
     let grown = usize::try_from(live() - before).expect("the cache grew");
 

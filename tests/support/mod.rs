@@ -676,9 +676,9 @@ fn take_query(
     via: Via,
     from: Option<SocketAddr>,
 ) -> Option<(usize, Plan)> {
-    let query = Message::from_vec(bytes)
-        .ok()
-        .or_else(|| Message::from_vec(&meshdns::testing::wire::without_options(bytes, |_| true)?).ok())?;
+    let query = Message::from_vec(bytes).ok().or_else(|| {
+        Message::from_vec(&meshdns::testing::wire::without_options(bytes, |_| true)?).ok()
+    })?;
     let question = query.queries.first()?;
     let before = state.asked_before(question);
     let index = state.received(via, from, question, bytes);

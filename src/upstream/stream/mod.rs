@@ -194,7 +194,7 @@ impl StreamEndpoint {
     }
 
     /// The address this endpoint connects to.
-    pub fn addr(&self) -> SocketAddr {
+    pub(crate) fn addr(&self) -> SocketAddr {
         self.shared.addr
     }
 
