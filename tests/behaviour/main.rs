@@ -3,15 +3,13 @@
 //! it — one module per behaviour of docs/design.md, and the checks that the README, the
 //! dashboard and the module tree match the code.
 //!
-//! One binary links the crate and compiles the shared fakes ([`support`], [`dot_fakes`]) once.
+//! One binary links the crate and compiles the shared fakes ([`support`]) once.
 //! Tests run in parallel in this one process: none may set the environment, the working
 //! directory or a process-wide limit of its own (a test that needs one runs the binary again as
 //! a child, as `failure::a_local_resource_error_never_marks_an_endpoint_down` does). The memory
 //! measurements, which count every allocation of their process, are `tests/memory/`; the fuzz
 //! harness is `tests/fuzz.rs`.
 
-#[path = "../dot_fakes/mod.rs"]
-mod dot_fakes;
 #[path = "../support/mod.rs"]
 mod support;
 

@@ -4,14 +4,13 @@
 //! truncated UDP reply share one pipelined connection per endpoint, which a peer may close or
 //! reset at any time without failing a query.
 
-use crate::dot_fakes;
-use crate::support;
+use crate::support::{self, dot};
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dot_fakes::{Behaviour as StreamBehaviour, DotServer};
+use dot::{Behaviour as StreamBehaviour, DotServer};
 use meshdns::upstream::stream::{StreamEndpoint, StreamSettings};
 
 use hickory_proto::op::Message;
@@ -143,7 +142,7 @@ async fn meshdns_with_tcp_peer(peer: &DotServer) -> Meshdns {
 async fn misses_over_transport_tcp_share_one_connection() {
     let peer = DotServer::plain(StreamBehaviour::Answer).await;
     let meshdns = meshdns_with_tcp_peer(&peer).await;
-    let outcome = dot_fakes::traffic_through_meshdns(meshdns.addr, 200).await;
+    let outcome = dot::traffic_through_meshdns(meshdns.addr, 200).await;
     assert_eq!(outcome.failed, Vec::<String>::new());
     assert_eq!(peer.queries(), 200, "every miss went to the peer");
     assert_eq!(peer.connections(), 1, "one connection for 200 misses");
@@ -154,7 +153,7 @@ async fn misses_over_transport_tcp_share_one_connection() {
 async fn a_tcp_peer_closing_every_fifth_query_in_good_order_fails_no_query() {
     let peer = Arc::new(DotServer::plain(StreamBehaviour::CloseAfter(5)).await);
     let meshdns = meshdns_with_tcp_peer(&peer).await;
-    dot_fakes::no_query_fails(&meshdns, &peer, |_| async {}).await;
+    dot::no_query_fails(&meshdns, &peer, |_| async {}).await;
     assert!(peer.connections() >= 60, "{}", peer.connections());
 }
 
@@ -162,7 +161,7 @@ async fn a_tcp_peer_closing_every_fifth_query_in_good_order_fails_no_query() {
 async fn a_tcp_peer_resetting_every_fifth_query_fails_no_query() {
     let peer = Arc::new(DotServer::plain(StreamBehaviour::ResetAfter(5)).await);
     let meshdns = meshdns_with_tcp_peer(&peer).await;
-    dot_fakes::no_query_fails(&meshdns, &peer, |_| async {}).await;
+    dot::no_query_fails(&meshdns, &peer, |_| async {}).await;
     assert!(peer.connections() >= 60, "{}", peer.connections());
 }
 
@@ -170,7 +169,7 @@ async fn a_tcp_peer_resetting_every_fifth_query_fails_no_query() {
 async fn a_tcp_peer_restarted_mid_traffic_fails_no_query() {
     let peer = Arc::new(DotServer::plain(StreamBehaviour::Answer).await);
     let meshdns = meshdns_with_tcp_peer(&peer).await;
-    dot_fakes::no_query_fails(&meshdns, &peer, |peer| async move {
+    dot::no_query_fails(&meshdns, &peer, |peer| async move {
         // Replaced behind its address at a third of the traffic; restarted in place, its port
         // refusing connections for 100 ms, at two thirds.
         while peer.queries() < 100 {
@@ -227,7 +226,7 @@ async fn tcp_retries_after_truncation_share_one_connection() {
             reply.answer_lines(),
             [format!(
                 "{name} A {}",
-                std::net::Ipv4Addr::from(dot_fakes::ANSWER)
+                std::net::Ipv4Addr::from(dot::ANSWER)
             )],
             "the whole answer, fetched over TCP"
         );
@@ -253,10 +252,10 @@ async fn a_hundred_queries_answered_in_reverse_over_one_tcp_connection() {
             let name = format!("q{i}.test.");
             let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
             let reply = endpoint
-                .exchange(&dot_fakes::query(&name, RecordType::A), deadline)
+                .exchange(&dot::query(&name, RecordType::A), deadline)
                 .await
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert_eq!(dot_fakes::parse_reply(&reply), (name, true));
+            assert_eq!(dot::parse_reply(&reply), (name, true));
         });
     }
     while let Some(done) = asked.join_next().await {
@@ -275,11 +274,11 @@ async fn a_tcp_connection_that_hangs_is_given_up_and_its_queries_answered_on_a_n
     let endpoint = StreamEndpoint::tcp(peer.addr, settings, Default::default());
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let reply = endpoint
-        .exchange(&dot_fakes::query("a.test.", RecordType::A), deadline)
+        .exchange(&dot::query("a.test.", RecordType::A), deadline)
         .await
         .expect("answered on the second connection, within the deadline");
     assert_eq!(
-        dot_fakes::parse_reply(&reply),
+        dot::parse_reply(&reply),
         ("a.test.".to_string(), true)
     );
     assert_eq!((endpoint.connects(), peer.connections()), (2, 2));

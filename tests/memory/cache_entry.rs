@@ -13,8 +13,8 @@ use meshdns::cache::{Cache, CacheKey};
 use meshdns::config::CacheConfig;
 use meshdns::metrics::Metrics;
 
-use crate::counting;
-use crate::typical;
+use crate::support::counting;
+use crate::support::typical;
 
 use counting::live;
 

@@ -1,6 +1,11 @@
-//! What the integration tests share: a fake DNS server to stand in for kube-dns and the peer
-//! clusters' CoreDNS ([`FakeDns`]), meshdns itself started on 127.0.0.1:0 ([`Meshdns`]), and a
-//! tiny DNS client ([`udp`], [`tcp`]).
+//! What the integration tests share, the behaviour tests and the memory measurements alike: a
+//! fake DNS server to stand in for kube-dns and the peer clusters' CoreDNS ([`FakeDns`]),
+//! meshdns itself started on 127.0.0.1:0 ([`Meshdns`]), a tiny DNS client ([`udp`], [`tcp`]),
+//! the DNS-over-TLS fakes ([`dot`]), the admin server's scrapes ([`admin`]), a kubelet-style
+//! ConfigMap directory ([`configmap`]), scratch files ([`scratch`]), and for the memory
+//! measurements a counting allocator ([`counting`]), the typical cache entry ([`typical`]) and
+//! futures polled by hand ([`waiting`]). It may not reach into meshdns beyond what the tests
+//! themselves use.
 //!
 //! Everything binds on loopback port 0: tests never race for ports and never send a packet
 //! off the machine.
@@ -10,7 +15,11 @@
 
 pub mod admin;
 pub mod configmap;
+pub mod counting;
+pub mod dot;
 pub mod scratch;
+pub mod typical;
+pub mod waiting;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
