@@ -10,7 +10,9 @@ use crate::support;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
-use support::{Answer, FakeDns, FakeDnsBuilder, Meshdns, Reply, query, rr, udp, with_edns};
+use support::{
+    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Reply, ask, query, rr, udp, with_edns,
+};
 
 const SRV_NAME: &str = "_mongodb._tcp.mongo.db.svc.clusterset.local.";
 const SERVICE: &str = "mongo.db.svc.clusterset.local.";
@@ -146,4 +148,59 @@ async fn dns_version_is_the_mcs_schema_version() {
     );
     let asked = mesh.a.exchanges().len() + mesh.b.exchanges().len() + mesh.c.exchanges().len();
     assert_eq!(asked, 0, "answered by meshdns itself");
+}
+
+/// The invariant of the gathered zones (docs/design.md, "Distributed zones"): every SRV target
+/// meshdns writes resolves back through meshdns to the addresses it came from — in the
+/// clusterset zone too ("same merge rules"). The SRV target of a ClusterIP Service is the
+/// service name itself (`web.db.svc.cluster.local`, no host label).
+#[tokio::test]
+async fn a_clusterset_srv_target_of_a_clusterip_service_resolves_back_to_its_address() {
+    let web = upstream("web.db");
+    let srv_owner = upstream("_http._tcp.web.db");
+    let b = FakeDns::builder()
+        .answer(
+            &srv_owner,
+            RecordType::SRV,
+            Answer::records([rr::srv(&srv_owner, 80, &web)])
+                .additional(rr::a(&web, [10, 96, 2, 7])),
+        )
+        .answer(
+            &web,
+            RecordType::A,
+            Answer::records([rr::a(&web, [10, 96, 2, 7])]),
+        )
+        .otherwise(Behaviour::Answer(Answer::nxdomain("cluster.local.")))
+        .start()
+        .await;
+    let a = FakeDns::builder()
+        .otherwise(Behaviour::Answer(Answer::nxdomain("cluster.local.")))
+        .start()
+        .await;
+    let c = FakeDns::builder()
+        .otherwise(Behaviour::Answer(Answer::nxdomain("cluster.local.")))
+        .start()
+        .await;
+    let vars = [("MESHDNS_CLUSTERSET_ZONE", "clusterset.local")];
+    let meshdns = Meshdns::in_cluster_a_with(&a, &[("b", &b), ("c", &c)], &vars).await;
+    let srv = ask(
+        &meshdns,
+        "_http._tcp.web.db.svc.clusterset.local.",
+        RecordType::SRV,
+    )
+    .await;
+    assert_eq!(srv.msg.response_code, ResponseCode::NoError);
+    let [record] = srv.msg.answers.as_slice() else {
+        panic!("one SRV record: {:?}", srv.answer_lines());
+    };
+    let target = match &record.data {
+        hickory_proto::rr::RData::SRV(srv) => srv.target.to_ascii(),
+        other => panic!("{other:?}"),
+    };
+    let back = ask(&meshdns, &target, RecordType::A).await;
+    assert_eq!(
+        (back.msg.response_code, back.answer_lines()),
+        (ResponseCode::NoError, vec![format!("{target} A 10.96.2.7")]),
+        "the target {target} resolves to the address it came from"
+    );
 }

@@ -21,7 +21,8 @@ use hickory_proto::rr::rdata::SRV;
 use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
 use hickory_proto::rr::{Record, RecordType};
 use support::{
-    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Reply, Via, query, rr, tcp, udp, with_edns,
+    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Reply, Via, ask, query, rr, tcp, udp,
+    with_edns,
 };
 use tokio::time::Instant;
 
@@ -1094,4 +1095,142 @@ async fn a_large_merged_set_is_truncated_over_udp_and_whole_over_tcp() {
     for fake in [&mesh.a, &mesh.b, &mesh.c] {
         assert!(fake.count(Via::Tcp) >= 1, "the leg retried over TCP");
     }
+}
+
+/// Service `b-team` of namespace `db` runs in cluster a only: `b-team.db.svc.distributed.local`
+/// is first asked of b as `team` (prefix `b-`), which b does not have, then gathered as it is.
+/// When b then goes down, b's remembered NXDOMAIN for `team` must not turn into an NXDOMAIN
+/// for `b-team`, which exists (in a): the fallback is what finds it, and b's stale "no" is
+/// no answer to the question the client asked.
+#[tokio::test(start_paused = true)]
+async fn a_service_named_like_a_prefix_is_never_nxdomain_while_that_prefixes_cluster_is_down() {
+    let team = upstream("b-team.db");
+    let a = FakeDns::builder()
+        .answer(
+            &team,
+            RecordType::A,
+            Answer::records([rr::a(&team, [10, 1, 0, 7])]),
+        )
+        .otherwise(nxdomain())
+        .start()
+        .await;
+    let b = FakeDns::builder().otherwise(nxdomain()).start().await;
+    let vars = [
+        ("MESHDNS_ATTEMPT_TIMEOUT", "200ms"),
+        ("MESHDNS_TIMEOUT", "1s"),
+        ("MESHDNS_CACHE_SIZE", "1000"),
+    ];
+    let meshdns = Meshdns::in_cluster_a_with(&a, &[("b", &b)], &vars).await;
+    let asked = "b-team.db.svc.distributed.local.";
+    let first = ask(&meshdns, asked, RecordType::A).await;
+    assert_eq!(first.answer_lines(), [format!("{asked} A 10.1.0.7")]);
+    assert_eq!(
+        b.names(),
+        [upstream("team.db"), team.clone()],
+        "b was asked for `team`, then the fallback asked everyone for `b-team`"
+    );
+
+    // b goes down; the cached answer (TTL 30 s) expires.
+    let _b = silent().replace(b).await;
+    tokio::time::sleep(Duration::from_secs(31)).await;
+    let mut seen = Vec::new();
+    for _ in 0..6 {
+        let reply = ask(&meshdns, asked, RecordType::A).await;
+        seen.push(format!(
+            "{} {:?}",
+            reply.msg.response_code,
+            reply.answer_lines()
+        ));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert!(
+        seen.iter().all(|s| !s.starts_with("Non-Existent Domain")),
+        "b-team exists in cluster a, b being down says nothing about it: {seen:#?}"
+    );
+}
+
+/// The outcome table (docs/design.md, "Distributed zones"): "no records, others NXDOMAIN, a
+/// failed leg could hold the name → SERVFAIL, never a cacheable NXDOMAIN". c's NXDOMAIN for
+/// `q`, remembered from the leg a prefixed question made (`c-q` is first asked of c as `q`),
+/// is no answer of c's while c is down: the gathered `q` is SERVFAIL, not a complete NXDOMAIN
+/// made of the others' "no" and c's old one.
+#[tokio::test(start_paused = true)]
+async fn a_down_clusters_remembered_nxdomain_never_makes_a_complete_nxdomain() {
+    let a = FakeDns::builder().otherwise(nxdomain()).start().await;
+    let b = FakeDns::builder().otherwise(nxdomain()).start().await;
+    let c = FakeDns::builder().otherwise(nxdomain()).start().await;
+    let vars = [
+        ("MESHDNS_ATTEMPT_TIMEOUT", "200ms"),
+        ("MESHDNS_TIMEOUT", "1s"),
+        ("MESHDNS_CACHE_SIZE", "1000"),
+    ];
+    let meshdns = Meshdns::in_cluster_a_with(&a, &[("b", &b), ("c", &c)], &vars).await;
+    let prefixed = ask(&meshdns, "c-q.db.svc.distributed.local.", RecordType::A).await;
+    assert_eq!(prefixed.msg.response_code, ResponseCode::NXDomain);
+    assert_eq!(c.names()[0], upstream("q.db"), "c was asked for `q`");
+
+    // c goes down; `q` itself is asked for the first time.
+    let _c = silent().replace(c).await;
+    let partial_before = meshdns.metric("meshdns_gather_partial_total", &[]).await;
+    let reply = ask(&meshdns, "q.db.svc.distributed.local.", RecordType::A).await;
+    let partial_after = meshdns.metric("meshdns_gather_partial_total", &[]).await;
+    assert_eq!(
+        reply.msg.response_code,
+        ResponseCode::ServFail,
+        "c did not answer: it could hold the name (partial counted {partial_before} → {partial_after})"
+    );
+}
+
+/// A Service name of 50 characters, of namespace `db`: with cluster a's prefix `a-` it fits a
+/// label (52 bytes), with cluster b's `prod-eu-west-1-` it does not (65).
+const LONG_SERVICE: &str = "payments-gateway-production-eu-west-release-api-hl";
+
+/// The invariant (docs/design.md, "Distributed zones"): every SRV target meshdns writes
+/// resolves back through meshdns to the addresses it came from. A ClusterIP Service whose
+/// name leaves no room for b's prefix in its label has no name in the zone at b: b's target
+/// must not come out as b's own `svc.cluster.local` name (which the client resolves through
+/// kube-dns, to the local cluster's Service of that name). b's records are left out and the
+/// answer is partial (TTLs of a few seconds, counted), a's target resolves back to a.
+#[tokio::test]
+async fn a_target_too_long_for_its_prefix_never_comes_out_as_the_clusters_own_name() {
+    assert_eq!(LONG_SERVICE.len(), 50);
+    let name = upstream(&format!("{LONG_SERVICE}.db"));
+    let srv_owner = upstream(&format!("_http._tcp.{LONG_SERVICE}.db"));
+    let cluster = |n: u8| {
+        FakeDns::builder()
+            .answer(
+                &srv_owner,
+                RecordType::SRV,
+                Answer::records([rr::srv(&srv_owner, 80, &name)])
+                    .additional(rr::a(&name, [10, 96, n, 7])),
+            )
+            .answer(
+                &name,
+                RecordType::A,
+                Answer::records([rr::a(&name, [10, 96, n, 7])]),
+            )
+            .otherwise(nxdomain())
+    };
+    let (a, b) = (cluster(1).start().await, cluster(2).start().await);
+    let clusters = format!("a=; b={} prefix=prod-eu-west-1-", b.addr);
+    let vars = [
+        ("MESHDNS_LOCAL_CLUSTER", "a"),
+        ("MESHDNS_CLUSTERS", clusters.as_str()),
+    ];
+    let meshdns = Meshdns::before(&a, &vars).await;
+    let asked = format!("_http._tcp.{LONG_SERVICE}.db.svc.distributed.local.");
+    let srv = ask(&meshdns, &asked, RecordType::SRV).await;
+    assert_eq!(srv.msg.response_code, ResponseCode::NoError);
+    let target = format!("a-{LONG_SERVICE}.db.svc.distributed.local.");
+    assert_eq!(
+        srv.answer_lines(),
+        [format!("{asked} SRV 0 50 80 {target}")]
+    );
+    assert!(srv.msg.answers.iter().all(|r| r.ttl <= 5), "partial");
+    assert_eq!(
+        meshdns.metric("meshdns_gather_partial_total", &[]).await,
+        1.0
+    );
+    let back = ask(&meshdns, &target, RecordType::A).await;
+    assert_eq!(back.answer_lines(), [format!("{target} A 10.96.1.7")]);
 }

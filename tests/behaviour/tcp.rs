@@ -277,9 +277,6 @@ async fn a_tcp_connection_that_hangs_is_given_up_and_its_queries_answered_on_a_n
         .exchange(&dot::query("a.test.", RecordType::A), deadline)
         .await
         .expect("answered on the second connection, within the deadline");
-    assert_eq!(
-        dot::parse_reply(&reply),
-        ("a.test.".to_string(), true)
-    );
+    assert_eq!(dot::parse_reply(&reply), ("a.test.".to_string(), true));
     assert_eq!((endpoint.connects(), peer.connections()), (2, 2));
 }

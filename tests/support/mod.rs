@@ -830,6 +830,28 @@ impl Meshdns {
         Self::before(upstream, &vars).await
     }
 
+    /// [`Meshdns::before`] as a pod of local cluster `a` (kube-dns `a`) whose peers are the
+    /// fakes `peers` (`name=fake`), with `vars` over the test defaults.
+    pub async fn in_cluster_a_with(
+        a: &FakeDns,
+        peers: &[(&str, &FakeDns)],
+        vars: &[(&str, &str)],
+    ) -> Meshdns {
+        let mut line = vec!["a=".to_string()];
+        line.extend(
+            peers
+                .iter()
+                .map(|(name, fake)| format!("{name}={}", fake.addr)),
+        );
+        let line = line.join("; ");
+        let mut all = vec![
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", line.as_str()),
+        ];
+        all.extend_from_slice(vars);
+        Self::before(a, &all).await
+    }
+
     /// [`Meshdns::before`] with several kube-dns endpoints, in this order.
     pub async fn before_all(upstreams: &[&FakeDns], vars: &[(&str, &str)]) -> Meshdns {
         let list: Vec<String> = upstreams.iter().map(|f| f.addr.to_string()).collect();
