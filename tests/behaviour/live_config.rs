@@ -737,3 +737,88 @@ async fn a_prefetch_started_before_a_reload_is_not_cached_after_it() {
     assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.2"));
     assert_eq!(new.exchanges().len(), 1);
 }
+
+/// The endpoint name of cluster b in [`resolutions_of_an_endpoint_name`].
+const ENDPOINT_NAME: &str = "dns-b.example.test.";
+
+/// How many times meshdns asks kube-dns for cluster b's endpoint name (A) in its first 21 s,
+/// kube-dns answering it with 127.0.0.1 and `ttl`.
+async fn resolutions_of_an_endpoint_name(ttl: u32) -> usize {
+    let mut record = rr::a(ENDPOINT_NAME, [127, 0, 0, 1]);
+    record.ttl = ttl;
+    let kube = FakeDns::builder()
+        .answer(ENDPOINT_NAME, RecordType::A, Answer::records([record]))
+        .answer(
+            ENDPOINT_NAME,
+            RecordType::AAAA,
+            Answer::nodata("example.test."),
+        )
+        .start()
+        .await;
+    let _meshdns = Meshdns::in_cluster_a(&kube, "b=dns-b.example.test:30053").await;
+    tokio::time::sleep(Duration::from_secs(21)).await;
+    kube.seen()
+        .iter()
+        .filter(|seen| seen.rtype == RecordType::A && seen.name == ENDPOINT_NAME)
+        .count()
+}
+
+/// An endpoint name is re-resolved when its TTL runs out, clamped to 5 s … 5 min
+/// (docs/design.md, "Configuration": "re-resolved when its TTL runs out (clamped to 5 s … 5
+/// min)"): a 1 s TTL is asked again every 5 s.
+#[tokio::test(start_paused = true)]
+async fn an_endpoint_name_with_a_short_ttl_is_re_resolved_every_five_seconds() {
+    let asked = resolutions_of_an_endpoint_name(1).await;
+    assert!((4..=6).contains(&asked), "asked {asked} times in 21 s");
+}
+
+/// A TTL with its top bit set counts as 0 (RFC 2181 §8; docs/design.md, "Cache"), so an
+/// endpoint name answered with one is re-resolved at the 5 s floor, not held for the 5 min
+/// ceiling as if the TTL were 68 years.
+#[tokio::test(start_paused = true)]
+async fn an_endpoint_name_whose_ttl_has_the_top_bit_set_is_re_resolved_at_the_floor() {
+    let asked = resolutions_of_an_endpoint_name(0x8000_0000).await;
+    assert!((4..=6).contains(&asked), "asked {asked} times in 21 s");
+}
+
+/// A resolution of an endpoint name that fails keeps the last good addresses (docs/design.md,
+/// "Configuration": "the last good addresses are kept when resolution fails"), and so does
+/// one half of it: when the A question fails (SERVFAIL) while AAAA answers, the name's IPv4
+/// addresses are not dropped as if the name had lost them.
+#[tokio::test(start_paused = true)]
+async fn an_endpoint_name_whose_a_question_fails_once_keeps_its_ipv4_addresses() {
+    let mut v4 = rr::a(ENDPOINT_NAME, [127, 0, 0, 1]);
+    v4.ttl = 1;
+    let mut v6 = rr::aaaa(ENDPOINT_NAME, "::1");
+    v6.ttl = 1;
+    let kube = FakeDns::builder()
+        .on(
+            ENDPOINT_NAME,
+            RecordType::A,
+            Behaviour::Sequence(vec![
+                Answer::records([v4]),
+                Answer::rcode(ResponseCode::ServFail),
+            ]),
+        )
+        .answer(ENDPOINT_NAME, RecordType::AAAA, Answer::records([v6]))
+        .start()
+        .await;
+    let meshdns = Meshdns::in_cluster_a(&kube, "b=dns-b.example.test:30053").await;
+    let series = |endpoint: &'static str| {
+        let meshdns = &meshdns;
+        async move {
+            let scrape = meshdns.scrape().await;
+            let endpoints = scrape.label_values("meshdns_upstream_healthy", "endpoint");
+            endpoints.iter().any(|listed| listed == endpoint)
+        }
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(series("127.0.0.1:30053").await, "resolved at first");
+    assert!(series("[::1]:30053").await, "resolved at first");
+    // The second resolution (after the 5 s floor) gets SERVFAIL for A.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(
+        series("127.0.0.1:30053").await,
+        "the IPv4 endpoint stays after a failed A question"
+    );
+}

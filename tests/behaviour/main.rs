@@ -23,7 +23,6 @@ mod config_watch;
 mod distributed;
 mod dot;
 mod dot_server;
-mod edges_upstream;
 mod edges_wire;
 mod failure;
 mod fault_matrix;
