@@ -14,7 +14,6 @@
 mod support;
 
 mod bad_input;
-mod big_answers;
 mod binary;
 mod cache;
 mod cluster_zones;
@@ -44,5 +43,6 @@ mod reverse;
 mod search_list;
 mod shutdown;
 mod tcp;
-mod wire_correctness;
+mod truncation;
+mod wire;
 mod zone_apexes;
