@@ -19,10 +19,10 @@ use std::time::Duration;
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::rdata::SRV;
 use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
-use hickory_proto::rr::{Record, RecordType};
+use hickory_proto::rr::{RData, Record, RecordType};
 use support::{
-    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Reply, Via, ask, query, rr, tcp, udp,
-    with_edns,
+    Answer, Behaviour, FAIL_FAST, FakeDns, FakeDnsBuilder, Meshdns, Reply, Via, ask, query, rr,
+    tcp, udp, with_edns,
 };
 use tokio::time::Instant;
 
@@ -160,12 +160,6 @@ fn outcome_line(n: u8) -> String {
     format!("{OUTCOME} A 10.{n}.0.1")
 }
 
-/// Fast failure detection for the tests where a cluster does not answer.
-const QUICK: [(&str, &str); 2] = [
-    ("MESHDNS_ATTEMPT_TIMEOUT", "200ms"),
-    ("MESHDNS_TIMEOUT", "1s"),
-];
-
 fn records(n: u8) -> Behaviour {
     Behaviour::Answer(Answer::records([rr::a(OUTCOME_UPSTREAM, [10, n, 0, 1])]))
 }
@@ -250,7 +244,7 @@ async fn no_cluster_answering_is_servfail_with_an_extended_error_for_edns_client
             Behaviour::Drop,
         ]
     };
-    let mesh = Mesh::outcome(failing(), &QUICK).await;
+    let mesh = Mesh::outcome(failing(), &FAIL_FAST).await;
     let reply = mesh.ask(OUTCOME, RecordType::A).await;
     assert_eq!(reply.msg.response_code, ResponseCode::ServFail);
     assert!(reply.msg.answers.is_empty());
@@ -269,7 +263,7 @@ async fn no_cluster_answering_is_servfail_with_an_extended_error_for_edns_client
 
 /// A cluster that failed could hold the name the others do not have.
 async fn assert_failed_leg_hides_nothing(failed: Behaviour) {
-    let mesh = Mesh::outcome([nxdomain(), failed, nxdomain()], &QUICK).await;
+    let mesh = Mesh::outcome([nxdomain(), failed, nxdomain()], &FAIL_FAST).await;
     let reply = mesh.ask(OUTCOME, RecordType::A).await;
     assert_eq!(reply.msg.response_code, ResponseCode::ServFail);
     assert!(
@@ -463,7 +457,7 @@ async fn mixed_outcomes_follow_the_defined_table() {
         ([records(1), records(2), Behaviour::Drop], NoError, 2),
     ];
     for (row, (legs, rcode, answers)) in table.into_iter().enumerate() {
-        let mesh = Mesh::outcome(legs, &QUICK).await;
+        let mesh = Mesh::outcome(legs, &FAIL_FAST).await;
         let reply = mesh.ask(OUTCOME, RecordType::A).await;
         assert_eq!(reply.msg.response_code, rcode, "row {row}");
         assert_eq!(reply.msg.answers.len(), answers, "row {row}");
@@ -908,7 +902,7 @@ async fn dead_clusters_marked_down_cost_nothing_once_another_answered() {
     let mesh = Mesh::start(
         [outcome_dns(records(1)), silent(), silent()],
         CLUSTERS,
-        &QUICK,
+        &FAIL_FAST,
     )
     .await;
     // Until health checks mark b and c down, each query costs them an attempt timeout; their
@@ -1233,4 +1227,73 @@ async fn a_target_too_long_for_its_prefix_never_comes_out_as_the_clusters_own_na
     );
     let back = ask(&meshdns, &target, RecordType::A).await;
     assert_eq!(back.answer_lines(), [format!("{target} A 10.96.1.7")]);
+}
+
+/// The same for one leg of a gathered answer: cluster b had service `mongo` (its SRV answer
+/// cached for b's leg), then deleted it — b answers NXDOMAIN without an SOA, which the leg
+/// cache does not keep. When b then fails, its failed leg must not be filled with
+/// the SRV set it had before it said the service is gone (docs/design.md, "Distributed
+/// zones": a member removed from its cluster must not come back; the stale fill is for a
+/// cluster whose last word was an answer).
+#[tokio::test(start_paused = true)]
+async fn a_service_a_cluster_just_said_is_gone_never_fills_its_failed_leg() {
+    let srv = "_mongodb._tcp.mongo.db.svc.cluster.local.";
+    let host = "mongo-0.mongo.db.svc.cluster.local.";
+    let set = |ip: [u8; 4]| {
+        Answer::records([rr::with_ttl(rr::srv(srv, 27017, host), 1)])
+            .additional(rr::with_ttl(rr::a(host, ip), 1))
+    };
+    let a = FakeDns::builder()
+        .answer(srv, RecordType::SRV, set([10, 1, 0, 1]))
+        .start()
+        .await;
+    let gone = Answer {
+        authoritative: true,
+        ..Answer::rcode(ResponseCode::NXDomain)
+    };
+    let b = FakeDns::builder()
+        .on(
+            srv,
+            RecordType::SRV,
+            Behaviour::Sequence(vec![set([10, 2, 0, 1]), gone]),
+        )
+        .start()
+        .await;
+    let clusters = format!("a=; b={}", b.addr);
+    let meshdns = Meshdns::cached_failing_fast(
+        &a,
+        &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", clusters.as_str()),
+        ],
+    )
+    .await;
+    let asked = "_mongodb._tcp.mongo.db.svc.distributed.local.";
+    let targets = |reply: &Reply| -> Vec<String> {
+        (reply.msg.answers.iter())
+            .filter_map(|r| match &r.data {
+                RData::SRV(srv) => Some(srv.target.to_ascii()),
+                _ => None,
+            })
+            .collect()
+    };
+    let both = ask(&meshdns, asked, RecordType::SRV).await;
+    assert_eq!(targets(&both).len(), 2, "{:?}", both.answer_lines());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let only_a = ask(&meshdns, asked, RecordType::SRV).await;
+    assert_eq!(
+        targets(&only_a),
+        ["a-mongo-0.mongo.db.svc.distributed.local."],
+        "b said the service is gone"
+    );
+
+    // b goes away (its port closed: each leg fails at once, before the client timer).
+    drop(b);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let later = ask(&meshdns, asked, RecordType::SRV).await;
+    assert_eq!(
+        targets(&later),
+        ["a-mongo-0.mongo.db.svc.distributed.local."],
+        "b's removed service came back from its stale leg"
+    );
 }

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 
-use hickory_proto::op::ResponseCode;
-use hickory_proto::rr::RecordType;
+use hickory_proto::op::{Message, ResponseCode};
+use hickory_proto::rr::{RData, Record, RecordType};
 use support::configmap::ConfigMapDir;
 use support::{Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, eventually, query, rr, udp};
 
@@ -821,4 +821,80 @@ async fn an_endpoint_name_whose_a_question_fails_once_keeps_its_ipv4_addresses()
         series("127.0.0.1:30053").await,
         "the IPv4 endpoint stays after a failed A question"
     );
+}
+
+/// A reload in the middle of a pipelined batch on one TCP connection (RFC 7766 §6.2.1.1):
+/// every query gets its own complete reply; those read before the reload are answered on the
+/// configuration they started on (the old kube-dns, docs/design.md "Live configuration":
+/// "applied without dropping a query"), those read after on the new one — never a mix, never
+/// a drop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_in_the_middle_of_a_pipelined_batch_drops_and_mixes_nothing() {
+    use support::configmap::ConfigMapDir;
+    use tokio::io::AsyncWriteExt;
+    let name = |i: usize| format!("q{i}.example.com.");
+    let serving = |octet: u8, delay: u64| {
+        let mut builder = FakeDns::builder();
+        for i in 0..10 {
+            let records: Vec<Record> = (0..3).map(|j| rr::a(&name(i), [10, octet, 0, j])).collect();
+            let slow = Behaviour::Delay(Duration::from_millis(delay), Answer::records(records));
+            builder = builder.on(&name(i), RecordType::A, slow);
+        }
+        builder
+    };
+    let old = serving(1, 300).start().await;
+    let new = serving(2, 0).start().await;
+    let (old_addr, new_addr) = (old.addr.to_string(), new.addr.to_string());
+    let mut dir = ConfigMapDir::new("pipelined", &[("MESHDNS_UPSTREAMS", old_addr.as_str())]);
+    let path = dir.path.display().to_string();
+    let meshdns = Meshdns::cached_failing_fast(&old, &[("MESHDNS_CONFIG_DIR", &path)]).await;
+    let mut stream = tokio::net::TcpStream::connect(meshdns.addr).await.unwrap();
+    let send = |range: std::ops::Range<usize>| {
+        let mut frames = Vec::new();
+        for i in range {
+            let mut msg = query(&name(i), RecordType::A);
+            msg.metadata.id = u16::try_from(i).unwrap();
+            frames.extend(support::frame_of(&msg.to_vec().unwrap()));
+        }
+        frames
+    };
+    stream.write_all(&send(0..5)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    dir.update(&[("MESHDNS_UPSTREAMS", new_addr.as_str())]);
+    assert!(
+        support::eventually(100, || async {
+            meshdns.config_reloads("applied").await == 1.0
+        })
+        .await
+    );
+    stream.write_all(&send(5..10)).await.unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..10 {
+        let bytes = tokio::time::timeout(support::CLIENT_TIMEOUT, support::read_frame(&mut stream))
+            .await
+            .expect("a reply in time")
+            .expect("a whole frame");
+        let reply = Message::from_vec(&bytes).unwrap();
+        let i = usize::from(reply.id);
+        assert_eq!(
+            reply.queries[0].name().to_ascii(),
+            name(i),
+            "reply {i} matched"
+        );
+        assert_eq!(reply.answers.len(), 3, "{i}: the whole set");
+        let octets: Vec<u8> = (reply.answers.iter())
+            .map(|r| match &r.data {
+                RData::A(a) => a.0.octets()[1],
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let expected = if i < 5 { 1 } else { 2 };
+        assert_eq!(
+            octets, [expected; 3],
+            "{i}: answered by one kube-dns, the right one"
+        );
+        seen.push(i);
+    }
+    seen.sort_unstable();
+    assert_eq!(seen, (0..10).collect::<Vec<_>>());
 }

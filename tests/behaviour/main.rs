@@ -22,7 +22,6 @@ mod config_watch;
 mod distributed;
 mod dot;
 mod dot_server;
-mod edges_wire;
 mod failure;
 mod fault_matrix;
 mod floods;

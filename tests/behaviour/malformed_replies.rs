@@ -28,20 +28,13 @@ fn member() -> Answer {
     Answer::records([rr::a(MEMBER_UPSTREAM, [10, 2, 0, 4])])
 }
 
-/// meshdns with a cache, in front of `upstream` as kube-dns, with `vars` besides.
-async fn cached_before(upstream: &FakeDns, vars: &[(&str, &str)]) -> Meshdns {
-    let mut all = vec![("MESHDNS_CACHE_SIZE", "1000")];
-    all.extend_from_slice(vars);
-    Meshdns::before(upstream, &all).await
-}
-
 #[tokio::test]
 async fn pass_through_ignores_a_pointer_loop_reply_and_relays_and_caches_the_right_one() {
     let upstream = FakeDns::builder()
         .on(NAME, RecordType::A, Behaviour::PointerLoopFirst(www()))
         .start()
         .await;
-    let meshdns = cached_before(&upstream, &[]).await;
+    let meshdns = Meshdns::cached(&upstream, &[]).await;
     for ask in ["first", "second (from the cache)"] {
         let reply = udp(meshdns.addr, &with_edns(query(NAME, RecordType::A), 1232)).await;
         assert_eq!(reply.msg.response_code, ResponseCode::NoError, "{ask}");
@@ -71,7 +64,7 @@ async fn pass_through_ignores_a_pointer_loop_frame_in_the_tcp_fetch_after_a_trun
         )
         .start()
         .await;
-    let meshdns = cached_before(&upstream, &[]).await;
+    let meshdns = Meshdns::cached(&upstream, &[]).await;
     let reply = udp(meshdns.addr, &with_edns(query(NAME, RecordType::A), 1232)).await;
     assert_eq!(reply.msg.response_code, ResponseCode::NoError);
     assert!(!reply.msg.truncation, "the whole answer, fetched over TCP");
@@ -89,7 +82,7 @@ async fn pass_through_with_only_pointer_loop_replies_is_servfail_with_a_reason_n
         .on(NAME, RecordType::A, Behaviour::PointerLoopOnly(www()))
         .start()
         .await;
-    let meshdns = cached_before(
+    let meshdns = Meshdns::cached(
         &upstream,
         &[
             ("MESHDNS_TIMEOUT", "300ms"),

@@ -14,7 +14,7 @@ use dot::{Behaviour as StreamBehaviour, DotServer};
 use meshdns::upstream::stream::{StreamEndpoint, StreamSettings};
 
 use hickory_proto::op::Message;
-use hickory_proto::rr::RecordType;
+use hickory_proto::rr::{Record, RecordType};
 use support::{Answer, Behaviour, FakeDns, Meshdns, frame_of, query, read_frame, rr};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -279,4 +279,51 @@ async fn a_tcp_connection_that_hangs_is_given_up_and_its_queries_answered_on_a_n
         .expect("answered on the second connection, within the deadline");
     assert_eq!(dot::parse_reply(&reply), ("a.test.".to_string(), true));
     assert_eq!((endpoint.connects(), peer.connections()), (2, 2));
+}
+
+/// Queries pipelined on one connection with the same ID (RFC 7766 §7: a client should not,
+/// but a server must cope) each get a reply of their own, complete and carrying the question
+/// it answers — two of them the same question, one of them another.
+#[tokio::test]
+async fn pipelined_queries_with_one_id_each_get_their_own_complete_answer() {
+    use tokio::io::AsyncWriteExt;
+    let names = ["one.example.com.", "two.example.com."];
+    let mut builder = FakeDns::builder();
+    for (i, name) in (1u8..).zip(names) {
+        let records: Vec<Record> = (0..3).map(|j| rr::a(name, [192, 0, i, j])).collect();
+        let slow = Behaviour::Delay(
+            Duration::from_millis(50 * u64::from(i)),
+            Answer::records(records),
+        );
+        builder = builder.on(name, RecordType::A, slow);
+    }
+    let upstream = builder.start().await;
+    let meshdns = Meshdns::cached_failing_fast(&upstream, &[]).await;
+    let asked = [names[0], names[1], names[0]];
+    let mut stream = tokio::net::TcpStream::connect(meshdns.addr).await.unwrap();
+    let mut frames = Vec::new();
+    for name in asked {
+        let mut msg = query(name, RecordType::A);
+        msg.metadata.id = 7;
+        frames.extend(support::frame_of(&msg.to_vec().unwrap()));
+    }
+    stream.write_all(&frames).await.unwrap();
+    let mut answered = Vec::new();
+    for _ in asked {
+        let bytes = tokio::time::timeout(support::CLIENT_TIMEOUT, support::read_frame(&mut stream))
+            .await
+            .expect("a reply in time")
+            .expect("a whole frame");
+        let reply = Message::from_vec(&bytes).unwrap();
+        assert_eq!(reply.id, 7);
+        let name = reply.queries[0].name().to_ascii();
+        assert_eq!(reply.answers.len(), 3, "{name}: the whole set");
+        assert!(
+            reply.answers.iter().all(|r| r.name.to_ascii() == name),
+            "{name}"
+        );
+        answered.push(name);
+    }
+    answered.sort();
+    assert_eq!(answered, [names[0], names[0], names[1]]);
 }

@@ -14,11 +14,12 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use hickory_proto::op::Message;
-use hickory_proto::rr::{RData, RecordType};
+use hickory_proto::rr::{RData, Record, RecordType};
 use support::{
-    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Reply, Via, query, rr, tcp, with_edns,
+    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Reply, Via, query, rr, tcp, udp, with_edns,
 };
 
+const NAME: &str = "www.example.com.";
 const GATHERED: &str = "_mongodb._tcp.mongo.db.svc.distributed.local.";
 const CLUSTER_ROUTE: &str = "_mongodb._tcp.mongo.db.cluster.b.";
 const UPSTREAM: &str = "_mongodb._tcp.mongo.db.svc.cluster.local.";
@@ -390,6 +391,119 @@ async fn a_peer_without_tcp_keeps_being_asked_over_udp() {
             peer.count(Via::Udp),
             asked,
             "never TCP at once: it has none"
+        );
+    }
+}
+
+/// A kube-dns stand-in on UDP that answers every query with `records` A records of the
+/// question's name, one record hickory cannot parse (a CAA with an empty tag, RFC 8659 §4.1;
+/// meshdns's own walk takes it) and an OPT record: what meshdns must fit without hickory.
+async fn raw_udp_upstream(records: u8) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = socket.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        let mut buf = vec![0u8; 65_535];
+        loop {
+            let Ok((len, peer)) = socket.recv_from(&mut buf).await else {
+                continue;
+            };
+            let query = &buf[..len];
+            let Some(question) = meshdns::wire::first_question(query) else {
+                continue;
+            };
+            let mut reply = query[..12].to_vec();
+            reply[2] |= 0x80;
+            reply[3] = 0x80;
+            reply[4..12].copy_from_slice(&[0, 1, 0, records + 1, 0, 0, 0, 1]);
+            reply.extend_from_slice(question);
+            for i in 0..records {
+                reply.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 30, 0, 4, 192, 0, 2, i]);
+            }
+            reply.extend_from_slice(&[0xc0, 12, 1, 1, 0, 1, 0, 0, 0, 30, 0, 2, 0, 0]);
+            reply.extend_from_slice(&[0, 0, 41, 4, 208, 0, 0, 0, 0, 0, 0]);
+            let _ = socket.send_to(&reply, peer).await;
+        }
+    });
+    (addr, task)
+}
+
+/// A cached answer too big for a client's UDP size is cut for it; when the cut cannot re-encode
+/// the answer (a record hickory rejects), the reply still carries an OPT record, because the
+/// client sent one (RFC 6891 §7: a responder "MUST include an OPT record" in its response to
+/// a query with one). A stub that gets
+/// none concludes the server lacks EDNS (systemd-resolved then downgrades the server's feature
+/// level, and DO with it).
+#[tokio::test]
+async fn a_cut_that_cannot_reencode_keeps_the_clients_opt_record() {
+    let (upstream, task) = raw_udp_upstream(90).await;
+    let upstreams = upstream.to_string();
+    let meshdns = Meshdns::start(&[
+        ("MESHDNS_UPSTREAMS", upstreams.as_str()),
+        ("MESHDNS_CACHE_SIZE", "10000"),
+    ])
+    .await;
+    let first = with_edns(query(NAME, RecordType::A), 4096)
+        .to_vec()
+        .unwrap();
+    let whole = support::udp_raw(meshdns.addr, &first)
+        .await
+        .expect("a reply");
+    assert!(whole.len() > 1232 && !meshdns::wire::is_truncated(&whole));
+    let asked = with_edns(query(NAME, RecordType::A), 1232);
+    let bytes = support::udp_raw(meshdns.addr, &asked.to_vec().unwrap())
+        .await
+        .expect("a reply");
+    assert!(bytes.len() <= 1232);
+    assert!(
+        meshdns::wire::is_truncated(&bytes),
+        "TC: the answer does not fit"
+    );
+    assert_eq!(meshdns::wire::id(&bytes), Some(asked.id));
+    assert!(
+        meshdns::wire::opt(&bytes).flatten().is_some(),
+        "the client sent EDNS and got no OPT record back"
+    );
+    task.abort();
+}
+
+/// A reply cut for a small UDP size (re-encoded record by record) still matches the client's
+/// query: its ID, its question as spelled (letter case included), RD and CD as sent, and the
+/// AA bit as the upstream gave it; whole RRsets with TC — on a miss and on a hit.
+#[tokio::test]
+async fn a_cut_reply_keeps_the_clients_id_question_spelling_and_flags() {
+    let records: Vec<Record> = (0..60u8).map(|i| rr::a(NAME, [192, 0, 2, i])).collect();
+    let answer = Answer {
+        authoritative: true,
+        ..Answer::records(records)
+    };
+    let upstream = FakeDns::builder()
+        .answer(NAME, RecordType::A, answer)
+        .start()
+        .await;
+    let meshdns = Meshdns::cached_failing_fast(&upstream, &[]).await;
+    for round in ["miss", "hit"] {
+        let mut asked = query("WWW.Example.COM.", RecordType::A);
+        asked.metadata.recursion_desired = false;
+        asked.metadata.checking_disabled = true;
+        let reply = udp(meshdns.addr, &asked).await;
+        assert!(reply.bytes.len() <= 512, "{round}");
+        assert!(reply.msg.truncation, "{round}: TC");
+        assert!(
+            reply.msg.answers.is_empty(),
+            "{round}: all of the set or none"
+        );
+        assert_eq!(reply.msg.queries, asked.queries, "{round}");
+        assert_eq!(
+            reply.msg.queries[0].name().to_ascii(),
+            "WWW.Example.COM.",
+            "{round}"
+        );
+        assert!(!reply.msg.recursion_desired, "{round}: RD");
+        assert!(reply.msg.checking_disabled, "{round}: CD");
+        assert!(reply.msg.authoritative, "{round}: AA");
+        assert!(
+            reply.msg.edns.is_none(),
+            "{round}: no OPT for a client without"
         );
     }
 }

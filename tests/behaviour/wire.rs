@@ -19,8 +19,8 @@ use meshdns::wire::{
     OPTION_CLIENT_SUBNET, OPTION_COOKIE, OPTION_NSID, OPTION_PADDING, OPTION_TCP_KEEPALIVE,
 };
 use support::{
-    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Via, query, rcode_of, rr, tcp, tcp_raw,
-    udp, with_edns,
+    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Reply, Via, query, rcode_of, rr, tcp,
+    tcp_raw, udp, with_edns,
 };
 
 const NAME: &str = "www.example.com.";
@@ -876,4 +876,98 @@ async fn an_error_reply_without_a_question_is_relayed_with_the_question_restored
         .upstream_healthy(meshdns::snapshot::LOCAL_UPSTREAM, &upstream)
         .await;
     assert_eq!(healthy, 1.0, "the endpoint answered: never marked down");
+}
+
+/// `query` with an OPT record advertising `size` bytes, written into the bytes (hickory raises
+/// any size below 512 to 512 when it encodes).
+fn with_raw_edns_size(msg: &Message, size: u16) -> Vec<u8> {
+    let mut bytes = with_edns(msg.clone(), 1232).to_vec().unwrap();
+    let class_at = bytes.len() - 8; // OPT: root(1) type(2) CLASS(2) TTL(4) RDLEN(2), no options
+    bytes[class_at..class_at + 2].copy_from_slice(&size.to_be_bytes());
+    bytes
+}
+
+/// A client advertising an EDNS payload below 512 is answered as if it said 512 (RFC 6891
+/// §6.2.3: "Values lower than 512 MUST be treated as equal to 512"): an answer of ~400 bytes
+/// comes whole, without TC, with an OPT record, on a miss and on a hit.
+#[tokio::test]
+async fn an_edns_payload_below_512_is_taken_as_512() {
+    let records: Vec<Record> = (0..20u8).map(|i| rr::a(NAME, [192, 0, 2, i])).collect();
+    let upstream = FakeDns::builder()
+        .answer(NAME, RecordType::A, Answer::records(records))
+        .start()
+        .await;
+    let meshdns = Meshdns::cached_failing_fast(&upstream, &[]).await;
+    for round in ["miss", "hit"] {
+        let asked = query(NAME, RecordType::A);
+        let bytes = with_raw_edns_size(&asked, 100);
+        let reply = support::udp_raw(meshdns.addr, &bytes).await.expect(round);
+        assert!(
+            reply.len() > 100 && reply.len() <= 512,
+            "{round}: {}",
+            reply.len()
+        );
+        let reply = Message::from_vec(&reply).unwrap();
+        assert_eq!(reply.id, asked.id);
+        assert!(!reply.truncation, "{round}: cut below 512");
+        assert_eq!(reply.answers.len(), 20, "{round}");
+        assert!(reply.edns.is_some(), "{round}: the OPT record kept");
+    }
+    assert_eq!(upstream.exchanges().len(), 1);
+}
+
+/// The EDNS options of a reply: codes.
+fn option_codes(reply: &Reply) -> Vec<u16> {
+    let Some(edns) = reply.msg.edns.as_ref() else {
+        return Vec::new();
+    };
+    (edns.options().as_ref().iter())
+        .map(|(code, _)| u16::from(*code))
+        .collect()
+}
+
+/// An EDNS option meshdns does not know, sent by the client, is not echoed back (RFC 6891
+/// §6.1.2: options are not echoed unless their own specification says so): not by
+/// pass-through (on a miss or a hit), not in a reply meshdns writes itself (a distributed
+/// zone's NODATA, BADVERS).
+#[tokio::test]
+async fn an_unknown_edns_option_of_the_client_is_never_echoed() {
+    use hickory_proto::rr::rdata::opt::EdnsOption;
+    let upstream = FakeDns::builder()
+        .answer(
+            NAME,
+            RecordType::A,
+            Answer::records([rr::a(NAME, [192, 0, 2, 1])]),
+        )
+        .start()
+        .await;
+    let peer = FakeDns::builder().otherwise(Behaviour::Drop).start().await;
+    let clusters = format!("a=; b={}", peer.addr);
+    let meshdns = Meshdns::cached_failing_fast(
+        &upstream,
+        &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", clusters.as_str()),
+        ],
+    )
+    .await;
+    let asking = |name: &str, rtype: RecordType, version: u8| {
+        let mut msg = with_edns(query(name, rtype), 1232);
+        let edns = msg.edns.as_mut().unwrap();
+        edns.set_version(version);
+        edns.options_mut()
+            .insert(EdnsOption::Unknown(65001, b"private".to_vec()));
+        msg
+    };
+    let distributed = "mongo.db.svc.distributed.local.";
+    for (what, msg) in [
+        ("miss", asking(NAME, RecordType::A, 0)),
+        ("hit", asking(NAME, RecordType::A, 0)),
+        ("distributed NODATA", asking(distributed, RecordType::MX, 0)),
+        ("BADVERS", asking(NAME, RecordType::A, 1)),
+    ] {
+        let reply = udp(meshdns.addr, &msg).await;
+        assert!(reply.msg.edns.is_some(), "{what}: an OPT record");
+        assert!(!option_codes(&reply).contains(&65001), "{what}: echoed");
+    }
 }

@@ -38,6 +38,13 @@ use tokio::task::JoinHandle;
 /// How long the test client waits for a reply before the test fails.
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Fast failure detection, for the tests where an upstream goes silent: an attempt of 200 ms,
+/// a query of 1 s.
+pub const FAIL_FAST: [(&str, &str); 2] = [
+    ("MESHDNS_ATTEMPT_TIMEOUT", "200ms"),
+    ("MESHDNS_TIMEOUT", "1s"),
+];
+
 /// The UDP payload size the fake advertises in its OPT record.
 const FAKE_EDNS_SIZE: u16 = 1232;
 
@@ -850,6 +857,20 @@ impl Meshdns {
         ];
         all.extend_from_slice(vars);
         Self::before(a, &all).await
+    }
+
+    /// [`Meshdns::before`] with its cache on (10,000 entries).
+    pub async fn cached(upstream: &FakeDns, vars: &[(&str, &str)]) -> Meshdns {
+        let mut all = vec![("MESHDNS_CACHE_SIZE", "10000")];
+        all.extend_from_slice(vars);
+        Self::before(upstream, &all).await
+    }
+
+    /// [`Meshdns::cached`] that gives up on a silent upstream quickly ([`FAIL_FAST`]).
+    pub async fn cached_failing_fast(upstream: &FakeDns, vars: &[(&str, &str)]) -> Meshdns {
+        let mut all = FAIL_FAST.to_vec();
+        all.extend_from_slice(vars);
+        Self::cached(upstream, &all).await
     }
 
     /// [`Meshdns::before`] with several kube-dns endpoints, in this order.
