@@ -1297,3 +1297,222 @@ async fn a_service_a_cluster_just_said_is_gone_never_fills_its_failed_leg() {
         "b's removed service came back from its stale leg"
     );
 }
+
+/// Three clusters a (local), b, c over `fakes`; `domains` are the cluster domains, when not
+/// the default.
+async fn three_clusters(fakes: [&FakeDns; 3], domains: [Option<&str>; 3]) -> Meshdns {
+    let entry = |name: &str, endpoint: String, domain: Option<&str>| {
+        let domain = domain.map_or(String::new(), |d| format!(" domain={d}"));
+        format!("{name}={endpoint}{domain}")
+    };
+    let [a, b, c] = fakes;
+    let clusters = [
+        entry("a", String::new(), domains[0]),
+        entry("b", b.addr.to_string(), domains[1]),
+        entry("c", c.addr.to_string(), domains[2]),
+    ]
+    .join("; ");
+    Meshdns::before(
+        a,
+        &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", &clusters),
+        ],
+    )
+    .await
+}
+
+/// A cluster domain longer than `distributed.local`: a name may fit under that zone and not
+/// under this domain.
+const LONG_DOMAIN: &str = "a-rather-long-cluster-domain.example";
+
+/// 226 bytes of labels: under `distributed.local` or `cluster.local` they make a valid
+/// name, under [`LONG_DOMAIN`] one longer than 255 bytes.
+fn long_labels() -> String {
+    [
+        "x".repeat(63),
+        "y".repeat(63),
+        "z".repeat(63),
+        "w".repeat(33),
+    ]
+    .join(".")
+}
+
+/// A cluster DNS that says NXDOMAIN for what it does not know, as CoreDNS does.
+fn cluster() -> FakeDnsBuilder {
+    FakeDns::builder().otherwise(Behaviour::Answer(Answer::nxdomain("cluster.local.")))
+}
+
+/// [`cluster`] with an A record for `name`.
+fn cluster_knowing(name: &str, ip: [u8; 4]) -> FakeDnsBuilder {
+    cluster().answer(name, RecordType::A, Answer::records([rr::a(name, ip)]))
+}
+
+#[tokio::test]
+async fn a_service_named_like_a_prefix_is_gathered() {
+    // Services `a-cache` and `b-side` in namespace db exist in every cluster.
+    let fake = |n: u8| {
+        let cache = "a-cache.db.svc.cluster.local.";
+        let side = "b-side.db.svc.cluster.local.";
+        cluster_knowing(cache, [10, n, 0, 1]).answer(
+            side,
+            RecordType::TXT,
+            Answer::records([rr::txt(side, "replicaSet=rs0")]),
+        )
+    };
+    let (a, b, c) = (
+        fake(1).start().await,
+        fake(2).start().await,
+        fake(3).start().await,
+    );
+    let meshdns = three_clusters([&a, &b, &c], [None; 3]).await;
+    let service = "a-cache.db.svc.distributed.local.";
+    let reply = udp(meshdns.addr, &query(service, RecordType::A)).await;
+    assert_eq!(reply.msg.response_code, ResponseCode::NoError);
+    assert_eq!(
+        reply.answer_lines(),
+        [1, 2, 3].map(|n| format!("{service} A 10.{n}.0.1")),
+        "the union, not host `cache` of cluster a"
+    );
+    let side = "b-side.db.svc.distributed.local.";
+    let reply = udp(meshdns.addr, &query(side, RecordType::TXT)).await;
+    assert_eq!(reply.answer_lines(), [format!("{side} TXT replicaSet=rs0")]);
+    // A prefixed name goes to its cluster first (any depth: the SRV target of a ClusterIP
+    // Service is the service name); its NXDOMAIN there sends the name as it is to everyone.
+    let (cache, side) = (
+        "a-cache.db.svc.cluster.local.",
+        "b-side.db.svc.cluster.local.",
+    );
+    assert_eq!(a.names(), ["cache.db.svc.cluster.local.", cache, side]);
+    assert_eq!(b.names(), [cache, "side.db.svc.cluster.local.", side]);
+    assert_eq!(c.names(), [cache, side], "every cluster was asked both");
+}
+
+#[tokio::test]
+async fn a_prefixed_host_unknown_to_its_cluster_falls_back_to_the_gathered_name() {
+    // StatefulSet `b-side` runs pod `b-side-0` in cluster a only; pod `mongo-0` runs in b.
+    let pod = "b-side-0.b-side.db.svc.cluster.local.";
+    let mongo = "mongo-0.mongo.db.svc.cluster.local.";
+    let a = cluster_knowing(pod, [10, 1, 0, 7]).start().await;
+    let b = cluster_knowing(mongo, [10, 2, 0, 1]).start().await;
+    let c = cluster().start().await;
+    let meshdns = three_clusters([&a, &b, &c], [None; 3]).await;
+
+    let host = "b-side-0.b-side.db.svc.distributed.local.";
+    let reply = udp(meshdns.addr, &query(host, RecordType::A)).await;
+    assert_eq!(reply.msg.response_code, ResponseCode::NoError);
+    assert_eq!(reply.answer_lines(), [format!("{host} A 10.1.0.7")]);
+    assert_eq!(
+        b.names(),
+        ["side-0.b-side.db.svc.cluster.local.", pod],
+        "b was asked for its host `side-0` first, then everyone for the name as it is"
+    );
+
+    // A host its cluster knows is answered by that cluster alone.
+    let prefixed = "b-mongo-0.mongo.db.svc.distributed.local.";
+    let reply = udp(meshdns.addr, &query(prefixed, RecordType::A)).await;
+    assert_eq!(reply.answer_lines(), [format!("{prefixed} A 10.2.0.1")]);
+    assert_eq!(
+        (a.exchanges().len(), c.exchanges().len()),
+        (1, 1),
+        "no fallback needed"
+    );
+
+    // Unknown everywhere: NXDOMAIN with the zone's SOA.
+    let nowhere = "b-side-9.b-side.db.svc.distributed.local.";
+    let reply = udp(meshdns.addr, &query(nowhere, RecordType::A)).await;
+    assert_eq!(reply.msg.response_code, ResponseCode::NXDomain);
+    assert_eq!(
+        reply.msg.authorities[0].name.to_ascii(),
+        "distributed.local."
+    );
+}
+
+#[tokio::test]
+async fn a_name_no_cluster_can_hold_is_nxdomain_whatever_the_type() {
+    let name = format!("{}.distributed.local.", long_labels());
+    let (a, b, c) = (
+        cluster().start().await,
+        cluster().start().await,
+        cluster().start().await,
+    );
+    let meshdns = three_clusters([&a, &b, &c], [Some(LONG_DOMAIN); 3]).await;
+    for rtype in [RecordType::A, RecordType::SRV, RecordType::MX] {
+        let reply = udp(meshdns.addr, &query(&name, rtype)).await;
+        assert_eq!(
+            reply.msg.response_code,
+            ResponseCode::NXDomain,
+            "{rtype}: not NODATA"
+        );
+        assert_eq!(
+            reply.msg.authorities[0].name.to_ascii(),
+            "distributed.local."
+        );
+    }
+    assert!(a.seen().is_empty() && b.seen().is_empty() && c.seen().is_empty());
+}
+
+#[tokio::test]
+async fn a_long_name_is_answered_by_the_clusters_whose_domain_can_hold_it() {
+    let name = format!("{}.distributed.local.", long_labels());
+    let in_a = format!("{}.cluster.local.", long_labels());
+    let a = cluster_knowing(&in_a, [10, 1, 0, 1]).start().await;
+    let (b, c) = (cluster().start().await, cluster().start().await);
+    let meshdns = three_clusters([&a, &b, &c], [None, Some(LONG_DOMAIN), None]).await;
+    let reply = udp(meshdns.addr, &query(&name, RecordType::A)).await;
+    assert_eq!(
+        reply.msg.response_code,
+        ResponseCode::NoError,
+        "not a false NXDOMAIN"
+    );
+    assert_eq!(reply.answer_lines(), [format!("{name} A 10.1.0.1")]);
+    assert!(b.seen().is_empty(), "b's domain cannot hold the name");
+    assert_eq!(c.names(), [in_a]);
+}
+
+#[tokio::test]
+async fn merged_rrsets_carry_one_ttl() {
+    let service = "mongo.db.svc.cluster.local.";
+    let srv = "_mongodb._tcp.mongo.db.svc.cluster.local.";
+    let with_ttl = |mut record: Record, ttl: u32| {
+        record.ttl = ttl;
+        record
+    };
+    // Each cluster's CoreDNS has its own `ttl` setting.
+    let fake = |n: u8, ttl: u32| {
+        let target = "mongo-0.mongo.db.svc.cluster.local.";
+        cluster()
+            .answer(
+                service,
+                RecordType::A,
+                Answer::records([with_ttl(rr::a(service, [10, n, 0, 1]), ttl)]),
+            )
+            .answer(
+                srv,
+                RecordType::SRV,
+                Answer::records([with_ttl(rr::srv(srv, 27017, target), ttl)])
+                    .additional(with_ttl(rr::a(target, [10, n, 0, 10]), ttl + 1)),
+            )
+    };
+    let (a, b, c) = (
+        fake(1, 30).start().await,
+        fake(2, 10).start().await,
+        fake(3, 20).start().await,
+    );
+    let meshdns = three_clusters([&a, &b, &c], [None; 3]).await;
+    for (name, rtype) in [
+        ("mongo.db.svc.distributed.local.", RecordType::A),
+        (
+            "_mongodb._tcp.mongo.db.svc.distributed.local.",
+            RecordType::SRV,
+        ),
+    ] {
+        let reply = udp(meshdns.addr, &with_edns(query(name, rtype), 1232)).await;
+        let ttls: Vec<u32> = reply.msg.answers.iter().map(|r| r.ttl).collect();
+        assert_eq!(
+            ttls,
+            [10, 10, 10],
+            "{rtype}: the smallest, for the whole set"
+        );
+    }
+}

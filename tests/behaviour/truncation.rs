@@ -507,3 +507,92 @@ async fn a_cut_reply_keeps_the_clients_id_question_spelling_and_flags() {
         );
     }
 }
+
+const BIG_SRV: &str = "_http._tcp.big.db.svc.cluster.local.";
+
+/// `pods` SRV records for [`BIG_SRV`] with their targets' addresses (cluster `n`), truncated
+/// over UDP as a real server does (TC, no records), whole over TCP.
+fn big_srv(n: u8, pods: u8) -> FakeDnsBuilder {
+    let pod = |i: u8| format!("big-{i}.big.db.svc.cluster.local.");
+    let mut answer = Answer::records((0..pods).map(|i| rr::srv(BIG_SRV, 8080, &pod(i))));
+    for i in 0..pods {
+        answer = answer.additional(rr::a(&pod(i), [10, n, 1, i]));
+    }
+    FakeDns::builder().on(BIG_SRV, RecordType::SRV, Behaviour::TruncateUdp(answer))
+}
+
+#[tokio::test]
+async fn a_big_srv_set_without_edns_is_all_or_nothing_with_tc() {
+    let upstream = big_srv(1, 60).start().await;
+    let meshdns = Meshdns::before(&upstream, &[]).await;
+    let over_udp = udp(meshdns.addr, &query(BIG_SRV, RecordType::SRV)).await;
+    assert!(
+        over_udp.bytes.len() <= 512,
+        "{} bytes",
+        over_udp.bytes.len()
+    );
+    assert!(over_udp.msg.truncation, "TC: ask again over TCP");
+    assert_eq!(
+        over_udp.answer_lines(),
+        Vec::<String>::new(),
+        "none of the set"
+    );
+    assert!(over_udp.msg.additionals.is_empty());
+    let over_tcp = tcp(meshdns.addr, &query(BIG_SRV, RecordType::SRV)).await;
+    assert!(!over_tcp.msg.truncation);
+    assert_eq!(over_tcp.answer_lines().len(), 60, "all of it over TCP");
+}
+
+#[tokio::test]
+async fn a_gathered_srv_set_without_edns_is_all_or_nothing_with_tc() {
+    let gathered = "_http._tcp.big.db.svc.distributed.local.";
+    for (pods, fits) in [(1, true), (3, false), (60, false)] {
+        let (a, b, c) = (
+            big_srv(1, pods).start().await,
+            big_srv(2, pods).start().await,
+            big_srv(3, pods).start().await,
+        );
+        let peers = format!("b={}; c={}", b.addr, c.addr);
+        let meshdns = Meshdns::in_cluster_a(&a, &peers).await;
+        let all = 3 * usize::from(pods);
+        let noedns = udp(meshdns.addr, &query(gathered, RecordType::SRV)).await;
+        assert!(noedns.bytes.len() <= 512, "{} bytes", noedns.bytes.len());
+        if fits {
+            assert!(!noedns.msg.truncation, "the whole set fits: no TC");
+            assert_eq!(noedns.answer_lines().len(), all);
+        } else {
+            assert!(noedns.msg.truncation, "{pods} per cluster: TC");
+            assert_eq!(noedns.answer_lines().len(), 0, "never part of the set");
+        }
+        let edns = udp(
+            meshdns.addr,
+            &with_edns(query(gathered, RecordType::SRV), 1232),
+        )
+        .await;
+        assert!(edns.bytes.len() <= 1232);
+        assert!(
+            [0, all].contains(&edns.answer_lines().len()),
+            "all or nothing"
+        );
+        assert_eq!(edns.msg.truncation, edns.answer_lines().is_empty());
+        let over_tcp = tcp(meshdns.addr, &query(gathered, RecordType::SRV)).await;
+        assert_eq!(over_tcp.answer_lines().len(), all);
+        assert_eq!(over_tcp.msg.additionals.len(), all);
+    }
+}
+
+#[tokio::test]
+async fn additional_records_are_dropped_before_any_answer_without_tc() {
+    // Nine SRV records fit in 512 bytes; with their nine addresses they do not.
+    let upstream = big_srv(1, 9).start().await;
+    let meshdns = Meshdns::before(&upstream, &[]).await;
+    let reply = udp(meshdns.addr, &query(BIG_SRV, RecordType::SRV)).await;
+    assert!(reply.bytes.len() <= 512, "{} bytes", reply.bytes.len());
+    assert!(!reply.msg.truncation, "the answer is complete: no TC");
+    assert_eq!(reply.answer_lines().len(), 9);
+    assert!(reply.msg.additionals.len() < 9, "some addresses left out");
+    // What is kept of the additional section is whole sets, in order.
+    let kept = reply.additional_lines();
+    let full = tcp(meshdns.addr, &query(BIG_SRV, RecordType::SRV)).await;
+    assert_eq!(kept, full.additional_lines()[..kept.len()]);
+}

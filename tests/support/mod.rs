@@ -882,6 +882,11 @@ impl Meshdns {
         Self::start(&all).await
     }
 
+    /// How many queries meshdns answered from its cache.
+    pub async fn cache_hits(&self) -> f64 {
+        self.metric("meshdns_cache_hits_total", &[]).await
+    }
+
     /// The admin server's `/metrics`, parsed.
     pub async fn scrape(&self) -> admin::Scrape {
         let response = admin::get(self.admin, "/metrics").await;
@@ -991,6 +996,17 @@ pub fn with_edns(mut msg: Message, size: u16) -> Message {
     let mut edns = Edns::new();
     edns.set_max_payload(size);
     msg.set_edns(edns);
+    msg
+}
+
+/// A query for `name` with EDNS carrying `options` (code, data), in that order.
+pub fn query_with_edns_options(name: &str, rtype: RecordType, options: &[(u16, &[u8])]) -> Message {
+    let mut msg = with_edns(query(name, rtype), 1232);
+    let edns = msg.edns.as_mut().expect("EDNS was just set");
+    for (code, data) in options {
+        edns.options_mut()
+            .insert(EdnsOption::Unknown(*code, data.to_vec()));
+    }
     msg
 }
 
