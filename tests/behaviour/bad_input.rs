@@ -304,10 +304,7 @@ async fn a_source_inside_allow_from_is_served() {
 /// path, anything else its proper error), and nothing of it is relayed.
 #[tokio::test]
 async fn an_opt_record_in_the_answer_or_authority_section_gets_formerr_and_is_not_relayed() {
-    let kube = FakeDns::builder()
-        .otherwise(Behaviour::Answer(Answer::nxdomain("cluster.local.")))
-        .start()
-        .await;
+    let kube = FakeDns::builder().nxdomain_otherwise().start().await;
     let meshdns = Meshdns::before(&kube, &[("MESHDNS_CACHE_SIZE", "100")]).await;
     let asked = with_edns(query("www.example.com.", RecordType::A), 1232);
     let good = asked.to_vec().unwrap();

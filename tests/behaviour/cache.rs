@@ -435,6 +435,27 @@ fn soa_with(zone: &str, ttl: u32, minimum: u32) -> Record {
     Record::from_rdata(rr::name(zone), ttl, RData::SOA(soa))
 }
 
+/// meshdns (cache on) in front of a kube-dns whose [`NAME`] A is first 192.0.2.7 with TTL 1 s,
+/// then `then`: asked once, and again 2 s later, once the first answer has expired; then
+/// kube-dns goes silent. Returns meshdns, the silent kube-dns and the second reply.
+async fn answered_then_down(then: Answer) -> (Meshdns, FakeDns, Reply) {
+    let first = Answer::records([rr::with_ttl(rr::a(NAME, [192, 0, 2, 7]), 1)]);
+    let upstream = FakeDns::builder()
+        .on(NAME, RecordType::A, Behaviour::Sequence(vec![first, then]))
+        .start()
+        .await;
+    let meshdns = Meshdns::cached_failing_fast(&upstream, &[]).await;
+    let first = ask(&meshdns, NAME, RecordType::A).await;
+    assert_eq!(first.answer_lines(), [format!("{NAME} A 192.0.2.7")]);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let second = ask(&meshdns, NAME, RecordType::A).await;
+    let down = FakeDns::builder()
+        .otherwise(Behaviour::Drop)
+        .replace(upstream)
+        .await;
+    (meshdns, down, second)
+}
+
 /// The name was cached (TTL 1 s), then removed: kube-dns now answers NXDOMAIN, but without an
 /// SOA (nothing to cache it by, RFC 2308 §5). When kube-dns then stops answering, the old
 /// address must not come back as a stale answer: the upstream said "no such name" after it
@@ -446,28 +467,8 @@ async fn a_name_the_upstream_just_said_is_gone_never_comes_back_stale() {
         authoritative: true,
         ..Answer::rcode(ResponseCode::NXDomain)
     };
-    let upstream = FakeDns::builder()
-        .on(
-            NAME,
-            RecordType::A,
-            Behaviour::Sequence(vec![
-                Answer::records([rr::with_ttl(rr::a(NAME, [192, 0, 2, 7]), 1)]),
-                gone,
-            ]),
-        )
-        .start()
-        .await;
-    let meshdns = Meshdns::cached_failing_fast(&upstream, &[]).await;
-    let first = ask(&meshdns, NAME, RecordType::A).await;
-    assert_eq!(first.answer_lines(), [format!("{NAME} A 192.0.2.7")]);
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let removed = ask(&meshdns, NAME, RecordType::A).await;
+    let (meshdns, _down, removed) = answered_then_down(gone).await;
     assert_eq!(removed.msg.response_code, ResponseCode::NXDomain);
-
-    let _down = FakeDns::builder()
-        .otherwise(Behaviour::Drop)
-        .replace(upstream)
-        .await;
     let later = ask(&meshdns, NAME, RecordType::A).await;
     assert!(
         later.msg.answers.is_empty(),
@@ -483,29 +484,10 @@ async fn a_name_the_upstream_just_said_is_gone_never_comes_back_stale() {
 /// longer the freshest answer there is — it is another pod's address.
 #[tokio::test(start_paused = true)]
 async fn an_address_replaced_by_a_ttl_0_answer_never_comes_back_stale() {
-    let upstream = FakeDns::builder()
-        .on(
-            NAME,
-            RecordType::A,
-            Behaviour::Sequence(vec![
-                Answer::records([rr::with_ttl(rr::a(NAME, [192, 0, 2, 7]), 1)]),
-                Answer::records([rr::with_ttl(rr::a(NAME, [192, 0, 2, 8]), 0)]),
-            ]),
-        )
-        .start()
-        .await;
-    let meshdns = Meshdns::cached_failing_fast(&upstream, &[]).await;
-    let first = ask(&meshdns, NAME, RecordType::A).await;
-    assert_eq!(first.answer_lines(), [format!("{NAME} A 192.0.2.7")]);
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let moved = ask(&meshdns, NAME, RecordType::A).await;
+    let moved = Answer::records([rr::with_ttl(rr::a(NAME, [192, 0, 2, 8]), 0)]);
+    let (meshdns, _down, moved) = answered_then_down(moved).await;
     assert_eq!(moved.answer_lines(), [format!("{NAME} A 192.0.2.8")]);
     assert_eq!(moved.msg.answers[0].ttl, 0, "TTL 0 relayed as it is");
-
-    let _down = FakeDns::builder()
-        .otherwise(Behaviour::Drop)
-        .replace(upstream)
-        .await;
     let later = ask(&meshdns, NAME, RecordType::A).await;
     assert_ne!(
         later.answer_lines(),
@@ -606,26 +588,8 @@ async fn a_ttl_0_answer_is_relayed_as_it_is_and_never_cached() {
 /// while the NXDOMAIN is fresh nor once it has expired (then the NXDOMAIN is what is stale).
 #[tokio::test(start_paused = true)]
 async fn a_name_the_upstream_said_is_gone_with_an_soa_never_comes_back_stale() {
-    let upstream = FakeDns::builder()
-        .on(
-            NAME,
-            RecordType::A,
-            Behaviour::Sequence(vec![
-                Answer::records([rr::with_ttl(rr::a(NAME, [192, 0, 2, 7]), 1)]),
-                Answer::nxdomain("example.com."),
-            ]),
-        )
-        .start()
-        .await;
-    let meshdns = Meshdns::cached_failing_fast(&upstream, &[]).await;
-    ask(&meshdns, NAME, RecordType::A).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let removed = ask(&meshdns, NAME, RecordType::A).await;
+    let (meshdns, _down, removed) = answered_then_down(Answer::nxdomain("example.com.")).await;
     assert_eq!(removed.msg.response_code, ResponseCode::NXDomain);
-    let _down = FakeDns::builder()
-        .otherwise(Behaviour::Drop)
-        .replace(upstream)
-        .await;
     for wait in [1, 6, 30] {
         tokio::time::sleep(Duration::from_secs(wait)).await;
         let later = ask(&meshdns, NAME, RecordType::A).await;

@@ -613,10 +613,7 @@ async fn a_peers_name_too_long_for_the_cluster_zone_is_servfail_never_left_as_it
         )
         .start()
         .await;
-    let a = FakeDns::builder()
-        .otherwise(Behaviour::Answer(Answer::nxdomain("cluster.local.")))
-        .start()
-        .await;
+    let a = FakeDns::builder().nxdomain_otherwise().start().await;
     let clusters = format!("a=; b={} domain=l", b.addr);
     let vars = [
         ("MESHDNS_LOCAL_CLUSTER", "a"),

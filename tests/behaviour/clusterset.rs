@@ -10,9 +10,7 @@ use crate::support;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
-use support::{
-    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Reply, ask, query, rr, udp, with_edns,
-};
+use support::{Answer, FakeDns, FakeDnsBuilder, Meshdns, Reply, ask, query, rr, udp, with_edns};
 
 const SRV_NAME: &str = "_mongodb._tcp.mongo.db.svc.clusterset.local.";
 const SERVICE: &str = "mongo.db.svc.clusterset.local.";
@@ -170,17 +168,11 @@ async fn a_clusterset_srv_target_of_a_clusterip_service_resolves_back_to_its_add
             RecordType::A,
             Answer::records([rr::a(&web, [10, 96, 2, 7])]),
         )
-        .otherwise(Behaviour::Answer(Answer::nxdomain("cluster.local.")))
+        .nxdomain_otherwise()
         .start()
         .await;
-    let a = FakeDns::builder()
-        .otherwise(Behaviour::Answer(Answer::nxdomain("cluster.local.")))
-        .start()
-        .await;
-    let c = FakeDns::builder()
-        .otherwise(Behaviour::Answer(Answer::nxdomain("cluster.local.")))
-        .start()
-        .await;
+    let a = FakeDns::builder().nxdomain_otherwise().start().await;
+    let c = FakeDns::builder().nxdomain_otherwise().start().await;
     let vars = [("MESHDNS_CLUSTERSET_ZONE", "clusterset.local")];
     let meshdns = Meshdns::in_cluster_a_with(&a, &[("b", &b), ("c", &c)], &vars).await;
     let srv = ask(

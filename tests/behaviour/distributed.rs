@@ -1338,14 +1338,13 @@ fn long_labels() -> String {
     .join(".")
 }
 
-/// A cluster DNS that says NXDOMAIN for what it does not know, as CoreDNS does.
-fn cluster() -> FakeDnsBuilder {
-    FakeDns::builder().otherwise(Behaviour::Answer(Answer::nxdomain("cluster.local.")))
-}
-
-/// [`cluster`] with an A record for `name`.
+/// A cluster DNS that knows `name` (A) and says NXDOMAIN for the rest, as CoreDNS does.
 fn cluster_knowing(name: &str, ip: [u8; 4]) -> FakeDnsBuilder {
-    cluster().answer(name, RecordType::A, Answer::records([rr::a(name, ip)]))
+    FakeDns::builder().nxdomain_otherwise().answer(
+        name,
+        RecordType::A,
+        Answer::records([rr::a(name, ip)]),
+    )
 }
 
 #[tokio::test]
@@ -1395,7 +1394,7 @@ async fn a_prefixed_host_unknown_to_its_cluster_falls_back_to_the_gathered_name(
     let mongo = "mongo-0.mongo.db.svc.cluster.local.";
     let a = cluster_knowing(pod, [10, 1, 0, 7]).start().await;
     let b = cluster_knowing(mongo, [10, 2, 0, 1]).start().await;
-    let c = cluster().start().await;
+    let c = FakeDns::builder().nxdomain_otherwise().start().await;
     let meshdns = three_clusters([&a, &b, &c], [None; 3]).await;
 
     let host = "b-side-0.b-side.db.svc.distributed.local.";
@@ -1432,9 +1431,9 @@ async fn a_prefixed_host_unknown_to_its_cluster_falls_back_to_the_gathered_name(
 async fn a_name_no_cluster_can_hold_is_nxdomain_whatever_the_type() {
     let name = format!("{}.distributed.local.", long_labels());
     let (a, b, c) = (
-        cluster().start().await,
-        cluster().start().await,
-        cluster().start().await,
+        FakeDns::builder().nxdomain_otherwise().start().await,
+        FakeDns::builder().nxdomain_otherwise().start().await,
+        FakeDns::builder().nxdomain_otherwise().start().await,
     );
     let meshdns = three_clusters([&a, &b, &c], [Some(LONG_DOMAIN); 3]).await;
     for rtype in [RecordType::A, RecordType::SRV, RecordType::MX] {
@@ -1457,7 +1456,10 @@ async fn a_long_name_is_answered_by_the_clusters_whose_domain_can_hold_it() {
     let name = format!("{}.distributed.local.", long_labels());
     let in_a = format!("{}.cluster.local.", long_labels());
     let a = cluster_knowing(&in_a, [10, 1, 0, 1]).start().await;
-    let (b, c) = (cluster().start().await, cluster().start().await);
+    let (b, c) = (
+        FakeDns::builder().nxdomain_otherwise().start().await,
+        FakeDns::builder().nxdomain_otherwise().start().await,
+    );
     let meshdns = three_clusters([&a, &b, &c], [None, Some(LONG_DOMAIN), None]).await;
     let reply = udp(meshdns.addr, &query(&name, RecordType::A)).await;
     assert_eq!(
@@ -1481,7 +1483,8 @@ async fn merged_rrsets_carry_one_ttl() {
     // Each cluster's CoreDNS has its own `ttl` setting.
     let fake = |n: u8, ttl: u32| {
         let target = "mongo-0.mongo.db.svc.cluster.local.";
-        cluster()
+        FakeDns::builder()
+            .nxdomain_otherwise()
             .answer(
                 service,
                 RecordType::A,

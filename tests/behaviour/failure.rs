@@ -701,7 +701,7 @@ async fn a_down_endpoint_is_probed_back_up_while_the_background_set_is_full() {
             RecordType::NS,
             Behaviour::Answer(Answer::rcode(ResponseCode::Refused)),
         )
-        .otherwise(Behaviour::Answer(Answer::nxdomain("cluster.local.")))
+        .nxdomain_otherwise()
         .start()
         .await;
     let c = FakeDns::silent().await;

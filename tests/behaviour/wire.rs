@@ -287,9 +287,7 @@ async fn a_client_subnet_option_of_an_unknown_family_is_relayed_not_formerr() {
 
 #[tokio::test]
 async fn meshdns_own_replies_echo_cd() {
-    // A cluster DNS that says NXDOMAIN for what it does not know, as CoreDNS does.
-    let cluster =
-        FakeDns::builder().otherwise(Behaviour::Answer(Answer::nxdomain("cluster.local.")));
+    let cluster = FakeDns::builder().nxdomain_otherwise();
     let (a, b) = (cluster.start().await, FakeDns::silent().await);
     let clusters = format!("a=; b={}", b.addr);
     let meshdns = Meshdns::before(

@@ -318,6 +318,12 @@ impl FakeDnsBuilder {
         self
     }
 
+    /// NXDOMAIN, with the SOA of `cluster.local.`, for every name the table does not hold: what
+    /// a cluster's CoreDNS says of a name it does not know.
+    pub fn nxdomain_otherwise(self) -> Self {
+        self.otherwise(Behaviour::Answer(Answer::nxdomain("cluster.local.")))
+    }
+
     /// No TCP listener: connections to the fake's port are refused (a server that sets TC
     /// and cannot be asked over TCP).
     pub fn udp_only(mut self) -> Self {
