@@ -1,6 +1,8 @@
-//! Bad input (docs/design.md, "Limits and bad input"): malformed packets get FORMERR when the header
-//! can be read and are dropped otherwise, other opcodes NOTIMP, QDCOUNT ≠ 1 FORMERR, clients
-//! outside `MESHDNS_ALLOW_FROM` REFUSED — and nothing a client sends stops the server.
+//! Bad input (docs/design.md, "Limits and bad input"): malformed packets get FORMERR when the
+//! header can be read and are dropped otherwise (a question the router cannot read, two OPT
+//! records, an OPT record out of place — and none of them answered from the cache), other
+//! opcodes NOTIMP, QDCOUNT ≠ 1 FORMERR, zone transfers REFUSED, clients outside
+//! `MESHDNS_ALLOW_FROM` REFUSED — and nothing a client sends stops the server.
 
 use crate::support;
 

@@ -1,6 +1,9 @@
 //! The cache (docs/design.md, "Cache"), seen from a client: what is asked upstream again
-//! and what is not, the TTLs replies carry, in-flight sharing, negative caching, serve-stale
-//! (also for one leg of a gathered answer), and the bound under a flood of random names.
+//! and what is not, the TTLs replies carry (TTL 0 and a TTL with its top bit set used once,
+//! the positive and negative caps on every section, a lowered cap applied at once), in-flight
+//! sharing, negative caching (a CNAME to NODATA included), serve-stale (also for one leg of a
+//! gathered answer) and never after a newer answer said the name is gone or moved, and the
+//! bound under a flood of random names.
 //!
 //! The fakes count what reaches them: a cache hit is a query the fake never saw. Tests about
 //! time run on tokio's paused clock (the fakes still answer over 127.0.0.1): a sleep past a

@@ -1,6 +1,7 @@
 //! Cluster zones (docs/design.md, "Cluster zones"): `NAME.cluster.X` is asked of cluster
 //! X's DNS as `NAME.svc.<domain of X>`, and every name of the reply comes back under
-//! `cluster.X`, the question as the client spelled it.
+//! `cluster.X`, the question as the client spelled it — or, for a name the cluster zone cannot
+//! hold, SERVFAIL, never the name as the peer spelled it.
 //!
 //! Each cluster has its own fake DNS that answers `svc.cluster.local` names only, with
 //! addresses that say which cluster answered (10.1.… for a, 10.2.… for b, 10.3.… for c): a

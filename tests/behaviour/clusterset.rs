@@ -1,7 +1,8 @@
 //! The clusterset zone (docs/design.md, "Clusterset zone"): Kubernetes multi-cluster
 //! services naming (KEP-1645) over the same gathering as the distributed zones. A pod is
 //! `<host>.<cluster>.<service>.<ns>.svc.clusterset.local`, asked of that cluster only; services
-//! and SRV records are the union over the clusters.
+//! and SRV records are the union over the clusters, whose targets resolve back to their
+//! addresses (a ClusterIP Service's too).
 //!
 //! Three clusters a (local), b and c, each a fake DNS that knows `svc.cluster.local` names
 //! only, with addresses that say which cluster answered (10.1.… for a, 10.2.… for b, …).

@@ -1,7 +1,10 @@
 //! Distributed zones (docs/design.md, "Distributed zones"): a name under
 //! `distributed.local` is asked of every cluster in parallel (or of one, for a prefixed host),
 //! and the answers are merged by gathersrv's naming, with the outcome table and the rows of
-//! "Better than the references" each checked by a test.
+//! "Better than the references" each checked by a test: prefixed names and the names a
+//! cluster's domain cannot hold, one TTL per merged RRset, SRV targets that resolve back to
+//! the addresses they came from, and a down cluster's leg never filled by what that cluster
+//! last said was gone.
 //!
 //! Three clusters: a (this pod's; its DNS is `MESHDNS_UPSTREAMS`), b and c, each with its own
 //! fake DNS that knows `svc.cluster.local` names only, with addresses that say which cluster

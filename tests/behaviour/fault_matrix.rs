@@ -1,4 +1,4 @@
-//! The upstream fault matrix (issue 9): for each route — pass-through, cluster zone,
+//! The upstream fault matrix (docs/design.md, "Behaviour under failure"): for each route — pass-through, cluster zone,
 //! distributed zone with one faulty cluster among healthy ones, distributed zone with every
 //! cluster faulty — and each way an upstream can fail, the reply the client sees and how long
 //! it takes. Every cell must end in a reply that parses, carries the client's ID, and arrives

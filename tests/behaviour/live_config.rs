@@ -1,7 +1,8 @@
 //! Live configuration (docs/design.md, "Live configuration" and "Configuration"): a
 //! `MESHDNS_CONFIG_DIR` written exactly as the kubelet writes a mounted ConfigMap, changed
-//! while clients ask; and endpoints given by host name, resolved through kube-dns and followed
-//! when they move.
+//! while clients ask (a pipelined batch across a reload included); and endpoints given by host
+//! name, resolved through kube-dns, re-resolved as their TTL says (clamped to 5 s … 5 min) and
+//! followed when they move, their last good addresses kept when a resolution fails.
 //!
 //! Generations (docs/design.md, "Live configuration"): what a query, a leg or a refresh of the
 //! previous configuration brings back after a reload is neither cached nor served, a query

@@ -1,6 +1,7 @@
-//! Replies are walked once, fully (docs/design.md): a reply that does not walk — here a
-//! compression-pointer loop in an owner name — is no reply at all, on every route and every
-//! transport. The attempt listens on and takes the right reply that follows; with none, the
+//! Which upstream replies meshdns takes (docs/design.md, "Replies are walked once, fully"): a
+//! reply that does not walk — here a compression-pointer loop in an owner name — is no reply
+//! at all, on every route and every transport, and neither is one whose question is not the
+//! one asked (its type differing in the 0x20 bit included). The attempt listens on and takes the right reply that follows; with none, the
 //! client gets SERVFAIL with an Extended DNS Error. A malformed reply is never relayed and never
 //! cached. (The fault matrix has the same fault for every route; these tests add the cache, TCP
 //! and the reply-only case.)

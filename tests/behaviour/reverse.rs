@@ -2,7 +2,8 @@
 //! `cidr=` on a cluster entry, the reverse name of an address in that cluster's networks is
 //! asked of that cluster's DNS as it was asked, and the names under `svc.<its domain>` in the
 //! reply come back under `cluster.X` — so the name a reverse lookup gives resolves forward,
-//! through meshdns, to the address it came from.
+//! through meshdns, to the address it came from; a network moved to another cluster by a
+//! reload is never answered from the old one again.
 //!
 //! The local cluster (a) owns 10.8.0.0/16, cluster b owns 10.9.0.0/16 and fd00:9::/56. Each
 //! fake knows only its own cluster's records (REFUSED otherwise), so a query sent to the wrong
@@ -397,7 +398,7 @@ async fn a_reload_that_moves_a_network_from_b_to_c_never_answers_its_ptr_from_b_
         format!("a=; b={} cidr={b_cidr}; c={} cidr={c_cidr}", b.addr, c.addr)
     };
     let mut dir = ConfigMapDir::new(
-        "edges-reverse-move",
+        "reverse-network-moved",
         &[("MESHDNS_CLUSTERS", &clusters("10.9.0.0/16", "10.10.0.0/16"))],
     );
     let path = dir.path.display().to_string();

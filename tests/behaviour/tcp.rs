@@ -1,5 +1,6 @@
 //! TCP from the client side (docs/design.md, "Limits and bad input"; RFC 7766 §6.2.1.1): several
-//! queries on one connection are all answered, each as soon as it is ready. And TCP to the
+//! queries on one connection are all answered, each as soon as it is ready, each its own reply
+//! even when the client gave them one ID. And TCP to the
 //! upstreams ("DNS over TLS", the same reuse for TCP): `transport=tcp` and the retries after a
 //! truncated UDP reply share one pipelined connection per endpoint, which a peer may close or
 //! reset at any time without failing a query.

@@ -1,9 +1,10 @@
-//! Big answers (docs/design.md, "Truncation"): a gathered SRV set of 3 clusters × 100, 200 and
-//! 250 hosts, and a cluster route whose peer answers 600 targets, asked over UDP with buffers
-//! of 512 (no EDNS), 1232, 4096 and 65,535 bytes and over TCP. Every query gets a reply; an
-//! RRset is all there or not at all, on every transport; glue goes before any TC; TC over UDP
-//! only when the answer does not fit the client's size, over TCP only when it does not fit a
-//! TCP message.
+//! Truncation (docs/design.md, "Truncation"): answers too big for the client's size. A
+//! gathered SRV set of 3 clusters × 100, 200 and 250 hosts, and a cluster route whose peer
+//! answers 600 targets, asked over UDP with buffers of 512 (no EDNS), 1232, 4096 and 65,535
+//! bytes and over TCP. Every query gets a reply; an RRset is all there or not at all, on every
+//! transport; glue goes before any TC; TC over UDP only when the answer does not fit the
+//! client's size, over TCP only when it does not fit a TCP message. A reply cut for a client
+//! keeps its ID, question spelling, flags and OPT record.
 //!
 //! The fakes compress names as CoreDNS does, and send the whole set over TCP after a TC over
 //! UDP (meshdns's legs advertise 1232 bytes).

@@ -1,12 +1,12 @@
-//! Wire correctness, round two (issue 14), seen from a client: per-hop EDNS options
-//! (docs/design.md, "Pass-through"), which queries may be answered from the cache ("Cache"),
-//! whole RRsets on truncation ("Truncation"), zone transfers, prefixed names under a
-//! distributed zone ("Distributed zones"), one TTL per merged RRset, and what meshdns's own
-//! replies echo ("Limits and bad input").
+//! EDNS on the wire, per hop (docs/design.md, "Pass-through"), seen from a client: which
+//! options of a client reach the upstream and which of an upstream's reach a client (cookies,
+//! NSID, padding, TCP keepalive, client subnet, options meshdns does not know), the payload
+//! size a client advertises, and what meshdns's own replies echo ("Limits and bad input": CD,
+//! the question an upstream's error reply left out).
 //!
-//! The fakes stand in for kube-dns and the peers' CoreDNS: they set cookies and NSID, omit the
-//! question of an error reply, and serve RRsets too large for 512 bytes. What they received is
-//! kept byte for byte, so a test can tell what meshdns relayed.
+//! The fakes stand in for kube-dns and the peers' CoreDNS: they set cookies and NSID and omit
+//! the question of an error reply. What they received is kept byte for byte, so a test can
+//! tell what meshdns relayed.
 
 use crate::support;
 
