@@ -14,7 +14,7 @@ use crate::support;
 use std::time::Duration;
 
 use hickory_proto::op::{Edns, Message, ResponseCode};
-use hickory_proto::rr::rdata::{SOA, SRV};
+use hickory_proto::rr::rdata::SOA;
 use hickory_proto::rr::{RData, Record, RecordType};
 use support::{Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Reply, ask, query, rr, udp};
 use tokio::time::Instant;
@@ -283,21 +283,13 @@ async fn a_failed_leg_of_a_gathered_answer_is_filled_from_its_stale_answer() {
     )
     .await;
     let asked = "_mongodb._tcp.mongo.db.svc.distributed.local.";
-    let targets = |reply: &Reply| -> Vec<String> {
-        reply
-            .msg
-            .answers
-            .iter()
-            .map(|r| r.try_borrow::<SRV>().unwrap().data().target.to_ascii())
-            .collect()
-    };
     let all_three = [
         "a-mongo-0.mongo.db.svc.distributed.local.",
         "b-mongo-0.mongo.db.svc.distributed.local.",
         "c-mongo-0.mongo.db.svc.distributed.local.",
     ];
     let first = udp(meshdns.addr, &query(asked, RecordType::SRV)).await;
-    assert_eq!(targets(&first), all_three);
+    assert_eq!(first.srv_targets(), all_three);
 
     // The merged entry (TTL 1, from c) and c's leg expire; c is silent now.
     tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -306,7 +298,7 @@ async fn a_failed_leg_of_a_gathered_answer_is_filled_from_its_stale_answer() {
     let took = started.elapsed();
     assert_eq!(filled.msg.response_code, ResponseCode::NoError);
     assert_eq!(
-        targets(&filled),
+        filled.srv_targets(),
         all_three,
         "c's records from its stale answer"
     );

@@ -20,9 +20,8 @@ use crate::support;
 use std::time::Duration;
 
 use hickory_proto::op::{Message, ResponseCode};
-use hickory_proto::rr::rdata::SRV;
 use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
-use hickory_proto::rr::{RData, Record, RecordType};
+use hickory_proto::rr::{Record, RecordType};
 use support::{
     Answer, Behaviour, FAIL_FAST, FakeDns, FakeDnsBuilder, Meshdns, Reply, Via, ask, query, rr,
     tcp, udp, with_edns,
@@ -197,15 +196,6 @@ fn extended_error(msg: &Message) -> Option<u16> {
         EdnsOption::Unknown(15, data) => Some(u16::from_be_bytes([*data.first()?, *data.get(1)?])),
         _ => None,
     }
-}
-
-fn srv_targets(reply: &Reply) -> Vec<String> {
-    reply
-        .msg
-        .answers
-        .iter()
-        .map(|r| r.try_borrow::<SRV>().unwrap().data().target.to_ascii())
-        .collect()
 }
 
 fn max_ttl(records: &[Record]) -> u32 {
@@ -523,7 +513,7 @@ async fn answer_order_is_local_first_then_configuration_order_whatever_the_arriv
     for _ in 0..2 {
         let reply = mesh.ask(SRV_NAME, RecordType::SRV).await;
         assert_eq!(
-            srv_targets(&reply),
+            reply.srv_targets(),
             [
                 "a-mongo-0.mongo.db.svc.distributed.local.",
                 "c-mongo-0.mongo.db.svc.distributed.local.",
@@ -589,7 +579,7 @@ async fn every_srv_target_shares_the_parent_domain_of_the_service_name() {
     let reply = mesh.ask(SRV_NAME, RecordType::SRV).await;
     // MongoDB's seedlist rule for `mongodb+srv://mongo.db.svc.distributed.local`.
     let parent = rr::name("db.svc.distributed.local.");
-    let targets = srv_targets(&reply);
+    let targets = reply.srv_targets();
     assert_eq!(targets.len(), 6);
     for target in targets {
         assert!(parent.zone_of(&rr::name(&target)), "{target}");
@@ -630,7 +620,7 @@ async fn a_clusterip_srv_target_resolves_back_to_its_service_address() {
     let srv = mesh
         .ask("_http._tcp.web.db.svc.distributed.local.", RecordType::SRV)
         .await;
-    let targets = srv_targets(&srv);
+    let targets = srv.srv_targets();
     assert_eq!(
         targets,
         ["a", "b", "c"].map(|c| format!("{c}-web.db.svc.distributed.local."))
@@ -758,7 +748,7 @@ async fn slow_clusters_are_asked_in_parallel() {
     };
     let mesh = Mesh::start([delayed(1), delayed(2), delayed(3)], CLUSTERS, &[]).await;
     let (reply, took) = mesh.ask_timed(SRV_NAME, RecordType::SRV).await;
-    assert_eq!(srv_targets(&reply).len(), 3, "{:?}", reply.answer_lines());
+    assert_eq!(reply.srv_targets().len(), 3, "{:?}", reply.answer_lines());
     // b and c each take 300 ms: one after the other they would take 600.
     assert_eq!(
         took,
@@ -778,7 +768,7 @@ async fn a_silent_cluster_costs_its_attempt_and_its_retry_and_the_answer_is_part
     let (reply, took) = mesh.ask_timed(SRV_NAME, RecordType::SRV).await;
     assert_eq!(reply.msg.response_code, ResponseCode::NoError);
     assert_eq!(
-        srv_targets(&reply),
+        reply.srv_targets(),
         [
             "a-mongo-0.mongo.db.svc.distributed.local.",
             "a-mongo-1.mongo.db.svc.distributed.local.",
@@ -817,7 +807,7 @@ async fn a_target_under_another_clusters_domain_is_left_out_never_written() {
     let reply = mesh.ask(SRV_NAME, RecordType::SRV).await;
     assert_eq!(reply.msg.response_code, ResponseCode::NoError);
     assert_eq!(
-        srv_targets(&reply),
+        reply.srv_targets(),
         [
             "a-mongo-0.mongo.db.svc.distributed.local.",
             "c-mongo-0.mongo.db.svc.distributed.local.",
@@ -1081,7 +1071,7 @@ async fn a_large_merged_set_is_truncated_over_udp_and_whole_over_tcp() {
     assert!(!over_tcp.msg.truncation);
     assert_eq!(over_tcp.msg.answers.len(), 180);
     assert_eq!(over_tcp.msg.additionals.len(), 180);
-    let targets = srv_targets(&over_tcp);
+    let targets = over_tcp.srv_targets();
     for cluster in ["a", "b", "c"] {
         let from = targets
             .iter()
@@ -1272,20 +1262,12 @@ async fn a_service_a_cluster_just_said_is_gone_never_fills_its_failed_leg() {
     )
     .await;
     let asked = "_mongodb._tcp.mongo.db.svc.distributed.local.";
-    let targets = |reply: &Reply| -> Vec<String> {
-        (reply.msg.answers.iter())
-            .filter_map(|r| match &r.data {
-                RData::SRV(srv) => Some(srv.target.to_ascii()),
-                _ => None,
-            })
-            .collect()
-    };
     let both = ask(&meshdns, asked, RecordType::SRV).await;
-    assert_eq!(targets(&both).len(), 2, "{:?}", both.answer_lines());
+    assert_eq!(both.srv_targets().len(), 2, "{:?}", both.answer_lines());
     tokio::time::sleep(Duration::from_secs(2)).await;
     let only_a = ask(&meshdns, asked, RecordType::SRV).await;
     assert_eq!(
-        targets(&only_a),
+        only_a.srv_targets(),
         ["a-mongo-0.mongo.db.svc.distributed.local."],
         "b said the service is gone"
     );
@@ -1295,7 +1277,7 @@ async fn a_service_a_cluster_just_said_is_gone_never_fills_its_failed_leg() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let later = ask(&meshdns, asked, RecordType::SRV).await;
     assert_eq!(
-        targets(&later),
+        later.srv_targets(),
         ["a-mongo-0.mongo.db.svc.distributed.local."],
         "b's removed service came back from its stale leg"
     );

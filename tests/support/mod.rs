@@ -1030,6 +1030,16 @@ impl Reply {
         Reply { bytes, msg }
     }
 
+    /// The targets of the answer section's SRV records, in order (every record an SRV).
+    pub fn srv_targets(&self) -> Vec<String> {
+        (self.msg.answers.iter())
+            .map(|r| {
+                let srv = r.try_borrow::<SRV>().expect("an SRV record");
+                srv.data().target.to_ascii()
+            })
+            .collect()
+    }
+
     /// The answer section as `owner type data` lines, for comparing with the expected text.
     pub fn answer_lines(&self) -> Vec<String> {
         self.msg.answers.iter().map(record_line).collect()
