@@ -1,7 +1,10 @@
 //! The behaviour tests, in one binary: meshdns seen from outside — a client asking over UDP
 //! and TCP, fake cluster DNS servers on 127.0.0.1, the built binary run as its operator runs
 //! it — one module per behaviour of docs/design.md, and the checks that the README, the
-//! dashboard and the module tree match the code.
+//! dashboard and the module tree match the code. A new test, a regression test included, goes
+//! in the module of the behaviour it checks and is named after what must hold — never in a
+//! module named after the review or the bug that found it. A fake or helper two modules need
+//! goes in [`support`].
 //!
 //! One binary links the crate and compiles the shared fakes ([`support`]) once.
 //! Tests run in parallel in this one process: none may set the environment, the working
