@@ -16,16 +16,12 @@ use support::{Answer, FakeDns, FakeDnsBuilder, Meshdns, Reply, ask, query, rr, u
 const SRV_NAME: &str = "_mongodb._tcp.mongo.db.svc.clusterset.local.";
 const SERVICE: &str = "mongo.db.svc.clusterset.local.";
 
-fn upstream(host: &str) -> String {
-    format!("{host}.svc.cluster.local.")
-}
-
 /// Cluster number `n`'s DNS: headless service `mongo` of namespace `db` with pods `mongo-0`
 /// and `mongo-1` (SRV with glue, the pods' and the service's addresses).
 fn cluster_dns(n: u8) -> FakeDnsBuilder {
-    let srv_owner = upstream("_mongodb._tcp.mongo.db");
-    let pod = |i: u8| upstream(&format!("mongo-{i}.mongo.db"));
-    let service = upstream("mongo.db");
+    let srv_owner = rr::in_cluster_local("_mongodb._tcp.mongo.db");
+    let pod = |i: u8| rr::in_cluster_local(&format!("mongo-{i}.mongo.db"));
+    let service = rr::in_cluster_local("mongo.db");
     let mut fake = FakeDns::builder()
         .answer(
             &srv_owner,
@@ -114,7 +110,7 @@ async fn a_pod_name_goes_to_its_cluster_only() {
     assert_eq!(reply.answer_lines(), [format!("{host} A 10.2.1.0")]);
     assert_eq!(
         mesh.b.names(),
-        [upstream("mongo-0.mongo.db")],
+        [rr::in_cluster_local("mongo-0.mongo.db")],
         "asked without the cluster label"
     );
     assert!(mesh.a.seen().is_empty() && mesh.c.seen().is_empty());
@@ -155,8 +151,8 @@ async fn dns_version_is_the_mcs_schema_version() {
 /// service name itself (`web.db.svc.cluster.local`, no host label).
 #[tokio::test]
 async fn a_clusterset_srv_target_of_a_clusterip_service_resolves_back_to_its_address() {
-    let web = upstream("web.db");
-    let srv_owner = upstream("_http._tcp.web.db");
+    let web = rr::in_cluster_local("web.db");
+    let srv_owner = rr::in_cluster_local("_http._tcp.web.db");
     let b = FakeDns::builder()
         .answer(
             &srv_owner,

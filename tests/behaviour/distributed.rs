@@ -37,22 +37,17 @@ const OUTCOME_UPSTREAM: &str = "q.db.svc.cluster.local.";
 /// Every cluster gives this same TXT record for the service (MongoDB's seedlist options).
 const SEEDLIST_OPTIONS: &str = "replicaSet=rs0&authSource=admin";
 
-/// A name of cluster domain `cluster.local`.
-fn upstream(host: &str) -> String {
-    format!("{host}.svc.cluster.local.")
-}
-
 /// What cluster number `n`'s DNS knows: the `mongo` headless service of namespace `db` with
 /// pods `mongo-0` … `mongo-{pods - 1}` (their SRV records with glue, the service's addresses
 /// and TXT) and pod `mongo-2` by name (A, AAAA, TXT).
 fn cluster_dns(n: u8, pods: u8) -> FakeDnsBuilder {
-    let srv_owner = upstream("_mongodb._tcp.mongo.db");
-    let pod = |i: u8| upstream(&format!("mongo-{i}.mongo.db"));
+    let srv_owner = rr::in_cluster_local("_mongodb._tcp.mongo.db");
+    let pod = |i: u8| rr::in_cluster_local(&format!("mongo-{i}.mongo.db"));
     let mut srv = Answer::records((0..pods).map(|i| rr::srv(&srv_owner, 27017, &pod(i))));
     for i in 0..pods {
         srv = srv.additional(rr::a(&pod(i), [10, n, 1, i]));
     }
-    let service = upstream("mongo.db");
+    let service = rr::in_cluster_local("mongo.db");
     let mongo_2 = pod(2);
     FakeDns::builder()
         .answer(&srv_owner, RecordType::SRV, srv)
@@ -412,13 +407,13 @@ async fn clusters_disagreeing_on_txt_give_exactly_one_the_local_clusters_else_th
 /// become an address of the question.
 #[tokio::test]
 async fn records_another_name_owns_never_answer_a_gathered_question() {
-    let other = upstream("other.db");
+    let other = rr::in_cluster_local("other.db");
     let unrelated = Answer::records([
         rr::a(OUTCOME_UPSTREAM, [10, 1, 0, 1]),
         rr::a(&other, [10, 9, 9, 1]),
     ]);
     let broken_chain = Answer::records([
-        rr::cname(OUTCOME_UPSTREAM, &upstream("elsewhere.db")),
+        rr::cname(OUTCOME_UPSTREAM, &rr::in_cluster_local("elsewhere.db")),
         rr::a(&other, [10, 9, 9, 2]),
     ]);
     let mesh = Mesh::outcome(
@@ -492,9 +487,9 @@ async fn per_attempt_and_per_query_deadlines_bound_the_wait() {
 
 #[tokio::test(start_paused = true)]
 async fn answer_order_is_local_first_then_configuration_order_whatever_the_arrival() {
-    let srv_owner = upstream("_mongodb._tcp.mongo.db");
+    let srv_owner = rr::in_cluster_local("_mongodb._tcp.mongo.db");
     let slow = |n: u8, ms: u64| {
-        let pod = upstream("mongo-0.mongo.db");
+        let pod = rr::in_cluster_local("mongo-0.mongo.db");
         let answer = Answer::records([rr::srv(&srv_owner, 27017, &pod)])
             .additional(rr::a(&pod, [10, n, 1, 0]));
         FakeDns::builder().on(
@@ -550,7 +545,7 @@ async fn a_prefixed_host_goes_to_its_cluster_only() {
     assert!(mesh.a.seen().is_empty() && mesh.c.seen().is_empty());
     assert_eq!(
         mesh.b.names(),
-        vec![upstream("mongo-2.mongo.db"); 3],
+        vec![rr::in_cluster_local("mongo-2.mongo.db"); 3],
         "the prefix removed, in b's domain"
     );
 }
@@ -601,8 +596,8 @@ async fn other_types_are_nodata_with_the_zone_soa() {
 /// the service name itself (with its address as glue), and its A record. Anything else is
 /// NXDOMAIN, as CoreDNS answers in its own domain.
 fn clusterip_dns(n: u8) -> FakeDnsBuilder {
-    let owner = upstream("_http._tcp.web.db");
-    let service = upstream("web.db");
+    let owner = rr::in_cluster_local("_http._tcp.web.db");
+    let service = rr::in_cluster_local("web.db");
     let address = rr::a(&service, [10, 96, n, 7]);
     FakeDns::builder()
         .answer(
@@ -634,14 +629,17 @@ async fn a_clusterip_srv_target_resolves_back_to_its_service_address() {
     }
     assert_eq!(
         mesh.b.names(),
-        [upstream("_http._tcp.web.db"), upstream("web.db")],
+        [
+            rr::in_cluster_local("_http._tcp.web.db"),
+            rr::in_cluster_local("web.db")
+        ],
         "b's target asked of b only, with the prefix removed"
     );
 }
 
 #[tokio::test]
 async fn a_prefixed_txt_of_a_service_goes_to_its_cluster() {
-    let whoami = upstream("whoami.default");
+    let whoami = rr::in_cluster_local("whoami.default");
     let c = FakeDns::builder().answer(
         &whoami,
         RecordType::TXT,
@@ -659,7 +657,7 @@ async fn a_prefixed_txt_of_a_service_goes_to_its_cluster() {
 #[tokio::test]
 async fn a_service_really_named_like_a_prefix_is_gathered_when_that_cluster_lacks_the_rest() {
     // Service `a-team` lives in b and c; cluster a has no service `team`.
-    let team = upstream("a-team.db");
+    let team = rr::in_cluster_local("a-team.db");
     let with_team = |n: u8| {
         FakeDns::builder()
             .answer(
@@ -680,14 +678,14 @@ async fn a_service_really_named_like_a_prefix_is_gathered_when_that_cluster_lack
     );
     assert_eq!(
         mesh.a.names(),
-        [upstream("team.db"), team],
+        [rr::in_cluster_local("team.db"), team],
         "a asked first for `team`, then the name as it is"
     );
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_removed_member_is_nxdomain_never_stale_while_another_cluster_is_down() {
-    let member = upstream("db-3.db.prod");
+    let member = rr::in_cluster_local("db-3.db.prod");
     let asked = "a-db-3.db.prod.svc.distributed.local.";
     let vars = [
         ("MESHDNS_ATTEMPT_TIMEOUT", "200ms"),
@@ -735,9 +733,9 @@ async fn a_removed_member_is_nxdomain_never_stale_while_another_cluster_is_down(
 
 #[tokio::test(start_paused = true)]
 async fn slow_clusters_are_asked_in_parallel() {
-    let srv_owner = upstream("_mongodb._tcp.mongo.db");
+    let srv_owner = rr::in_cluster_local("_mongodb._tcp.mongo.db");
     let delayed = |n: u8| {
-        let pod = upstream("mongo-0.mongo.db");
+        let pod = rr::in_cluster_local("mongo-0.mongo.db");
         let answer = Answer::records([rr::srv(&srv_owner, 27017, &pod)]);
         let behaviour = if n == 1 {
             Behaviour::Answer(answer)
@@ -795,7 +793,7 @@ async fn a_silent_cluster_costs_its_attempt_and_its_retry_and_the_answer_is_part
 #[tokio::test]
 async fn a_target_under_another_clusters_domain_is_left_out_never_written() {
     let b_owner = "_mongodb._tcp.mongo.db.svc.d.example.";
-    let local_host = upstream("mongo-0.mongo.db");
+    let local_host = rr::in_cluster_local("mongo-0.mongo.db");
     let b = FakeDns::builder().answer(
         b_owner,
         RecordType::SRV,
@@ -1048,8 +1046,8 @@ async fn a_large_merged_set_is_truncated_over_udp_and_whole_over_tcp() {
     const PODS: u8 = 60;
     // Each cluster sets TC over UDP: the legs must fetch their sets over TCP.
     let truncating = |n: u8| {
-        let srv_owner = upstream("_mongodb._tcp.mongo.db");
-        let pod = |i: u8| upstream(&format!("mongo-{i}.mongo.db"));
+        let srv_owner = rr::in_cluster_local("_mongodb._tcp.mongo.db");
+        let pod = |i: u8| rr::in_cluster_local(&format!("mongo-{i}.mongo.db"));
         let mut answer = Answer::records((0..PODS).map(|i| rr::srv(&srv_owner, 27017, &pod(i))));
         for i in 0..PODS {
             answer = answer.additional(rr::a(&pod(i), [10, n, 1, i]));
@@ -1091,7 +1089,7 @@ async fn a_large_merged_set_is_truncated_over_udp_and_whole_over_tcp() {
 /// no answer to the question the client asked.
 #[tokio::test(start_paused = true)]
 async fn a_service_named_like_a_prefix_is_never_nxdomain_while_that_prefixes_cluster_is_down() {
-    let team = upstream("b-team.db");
+    let team = rr::in_cluster_local("b-team.db");
     let a = FakeDns::builder()
         .answer(
             &team,
@@ -1113,7 +1111,7 @@ async fn a_service_named_like_a_prefix_is_never_nxdomain_while_that_prefixes_clu
     assert_eq!(first.answer_lines(), [format!("{asked} A 10.1.0.7")]);
     assert_eq!(
         b.names(),
-        [upstream("team.db"), team.clone()],
+        [rr::in_cluster_local("team.db"), team.clone()],
         "b was asked for `team`, then the fallback asked everyone for `b-team`"
     );
 
@@ -1154,7 +1152,11 @@ async fn a_down_clusters_remembered_nxdomain_never_makes_a_complete_nxdomain() {
     let meshdns = Meshdns::in_cluster_a_with(&a, &[("b", &b), ("c", &c)], &vars).await;
     let prefixed = ask(&meshdns, "c-q.db.svc.distributed.local.", RecordType::A).await;
     assert_eq!(prefixed.msg.response_code, ResponseCode::NXDomain);
-    assert_eq!(c.names()[0], upstream("q.db"), "c was asked for `q`");
+    assert_eq!(
+        c.names()[0],
+        rr::in_cluster_local("q.db"),
+        "c was asked for `q`"
+    );
 
     // c goes down; `q` itself is asked for the first time.
     let _c = silent().replace(c).await;
@@ -1181,8 +1183,8 @@ const LONG_SERVICE: &str = "payments-gateway-production-eu-west-release-api-hl";
 #[tokio::test]
 async fn a_target_too_long_for_its_prefix_never_comes_out_as_the_clusters_own_name() {
     assert_eq!(LONG_SERVICE.len(), 50);
-    let name = upstream(&format!("{LONG_SERVICE}.db"));
-    let srv_owner = upstream(&format!("_http._tcp.{LONG_SERVICE}.db"));
+    let name = rr::in_cluster_local(&format!("{LONG_SERVICE}.db"));
+    let srv_owner = rr::in_cluster_local(&format!("_http._tcp.{LONG_SERVICE}.db"));
     let cluster = |n: u8| {
         FakeDns::builder()
             .answer(

@@ -21,7 +21,9 @@ use tokio::io::AsyncWriteExt;
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::{RData, Record, RecordType};
 use support::configmap::ConfigMapDir;
-use support::{Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, eventually, query, rr, udp};
+use support::{
+    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, address_of, eventually, query, rr, udp,
+};
 
 const WWW: &str = "www.example.com.";
 const MEMBER: &str = "member-0.mongo.db.svc.cluster.local.";
@@ -56,15 +58,6 @@ async fn peer(ip: [u8; 4], on: &str) -> FakeDns {
 /// The address `member-0.mongo.db.cluster.<cluster>` resolves to through meshdns, if any.
 async fn member_of(meshdns: &Meshdns, cluster: &str) -> Option<String> {
     address_of(meshdns, &format!("member-0.mongo.db.cluster.{cluster}.")).await
-}
-
-/// The address `name` (a client name) resolves to through meshdns, if any.
-async fn address_of(meshdns: &Meshdns, name: &str) -> Option<String> {
-    let reply = udp(meshdns.addr, &query(name, RecordType::A)).await;
-    (reply.msg.response_code == ResponseCode::NoError)
-        .then(|| reply.answer_lines().first().cloned())
-        .flatten()
-        .and_then(|line| line.rsplit(' ').next().map(str::to_string))
 }
 
 /// meshdns of cluster `a` in front of `kube`, reading `dir` as its `MESHDNS_CONFIG_DIR`, with

@@ -59,6 +59,11 @@ pub mod rr {
         Name::from_ascii(text).expect("a valid test name")
     }
 
+    /// `host.svc.cluster.local.`: a name as a cluster's DNS of domain `cluster.local` knows it.
+    pub fn in_cluster_local(host: &str) -> String {
+        format!("{host}.svc.cluster.local.")
+    }
+
     pub fn a(owner: &str, ip: [u8; 4]) -> Record {
         Record::from_rdata(
             name(owner),
@@ -1068,6 +1073,23 @@ pub fn record_line(record: &Record) -> String {
 /// `name` `rtype` asked of `meshdns` over UDP, with EDNS (1232 bytes): how a pod's stub asks.
 pub async fn ask(meshdns: &Meshdns, name: &str, rtype: RecordType) -> Reply {
     udp(meshdns.addr, &with_edns(query(name, rtype), 1232)).await
+}
+
+/// Asks `name` A of meshdns over UDP (no EDNS): the reply, and how long it took on the test's
+/// clock (tokio's, paused or not).
+pub async fn ask_timed(meshdns: &Meshdns, name: &str) -> (Reply, Duration) {
+    let started = tokio::time::Instant::now();
+    let reply = udp(meshdns.addr, &query(name, RecordType::A)).await;
+    (reply, started.elapsed())
+}
+
+/// The address `name` resolves to (A, over UDP) through meshdns, when it resolves.
+pub async fn address_of(meshdns: &Meshdns, name: &str) -> Option<String> {
+    let reply = udp(meshdns.addr, &query(name, RecordType::A)).await;
+    (reply.msg.response_code == ResponseCode::NoError)
+        .then(|| reply.answer_lines().first().cloned())
+        .flatten()
+        .and_then(|line| line.rsplit(' ').next().map(str::to_string))
 }
 
 pub async fn udp(server: SocketAddr, msg: &Message) -> Reply {
