@@ -1,6 +1,8 @@
-//! Bad input (docs/design.md, "Limits and bad input"): malformed packets get FORMERR when the header
-//! can be read and are dropped otherwise, other opcodes NOTIMP, QDCOUNT ≠ 1 FORMERR, clients
-//! outside `MESHDNS_ALLOW_FROM` REFUSED — and nothing a client sends stops the server.
+//! Bad input (docs/design.md, "Limits and bad input"): malformed packets get FORMERR when the
+//! header can be read and are dropped otherwise (a question the router cannot read, two OPT
+//! records, an OPT record out of place — and none of them answered from the cache), other
+//! opcodes NOTIMP, QDCOUNT ≠ 1 FORMERR, zone transfers REFUSED, clients outside
+//! `MESHDNS_ALLOW_FROM` REFUSED — and nothing a client sends stops the server.
 
 use crate::support;
 
@@ -12,8 +14,8 @@ use hickory_proto::rr::RecordType;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use support::{
-    Answer, Behaviour, FakeDns, Meshdns, frame_of, query, rcode_of, rr, tcp, udp, udp_raw,
-    with_edns,
+    Answer, Behaviour, FakeDns, Meshdns, frame_of, query, query_with_edns_options, rcode_of, rr,
+    tcp, tcp_raw, udp, udp_raw, with_edns,
 };
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpStream, UdpSocket};
@@ -35,6 +37,13 @@ async fn upstream() -> FakeDns {
 async fn serving() -> (FakeDns, Meshdns) {
     let upstream = upstream().await;
     let meshdns = Meshdns::before(&upstream, &[]).await;
+    (upstream, meshdns)
+}
+
+/// [`serving`] with the cache on.
+async fn serving_cached() -> (FakeDns, Meshdns) {
+    let upstream = upstream().await;
+    let meshdns = Meshdns::cached(&upstream, &[]).await;
     (upstream, meshdns)
 }
 
@@ -297,10 +306,7 @@ async fn a_source_inside_allow_from_is_served() {
 /// path, anything else its proper error), and nothing of it is relayed.
 #[tokio::test]
 async fn an_opt_record_in_the_answer_or_authority_section_gets_formerr_and_is_not_relayed() {
-    let kube = FakeDns::builder()
-        .otherwise(Behaviour::Answer(Answer::nxdomain("cluster.local.")))
-        .start()
-        .await;
+    let kube = FakeDns::builder().nxdomain_otherwise().start().await;
     let meshdns = Meshdns::before(&kube, &[("MESHDNS_CACHE_SIZE", "100")]).await;
     let asked = with_edns(query("www.example.com.", RecordType::A), 1232);
     let good = asked.to_vec().unwrap();
@@ -326,4 +332,168 @@ async fn an_opt_record_in_the_answer_or_authority_section_gets_formerr_and_is_no
         1,
         "only the well-formed query was relayed"
     );
+}
+
+/// `msg` encoded with a second OPT record after the first (ARCOUNT 2).
+fn with_two_opt_records(msg: &Message) -> Vec<u8> {
+    let mut bytes = msg.to_vec().unwrap();
+    let opt = bytes[bytes.len() - 11..].to_vec();
+    assert_eq!(opt[..3], [0, 0, 41], "an empty OPT record ends the message");
+    bytes.extend_from_slice(&opt);
+    bytes[11] = 2;
+    bytes
+}
+
+#[tokio::test]
+async fn two_opt_records_get_formerr_even_when_the_name_is_cached() {
+    let (upstream, meshdns) = serving_cached().await;
+    let edns_query = with_edns(query(NAME, RecordType::A), 1232);
+    udp(meshdns.addr, &edns_query).await;
+    assert_eq!(udp(meshdns.addr, &edns_query).await.answer_lines().len(), 1);
+    assert_eq!(meshdns.cache_hits().await, 1.0, "the name is cached");
+    let two = with_two_opt_records(&edns_query);
+    let over_udp = support::udp_raw(meshdns.addr, &two).await.expect("a reply");
+    let over_tcp = tcp_raw(meshdns.addr, &two).await;
+    for reply in [over_udp, over_tcp] {
+        assert_eq!(rcode_of(&reply), ResponseCode::FormErr, "RFC 6891 §6.1.1");
+        assert_eq!(reply[..2], two[..2], "the ID is echoed");
+    }
+    assert_eq!(
+        meshdns.cache_hits().await,
+        1.0,
+        "no hit for a malformed query"
+    );
+    assert_eq!(upstream.exchanges().len(), 1, "nor was it forwarded");
+}
+
+#[tokio::test]
+async fn only_well_formed_queries_take_the_cache_hit_path() {
+    let (upstream, meshdns) = serving_cached().await;
+    udp(meshdns.addr, &with_edns(query(NAME, RecordType::A), 1232)).await;
+    let mut with_answer = with_edns(query(NAME, RecordType::A), 1232);
+    with_answer.add_answer(rr::a(NAME, [192, 0, 2, 9]));
+    let mut with_authority = with_edns(query(NAME, RecordType::A), 1232);
+    with_authority.add_authority(rr::soa("example.com."));
+    // An A record after the OPT record: the OPT is not last.
+    let mut opt_not_last = with_edns(query(NAME, RecordType::A), 1232)
+        .to_vec()
+        .unwrap();
+    opt_not_last.extend_from_slice(&[0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 4, 192, 0, 2, 9]);
+    opt_not_last[11] = 2;
+    let odd = [
+        with_answer.to_vec().unwrap(),
+        with_authority.to_vec().unwrap(),
+        opt_not_last,
+    ];
+    for bytes in &odd {
+        support::udp_raw(meshdns.addr, bytes)
+            .await
+            .expect("a reply");
+    }
+    assert_eq!(
+        meshdns.cache_hits().await,
+        0.0,
+        "none was answered from the cache"
+    );
+    assert_eq!(
+        upstream.exchanges().len(),
+        1 + odd.len(),
+        "each took the full path"
+    );
+    udp(meshdns.addr, &with_edns(query(NAME, RecordType::A), 1232)).await;
+    assert_eq!(
+        meshdns.cache_hits().await,
+        1.0,
+        "a well-formed one still does"
+    );
+}
+
+#[tokio::test]
+async fn axfr_and_ixfr_are_refused_over_udp_and_tcp_and_never_cached() {
+    // An upstream that would answer anything: it must never be asked.
+    let upstream = FakeDns::builder()
+        .otherwise(Behaviour::Answer(Answer::records([rr::soa(
+            "example.com.",
+        )])))
+        .start()
+        .await;
+    let clusters = format!("a=; b={}", upstream.addr);
+    let meshdns = Meshdns::cached(
+        &upstream,
+        &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", &clusters),
+        ],
+    )
+    .await;
+    for zone in ["example.com.", "db.cluster.b."] {
+        let axfr = query(zone, RecordType::AXFR);
+        // An IXFR query carries the client's SOA (its serial) in the authority section.
+        let mut ixfr = query(zone, RecordType::IXFR);
+        ixfr.add_authority(rr::soa(zone));
+        for msg in [&axfr, &ixfr, &axfr, &ixfr] {
+            for reply in [udp(meshdns.addr, msg).await, tcp(meshdns.addr, msg).await] {
+                assert_eq!(reply.msg.response_code, ResponseCode::Refused, "{zone}");
+                assert_eq!(reply.msg.queries, msg.queries, "the question echoed");
+                assert!(reply.msg.answers.is_empty());
+            }
+        }
+    }
+    assert!(upstream.seen().is_empty(), "never relayed");
+    assert_eq!(meshdns.metric("meshdns_cache_entries", &[]).await, 0.0);
+    assert_eq!(meshdns.cache_hits().await, 0.0);
+}
+
+#[tokio::test]
+async fn a_question_the_router_cannot_read_gets_formerr() {
+    let (upstream, meshdns) = serving().await;
+    let good = with_edns(query(NAME, RecordType::A), 1232)
+        .to_vec()
+        .unwrap();
+    // One question, nothing else.
+    let plain = query(NAME, RecordType::A).to_vec().unwrap();
+    let header = &plain[..12];
+    let question_end = good.len() - 11;
+    let mut cases: Vec<(&str, Vec<u8>)> = Vec::new();
+    // A question name that points into the header: hickory follows it, the router cannot.
+    cases.push((
+        "pointer into the header",
+        [header, &[0xc0, 0x02, 0, 1, 0, 1]].concat(),
+    ));
+    cases.push(("a question cut short", good[..question_end - 3].to_vec()));
+    cases.push(("an OPT record cut short", good[..good.len() - 4].to_vec()));
+    // An option whose length runs past the end of the OPT record.
+    let mut overrun = query_with_edns_options(NAME, RecordType::A, &[(65001, b"ab")])
+        .to_vec()
+        .unwrap();
+    let at = overrun.len() - 3;
+    overrun[at] = 9;
+    cases.push(("an option longer than its record", overrun));
+    let mut label_too_long = header.to_vec();
+    label_too_long.extend_from_slice(&[64]);
+    label_too_long.extend_from_slice(&[b'x'; 64]);
+    label_too_long.extend_from_slice(&[0, 0, 1, 0, 1]);
+    cases.push(("a label of 64 bytes", label_too_long));
+    for (what, bytes) in cases {
+        let over_udp = support::udp_raw_within(meshdns.addr, &bytes, Duration::from_secs(2)).await;
+        let over_udp = over_udp.unwrap_or_else(|| panic!("{what}: dropped over UDP"));
+        let over_tcp = tcp_raw(meshdns.addr, &bytes).await;
+        for reply in [over_udp, over_tcp] {
+            assert_eq!(rcode_of(&reply), ResponseCode::FormErr, "{what}");
+            assert_eq!(reply[..2], bytes[..2], "{what}: the ID is echoed");
+            let unread = [
+                "pointer into the header",
+                "a question cut short",
+                "a label of 64 bytes",
+            ];
+            if unread.contains(&what) {
+                assert_eq!(
+                    meshdns::testing::wire::question_count(&reply),
+                    Some(0),
+                    "{what}: no question the client did not send"
+                );
+            }
+        }
+    }
+    assert!(upstream.seen().is_empty(), "nothing forwarded");
 }

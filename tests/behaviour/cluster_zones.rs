@@ -1,6 +1,7 @@
 //! Cluster zones (docs/design.md, "Cluster zones"): `NAME.cluster.X` is asked of cluster
 //! X's DNS as `NAME.svc.<domain of X>`, and every name of the reply comes back under
-//! `cluster.X`, the question as the client spelled it.
+//! `cluster.X`, the question as the client spelled it — or, for a name the cluster zone cannot
+//! hold, SERVFAIL, never the name as the peer spelled it.
 //!
 //! Each cluster has its own fake DNS that answers `svc.cluster.local` names only, with
 //! addresses that say which cluster answered (10.1.… for a, 10.2.… for b, 10.3.… for c): a
@@ -16,7 +17,7 @@ use std::time::Duration;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
-use support::{Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Via, query, rr, tcp, udp};
+use support::{Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Via, ask, query, rr, tcp, udp};
 use tokio::time::Instant;
 
 /// The names every cluster's DNS knows, with addresses of cluster number `n`, in `domain`.
@@ -584,5 +585,47 @@ async fn a_peer_with_its_own_domain_naming_a_local_host_is_servfail_never_that_h
     assert_eq!(
         reply.answer_lines(),
         [format!("{asked} SRV 0 50 27017 db.example.org.")]
+    );
+}
+
+/// A name in a peer's answer under its `svc.<domain>` is shown under the cluster zone; one that
+/// the cluster zone makes longer than 255 bytes cannot be, and left as it is (under the peer's
+/// own domain) the client would resolve it in its own cluster. Cluster b's domain is `l`, so
+/// `svc.l` (6 bytes on the wire) becomes `cluster.b` (11): a CNAME target of 255 bytes there
+/// has no name here, and the reply is SERVFAIL, never the target as b spelled it.
+#[tokio::test]
+async fn a_peers_name_too_long_for_the_cluster_zone_is_servfail_never_left_as_it_is() {
+    // 63, 63, 63 and 55 bytes, each with its length, `svc`, `l` and the root: 255.
+    let labels = [
+        "a".repeat(63),
+        "b".repeat(63),
+        "c".repeat(63),
+        "d".repeat(55),
+    ];
+    let target = format!("{}.svc.l.", labels.join("."));
+    let b = FakeDns::builder()
+        .answer(
+            "web.db.svc.l.",
+            RecordType::A,
+            Answer::records([
+                rr::cname("web.db.svc.l.", &target),
+                rr::a(&target, [10, 2, 0, 7]),
+            ]),
+        )
+        .start()
+        .await;
+    let a = FakeDns::builder().nxdomain_otherwise().start().await;
+    let clusters = format!("a=; b={} domain=l", b.addr);
+    let vars = [
+        ("MESHDNS_LOCAL_CLUSTER", "a"),
+        ("MESHDNS_CLUSTERS", clusters.as_str()),
+    ];
+    let meshdns = Meshdns::before(&a, &vars).await;
+    let reply = ask(&meshdns, "web.db.cluster.b.", RecordType::A).await;
+    assert_eq!(
+        (reply.msg.response_code, reply.answer_lines()),
+        (ResponseCode::ServFail, vec![]),
+        "b was asked: {:?}",
+        b.names()
     );
 }

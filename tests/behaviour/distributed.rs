@@ -1,7 +1,10 @@
 //! Distributed zones (docs/design.md, "Distributed zones"): a name under
 //! `distributed.local` is asked of every cluster in parallel (or of one, for a prefixed host),
 //! and the answers are merged by gathersrv's naming, with the outcome table and the rows of
-//! "Better than the references" each checked by a test.
+//! "Better than the references" each checked by a test: prefixed names and the names a
+//! cluster's domain cannot hold, one TTL per merged RRset, SRV targets that resolve back to
+//! the addresses they came from, and a down cluster's leg never filled by what that cluster
+//! last said was gone.
 //!
 //! Three clusters: a (this pod's; its DNS is `MESHDNS_UPSTREAMS`), b and c, each with its own
 //! fake DNS that knows `svc.cluster.local` names only, with addresses that say which cluster
@@ -17,11 +20,11 @@ use crate::support;
 use std::time::Duration;
 
 use hickory_proto::op::{Message, ResponseCode};
-use hickory_proto::rr::rdata::SRV;
 use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
 use hickory_proto::rr::{Record, RecordType};
 use support::{
-    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Reply, Via, query, rr, tcp, udp, with_edns,
+    Answer, Behaviour, FAIL_FAST, FakeDns, FakeDnsBuilder, Meshdns, Reply, Via, ask, query, rr,
+    tcp, udp, with_edns,
 };
 use tokio::time::Instant;
 
@@ -34,22 +37,17 @@ const OUTCOME_UPSTREAM: &str = "q.db.svc.cluster.local.";
 /// Every cluster gives this same TXT record for the service (MongoDB's seedlist options).
 const SEEDLIST_OPTIONS: &str = "replicaSet=rs0&authSource=admin";
 
-/// A name of cluster domain `cluster.local`.
-fn upstream(host: &str) -> String {
-    format!("{host}.svc.cluster.local.")
-}
-
 /// What cluster number `n`'s DNS knows: the `mongo` headless service of namespace `db` with
 /// pods `mongo-0` … `mongo-{pods - 1}` (their SRV records with glue, the service's addresses
 /// and TXT) and pod `mongo-2` by name (A, AAAA, TXT).
 fn cluster_dns(n: u8, pods: u8) -> FakeDnsBuilder {
-    let srv_owner = upstream("_mongodb._tcp.mongo.db");
-    let pod = |i: u8| upstream(&format!("mongo-{i}.mongo.db"));
+    let srv_owner = rr::in_cluster_local("_mongodb._tcp.mongo.db");
+    let pod = |i: u8| rr::in_cluster_local(&format!("mongo-{i}.mongo.db"));
     let mut srv = Answer::records((0..pods).map(|i| rr::srv(&srv_owner, 27017, &pod(i))));
     for i in 0..pods {
         srv = srv.additional(rr::a(&pod(i), [10, n, 1, i]));
     }
-    let service = upstream("mongo.db");
+    let service = rr::in_cluster_local("mongo.db");
     let mongo_2 = pod(2);
     FakeDns::builder()
         .answer(&srv_owner, RecordType::SRV, srv)
@@ -159,12 +157,6 @@ fn outcome_line(n: u8) -> String {
     format!("{OUTCOME} A 10.{n}.0.1")
 }
 
-/// Fast failure detection for the tests where a cluster does not answer.
-const QUICK: [(&str, &str); 2] = [
-    ("MESHDNS_ATTEMPT_TIMEOUT", "200ms"),
-    ("MESHDNS_TIMEOUT", "1s"),
-];
-
 fn records(n: u8) -> Behaviour {
     Behaviour::Answer(Answer::records([rr::a(OUTCOME_UPSTREAM, [10, n, 0, 1])]))
 }
@@ -199,15 +191,6 @@ fn extended_error(msg: &Message) -> Option<u16> {
         EdnsOption::Unknown(15, data) => Some(u16::from_be_bytes([*data.first()?, *data.get(1)?])),
         _ => None,
     }
-}
-
-fn srv_targets(reply: &Reply) -> Vec<String> {
-    reply
-        .msg
-        .answers
-        .iter()
-        .map(|r| r.try_borrow::<SRV>().unwrap().data().target.to_ascii())
-        .collect()
 }
 
 fn max_ttl(records: &[Record]) -> u32 {
@@ -249,7 +232,7 @@ async fn no_cluster_answering_is_servfail_with_an_extended_error_for_edns_client
             Behaviour::Drop,
         ]
     };
-    let mesh = Mesh::outcome(failing(), &QUICK).await;
+    let mesh = Mesh::outcome(failing(), &FAIL_FAST).await;
     let reply = mesh.ask(OUTCOME, RecordType::A).await;
     assert_eq!(reply.msg.response_code, ResponseCode::ServFail);
     assert!(reply.msg.answers.is_empty());
@@ -268,7 +251,7 @@ async fn no_cluster_answering_is_servfail_with_an_extended_error_for_edns_client
 
 /// A cluster that failed could hold the name the others do not have.
 async fn assert_failed_leg_hides_nothing(failed: Behaviour) {
-    let mesh = Mesh::outcome([nxdomain(), failed, nxdomain()], &QUICK).await;
+    let mesh = Mesh::outcome([nxdomain(), failed, nxdomain()], &FAIL_FAST).await;
     let reply = mesh.ask(OUTCOME, RecordType::A).await;
     assert_eq!(reply.msg.response_code, ResponseCode::ServFail);
     assert!(
@@ -424,13 +407,13 @@ async fn clusters_disagreeing_on_txt_give_exactly_one_the_local_clusters_else_th
 /// become an address of the question.
 #[tokio::test]
 async fn records_another_name_owns_never_answer_a_gathered_question() {
-    let other = upstream("other.db");
+    let other = rr::in_cluster_local("other.db");
     let unrelated = Answer::records([
         rr::a(OUTCOME_UPSTREAM, [10, 1, 0, 1]),
         rr::a(&other, [10, 9, 9, 1]),
     ]);
     let broken_chain = Answer::records([
-        rr::cname(OUTCOME_UPSTREAM, &upstream("elsewhere.db")),
+        rr::cname(OUTCOME_UPSTREAM, &rr::in_cluster_local("elsewhere.db")),
         rr::a(&other, [10, 9, 9, 2]),
     ]);
     let mesh = Mesh::outcome(
@@ -462,7 +445,7 @@ async fn mixed_outcomes_follow_the_defined_table() {
         ([records(1), records(2), Behaviour::Drop], NoError, 2),
     ];
     for (row, (legs, rcode, answers)) in table.into_iter().enumerate() {
-        let mesh = Mesh::outcome(legs, &QUICK).await;
+        let mesh = Mesh::outcome(legs, &FAIL_FAST).await;
         let reply = mesh.ask(OUTCOME, RecordType::A).await;
         assert_eq!(reply.msg.response_code, rcode, "row {row}");
         assert_eq!(reply.msg.answers.len(), answers, "row {row}");
@@ -504,9 +487,9 @@ async fn per_attempt_and_per_query_deadlines_bound_the_wait() {
 
 #[tokio::test(start_paused = true)]
 async fn answer_order_is_local_first_then_configuration_order_whatever_the_arrival() {
-    let srv_owner = upstream("_mongodb._tcp.mongo.db");
+    let srv_owner = rr::in_cluster_local("_mongodb._tcp.mongo.db");
     let slow = |n: u8, ms: u64| {
-        let pod = upstream("mongo-0.mongo.db");
+        let pod = rr::in_cluster_local("mongo-0.mongo.db");
         let answer = Answer::records([rr::srv(&srv_owner, 27017, &pod)])
             .additional(rr::a(&pod, [10, n, 1, 0]));
         FakeDns::builder().on(
@@ -525,7 +508,7 @@ async fn answer_order_is_local_first_then_configuration_order_whatever_the_arriv
     for _ in 0..2 {
         let reply = mesh.ask(SRV_NAME, RecordType::SRV).await;
         assert_eq!(
-            srv_targets(&reply),
+            reply.srv_targets(),
             [
                 "a-mongo-0.mongo.db.svc.distributed.local.",
                 "c-mongo-0.mongo.db.svc.distributed.local.",
@@ -562,7 +545,7 @@ async fn a_prefixed_host_goes_to_its_cluster_only() {
     assert!(mesh.a.seen().is_empty() && mesh.c.seen().is_empty());
     assert_eq!(
         mesh.b.names(),
-        vec![upstream("mongo-2.mongo.db"); 3],
+        vec![rr::in_cluster_local("mongo-2.mongo.db"); 3],
         "the prefix removed, in b's domain"
     );
 }
@@ -591,7 +574,7 @@ async fn every_srv_target_shares_the_parent_domain_of_the_service_name() {
     let reply = mesh.ask(SRV_NAME, RecordType::SRV).await;
     // MongoDB's seedlist rule for `mongodb+srv://mongo.db.svc.distributed.local`.
     let parent = rr::name("db.svc.distributed.local.");
-    let targets = srv_targets(&reply);
+    let targets = reply.srv_targets();
     assert_eq!(targets.len(), 6);
     for target in targets {
         assert!(parent.zone_of(&rr::name(&target)), "{target}");
@@ -613,8 +596,8 @@ async fn other_types_are_nodata_with_the_zone_soa() {
 /// the service name itself (with its address as glue), and its A record. Anything else is
 /// NXDOMAIN, as CoreDNS answers in its own domain.
 fn clusterip_dns(n: u8) -> FakeDnsBuilder {
-    let owner = upstream("_http._tcp.web.db");
-    let service = upstream("web.db");
+    let owner = rr::in_cluster_local("_http._tcp.web.db");
+    let service = rr::in_cluster_local("web.db");
     let address = rr::a(&service, [10, 96, n, 7]);
     FakeDns::builder()
         .answer(
@@ -632,7 +615,7 @@ async fn a_clusterip_srv_target_resolves_back_to_its_service_address() {
     let srv = mesh
         .ask("_http._tcp.web.db.svc.distributed.local.", RecordType::SRV)
         .await;
-    let targets = srv_targets(&srv);
+    let targets = srv.srv_targets();
     assert_eq!(
         targets,
         ["a", "b", "c"].map(|c| format!("{c}-web.db.svc.distributed.local."))
@@ -646,14 +629,17 @@ async fn a_clusterip_srv_target_resolves_back_to_its_service_address() {
     }
     assert_eq!(
         mesh.b.names(),
-        [upstream("_http._tcp.web.db"), upstream("web.db")],
+        [
+            rr::in_cluster_local("_http._tcp.web.db"),
+            rr::in_cluster_local("web.db")
+        ],
         "b's target asked of b only, with the prefix removed"
     );
 }
 
 #[tokio::test]
 async fn a_prefixed_txt_of_a_service_goes_to_its_cluster() {
-    let whoami = upstream("whoami.default");
+    let whoami = rr::in_cluster_local("whoami.default");
     let c = FakeDns::builder().answer(
         &whoami,
         RecordType::TXT,
@@ -671,7 +657,7 @@ async fn a_prefixed_txt_of_a_service_goes_to_its_cluster() {
 #[tokio::test]
 async fn a_service_really_named_like_a_prefix_is_gathered_when_that_cluster_lacks_the_rest() {
     // Service `a-team` lives in b and c; cluster a has no service `team`.
-    let team = upstream("a-team.db");
+    let team = rr::in_cluster_local("a-team.db");
     let with_team = |n: u8| {
         FakeDns::builder()
             .answer(
@@ -692,14 +678,14 @@ async fn a_service_really_named_like_a_prefix_is_gathered_when_that_cluster_lack
     );
     assert_eq!(
         mesh.a.names(),
-        [upstream("team.db"), team],
+        [rr::in_cluster_local("team.db"), team],
         "a asked first for `team`, then the name as it is"
     );
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_removed_member_is_nxdomain_never_stale_while_another_cluster_is_down() {
-    let member = upstream("db-3.db.prod");
+    let member = rr::in_cluster_local("db-3.db.prod");
     let asked = "a-db-3.db.prod.svc.distributed.local.";
     let vars = [
         ("MESHDNS_ATTEMPT_TIMEOUT", "200ms"),
@@ -747,9 +733,9 @@ async fn a_removed_member_is_nxdomain_never_stale_while_another_cluster_is_down(
 
 #[tokio::test(start_paused = true)]
 async fn slow_clusters_are_asked_in_parallel() {
-    let srv_owner = upstream("_mongodb._tcp.mongo.db");
+    let srv_owner = rr::in_cluster_local("_mongodb._tcp.mongo.db");
     let delayed = |n: u8| {
-        let pod = upstream("mongo-0.mongo.db");
+        let pod = rr::in_cluster_local("mongo-0.mongo.db");
         let answer = Answer::records([rr::srv(&srv_owner, 27017, &pod)]);
         let behaviour = if n == 1 {
             Behaviour::Answer(answer)
@@ -760,7 +746,7 @@ async fn slow_clusters_are_asked_in_parallel() {
     };
     let mesh = Mesh::start([delayed(1), delayed(2), delayed(3)], CLUSTERS, &[]).await;
     let (reply, took) = mesh.ask_timed(SRV_NAME, RecordType::SRV).await;
-    assert_eq!(srv_targets(&reply).len(), 3, "{:?}", reply.answer_lines());
+    assert_eq!(reply.srv_targets().len(), 3, "{:?}", reply.answer_lines());
     // b and c each take 300 ms: one after the other they would take 600.
     assert_eq!(
         took,
@@ -780,7 +766,7 @@ async fn a_silent_cluster_costs_its_attempt_and_its_retry_and_the_answer_is_part
     let (reply, took) = mesh.ask_timed(SRV_NAME, RecordType::SRV).await;
     assert_eq!(reply.msg.response_code, ResponseCode::NoError);
     assert_eq!(
-        srv_targets(&reply),
+        reply.srv_targets(),
         [
             "a-mongo-0.mongo.db.svc.distributed.local.",
             "a-mongo-1.mongo.db.svc.distributed.local.",
@@ -807,7 +793,7 @@ async fn a_silent_cluster_costs_its_attempt_and_its_retry_and_the_answer_is_part
 #[tokio::test]
 async fn a_target_under_another_clusters_domain_is_left_out_never_written() {
     let b_owner = "_mongodb._tcp.mongo.db.svc.d.example.";
-    let local_host = upstream("mongo-0.mongo.db");
+    let local_host = rr::in_cluster_local("mongo-0.mongo.db");
     let b = FakeDns::builder().answer(
         b_owner,
         RecordType::SRV,
@@ -819,7 +805,7 @@ async fn a_target_under_another_clusters_domain_is_left_out_never_written() {
     let reply = mesh.ask(SRV_NAME, RecordType::SRV).await;
     assert_eq!(reply.msg.response_code, ResponseCode::NoError);
     assert_eq!(
-        srv_targets(&reply),
+        reply.srv_targets(),
         [
             "a-mongo-0.mongo.db.svc.distributed.local.",
             "c-mongo-0.mongo.db.svc.distributed.local.",
@@ -907,7 +893,7 @@ async fn dead_clusters_marked_down_cost_nothing_once_another_answered() {
     let mesh = Mesh::start(
         [outcome_dns(records(1)), silent(), silent()],
         CLUSTERS,
-        &QUICK,
+        &FAIL_FAST,
     )
     .await;
     // Until health checks mark b and c down, each query costs them an attempt timeout; their
@@ -1060,8 +1046,8 @@ async fn a_large_merged_set_is_truncated_over_udp_and_whole_over_tcp() {
     const PODS: u8 = 60;
     // Each cluster sets TC over UDP: the legs must fetch their sets over TCP.
     let truncating = |n: u8| {
-        let srv_owner = upstream("_mongodb._tcp.mongo.db");
-        let pod = |i: u8| upstream(&format!("mongo-{i}.mongo.db"));
+        let srv_owner = rr::in_cluster_local("_mongodb._tcp.mongo.db");
+        let pod = |i: u8| rr::in_cluster_local(&format!("mongo-{i}.mongo.db"));
         let mut answer = Answer::records((0..PODS).map(|i| rr::srv(&srv_owner, 27017, &pod(i))));
         for i in 0..PODS {
             answer = answer.additional(rr::a(&pod(i), [10, n, 1, i]));
@@ -1083,7 +1069,7 @@ async fn a_large_merged_set_is_truncated_over_udp_and_whole_over_tcp() {
     assert!(!over_tcp.msg.truncation);
     assert_eq!(over_tcp.msg.answers.len(), 180);
     assert_eq!(over_tcp.msg.additionals.len(), 180);
-    let targets = srv_targets(&over_tcp);
+    let targets = over_tcp.srv_targets();
     for cluster in ["a", "b", "c"] {
         let from = targets
             .iter()
@@ -1093,5 +1079,430 @@ async fn a_large_merged_set_is_truncated_over_udp_and_whole_over_tcp() {
     }
     for fake in [&mesh.a, &mesh.b, &mesh.c] {
         assert!(fake.count(Via::Tcp) >= 1, "the leg retried over TCP");
+    }
+}
+
+/// Service `b-team` of namespace `db` runs in cluster a only: `b-team.db.svc.distributed.local`
+/// is first asked of b as `team` (prefix `b-`), which b does not have, then gathered as it is.
+/// When b then goes down, b's remembered NXDOMAIN for `team` must not turn into an NXDOMAIN
+/// for `b-team`, which exists (in a): the fallback is what finds it, and b's stale "no" is
+/// no answer to the question the client asked.
+#[tokio::test(start_paused = true)]
+async fn a_service_named_like_a_prefix_is_never_nxdomain_while_that_prefixes_cluster_is_down() {
+    let team = rr::in_cluster_local("b-team.db");
+    let a = FakeDns::builder()
+        .answer(
+            &team,
+            RecordType::A,
+            Answer::records([rr::a(&team, [10, 1, 0, 7])]),
+        )
+        .otherwise(nxdomain())
+        .start()
+        .await;
+    let b = FakeDns::builder().otherwise(nxdomain()).start().await;
+    let vars = [
+        ("MESHDNS_ATTEMPT_TIMEOUT", "200ms"),
+        ("MESHDNS_TIMEOUT", "1s"),
+        ("MESHDNS_CACHE_SIZE", "1000"),
+    ];
+    let meshdns = Meshdns::in_cluster_a_with(&a, &[("b", &b)], &vars).await;
+    let asked = "b-team.db.svc.distributed.local.";
+    let first = ask(&meshdns, asked, RecordType::A).await;
+    assert_eq!(first.answer_lines(), [format!("{asked} A 10.1.0.7")]);
+    assert_eq!(
+        b.names(),
+        [rr::in_cluster_local("team.db"), team.clone()],
+        "b was asked for `team`, then the fallback asked everyone for `b-team`"
+    );
+
+    // b goes down; the cached answer (TTL 30 s) expires.
+    let _b = silent().replace(b).await;
+    tokio::time::sleep(Duration::from_secs(31)).await;
+    let mut seen = Vec::new();
+    for _ in 0..6 {
+        let reply = ask(&meshdns, asked, RecordType::A).await;
+        seen.push(format!(
+            "{} {:?}",
+            reply.msg.response_code,
+            reply.answer_lines()
+        ));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert!(
+        seen.iter().all(|s| !s.starts_with("Non-Existent Domain")),
+        "b-team exists in cluster a, b being down says nothing about it: {seen:#?}"
+    );
+}
+
+/// The outcome table (docs/design.md, "Distributed zones"): "no records, others NXDOMAIN, a
+/// failed leg could hold the name → SERVFAIL, never a cacheable NXDOMAIN". c's NXDOMAIN for
+/// `q`, remembered from the leg a prefixed question made (`c-q` is first asked of c as `q`),
+/// is no answer of c's while c is down: the gathered `q` is SERVFAIL, not a complete NXDOMAIN
+/// made of the others' "no" and c's old one.
+#[tokio::test(start_paused = true)]
+async fn a_down_clusters_remembered_nxdomain_never_makes_a_complete_nxdomain() {
+    let a = FakeDns::builder().otherwise(nxdomain()).start().await;
+    let b = FakeDns::builder().otherwise(nxdomain()).start().await;
+    let c = FakeDns::builder().otherwise(nxdomain()).start().await;
+    let vars = [
+        ("MESHDNS_ATTEMPT_TIMEOUT", "200ms"),
+        ("MESHDNS_TIMEOUT", "1s"),
+        ("MESHDNS_CACHE_SIZE", "1000"),
+    ];
+    let meshdns = Meshdns::in_cluster_a_with(&a, &[("b", &b), ("c", &c)], &vars).await;
+    let prefixed = ask(&meshdns, "c-q.db.svc.distributed.local.", RecordType::A).await;
+    assert_eq!(prefixed.msg.response_code, ResponseCode::NXDomain);
+    assert_eq!(
+        c.names()[0],
+        rr::in_cluster_local("q.db"),
+        "c was asked for `q`"
+    );
+
+    // c goes down; `q` itself is asked for the first time.
+    let _c = silent().replace(c).await;
+    let partial_before = meshdns.metric("meshdns_gather_partial_total", &[]).await;
+    let reply = ask(&meshdns, "q.db.svc.distributed.local.", RecordType::A).await;
+    let partial_after = meshdns.metric("meshdns_gather_partial_total", &[]).await;
+    assert_eq!(
+        reply.msg.response_code,
+        ResponseCode::ServFail,
+        "c did not answer: it could hold the name (partial counted {partial_before} → {partial_after})"
+    );
+}
+
+/// A Service name of 50 characters, of namespace `db`: with cluster a's prefix `a-` it fits a
+/// label (52 bytes), with cluster b's `prod-eu-west-1-` it does not (65).
+const LONG_SERVICE: &str = "payments-gateway-production-eu-west-release-api-hl";
+
+/// The invariant (docs/design.md, "Distributed zones"): every SRV target meshdns writes
+/// resolves back through meshdns to the addresses it came from. A ClusterIP Service whose
+/// name leaves no room for b's prefix in its label has no name in the zone at b: b's target
+/// must not come out as b's own `svc.cluster.local` name (which the client resolves through
+/// kube-dns, to the local cluster's Service of that name). b's records are left out and the
+/// answer is partial (TTLs of a few seconds, counted), a's target resolves back to a.
+#[tokio::test]
+async fn a_target_too_long_for_its_prefix_never_comes_out_as_the_clusters_own_name() {
+    assert_eq!(LONG_SERVICE.len(), 50);
+    let name = rr::in_cluster_local(&format!("{LONG_SERVICE}.db"));
+    let srv_owner = rr::in_cluster_local(&format!("_http._tcp.{LONG_SERVICE}.db"));
+    let cluster = |n: u8| {
+        FakeDns::builder()
+            .answer(
+                &srv_owner,
+                RecordType::SRV,
+                Answer::records([rr::srv(&srv_owner, 80, &name)])
+                    .additional(rr::a(&name, [10, 96, n, 7])),
+            )
+            .answer(
+                &name,
+                RecordType::A,
+                Answer::records([rr::a(&name, [10, 96, n, 7])]),
+            )
+            .otherwise(nxdomain())
+    };
+    let (a, b) = (cluster(1).start().await, cluster(2).start().await);
+    let clusters = format!("a=; b={} prefix=prod-eu-west-1-", b.addr);
+    let vars = [
+        ("MESHDNS_LOCAL_CLUSTER", "a"),
+        ("MESHDNS_CLUSTERS", clusters.as_str()),
+    ];
+    let meshdns = Meshdns::before(&a, &vars).await;
+    let asked = format!("_http._tcp.{LONG_SERVICE}.db.svc.distributed.local.");
+    let srv = ask(&meshdns, &asked, RecordType::SRV).await;
+    assert_eq!(srv.msg.response_code, ResponseCode::NoError);
+    let target = format!("a-{LONG_SERVICE}.db.svc.distributed.local.");
+    assert_eq!(
+        srv.answer_lines(),
+        [format!("{asked} SRV 0 50 80 {target}")]
+    );
+    assert!(srv.msg.answers.iter().all(|r| r.ttl <= 5), "partial");
+    assert_eq!(
+        meshdns.metric("meshdns_gather_partial_total", &[]).await,
+        1.0
+    );
+    let back = ask(&meshdns, &target, RecordType::A).await;
+    assert_eq!(back.answer_lines(), [format!("{target} A 10.96.1.7")]);
+}
+
+/// The same for one leg of a gathered answer: cluster b had service `mongo` (its SRV answer
+/// cached for b's leg), then deleted it — b answers NXDOMAIN without an SOA, which the leg
+/// cache does not keep. When b then fails, its failed leg must not be filled with
+/// the SRV set it had before it said the service is gone (docs/design.md, "Distributed
+/// zones": a member removed from its cluster must not come back; the stale fill is for a
+/// cluster whose last word was an answer).
+#[tokio::test(start_paused = true)]
+async fn a_service_a_cluster_just_said_is_gone_never_fills_its_failed_leg() {
+    let srv = "_mongodb._tcp.mongo.db.svc.cluster.local.";
+    let host = "mongo-0.mongo.db.svc.cluster.local.";
+    let set = |ip: [u8; 4]| {
+        Answer::records([rr::with_ttl(rr::srv(srv, 27017, host), 1)])
+            .additional(rr::with_ttl(rr::a(host, ip), 1))
+    };
+    let a = FakeDns::builder()
+        .answer(srv, RecordType::SRV, set([10, 1, 0, 1]))
+        .start()
+        .await;
+    let gone = Answer {
+        authoritative: true,
+        ..Answer::rcode(ResponseCode::NXDomain)
+    };
+    let b = FakeDns::builder()
+        .on(
+            srv,
+            RecordType::SRV,
+            Behaviour::Sequence(vec![set([10, 2, 0, 1]), gone]),
+        )
+        .start()
+        .await;
+    let clusters = format!("a=; b={}", b.addr);
+    let meshdns = Meshdns::cached_failing_fast(
+        &a,
+        &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", clusters.as_str()),
+        ],
+    )
+    .await;
+    let asked = "_mongodb._tcp.mongo.db.svc.distributed.local.";
+    let both = ask(&meshdns, asked, RecordType::SRV).await;
+    assert_eq!(both.srv_targets().len(), 2, "{:?}", both.answer_lines());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let only_a = ask(&meshdns, asked, RecordType::SRV).await;
+    assert_eq!(
+        only_a.srv_targets(),
+        ["a-mongo-0.mongo.db.svc.distributed.local."],
+        "b said the service is gone"
+    );
+
+    // b goes away (its port closed: each leg fails at once, before the client timer).
+    drop(b);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let later = ask(&meshdns, asked, RecordType::SRV).await;
+    assert_eq!(
+        later.srv_targets(),
+        ["a-mongo-0.mongo.db.svc.distributed.local."],
+        "b's removed service came back from its stale leg"
+    );
+}
+
+/// Three clusters a (local), b, c over `fakes`; `domains` are the cluster domains, when not
+/// the default.
+async fn three_clusters(fakes: [&FakeDns; 3], domains: [Option<&str>; 3]) -> Meshdns {
+    let entry = |name: &str, endpoint: String, domain: Option<&str>| {
+        let domain = domain.map_or(String::new(), |d| format!(" domain={d}"));
+        format!("{name}={endpoint}{domain}")
+    };
+    let [a, b, c] = fakes;
+    let clusters = [
+        entry("a", String::new(), domains[0]),
+        entry("b", b.addr.to_string(), domains[1]),
+        entry("c", c.addr.to_string(), domains[2]),
+    ]
+    .join("; ");
+    Meshdns::before(
+        a,
+        &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", &clusters),
+        ],
+    )
+    .await
+}
+
+/// A cluster domain longer than `distributed.local`: a name may fit under that zone and not
+/// under this domain.
+const LONG_DOMAIN: &str = "a-rather-long-cluster-domain.example";
+
+/// 226 bytes of labels: under `distributed.local` or `cluster.local` they make a valid
+/// name, under [`LONG_DOMAIN`] one longer than 255 bytes.
+fn long_labels() -> String {
+    [
+        "x".repeat(63),
+        "y".repeat(63),
+        "z".repeat(63),
+        "w".repeat(33),
+    ]
+    .join(".")
+}
+
+/// A cluster DNS that knows `name` (A) and says NXDOMAIN for the rest, as CoreDNS does.
+fn cluster_knowing(name: &str, ip: [u8; 4]) -> FakeDnsBuilder {
+    FakeDns::builder().nxdomain_otherwise().answer(
+        name,
+        RecordType::A,
+        Answer::records([rr::a(name, ip)]),
+    )
+}
+
+#[tokio::test]
+async fn a_service_named_like_a_prefix_is_gathered() {
+    // Services `a-cache` and `b-side` in namespace db exist in every cluster.
+    let fake = |n: u8| {
+        let cache = "a-cache.db.svc.cluster.local.";
+        let side = "b-side.db.svc.cluster.local.";
+        cluster_knowing(cache, [10, n, 0, 1]).answer(
+            side,
+            RecordType::TXT,
+            Answer::records([rr::txt(side, "replicaSet=rs0")]),
+        )
+    };
+    let (a, b, c) = (
+        fake(1).start().await,
+        fake(2).start().await,
+        fake(3).start().await,
+    );
+    let meshdns = three_clusters([&a, &b, &c], [None; 3]).await;
+    let service = "a-cache.db.svc.distributed.local.";
+    let reply = udp(meshdns.addr, &query(service, RecordType::A)).await;
+    assert_eq!(reply.msg.response_code, ResponseCode::NoError);
+    assert_eq!(
+        reply.answer_lines(),
+        [1, 2, 3].map(|n| format!("{service} A 10.{n}.0.1")),
+        "the union, not host `cache` of cluster a"
+    );
+    let side = "b-side.db.svc.distributed.local.";
+    let reply = udp(meshdns.addr, &query(side, RecordType::TXT)).await;
+    assert_eq!(reply.answer_lines(), [format!("{side} TXT replicaSet=rs0")]);
+    // A prefixed name goes to its cluster first (any depth: the SRV target of a ClusterIP
+    // Service is the service name); its NXDOMAIN there sends the name as it is to everyone.
+    let (cache, side) = (
+        "a-cache.db.svc.cluster.local.",
+        "b-side.db.svc.cluster.local.",
+    );
+    assert_eq!(a.names(), ["cache.db.svc.cluster.local.", cache, side]);
+    assert_eq!(b.names(), [cache, "side.db.svc.cluster.local.", side]);
+    assert_eq!(c.names(), [cache, side], "every cluster was asked both");
+}
+
+#[tokio::test]
+async fn a_prefixed_host_unknown_to_its_cluster_falls_back_to_the_gathered_name() {
+    // StatefulSet `b-side` runs pod `b-side-0` in cluster a only; pod `mongo-0` runs in b.
+    let pod = "b-side-0.b-side.db.svc.cluster.local.";
+    let mongo = "mongo-0.mongo.db.svc.cluster.local.";
+    let a = cluster_knowing(pod, [10, 1, 0, 7]).start().await;
+    let b = cluster_knowing(mongo, [10, 2, 0, 1]).start().await;
+    let c = FakeDns::builder().nxdomain_otherwise().start().await;
+    let meshdns = three_clusters([&a, &b, &c], [None; 3]).await;
+
+    let host = "b-side-0.b-side.db.svc.distributed.local.";
+    let reply = udp(meshdns.addr, &query(host, RecordType::A)).await;
+    assert_eq!(reply.msg.response_code, ResponseCode::NoError);
+    assert_eq!(reply.answer_lines(), [format!("{host} A 10.1.0.7")]);
+    assert_eq!(
+        b.names(),
+        ["side-0.b-side.db.svc.cluster.local.", pod],
+        "b was asked for its host `side-0` first, then everyone for the name as it is"
+    );
+
+    // A host its cluster knows is answered by that cluster alone.
+    let prefixed = "b-mongo-0.mongo.db.svc.distributed.local.";
+    let reply = udp(meshdns.addr, &query(prefixed, RecordType::A)).await;
+    assert_eq!(reply.answer_lines(), [format!("{prefixed} A 10.2.0.1")]);
+    assert_eq!(
+        (a.exchanges().len(), c.exchanges().len()),
+        (1, 1),
+        "no fallback needed"
+    );
+
+    // Unknown everywhere: NXDOMAIN with the zone's SOA.
+    let nowhere = "b-side-9.b-side.db.svc.distributed.local.";
+    let reply = udp(meshdns.addr, &query(nowhere, RecordType::A)).await;
+    assert_eq!(reply.msg.response_code, ResponseCode::NXDomain);
+    assert_eq!(
+        reply.msg.authorities[0].name.to_ascii(),
+        "distributed.local."
+    );
+}
+
+#[tokio::test]
+async fn a_name_no_cluster_can_hold_is_nxdomain_whatever_the_type() {
+    let name = format!("{}.distributed.local.", long_labels());
+    let (a, b, c) = (
+        FakeDns::builder().nxdomain_otherwise().start().await,
+        FakeDns::builder().nxdomain_otherwise().start().await,
+        FakeDns::builder().nxdomain_otherwise().start().await,
+    );
+    let meshdns = three_clusters([&a, &b, &c], [Some(LONG_DOMAIN); 3]).await;
+    for rtype in [RecordType::A, RecordType::SRV, RecordType::MX] {
+        let reply = udp(meshdns.addr, &query(&name, rtype)).await;
+        assert_eq!(
+            reply.msg.response_code,
+            ResponseCode::NXDomain,
+            "{rtype}: not NODATA"
+        );
+        assert_eq!(
+            reply.msg.authorities[0].name.to_ascii(),
+            "distributed.local."
+        );
+    }
+    assert!(a.seen().is_empty() && b.seen().is_empty() && c.seen().is_empty());
+}
+
+#[tokio::test]
+async fn a_long_name_is_answered_by_the_clusters_whose_domain_can_hold_it() {
+    let name = format!("{}.distributed.local.", long_labels());
+    let in_a = format!("{}.cluster.local.", long_labels());
+    let a = cluster_knowing(&in_a, [10, 1, 0, 1]).start().await;
+    let (b, c) = (
+        FakeDns::builder().nxdomain_otherwise().start().await,
+        FakeDns::builder().nxdomain_otherwise().start().await,
+    );
+    let meshdns = three_clusters([&a, &b, &c], [None, Some(LONG_DOMAIN), None]).await;
+    let reply = udp(meshdns.addr, &query(&name, RecordType::A)).await;
+    assert_eq!(
+        reply.msg.response_code,
+        ResponseCode::NoError,
+        "not a false NXDOMAIN"
+    );
+    assert_eq!(reply.answer_lines(), [format!("{name} A 10.1.0.1")]);
+    assert!(b.seen().is_empty(), "b's domain cannot hold the name");
+    assert_eq!(c.names(), [in_a]);
+}
+
+#[tokio::test]
+async fn merged_rrsets_carry_one_ttl() {
+    let service = "mongo.db.svc.cluster.local.";
+    let srv = "_mongodb._tcp.mongo.db.svc.cluster.local.";
+    let with_ttl = |mut record: Record, ttl: u32| {
+        record.ttl = ttl;
+        record
+    };
+    // Each cluster's CoreDNS has its own `ttl` setting.
+    let fake = |n: u8, ttl: u32| {
+        let target = "mongo-0.mongo.db.svc.cluster.local.";
+        FakeDns::builder()
+            .nxdomain_otherwise()
+            .answer(
+                service,
+                RecordType::A,
+                Answer::records([with_ttl(rr::a(service, [10, n, 0, 1]), ttl)]),
+            )
+            .answer(
+                srv,
+                RecordType::SRV,
+                Answer::records([with_ttl(rr::srv(srv, 27017, target), ttl)])
+                    .additional(with_ttl(rr::a(target, [10, n, 0, 10]), ttl + 1)),
+            )
+    };
+    let (a, b, c) = (
+        fake(1, 30).start().await,
+        fake(2, 10).start().await,
+        fake(3, 20).start().await,
+    );
+    let meshdns = three_clusters([&a, &b, &c], [None; 3]).await;
+    for (name, rtype) in [
+        ("mongo.db.svc.distributed.local.", RecordType::A),
+        (
+            "_mongodb._tcp.mongo.db.svc.distributed.local.",
+            RecordType::SRV,
+        ),
+    ] {
+        let reply = udp(meshdns.addr, &with_edns(query(name, rtype), 1232)).await;
+        let ttls: Vec<u32> = reply.msg.answers.iter().map(|r| r.ttl).collect();
+        assert_eq!(
+            ttls,
+            [10, 10, 10],
+            "{rtype}: the smallest, for the whole set"
+        );
     }
 }

@@ -2,13 +2,12 @@
 //! bundle and name, mutual TLS, one pipelined connection per endpoint, failure and backoff,
 //! idle close. Every server here is a fake DoT server on 127.0.0.1:0.
 
-use crate::dot_fakes;
-use crate::support;
+use crate::support::{self, dot};
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use dot_fakes::{Behaviour, ClientFiles, DotServer, Pki, SERVER_NAME, parse_reply, query};
+use dot::{Behaviour, ClientFiles, DotServer, Pki, SERVER_NAME, parse_reply, query};
 use hickory_proto::rr::RecordType;
 use meshdns::testing::certificates::server_name;
 use meshdns::testing::upstream::stream::{
@@ -589,7 +588,7 @@ async fn a_connection_opened_after_a_rotation_presents_the_new_certificate_even_
 static CHURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Runs 300 misses through meshdns to a DoT peer behaving as `behaviour`, calling `disturb`
-/// while they run: see [`dot_fakes::no_query_fails`]. Returns the peer's connection count.
+/// while they run: see [`dot::no_query_fails`]. Returns the peer's connection count.
 async fn no_query_fails_while<F, Fut>(test: &str, behaviour: Behaviour, disturb: F) -> u64
 where
     F: FnOnce(Arc<DotServer>) -> Fut,
@@ -603,7 +602,7 @@ where
     let server = Arc::new(DotServer::start(&pki.issue(&[SERVER_NAME]), None, behaviour).await);
     let files = ClientFiles::new(test);
     let meshdns = meshdns_to(&server, &files.write_ca(&pki)).await;
-    dot_fakes::no_query_fails(&meshdns, &server, disturb).await;
+    dot::no_query_fails(&meshdns, &server, disturb).await;
     server.connections()
 }
 

@@ -4,15 +4,14 @@
 //! one it presents to its peers — with their expiry exported. Every server is on 127.0.0.1:0;
 //! the certificate files live in directories the kubelet's way (a mounted Secret).
 
-use crate::dot_fakes;
-use crate::support;
+use crate::support::{self, dot};
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dot_fakes::{ClientFiles, Identity, Pki, SERVER_NAME};
+use dot::{ClientFiles, Identity, Pki, SERVER_NAME};
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::RecordType;
 use meshdns::testing::certificates::{not_after, server_name};

@@ -19,8 +19,8 @@ use hickory_proto::rr::RecordType;
 use meshdns::testing::server::{MAX_QUERY_FRAME, TCP_WRITE_TIMEOUT};
 use support::configmap::ConfigMapDir;
 use support::{
-    Answer, Behaviour, FakeDns, Meshdns, Reply, Via, frame_of, query, read_frame, rr, tcp,
-    tcp_client_that_never_reads, udp,
+    Answer, Behaviour, FakeDns, Meshdns, Reply, Via, ask_timed, frame_of, query, read_frame, rr,
+    tcp, tcp_client_that_never_reads, udp,
 };
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpStream, UdpSocket};
@@ -38,13 +38,6 @@ const AT_ONCE: Duration = Duration::from_millis(1);
 /// The address as the `endpoint` label shows it.
 fn endpoint(fake: &FakeDns) -> String {
     fake.addr.to_string()
-}
-
-/// The reply to `name` A over UDP, and how long it took on the test's clock.
-async fn timed_udp(meshdns: &Meshdns, name: &str) -> (Reply, Duration) {
-    let started = Instant::now();
-    let reply = udp(meshdns.addr, &query(name, RecordType::A)).await;
-    (reply, started.elapsed())
 }
 
 /// The answer section of `name`'s A records as meshdns gives them now, as lines.
@@ -130,7 +123,7 @@ async fn an_error_reply_without_a_question_never_marks_kube_dns_down() {
     let upstream = questionless_kube_dns().await;
     let meshdns = Meshdns::before(&upstream, &[]).await;
     for _ in 0..10 {
-        let (reply, took) = timed_udp(&meshdns, CANNOT_PARSE).await;
+        let (reply, took) = ask_timed(&meshdns, CANNOT_PARSE).await;
         assert_eq!(reply.msg.response_code, ResponseCode::Refused);
         assert!(took < AT_ONCE, "REFUSED at once, not after {took:?}");
     }
@@ -138,7 +131,7 @@ async fn an_error_reply_without_a_question_never_marks_kube_dns_down() {
     assert_eq!(meshdns.upstream_requests("local", "refused").await, 10.0);
     assert_eq!(meshdns.upstream_requests("local", "timeout").await, 0.0);
     // kube-dns is still asked first, and answers.
-    let (reply, took) = timed_udp(&meshdns, "www.example.com.").await;
+    let (reply, took) = ask_timed(&meshdns, "www.example.com.").await;
     assert_eq!(reply.answer_lines(), ["www.example.com. A 192.0.2.80"]);
     assert!(took < AT_ONCE);
 }
@@ -154,7 +147,7 @@ async fn a_peers_error_reply_without_a_question_fails_its_query_at_once_over_tcp
     let peers = format!("b={} transport=tcp", peer.addr);
     let meshdns = Meshdns::in_cluster_a(&kube_dns, &peers).await;
     for _ in 0..5 {
-        let (reply, took) = timed_udp(&meshdns, "mongo-0.mongo.db.cluster.b.").await;
+        let (reply, took) = ask_timed(&meshdns, "mongo-0.mongo.db.cluster.b.").await;
         // A FORMERR describes meshdns's query to the peer, not the client's question.
         assert_eq!(reply.msg.response_code, ResponseCode::ServFail);
         assert!(took < AT_ONCE, "SERVFAIL at once, not after {took:?}");
@@ -172,7 +165,7 @@ async fn a_silent_upstream_costs_one_attempt_per_endpoint_and_one_retry() {
     let second = FakeDns::silent().await;
     // A long deadline: the attempts are bounded by the endpoints, not by the time left.
     let meshdns = Meshdns::before_all(&[&first, &second], &[("MESHDNS_TIMEOUT", "4s")]).await;
-    let (reply, took) = timed_udp(&meshdns, "www.example.com.").await;
+    let (reply, took) = ask_timed(&meshdns, "www.example.com.").await;
     assert_eq!(reply.msg.response_code, ResponseCode::ServFail);
     assert!(took <= Duration::from_secs(4) + AT_ONCE, "{took:?}");
     assert_eq!(
@@ -285,7 +278,7 @@ async fn udp_misses_are_not_shed_while_stalled_tcp_clients_wait() {
     );
     assert_eq!(meshdns.metric("meshdns_inflight", &[]).await, 0.0);
     for i in 0..2 * CAP {
-        let (reply, took) = timed_udp(&meshdns, &format!("fast-{i}.example.com.")).await;
+        let (reply, took) = ask_timed(&meshdns, &format!("fast-{i}.example.com.")).await;
         assert_eq!(reply.msg.response_code, ResponseCode::NoError);
         assert!(took < AT_ONCE);
     }
@@ -334,7 +327,7 @@ async fn tcp_clients_pipelining_slow_queries_leave_udp_half_the_inflight_slots()
         "TCP holds its half"
     );
     for i in 0..CAP {
-        let (reply, took) = timed_udp(&meshdns, &format!("fast-{i}.example.com.")).await;
+        let (reply, took) = ask_timed(&meshdns, &format!("fast-{i}.example.com.")).await;
         assert_eq!(reply.msg.response_code, ResponseCode::NoError);
         assert!(took < AT_ONCE, "fast-{i} at once, not after {took:?}");
     }
@@ -402,7 +395,7 @@ async fn stale_answers_are_served_at_once_during_an_outage() {
     tokio::time::sleep(EXPIRED).await;
 
     // The first client to meet the outage waits the client timer (RFC 8767 §5), no longer.
-    let (reply, took) = timed_udp(&meshdns, ONE).await;
+    let (reply, took) = ask_timed(&meshdns, ONE).await;
     assert_eq!(reply.answer_lines(), one);
     assert!(
         took >= ATTEMPT_TIMEOUT && took < ATTEMPT_TIMEOUT + AT_ONCE,
@@ -414,7 +407,7 @@ async fn stale_answers_are_served_at_once_during_an_outage() {
     // From then on every stale answer of that upstream is served at once: the one that
     // failed, and one nobody has asked for since the outage began.
     for (name, lines) in [(ONE, &one), (TWO, &two), (ONE, &one), (TWO, &two)] {
-        let (reply, took) = timed_udp(&meshdns, name).await;
+        let (reply, took) = ask_timed(&meshdns, name).await;
         assert_eq!(&reply.answer_lines(), lines);
         assert!(
             ttl(&reply) <= meshdns::testing::cache::STALE_TTL,
@@ -440,14 +433,14 @@ async fn an_outage_is_seen_at_the_first_attempt_that_times_out() {
     let two = answer_lines(&meshdns, TWO).await;
     tokio::time::sleep(EXPIRED).await;
 
-    let (_, took) = timed_udp(&meshdns, ONE).await;
+    let (_, took) = ask_timed(&meshdns, ONE).await;
     assert!(
         took >= ATTEMPT_TIMEOUT,
         "the first client waits the client timer"
     );
     // The first exchange is still trying (it gives up only at its deadline), but its first
     // attempt timed out: the next client with a stale answer at hand does not wait again.
-    let (reply, took) = timed_udp(&meshdns, TWO).await;
+    let (reply, took) = ask_timed(&meshdns, TWO).await;
     assert_eq!(reply.answer_lines(), two);
     assert!(took < AT_ONCE, "stale at once, not after {took:?}");
 }
@@ -548,7 +541,7 @@ async fn background_refreshes_in_an_outage_stay_within_the_background_bound() {
     answer_lines(&meshdns, refs[0]).await;
     tokio::time::sleep(QUERY_TIMEOUT).await;
     for name in &refs[1..] {
-        let (reply, took) = timed_udp(&meshdns, name).await;
+        let (reply, took) = ask_timed(&meshdns, name).await;
         assert_eq!(reply.answer_lines().len(), 1, "{name} served stale");
         assert!(took < AT_ONCE);
     }
@@ -594,7 +587,7 @@ async fn a_dead_name_is_asked_upstream_at_most_once_per_second() {
     let started = Instant::now();
     let mut sent = Vec::new();
     while started.elapsed() < Duration::from_secs(20) {
-        let (reply, took) = timed_udp(&meshdns, DEAD).await;
+        let (reply, took) = ask_timed(&meshdns, DEAD).await;
         assert_eq!(reply.msg.response_code, ResponseCode::ServFail);
         assert!(took < AT_ONCE);
         if asked(&upstream, DEAD) > sent.len() {
@@ -704,7 +697,7 @@ async fn a_down_endpoint_is_probed_back_up_while_the_background_set_is_full() {
             RecordType::NS,
             Behaviour::Answer(Answer::rcode(ResponseCode::Refused)),
         )
-        .otherwise(Behaviour::Answer(Answer::nxdomain("cluster.local.")))
+        .nxdomain_otherwise()
         .start()
         .await;
     let c = FakeDns::silent().await;

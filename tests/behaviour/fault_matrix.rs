@@ -1,4 +1,4 @@
-//! The upstream fault matrix (issue 9): for each route — pass-through, cluster zone,
+//! The upstream fault matrix (docs/design.md, "Behaviour under failure"): for each route — pass-through, cluster zone,
 //! distributed zone with one faulty cluster among healthy ones, distributed zone with every
 //! cluster faulty — and each way an upstream can fail, the reply the client sees and how long
 //! it takes. Every cell must end in a reply that parses, carries the client's ID, and arrives
@@ -283,7 +283,7 @@ fn single_upstream_expect(fault: Fault, answer_line: &str) -> Expect {
 }
 
 #[tokio::test(start_paused = true)]
-async fn pass_through_faults() {
+async fn each_upstream_fault_in_pass_through_ends_in_its_reply_within_its_bound() {
     run_route("pass-through", |fault| async move {
         let answer = Answer::records([rr::a(WWW, [192, 0, 2, 1])]);
         let upstream = faulty(fault, answer).await;
@@ -296,7 +296,7 @@ async fn pass_through_faults() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn cluster_zone_faults() {
+async fn each_upstream_fault_in_a_cluster_zone_ends_in_its_reply_within_its_bound() {
     run_route("cluster zone", |fault| async move {
         let local = healthy_cluster(1).await;
         let answer = Answer::records([rr::a(MEMBER_UPSTREAM, [10, 2, 0, 4])]);
@@ -321,7 +321,7 @@ async fn cluster_zone_faults() {
 /// Clusters a and b healthy, c faulty: the answer is a's and b's union, partial (TTLs capped
 /// at 5 s) unless c's real answer got through; c costs at most one attempt timeout.
 #[tokio::test(start_paused = true)]
-async fn distributed_zone_with_one_faulty_cluster() {
+async fn one_faulty_cluster_costs_at_most_an_attempt_timeout_and_never_the_others_answers() {
     run_route("distributed, c faulty", |fault| async move {
         let (a, b) = (healthy_cluster(1).await, healthy_cluster(2).await);
         let c = faulty(fault, cluster_answer(3)).await;
@@ -351,7 +351,7 @@ async fn distributed_zone_with_one_faulty_cluster() {
 
 /// Every cluster faulty: SERVFAIL, unless the real answers got through.
 #[tokio::test(start_paused = true)]
-async fn distributed_zone_with_every_cluster_faulty() {
+async fn every_cluster_faulty_is_servfail_unless_a_real_answer_got_through() {
     run_route("distributed, all faulty", |fault| async move {
         let a = faulty(fault, cluster_answer(1)).await;
         let b = faulty(fault, cluster_answer(2)).await;

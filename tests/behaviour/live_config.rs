@@ -1,7 +1,8 @@
 //! Live configuration (docs/design.md, "Live configuration" and "Configuration"): a
 //! `MESHDNS_CONFIG_DIR` written exactly as the kubelet writes a mounted ConfigMap, changed
-//! while clients ask; and endpoints given by host name, resolved through kube-dns and followed
-//! when they move.
+//! while clients ask (a pipelined batch across a reload included); and endpoints given by host
+//! name, resolved through kube-dns, re-resolved as their TTL says (clamped to 5 s … 5 min) and
+//! followed when they move, their last good addresses kept when a resolution fails.
 //!
 //! Generations (docs/design.md, "Live configuration"): what a query, a leg or a refresh of the
 //! previous configuration brings back after a reload is neither cached nor served, a query
@@ -17,10 +18,12 @@ use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 
-use hickory_proto::op::ResponseCode;
-use hickory_proto::rr::RecordType;
+use hickory_proto::op::{Message, ResponseCode};
+use hickory_proto::rr::{RData, Record, RecordType};
 use support::configmap::ConfigMapDir;
-use support::{Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, eventually, query, rr, udp};
+use support::{
+    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, address_of, eventually, query, rr, udp,
+};
 
 const WWW: &str = "www.example.com.";
 const MEMBER: &str = "member-0.mongo.db.svc.cluster.local.";
@@ -55,15 +58,6 @@ async fn peer(ip: [u8; 4], on: &str) -> FakeDns {
 /// The address `member-0.mongo.db.cluster.<cluster>` resolves to through meshdns, if any.
 async fn member_of(meshdns: &Meshdns, cluster: &str) -> Option<String> {
     address_of(meshdns, &format!("member-0.mongo.db.cluster.{cluster}.")).await
-}
-
-/// The address `name` (a client name) resolves to through meshdns, if any.
-async fn address_of(meshdns: &Meshdns, name: &str) -> Option<String> {
-    let reply = udp(meshdns.addr, &query(name, RecordType::A)).await;
-    (reply.msg.response_code == ResponseCode::NoError)
-        .then(|| reply.answer_lines().first().cloned())
-        .flatten()
-        .and_then(|line| line.rsplit(' ').next().map(str::to_string))
 }
 
 /// meshdns of cluster `a` in front of `kube`, reading `dir` as its `MESHDNS_CONFIG_DIR`, with
@@ -736,4 +730,165 @@ async fn a_prefetch_started_before_a_reload_is_not_cached_after_it() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.2"));
     assert_eq!(new.exchanges().len(), 1);
+}
+
+/// The endpoint name of cluster b in [`resolutions_of_an_endpoint_name`].
+const ENDPOINT_NAME: &str = "dns-b.example.test.";
+
+/// How many times meshdns asks kube-dns for cluster b's endpoint name (A) in its first 21 s,
+/// kube-dns answering it with 127.0.0.1 and `ttl`.
+async fn resolutions_of_an_endpoint_name(ttl: u32) -> usize {
+    let mut record = rr::a(ENDPOINT_NAME, [127, 0, 0, 1]);
+    record.ttl = ttl;
+    let kube = FakeDns::builder()
+        .answer(ENDPOINT_NAME, RecordType::A, Answer::records([record]))
+        .answer(
+            ENDPOINT_NAME,
+            RecordType::AAAA,
+            Answer::nodata("example.test."),
+        )
+        .start()
+        .await;
+    let _meshdns = Meshdns::in_cluster_a(&kube, "b=dns-b.example.test:30053").await;
+    tokio::time::sleep(Duration::from_secs(21)).await;
+    kube.seen()
+        .iter()
+        .filter(|seen| seen.rtype == RecordType::A && seen.name == ENDPOINT_NAME)
+        .count()
+}
+
+/// An endpoint name is re-resolved when its TTL runs out, clamped to 5 s … 5 min
+/// (docs/design.md, "Configuration": "re-resolved when its TTL runs out (clamped to 5 s … 5
+/// min)"): a 1 s TTL is asked again every 5 s.
+#[tokio::test(start_paused = true)]
+async fn an_endpoint_name_with_a_short_ttl_is_re_resolved_every_five_seconds() {
+    let asked = resolutions_of_an_endpoint_name(1).await;
+    assert!((4..=6).contains(&asked), "asked {asked} times in 21 s");
+}
+
+/// A TTL with its top bit set counts as 0 (RFC 2181 §8; docs/design.md, "Cache"), so an
+/// endpoint name answered with one is re-resolved at the 5 s floor, not held for the 5 min
+/// ceiling as if the TTL were 68 years.
+#[tokio::test(start_paused = true)]
+async fn an_endpoint_name_whose_ttl_has_the_top_bit_set_is_re_resolved_at_the_floor() {
+    let asked = resolutions_of_an_endpoint_name(0x8000_0000).await;
+    assert!((4..=6).contains(&asked), "asked {asked} times in 21 s");
+}
+
+/// A resolution of an endpoint name that fails keeps the last good addresses (docs/design.md,
+/// "Configuration": "the last good addresses are kept when resolution fails"), and so does
+/// one half of it: when the A question fails (SERVFAIL) while AAAA answers, the name's IPv4
+/// addresses are not dropped as if the name had lost them.
+#[tokio::test(start_paused = true)]
+async fn an_endpoint_name_whose_a_question_fails_once_keeps_its_ipv4_addresses() {
+    let mut v4 = rr::a(ENDPOINT_NAME, [127, 0, 0, 1]);
+    v4.ttl = 1;
+    let mut v6 = rr::aaaa(ENDPOINT_NAME, "::1");
+    v6.ttl = 1;
+    let kube = FakeDns::builder()
+        .on(
+            ENDPOINT_NAME,
+            RecordType::A,
+            Behaviour::Sequence(vec![
+                Answer::records([v4]),
+                Answer::rcode(ResponseCode::ServFail),
+            ]),
+        )
+        .answer(ENDPOINT_NAME, RecordType::AAAA, Answer::records([v6]))
+        .start()
+        .await;
+    let meshdns = Meshdns::in_cluster_a(&kube, "b=dns-b.example.test:30053").await;
+    let series = |endpoint: &'static str| {
+        let meshdns = &meshdns;
+        async move {
+            let scrape = meshdns.scrape().await;
+            let endpoints = scrape.label_values("meshdns_upstream_healthy", "endpoint");
+            endpoints.iter().any(|listed| listed == endpoint)
+        }
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(series("127.0.0.1:30053").await, "resolved at first");
+    assert!(series("[::1]:30053").await, "resolved at first");
+    // The second resolution (after the 5 s floor) gets SERVFAIL for A.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(
+        series("127.0.0.1:30053").await,
+        "the IPv4 endpoint stays after a failed A question"
+    );
+}
+
+/// A reload in the middle of a pipelined batch on one TCP connection (RFC 7766 §6.2.1.1):
+/// every query gets its own complete reply; those read before the reload are answered on the
+/// configuration they started on (the old kube-dns, docs/design.md "Live configuration":
+/// "applied without dropping a query"), those read after on the new one — never a mix, never
+/// a drop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_in_the_middle_of_a_pipelined_batch_drops_and_mixes_nothing() {
+    use support::configmap::ConfigMapDir;
+    use tokio::io::AsyncWriteExt;
+    let name = |i: usize| format!("q{i}.example.com.");
+    let serving = |octet: u8, delay: u64| {
+        let mut builder = FakeDns::builder();
+        for i in 0..10 {
+            let records: Vec<Record> = (0..3).map(|j| rr::a(&name(i), [10, octet, 0, j])).collect();
+            let slow = Behaviour::Delay(Duration::from_millis(delay), Answer::records(records));
+            builder = builder.on(&name(i), RecordType::A, slow);
+        }
+        builder
+    };
+    let old = serving(1, 300).start().await;
+    let new = serving(2, 0).start().await;
+    let (old_addr, new_addr) = (old.addr.to_string(), new.addr.to_string());
+    let mut dir = ConfigMapDir::new("pipelined", &[("MESHDNS_UPSTREAMS", old_addr.as_str())]);
+    let path = dir.path.display().to_string();
+    let meshdns = Meshdns::cached_failing_fast(&old, &[("MESHDNS_CONFIG_DIR", &path)]).await;
+    let mut stream = tokio::net::TcpStream::connect(meshdns.addr).await.unwrap();
+    let send = |range: std::ops::Range<usize>| {
+        let mut frames = Vec::new();
+        for i in range {
+            let mut msg = query(&name(i), RecordType::A);
+            msg.metadata.id = u16::try_from(i).unwrap();
+            frames.extend(support::frame_of(&msg.to_vec().unwrap()));
+        }
+        frames
+    };
+    stream.write_all(&send(0..5)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    dir.update(&[("MESHDNS_UPSTREAMS", new_addr.as_str())]);
+    assert!(
+        support::eventually(100, || async {
+            meshdns.config_reloads("applied").await == 1.0
+        })
+        .await
+    );
+    stream.write_all(&send(5..10)).await.unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..10 {
+        let bytes = tokio::time::timeout(support::CLIENT_TIMEOUT, support::read_frame(&mut stream))
+            .await
+            .expect("a reply in time")
+            .expect("a whole frame");
+        let reply = Message::from_vec(&bytes).unwrap();
+        let i = usize::from(reply.id);
+        assert_eq!(
+            reply.queries[0].name().to_ascii(),
+            name(i),
+            "reply {i} matched"
+        );
+        assert_eq!(reply.answers.len(), 3, "{i}: the whole set");
+        let octets: Vec<u8> = (reply.answers.iter())
+            .map(|r| match &r.data {
+                RData::A(a) => a.0.octets()[1],
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let expected = if i < 5 { 1 } else { 2 };
+        assert_eq!(
+            octets, [expected; 3],
+            "{i}: answered by one kube-dns, the right one"
+        );
+        seen.push(i);
+    }
+    seen.sort_unstable();
+    assert_eq!(seen, (0..10).collect::<Vec<_>>());
 }

@@ -14,7 +14,9 @@ use std::time::Duration;
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
 use meshdns::testing::upstream::{INITIAL_RTO, MAX_RETRANSMITS, RTO_FLOOR};
-use support::{Answer, Behaviour, FakeDns, Meshdns, Reply, Via, query, rr, udp, with_edns};
+use support::{
+    Answer, Behaviour, FakeDns, Meshdns, Reply, Via, ask_timed, query, rr, udp, with_edns,
+};
 use tokio::net::UdpSocket;
 use tokio::time::Instant;
 
@@ -47,13 +49,6 @@ async fn peer(behaviour: Behaviour) -> FakeDns {
 /// meshdns in front of a kube-dns and cluster b at `endpoints` (one entry's endpoint list).
 async fn meshdns(kube_dns: &FakeDns, endpoints: &str) -> Meshdns {
     Meshdns::in_cluster_a(kube_dns, &format!("b={endpoints}")).await
-}
-
-/// Asks `name` A of meshdns; the reply and how long it took.
-async fn ask_timed(meshdns: &Meshdns, name: &str) -> (Reply, Duration) {
-    let started = Instant::now();
-    let reply = udp(meshdns.addr, &query(name, RecordType::A)).await;
-    (reply, started.elapsed())
 }
 
 /// The warm-up: one answered query, so b's endpoint has a measured round trip.

@@ -11,7 +11,7 @@ use crate::support;
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
 use support::configmap::ConfigMapDir;
-use support::{Answer, FakeDns, Meshdns, eventually, query, rr, udp, without_id};
+use support::{Answer, FakeDns, Meshdns, address_of, eventually, query, rr, udp, without_id};
 
 const NODE_EU: &str = "cockroachdb-0.cockroachdb.crdb-eu.svc.cluster.local.";
 const NAMESPACE_EU: &str = "crdb-eu.svc.cluster.local.";
@@ -38,15 +38,6 @@ async fn cluster_dns(n: u8) -> FakeDns {
         )
         .start()
         .await
-}
-
-/// The address `name` resolves to through meshdns, when it resolves.
-async fn address(meshdns: &Meshdns, name: &str) -> Option<String> {
-    let reply = udp(meshdns.addr, &query(name, RecordType::A)).await;
-    (reply.msg.response_code == ResponseCode::NoError)
-        .then(|| reply.answer_lines().first().cloned())
-        .flatten()
-        .and_then(|line| line.rsplit(' ').next().map(str::to_string))
 }
 
 /// meshdns in cluster a (which holds `crdb-us`), with `crdb-eu` in cluster b.
@@ -99,7 +90,7 @@ async fn other_namespaces_and_the_local_clusters_stay_with_kube_dns() {
     let (kube, b) = (cluster_dns(8).await, cluster_dns(9).await);
     let meshdns = in_cluster_a(&kube, &b).await;
     assert_eq!(
-        address(&meshdns, NODE_US).await.as_deref(),
+        address_of(&meshdns, NODE_US).await.as_deref(),
         Some("10.8.2.0")
     );
     let _ = udp(
@@ -153,7 +144,7 @@ async fn cached_answers_of_a_namespace_route_go_when_a_reload_moves_it_and_stay_
     )
     .await;
     assert_eq!(
-        address(&meshdns, NODE_EU).await.as_deref(),
+        address_of(&meshdns, NODE_EU).await.as_deref(),
         Some("10.9.1.0")
     );
 
@@ -173,7 +164,7 @@ async fn cached_answers_of_a_namespace_route_go_when_a_reload_moves_it_and_stay_
         .await
     );
     assert_eq!(
-        address(&meshdns, NODE_EU).await.as_deref(),
+        address_of(&meshdns, NODE_EU).await.as_deref(),
         Some("10.9.1.0")
     );
     assert_eq!(b.exchanges().len(), 1, "answered from the cache");
@@ -190,7 +181,7 @@ async fn cached_answers_of_a_namespace_route_go_when_a_reload_moves_it_and_stay_
         .await
     );
     assert_eq!(
-        address(&meshdns, NODE_EU).await.as_deref(),
+        address_of(&meshdns, NODE_EU).await.as_deref(),
         Some("10.10.1.0")
     );
     assert_eq!(c.names(), [NODE_EU]);

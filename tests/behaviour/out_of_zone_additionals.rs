@@ -7,7 +7,7 @@ use crate::support;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
-use support::{Answer, FakeDns, Meshdns, query, rr, udp, with_edns};
+use support::{Answer, FakeDns, Meshdns, ask, rr};
 
 /// A name outside every zone, and what kube-dns really answers for it.
 const FOREIGN: &str = "www.example.org.";
@@ -25,11 +25,6 @@ async fn kube_dns(
         Answer::records([rr::a(FOREIGN, FOREIGN_REAL)]),
     );
     extra(builder).start().await
-}
-
-/// Asks `name` `rtype` of meshdns over UDP with EDNS.
-async fn ask(meshdns: &Meshdns, name: &str, rtype: RecordType) -> support::Reply {
-    udp(meshdns.addr, &with_edns(query(name, rtype), 1232)).await
 }
 
 /// The foreign name, asked after the glue was seen, is kube-dns's real answer.

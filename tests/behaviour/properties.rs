@@ -1,11 +1,11 @@
-//! Properties (issue 9), checked by proptest over generated names, legs and replies:
-//! rewriting a name into a cluster's domain and back is the identity; a merged answer never
-//! holds a record of a cluster that did not answer; an encoded reply never exceeds the
-//! client's size, and reads back as written however many names it holds (issue 31);
-//! (issue 24) every SRV target meshdns writes for a gathered service resolves back through
-//! meshdns to the addresses it came from; and (issue 31) in every mesh that validation accepts
-//! — generated names, prefixes and zones, nesting ones included — each target written for a
-//! cluster routes back to that cluster.
+//! The invariants of routing, merging and encoding, checked by proptest over generated names,
+//! legs and replies: rewriting a name into a cluster's domain and back is the identity; a
+//! merged answer never holds a record of a cluster that did not answer; an encoded reply never
+//! exceeds the client's size, and reads back as written however many names it holds; a reply
+//! is taken exactly when it walks fully; every SRV target meshdns writes for a gathered
+//! service resolves back through meshdns to the addresses it came from; and in every mesh that
+//! validation accepts — generated names, prefixes and zones, nesting ones included — each
+//! target written for a cluster routes back to that cluster.
 
 use std::time::Duration;
 

@@ -2,7 +2,8 @@
 //! `cidr=` on a cluster entry, the reverse name of an address in that cluster's networks is
 //! asked of that cluster's DNS as it was asked, and the names under `svc.<its domain>` in the
 //! reply come back under `cluster.X` — so the name a reverse lookup gives resolves forward,
-//! through meshdns, to the address it came from.
+//! through meshdns, to the address it came from; a network moved to another cluster by a
+//! reload is never answered from the old one again.
 //!
 //! The local cluster (a) owns 10.8.0.0/16, cluster b owns 10.9.0.0/16 and fd00:9::/56. Each
 //! fake knows only its own cluster's records (REFUSED otherwise), so a query sent to the wrong
@@ -18,7 +19,8 @@ use hickory_proto::rr::rdata::PTR;
 use hickory_proto::rr::{RData, Record, RecordType};
 use support::configmap::ConfigMapDir;
 use support::{
-    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, eventually, query, rr, udp, without_id,
+    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, ask, eventually, query, rr, udp,
+    without_id,
 };
 
 const B_POD_V4: &str = "10.9.1.4";
@@ -364,4 +366,82 @@ async fn a_reload_with_overlapping_networks_is_rejected_and_the_reverse_route_st
         )]
     );
     assert!(c.seen().is_empty());
+}
+
+/// A network moves from cluster b to cluster c (the operator gave it to the wrong cluster
+/// first): the PTR cached from b, with a name under `cluster.b`, is never served again, also
+/// once c goes down (c's own cached answer is what is left).
+#[tokio::test]
+async fn a_reload_that_moves_a_network_from_b_to_c_never_answers_its_ptr_from_b_again() {
+    let reverse = reverse_name(B_POD_V4);
+    let ptr = |target: &str| {
+        Answer::records([Record::from_rdata(
+            rr::name(&reverse),
+            30,
+            RData::PTR(PTR(rr::name(target))),
+        )])
+    };
+    let kube = FakeDns::builder().start().await;
+    let b = FakeDns::builder()
+        .answer(&reverse, RecordType::PTR, ptr(B_POD))
+        .start()
+        .await;
+    let c = FakeDns::builder()
+        .answer(
+            &reverse,
+            RecordType::PTR,
+            ptr("kafka-1.kafka.db.svc.cluster.local."),
+        )
+        .start()
+        .await;
+    let clusters = |b_cidr: &str, c_cidr: &str| {
+        format!("a=; b={} cidr={b_cidr}; c={} cidr={c_cidr}", b.addr, c.addr)
+    };
+    let mut dir = ConfigMapDir::new(
+        "reverse-network-moved",
+        &[("MESHDNS_CLUSTERS", &clusters("10.9.0.0/16", "10.10.0.0/16"))],
+    );
+    let path = dir.path.display().to_string();
+    let meshdns = Meshdns::before(
+        &kube,
+        &[
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CONFIG_DIR", &path),
+            ("MESHDNS_CACHE_SIZE", "100"),
+        ],
+    )
+    .await;
+    let asked = || async {
+        ask(&meshdns, &reverse, RecordType::PTR)
+            .await
+            .answer_lines()
+    };
+    assert_eq!(
+        asked().await,
+        [format!("{reverse} PTR mongo-4.mongo.db.cluster.b.")]
+    );
+    dir.update(&[("MESHDNS_CLUSTERS", &clusters("10.11.0.0/16", "10.9.0.0/16"))]);
+    assert!(
+        support::eventually(100, || async {
+            meshdns.config_reloads("applied").await == 1.0
+        })
+        .await
+    );
+    assert_eq!(
+        asked().await,
+        [format!("{reverse} PTR kafka-1.kafka.db.cluster.c.")]
+    );
+    // c goes down: what is cached for the name is c's answer, never b's.
+    let _c = FakeDns::builder()
+        .otherwise(Behaviour::Drop)
+        .replace(c)
+        .await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let reply = ask(&meshdns, &reverse, RecordType::PTR).await;
+    assert!(
+        !(reply.answer_lines().iter()).any(|line| line.contains("cluster.b")),
+        "{:?}",
+        reply.answer_lines()
+    );
+    assert_eq!(b.exchanges().len(), 1);
 }

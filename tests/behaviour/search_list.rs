@@ -13,7 +13,7 @@ use crate::support;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
-use support::{Answer, Behaviour, FakeDns, Meshdns, Reply, query, udp, with_edns};
+use support::{FakeDns, Meshdns, Reply, query, udp, with_edns};
 
 const SEARCH: &str = "db.svc.cluster.local svc.cluster.local cluster.local example.com";
 /// The negative TTL of these tests: the SOA of a synthesized answer carries it.
@@ -47,10 +47,7 @@ impl Drop for ResolvConf {
 }
 
 async fn nxdomain_for_all() -> FakeDns {
-    FakeDns::builder()
-        .otherwise(Behaviour::Answer(Answer::nxdomain("cluster.local.")))
-        .start()
-        .await
+    FakeDns::builder().nxdomain_otherwise().start().await
 }
 
 /// kube-dns (cluster a), cluster b's DNS, and meshdns reading `resolv_conf`.

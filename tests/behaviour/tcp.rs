@@ -1,21 +1,21 @@
 //! TCP from the client side (docs/design.md, "Limits and bad input"; RFC 7766 §6.2.1.1): several
-//! queries on one connection are all answered, each as soon as it is ready. And TCP to the
+//! queries on one connection are all answered, each as soon as it is ready, each its own reply
+//! even when the client gave them one ID. And TCP to the
 //! upstreams ("DNS over TLS", the same reuse for TCP): `transport=tcp` and the retries after a
 //! truncated UDP reply share one pipelined connection per endpoint, which a peer may close or
 //! reset at any time without failing a query.
 
-use crate::dot_fakes;
-use crate::support;
+use crate::support::{self, dot};
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dot_fakes::{Behaviour as StreamBehaviour, DotServer};
+use dot::{Behaviour as StreamBehaviour, DotServer};
 use meshdns::testing::upstream::stream::{StreamEndpoint, StreamSettings};
 
 use hickory_proto::op::Message;
-use hickory_proto::rr::RecordType;
+use hickory_proto::rr::{Record, RecordType};
 use support::{Answer, Behaviour, FakeDns, Meshdns, frame_of, query, read_frame, rr};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -143,7 +143,7 @@ async fn meshdns_with_tcp_peer(peer: &DotServer) -> Meshdns {
 async fn misses_over_transport_tcp_share_one_connection() {
     let peer = DotServer::plain(StreamBehaviour::Answer).await;
     let meshdns = meshdns_with_tcp_peer(&peer).await;
-    let outcome = dot_fakes::traffic_through_meshdns(meshdns.addr, 200).await;
+    let outcome = dot::traffic_through_meshdns(meshdns.addr, 200).await;
     assert_eq!(outcome.failed, Vec::<String>::new());
     assert_eq!(peer.queries(), 200, "every miss went to the peer");
     assert_eq!(peer.connections(), 1, "one connection for 200 misses");
@@ -154,7 +154,7 @@ async fn misses_over_transport_tcp_share_one_connection() {
 async fn a_tcp_peer_closing_every_fifth_query_in_good_order_fails_no_query() {
     let peer = Arc::new(DotServer::plain(StreamBehaviour::CloseAfter(5)).await);
     let meshdns = meshdns_with_tcp_peer(&peer).await;
-    dot_fakes::no_query_fails(&meshdns, &peer, |_| async {}).await;
+    dot::no_query_fails(&meshdns, &peer, |_| async {}).await;
     assert!(peer.connections() >= 60, "{}", peer.connections());
 }
 
@@ -162,7 +162,7 @@ async fn a_tcp_peer_closing_every_fifth_query_in_good_order_fails_no_query() {
 async fn a_tcp_peer_resetting_every_fifth_query_fails_no_query() {
     let peer = Arc::new(DotServer::plain(StreamBehaviour::ResetAfter(5)).await);
     let meshdns = meshdns_with_tcp_peer(&peer).await;
-    dot_fakes::no_query_fails(&meshdns, &peer, |_| async {}).await;
+    dot::no_query_fails(&meshdns, &peer, |_| async {}).await;
     assert!(peer.connections() >= 60, "{}", peer.connections());
 }
 
@@ -170,7 +170,7 @@ async fn a_tcp_peer_resetting_every_fifth_query_fails_no_query() {
 async fn a_tcp_peer_restarted_mid_traffic_fails_no_query() {
     let peer = Arc::new(DotServer::plain(StreamBehaviour::Answer).await);
     let meshdns = meshdns_with_tcp_peer(&peer).await;
-    dot_fakes::no_query_fails(&meshdns, &peer, |peer| async move {
+    dot::no_query_fails(&meshdns, &peer, |peer| async move {
         // Replaced behind its address at a third of the traffic; restarted in place, its port
         // refusing connections for 100 ms, at two thirds.
         while peer.queries() < 100 {
@@ -227,7 +227,7 @@ async fn tcp_retries_after_truncation_share_one_connection() {
             reply.answer_lines(),
             [format!(
                 "{name} A {}",
-                std::net::Ipv4Addr::from(dot_fakes::ANSWER)
+                std::net::Ipv4Addr::from(dot::ANSWER)
             )],
             "the whole answer, fetched over TCP"
         );
@@ -253,10 +253,10 @@ async fn a_hundred_queries_answered_in_reverse_over_one_tcp_connection() {
             let name = format!("q{i}.test.");
             let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
             let reply = endpoint
-                .exchange(&dot_fakes::query(&name, RecordType::A), deadline)
+                .exchange(&dot::query(&name, RecordType::A), deadline)
                 .await
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert_eq!(dot_fakes::parse_reply(&reply), (name, true));
+            assert_eq!(dot::parse_reply(&reply), (name, true));
         });
     }
     while let Some(done) = asked.join_next().await {
@@ -275,12 +275,56 @@ async fn a_tcp_connection_that_hangs_is_given_up_and_its_queries_answered_on_a_n
     let endpoint = StreamEndpoint::tcp(peer.addr, settings, Default::default());
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let reply = endpoint
-        .exchange(&dot_fakes::query("a.test.", RecordType::A), deadline)
+        .exchange(&dot::query("a.test.", RecordType::A), deadline)
         .await
         .expect("answered on the second connection, within the deadline");
-    assert_eq!(
-        dot_fakes::parse_reply(&reply),
-        ("a.test.".to_string(), true)
-    );
+    assert_eq!(dot::parse_reply(&reply), ("a.test.".to_string(), true));
     assert_eq!((endpoint.connects(), peer.connections()), (2, 2));
+}
+
+/// Queries pipelined on one connection with the same ID (RFC 7766 §7: a client should not,
+/// but a server must cope) each get a reply of their own, complete and carrying the question
+/// it answers — two of them the same question, one of them another.
+#[tokio::test]
+async fn pipelined_queries_with_one_id_each_get_their_own_complete_answer() {
+    use tokio::io::AsyncWriteExt;
+    let names = ["one.example.com.", "two.example.com."];
+    let mut builder = FakeDns::builder();
+    for (i, name) in (1u8..).zip(names) {
+        let records: Vec<Record> = (0..3).map(|j| rr::a(name, [192, 0, i, j])).collect();
+        let slow = Behaviour::Delay(
+            Duration::from_millis(50 * u64::from(i)),
+            Answer::records(records),
+        );
+        builder = builder.on(name, RecordType::A, slow);
+    }
+    let upstream = builder.start().await;
+    let meshdns = Meshdns::cached_failing_fast(&upstream, &[]).await;
+    let asked = [names[0], names[1], names[0]];
+    let mut stream = tokio::net::TcpStream::connect(meshdns.addr).await.unwrap();
+    let mut frames = Vec::new();
+    for name in asked {
+        let mut msg = query(name, RecordType::A);
+        msg.metadata.id = 7;
+        frames.extend(support::frame_of(&msg.to_vec().unwrap()));
+    }
+    stream.write_all(&frames).await.unwrap();
+    let mut answered = Vec::new();
+    for _ in asked {
+        let bytes = tokio::time::timeout(support::CLIENT_TIMEOUT, support::read_frame(&mut stream))
+            .await
+            .expect("a reply in time")
+            .expect("a whole frame");
+        let reply = Message::from_vec(&bytes).unwrap();
+        assert_eq!(reply.id, 7);
+        let name = reply.queries[0].name().to_ascii();
+        assert_eq!(reply.answers.len(), 3, "{name}: the whole set");
+        assert!(
+            reply.answers.iter().all(|r| r.name.to_ascii() == name),
+            "{name}"
+        );
+        answered.push(name);
+    }
+    answered.sort();
+    assert_eq!(answered, [names[0], names[0], names[1]]);
 }

@@ -13,8 +13,8 @@ use meshdns::testing::cache::{Cache, CacheKey};
 use meshdns::testing::config::CacheConfig;
 use meshdns::testing::metrics::Metrics;
 
-use crate::counting;
-use crate::typical;
+use crate::support::counting;
+use crate::support::typical;
 
 use counting::live;
 

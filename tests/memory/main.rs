@@ -1,5 +1,5 @@
 //! The memory measurements, in one binary of their own: a counting allocator around the
-//! system one ([`counting`]) is this process's `#[global_allocator]`, and each test reads the
+//! system one ([`support::counting`]) is this process's `#[global_allocator]`, and each test reads the
 //! bytes live on the heap before and after what it measures. A count is the whole process's, so
 //! the tests here run one at a time ([`alone`]), never beside the behaviour tests
 //! (`tests/behaviour/`), whose allocations would be counted too.
@@ -7,14 +7,8 @@
 use std::future::Future;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-#[path = "../support/counting.rs"]
-mod counting;
 #[path = "../support/mod.rs"]
 mod support;
-#[path = "../support/typical.rs"]
-mod typical;
-#[path = "../support/waiting.rs"]
-mod waiting;
 
 mod cache_entry;
 mod miss_in_flight;
@@ -22,7 +16,7 @@ mod open_tcp_connection;
 mod waiting_exchange;
 
 #[global_allocator]
-static ALLOCATOR: counting::Counting = counting::Counting;
+static ALLOCATOR: support::counting::Counting = support::counting::Counting;
 
 /// Held by the test that measures: the others wait for it before they start.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());

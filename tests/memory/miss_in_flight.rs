@@ -25,11 +25,11 @@ use meshdns::testing::metrics::Metrics;
 use meshdns::testing::query::Resolver;
 use meshdns::testing::wire::Proto;
 
-use crate::counting;
+use crate::support::counting;
 
 use counting::live;
 
-use crate::waiting;
+use crate::support::waiting;
 
 const SILENT: &str = "the upstream is silent: still waiting";
 

@@ -9,7 +9,7 @@
 
 use crate::support;
 
-use crate::counting;
+use crate::support::counting;
 
 use hickory_proto::rr::RecordType;
 use support::{Answer, Behaviour, FakeDns, Meshdns, frame_of, query, read_frame};

@@ -21,11 +21,11 @@ use meshdns::testing::metrics::Metrics;
 use meshdns::testing::upstream::{Answered, GroupSpec, Upstream, UpstreamError};
 use tokio::time::Instant;
 
-use crate::counting;
+use crate::support::counting;
 
 use counting::live;
 
-use crate::waiting;
+use crate::support::waiting;
 
 const SILENT: &str = "the endpoint is silent: still waiting";
 

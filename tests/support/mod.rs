@@ -1,6 +1,11 @@
-//! What the integration tests share: a fake DNS server to stand in for kube-dns and the peer
-//! clusters' CoreDNS ([`FakeDns`]), meshdns itself started on 127.0.0.1:0 ([`Meshdns`]), and a
-//! tiny DNS client ([`udp`], [`tcp`]).
+//! What the integration tests share, the behaviour tests and the memory measurements alike: a
+//! fake DNS server to stand in for kube-dns and the peer clusters' CoreDNS ([`FakeDns`]),
+//! meshdns itself started on 127.0.0.1:0 ([`Meshdns`]), a tiny DNS client ([`udp`], [`tcp`]),
+//! the DNS-over-TLS fakes ([`dot`]), the admin server's scrapes ([`admin`]), a kubelet-style
+//! ConfigMap directory ([`configmap`]), scratch files ([`scratch`]), and for the memory
+//! measurements a counting allocator ([`counting`]), the typical cache entry ([`typical`]) and
+//! futures polled by hand ([`waiting`]). It may not reach into meshdns beyond what the tests
+//! themselves use.
 //!
 //! Everything binds on loopback port 0: tests never race for ports and never send a packet
 //! off the machine.
@@ -10,7 +15,11 @@
 
 pub mod admin;
 pub mod configmap;
+pub mod counting;
+pub mod dot;
 pub mod scratch;
+pub mod typical;
+pub mod waiting;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -29,6 +38,13 @@ use tokio::task::JoinHandle;
 /// How long the test client waits for a reply before the test fails.
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Fast failure detection, for the tests where an upstream goes silent: an attempt of 200 ms,
+/// a query of 1 s.
+pub const FAIL_FAST: [(&str, &str); 2] = [
+    ("MESHDNS_ATTEMPT_TIMEOUT", "200ms"),
+    ("MESHDNS_TIMEOUT", "1s"),
+];
+
 /// The UDP payload size the fake advertises in its OPT record.
 const FAKE_EDNS_SIZE: u16 = 1232;
 
@@ -41,6 +57,11 @@ pub mod rr {
 
     pub fn name(text: &str) -> Name {
         Name::from_ascii(text).expect("a valid test name")
+    }
+
+    /// `host.svc.cluster.local.`: a name as a cluster's DNS of domain `cluster.local` knows it.
+    pub fn in_cluster_local(host: &str) -> String {
+        format!("{host}.svc.cluster.local.")
     }
 
     pub fn a(owner: &str, ip: [u8; 4]) -> Record {
@@ -300,6 +321,12 @@ impl FakeDnsBuilder {
     pub fn otherwise(mut self, behaviour: Behaviour) -> Self {
         self.otherwise = behaviour;
         self
+    }
+
+    /// NXDOMAIN, with the SOA of `cluster.local.`, for every name the table does not hold: what
+    /// a cluster's CoreDNS says of a name it does not know.
+    pub fn nxdomain_otherwise(self) -> Self {
+        self.otherwise(Behaviour::Answer(Answer::nxdomain("cluster.local.")))
     }
 
     /// No TCP listener: connections to the fake's port are refused (a server that sets TC
@@ -821,6 +848,42 @@ impl Meshdns {
         Self::before(upstream, &vars).await
     }
 
+    /// [`Meshdns::before`] as a pod of local cluster `a` (kube-dns `a`) whose peers are the
+    /// fakes `peers` (`name=fake`), with `vars` over the test defaults.
+    pub async fn in_cluster_a_with(
+        a: &FakeDns,
+        peers: &[(&str, &FakeDns)],
+        vars: &[(&str, &str)],
+    ) -> Meshdns {
+        let mut line = vec!["a=".to_string()];
+        line.extend(
+            peers
+                .iter()
+                .map(|(name, fake)| format!("{name}={}", fake.addr)),
+        );
+        let line = line.join("; ");
+        let mut all = vec![
+            ("MESHDNS_LOCAL_CLUSTER", "a"),
+            ("MESHDNS_CLUSTERS", line.as_str()),
+        ];
+        all.extend_from_slice(vars);
+        Self::before(a, &all).await
+    }
+
+    /// [`Meshdns::before`] with its cache on (10,000 entries).
+    pub async fn cached(upstream: &FakeDns, vars: &[(&str, &str)]) -> Meshdns {
+        let mut all = vec![("MESHDNS_CACHE_SIZE", "10000")];
+        all.extend_from_slice(vars);
+        Self::before(upstream, &all).await
+    }
+
+    /// [`Meshdns::cached`] that gives up on a silent upstream quickly ([`FAIL_FAST`]).
+    pub async fn cached_failing_fast(upstream: &FakeDns, vars: &[(&str, &str)]) -> Meshdns {
+        let mut all = FAIL_FAST.to_vec();
+        all.extend_from_slice(vars);
+        Self::cached(upstream, &all).await
+    }
+
     /// [`Meshdns::before`] with several kube-dns endpoints, in this order.
     pub async fn before_all(upstreams: &[&FakeDns], vars: &[(&str, &str)]) -> Meshdns {
         let list: Vec<String> = upstreams.iter().map(|f| f.addr.to_string()).collect();
@@ -828,6 +891,11 @@ impl Meshdns {
         let mut all = vec![("MESHDNS_UPSTREAMS", list.as_str())];
         all.extend_from_slice(vars);
         Self::start(&all).await
+    }
+
+    /// How many queries meshdns answered from its cache.
+    pub async fn cache_hits(&self) -> f64 {
+        self.metric("meshdns_cache_hits_total", &[]).await
     }
 
     /// The admin server's `/metrics`, parsed.
@@ -942,6 +1010,17 @@ pub fn with_edns(mut msg: Message, size: u16) -> Message {
     msg
 }
 
+/// A query for `name` with EDNS carrying `options` (code, data), in that order.
+pub fn query_with_edns_options(name: &str, rtype: RecordType, options: &[(u16, &[u8])]) -> Message {
+    let mut msg = with_edns(query(name, rtype), 1232);
+    let edns = msg.edns.as_mut().expect("EDNS was just set");
+    for (code, data) in options {
+        edns.options_mut()
+            .insert(EdnsOption::Unknown(*code, data.to_vec()));
+    }
+    msg
+}
+
 /// A reply as received, and parsed.
 #[derive(Debug)]
 pub struct Reply {
@@ -954,6 +1033,16 @@ impl Reply {
         let msg = Message::from_vec(&bytes).expect("meshdns replies with a DNS message");
         assert_eq!(msg.id, asked.id, "the reply carries the client's ID");
         Reply { bytes, msg }
+    }
+
+    /// The targets of the answer section's SRV records, in order (every record an SRV).
+    pub fn srv_targets(&self) -> Vec<String> {
+        (self.msg.answers.iter())
+            .map(|r| {
+                let srv = r.try_borrow::<SRV>().expect("an SRV record");
+                srv.data().target.to_ascii()
+            })
+            .collect()
     }
 
     /// The answer section as `owner type data` lines, for comparing with the expected text.
@@ -984,6 +1073,23 @@ pub fn record_line(record: &Record) -> String {
 /// `name` `rtype` asked of `meshdns` over UDP, with EDNS (1232 bytes): how a pod's stub asks.
 pub async fn ask(meshdns: &Meshdns, name: &str, rtype: RecordType) -> Reply {
     udp(meshdns.addr, &with_edns(query(name, rtype), 1232)).await
+}
+
+/// Asks `name` A of meshdns over UDP (no EDNS): the reply, and how long it took on the test's
+/// clock (tokio's, paused or not).
+pub async fn ask_timed(meshdns: &Meshdns, name: &str) -> (Reply, Duration) {
+    let started = tokio::time::Instant::now();
+    let reply = udp(meshdns.addr, &query(name, RecordType::A)).await;
+    (reply, started.elapsed())
+}
+
+/// The address `name` resolves to (A, over UDP) through meshdns, when it resolves.
+pub async fn address_of(meshdns: &Meshdns, name: &str) -> Option<String> {
+    let reply = udp(meshdns.addr, &query(name, RecordType::A)).await;
+    (reply.msg.response_code == ResponseCode::NoError)
+        .then(|| reply.answer_lines().first().cloned())
+        .flatten()
+        .and_then(|line| line.rsplit(' ').next().map(str::to_string))
 }
 
 pub async fn udp(server: SocketAddr, msg: &Message) -> Reply {

@@ -1,9 +1,10 @@
-//! Big answers (docs/design.md, "Truncation"): a gathered SRV set of 3 clusters × 100, 200 and
-//! 250 hosts, and a cluster route whose peer answers 600 targets, asked over UDP with buffers
-//! of 512 (no EDNS), 1232, 4096 and 65,535 bytes and over TCP. Every query gets a reply; an
-//! RRset is all there or not at all, on every transport; glue goes before any TC; TC over UDP
-//! only when the answer does not fit the client's size, over TCP only when it does not fit a
-//! TCP message.
+//! Truncation (docs/design.md, "Truncation"): answers too big for the client's size. A
+//! gathered SRV set of 3 clusters × 100, 200 and 250 hosts, and a cluster route whose peer
+//! answers 600 targets, asked over UDP with buffers of 512 (no EDNS), 1232, 4096 and 65,535
+//! bytes and over TCP. Every query gets a reply; an RRset is all there or not at all, on every
+//! transport; glue goes before any TC; TC over UDP only when the answer does not fit the
+//! client's size, over TCP only when it does not fit a TCP message. A reply cut for a client
+//! keeps its ID, question spelling, flags and OPT record.
 //!
 //! The fakes compress names as CoreDNS does, and send the whole set over TCP after a TC over
 //! UDP (meshdns's legs advertise 1232 bytes).
@@ -14,11 +15,12 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use hickory_proto::op::Message;
-use hickory_proto::rr::{RData, RecordType};
+use hickory_proto::rr::{RData, Record, RecordType};
 use support::{
-    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Reply, Via, query, rr, tcp, with_edns,
+    Answer, Behaviour, FakeDns, FakeDnsBuilder, Meshdns, Reply, Via, query, rr, tcp, udp, with_edns,
 };
 
+const NAME: &str = "www.example.com.";
 const GATHERED: &str = "_mongodb._tcp.mongo.db.svc.distributed.local.";
 const CLUSTER_ROUTE: &str = "_mongodb._tcp.mongo.db.cluster.b.";
 const UPSTREAM: &str = "_mongodb._tcp.mongo.db.svc.cluster.local.";
@@ -392,4 +394,206 @@ async fn a_peer_without_tcp_keeps_being_asked_over_udp() {
             "never TCP at once: it has none"
         );
     }
+}
+
+/// A kube-dns stand-in on UDP that answers every query with `records` A records of the
+/// question's name, one record hickory cannot parse (a CAA with an empty tag, RFC 8659 §4.1;
+/// meshdns's own walk takes it) and an OPT record: what meshdns must fit without hickory.
+async fn raw_udp_upstream(records: u8) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = socket.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        let mut buf = vec![0u8; 65_535];
+        loop {
+            let Ok((len, peer)) = socket.recv_from(&mut buf).await else {
+                continue;
+            };
+            let query = &buf[..len];
+            let Some(question) = meshdns::testing::wire::first_question(query) else {
+                continue;
+            };
+            let mut reply = query[..12].to_vec();
+            reply[2] |= 0x80;
+            reply[3] = 0x80;
+            reply[4..12].copy_from_slice(&[0, 1, 0, records + 1, 0, 0, 0, 1]);
+            reply.extend_from_slice(question);
+            for i in 0..records {
+                reply.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 30, 0, 4, 192, 0, 2, i]);
+            }
+            reply.extend_from_slice(&[0xc0, 12, 1, 1, 0, 1, 0, 0, 0, 30, 0, 2, 0, 0]);
+            reply.extend_from_slice(&[0, 0, 41, 4, 208, 0, 0, 0, 0, 0, 0]);
+            let _ = socket.send_to(&reply, peer).await;
+        }
+    });
+    (addr, task)
+}
+
+/// A cached answer too big for a client's UDP size is cut for it; when the cut cannot re-encode
+/// the answer (a record hickory rejects), the reply still carries an OPT record, because the
+/// client sent one (RFC 6891 §7: a responder "MUST include an OPT record" in its response to
+/// a query with one). A stub that gets
+/// none concludes the server lacks EDNS (systemd-resolved then downgrades the server's feature
+/// level, and DO with it).
+#[tokio::test]
+async fn a_cut_that_cannot_reencode_keeps_the_clients_opt_record() {
+    let (upstream, task) = raw_udp_upstream(90).await;
+    let upstreams = upstream.to_string();
+    let meshdns = Meshdns::start(&[
+        ("MESHDNS_UPSTREAMS", upstreams.as_str()),
+        ("MESHDNS_CACHE_SIZE", "10000"),
+    ])
+    .await;
+    let first = with_edns(query(NAME, RecordType::A), 4096)
+        .to_vec()
+        .unwrap();
+    let whole = support::udp_raw(meshdns.addr, &first)
+        .await
+        .expect("a reply");
+    assert!(whole.len() > 1232 && !meshdns::testing::wire::is_truncated(&whole));
+    let asked = with_edns(query(NAME, RecordType::A), 1232);
+    let bytes = support::udp_raw(meshdns.addr, &asked.to_vec().unwrap())
+        .await
+        .expect("a reply");
+    assert!(bytes.len() <= 1232);
+    assert!(
+        meshdns::testing::wire::is_truncated(&bytes),
+        "TC: the answer does not fit"
+    );
+    assert_eq!(meshdns::testing::wire::id(&bytes), Some(asked.id));
+    assert!(
+        meshdns::testing::wire::opt(&bytes).flatten().is_some(),
+        "the client sent EDNS and got no OPT record back"
+    );
+    task.abort();
+}
+
+/// A reply cut for a small UDP size (re-encoded record by record) still matches the client's
+/// query: its ID, its question as spelled (letter case included), RD and CD as sent, and the
+/// AA bit as the upstream gave it; whole RRsets with TC — on a miss and on a hit.
+#[tokio::test]
+async fn a_cut_reply_keeps_the_clients_id_question_spelling_and_flags() {
+    let records: Vec<Record> = (0..60u8).map(|i| rr::a(NAME, [192, 0, 2, i])).collect();
+    let answer = Answer {
+        authoritative: true,
+        ..Answer::records(records)
+    };
+    let upstream = FakeDns::builder()
+        .answer(NAME, RecordType::A, answer)
+        .start()
+        .await;
+    let meshdns = Meshdns::cached_failing_fast(&upstream, &[]).await;
+    for round in ["miss", "hit"] {
+        let mut asked = query("WWW.Example.COM.", RecordType::A);
+        asked.metadata.recursion_desired = false;
+        asked.metadata.checking_disabled = true;
+        let reply = udp(meshdns.addr, &asked).await;
+        assert!(reply.bytes.len() <= 512, "{round}");
+        assert!(reply.msg.truncation, "{round}: TC");
+        assert!(
+            reply.msg.answers.is_empty(),
+            "{round}: all of the set or none"
+        );
+        assert_eq!(reply.msg.queries, asked.queries, "{round}");
+        assert_eq!(
+            reply.msg.queries[0].name().to_ascii(),
+            "WWW.Example.COM.",
+            "{round}"
+        );
+        assert!(!reply.msg.recursion_desired, "{round}: RD");
+        assert!(reply.msg.checking_disabled, "{round}: CD");
+        assert!(reply.msg.authoritative, "{round}: AA");
+        assert!(
+            reply.msg.edns.is_none(),
+            "{round}: no OPT for a client without"
+        );
+    }
+}
+
+const BIG_SRV: &str = "_http._tcp.big.db.svc.cluster.local.";
+
+/// `pods` SRV records for [`BIG_SRV`] with their targets' addresses (cluster `n`), truncated
+/// over UDP as a real server does (TC, no records), whole over TCP.
+fn big_srv(n: u8, pods: u8) -> FakeDnsBuilder {
+    let pod = |i: u8| format!("big-{i}.big.db.svc.cluster.local.");
+    let mut answer = Answer::records((0..pods).map(|i| rr::srv(BIG_SRV, 8080, &pod(i))));
+    for i in 0..pods {
+        answer = answer.additional(rr::a(&pod(i), [10, n, 1, i]));
+    }
+    FakeDns::builder().on(BIG_SRV, RecordType::SRV, Behaviour::TruncateUdp(answer))
+}
+
+#[tokio::test]
+async fn a_big_srv_set_without_edns_is_all_or_nothing_with_tc() {
+    let upstream = big_srv(1, 60).start().await;
+    let meshdns = Meshdns::before(&upstream, &[]).await;
+    let over_udp = udp(meshdns.addr, &query(BIG_SRV, RecordType::SRV)).await;
+    assert!(
+        over_udp.bytes.len() <= 512,
+        "{} bytes",
+        over_udp.bytes.len()
+    );
+    assert!(over_udp.msg.truncation, "TC: ask again over TCP");
+    assert_eq!(
+        over_udp.answer_lines(),
+        Vec::<String>::new(),
+        "none of the set"
+    );
+    assert!(over_udp.msg.additionals.is_empty());
+    let over_tcp = tcp(meshdns.addr, &query(BIG_SRV, RecordType::SRV)).await;
+    assert!(!over_tcp.msg.truncation);
+    assert_eq!(over_tcp.answer_lines().len(), 60, "all of it over TCP");
+}
+
+#[tokio::test]
+async fn a_gathered_srv_set_without_edns_is_all_or_nothing_with_tc() {
+    let gathered = "_http._tcp.big.db.svc.distributed.local.";
+    for (pods, fits) in [(1, true), (3, false), (60, false)] {
+        let (a, b, c) = (
+            big_srv(1, pods).start().await,
+            big_srv(2, pods).start().await,
+            big_srv(3, pods).start().await,
+        );
+        let peers = format!("b={}; c={}", b.addr, c.addr);
+        let meshdns = Meshdns::in_cluster_a(&a, &peers).await;
+        let all = 3 * usize::from(pods);
+        let noedns = udp(meshdns.addr, &query(gathered, RecordType::SRV)).await;
+        assert!(noedns.bytes.len() <= 512, "{} bytes", noedns.bytes.len());
+        if fits {
+            assert!(!noedns.msg.truncation, "the whole set fits: no TC");
+            assert_eq!(noedns.answer_lines().len(), all);
+        } else {
+            assert!(noedns.msg.truncation, "{pods} per cluster: TC");
+            assert_eq!(noedns.answer_lines().len(), 0, "never part of the set");
+        }
+        let edns = udp(
+            meshdns.addr,
+            &with_edns(query(gathered, RecordType::SRV), 1232),
+        )
+        .await;
+        assert!(edns.bytes.len() <= 1232);
+        assert!(
+            [0, all].contains(&edns.answer_lines().len()),
+            "all or nothing"
+        );
+        assert_eq!(edns.msg.truncation, edns.answer_lines().is_empty());
+        let over_tcp = tcp(meshdns.addr, &query(gathered, RecordType::SRV)).await;
+        assert_eq!(over_tcp.answer_lines().len(), all);
+        assert_eq!(over_tcp.msg.additionals.len(), all);
+    }
+}
+
+#[tokio::test]
+async fn additional_records_are_dropped_before_any_answer_without_tc() {
+    // Nine SRV records fit in 512 bytes; with their nine addresses they do not.
+    let upstream = big_srv(1, 9).start().await;
+    let meshdns = Meshdns::before(&upstream, &[]).await;
+    let reply = udp(meshdns.addr, &query(BIG_SRV, RecordType::SRV)).await;
+    assert!(reply.bytes.len() <= 512, "{} bytes", reply.bytes.len());
+    assert!(!reply.msg.truncation, "the answer is complete: no TC");
+    assert_eq!(reply.answer_lines().len(), 9);
+    assert!(reply.msg.additionals.len() < 9, "some addresses left out");
+    // What is kept of the additional section is whole sets, in order.
+    let kept = reply.additional_lines();
+    let full = tcp(meshdns.addr, &query(BIG_SRV, RecordType::SRV)).await;
+    assert_eq!(kept, full.additional_lines()[..kept.len()]);
 }

@@ -10,9 +10,6 @@
 //! reset, cut idle ones, and restart (every connection dropped at once, mid-traffic). Its tasks
 //! end when it is dropped.
 
-// Each test binary uses only part of it.
-#![allow(dead_code)]
-
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -33,7 +30,7 @@ use tokio::sync::{Mutex, Notify, mpsc};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_rustls::TlsAcceptor;
 
-use crate::support::{frame_of, read_frame, rr};
+use super::{frame_of, read_frame, rr};
 
 /// The name the test servers' certificates carry, and the client expects.
 pub const SERVER_NAME: &str = "dns.cluster-b.test";
@@ -596,8 +593,7 @@ pub async fn traffic_through_meshdns(meshdns: SocketAddr, count: usize) -> Outco
         pace.tick().await;
         asked.spawn(async move {
             let name = format!("member-{i}.mongo.db.cluster.b.");
-            let reply =
-                crate::support::udp(meshdns, &crate::support::query(&name, RecordType::A)).await;
+            let reply = super::udp(meshdns, &super::query(&name, RecordType::A)).await;
             let expected = [format!("{name} A {}", std::net::Ipv4Addr::from(ANSWER))];
             let right = reply.msg.response_code == hickory_proto::op::ResponseCode::NoError
                 && reply.answer_lines() == expected;
