@@ -1,4 +1,4 @@
-//! The fuzz targets (`fuzz/targets.rs`) on stable Rust: each target's corpus
+//! The fuzz targets (`src/testing/fuzz.rs`) on stable Rust: each target's corpus
 //! (`fuzz/corpus/<target>/`) mutated by a seeded RNG — bit flips, interesting bytes, 16-bit
 //! count and length fields, truncation, insertion, splicing — for a fixed time, every input
 //! checked by the target's invariants. Then a socket-level run: mutated client queries through
@@ -13,8 +13,7 @@
 //! catches it only to save the input first. CI runs this file in the test profile and again
 //! with `--release`, the optimised profile that ships (cargo always unwinds in tests).
 
-#[path = "../fuzz/targets.rs"]
-mod targets;
+use meshdns::testing::fuzz as targets;
 
 mod support;
 

@@ -1,25 +1,25 @@
-//! The fuzz targets of meshdns (issue 9), shared by the cargo-fuzz binaries in
-//! `fuzz/fuzz_targets/` (libFuzzer, for long local runs) and the stable harness in
-//! `tests/fuzz.rs` (a seeded mutator over `fuzz/corpus/`, a few seconds per target in CI).
+//! The fuzz targets of meshdns, shared by the cargo-fuzz binaries in `fuzz/fuzz_targets/`
+//! (libFuzzer, for long local runs) and the stable harness in `tests/fuzz.rs` (a seeded
+//! mutator over `fuzz/corpus/`, a few seconds per target in CI). They live in the crate, behind
+//! the `testing` feature, so that what they drive stays `pub(crate)`: their table is the
+//! surface.
 //!
 //! Each target feeds arbitrary bytes through one stage of the request path — client bytes,
 //! or an upstream's reply in each route — and panics when an invariant breaks: every reply
 //! parses, carries the client's ID, and fits the client's size.
 
-#![allow(dead_code)]
-
 use std::sync::LazyLock;
 
+use crate::cache::{Cache, CacheKey, Lookup};
+use crate::config::CacheConfig;
+use crate::config::Config;
+use crate::gather::{Leg, Naming, Scheme, merge};
+use crate::reply::{encode_fitted, fit_wire};
+use crate::request::{Inspected, inspect};
+use crate::rewrite::ZoneMap;
+use crate::wire;
 use hickory_proto::op::{Message, Query};
 use hickory_proto::rr::{Name, RecordType};
-use meshdns::Config;
-use meshdns::testing::cache::{Cache, CacheKey, Lookup};
-use meshdns::testing::config::CacheConfig;
-use meshdns::testing::gather::{Leg, Naming, Scheme, merge};
-use meshdns::testing::reply::{encode_fitted, fit_wire};
-use meshdns::testing::request::{Inspected, inspect};
-use meshdns::testing::rewrite::ZoneMap;
-use meshdns::testing::wire;
 use tokio::time::Instant;
 
 /// Every target, by the name of its corpus directory.
@@ -130,13 +130,13 @@ pub static PASSTHROUGH_QUERY: LazyLock<Vec<u8>> = LazyLock::new(|| {
 pub fn upstream_passthrough(data: &[u8]) {
     let (limit, reply) = client_limit(data);
     let query = PASSTHROUGH_QUERY.as_slice();
-    if !meshdns::testing::upstream::acceptable(reply, 0x1234, query) {
+    if !crate::upstream::acceptable(reply, 0x1234, query) {
         return;
     }
     let mut client_query = query.to_vec();
     wire::set_id(&mut client_query, 0xbeef);
     let out = fit_wire(
-        meshdns::testing::passthrough::to_client(reply.to_vec(), &client_query),
+        crate::passthrough::to_client(reply.to_vec(), &client_query),
         limit,
     );
     assert!(out.len() <= limit, "pass-through: {} > {limit}", out.len());
@@ -251,22 +251,17 @@ pub fn cache(data: &[u8]) {
         return;
     };
     // A cache per input, so that what is served comes from this input.
-    let background = std::sync::Arc::new(meshdns::testing::background::Background::new(1));
+    let background = std::sync::Arc::new(crate::background::Background::new(1));
     let cache = Cache::new(
         &CacheConfig {
             size: 4,
             ..CONFIG.cache.clone()
         },
-        meshdns::testing::metrics::Metrics::new().cache(),
+        crate::metrics::Metrics::new().cache(),
         background,
     );
     let now = Instant::now();
-    cache.insert(
-        &key,
-        reply,
-        now,
-        meshdns::testing::cache::Generation::default(),
-    );
+    cache.insert(&key, reply, now, crate::cache::Generation::default());
     if let Lookup::Fresh { reply: served, .. } = cache.lookup(&key, request, now, Vec::new()) {
         assert_eq!(
             wire::id(&served),

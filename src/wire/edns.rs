@@ -27,7 +27,7 @@ const TYPE_SIG: u16 = 24;
 /// server), TCP-KEEPALIVE (about one TCP connection; never sent over UDP, RFC 7828 §3.2.1,
 /// §3.3.2) and PADDING (sized for one message on one encrypted hop, RFC 7830). meshdns is a
 /// server supporting none of them towards its clients, and a client towards its upstreams.
-pub fn is_hop_by_hop_option(code: u16) -> bool {
+pub(crate) fn is_hop_by_hop_option(code: u16) -> bool {
     matches!(code, OPTION_COOKIE | OPTION_TCP_KEEPALIVE | OPTION_PADDING)
 }
 

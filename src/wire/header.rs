@@ -3,7 +3,7 @@
 use super::name::skip_plain_name;
 
 /// Length of the fixed DNS header.
-pub const HEADER_LEN: usize = 12;
+pub(crate) const HEADER_LEN: usize = 12;
 
 const QR_BIT: u8 = 0x80;
 pub(super) const TC_BIT: u8 = 0x02;
@@ -28,7 +28,7 @@ pub fn id(msg: &[u8]) -> Option<u16> {
 }
 
 /// Overwrites the ID; a message shorter than a header is left alone.
-pub fn set_id(msg: &mut [u8], id: u16) {
+pub(crate) fn set_id(msg: &mut [u8], id: u16) {
     if let Some(field) = msg.get_mut(..2) {
         field.copy_from_slice(&id.to_be_bytes());
     }
@@ -123,7 +123,7 @@ pub(crate) fn question_type(question: &[u8]) -> Option<u16> {
 
 /// Whether two question sections are the same question: names compared ignoring ASCII case
 /// (a server may or may not echo 0x20-mixed case), type and class exactly.
-pub fn same_question(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn same_question(a: &[u8], b: &[u8]) -> bool {
     let at = a.len().saturating_sub(4);
     a.len() == b.len() && a[..at].eq_ignore_ascii_case(&b[..at]) && a[at..] == b[at..]
 }

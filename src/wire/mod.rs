@@ -16,40 +16,36 @@ mod records;
 mod walk;
 mod writer;
 
-pub(crate) use edns::OptInfo;
-pub use edns::{
-    OPTION_CLIENT_SUBNET, OPTION_LOOP_MARKER, is_hop_by_hop_option, opt, without_opt,
-    without_options,
-};
+pub use edns::{OPTION_CLIENT_SUBNET, OPTION_LOOP_MARKER, opt, without_opt, without_options};
+pub(crate) use edns::{OptInfo, is_hop_by_hop_option};
 
 #[cfg(any(test, feature = "testing"))]
 pub use edns::{OPTION_COOKIE, OPTION_NSID, OPTION_PADDING, OPTION_TCP_KEEPALIVE, has_option};
 pub(crate) use edns::{
     cut_to_question, for_each_option, is_per_client_option, plain_query, with_option,
 };
-pub use header::{
-    HEADER_LEN, checking_disabled, first_question, id, is_truncated, opcode, question_count, rcode,
-    same_question, set_id,
-};
 pub(crate) use header::{
-    RCODE_NOERROR, RCODE_NXDOMAIN, RCODE_SERVFAIL, clear_unasked_ad, copy_request_bits,
-    is_response, question_name, question_type, with_question,
+    HEADER_LEN, RCODE_NOERROR, RCODE_NXDOMAIN, RCODE_SERVFAIL, clear_unasked_ad, copy_request_bits,
+    is_response, question_name, question_type, same_question, set_id, with_question,
 };
 #[cfg(test)]
 pub(crate) use header::{authentic_data, first_question_name};
+pub use header::{
+    checking_disabled, first_question, id, is_truncated, opcode, question_count, rcode,
+};
 pub(crate) use name::{MAX_NAME, find_suffix, is_label_start, lowercase_name, walk_name};
 pub(crate) use records::{Section, TYPE_SOA, rewrite_ttls, ttl_value};
 pub use records::{for_each_record, questions_end};
 #[cfg(any(test, feature = "testing"))]
-pub use records::{set_ttl, ttl_fields};
-pub use walk::walks_fully;
+pub(crate) use records::{set_ttl, ttl_fields};
+pub(crate) use walk::walks_fully;
 pub(crate) use writer::MessageWriter;
 
 /// The largest message a DNS transport can carry (TCP's 2-byte length prefix).
 pub(crate) const MAX_MESSAGE: usize = 65_535;
 
 /// The UDP payload a client without EDNS accepts (RFC 1035).
-pub const CLASSIC_UDP_SIZE: usize = 512;
+pub(crate) const CLASSIC_UDP_SIZE: usize = 512;
 
 /// The largest reply meshdns sends in one datagram, whatever payload size the client
 /// advertises: what an IPv4 datagram carries (65,535 − 20 bytes of IP header − 8 of UDP). An

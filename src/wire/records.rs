@@ -20,7 +20,7 @@ pub(crate) enum Section {
 
 /// One resource record's TTL field, located in a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TtlField {
+pub(crate) struct TtlField {
     pub(crate) offset: usize,
     pub(crate) ttl: u32,
 }
@@ -144,7 +144,7 @@ pub(super) fn record_at_by(
 #[cfg(any(test, feature = "testing"))]
 /// The TTL fields of every record in the answer, authority and additional sections (the OPT
 /// pseudo-record excluded: its "TTL" carries EDNS flags). `None` if the message is malformed.
-pub fn ttl_fields(msg: &[u8]) -> Option<Vec<TtlField>> {
+pub(crate) fn ttl_fields(msg: &[u8]) -> Option<Vec<TtlField>> {
     let mut fields = Vec::new();
     for_each_record(msg, |record| {
         if record.rtype != TYPE_OPT {
@@ -155,7 +155,7 @@ pub fn ttl_fields(msg: &[u8]) -> Option<Vec<TtlField>> {
 }
 
 /// Writes `ttl` into a field found by [`for_each_record`].
-pub fn set_ttl(msg: &mut [u8], field: TtlField, ttl: u32) {
+pub(crate) fn set_ttl(msg: &mut [u8], field: TtlField, ttl: u32) {
     if let Some(slot) = msg.get_mut(field.offset..field.offset + 4) {
         slot.copy_from_slice(&ttl.to_be_bytes());
     }

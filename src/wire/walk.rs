@@ -36,7 +36,7 @@ const QUESTION_ONLY_TYPES: [u16; 4] = [0, 251, 252, 255];
 
 /// Whether `msg` walks fully as a full decoder reads it (see the module documentation): the
 /// one check every upstream reply passes before it is accepted.
-pub fn walks_fully(msg: &[u8]) -> bool {
+pub(crate) fn walks_fully(msg: &[u8]) -> bool {
     full_walk(msg).is_some()
 }
 

@@ -618,8 +618,7 @@ proptest! {
 
 // --- Replies are walked once, fully (issue 45) -----------------------------------------------
 
-#[path = "../../fuzz/targets.rs"]
-mod targets;
+use meshdns::testing::fuzz as targets;
 
 use support::{Patch, record_line, reply_bytes};
 
