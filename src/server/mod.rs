@@ -2,6 +2,12 @@
 //! the UDP, TCP and DNS-over-TLS loops, and what they share — the access list, the in-flight bound, the
 //! metrics and the shutdown signal. Beside them, the admin HTTP server (`/metrics`, `/livez`,
 //! `/readyz`).
+//!
+//! Each loop is given the node of the instance's task tree it runs on (`crate::background`'s
+//! `Tasks`), and starts every task of its own there: a UDP listener's misses, a stream
+//! listener's or the admin server's connections, each connection's queries under a node of the
+//! connection's. Nothing here is spawned outside that tree, and nothing here stops work but
+//! its owner: the listeners and their connections end when the owner `run` holds for them does.
 
 mod admin;
 mod batch;
@@ -15,7 +21,6 @@ use std::sync::Arc;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::background::Tasks;
 use crate::metrics::Metrics;
 use crate::query::Resolver;
 
@@ -44,9 +49,6 @@ pub struct Shared {
     /// Cancelled when shutdown begins: listeners stop accepting, connections finish what they
     /// have ([`crate::background::Background::draining`]).
     pub shutdown: CancellationToken,
-    /// Where a query's own task is started (a UDP miss): in the instance's tree, whose drain
-    /// `run` waits for at shutdown.
-    pub clients: Tasks,
 }
 
 /// The in-flight slots TCP queries may hold at once out of `max_inflight`: half, at least one.
