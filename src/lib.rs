@@ -9,7 +9,8 @@
 //! answered locally) → [`upstream`] (endpoints, one exchange, health) → [`reply`] (errors,
 //! fitting to size).
 //! [`cache`] keeps answers (keys, TTLs, stale, in-flight sharing) for every route, behind one
-//! entry point. [`background`] owns the work done off a client's path.
+//! entry point. [`background`] is the one tree of the instance's tasks: where each starts,
+//! what ends it.
 //! [`config`] reads the environment once, and [`check`] shows it with the routing table
 //! (`meshdns --check`); [`dns_change`] writes the platform's cluster-DNS change from it
 //! (`meshdns dns-change`); [`wire`] reads raw bytes without a full parse;
