@@ -330,15 +330,28 @@ impl Open {
     }
 }
 
-/// Runs meshdns on the test's runtime and, with the connections of [`Open`] held, tells it to
-/// stop once `upstream` has been asked `asked` (the TCP query of [`Open`]). Returns the
-/// connections once `run` has returned, and how long it took to.
+/// Runs meshdns on the test's runtime, asking an upstream that answers [`FAST`] at once and
+/// everything else as `otherwise` (`vars` beside), and, with the connections of [`Open`] held,
+/// tells it to stop once the upstream has been asked `asked` (the TCP query of [`Open`]).
+/// Asserts that once `run` has returned none of the tasks it started is still alive; returns
+/// the connections, and how long `run` took to return.
 async fn stop_with_connections_open(
-    (config, listeners, addrs): (meshdns::config::Config, meshdns::server::Listeners, Addrs),
-    client: Arc<ClientConfig>,
-    upstream: &FakeDns,
+    test: &str,
+    otherwise: Behaviour,
+    vars: &[(&str, &str)],
     asked: &str,
 ) -> (Open, Duration) {
+    // The fake runs on a runtime of its own: the test's counts meshdns's tasks alone.
+    let fakes = tokio::runtime::Runtime::new().unwrap();
+    let fast = Answer::records([rr::a(FAST, [192, 0, 2, 1])]);
+    let upstream = FakeDns::builder()
+        .answer(FAST, RecordType::A, fast)
+        .otherwise(otherwise);
+    let upstream = fakes.spawn(upstream.start()).await.unwrap();
+    let (secret, _files, client) = dot_certificate(test);
+    let runtime = tokio::runtime::Handle::current().metrics();
+    assert_eq!(runtime.num_alive_tasks(), 0);
+    let (config, listeners, addrs) = instance(upstream.addr, &secret, vars);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = meshdns::run(config, listeners, async {
         let _ = stopped.await;
@@ -361,7 +374,15 @@ async fn stop_with_connections_open(
     stop.send(()).unwrap();
     let stopping = std::time::Instant::now();
     running.await.expect("run ends cleanly");
-    (open, stopping.elapsed())
+    let took = stopping.elapsed();
+    assert_eq!(
+        runtime.num_alive_tasks(),
+        0,
+        "every task meshdns started has ended when run returns"
+    );
+    drop(upstream);
+    fakes.shutdown_background();
+    (open, took)
 }
 
 /// Connections are tasks of meshdns's tree too: with an idle TCP connection, one whose query is
@@ -371,42 +392,17 @@ async fn stop_with_connections_open(
 #[tokio::test]
 async fn connections_open_at_shutdown_end_with_it_and_no_task_outlives_run() {
     const SLOW: &str = "slow-tcp.example.com.";
-    // The fake runs on a runtime of its own: the test's counts meshdns's tasks alone.
-    let fakes = tokio::runtime::Runtime::new().unwrap();
-    let upstream = fakes
-        .spawn(
-            FakeDns::builder()
-                .answer(
-                    FAST,
-                    RecordType::A,
-                    Answer::records([rr::a(FAST, [192, 0, 2, 1])]),
-                )
-                .otherwise(Behaviour::Delay(
-                    Duration::from_millis(300),
-                    Answer::rcode(ResponseCode::NoError),
-                ))
-                .start(),
-        )
-        .await
-        .unwrap();
-    let (secret, _files, client) = dot_certificate("shutdown-open");
-    let runtime = tokio::runtime::Handle::current().metrics();
-    assert_eq!(runtime.num_alive_tasks(), 0);
-    let bound = instance(upstream.addr, &secret, &[]);
-    let (mut open, _) = stop_with_connections_open(bound, client, &upstream, SLOW).await;
-    assert_eq!(
-        runtime.num_alive_tasks(),
-        0,
-        "every task meshdns started has ended when run returns"
+    let slow = Behaviour::Delay(
+        Duration::from_millis(300),
+        Answer::rcode(ResponseCode::NoError),
     );
+    let (mut open, _) = stop_with_connections_open("shutdown-open", slow, &[], SLOW).await;
     let reply = tokio::time::timeout(Duration::from_secs(1), read_frame(&mut open.asking))
         .await
         .expect("the reply was written before run returned")
         .expect("a whole frame");
     assert_eq!(Message::from_vec(&reply).unwrap().id, open.asked.id);
     open.assert_idle_ones_closed().await;
-    drop(upstream);
-    fakes.shutdown_background();
 }
 
 /// The grace time bounds shutdown, and what it cuts ends too: a TCP query that no upstream
@@ -415,40 +411,22 @@ async fn connections_open_at_shutdown_end_with_it_and_no_task_outlives_run() {
 #[tokio::test]
 async fn a_query_cut_at_the_end_of_the_grace_time_leaves_no_task_alive() {
     const STUCK: &str = "stuck.example.com.";
-    let fakes = tokio::runtime::Runtime::new().unwrap();
-    let upstream = fakes
-        .spawn(
-            FakeDns::builder()
-                .answer(
-                    FAST,
-                    RecordType::A,
-                    Answer::records([rr::a(FAST, [192, 0, 2, 1])]),
-                )
-                .otherwise(Behaviour::Drop)
-                .start(),
-        )
-        .await
-        .unwrap();
-    let (secret, _files, client) = dot_certificate("shutdown-grace");
-    let runtime = tokio::runtime::Handle::current().metrics();
-    assert_eq!(runtime.num_alive_tasks(), 0);
     // Longer than the grace time: the query is still being answered when it runs out.
     let timeouts = [
         ("MESHDNS_TIMEOUT", "30s"),
         ("MESHDNS_ATTEMPT_TIMEOUT", "30s"),
     ];
-    let bound = instance(upstream.addr, &secret, &timeouts);
-    let (mut open, took) = stop_with_connections_open(bound, client, &upstream, STUCK).await;
-    assert_eq!(
-        runtime.num_alive_tasks(),
-        0,
-        "every task meshdns started has ended when run returns"
-    );
+    let (mut open, took) =
+        stop_with_connections_open("shutdown-grace", Behaviour::Drop, &timeouts, STUCK).await;
     assert!(
         took >= meshdns::SHUTDOWN_GRACE && took < meshdns::SHUTDOWN_GRACE * 2,
         "run returned {took:?} after it was told to stop, at the end of its grace time"
     );
+    let cut = tokio::time::timeout(Duration::from_secs(1), read_frame(&mut open.asking)).await;
+    assert_eq!(
+        cut,
+        Ok(None),
+        "the cut query's connection is closed without a reply"
+    );
     open.assert_idle_ones_closed().await;
-    drop(upstream);
-    fakes.shutdown_background();
 }
