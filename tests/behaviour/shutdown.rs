@@ -5,6 +5,11 @@
 //! A real process on the real clock, so the test orders events instead of timing them: SIGTERM
 //! goes once the upstream holds every query, and the grace not running out shows in the log
 //! (meshdns warns when it does). Time limits here only keep a hung run from hanging the suite.
+//!
+//! The other tests run `meshdns::run` on the test's own runtime, with the fakes on a runtime of
+//! their own, so that the runtime's count of live tasks is meshdns's alone: however `run` ends
+//! (told to stop, with connections open, at the end of its grace time, or because a listener
+//! broke), every task it started has ended when it returns.
 
 use crate::dot_fakes::{ClientFiles, Pki, SERVER_NAME};
 use crate::support;
@@ -429,4 +434,45 @@ async fn a_query_cut_at_the_end_of_the_grace_time_leaves_no_task_alive() {
         "the cut query's connection is closed without a reply"
     );
     open.assert_idle_ones_closed().await;
+}
+
+/// A DNS listener ends only with the process: when a TCP listening socket breaks (here shut
+/// down under meshdns, so that accepting on it fails with EINVAL), `run` returns that error at
+/// once, without being told to stop — the binary then exits 1 — and none of the tasks it
+/// started is still alive.
+#[tokio::test]
+async fn a_broken_listener_ends_run_with_its_error_and_no_task_outlives_it() {
+    let fakes = tokio::runtime::Runtime::new().unwrap();
+    let upstream = fakes.spawn(FakeDns::builder().start()).await.unwrap();
+    let runtime = tokio::runtime::Handle::current().metrics();
+    assert_eq!(runtime.num_alive_tasks(), 0);
+    let vars = [("MESHDNS_UPSTREAMS", upstream.addr.to_string())];
+    let config = meshdns::config::Config::from_vars(vars.map(|(k, v)| (k.to_string(), v)))
+        .expect("a valid test config");
+    let mut listeners = meshdns::server::bind(&["127.0.0.1:0".parse().unwrap()]).unwrap();
+    listeners.admin = Some(meshdns::server::bind_admin("127.0.0.1:0".parse().unwrap()).unwrap());
+    let tcp = listeners.tcp[0].try_clone().unwrap();
+    let running = meshdns::run(config, listeners, std::future::pending());
+    tokio::pin!(running);
+    let served = tokio::time::timeout(Duration::from_millis(300), &mut running).await;
+    assert!(served.is_err(), "run serves until a listener breaks");
+    socket2::SockRef::from(&tcp)
+        .shutdown(std::net::Shutdown::Read)
+        .unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(2), running)
+        .await
+        .expect("run returns once a listener breaks");
+    let error = ended.expect_err("a broken listener is an error");
+    assert_eq!(
+        error.raw_os_error(),
+        Some(22),
+        "EINVAL from accept: {error}"
+    );
+    assert_eq!(
+        runtime.num_alive_tasks(),
+        0,
+        "every task meshdns started has ended when run returns"
+    );
+    drop(upstream);
+    fakes.shutdown_background();
 }
