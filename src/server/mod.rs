@@ -6,8 +6,11 @@
 //! Each loop is given the node of the instance's task tree it runs on (`crate::background`'s
 //! `Tasks`), and starts every task of its own there: a UDP listener's misses, a stream
 //! listener's or the admin server's connections, each connection's queries under a node of the
-//! connection's. Nothing here is spawned outside that tree, and nothing here stops work but
-//! its owner: the listeners and their connections end when the owner `run` holds for them does.
+//! connection's. Nothing here is spawned outside that tree. Two things end work here, both the
+//! tree's: the drain (`Shared::shutdown`), at which the DNS listeners stop accepting and their
+//! connections stop reading and finish what they have; and an owner's end, which ends every
+//! task below it at once (a connection's queries when it closes; everything when `run`
+//! closes the root). This module never touches the tree's root.
 
 mod admin;
 mod batch;
