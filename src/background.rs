@@ -1,12 +1,14 @@
-//! Work done off a client's path — refreshes of popular or stale cache entries, legs of a
-//! gathered answer that straggle past the reply, health probes of endpoints marked down, the
-//! re-resolution of endpoint host names — and who ends it.
+//! The one tree of an instance's tasks: work done off a client's path — refreshes of popular
+//! or stale cache entries, legs of a gathered answer that straggle past the reply, health
+//! probes of endpoints marked down, the re-resolution of endpoint host names — and who ends
+//! it; and the owners under which the servers run their connections and queries. It owns no
+//! work of its own and decides none: it only says where a task starts and what ends it.
 //!
-//! Nothing is spawned and forgotten. Every task here is a task of one tree: a root
+//! Nothing is spawned and forgotten. Every task meshdns starts is a task of one tree: a root
 //! ([`Background`]'s own [`Owner`], a cancellation token and a [`TaskTracker`]) of which every
-//! other owner is a descendant. Shutdown is the root stopping: [`Background::close`] cancels
-//! it (every owner below ends its work at its next wait) and [`Background::closed`] waits on
-//! the tracker until the last task has ended. Work has one of two kinds of owner below it:
+//! other owner is a descendant; cancelling the root ends every task at its next wait, and
+//! shutdown is the root stopping (below). Off a client's path, work has one of two kinds of
+//! owner:
 //! - **Bounded work** runs under the root itself ([`Background::spawn`]). At most `limit`
 //!   tasks run at once; beyond that the work is refused, counted
 //!   (`meshdns_background_refused_total`), and the caller carries on without it (a refresh is
@@ -25,15 +27,22 @@
 //!   endpoint), not by the set, and is never refused: a refused probe would leave its
 //!   endpoint down for good.
 //!
-//! Work on a client's path is owned by the code that waits for it, not here: a listener's
-//! connections and a connection's queries are each held in a `JoinSet` of the function that
-//! runs them (dropping it ends them), and an exchange's attempts are futures it polls itself
-//! (no task: returning ends them). An upstream stream connection's task runs under its
-//! endpoint's owner ([`Owner::tasks`]): the endpoint also stops it sooner (its `AbortHandle`,
-//! when the connection is replaced or ends). The one exception is a UDP miss,
-//! whose task has no function to wait for it: it runs under the root's token on a tracker of
-//! its own ([`Background::clients`]), for which `run` waits at shutdown
-//! ([`Background::drained`]) before it closes the root.
+//! Work on a client's path is owned the same way, on a tracker of its own under the root's
+//! token ([`Background::clients`]), so that shutdown can wait for it alone: each DNS listener
+//! runs under an owner of its own, which `run` holds; a stream listener's connections are
+//! that owner's children, and each connection's task holds the owner of its queries, which
+//! therefore end when the connection does (its writer is no task, but a future of the
+//! connection's own task); a UDP listener's misses run under its owner directly. The admin
+//! server's connections run under its owner, a child of the root. An exchange's attempts are
+//! no tasks either, but futures it polls itself (returning ends them). An upstream stream
+//! connection's task runs under its endpoint's owner ([`Owner::tasks`]): the endpoint also
+//! stops it sooner (its `AbortHandle`, when the connection is replaced or ends).
+//!
+//! Shutdown is the root stopping, in two steps: [`Background::drain`] tells the listeners to
+//! stop accepting and the connections to stop reading, and [`Background::drained`] resolves
+//! once every task on a client's path has ended (queries answered, replies written); then
+//! [`Background::close`] ends whatever is left and [`Background::closed`] waits for it. `run`
+//! gives the drain its grace time, no more.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -77,9 +86,9 @@ pub struct Background {
     /// The root: every owner this instance hands out is its child, and every task, bounded or
     /// owned, is tracked by it. [`Background::close`] stops it.
     root: Owner,
-    /// Tracks the tasks on a client's path (a UDP miss being answered) apart from the
-    /// background's, so that shutdown can wait for them alone ([`Background::drained`]); they
-    /// are ended by the root's token all the same.
+    /// Tracks the tasks on a client's path (the listeners, their connections and queries)
+    /// apart from the background's, so that shutdown can wait for them alone
+    /// ([`Background::drained`]); they are ended by the root's token all the same.
     clients: TaskTracker,
     /// The signal that shutdown has begun ([`Background::draining`]).
     drain: CancellationToken,
@@ -150,21 +159,23 @@ impl Background {
         self.len() == 0
     }
 
-    /// An owner for work started for one thing of this instance (an upstream group), a child
-    /// of the root: it ends when the thing drops it, or at [`Background::close`].
-    pub(crate) fn owner(&self) -> Owner {
+    /// An owner for work started for one thing of this instance (an upstream group, the admin
+    /// server), a child of the root: it ends when the thing drops it, or at
+    /// [`Background::close`].
+    pub fn owner(&self) -> Owner {
         self.root.child()
     }
 
-    /// The root itself, where the instance's own loops are started (the admin server, the
-    /// reload watcher, the certificate renewal): they end when the root is closed.
-    pub(crate) fn tasks(&self) -> Tasks {
+    /// The root itself, where the instance's own loops are started (the reload watcher, the
+    /// certificate renewal): they end when the root is closed.
+    pub fn tasks(&self) -> Tasks {
         self.root.tasks.clone()
     }
 
-    /// Where tasks on a client's path are started: under the root's token (they end at
-    /// [`Background::close`]), tracked apart from the background's.
-    pub(crate) fn clients(&self) -> Tasks {
+    /// Where tasks on a client's path are started (each listener under an owner of its own,
+    /// [`Tasks::child`]): under the root's token (they end at [`Background::close`]), tracked
+    /// apart from the background's.
+    pub fn clients(&self) -> Tasks {
         Tasks {
             token: self.root.tasks.token.clone(),
             tracker: self.clients.clone(),
@@ -183,9 +194,11 @@ impl Background {
         self.drain.cancel();
     }
 
-    /// Resolves once every task on a client's path has ended; none may start after it is
-    /// called (shutdown's drain, which the listeners have stopped accepting before).
-    pub(crate) async fn drained(&self) {
+    /// Resolves once every task on a client's path has ended (shutdown's drain, begun by
+    /// [`Background::drain`]). Tasks started after it is called are waited for too, as long as
+    /// they are started by one it waits for (a connection's last queries): it cannot resolve
+    /// while one of those runs.
+    pub async fn drained(&self) {
         self.clients.close();
         self.clients.wait().await;
     }
@@ -243,8 +256,9 @@ impl Tasks {
         }));
     }
 
-    /// An owner below this node (an upstream stream endpoint's, for its connections).
-    pub(crate) fn child(&self) -> Owner {
+    /// An owner below this node (an upstream stream endpoint's, for its connections; a DNS
+    /// listener's, for its connections; a connection's, for its queries).
+    pub fn child(&self) -> Owner {
         Owner::of(self.token.child_token(), self.tracker.clone())
     }
 }

@@ -9,7 +9,8 @@
 //! answered locally) → [`upstream`] (endpoints, one exchange, health) → [`reply`] (errors,
 //! fitting to size).
 //! [`cache`] keeps answers (keys, TTLs, stale, in-flight sharing) for every route, behind one
-//! entry point. [`background`] owns the work done off a client's path.
+//! entry point. [`background`] is the one tree of the instance's tasks: where each starts,
+//! what ends it.
 //! [`config`] reads the environment once, and [`check`] shows it with the routing table
 //! (`meshdns --check`); [`dns_change`] writes the platform's cluster-DNS change from it
 //! (`meshdns dns-change`); [`wire`] reads raw bytes without a full parse;
@@ -77,10 +78,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, mpsc};
 
-use background::Background;
-
+use background::{Background, Owner, Tasks};
+use config::Config;
 use metrics::Metrics;
 use query::Resolver;
 use server::{Readiness, Shared};
@@ -88,34 +90,78 @@ use server::{Readiness, Shared};
 /// How long in-flight queries may take to finish after shutdown is signalled.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
-/// Starts the loop of every DNS listener in `loops`: each UDP socket (with MESHDNS_THREADS
+/// Starts the loop of every DNS listener in `listeners`: each UDP socket (with MESHDNS_THREADS
 /// above 1 there is one per thread on each address: `server::bind_spread`), each TCP listener,
-/// and each DNS-over-TLS listener with the certificate of `dot`.
+/// and each DNS-over-TLS listener with the certificate of `dot`, each under an owner of its
+/// own ([`start_listener`]). Returns the owners, which `run` holds until it returns.
 fn serve_listeners(
     listeners: Listeners,
     dot: Option<&config::DotConfig>,
     shared: &Shared,
-    loops: &mut tokio::task::JoinSet<std::io::Result<()>>,
-) -> std::io::Result<()> {
+    background: &Background,
+    ended: &mpsc::UnboundedSender<std::io::Error>,
+) -> std::io::Result<Vec<Owner>> {
+    let mut owners = Vec::new();
     for socket in listeners.udp {
-        loops.spawn(server::serve_udp(socket, shared.clone()));
+        let shared = shared.clone();
+        owners.push(start_listener(background, ended, |misses| {
+            server::serve_udp(socket, shared, misses)
+        }));
     }
     for listener in listeners.tcp {
-        let listener = tokio::net::TcpListener::from_std(listener)?;
-        loops.spawn(server::serve_tcp(listener, shared.clone()));
+        let (listener, shared) = (TcpListener::from_std(listener)?, shared.clone());
+        owners.push(start_listener(background, ended, |connections| {
+            server::serve_tcp(listener, shared, connections)
+        }));
     }
     let Some(dot) = dot else {
-        return Ok(());
+        return Ok(owners);
     };
     for listener in listeners.dot {
-        let listener = tokio::net::TcpListener::from_std(listener)?;
-        loops.spawn(server::serve_dot(
-            listener,
-            shared.clone(),
-            Arc::clone(&dot.tls),
-        ));
+        let (listener, shared) = (TcpListener::from_std(listener)?, shared.clone());
+        let tls = Arc::clone(&dot.tls);
+        owners.push(start_listener(background, ended, |connections| {
+            server::serve_dot(listener, shared, tls, connections)
+        }));
     }
-    Ok(())
+    Ok(owners)
+}
+
+/// Starts one DNS listener's loop, `serve`, on an owner of its own on the client path of
+/// `background` (so that shutdown waits for it and its work), handing it the owner's node for
+/// its misses or connections. However the loop ends, it says why on `ended`.
+fn start_listener<Served>(
+    background: &Background,
+    ended: &mpsc::UnboundedSender<std::io::Error>,
+    serve: impl FnOnce(Tasks) -> Served,
+) -> Owner
+where
+    Served: Future<Output = std::io::Result<()>> + Send + 'static,
+{
+    let owner = background.clients().child();
+    let served = serve(owner.tasks());
+    let ended = ended.clone();
+    owner.spawn(async move {
+        let mut end = ListenerEnd { ended, error: None };
+        end.error = served.await.err();
+    });
+    owner
+}
+
+/// Tells `run` that a DNS listener's loop has ended, when dropped: with the loop's error, or
+/// that it stopped (it returned, or panicked). Before shutdown a listener ends only with the
+/// process; at shutdown nobody listens any more.
+struct ListenerEnd {
+    ended: mpsc::UnboundedSender<std::io::Error>,
+    error: Option<std::io::Error>,
+}
+
+impl Drop for ListenerEnd {
+    fn drop(&mut self) {
+        let error =
+            (self.error.take()).unwrap_or_else(|| std::io::Error::other("a DNS listener stopped"));
+        let _ = self.ended.send(error);
+    }
 }
 
 /// Keeps the certificate `listener` serves renewed from its files (see
@@ -137,6 +183,29 @@ pub(crate) fn renew_server_certificate(
         }
         Refresh::Rejected(_) => metrics.server_certificate_reload(listener, false),
     })
+}
+
+/// Starts the admin server on `listener` under an owner of its own below the root of
+/// `background` (its connections are that owner's work): the owner, which `run` holds until it
+/// returns, and the address it listens on. The webhook's admin server alike.
+pub(crate) fn start_admin(
+    listener: std::net::TcpListener,
+    readiness: &Readiness,
+    metrics: &Arc<Metrics>,
+    background: &Background,
+) -> std::io::Result<(Owner, Option<SocketAddr>)> {
+    let listener = TcpListener::from_std(listener)?;
+    let addr = listener.local_addr().ok();
+    let admin = background.owner();
+    let connections = admin.tasks();
+    let (readiness, metrics) = (readiness.clone(), Arc::clone(metrics));
+    admin.spawn(server::serve_admin(
+        listener,
+        readiness,
+        metrics,
+        connections,
+    ));
+    Ok((admin, addr))
 }
 
 /// The startup log: what meshdns serves, where, and whom it asks (`bound`: the DNS listeners'
@@ -162,6 +231,10 @@ fn log_startup(config: &Config, bound: &[SocketAddr], admin: Option<SocketAddr>)
 /// queries finish (at most [`SHUTDOWN_GRACE`]) and returns. Must run inside a tokio runtime.
 /// The admin listener, when given, is served on its own task from the start; `/readyz` turns
 /// 200 once every DNS listener is served, and 503 again when shutdown begins.
+///
+/// Every task it starts is one of the tree rooted at its [`Background`]: the admin server and
+/// each listener under an owner of their own that `run` holds, their connections below. It
+/// returns once the root has stopped and every one of them has ended.
 pub async fn run(
     config: Config,
     mut listeners: Listeners,
@@ -176,17 +249,10 @@ pub async fn run(
         background::DEFAULT_LIMIT,
         metrics.background(),
     ));
-    let admin = background.tasks();
-    let mut admin_addr = None;
-    if let Some(listener) = listeners.admin.take() {
-        let listener = tokio::net::TcpListener::from_std(listener)?;
-        admin_addr = listener.local_addr().ok();
-        admin.spawn(server::serve_admin(
-            listener,
-            readiness.clone(),
-            Arc::clone(&metrics),
-        ));
-    }
+    let admin = (listeners.admin.take())
+        .map(|listener| start_admin(listener, &readiness, &metrics, &background))
+        .transpose()?;
+    let root = background.tasks();
     let resolver = Arc::new(Resolver::for_config(
         &config,
         Arc::clone(&metrics),
@@ -198,24 +264,29 @@ pub async fn run(
         Arc::clone(&metrics),
         Arc::clone(&background),
     );
-    admin.spawn(reload::watch_and_reload(reloader, background.draining()));
+    root.spawn(reload::watch_and_reload(reloader, background.draining()));
     let shared = Shared {
         resolver,
         inflight: Arc::new(Semaphore::new(config.max_inflight)),
         tcp_inflight: Arc::new(Semaphore::new(server::tcp_share(config.max_inflight))),
         metrics,
         shutdown: background.draining(),
-        clients: background.clients(),
     };
     let bound = listeners.local_addrs();
-    let mut loops = tokio::task::JoinSet::new();
-    if let Err(error) = serve_listeners(listeners, config.dot.as_ref(), &shared, &mut loops) {
-        background.close();
-        background.closed().await;
-        return Err(error);
-    }
+    let (ended, mut listener_ended) = mpsc::unbounded_channel();
+    let served = serve_listeners(listeners, config.dot.as_ref(), &shared, &background, &ended);
+    drop(ended);
+    // Held until `run` returns: the listeners' connections finish under them at shutdown.
+    let _listening = match served {
+        Ok(owners) => owners,
+        Err(error) => {
+            background.close();
+            background.closed().await;
+            return Err(error);
+        }
+    };
     if let Some(dot) = &config.dot {
-        admin.spawn(renew_server_certificate(
+        root.spawn(renew_server_certificate(
             metrics::TlsListener::Dot,
             &dot.tls,
             dot.check_every,
@@ -223,20 +294,15 @@ pub async fn run(
         ));
     }
     readiness.set(true);
-    log_startup(&config, &bound, admin_addr);
+    log_startup(&config, &bound, admin.as_ref().and_then(|(_, addr)| *addr));
 
     tokio::select! {
         () = shutdown => tracing::info!("shutting down: draining in-flight queries"),
-        Some(ended) = loops.join_next() => {
+        Some(error) = listener_ended.recv() => {
             // A listener ends only with the process: serving half the sockets would leave the
             // pod's DNS broken while /readyz says otherwise. Exit, and let the kubelet restart.
             readiness.set(false);
             background.drain();
-            let error = match ended {
-                Ok(Err(error)) => error,
-                Ok(Ok(())) => std::io::Error::other("a DNS listener stopped"),
-                Err(ended) => std::io::Error::other(format!("a DNS listener task ended: {ended}")),
-            };
             tracing::error!(%error, "a listener failed; exiting");
             background.close();
             background.closed().await;
@@ -245,13 +311,12 @@ pub async fn run(
     }
     readiness.set(false);
     background.drain();
-    let drained = async {
-        // The listeners first: a TCP connection waits for its queries, and no UDP miss
-        // starts once they have stopped.
-        while loops.join_next().await.is_some() {}
-        background.drained().await;
-    };
-    if tokio::time::timeout(SHUTDOWN_GRACE, drained).await.is_err() {
+    // The listeners return, their connections finish the queries they have and write the
+    // replies; every task on the client path has ended when this resolves.
+    if tokio::time::timeout(SHUTDOWN_GRACE, background.drained())
+        .await
+        .is_err()
+    {
         tracing::warn!("shutdown grace time over with queries still in flight");
     }
     // Cancelled work ends at its next wait: this returns at once.

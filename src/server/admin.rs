@@ -1,8 +1,9 @@
 //! The admin HTTP server on `MESHDNS_ADMIN_LISTEN`: `GET /metrics` (Prometheus text format),
 //! `/livez` (the runtime answers), `/readyz` (every DNS listener is served). Anything else: 404.
 //!
-//! It runs on the DNS runtime, in its own tasks, and cannot slow the DNS path: connections are
-//! capped (further ones are closed at once), a request's headers must arrive within
+//! It runs on the DNS runtime, its connections on tasks under its own owner in the instance's
+//! tree (they end with it, at the end of `run`), and cannot slow the DNS path: connections
+//! are capped (further ones are closed at once), a request's headers must arrive within
 //! [`HEADER_READ_TIMEOUT`], a connection lives at most [`CONNECTION_LIFETIME`], and a scrape
 //! only reads atomics under the registry's short read locks, which the DNS path never holds
 //! for long. Readiness never depends on upstream health: a kube-dns outage must not unready
@@ -22,6 +23,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
+use crate::background::Tasks;
 use crate::metrics::{self, Metrics};
 
 /// Open admin connections at once. Prometheus and the kubelet need one or two each.
@@ -47,22 +49,19 @@ impl Readiness {
     }
 }
 
-/// Serves the admin endpoints until the task is aborted (the end of `run`): it keeps answering
-/// `/livez` and `/metrics` while in-flight queries drain. Its connections live in a set owned
-/// by this task, so they end with it.
-pub(crate) async fn serve_admin(
+/// Serves the admin endpoints until its owner ends it (the root, at the end of `run`): it
+/// keeps answering `/livez` and `/metrics` while in-flight queries drain. Each connection runs
+/// on a task of `connections` (the admin server's node in the instance's tree), so they end
+/// with it.
+pub async fn serve_admin(
     listener: TcpListener,
     readiness: Readiness,
     metrics: Arc<Metrics>,
+    connections: Tasks,
 ) {
-    let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    let mut open = tokio::task::JoinSet::new();
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            Some(_) = open.join_next() => continue,
-        };
-        let (stream, peer) = match accepted {
+        let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(error) => {
                 tracing::warn!(%error, "admin accept failed");
@@ -70,12 +69,13 @@ pub(crate) async fn serve_admin(
                 continue;
             }
         };
-        let Ok(slot) = Arc::clone(&connections).try_acquire_owned() else {
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
             tracing::debug!(%peer, "admin connection limit reached; connection closed");
             continue;
         };
         let (readiness, metrics) = (readiness.clone(), Arc::clone(&metrics));
-        open.spawn(async move {
+        connections.spawn(async move {
+            let _slot = slot;
             let service = service_fn(move |request| {
                 let response = respond(&request, &readiness, &metrics);
                 async move { Ok::<_, Infallible>(response) }
@@ -88,7 +88,6 @@ pub(crate) async fn serve_admin(
             if let Ok(Err(error)) = tokio::time::timeout(CONNECTION_LIFETIME, connection).await {
                 tracing::debug!(%peer, %error, "admin connection error");
             }
-            drop(slot);
         });
     }
 }

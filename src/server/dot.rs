@@ -14,7 +14,6 @@
 //! networks, and rewritten by load balancers); without one, `MESHDNS_ALLOW_FROM` applies per
 //! query, as on the TCP listener.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::net::{TcpListener, TcpStream};
@@ -22,37 +21,51 @@ use tokio::time::timeout;
 use tokio_rustls::TlsAcceptor;
 
 use super::Shared;
-use super::tcp::{Access, IDLE_TIMEOUT, accept, serve_frames};
+use super::tcp::{Access, Client, IDLE_TIMEOUT, accept, serve_frames};
+use crate::background::Tasks;
 use crate::certificates::server::ServerTls;
 use crate::metrics::DropReason;
 use crate::wire::Proto;
 
-/// Serves DNS over TLS on one listener until shutdown, then waits for its connections to
-/// finish; like [`serve_tcp`](super::serve_tcp), only a listening socket that can never accept
-/// again ends it early.
-pub(crate) async fn serve_dot(
+/// Serves DNS over TLS on one listener until shutdown, each connection on a task of
+/// `connections` (the listener's node in the instance's tree), as
+/// [`serve_tcp`](super::serve_tcp) does; only a listening socket that can never accept again
+/// ends it early.
+pub async fn serve_dot(
     listener: TcpListener,
     shared: Shared,
     tls: Arc<ServerTls>,
+    connections: Tasks,
 ) -> std::io::Result<()> {
     let access = if tls.files().client_ca.is_some() {
         Access::Certificate
     } else {
         Access::AllowFrom
     };
-    accept(listener, shared, move |stream, peer, shared| {
-        connection(stream, peer, shared, Arc::clone(&tls), access)
-    })
+    accept(
+        listener,
+        shared,
+        connections,
+        move |stream, peer, shared, queries| {
+            let client = Client {
+                peer,
+                proto: Proto::Tls,
+                access,
+            };
+            connection(stream, client, shared, Arc::clone(&tls), queries)
+        },
+    )
     .await
 }
 
 async fn connection(
     stream: TcpStream,
-    peer: SocketAddr,
+    client: Client,
     shared: Shared,
     tls: Arc<ServerTls>,
-    access: Access,
+    queries: Tasks,
 ) {
+    let peer = client.peer;
     let _ = stream.set_nodelay(true);
     let handshake = TlsAcceptor::from(tls.config()).accept(stream);
     let shutdown = shared.shutdown.clone();
@@ -74,5 +87,5 @@ async fn connection(
         }
     };
     let (reader, writer) = tokio::io::split(session);
-    serve_frames(reader, writer, peer, shared, Proto::Tls, access).await;
+    serve_frames(reader, writer, client, shared, queries).await;
 }

@@ -2,6 +2,15 @@
 //! the UDP, TCP and DNS-over-TLS loops, and what they share — the access list, the in-flight bound, the
 //! metrics and the shutdown signal. Beside them, the admin HTTP server (`/metrics`, `/livez`,
 //! `/readyz`).
+//!
+//! Each loop is given the node of the instance's task tree it runs on (`crate::background`'s
+//! `Tasks`), and starts every task of its own there: a UDP listener's misses, a stream
+//! listener's or the admin server's connections, each connection's queries under a node of the
+//! connection's. Nothing here is spawned outside that tree. Two things end work here, both the
+//! tree's: the drain (`Shared::shutdown`), at which the DNS listeners stop accepting and their
+//! connections stop reading and finish what they have; and an owner's end, which ends every
+//! task below it at once (a connection's queries when it closes; everything when `run`
+//! closes the root). This module never touches the tree's root.
 
 mod admin;
 mod batch;
@@ -15,7 +24,6 @@ use std::sync::Arc;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::background::Tasks;
 use crate::metrics::Metrics;
 use crate::query::Resolver;
 
@@ -47,10 +55,7 @@ pub(crate) struct Shared {
     pub(crate) metrics: Arc<Metrics>,
     /// Cancelled when shutdown begins: listeners stop accepting, connections finish what they
     /// have ([`crate::background::Background::draining`]).
-    pub(crate) shutdown: CancellationToken,
-    /// Where a query's own task is started (a UDP miss): in the instance's tree, whose drain
-    /// `run` waits for at shutdown.
-    pub(crate) clients: Tasks,
+    pub shutdown: CancellationToken,
 }
 
 /// The in-flight slots TCP queries may hold at once out of `max_inflight`: half, at least one.

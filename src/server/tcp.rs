@@ -16,8 +16,12 @@
 //!
 //! DNS over TLS (`dot`) uses the same accept loop and the same framing, inside a TLS session.
 //!
-//! At shutdown a connection stops reading, finishes the queries it has, writes their replies
-//! and closes; the listener returns once its connections have.
+//! Every task here is one of the instance's tree (`crate::background`): a listener's
+//! connections run under the listener's owner, a connection's queries under the connection's
+//! (its task holds it, so they end when it does), and a connection's reading and writing are
+//! two futures of its own task. At shutdown the listener stops accepting and returns, and a
+//! connection stops reading, finishes the queries it has, writes their replies and closes;
+//! `run` waits for them, at most its grace time, before it stops the root.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -29,12 +33,12 @@ use futures_util::{SinkExt, StreamExt};
 use hickory_proto::op::ResponseCode;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc};
-use tokio::task::JoinSet;
+use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio::time::timeout;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
 use super::Shared;
+use crate::background::Tasks;
 use crate::metrics::DropReason;
 use crate::reply;
 use crate::wire::{self, Proto};
@@ -56,26 +60,34 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// client can make meshdns buffer.
 pub const MAX_QUERY_FRAME: usize = 16 * 1024;
 
-/// Serves one listener until shutdown, then waits for its connections to finish. Only a
-/// listening socket that can never accept again ends it early, with that error.
-pub(crate) async fn serve_tcp(listener: TcpListener, shared: Shared) -> std::io::Result<()> {
-    accept(listener, shared, connection).await
+/// Serves one listener until shutdown, each connection on a task of `connections` (the
+/// listener's node in the instance's tree) with an owner of its own. Only a listening socket
+/// that can never accept again ends it early, with that error.
+pub async fn serve_tcp(
+    listener: TcpListener,
+    shared: Shared,
+    connections: Tasks,
+) -> std::io::Result<()> {
+    accept(listener, shared, connections, connection).await
 }
 
 /// The accept loop of a stream listener (TCP, and DNS over TLS around it): at most
-/// [`MAX_CONNECTIONS`] connections, each served by `serve` on a task of the loop's own, until
-/// shutdown; then waits for them to finish.
+/// [`MAX_CONNECTIONS`] connections, each served by `serve` on a task of `connections`, until
+/// shutdown. A connection's task holds the owner of its own work (`serve` is given the node
+/// where it starts its queries): that work ends with the connection, and every connection ends
+/// with the listener's owner. At shutdown the loop returns at once; the connections finish
+/// what they have under that owner, which `run` waits for.
 pub(super) async fn accept<Serve, Served>(
     listener: TcpListener,
     shared: Shared,
+    connections: Tasks,
     serve: Serve,
 ) -> std::io::Result<()>
 where
-    Serve: Fn(TcpStream, SocketAddr, Shared) -> Served,
+    Serve: Fn(TcpStream, SocketAddr, Shared, Tasks) -> Served,
     Served: Future<Output = ()> + Send + 'static,
 {
-    let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    let mut open: JoinSet<()> = JoinSet::new();
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let shutdown = shared.shutdown.clone();
     loop {
         let (stream, peer) = tokio::select! {
@@ -89,22 +101,22 @@ where
                     continue;
                 }
             },
-            Some(_) = open.join_next() => continue,
-            () = shutdown.cancelled() => break,
+            () = shutdown.cancelled() => return Ok(()),
         };
-        let Ok(slot) = Arc::clone(&connections).try_acquire_owned() else {
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
             tracing::debug!(%peer, "TCP connection limit reached; connection closed");
             shared.metrics.dropped(DropReason::TcpConnectionLimit);
             continue;
         };
-        let served = serve(stream, peer, shared.clone());
-        open.spawn(async move {
+        let owner = connections.child();
+        let served = serve(stream, peer, shared.clone(), owner.tasks());
+        connections.spawn(async move {
+            // Held while the connection is served, dropped however it ends: its queries end
+            // with it, and its slot is given back.
+            let _held = (owner, slot);
             served.await;
-            drop(slot);
         });
     }
-    while open.join_next().await.is_some() {}
-    Ok(())
 }
 
 /// Accept errors that no waiting cures: the socket is no (longer a) listening socket. Every
@@ -128,41 +140,72 @@ pub(super) enum Access {
     Certificate,
 }
 
-async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) {
+async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared, queries: Tasks) {
     let _ = stream.set_nodelay(true);
     let (reader, writer) = stream.into_split();
-    serve_frames(reader, writer, peer, shared, Proto::Tcp, Access::AllowFrom).await;
+    let client = Client {
+        peer,
+        proto: Proto::Tcp,
+        access: Access::AllowFrom,
+    };
+    serve_frames(reader, writer, client, shared, queries).await;
+}
+
+/// Who is asking over a connection, and how.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Client {
+    pub(super) peer: SocketAddr,
+    pub(super) proto: Proto,
+    pub(super) access: Access,
 }
 
 /// Answers the length-prefixed queries read from `reader` on `writer` (see the module's
-/// documentation for the bounds), as `proto`, to clients admitted by `access`.
+/// documentation for the bounds), each on a task of `queries` (the connection's node: they end
+/// with it). Reading and writing are two futures of the connection's own task. The writer ends
+/// first only when it gives up (a client that does not read, a broken connection): reading
+/// stops with it, and the queries end with the connection. Otherwise reading ends (end of
+/// stream, a silent client, shutdown) and the writer writes the replies of the queries still
+/// being answered, then closes.
 pub(super) async fn serve_frames<R, W>(
     reader: R,
     writer: W,
-    peer: SocketAddr,
+    client: Client,
     shared: Shared,
-    proto: Proto,
-    access: Access,
+    queries: Tasks,
 ) where
     R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin,
 {
-    let mut frames = FramedRead::new(reader, wire::tcp_codec(MAX_QUERY_FRAME));
     let (replies, outgoing) = mpsc::channel::<Vec<u8>>(MAX_PIPELINED);
-    let mut writing = tokio::spawn(write_replies(writer, outgoing));
+    let reading = read_queries(reader, replies, client, &shared, &queries);
+    let writing = write_replies(writer, outgoing);
+    tokio::pin!(reading, writing);
+    let ended = tokio::select! {
+        ended = &mut writing => ended,
+        () = &mut reading => writing.await,
+    };
+    if ended == WriteEnd::Stalled {
+        shared.metrics.dropped(DropReason::TcpStalled);
+    }
+}
+
+/// Reads queries until the end of the stream, a silent client or shutdown, and starts each
+/// on a task of `queries`, which queues its reply on `replies` (returning drops this
+/// sender: the writer ends once the queries' own are gone too).
+async fn read_queries<R: AsyncRead + Unpin>(
+    reader: R,
+    replies: mpsc::Sender<Vec<u8>>,
+    client: Client,
+    shared: &Shared,
+    queries: &Tasks,
+) {
+    let mut frames = FramedRead::new(reader, wire::tcp_codec(MAX_QUERY_FRAME));
     let pipelined = Arc::new(Semaphore::new(MAX_PIPELINED));
-    let shutdown = shared.shutdown.clone();
-    let mut answering: JoinSet<()> = JoinSet::new();
+    let answered = Arc::new(Notify::new());
     loop {
-        // Finished queries are reaped here, before another is read. The `join_next` branch
-        // below alone does not keep up: once the task's cooperative budget is spent it stays
-        // pending while buffered frames keep coming, and every answered query's task cell
-        // (~2 KB) stayed on the heap until the connection closed — 1 GiB for 300 connections
-        // of 2,000 pipelined queries. `try_join_next` is not budgeted.
-        while answering.try_join_next().is_some() {}
         // Idle means silent with nothing being answered (RFC 7766 §6.2.3); a frame must also
         // arrive whole within the timeout, so a trickling client cannot hold the slot.
-        let idle_limit = if answering.is_empty() {
+        let idle_limit = if pipelined.available_permits() == MAX_PIPELINED {
             IDLE_TIMEOUT
         } else {
             IDLE_TIMEOUT.max(shared.resolver.timeout())
@@ -171,41 +214,34 @@ pub(super) async fn serve_frames<R, W>(
             frame = timeout(idle_limit, frames.next()) => match frame {
                 Ok(Some(Ok(frame))) => frame,
                 // EOF, a read error, a frame over the cap, or a silent client.
-                _ => break,
+                _ => return,
             },
-            Some(_) = answering.join_next() => continue,
-            // The writer gave up (a client that does not read, or a broken connection): stop
-            // reading too; dropping `answering` stops the queries still being answered.
-            ended = &mut writing => {
-                if matches!(ended, Ok(WriteEnd::Stalled)) {
-                    shared.metrics.dropped(DropReason::TcpStalled);
-                }
-                return;
-            }
-            () = shutdown.cancelled() => break,
+            // A query has been answered: the idle limit is counted again from now.
+            () = answered.notified() => continue,
+            () = shared.shutdown.cancelled() => return,
         };
-        if access == Access::AllowFrom && !shared.resolver.allows(peer.ip()) {
+        if client.access == Access::AllowFrom && !shared.resolver.allows(client.peer.ip()) {
             shared.metrics.dropped(DropReason::NotAllowed);
             if let Some(refused) = reply::from_header(&frame, ResponseCode::Refused)
                 && replies.send(refused).await.is_err()
             {
-                break;
+                return;
             }
             continue;
         }
         let Ok(turn) = Arc::clone(&pipelined).acquire_owned().await else {
-            break;
+            return;
         };
         let Ok(tcp_share) = Arc::clone(&shared.tcp_inflight).acquire_owned().await else {
-            break;
+            return;
         };
         let Ok(permit) = Arc::clone(&shared.inflight).acquire_owned().await else {
-            break;
+            return;
         };
         let (resolver, replies) = (Arc::clone(&shared.resolver), replies.clone());
-        let counted = shared.metrics.inflight();
-        answering.spawn(async move {
-            let reply = resolver.handle(frame.freeze(), proto).await;
+        let (counted, answered) = (shared.metrics.inflight(), Arc::clone(&answered));
+        queries.spawn(async move {
+            let reply = resolver.handle(frame.freeze(), client.proto).await;
             drop((counted, permit, tcp_share));
             if let Some(reply) = reply {
                 // Waits while the writer is behind; the connection's turn is held until the
@@ -213,13 +249,8 @@ pub(super) async fn serve_frames<R, W>(
                 let _ = replies.send(reply).await;
             }
             drop(turn);
+            answered.notify_one();
         });
-    }
-    // Finish the queries read so far, then let the writer drain and close.
-    while answering.join_next().await.is_some() {}
-    drop(replies);
-    if matches!(writing.await, Ok(WriteEnd::Stalled)) {
-        shared.metrics.dropped(DropReason::TcpStalled);
     }
 }
 

@@ -22,15 +22,16 @@ use tokio::io::unix::AsyncFd;
 
 use super::Shared;
 use super::batch::{self, BATCH, Datagram, Inbox, Outbox};
+use crate::background::Tasks;
 use crate::metrics::DropReason;
 use crate::query::FastPath;
 use crate::reply;
 use crate::snapshot::Snapshot;
 use crate::wire::Proto;
 
-/// Serves one UDP socket (non-blocking) until shutdown. Only an unrecoverable socket error
-/// ends it early.
-pub(crate) async fn serve_udp(socket: UdpSocket, shared: Shared) -> std::io::Result<()> {
+/// Serves one UDP socket (non-blocking) until shutdown, each miss on a task of `misses` (the
+/// listener's node in the instance's tree). Only an unrecoverable socket error ends it early.
+pub async fn serve_udp(socket: UdpSocket, shared: Shared, misses: Tasks) -> std::io::Result<()> {
     // Deprecated because a borrowed descriptor could be closed under the reactor; here the
     // AsyncFd owns the socket, so its descriptor stays open and the same for its whole life
     // (the safe case the deprecation note spells out). Readable interest only: see above.
@@ -66,7 +67,7 @@ pub(crate) async fn serve_udp(socket: UdpSocket, shared: Shared) -> std::io::Res
         let snapshot = shared.resolver.current();
         for datagram in inbox.datagrams() {
             let buffer = outbox.buffer();
-            if let Some(reply) = serve(&socket, &shared, &snapshot, datagram, buffer) {
+            if let Some(reply) = serve(&socket, &shared, &misses, &snapshot, datagram, buffer) {
                 outbox.push(socket.get_ref(), reply, datagram.peer);
             }
         }
@@ -76,10 +77,11 @@ pub(crate) async fn serve_udp(socket: UdpSocket, shared: Shared) -> std::io::Res
 
 /// One datagram: the reply to send now (a refusal, a cache hit — written into `buffer` —,
 /// FORMERR for a datagram too long to read whole), or `None` when there is none now (a miss,
-/// answered by its own task).
+/// answered by its own task, on `misses`).
 fn serve(
     socket: &Arc<AsyncFd<UdpSocket>>,
     shared: &Shared,
+    misses: &Tasks,
     snapshot: &Arc<Snapshot>,
     datagram: Datagram<'_>,
     buffer: Vec<u8>,
@@ -114,7 +116,7 @@ fn serve(
     let socket = Arc::clone(socket);
     let resolver = Arc::clone(&shared.resolver);
     let counted = shared.metrics.inflight();
-    shared.clients.spawn(async move {
+    misses.spawn(async move {
         if let Some(reply) = resolver.handle_miss(query, Proto::Udp, routed).await {
             batch::send_one(socket.get_ref(), &reply, peer);
         }

@@ -33,7 +33,7 @@ use crate::background::Background;
 use crate::certificates::server::{CHECK_EVERY, ServerTls};
 use crate::config::WebhookConfig;
 use crate::metrics::{Metrics, TlsListener, WebhookResult};
-use crate::server::{Readiness, serve_admin};
+use crate::server::Readiness;
 use review::{Answered, Outcome};
 
 /// The largest request body read. The API server sends a pod of at most about 1.5 MB (etcd's
@@ -76,11 +76,13 @@ pub async fn run(
     // The root of the webhook's tasks (the admin server, the certificate's watch, each
     // connection): closed and waited for before `run` returns, whichever way.
     let tree = Background::new(crate::background::DEFAULT_LIMIT);
-    if let Some(admin) = admin {
-        admin.set_nonblocking(true)?;
-        let admin = TcpListener::from_std(admin)?;
-        (tree.tasks()).spawn(serve_admin(admin, readiness.clone(), Arc::clone(&metrics)));
-    }
+    // The admin server's owner, held until `run` returns: its connections are its work.
+    let _admin = (admin)
+        .map(|admin| {
+            admin.set_nonblocking(true)?;
+            crate::start_admin(admin, &readiness, &metrics, &tree)
+        })
+        .transpose()?;
     (tree.tasks()).spawn(crate::renew_server_certificate(
         TlsListener::Webhook,
         &tls,
