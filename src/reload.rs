@@ -160,8 +160,10 @@ impl Reloader {
                 self.metrics.config_valid();
                 read
             }
-            Err(error) => {
-                tracing::error!(variable = %error.variable, %error, "configuration change rejected; the running configuration stays");
+            Err(errors) => {
+                for error in &errors {
+                    tracing::error!(variable = %error.variable, %error, "configuration change rejected; the running configuration stays");
+                }
                 self.metrics.config_reload(ReloadResult::Rejected);
                 return None;
             }

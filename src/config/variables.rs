@@ -1,9 +1,16 @@
 //! The one table of meshdns's variables: one descriptor per variable (name, default, meaning,
-//! when a change applies, whether an empty value is refused). The source reads only the names
-//! here, the parser takes each value through its name's constant, `--help` prints the table,
+//! when a change applies, whether an empty value is refused, what kind of value it holds). The
+//! source reads only the names here, the parser reads each value by its kind
+//! ([`Variable::kind`]), `--help` prints the table,
 //! `--check` walks it, the reload takes its restart-only list from it ([`restart_only`]), and
 //! the README's table is its rows ([`Variable::readme_row`]). Nothing else keeps a list of
 //! variable names. It reads nothing and parses no value.
+
+use std::time::Duration;
+
+use super::clusters::DOT_PORT;
+use super::kind::Kind;
+use super::values::DNS_PORT;
 
 /// One variable meshdns reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,6 +25,8 @@ pub struct Variable {
     /// members, the zones), so it is refused, from a file or from the environment alike (a
     /// template whose variable was unset renders an empty value in both).
     pub refuses_empty: bool,
+    /// What its value is: how the parser reads it.
+    pub kind: Kind,
 }
 
 /// When a change of a variable takes effect.
@@ -88,6 +97,7 @@ const fn var(
     default: Option<&'static str>,
     meaning: &'static str,
     applies: Applies,
+    kind: Kind,
 ) -> Variable {
     Variable {
         name,
@@ -95,8 +105,29 @@ const fn var(
         meaning,
         applies,
         refuses_empty: false,
+        kind,
     }
 }
+
+/// More threads than this is never useful for a per-pod resolver.
+const MAX_THREADS: usize = 64;
+
+/// The longest a query (or one attempt) may be given: beyond a minute a client has long given
+/// up, and no peer is that far away.
+const MAX_QUERY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The longest a positive answer, or a stale one, may be kept (RFC 8767 §5 suggests 1–3 days
+/// for stale data; a week bounds both).
+const MAX_CACHE_TTL: Duration = Duration::from_secs(7 * 86_400);
+
+/// The longest a negative answer may be kept (RFC 2308 §5 suggests 1–3 hours at most).
+const MAX_NEGATIVE_TTL: Duration = Duration::from_secs(3 * 3600);
+
+/// The admin port when `MESHDNS_ADMIN_LISTEN` names none.
+const ADMIN_PORT: u16 = 9153;
+
+/// The HTTPS port of the webhook when `MESHDNS_WEBHOOK_LISTEN` names none.
+const WEBHOOK_PORT: u16 = 8443;
 
 pub const LISTEN: &str = "MESHDNS_LISTEN";
 pub const ALLOW_FROM: &str = "MESHDNS_ALLOW_FROM";
@@ -145,18 +176,21 @@ pub const VARIABLES: &[Variable] = &[
         Some("127.0.0.1:53"),
         "comma list of addresses, each served over UDP and TCP",
         Applies::Restart,
+        Kind::Addresses { port: DNS_PORT },
     ),
     var(
         ALLOW_FROM,
         Some("127.0.0.0/8,::1/128"),
         "client networks served; others get REFUSED",
         Applies::Live,
+        Kind::Networks,
     ),
     var(
         UPSTREAMS,
         None,
         "the local cluster DNS (kube-dns), IP[:PORT] comma list; unset: the non-loopback nameservers of MESHDNS_RESOLV_CONF",
         Applies::Live,
+        Kind::Addresses { port: DNS_PORT },
     )
     .refusing_empty(),
     var(
@@ -164,18 +198,21 @@ pub const VARIABLES: &[Variable] = &[
         Some("/etc/resolv.conf"),
         "the pod's resolv.conf: its search list (search-list expansions answered at once; unreadable: that feature off), and its nameservers when MESHDNS_UPSTREAMS is unset",
         Applies::Live,
+        Kind::Path,
     ),
     var(
         CLUSTER_DOMAIN,
         Some("cluster.local"),
         "the Kubernetes cluster domain of every cluster (per-cluster domain= overrides)",
         Applies::Live,
+        Kind::Zone,
     ),
     var(
         LOCAL_CLUSTER,
         None,
         "name of the cluster this pod runs in; its names go to MESHDNS_UPSTREAMS",
         Applies::Live,
+        Kind::ClusterName,
     )
     .refusing_empty(),
     var(
@@ -183,6 +220,7 @@ pub const VARIABLES: &[Variable] = &[
         None,
         "the clusters: NAME=ENDPOINT[,ENDPOINT...] [option=value...] entries separated by ';'",
         Applies::Live,
+        Kind::Clusters,
     )
     .refusing_empty(),
     var(
@@ -190,6 +228,7 @@ pub const VARIABLES: &[Variable] = &[
         Some("cluster.{name}"),
         "template of each cluster's zone; {name} is the cluster name",
         Applies::Live,
+        Kind::ZoneTemplate,
     )
     .refusing_empty(),
     var(
@@ -197,6 +236,7 @@ pub const VARIABLES: &[Variable] = &[
         Some("distributed.local"),
         "comma list of zones gathered from all clusters (prefix naming)",
         Applies::Live,
+        Kind::Zones,
     )
     .refusing_empty(),
     var(
@@ -204,6 +244,7 @@ pub const VARIABLES: &[Variable] = &[
         None,
         "optional zone with Kubernetes MCS naming, e.g. clusterset.local",
         Applies::Live,
+        Kind::Zone,
     )
     .refusing_empty(),
     var(
@@ -211,84 +252,111 @@ pub const VARIABLES: &[Variable] = &[
         Some("2s"),
         "deadline for one client query, all attempts included",
         Applies::Live,
+        Kind::Duration { max: MAX_QUERY_TIMEOUT },
     ),
     var(
         ATTEMPT_TIMEOUT,
         Some("500ms"),
         "ceiling of one wait for a reply: a lost UDP datagram is sent again after the endpoint's retransmission timeout (from its round-trip time, at least 15 ms), and an attempt silent this long counts as failed and the next endpoint is asked",
         Applies::Live,
+        Kind::Duration { max: MAX_QUERY_TIMEOUT },
     ),
     var(
         CACHE_SIZE,
         Some("10000"),
         "cache entries; 0 disables the cache",
         Applies::Live,
+        Kind::Count {
+            min: 0,
+            max: usize::MAX,
+            refusal: "is not a whole number of entries (0 disables the cache)",
+        },
     ),
     var(CACHE_MAX_TTL, Some("3600s"), "cap on positive TTLs",
         Applies::Live,
+        Kind::Duration { max: MAX_CACHE_TTL },
     ),
     var(
         CACHE_NEGATIVE_TTL,
         Some("5s"),
         "cap on NXDOMAIN/NODATA caching",
         Applies::Live,
+        Kind::Duration { max: MAX_NEGATIVE_TTL },
     ),
     var(
         SERVE_STALE,
         Some("300s"),
         "how long an expired answer may still be served when its upstream fails",
         Applies::Live,
+        Kind::Duration { max: MAX_CACHE_TTL },
     ),
     var(
         MAX_INFLIGHT,
         Some("1024"),
         "client queries being answered at once (TCP ones at most half); UDP queries beyond it are dropped",
         Applies::Restart,
+        Kind::Count {
+            min: 1,
+            max: 65_536,
+            refusal: "is not a number of queries from 1 to 65536",
+        },
     ),
     var(
         ADMIN_LISTEN,
         Some("0.0.0.0:9153"),
         "HTTP /metrics, /livez, /readyz; empty disables",
         Applies::Restart,
+        Kind::Address { port: ADMIN_PORT },
     ),
     var(
         LOG,
         Some("info"),
         "log filter: a level (error, warn, info, debug, trace, off) or target=level directives",
         Applies::Live,
+        Kind::LogFilter,
     ),
     var(LOG_FORMAT, Some("text"), "text or json",
         Applies::Restart,
+        Kind::LogFormat,
     ),
     var(
         THREADS,
         Some("1"),
         "runtime threads (one is cheapest under a sidecar's CPU limit)",
         Applies::Restart,
+        Kind::Count {
+            min: 1,
+            max: MAX_THREADS,
+            refusal: "is not a thread count from 1 to 64",
+        },
     ),
     var(
         CONFIG_DIR,
         None,
         "directory of files named after these variables (a mounted ConfigMap), watched and applied live; a file overrides the environment",
         Applies::EnvironmentOnly,
+        Kind::Path,
     ),
     var(
         TLS_CA_FILE,
         None,
         "PEM bundle of the CAs that sign peers' certificates (required when a cluster uses transport=tls); re-read when it changes",
         Applies::Live,
+        Kind::Path,
     ),
     var(
         TLS_CERT_FILE,
         None,
         "PEM client certificate chain for mutual TLS to peers (with MESHDNS_TLS_KEY_FILE); re-read when it changes",
         Applies::Live,
+        Kind::Path,
     ),
     var(
         TLS_KEY_FILE,
         None,
         "PEM private key of MESHDNS_TLS_CERT_FILE; re-read when it changes",
         Applies::Live,
+        Kind::Path,
     ),
     // The listener and the paths of its files are made once; the files' content is renewed
     // while running (looked at every 10 s), without a reload.
@@ -297,24 +365,28 @@ pub const VARIABLES: &[Variable] = &[
         None,
         "comma list of addresses (port 853 unless given) served over DNS over TLS, for the peer clusters; unset: off",
         Applies::Restart,
+        Kind::Addresses { port: DOT_PORT },
     ),
     var(
         DOT_CERT_FILE,
         None,
         "PEM certificate chain served over DNS over TLS (required with MESHDNS_DOT_LISTEN); new connections get a renewed one within 10 s of the file changing",
         Applies::Restart,
+        Kind::Path,
     ),
     var(
         DOT_KEY_FILE,
         None,
         "PEM private key of MESHDNS_DOT_CERT_FILE; renewed with it (a pair that does not match keeps the one in force)",
         Applies::Restart,
+        Kind::Path,
     ),
     var(
         DOT_CLIENT_CA_FILE,
         None,
         "PEM bundle of the CAs that sign the peers' client certificates: set, DNS over TLS clients must present one (and MESHDNS_ALLOW_FROM does not apply to them); unset, MESHDNS_ALLOW_FROM does",
         Applies::Restart,
+        Kind::Path,
     ),
     // The pod's identity is fixed for its life (its IPs, hostname, subdomain and namespace
     // never change while it runs), so these are read once, at startup.
@@ -323,36 +395,42 @@ pub const VARIABLES: &[Variable] = &[
         None,
         "the pod's IP (downward API status.podIP); with it, meshdns answers the pod's own names itself",
         Applies::Restart,
+        Kind::PodIp,
     ),
     var(
         POD_IPS,
         None,
         "the pod's IPs, comma list (downward API status.podIPs, dual stack)",
         Applies::Restart,
+        Kind::PodIps,
     ),
     var(
         POD_HOSTNAME,
         None,
         "the pod's hostname; unset: from its line in MESHDNS_HOSTS_FILE",
         Applies::Restart,
+        Kind::Label,
     ),
     var(
         POD_SUBDOMAIN,
         None,
         "the pod's subdomain (its headless Service); unset: from its line in MESHDNS_HOSTS_FILE",
         Applies::Restart,
+        Kind::Label,
     ),
     var(
         POD_NAMESPACE,
         None,
         "the pod's namespace (downward API metadata.namespace); unset: from its line in MESHDNS_HOSTS_FILE",
         Applies::Restart,
+        Kind::Label,
     ),
     var(
         HOSTS_FILE,
         Some("/etc/hosts"),
         "where the kubelet wrote the pod's line (IP, FQDN, hostname); read at startup when a pod variable is missing",
         Applies::Restart,
+        Kind::Path,
     ),
     // `meshdns webhook` (the injection webhook, docs/injection.md) reads these, with
     // MESHDNS_CLUSTER_DOMAIN, MESHDNS_ADMIN_LISTEN, MESHDNS_LOG and MESHDNS_LOG_FORMAT; the DNS
@@ -363,24 +441,28 @@ pub const VARIABLES: &[Variable] = &[
         Some("0.0.0.0:8443"),
         "webhook mode: the HTTPS address the API server sends AdmissionReviews to (POST /mutate)",
         Applies::WebhookStart,
+        Kind::Address { port: WEBHOOK_PORT },
     ),
     var(
         WEBHOOK_CERT_FILE,
         Some("/etc/meshdns-webhook/tls.crt"),
         "webhook mode: PEM server certificate chain (cert-manager's tls.crt); re-read when it changes",
         Applies::WebhookStart,
+        Kind::Path,
     ),
     var(
         WEBHOOK_KEY_FILE,
         Some("/etc/meshdns-webhook/tls.key"),
         "webhook mode: PEM private key of MESHDNS_WEBHOOK_CERT_FILE; re-read when it changes",
         Applies::WebhookStart,
+        Kind::Path,
     ),
     var(
         WEBHOOK_IMAGE,
         None,
         "webhook mode, required: the image of the injected meshdns sidecar (the webhook's own image)",
         Applies::WebhookStart,
+        Kind::Word,
     ),
 ];
 
