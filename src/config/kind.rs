@@ -14,7 +14,7 @@ use hickory_proto::rr::Name;
 
 use super::clusters::{ClusterEntry, parse_clusters};
 use super::values::{IpNet, check_cluster_name, is_dns_label, parse_duration, parse_socket_addr};
-use super::variables::{Applies, VARIABLES, Variable};
+use super::variables::{VARIABLES, Variable};
 use super::{ConfigError, Errors, LogFormat, Settings, hint, value};
 
 /// What a variable's value is, with its bounds.
@@ -275,7 +275,7 @@ impl Values {
 
 /// The DNS server's variables: every one but those only the webhook reads.
 pub fn read_by_the_server(variable: &Variable) -> bool {
-    variable.applies != Applies::WebhookStart
+    !variable.is_the_webhooks()
 }
 
 /// Refuses a value in quotes (no variable takes one, see [`hint::copied_quotes`]) and an empty

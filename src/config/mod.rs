@@ -12,6 +12,7 @@
 mod clusters;
 mod dot;
 mod hint;
+mod in_force;
 mod kind;
 mod own;
 mod pod;
@@ -31,6 +32,7 @@ use crate::certificates::{self, ClientTls, PemFile};
 
 pub use clusters::{Endpoint, Transport};
 pub use dot::DotConfig;
+pub use in_force::{join, join_with};
 pub use kind::Kind;
 pub use own::is_own_address;
 pub use pod::{OwnData, OwnName, Pod, PodIdentity};
@@ -169,13 +171,12 @@ pub struct TlsFiles {
 impl TlsFiles {
     /// The variables whose file's content differs between `self` and `other`: what a
     /// rotation changed, for the log.
-    pub fn rotated(&self, other: &TlsFiles) -> Vec<&'static str> {
-        [TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE]
-            .into_iter()
-            .enumerate()
-            .filter(|(i, _)| self.loaded.files.get(*i) != other.loaded.files.get(*i))
-            .map(|(_, variable)| variable)
-            .collect()
+    pub fn rotated(&self, other: &TlsFiles) -> Vec<&'static Variable> {
+        let differs = |name: &str| {
+            let file = CLIENT_TLS_FILES.iter().position(|file| *file == name);
+            file.is_some_and(|i| self.loaded.files.get(i) != other.loaded.files.get(i))
+        };
+        VARIABLES.iter().filter(|v| differs(v.name)).collect()
     }
 }
 

@@ -24,9 +24,8 @@ use std::path::{Path, PathBuf};
 
 use super::ConfigError;
 use super::variables::{
-    self, CONFIG_DIR, DOT_CERT_FILE, DOT_CLIENT_CA_FILE, DOT_KEY_FILE, DOT_LISTEN, HOSTS_FILE,
-    POD_HOSTNAME, POD_NAMESPACE, POD_SUBDOMAIN, RESOLV_CONF, TLS_CA_FILE, TLS_CERT_FILE,
-    TLS_KEY_FILE,
+    self, CLIENT_TLS_FILES, CONFIG_DIR, DOT_CERT_FILE, DOT_CLIENT_CA_FILE, DOT_KEY_FILE,
+    DOT_LISTEN, HOSTS_FILE, POD_HOSTNAME, POD_NAMESPACE, POD_SUBDOMAIN, RESOLV_CONF, Variable,
 };
 use super::{set, value};
 use crate::certificates::server::{ServerTls, ServerTlsFiles};
@@ -71,8 +70,8 @@ pub struct Sources {
     pub resolv_conf: (PathBuf, std::io::Result<Vec<u8>>),
     /// `MESHDNS_HOSTS_FILE`'s content, read when a pod variable it completes is unset.
     pub hosts_file: Option<std::io::Result<String>>,
-    /// The files of `MESHDNS_TLS_CA_FILE`, `MESHDNS_TLS_CERT_FILE` and `MESHDNS_TLS_KEY_FILE`,
-    /// those that are set.
+    /// The files of `MESHDNS_TLS_CA_FILE`, `MESHDNS_TLS_CERT_FILE` and `MESHDNS_TLS_KEY_FILE`
+    /// ([`CLIENT_TLS_FILES`]), those that are set.
     pub tls: [Option<PemFile>; 3],
     /// The certificate DNS over TLS serves, loaded from the files of `MESHDNS_DOT_*` when the
     /// listener, the certificate and the key are set (it follows its files from then on).
@@ -94,7 +93,7 @@ impl Sources {
             .any(|variable| set(&settings, variable).is_none());
         let hosts_file =
             pod_incomplete.then(|| std::fs::read_to_string(value(&settings, HOSTS_FILE)));
-        let tls = [TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE]
+        let tls = CLIENT_TLS_FILES
             .map(|variable| set(&settings, variable).map(|path| PemFile::read(Path::new(path))));
         let dot_tls = dot_tls(&settings);
         Ok(Self {
@@ -261,11 +260,9 @@ impl Settings {
     }
 
     /// The variables whose raw values differ between `self` and `other`.
-    pub fn changed(&self, other: &Settings) -> Vec<&'static str> {
-        variables::VARIABLES
-            .iter()
-            .map(|v| v.name)
-            .filter(|name| self.get(name) != other.get(name))
+    pub fn changed(&self, other: &Settings) -> Vec<&'static Variable> {
+        (variables::VARIABLES.iter())
+            .filter(|v| self.get(v.name) != other.get(v.name))
             .collect()
     }
 }

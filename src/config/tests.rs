@@ -571,7 +571,9 @@ fn a_rotation_names_the_variable_of_each_file_that_changed() {
     // cert-manager renews the client certificate: a new certificate and key, the same CA.
     write_pair();
     assert_eq!(
-        before.rotated(&load()),
+        (before.rotated(&load()).iter())
+            .map(|v| v.name)
+            .collect::<Vec<_>>(),
         ["MESHDNS_TLS_CERT_FILE", "MESHDNS_TLS_KEY_FILE"]
     );
 }
