@@ -1012,3 +1012,56 @@ fn a_dot_file_that_does_not_load_is_named_by_its_variable() {
         &["does not exist"],
     );
 }
+
+#[test]
+fn three_bad_variables_are_all_named_at_once() {
+    let errors =
+        config_from(&[(TIMEOUT, "2"), (CACHE_SIZE, "many"), (LOG_FORMAT, "xml")]).unwrap_err();
+    let named: Vec<(&str, &str)> = (errors.iter())
+        .map(|e| (e.variable.as_str(), e.token.as_str()))
+        .collect();
+    assert_eq!(
+        named,
+        [(TIMEOUT, "2"), (CACHE_SIZE, "many"), (LOG_FORMAT, "xml")],
+        "in the table's order, one line each:\n{errors}"
+    );
+    assert_eq!(errors.to_string().lines().count(), 3, "{errors}");
+}
+
+#[test]
+fn a_value_that_does_not_parse_is_not_cross_checked_as_well() {
+    // A zone template without {name}: no cluster zone is made, so the zone table (which would
+    // find the clusters' zones missing or colliding) is not checked either.
+    refused(
+        with_local_a("b=10.9.0.1", &[(CLUSTER_ZONE, "clusters.example")]),
+        (CLUSTER_ZONE, "clusters.example"),
+        &["must contain {name}"],
+    );
+    // A timeout that does not parse: the attempt timeout is not compared with it.
+    refused(
+        config_from(&[(TIMEOUT, "2"), (ATTEMPT_TIMEOUT, "3s")]),
+        (TIMEOUT, "2"),
+        &["needs a unit"],
+    );
+    // A pod address that does not parse: no identity, so nothing is checked against it.
+    refused(
+        with_local_a(
+            "b=10.9.0.1 namespaces=db",
+            &[(POD_IP, "10.8.1"), (POD_NAMESPACE, "db")],
+        ),
+        (POD_IP, "10.8.1"),
+        &["is not an IP address"],
+    );
+}
+
+#[test]
+fn a_cross_check_still_runs_beside_an_unrelated_bad_value() {
+    let errors = config_from(&[
+        (TIMEOUT, "1s"),
+        (ATTEMPT_TIMEOUT, "2s"),
+        (CACHE_MAX_TTL, "1d"),
+    ])
+    .unwrap_err();
+    let named: Vec<&str> = errors.iter().map(|e| e.variable.as_str()).collect();
+    assert_eq!(named, [CACHE_MAX_TTL, ATTEMPT_TIMEOUT], "{errors}");
+}
