@@ -2,12 +2,14 @@
 //!
 //! [`variables`] is the one table of what meshdns reads, a descriptor per variable; `source`
 //! is the loader ([`Sources::load`]): it reads the raw values, where each came from, and every
-//! file they name, once. This module owns the parse ([`parse`]): it turns those values into a
-//! `Config` and cross-checks them, and may not touch a file, the environment or the clock —
-//! what it needs of the world is in its [`Sources`]. Every failure is a [`ConfigError`] naming
-//! the variable and the offending token, which `main` prints as one line before exiting 64
-//! (and a reload logs before keeping the running configuration). Tests build a `Config` from
-//! pairs with [`Config::from_vars`], never by touching the process environment.
+//! file they name, once. This module owns the parse ([`parse`]): it reads every variable by
+//! its kind (`kind`), turns the values into a `Config` and cross-checks them, and may not touch
+//! a file, the environment or the clock — what it needs of the world is in its [`Sources`].
+//! Every failure is a [`ConfigError`] naming the variable and the offending token; the parse
+//! returns all it finds ([`Errors`]), which `main` prints one a line before exiting 64 (and a
+//! reload logs before keeping the running configuration). A cross-check runs only on values
+//! that parsed, so one mistake is one error. Tests build a `Config` from pairs with
+//! [`Config::from_vars`], never by touching the process environment.
 
 mod clusters;
 mod dot;

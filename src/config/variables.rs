@@ -1,10 +1,12 @@
 //! The one table of meshdns's variables: one descriptor per variable (name, default, meaning,
-//! when a change applies, whether an empty value is refused, what kind of value it holds). The
-//! source reads only the names here, the parser reads each value by its kind
-//! ([`Variable::kind`]), `--help` prints the table,
-//! `--check` walks it, the reload takes its restart-only list from it ([`restart_only`]), and
-//! the README's table is its rows ([`Variable::readme_row`]). Nothing else keeps a list of
-//! variable names. It reads nothing and parses no value.
+//! when a change applies, whether an empty value is refused, what kind of value it holds, how
+//! its value in force is shown). The source reads only the names here, the parser reads each
+//! value by its kind ([`Variable::kind`]), `--help` prints the table, `--check` walks it and
+//! shows each value through it ([`Variable::in_force`]), the reload takes its restart-only list
+//! from it ([`restart_only`]) and keeps their running values as their descriptors say, and the
+//! README's table is its rows ([`Variable::readme_row`]). Nothing else keeps a list of
+//! variable names: a new variable is a descriptor here and its field of `Config`. It reads
+//! nothing and parses no value.
 
 use std::time::Duration;
 
