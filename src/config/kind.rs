@@ -298,3 +298,79 @@ fn refuse_raw(settings: &Settings, variable: &Variable) -> Result<(), ConfigErro
         None => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::source::tests::vars;
+
+    #[test]
+    fn every_default_parses_as_its_variables_kind() {
+        for variable in VARIABLES {
+            if let Some(default) = variable.default {
+                let parsed = variable.kind.parse(variable.name, default, false);
+                assert!(parsed.is_ok(), "{}: {parsed:?}", variable.name);
+            }
+        }
+    }
+
+    #[test]
+    fn every_variable_is_read_by_its_kind_and_every_refusal_kept() {
+        let settings = Settings::from_vars(vars(&[
+            ("MESHDNS_LISTEN", "127.0.0.1:5353, [::1]"),
+            ("MESHDNS_TIMEOUT", "1.5s"),
+            ("MESHDNS_THREADS", "0"),
+            ("MESHDNS_ALLOW_FROM", "10.0.0.0/40"),
+            ("MESHDNS_CLUSTERSET_ZONE", "'clusterset.local'"),
+        ]))
+        .unwrap();
+        let values = Values::read(&settings, read_by_the_server);
+        assert_eq!(
+            values.addresses("MESHDNS_LISTEN"),
+            Some(vec![
+                "127.0.0.1:5353".parse().unwrap(),
+                "[::1]:53".parse().unwrap()
+            ])
+        );
+        assert_eq!(
+            values.duration("MESHDNS_TIMEOUT"),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(
+            values
+                .zone("MESHDNS_CLUSTER_DOMAIN")
+                .flatten()
+                .map(|z| z.to_ascii())
+                .as_deref(),
+            Some("cluster.local.")
+        );
+        assert_eq!(
+            values.address("MESHDNS_ADMIN_LISTEN"),
+            Some(Some("0.0.0.0:9153".parse().unwrap()))
+        );
+        let refused: Vec<&str> = (values.errors.iter())
+            .map(|e| e.variable.as_str())
+            .collect();
+        assert_eq!(
+            refused,
+            [
+                "MESHDNS_ALLOW_FROM",
+                "MESHDNS_CLUSTERSET_ZONE",
+                "MESHDNS_THREADS"
+            ]
+        );
+        assert_eq!(
+            values.count("MESHDNS_THREADS"),
+            None,
+            "a refused value is not there"
+        );
+    }
+
+    #[test]
+    fn the_server_does_not_read_the_webhooks_variables() {
+        let settings = Settings::from_vars(vars(&[("MESHDNS_WEBHOOK_LISTEN", "nowhere")])).unwrap();
+        let values = Values::read(&settings, read_by_the_server);
+        assert!(values.errors.is_empty(), "{}", values.errors);
+        assert_eq!(values.address("MESHDNS_WEBHOOK_LISTEN"), None);
+    }
+}

@@ -66,7 +66,8 @@ impl ConfigError {
 }
 
 /// Every bad variable found, in the order found: what `main` prints, one line each, before
-/// exiting 64, and what a reload logs before keeping the running configuration. Never empty.
+/// exiting 64, and what a reload logs before keeping the running configuration. Never empty
+/// when a parse returns it: a value is missing from a configuration only when its error is here.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Errors(Vec<ConfigError>);
 
