@@ -22,11 +22,11 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::ConfigError;
 use super::variables::{
     self, CLIENT_TLS_FILES, CONFIG_DIR, DOT_CERT_FILE, DOT_CLIENT_CA_FILE, DOT_KEY_FILE,
     DOT_LISTEN, HOSTS_FILE, POD_HOSTNAME, POD_NAMESPACE, POD_SUBDOMAIN, RESOLV_CONF, Variable,
 };
+use super::{ConfigError, Errors};
 use super::{set, value};
 use crate::certificates::server::{ServerTls, ServerTlsFiles};
 use crate::certificates::{PemFile, TlsConfigError};
@@ -187,30 +187,37 @@ fn unknown(name: &str) -> ConfigError {
 
 impl Settings {
     /// The `MESHDNS_*` variables among `vars` (other names are ignored).
-    pub fn from_vars<I: IntoIterator<Item = (String, String)>>(
-        vars: I,
-    ) -> Result<Self, ConfigError> {
+    /// Every unknown name and every value too long is refused, each once.
+    pub fn from_vars<I: IntoIterator<Item = (String, String)>>(vars: I) -> Result<Self, Errors> {
         let mut found: Vec<(String, String)> = vars
             .into_iter()
             .filter(|(name, _)| name.starts_with("MESHDNS_") && !is_service_link(name))
             .collect();
-        // Report the first typo in name order, whatever order the environment lists them in.
+        // Report typos in name order, whatever order the environment lists them in.
         found.sort();
-        let mut settings = Settings::default();
+        let (mut settings, mut errors) = (Settings::default(), Errors::default());
         for (name, value) in found {
-            let variable = variables::find(&name).ok_or_else(|| unknown(&name))?;
+            let Some(variable) = variables::find(&name) else {
+                errors.push(unknown(&name));
+                continue;
+            };
             if value.len() > MAX_VALUE {
-                return Err(ConfigError::new(
+                errors.push(ConfigError::new(
                     variable.name,
                     "(its value in the environment)",
                     format!("is longer than {} KiB", MAX_VALUE / 1024),
                 ));
+                continue;
             }
             settings
                 .values
                 .insert(variable.name, (value, Source::Environment));
         }
-        Ok(settings)
+        if errors.is_empty() {
+            Ok(settings)
+        } else {
+            Err(errors)
+        }
     }
 
     /// These settings with the files of `dir` laid over them.

@@ -1065,3 +1065,14 @@ fn a_cross_check_still_runs_beside_an_unrelated_bad_value() {
     let named: Vec<&str> = errors.iter().map(|e| e.variable.as_str()).collect();
     assert_eq!(named, [CACHE_MAX_TTL, ATTEMPT_TIMEOUT], "{errors}");
 }
+
+#[test]
+fn every_unknown_variable_is_named_at_once() {
+    let errors = config_from(&[
+        ("MESHDNS_UPSTREAM", "10.96.0.10"),
+        ("MESHDNS_TIMEOUTS", "2s"),
+    ])
+    .unwrap_err();
+    let named: Vec<&str> = errors.iter().map(|e| e.variable.as_str()).collect();
+    assert_eq!(named, ["MESHDNS_TIMEOUTS", "MESHDNS_UPSTREAM"], "{errors}");
+}
