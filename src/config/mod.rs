@@ -404,6 +404,7 @@ fn local_domain(cluster_domain: Option<&Name>, clusters: Option<&[Cluster]>) -> 
     let local = clusters?.iter().find(|c| c.is_local);
     local.map_or(cluster_domain, |c| Some(&c.domain)).cloned()
 }
+
 /// The local cluster's DNS (`MESHDNS_UPSTREAMS`, or the nameservers of the resolv.conf read
 /// as `resolv_conf`), where it came from, and the pod's search list.
 #[allow(clippy::type_complexity)]
