@@ -55,9 +55,9 @@ pub enum Kind {
     /// A comma list of the pod's IP addresses.
     PodIps,
     /// One DNS label (a pod's hostname, subdomain or namespace); empty: none.
-    Label,
-    /// Text without spaces (an image reference).
-    Word,
+    PodLabel,
+    /// An image reference (text without spaces).
+    Image,
 }
 
 /// A value as its kind parses it.
@@ -87,8 +87,7 @@ impl Kind {
     /// `raw` (trimmed; "" when unset without a default) as this kind's value, or the error
     /// naming `variable` and the token at fault. `set` says whether the variable is set at all.
     pub fn parse(self, variable: &str, raw: &str, set: bool) -> Result<Value, ConfigError> {
-        let refused = |token: &str, reason: String| ConfigError::new(variable, token, reason);
-        let whole = |reason: String| refused(raw, reason);
+        let whole = |reason: String| ConfigError::new(variable, raw, reason);
         let text = || (!raw.is_empty()).then(|| raw.to_string());
         Ok(match self {
             Kind::Addresses { port } => {
@@ -132,17 +131,17 @@ impl Kind {
                 ip => vec![pod_ip(ip).map_err(whole)?],
             }),
             Kind::PodIps => Value::Ips(list(variable, raw, pod_ip)?),
-            Kind::Label if !raw.is_empty() && !is_dns_label(raw) => {
+            Kind::PodLabel if !raw.is_empty() && !is_dns_label(raw) => {
                 return Err(whole("is not a DNS label (a-z, 0-9 and '-', at most 63 characters, as Kubernetes requires of a pod's hostname, subdomain and namespace)".into()));
             }
-            Kind::Label => Value::Text(text()),
-            Kind::Word if raw.is_empty() || raw.contains(char::is_whitespace) => {
+            Kind::PodLabel => Value::Text(text()),
+            Kind::Image if raw.is_empty() || raw.contains(char::is_whitespace) => {
                 return Err(whole(
                     "must name the sidecar's image (e.g. registry.example.com/meshdns/meshdns:0.2.0)"
                         .into(),
                 ));
             }
-            Kind::Word => Value::Text(text()),
+            Kind::Image => Value::Text(text()),
         })
     }
 }

@@ -495,7 +495,7 @@ pub const VARIABLES: &[Variable] = &[
         Applies::Restart {
             keep: keep::pod,
         },
-        Kind::Label,
+        Kind::PodLabel,
         in_force::pod_hostname,
     ),
     var(
@@ -505,7 +505,7 @@ pub const VARIABLES: &[Variable] = &[
         Applies::Restart {
             keep: keep::pod,
         },
-        Kind::Label,
+        Kind::PodLabel,
         in_force::pod_subdomain,
     ),
     var(
@@ -515,7 +515,7 @@ pub const VARIABLES: &[Variable] = &[
         Applies::Restart {
             keep: keep::pod,
         },
-        Kind::Label,
+        Kind::PodLabel,
         in_force::pod_namespace,
     ),
     var(
@@ -561,7 +561,7 @@ pub const VARIABLES: &[Variable] = &[
         None,
         "webhook mode, required: the image of the injected meshdns sidecar (the webhook's own image)",
         Applies::WebhookStart,
-        Kind::Word,
+        Kind::Image,
         in_force::as_set,
     ),
 ];
