@@ -223,15 +223,22 @@ pub struct Values {
 }
 
 impl Values {
-    /// Every variable of `settings` for which `reads` holds, parsed by its kind: a value in
-    /// quotes, or empty where its descriptor refuses that, is refused before it is parsed.
-    pub fn read(settings: &Settings, reads: impl Fn(&Variable) -> bool) -> Self {
+    /// The variables of `settings` for which `reads` holds, each parsed by its kind. Before
+    /// that, the raw value of each one `looks_at` holds is refused if it is in quotes, or empty
+    /// where its descriptor refuses that (a refused value is not parsed).
+    pub fn read(
+        settings: &Settings,
+        looks_at: impl Fn(&Variable) -> bool,
+        reads: impl Fn(&Variable) -> bool,
+    ) -> Self {
         let mut values = Values::default();
-        for variable in VARIABLES.iter().filter(|v| reads(v)) {
-            let parsed = refuse_raw(settings, variable).and_then(|()| {
-                let set = settings.get(variable.name).is_some();
-                (variable.kind).parse(variable.name, value(settings, variable.name), set)
-            });
+        for variable in VARIABLES.iter().filter(|v| looks_at(v)) {
+            let raw = values.check(refuse_raw(settings, variable));
+            if raw.is_none() || !reads(variable) {
+                continue;
+            }
+            let set = settings.get(variable.name).is_some();
+            let parsed = (variable.kind).parse(variable.name, value(settings, variable.name), set);
             if let Some(parsed) = values.check(parsed) {
                 values.parsed.insert(variable.name, parsed);
             }
@@ -272,7 +279,12 @@ impl Values {
     }
 }
 
-/// The DNS server's variables: every one but those only the webhook reads.
+/// What the DNS server looks at: every variable (none may be in quotes, whoever reads it) ...
+pub fn every(_: &Variable) -> bool {
+    true
+}
+
+/// ... and reads: every one but those only the webhook reads.
 pub fn read_by_the_server(variable: &Variable) -> bool {
     !variable.is_the_webhooks()
 }
@@ -323,7 +335,7 @@ mod tests {
             ("MESHDNS_CLUSTERSET_ZONE", "'clusterset.local'"),
         ]))
         .unwrap();
-        let values = Values::read(&settings, read_by_the_server);
+        let values = Values::read(&settings, every, read_by_the_server);
         assert_eq!(
             values.addresses("MESHDNS_LISTEN"),
             Some(vec![
@@ -366,10 +378,16 @@ mod tests {
     }
 
     #[test]
-    fn the_server_does_not_read_the_webhooks_variables() {
+    fn the_server_does_not_read_the_webhooks_variables_but_refuses_one_in_quotes() {
         let settings = Settings::from_vars(vars(&[("MESHDNS_WEBHOOK_LISTEN", "nowhere")])).unwrap();
-        let values = Values::read(&settings, read_by_the_server);
+        let values = Values::read(&settings, every, read_by_the_server);
         assert!(values.errors.is_empty(), "{}", values.errors);
         assert_eq!(values.address("MESHDNS_WEBHOOK_LISTEN"), None);
+        let quoted = Settings::from_vars(vars(&[("MESHDNS_WEBHOOK_IMAGE", "\"m:1\"")])).unwrap();
+        let values = Values::read(&quoted, every, read_by_the_server);
+        let refused: Vec<&str> = (values.errors.iter())
+            .map(|e| e.variable.as_str())
+            .collect();
+        assert_eq!(refused, ["MESHDNS_WEBHOOK_IMAGE"]);
     }
 }

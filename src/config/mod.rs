@@ -305,7 +305,7 @@ fn set<'a>(settings: &'a Settings, name: &str) -> Option<&'a str> {
 /// the others hold; a cross-check (the clusters, the zone table, the pod's identity, the TLS
 /// files) runs only on values that parsed, so one mistake is one error.
 pub fn parse(sources: Sources) -> Result<Config, Errors> {
-    let mut values = Values::read(&sources.settings, kind::read_by_the_server);
+    let mut values = Values::read(&sources.settings, kind::every, kind::read_by_the_server);
     let config = build(&mut values, sources);
     values.finish(config)
 }

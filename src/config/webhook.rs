@@ -10,12 +10,12 @@ use std::path::PathBuf;
 
 use super::kind::Values;
 use super::variables::{
-    ADMIN_LISTEN, CLUSTER_DOMAIN, LOG, LOG_FORMAT, WEBHOOK_CERT_FILE, WEBHOOK_IMAGE,
+    ADMIN_LISTEN, CLUSTER_DOMAIN, LOG, LOG_FORMAT, Variable, WEBHOOK_CERT_FILE, WEBHOOK_IMAGE,
     WEBHOOK_KEY_FILE, WEBHOOK_LISTEN,
 };
 use super::{ConfigError, Errors, LogFormat, Settings};
 
-/// What the webhook reads besides its own variables ([`super::variables::Variable::is_the_webhooks`]).
+/// What the webhook reads besides its own variables ([`Variable::is_the_webhooks`]).
 const SHARED: [&str; 4] = [CLUSTER_DOMAIN, ADMIN_LISTEN, LOG, LOG_FORMAT];
 
 /// Everything `meshdns webhook` reads, validated.
@@ -38,9 +38,9 @@ impl WebhookConfig {
     /// that is wrong.
     pub fn from_vars<I: IntoIterator<Item = (String, String)>>(vars: I) -> Result<Self, Errors> {
         let settings = Settings::from_vars(vars)?;
-        let mut values = Values::read(&settings, |variable| {
-            variable.is_the_webhooks() || SHARED.contains(&variable.name)
-        });
+        let reads =
+            |variable: &Variable| variable.is_the_webhooks() || SHARED.contains(&variable.name);
+        let mut values = Values::read(&settings, reads, reads);
         let listen = values.address(WEBHOOK_LISTEN).and_then(|listen| {
             let empty = ConfigError::new(
                 WEBHOOK_LISTEN,
