@@ -23,7 +23,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::variables::{
-    self, CLIENT_TLS_FILES, CONFIG_DIR, DOT_CERT_FILE, DOT_CLIENT_CA_FILE, DOT_KEY_FILE,
+    self, Applies, CLIENT_TLS_FILES, CONFIG_DIR, DOT_CERT_FILE, DOT_CLIENT_CA_FILE, DOT_KEY_FILE,
     DOT_LISTEN, HOSTS_FILE, POD_HOSTNAME, POD_NAMESPACE, POD_SUBDOMAIN, RESOLV_CONF, Variable,
 };
 use super::{ConfigError, Errors};
@@ -238,9 +238,9 @@ impl Settings {
         files.sort();
         for (name, path) in files {
             let variable = variables::find(&name).ok_or_else(|| unknown(&name))?;
-            if variable.name == CONFIG_DIR {
+            if matches!(variable.applies, Applies::EnvironmentOnly) {
                 return Err(ConfigError::new(
-                    CONFIG_DIR,
+                    variable.name,
                     &path.display().to_string(),
                     "can only be set in the environment",
                 ));
