@@ -311,6 +311,18 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn the_configuration_directory_cannot_name_itself() {
+        let dir = Scratch::new("source-itself");
+        dir.file("MESHDNS_CONFIG_DIR", "/elsewhere");
+        let error = Settings::default().with_dir(&dir.0).unwrap_err();
+        assert_eq!(error.variable, "MESHDNS_CONFIG_DIR");
+        assert!(
+            error.reason.contains("only be set in the environment"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn an_unknown_file_in_the_directory_is_named_with_a_suggestion() {
         let dir = Scratch::new("source-typo");
         dir.file("MESHDNS_CLUSTRES", "b=10.9.0.1");
