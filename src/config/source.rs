@@ -81,7 +81,7 @@ pub struct Sources {
 impl Sources {
     /// Reads the configuration directory `environment` names, then every file the values name.
     /// Fails only when the directory cannot be read (or holds what is not ours).
-    pub fn load(environment: &Settings) -> Result<Self, ConfigError> {
+    pub fn load(environment: &Settings) -> Result<Self, Errors> {
         let settings = match set(environment, CONFIG_DIR) {
             None => environment.clone(),
             Some(dir) => environment.clone().with_dir(Path::new(dir))?,
@@ -169,6 +169,26 @@ pub fn read_env_file(path: &Path) -> Result<Vec<(String, String)>, ConfigError> 
     Ok(pairs)
 }
 
+/// The `MESHDNS_*` files of `dir`, in name order: hidden entries (the kubelet's `..data` and
+/// timestamped directories) and other names are not ours.
+fn files_of(dir: &Path) -> Result<Vec<(String, PathBuf)>, ConfigError> {
+    let shown = dir.display().to_string();
+    let unreadable = |error: std::io::Error| {
+        ConfigError::new(CONFIG_DIR, &shown, format!("cannot be read ({error})"))
+    };
+    let mut files: Vec<(String, PathBuf)> = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(unreadable)? {
+        let entry = entry.map_err(unreadable)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') || !name.starts_with("MESHDNS_") {
+            continue;
+        }
+        files.push((name, entry.path()));
+    }
+    files.sort();
+    Ok(files)
+}
+
 /// `MESHDNS_SERVICE_HOST`, `MESHDNS_PORT`, `MESHDNS_PORT_53_UDP_PROTO`, …: what Kubernetes
 /// sets for a Service named `meshdns` (enableServiceLinks, on by default).
 fn is_service_link(name: &str) -> bool {
@@ -220,38 +240,36 @@ impl Settings {
         }
     }
 
-    /// These settings with the files of `dir` laid over them.
-    pub fn with_dir(mut self, dir: &Path) -> Result<Self, ConfigError> {
-        let shown = dir.display().to_string();
-        let unreadable = |error: std::io::Error| {
-            ConfigError::new(CONFIG_DIR, &shown, format!("cannot be read ({error})"))
-        };
-        let mut files: Vec<(String, PathBuf)> = Vec::new();
-        for entry in std::fs::read_dir(dir).map_err(unreadable)? {
-            let entry = entry.map_err(unreadable)?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') || !name.starts_with("MESHDNS_") {
-                continue;
+    /// These settings with the files of `dir` laid over them; every file that is not a
+    /// variable the directory may set, or cannot be read, is refused, each once.
+    pub fn with_dir(mut self, dir: &Path) -> Result<Self, Errors> {
+        let mut errors = Errors::default();
+        for (name, path) in files_of(dir)? {
+            let value = match variables::find(&name) {
+                None => Err(unknown(&name)),
+                Some(variable) if matches!(variable.applies, Applies::EnvironmentOnly) => {
+                    Err(ConfigError::new(
+                        variable.name,
+                        &path.display().to_string(),
+                        "can only be set in the environment",
+                    ))
+                }
+                Some(variable) => read_text(variable.name, &path, MAX_VALUE).map(|v| (variable, v)),
+            };
+            match value {
+                Ok((variable, value)) => {
+                    // A ConfigMap value usually ends with a newline.
+                    let value = value.trim_end_matches(['\n', '\r']).to_string();
+                    (self.values).insert(variable.name, (value, Source::ConfigDir(path)));
+                }
+                Err(error) => errors.push(error),
             }
-            files.push((name, entry.path()));
         }
-        files.sort();
-        for (name, path) in files {
-            let variable = variables::find(&name).ok_or_else(|| unknown(&name))?;
-            if matches!(variable.applies, Applies::EnvironmentOnly) {
-                return Err(ConfigError::new(
-                    variable.name,
-                    &path.display().to_string(),
-                    "can only be set in the environment",
-                ));
-            }
-            let value = read_text(variable.name, &path, MAX_VALUE)?;
-            // A ConfigMap value usually ends with a newline.
-            let value = value.trim_end_matches(['\n', '\r']).to_string();
-            self.values
-                .insert(variable.name, (value, Source::ConfigDir(path)));
+        if errors.is_empty() {
+            Ok(self)
+        } else {
+            Err(errors)
         }
-        Ok(self)
     }
 
     /// The raw value of `name`, when it is set.
@@ -278,6 +296,7 @@ impl Settings {
 pub(super) mod tests {
     use super::*;
     use crate::certificates::tests::Scratch;
+    use crate::config::tests::one_error;
 
     /// `NAME=value` pairs as the environment gives them.
     pub(in crate::config) fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -311,10 +330,25 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn every_file_the_directory_may_not_hold_is_named_at_once() {
+        let dir = Scratch::new("source-several");
+        dir.file("MESHDNS_CLUSTRES", "b=10.9.0.1");
+        dir.file("MESHDNS_CONFIG_DIR", "/elsewhere");
+        dir.file("MESHDNS_TIMEOUT", "3s");
+        let errors = Settings::default().with_dir(&dir.0).unwrap_err();
+        let named: Vec<&str> = errors.iter().map(|e| e.variable.as_str()).collect();
+        assert_eq!(
+            named,
+            ["MESHDNS_CLUSTRES", "MESHDNS_CONFIG_DIR"],
+            "{errors}"
+        );
+    }
+
+    #[test]
     fn the_configuration_directory_cannot_name_itself() {
         let dir = Scratch::new("source-itself");
         dir.file("MESHDNS_CONFIG_DIR", "/elsewhere");
-        let error = Settings::default().with_dir(&dir.0).unwrap_err();
+        let error = one_error(Settings::default().with_dir(&dir.0));
         assert_eq!(error.variable, "MESHDNS_CONFIG_DIR");
         assert!(
             error.reason.contains("only be set in the environment"),
@@ -326,7 +360,7 @@ pub(super) mod tests {
     fn an_unknown_file_in_the_directory_is_named_with_a_suggestion() {
         let dir = Scratch::new("source-typo");
         dir.file("MESHDNS_CLUSTRES", "b=10.9.0.1");
-        let error = Settings::default().with_dir(&dir.0).unwrap_err();
+        let error = one_error(Settings::default().with_dir(&dir.0));
         assert_eq!(error.variable, "MESHDNS_CLUSTRES");
         assert!(error.reason.contains("MESHDNS_CLUSTERS"), "{error}");
     }
