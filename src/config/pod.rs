@@ -89,8 +89,9 @@ struct HostsLine {
     other_domain: Option<String>,
 }
 
-/// The pod's identity from `settings` and the hosts file the loader read (`hosts`), in the
-/// cluster domain `domain`.
+/// The pod's identity from the values of `MESHDNS_POD_*` that parsed and the hosts file the
+/// loader read (`hosts`), in the cluster domain `domain`; `None` when one of those values was
+/// refused (its error is in `values`), so that nothing is cross-checked against it.
 pub(super) fn pod_identity(
     values: &mut Values,
     settings: &Settings,
