@@ -16,9 +16,9 @@ use std::sync::Arc;
 
 use hickory_proto::rr::Name;
 
-use crate::config::variables::*;
+use crate::config::variables::{VARIABLES, Variable};
 use crate::config::{
-    self, Cluster, Config, Endpoint, OwnData, PodIdentity, Source, Transport, UpstreamSource,
+    self, Cluster, Config, Endpoint, OwnData, PodIdentity, Source, Transport, join, join_with,
     show_duration,
 };
 use crate::own_names::OWN_TTL;
@@ -39,7 +39,7 @@ pub fn render_check(config: &Config, resolved: Option<&Resolved>) -> String {
         .map(|variable| {
             [
                 variable.name.to_string(),
-                shown(config, variable.name),
+                shown(config, variable),
                 config.settings.source(variable.name).to_string(),
             ]
         })
@@ -214,15 +214,17 @@ fn asks(config: &Config, cluster: &Cluster, resolved: Option<&Resolved>) -> Stri
     format!("{} ({}{tls})", endpoints.join(","), cluster.transport)
 }
 
-/// [`effective`], and for a restart-only variable that a file changed, the value in force too.
-fn shown(config: &Config, variable: &str) -> String {
-    let value = effective(config, variable);
-    let from_file = matches!(config.settings.source(variable), Source::ConfigDir(_));
-    if !is_restart_only(variable) || !from_file {
+/// The value in force ([`Variable::in_force`]), and for a restart-only variable that a file
+/// changed, the value in force too.
+fn shown(config: &Config, variable: &Variable) -> String {
+    let value = variable.in_force(config);
+    let name = variable.name;
+    let from_file = matches!(config.settings.source(name), Source::ConfigDir(_));
+    if !variable.is_restart_only() || !from_file {
         return value;
     }
-    let in_force = config::value(&config.environment, variable);
-    if in_force == config::value(&config.settings, variable) {
+    let in_force = config::value(&config.environment, name);
+    if in_force == config::value(&config.settings, name) {
         return value;
     }
     let in_force = if in_force.is_empty() {
@@ -231,107 +233,6 @@ fn shown(config: &Config, variable: &str) -> String {
         in_force
     };
     format!("{value} (pending a restart; in force: {in_force}, from the environment or default)")
-}
-
-/// The value in force for `variable`, as an operator would write it.
-pub(crate) fn effective(config: &Config, variable: &str) -> String {
-    match variable {
-        LISTEN => format!("{} (udp and tcp)", join(&config.listen)),
-        ALLOW_FROM => join(&config.allow_from),
-        UPSTREAMS => match &config.upstream_source {
-            UpstreamSource::Environment => join(&config.upstreams),
-            UpstreamSource::ResolvConf(path) => {
-                format!("{} (from {})", join(&config.upstreams), path.display())
-            }
-        },
-        RESOLV_CONF => {
-            let path = config::value(&config.settings, RESOLV_CONF);
-            match (&config.upstream_source, &config.search) {
-                (UpstreamSource::ResolvConf(_), _) => {
-                    format!("{path} (nameservers and search list)")
-                }
-                (UpstreamSource::Environment, Ok(_)) => {
-                    format!("{path} (search list only: MESHDNS_UPSTREAMS is set)")
-                }
-                (UpstreamSource::Environment, Err(_)) => {
-                    format!("{path} (cannot be read: search-list answers off)")
-                }
-            }
-        }
-        LOCAL_CLUSTER => join(config.local_cluster().map(|c| &c.name)),
-        CLUSTERS => join_with(config.clusters.iter().map(|c| &c.name), ", "),
-        DISTRIBUTED_ZONES => join(config.distributed_zones.iter().map(Name::to_ascii)),
-        CLUSTERSET_ZONE => join(config.clusterset_zone.as_ref().map(Name::to_ascii)),
-        TIMEOUT => show_duration(config.timeout),
-        ATTEMPT_TIMEOUT => show_duration(config.attempt_timeout),
-        CACHE_SIZE if config.cache.size == 0 => "0 (cache disabled)".into(),
-        CACHE_SIZE => format!("{} entries", config.cache.size),
-        CACHE_MAX_TTL => show_duration(config.cache.max_ttl),
-        CACHE_NEGATIVE_TTL => show_duration(config.cache.negative_ttl),
-        SERVE_STALE => show_duration(config.cache.serve_stale),
-        MAX_INFLIGHT => config.max_inflight.to_string(),
-        ADMIN_LISTEN => config
-            .admin_listen
-            .map_or("disabled".into(), |a| a.to_string()),
-        LOG => config.log.clone(),
-        LOG_FORMAT => format!("{:?}", config.log_format).to_lowercase(),
-        THREADS => config.threads.to_string(),
-        CONFIG_DIR => join(config.config_dir.as_ref().map(|d| d.display())),
-        TLS_CA_FILE => join(config.tls.as_ref().map(|t| t.ca.display())),
-        TLS_CERT_FILE | TLS_KEY_FILE => {
-            let client = config.tls.as_ref().and_then(|t| t.client.as_ref());
-            let file = client.map(|(cert, key)| if variable == TLS_CERT_FILE { cert } else { key });
-            join(file.map(|file| file.display()))
-        }
-        DOT_LISTEN => config.dot.as_ref().map_or("-".into(), |dot| {
-            let access = if dot.requires_client_certificate() {
-                "a client certificate required"
-            } else {
-                "MESHDNS_ALLOW_FROM applies"
-            };
-            format!("{} (dns over tls; {access})", join(&dot.listen))
-        }),
-        DOT_CERT_FILE | DOT_KEY_FILE | DOT_CLIENT_CA_FILE => {
-            let files = config.dot.as_ref().map(|dot| dot.tls.files());
-            let file = files.and_then(|files| match variable {
-                DOT_CERT_FILE => Some(&files.cert),
-                DOT_KEY_FILE => Some(&files.key),
-                _ => files.client_ca.as_ref(),
-            });
-            join(file.map(|file| file.display()))
-        }
-        POD_HOSTNAME | POD_SUBDOMAIN | POD_NAMESPACE => match &config.pod {
-            PodIdentity::On(pod) => {
-                let value = match variable {
-                    POD_HOSTNAME => &pod.hostname,
-                    POD_SUBDOMAIN => &pod.subdomain,
-                    _ => &pod.namespace,
-                };
-                match (&pod.hosts_file, config.settings.get(variable)) {
-                    (Some(file), None) => format!("{value} (from {})", file.display()),
-                    _ => value.clone(),
-                }
-            }
-            PodIdentity::Off { .. } => or_dash(config::value(&config.settings, variable).into()),
-        },
-        // CLUSTER_DOMAIN, CLUSTER_ZONE: shown as set; their effect is in the routing table.
-        other => config::value(&config.settings, other).to_string(),
-    }
-}
-
-/// Items as a comma list; none (an empty list, an unset value) is `-`.
-fn join<T: ToString>(items: impl IntoIterator<Item = T>) -> String {
-    join_with(items, ",")
-}
-
-/// Items separated by `separator`; none is `-`.
-fn join_with<T: ToString>(items: impl IntoIterator<Item = T>, separator: &str) -> String {
-    let items: Vec<String> = items.into_iter().map(|item| item.to_string()).collect();
-    or_dash(items.join(separator))
-}
-
-fn or_dash(text: String) -> String {
-    if text.is_empty() { "-".into() } else { text }
 }
 
 /// The widest a cell may make its column: a longer one (the list of every cluster) overflows

@@ -11,10 +11,11 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use meshdns::{
-    Config, ConfigError, Platform, ServerTls, ServerTlsFiles, WebhookConfig, process,
-    read_env_file, render_check,
-};
+use meshdns::certificates::server::{ServerTls, ServerTlsFiles};
+use meshdns::check::render_check;
+use meshdns::config::{Config, ConfigError, Errors, WebhookConfig, read_env_file, variables};
+use meshdns::dns_change::{self, Platform};
+use meshdns::process;
 
 const EXIT_CONFIG: u8 = 64;
 const EXIT_BIND: u8 = 71;
@@ -156,12 +157,12 @@ fn main() -> ExitCode {
         Mode::Webhook { check } => return webhook(*check),
         Mode::Serve => &[],
     };
-    let config = match environment(env_files).and_then(Config::from_vars) {
+    let config = match environment(env_files)
+        .map_err(Errors::from)
+        .and_then(Config::from_vars)
+    {
         Ok(config) => config,
-        Err(error) => {
-            eprintln!("meshdns: bad configuration: {error}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
+        Err(errors) => return bad_configuration(&errors),
     };
     if let Mode::DnsChange {
         platform,
@@ -232,10 +233,7 @@ fn serve(
 fn webhook(check: bool) -> ExitCode {
     let config = match WebhookConfig::from_vars(std::env::vars()) {
         Ok(config) => config,
-        Err(error) => {
-            eprintln!("meshdns: bad configuration: {error}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
+        Err(errors) => return bad_configuration(&errors),
     };
     if check {
         print!("{}", config.render());
@@ -268,6 +266,14 @@ fn webhook(check: bool) -> ExitCode {
     };
     let served = meshdns::run_webhook(config, listener, admin, tls, process::shutdown_signal());
     serve(1, logs, served)
+}
+
+/// Every error of a refused configuration, one line each; exit 64.
+fn bad_configuration(errors: &Errors) -> ExitCode {
+    for error in errors {
+        eprintln!("meshdns: bad configuration: {error}");
+    }
+    ExitCode::from(EXIT_CONFIG)
 }
 
 fn bind_failed(why: String) -> ExitCode {

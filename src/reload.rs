@@ -8,8 +8,8 @@
 //! files, parses the keys and builds the new snapshot (a hung mount delays the reload, never a
 //! query), and the serving thread only swaps the snapshot in — it is woken twice a reload, by
 //! the burst's first event and by the finished task. An invalid one is rejected whole: the
-//! running configuration stays, the error is
-//! logged naming the variable, `meshdns_config_reloads_total{result="rejected"}` counts it, and
+//! running configuration stays, every error is
+//! logged naming its variable, `meshdns_config_reloads_total{result="rejected"}` counts it once, and
 //! `meshdns_config_last_reload_successful` is 0 until a read of the directory is valid again (a
 //! good configuration applied, or the rejected file removed).
 //! A valid one is applied without dropping or delaying a query: a new immutable snapshot is
@@ -17,7 +17,7 @@
 //! carried over with their health, the cache keeps the entries of every target that did
 //! not change (without looking at one: see [`TargetId`](crate::cache::TargetId)), and the log
 //! filter and cache limits follow. A change of a restart-only variable
-//! (see [`variables::restart_only`]) is logged with the value in force and the pending one,
+//! (see [`variables::restart_only`]; its descriptor says how the running value is kept) is logged with the value in force and the pending one,
 //! counted as `restart_required` and not applied; one back to the value in force is logged too.
 //! `meshdns_config_restart_pending` is 1 after every valid read that finds such a change
 //! waiting, and 0 after one that does not (the change reverted, or none made).
@@ -49,8 +49,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::background::Background;
-use crate::check::effective;
-use crate::config::{Config, variables};
+use crate::config::Config;
+use crate::config::variables::{self, Applies, Variable};
 use crate::metrics::{Metrics, ReloadResult};
 use crate::process;
 use crate::query::Resolver;
@@ -160,8 +160,10 @@ impl Reloader {
                 self.metrics.config_valid();
                 read
             }
-            Err(error) => {
-                tracing::error!(variable = %error.variable, %error, "configuration change rejected; the running configuration stays");
+            Err(errors) => {
+                for error in &errors {
+                    tracing::error!(variable = %error.variable, %error, "configuration change rejected; the running configuration stays");
+                }
                 self.metrics.config_reload(ReloadResult::Rejected);
                 return None;
             }
@@ -171,17 +173,18 @@ impl Reloader {
         // the variable of each file whose content changed.
         if let (Some(old), Some(new)) = (&running.tls, &read.tls) {
             for variable in old.rotated(new) {
-                if !changed.contains(&variable) {
+                if !changed.iter().any(|v| v.name == variable.name) {
                     changed.push(variable);
                 }
             }
         }
-        let (restart, live): (Vec<&str>, Vec<&'static str>) = changed
+        let (restart, live): (Vec<&Variable>, Vec<&Variable>) = changed
             .iter()
-            .partition(|name| variables::is_restart_only(name));
+            .partition(|variable| variable.is_restart_only());
         let mut restart_required = false;
         for variable in restart {
-            let (running, pending) = (effective(running, variable), effective(&read, variable));
+            let (running, pending) = (variable.in_force(running), variable.in_force(&read));
+            let variable = variable.name;
             if running == pending {
                 tracing::info!(%variable, value = %running, "back to the value in force; no restart needed");
             } else {
@@ -189,6 +192,7 @@ impl Reloader {
                 restart_required = true;
             }
         }
+        let live: Vec<&'static str> = live.iter().map(|variable| variable.name).collect();
         // Every valid read says whether a restart-only change waits, against the values in
         // force since the start (a change already reported is no longer in `changed`), so the
         // gauge (and the alert on it) stays while the directory holds one and goes when it is
@@ -200,9 +204,7 @@ impl Reloader {
             return None;
         }
         let mut applied = read;
-        for variable in variables::restart_only() {
-            keep_running(&mut applied, running, variable);
-        }
+        keep_running(&mut applied, running);
         // Only the reload task replaces the snapshot, and it waits for this: the one in force now
         // is still the one in force when the new one is swapped in.
         let snapshot = (!live.is_empty()).then(|| {
@@ -251,30 +253,17 @@ impl Reloader {
 /// Whether `read` holds a value of a restart-only variable that differs from the one in force
 /// since the start (`started`): only a restart would apply it.
 fn restart_pending(started: &Config, read: &Config) -> bool {
-    variables::restart_only()
-        .any(|variable| effective(started, variable) != effective(read, variable))
+    variables::restart_only().any(|variable| variable.in_force(started) != variable.in_force(read))
 }
 
-/// Puts the running value of the restart-only `variable` (one of [`variables::restart_only`],
-/// the table's restart column) back into `applied`. `MESHDNS_CONFIG_DIR` needs no keeping: it is
-/// read from the environment captured at startup.
-fn keep_running(applied: &mut Config, running: &Config, variable: &str) {
-    use variables::*;
-    match variable {
-        LISTEN => applied.listen.clone_from(&running.listen),
-        ADMIN_LISTEN => applied.admin_listen = running.admin_listen,
-        THREADS => applied.threads = running.threads,
-        MAX_INFLIGHT => applied.max_inflight = running.max_inflight,
-        LOG_FORMAT => applied.log_format = running.log_format,
-        // The listener and its certificate (renewed by itself) are the ones made at startup.
-        DOT_LISTEN | DOT_CERT_FILE | DOT_KEY_FILE | DOT_CLIENT_CA_FILE => {
-            applied.dot.clone_from(&running.dot);
+/// Puts the running value of every restart-only variable (its descriptor's
+/// [`Applies::Restart`] says how) back into `applied`. `MESHDNS_CONFIG_DIR` needs no keeping:
+/// it is read from the environment captured at startup.
+fn keep_running(applied: &mut Config, running: &Config) {
+    for variable in variables::restart_only() {
+        if let Applies::Restart { keep } = variable.applies {
+            keep(applied, running);
         }
-        // The pod's identity is fixed for its life: the one read at startup stays.
-        POD_IP | POD_IPS | POD_HOSTNAME | POD_SUBDOMAIN | POD_NAMESPACE | HOSTS_FILE => {
-            applied.pod.clone_from(&running.pod);
-        }
-        _ => {}
     }
 }
 
@@ -652,7 +641,7 @@ mod tests {
         ];
         let mut tried: Vec<&str> = changes.iter().map(|(name, _)| *name).collect();
         tried.sort_unstable();
-        let mut listed: Vec<&str> = restart_only().collect();
+        let mut listed: Vec<&str> = restart_only().map(|v| v.name).collect();
         listed.sort_unstable();
         assert_eq!(tried, listed, "a change for every restart-only variable");
         let build = |pairs: &[(&str, &str)]| {
@@ -665,9 +654,7 @@ mod tests {
             pairs.push((variable, value));
             let mut applied = build(&pairs);
             assert_ne!(applied, running, "{variable} changes the configuration");
-            for kept in restart_only() {
-                keep_running(&mut applied, &running, kept);
-            }
+            keep_running(&mut applied, &running);
             // The raw values differ by design: they are what the next reload compares.
             applied.settings = running.settings.clone();
             applied.environment = running.environment.clone();

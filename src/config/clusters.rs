@@ -595,10 +595,10 @@ mod tests {
 
     mod claims {
         use crate::config::tests::{refused, with_local};
-        use crate::config::{Config, ConfigError};
+        use crate::config::{Config, Errors};
 
         /// The configuration of `clusters`, with `a` the local cluster.
-        fn with_local_a(clusters: &str) -> Result<Config, ConfigError> {
+        fn with_local_a(clusters: &str) -> Result<Config, Errors> {
             with_local("a", clusters, &[])
         }
 

@@ -12,10 +12,8 @@ use std::time::Duration;
 use crate::certificates::TlsConfigError;
 use crate::certificates::server::{CHECK_EVERY, ServerTls};
 
-use super::clusters::DOT_PORT;
-use super::values::parse_socket_addr;
 use super::variables::{DOT_CERT_FILE, DOT_CLIENT_CA_FILE, DOT_KEY_FILE, DOT_LISTEN};
-use super::{ConfigError, Settings, file_error, list, set};
+use super::{ConfigError, Settings, file_error, set};
 
 /// The DNS over TLS listener, when `MESHDNS_DOT_LISTEN` is set.
 #[derive(Debug, Clone)]
@@ -48,13 +46,14 @@ impl DotConfig {
     }
 }
 
-/// Parses `MESHDNS_DOT_*`: nothing when none is set; the listen addresses with the certificate
-/// the loader loaded from them (`loaded`), or an error naming the variable at fault.
+/// Checks `MESHDNS_DOT_*`: nothing when none is set; the listen addresses (`listen`, parsed)
+/// with the certificate the loader loaded from the files (`loaded`), or an error naming the
+/// variable at fault.
 pub(super) fn parse(
     settings: &Settings,
+    listen: Vec<SocketAddr>,
     loaded: Option<Result<ServerTls, TlsConfigError>>,
 ) -> Result<Option<DotConfig>, ConfigError> {
-    let listen = list(settings, DOT_LISTEN, |t| parse_socket_addr(t, DOT_PORT))?;
     let file = |variable| set(settings, variable).map(PathBuf::from);
     let (cert, key, client_ca) = (
         file(DOT_CERT_FILE),

@@ -2,16 +2,20 @@
 //!
 //! [`variables`] is the one table of what meshdns reads, a descriptor per variable; `source`
 //! is the loader ([`Sources::load`]): it reads the raw values, where each came from, and every
-//! file they name, once. This module owns the parse ([`parse`]): it turns those values into a
-//! `Config` and cross-checks them, and may not touch a file, the environment or the clock —
-//! what it needs of the world is in its [`Sources`]. Every failure is a [`ConfigError`] naming
-//! the variable and the offending token, which `main` prints as one line before exiting 64
-//! (and a reload logs before keeping the running configuration). Tests build a `Config` from
-//! pairs with [`Config::from_vars`], never by touching the process environment.
+//! file they name, once. This module owns the parse ([`parse`]): it reads every variable by
+//! its kind (`kind`), turns the values into a `Config` and cross-checks them, and may not touch
+//! a file, the environment or the clock — what it needs of the world is in its [`Sources`].
+//! Every failure is a [`ConfigError`] naming the variable and the offending token; the parse
+//! returns all it finds ([`Errors`]), which `main` prints one a line before exiting 64 (and a
+//! reload logs before keeping the running configuration). A cross-check runs only on values
+//! that parsed, so one mistake is one error. Tests build a `Config` from pairs with
+//! [`Config::from_vars`], never by touching the process environment.
 
 mod clusters;
 mod dot;
 mod hint;
+mod in_force;
+mod kind;
 mod own;
 mod pod;
 mod source;
@@ -29,37 +33,18 @@ use hickory_proto::rr::Name;
 use crate::certificates::{self, ClientTls, PemFile};
 
 pub use clusters::{Endpoint, Transport};
-pub(crate) use dot::DotConfig;
-pub(crate) use own::is_own_address;
-pub(crate) use pod::{OwnData, OwnName, PodIdentity};
-pub use source::read_env_file;
-pub(crate) use source::{Settings, Source, Sources};
-pub(crate) use values::{IpNet, show_duration};
+pub use dot::DotConfig;
+pub use in_force::{join, join_with};
+pub use kind::Kind;
+pub use own::is_own_address;
+pub use pod::{OwnData, OwnName, Pod, PodIdentity};
+pub use source::{MAX_VALUE, Settings, Source, Sources, read_env_file};
+pub use values::{IpNet, show_duration};
 pub use webhook::WebhookConfig;
 
-use clusters::parse_clusters;
-use values::{DNS_PORT, parse_duration, parse_socket_addr, parse_zone};
+use kind::{NAME_PLACEHOLDER, Values};
+use values::{DNS_PORT, parse_zone};
 use variables::*;
-
-/// The placeholder of `MESHDNS_CLUSTER_ZONE` that stands for the cluster name.
-const NAME_PLACEHOLDER: &str = "{name}";
-
-/// More threads than this is never useful for a per-pod resolver.
-const MAX_THREADS: usize = 64;
-
-/// The in-flight cap's range: at least one query, at most what no pod needs.
-const MAX_INFLIGHT_RANGE: std::ops::RangeInclusive<usize> = 1..=65_536;
-
-/// The longest a query (or one attempt) may be given: beyond a minute a client has long given
-/// up, and no peer is that far away.
-const MAX_QUERY_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// The longest a positive answer, or a stale one, may be kept (RFC 8767 §5 suggests 1–3 days
-/// for stale data; a week bounds both).
-const MAX_CACHE_TTL: Duration = Duration::from_secs(7 * 86_400);
-
-/// The longest a negative answer may be kept (RFC 2308 §5 suggests 1–3 hours at most).
-const MAX_NEGATIVE_TTL: Duration = Duration::from_secs(3 * 3600);
 
 /// One bad variable: what `main` prints before exiting 64.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -79,6 +64,56 @@ impl ConfigError {
         }
     }
 }
+
+/// Every bad variable found, in the order found: what `main` prints, one line each, before
+/// exiting 64, and what a reload logs before keeping the running configuration. Never empty
+/// when a parse returns it: a value is missing from a configuration only when its error is here.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Errors(Vec<ConfigError>);
+
+impl Errors {
+    /// The errors, in the order found.
+    pub fn iter(&self) -> std::slice::Iter<'_, ConfigError> {
+        self.0.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn push(&mut self, error: ConfigError) {
+        self.0.push(error);
+    }
+}
+
+impl From<ConfigError> for Errors {
+    fn from(error: ConfigError) -> Self {
+        Self(vec![error])
+    }
+}
+
+impl<'a> IntoIterator for &'a Errors {
+    type Item = &'a ConfigError;
+    type IntoIter = std::slice::Iter<'a, ConfigError>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+/// One error a line.
+impl std::fmt::Display for Errors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let lines: Vec<String> = self.iter().map(ToString::to_string).collect();
+        f.write_str(&lines.join("\n"))
+    }
+}
+
+impl std::error::Error for Errors {}
 
 /// Where the local cluster's DNS endpoints came from (shown by `--check`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,13 +174,12 @@ pub(crate) struct TlsFiles {
 impl TlsFiles {
     /// The variables whose file's content differs between `self` and `other`: what a
     /// rotation changed, for the log.
-    pub(crate) fn rotated(&self, other: &TlsFiles) -> Vec<&'static str> {
-        [TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE]
-            .into_iter()
-            .enumerate()
-            .filter(|(i, _)| self.loaded.files.get(*i) != other.loaded.files.get(*i))
-            .map(|(_, variable)| variable)
-            .collect()
+    pub fn rotated(&self, other: &TlsFiles) -> Vec<&'static Variable> {
+        let differs = |name: &str| {
+            let file = CLIENT_TLS_FILES.iter().position(|file| *file == name);
+            file.is_some_and(|i| self.loaded.files.get(i) != other.loaded.files.get(i))
+        };
+        VARIABLES.iter().filter(|v| differs(v.name)).collect()
     }
 }
 
@@ -239,17 +273,15 @@ impl Config {
     /// Builds the configuration from `(name, value)` pairs as if they were the environment:
     /// names without the `MESHDNS_` prefix are ignored, unknown `MESHDNS_*` names are an error
     /// (a typo must not be silent), and `MESHDNS_CONFIG_DIR`'s files are laid over the rest.
-    pub fn from_vars<I: IntoIterator<Item = (String, String)>>(
-        vars: I,
-    ) -> Result<Self, ConfigError> {
+    pub fn from_vars<I: IntoIterator<Item = (String, String)>>(vars: I) -> Result<Self, Errors> {
         let environment = Settings::from_vars(vars)?;
         Self::from_environment(&environment)
     }
 
     /// The configuration from environment settings plus the configuration directory they
     /// name (read now): what a reload calls with the environment captured at startup.
-    pub(crate) fn from_environment(environment: &Settings) -> Result<Self, ConfigError> {
-        Sources::load(environment).and_then(parse)
+    pub fn from_environment(environment: &Settings) -> Result<Self, Errors> {
+        parse(Sources::load(environment)?)
     }
 }
 
@@ -267,38 +299,20 @@ fn set<'a>(settings: &'a Settings, name: &str) -> Option<&'a str> {
     settings.get(name).map(str::trim).filter(|v| !v.is_empty())
 }
 
-/// Refuses an empty (or whitespace-only) value of a variable whose descriptor says so
-/// ([`variables::Variable::refuses_empty`]). Unset one by deleting its file, or leaving it out
-/// of the environment.
-fn check_not_empty(settings: &Settings) -> Result<(), ConfigError> {
-    match variables::refusing_empty()
-        .find(|name| settings.get(name).is_some_and(|v| v.trim().is_empty()))
-    {
-        Some(name) => Err(ConfigError::new(
-            name,
-            settings.get(name).unwrap_or_default(),
-            "is set but empty; to unset it, delete its file in the configuration directory (or leave it out of the environment)",
-        )),
-        None => Ok(()),
-    }
+/// The configuration `sources` hold, or every value that is wrong. Pure: every file it needs
+/// was read by the loader ([`Sources::load`]), so it touches nothing and can be tested from
+/// values alone. Each variable is parsed by its kind ([`variables::Variable::kind`]) whatever
+/// the others hold; a cross-check (the clusters, the zone table, the pod's identity, the TLS
+/// files) runs only on values that parsed, so one mistake is one error.
+pub fn parse(sources: Sources) -> Result<Config, Errors> {
+    let mut values = Values::read(&sources.settings, kind::every, kind::read_by_the_server);
+    let config = build(&mut values, sources);
+    values.finish(config)
 }
 
-/// Refuses a value in quotes: no variable takes one (see [`hint::copied_quotes`]).
-fn check_no_quotes(settings: &Settings) -> Result<(), ConfigError> {
-    for variable in VARIABLES {
-        if let Some(raw) = settings.get(variable.name)
-            && let Some(reason) = hint::copied_quotes(raw)
-        {
-            return Err(ConfigError::new(variable.name, raw, reason));
-        }
-    }
-    Ok(())
-}
-
-/// The configuration `sources` hold, or the first value that is wrong. Pure: every file it
-/// needs was read by the loader ([`Sources::load`]), so it touches nothing and can be tested
-/// from values alone.
-pub(crate) fn parse(sources: Sources) -> Result<Config, ConfigError> {
+/// The configuration from the values that parsed, each cross-check run on those it needs;
+/// `None` when a value it needs was refused (the error is in `values`).
+fn build(values: &mut Values, sources: Sources) -> Option<Config> {
     let Sources {
         settings,
         environment,
@@ -307,96 +321,105 @@ pub(crate) fn parse(sources: Sources) -> Result<Config, ConfigError> {
         tls,
         dot_tls,
     } = sources;
-    check_not_empty(&settings)?;
-    check_no_quotes(&settings)?;
-    let listen = list(&settings, LISTEN, |t| parse_socket_addr(t, DNS_PORT))?;
-    if listen.is_empty() {
-        return Err(ConfigError::new(LISTEN, "", "names no address"));
-    }
-    let allow_from = list(&settings, ALLOW_FROM, IpNet::parse)?;
-    let (upstreams, upstream_source, search) = upstreams(&settings, &resolv_conf)?;
-    let cluster_domain = zone(CLUSTER_DOMAIN, value(&settings, CLUSTER_DOMAIN))?;
-    let clusters = all_clusters(&settings, &cluster_domain, &upstreams)?;
-    let distributed_zones = list(&settings, DISTRIBUTED_ZONES, parse_zone)?;
-    let clusterset_zone = set(&settings, CLUSTERSET_ZONE)
-        .map(|z| zone(CLUSTERSET_ZONE, z))
-        .transpose()?;
-    zones::check_zones(
+    let listen =
+        (values.addresses(LISTEN)).and_then(|listen| values.check(names_an_address(listen)));
+    let upstreams = upstreams(values, &settings, &resolv_conf);
+    let cluster_domain = values.zone(CLUSTER_DOMAIN).flatten();
+    let clusters = match (&cluster_domain, &upstreams) {
+        (Some(domain), Some((upstreams, ..))) => all_clusters(values, domain, upstreams),
+        _ => None,
+    };
+    let distributed_zones = values.zones(DISTRIBUTED_ZONES);
+    let clusterset_zone = values.zone(CLUSTERSET_ZONE);
+    if let (Some(domain), Some(clusters), Some(distributed), Some(clusterset)) = (
         &cluster_domain,
         &clusters,
         &distributed_zones,
-        clusterset_zone.as_ref(),
-    )?;
-    let domain = (clusters.iter())
-        .find(|c| c.is_local)
-        .map_or(&cluster_domain, |c| &c.domain)
-        .clone();
-    let pod = pod::pod_identity(&settings, hosts_file.as_ref(), &domain)?;
-    pod::check_peer_claims(&settings, &pod, &clusters)?;
-    let (timeout, attempt_timeout) = timeouts(&settings)?;
-    let cache = cache_config(&settings)?;
-    let max_inflight = number(
-        &settings,
-        MAX_INFLIGHT,
-        MAX_INFLIGHT_RANGE,
-        "is not a number of queries from 1 to 65536",
-    )?;
-    let (admin_listen, log, log_format) = process_settings(&settings)?;
-    let threads = number(
-        &settings,
-        THREADS,
-        1..=MAX_THREADS,
-        "is not a thread count from 1 to 64",
-    )?;
-    let own = own::own_addresses(&listen, pod.ips());
-    own::check_no_own_endpoint(&own, &upstreams, &upstream_source, &clusters)?;
-    let config_dir = set(&settings, CONFIG_DIR).map(PathBuf::from);
-    let tls = tls_files(tls, &clusters)?;
-    let dot = dot::parse(&settings, dot_tls)?;
-    Ok(Config {
-        listen,
-        allow_from,
+        &clusterset_zone,
+    ) {
+        values.check(zones::check_zones(
+            domain,
+            clusters,
+            distributed,
+            clusterset.as_ref(),
+        ));
+    }
+    let domain = local_domain(cluster_domain.as_ref(), clusters.as_deref());
+    let pod = (domain.as_ref())
+        .and_then(|domain| pod::pod_identity(values, &settings, hosts_file.as_ref(), domain));
+    if let (Some(pod), Some(clusters)) = (&pod, &clusters) {
+        values.check(pod::check_peer_claims(&settings, pod, clusters));
+    }
+    if let (Some(listen), Some(pod), Some((upstreams, source, _)), Some(clusters)) =
+        (&listen, &pod, &upstreams, &clusters)
+    {
+        let own = own::own_addresses(listen, pod.ips());
+        values.check(own::check_no_own_endpoint(
+            &own, upstreams, source, clusters,
+        ));
+    }
+    let tls = values.check(tls_files(tls, clusters.as_deref().unwrap_or_default()));
+    let dot = (values.addresses(DOT_LISTEN))
+        .and_then(|listen| values.check(dot::parse(&settings, listen, dot_tls)));
+    let timeouts = timeouts(values, &settings);
+    let (upstreams, upstream_source, search) = upstreams?;
+    let (timeout, attempt_timeout) = timeouts?;
+    Some(Config {
+        listen: listen?,
+        allow_from: values.networks(ALLOW_FROM)?,
         upstreams,
         upstream_source,
-        clusters,
-        distributed_zones,
-        clusterset_zone,
+        clusters: clusters?,
+        distributed_zones: distributed_zones?,
+        clusterset_zone: clusterset_zone?,
         search,
         timeout,
         attempt_timeout,
-        cache,
-        max_inflight,
-        admin_listen,
-        log,
-        log_format,
-        threads,
-        tls,
-        dot,
-        config_dir,
-        domain,
-        pod,
+        cache: cache_config(values)?,
+        max_inflight: values.count(MAX_INFLIGHT)?,
+        admin_listen: values.address(ADMIN_LISTEN)?,
+        log: values.text(LOG)?.unwrap_or_default(),
+        log_format: values.log_format(LOG_FORMAT)?,
+        threads: values.count(THREADS)?,
+        tls: tls?,
+        dot: dot?,
+        config_dir: values.path(CONFIG_DIR)?,
+        domain: domain?,
+        pod: pod?,
         settings,
         environment,
     })
+}
+
+/// `MESHDNS_LISTEN`, which must name an address.
+fn names_an_address(listen: Vec<SocketAddr>) -> Result<Vec<SocketAddr>, ConfigError> {
+    if listen.is_empty() {
+        return Err(ConfigError::new(LISTEN, "", "names no address"));
+    }
+    Ok(listen)
+}
+
+/// The local cluster domain: the local cluster's `domain=`, or `MESHDNS_CLUSTER_DOMAIN`.
+fn local_domain(cluster_domain: Option<&Name>, clusters: Option<&[Cluster]>) -> Option<Name> {
+    let local = clusters?.iter().find(|c| c.is_local);
+    local.map_or(cluster_domain, |c| Some(&c.domain)).cloned()
 }
 
 /// The local cluster's DNS (`MESHDNS_UPSTREAMS`, or the nameservers of the resolv.conf read
 /// as `resolv_conf`), where it came from, and the pod's search list.
 #[allow(clippy::type_complexity)]
 fn upstreams(
+    values: &mut Values,
     settings: &Settings,
     (path, bytes): &(PathBuf, std::io::Result<Vec<u8>>),
-) -> Result<(Vec<SocketAddr>, UpstreamSource, Result<Vec<Name>, String>), ConfigError> {
+) -> Option<(Vec<SocketAddr>, UpstreamSource, Result<Vec<Name>, String>)> {
     let resolv = bytes
         .as_ref()
         .map(|bytes| resolv_conf::Config::parse_with_errors(bytes).0);
     let (upstreams, upstream_source) = match settings.get(UPSTREAMS) {
-        Some(_) => (
-            list(settings, UPSTREAMS, |t| parse_socket_addr(t, DNS_PORT))?,
-            UpstreamSource::Environment,
-        ),
+        Some(_) => (values.addresses(UPSTREAMS)?, UpstreamSource::Environment),
         None => (
-            resolv_conf_nameservers(&resolv, path)?,
+            values.check(resolv_conf_nameservers(&resolv, path))?,
             UpstreamSource::ResolvConf(path.clone()),
         ),
     };
@@ -405,68 +428,59 @@ fn upstreams(
         .map(search_list)
         .map_err(|error| format!("{RESOLV_CONF} {} cannot be read ({error})", path.display()));
     if upstreams.is_empty() {
-        return Err(ConfigError::new(
+        values.check::<()>(Err(ConfigError::new(
             UPSTREAMS,
             settings.get(UPSTREAMS).unwrap_or(""),
             "names no endpoint: meshdns needs the local cluster DNS (kube-dns), e.g. 10.96.0.10:53",
-        ));
+        )));
+        return None;
     }
-    Ok((upstreams, upstream_source, search))
+    Some((upstreams, upstream_source, search))
 }
 
-/// The clusters, each zone made from `MESHDNS_CLUSTER_ZONE`'s template.
+/// The clusters, each zone made from `MESHDNS_CLUSTER_ZONE`'s template, when the values they
+/// are made of parsed.
 fn all_clusters(
-    settings: &Settings,
+    values: &mut Values,
     cluster_domain: &Name,
     upstreams: &[SocketAddr],
-) -> Result<Vec<Cluster>, ConfigError> {
-    let zone_template = value(settings, CLUSTER_ZONE).to_string();
-    if !zone_template.contains(NAME_PLACEHOLDER) {
-        return Err(ConfigError::new(
-            CLUSTER_ZONE,
-            &zone_template,
-            "must contain {name}, e.g. cluster.{name}",
-        ));
-    }
-    clusters(settings, cluster_domain, &zone_template, upstreams)
+) -> Option<Vec<Cluster>> {
+    let entries = values.clusters(CLUSTERS)?;
+    let local = values.text(LOCAL_CLUSTER)?;
+    let zone_template = values.text(CLUSTER_ZONE)?.unwrap_or_default();
+    let clusters = clusters(entries, local, cluster_domain, &zone_template, upstreams);
+    values.check(clusters)
 }
 
 /// `MESHDNS_TIMEOUT` and `MESHDNS_ATTEMPT_TIMEOUT`, the second within the first.
-fn timeouts(settings: &Settings) -> Result<(Duration, Duration), ConfigError> {
-    let timeout = duration(settings, TIMEOUT, MAX_QUERY_TIMEOUT)?;
-    let attempt_timeout = duration(settings, ATTEMPT_TIMEOUT, MAX_QUERY_TIMEOUT)?;
-    if timeout.is_zero() {
-        return Err(ConfigError::new(
-            TIMEOUT,
-            value(settings, TIMEOUT),
-            "must be longer than 0",
-        ));
-    }
+fn timeouts(values: &mut Values, settings: &Settings) -> Option<(Duration, Duration)> {
+    let (timeout, attempt_timeout) = (values.duration(TIMEOUT), values.duration(ATTEMPT_TIMEOUT));
+    let timeout = timeout.and_then(|timeout| {
+        let zero = ConfigError::new(TIMEOUT, value(settings, TIMEOUT), "must be longer than 0");
+        values.check((!timeout.is_zero()).then_some(timeout).ok_or(zero))
+    })?;
+    let attempt_timeout = attempt_timeout?;
     if attempt_timeout.is_zero() || attempt_timeout > timeout {
-        return Err(ConfigError::new(
+        values.check::<()>(Err(ConfigError::new(
             ATTEMPT_TIMEOUT,
             value(settings, ATTEMPT_TIMEOUT),
             format!(
                 "must be longer than 0 and at most MESHDNS_TIMEOUT ({})",
                 show_duration(timeout)
             ),
-        ));
+        )));
+        return None;
     }
-    Ok((timeout, attempt_timeout))
+    Some((timeout, attempt_timeout))
 }
 
 /// `MESHDNS_CACHE_*` and `MESHDNS_SERVE_STALE`.
-fn cache_config(settings: &Settings) -> Result<CacheConfig, ConfigError> {
-    Ok(CacheConfig {
-        size: number(
-            settings,
-            CACHE_SIZE,
-            0..=usize::MAX,
-            "is not a whole number of entries (0 disables the cache)",
-        )?,
-        max_ttl: duration(settings, CACHE_MAX_TTL, MAX_CACHE_TTL)?,
-        negative_ttl: duration(settings, CACHE_NEGATIVE_TTL, MAX_NEGATIVE_TTL)?,
-        serve_stale: duration(settings, SERVE_STALE, MAX_CACHE_TTL)?,
+fn cache_config(values: &Values) -> Option<CacheConfig> {
+    Some(CacheConfig {
+        size: values.count(CACHE_SIZE)?,
+        max_ttl: values.duration(CACHE_MAX_TTL)?,
+        negative_ttl: values.duration(CACHE_NEGATIVE_TTL)?,
+        serve_stale: values.duration(SERVE_STALE)?,
     })
 }
 
@@ -580,73 +594,6 @@ fn tls_reason(error: &certificates::TlsConfigError, path: &str) -> String {
         .map_or(text.clone(), str::to_string)
 }
 
-/// The comma list of `variable`, with whitespace around items ignored and empty items skipped.
-fn list<T>(
-    settings: &Settings,
-    variable: &str,
-    parse: impl Fn(&str) -> Result<T, String>,
-) -> Result<Vec<T>, ConfigError> {
-    value(settings, variable)
-        .split(',')
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .map(|t| {
-            let reason = |reason| hint::spaces_in_list(t).unwrap_or(reason);
-            parse(t).map_err(|why| ConfigError::new(variable, t, reason(why)))
-        })
-        .collect()
-}
-
-fn duration(settings: &Settings, variable: &str, max: Duration) -> Result<Duration, ConfigError> {
-    let raw = value(settings, variable);
-    parse_duration(raw, max).map_err(|reason| ConfigError::new(variable, raw, reason))
-}
-
-fn number(
-    settings: &Settings,
-    variable: &str,
-    range: std::ops::RangeInclusive<usize>,
-    reason: &str,
-) -> Result<usize, ConfigError> {
-    let raw = value(settings, variable);
-    raw.parse()
-        .ok()
-        .filter(|n| range.contains(n))
-        .ok_or_else(|| ConfigError::new(variable, raw, reason))
-}
-
-fn zone(variable: &str, value: &str) -> Result<Name, ConfigError> {
-    parse_zone(value.trim()).map_err(|reason| ConfigError::new(variable, value, reason))
-}
-
-/// Levels `MESHDNS_LOG` may name on their own.
-const LOG_LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
-
-/// A tracing filter whose every directive says something: a level, or `target=level`. A bare
-/// word is a target for tracing, so `MESHDNS_LOG=verbose` would quietly turn every log line
-/// off (the startup line included).
-fn check_log_filter(filter: &str) -> Result<(), ConfigError> {
-    if let Err(error) = filter.parse::<tracing_subscriber::filter::Targets>() {
-        return Err(ConfigError::new(
-            LOG,
-            filter,
-            format!("is not a log filter: {error}"),
-        ));
-    }
-    for directive in filter.split(',').map(str::trim).filter(|d| !d.is_empty()) {
-        let is_level = LOG_LEVELS.contains(&directive.to_ascii_lowercase().as_str());
-        let is_target = directive.contains('=') || directive.starts_with("meshdns");
-        if !is_level && !is_target {
-            return Err(ConfigError::new(
-                LOG,
-                directive,
-                "is neither a level (off, error, warn, info, debug, trace) nor target=level",
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// The non-loopback nameservers of a resolv.conf (`resolv`, as read from `path`): a loopback
 /// one is meshdns itself in a pod.
 fn resolv_conf_nameservers(
@@ -693,14 +640,16 @@ fn search_list(parsed: &resolv_conf::Config) -> Vec<Name> {
         .collect()
 }
 
+/// The clusters of `entries` (`MESHDNS_CLUSTERS`), `local` (`MESHDNS_LOCAL_CLUSTER`) among
+/// them; `zone_template` makes each cluster's zone.
 fn clusters(
-    settings: &Settings,
+    mut entries: Vec<clusters::ClusterEntry>,
+    local: Option<String>,
     default_domain: &Name,
     zone_template: &str,
     upstreams: &[SocketAddr],
 ) -> Result<Vec<Cluster>, ConfigError> {
-    let mut entries = parse_clusters(value(settings, CLUSTERS))?;
-    let local = local_cluster(settings, &entries)?;
+    let local = local_cluster(local.as_deref(), &entries)?;
     // A local cluster named without a list is an entry without endpoints (it is asked through
     // the upstreams).
     if let Some(local) = &local
@@ -758,7 +707,7 @@ const NAMES_SHOWN: usize = 10;
 /// in the list (a typo), it would be a cluster of its own, and the local kube-dns would be
 /// gathered twice under two prefixes. Without `MESHDNS_CLUSTERS` it may name the cluster alone.
 fn local_cluster(
-    settings: &Settings,
+    local: Option<&str>,
     entries: &[clusters::ClusterEntry],
 ) -> Result<Option<String>, ConfigError> {
     let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
@@ -766,7 +715,7 @@ fn local_cluster(
     if names.len() > NAMES_SHOWN {
         listed.push_str(&format!(" and {} more", names.len() - NAMES_SHOWN));
     }
-    match set(settings, LOCAL_CLUSTER) {
+    match local {
         None if names.is_empty() => Ok(None),
         None => Err(ConfigError::new(
             LOCAL_CLUSTER,
@@ -776,8 +725,6 @@ fn local_cluster(
             ),
         )),
         Some(name) => {
-            values::check_cluster_name(name)
-                .map_err(|reason| ConfigError::new(LOCAL_CLUSTER, name, reason))?;
             if names.is_empty() || names.contains(&name) {
                 return Ok(Some(name.to_string()));
             }
@@ -869,28 +816,6 @@ fn cluster_from(
         namespaces,
         is_local,
     })
-}
-
-/// What every mode of the binary reads around its own work: the admin listener
-/// (`MESHDNS_ADMIN_LISTEN`, `None` when empty), the log filter and the log format.
-pub(crate) fn process_settings(
-    settings: &Settings,
-) -> Result<(Option<SocketAddr>, String, LogFormat), ConfigError> {
-    let admin_listen = match value(settings, ADMIN_LISTEN) {
-        "" => None,
-        addr => Some(
-            parse_socket_addr(addr, 9153)
-                .map_err(|reason| ConfigError::new(ADMIN_LISTEN, addr, reason))?,
-        ),
-    };
-    let log = value(settings, LOG).to_string();
-    check_log_filter(&log)?;
-    let log_format = match value(settings, LOG_FORMAT) {
-        "text" => LogFormat::Text,
-        "json" => LogFormat::Json,
-        other => return Err(ConfigError::new(LOG_FORMAT, other, "must be text or json")),
-    };
-    Ok((admin_listen, log, log_format))
 }
 
 #[cfg(test)]

@@ -19,11 +19,12 @@ use std::path::{Path, PathBuf};
 
 use hickory_proto::rr::Name;
 
+use super::kind::Values;
 use super::values::is_dns_label;
 use super::variables::{
     CLUSTERS, HOSTS_FILE, POD_HOSTNAME, POD_IP, POD_IPS, POD_NAMESPACE, POD_SUBDOMAIN,
 };
-use super::{Cluster, Config, ConfigError, Settings, list, set, value};
+use super::{Cluster, Config, ConfigError, Settings, set, value};
 
 /// Who this pod is, when meshdns knows enough to answer its names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,24 +89,44 @@ struct HostsLine {
     other_domain: Option<String>,
 }
 
-/// The pod's identity from `settings` and the hosts file the loader read (`hosts`), in the
-/// cluster domain `domain`.
+/// The pod's identity from the values of `MESHDNS_POD_*` that parsed and the hosts file the
+/// loader read (`hosts`), in the cluster domain `domain`; `None` when one of those values was
+/// refused (its error is in `values`), so that nothing is cross-checked against it.
 pub(super) fn pod_identity(
+    values: &mut Values,
     settings: &Settings,
     hosts: Option<&std::io::Result<String>>,
     domain: &Name,
-) -> Result<PodIdentity, ConfigError> {
-    let ips = pod_ips(settings)?;
+) -> Option<PodIdentity> {
     let [hostname, subdomain, namespace] =
-        [POD_HOSTNAME, POD_SUBDOMAIN, POD_NAMESPACE].map(|variable| label(settings, variable));
+        [POD_HOSTNAME, POD_SUBDOMAIN, POD_NAMESPACE].map(|variable| values.text(variable));
     let (hostname, subdomain, namespace) = (hostname?, subdomain?, namespace?);
+    let ips = pod_ips(values, settings)?;
+    Some(identity(
+        settings,
+        hosts,
+        domain,
+        ips,
+        [hostname, subdomain, namespace],
+    ))
+}
+
+/// The pod's identity from its addresses (`ips`) and the labels set (`labels`: hostname,
+/// subdomain, namespace), completed from the hosts file the loader read (`hosts`).
+fn identity(
+    settings: &Settings,
+    hosts: Option<&std::io::Result<String>>,
+    domain: &Name,
+    ips: Vec<IpAddr>,
+    [hostname, subdomain, namespace]: [Option<String>; 3],
+) -> PodIdentity {
     if ips.is_empty() {
-        return Ok(PodIdentity::Off {
+        return PodIdentity::Off {
             why: format!(
                 "{POD_IP} and {POD_IPS} are unset (the sidecar component sets them from the downward API)"
             ),
             ips,
-        });
+        };
     }
     let mut hosts_file = None;
     let path = Path::new(value(settings, HOSTS_FILE));
@@ -117,13 +138,13 @@ pub(super) fn pod_identity(
             pod_line(text, &ips, domain)
         }
         Some(Err(error)) => {
-            return Ok(PodIdentity::Off {
+            return PodIdentity::Off {
                 why: format!(
                     "{} cannot be read ({error}), and {POD_HOSTNAME}, {POD_SUBDOMAIN} and {POD_NAMESPACE} are not all set",
                     path.display()
                 ),
                 ips,
-            });
+            };
         }
     };
     let [from_host, from_sub, from_ns] = line
@@ -133,14 +154,14 @@ pub(super) fn pod_identity(
     let hostname = hostname.or(from_host).or_else(|| line.hostname.clone());
     let (subdomain, namespace) = (subdomain.or(from_sub), namespace.or(from_ns));
     match (hostname, subdomain, namespace) {
-        (Some(hostname), Some(subdomain), Some(namespace)) => Ok(PodIdentity::On(Pod {
+        (Some(hostname), Some(subdomain), Some(namespace)) => PodIdentity::On(Pod {
             hostname,
             subdomain,
             namespace,
             ips,
             // Read only when a variable was missing, so it supplied something.
             hosts_file,
-        })),
+        }),
         (hostname, subdomain, namespace) => {
             let missing: Vec<&str> = [
                 (hostname.is_none(), POD_HOSTNAME),
@@ -163,7 +184,7 @@ pub(super) fn pod_identity(
                     "; its name {other} is under another cluster domain: set MESHDNS_CLUSTER_DOMAIN (or the local cluster's domain=) to it"
                 ));
             }
-            Ok(PodIdentity::Off { why, ips })
+            PodIdentity::Off { why, ips }
         }
     }
 }
@@ -217,57 +238,29 @@ pub(super) fn check_peer_claims(
 }
 
 /// `MESHDNS_POD_IP` and `MESHDNS_POD_IPS`: addresses of a pod, the first one among the others.
-fn pod_ips(settings: &Settings) -> Result<Vec<IpAddr>, ConfigError> {
-    let parse = |token: &str| -> Result<IpAddr, String> {
-        let ip: IpAddr = token.parse().map_err(|_| {
-            "is not an IP address (the downward API gives status.podIP and status.podIPs, e.g. 10.8.1.2 or 10.8.1.2,fd00::2)".to_string()
-        })?;
-        if ip.is_unspecified() || ip.is_multicast() {
-            return Err("is not a pod's address (unspecified or multicast)".into());
-        }
-        Ok(ip)
-    };
-    let first = set(settings, POD_IP)
-        .map(|token| parse(token).map_err(|reason| ConfigError::new(POD_IP, token, reason)))
-        .transpose()?;
-    let all = list(settings, POD_IPS, parse)?;
-    if let Some(first) = first
+fn pod_ips(values: &mut Values, settings: &Settings) -> Option<Vec<IpAddr>> {
+    let (first, all) = (values.ips(POD_IP)?, values.ips(POD_IPS)?);
+    if let Some(first) = first.first()
         && !all.is_empty()
-        && !all.contains(&first)
+        && !all.contains(first)
     {
-        return Err(ConfigError::new(
+        values.check::<()>(Err(ConfigError::new(
             POD_IP,
             &first.to_string(),
             format!(
                 "is not among {POD_IPS} ({}): status.podIP is always one of status.podIPs",
                 value(settings, POD_IPS)
             ),
-        ));
+        )));
+        return None;
     }
-    let mut ips: Vec<IpAddr> = first.into_iter().collect();
+    let mut ips = first;
     for ip in all {
         if !ips.contains(&ip) {
             ips.push(ip);
         }
     }
-    Ok(ips)
-}
-
-/// A hostname, subdomain or namespace variable: one DNS label, when set.
-fn label(settings: &Settings, variable: &str) -> Result<Option<String>, ConfigError> {
-    set(settings, variable)
-        .map(|token| {
-            if is_dns_label(token) {
-                Ok(token.to_string())
-            } else {
-                Err(ConfigError::new(
-                    variable,
-                    token,
-                    "is not a DNS label (a-z, 0-9 and '-', at most 63 characters, as Kubernetes requires of a pod's hostname, subdomain and namespace)",
-                ))
-            }
-        })
-        .transpose()
+    Some(ips)
 }
 
 /// The names of the lines of `ips` in a hosts file (hosts(5): an address, then names, separated
@@ -373,7 +366,7 @@ impl Config {
 mod tests {
     use super::*;
     use crate::certificates::tests::Scratch;
-    use crate::config::tests::{config_from, refused};
+    use crate::config::tests::{config_from, one_error, refused};
 
     fn ip(text: &str) -> IpAddr {
         text.parse().unwrap()
@@ -559,7 +552,7 @@ mod tests {
             ("MESHDNS_POD_IP", "0.0.0.0"),
             ("MESHDNS_POD_IPS", "10.8.1.2,fd00::zz"),
         ] {
-            let error = config_from(&[(variable, token)]).unwrap_err();
+            let error = one_error(config_from(&[(variable, token)]));
             assert_eq!(error.variable, variable);
             assert!(
                 token.contains(&error.token) && !error.token.is_empty(),

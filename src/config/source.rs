@@ -22,12 +22,11 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::ConfigError;
 use super::variables::{
-    self, CONFIG_DIR, DOT_CERT_FILE, DOT_CLIENT_CA_FILE, DOT_KEY_FILE, DOT_LISTEN, HOSTS_FILE,
-    POD_HOSTNAME, POD_NAMESPACE, POD_SUBDOMAIN, RESOLV_CONF, TLS_CA_FILE, TLS_CERT_FILE,
-    TLS_KEY_FILE,
+    self, Applies, CLIENT_TLS_FILES, CONFIG_DIR, DOT_CERT_FILE, DOT_CLIENT_CA_FILE, DOT_KEY_FILE,
+    DOT_LISTEN, HOSTS_FILE, POD_HOSTNAME, POD_NAMESPACE, POD_SUBDOMAIN, RESOLV_CONF, Variable,
 };
+use super::{ConfigError, Errors};
 use super::{set, value};
 use crate::certificates::server::{ServerTls, ServerTlsFiles};
 use crate::certificates::{PemFile, TlsConfigError};
@@ -70,10 +69,10 @@ pub(crate) struct Sources {
     /// `MESHDNS_RESOLV_CONF`'s path, and its content or why it cannot be read.
     pub(crate) resolv_conf: (PathBuf, std::io::Result<Vec<u8>>),
     /// `MESHDNS_HOSTS_FILE`'s content, read when a pod variable it completes is unset.
-    pub(crate) hosts_file: Option<std::io::Result<String>>,
-    /// The files of `MESHDNS_TLS_CA_FILE`, `MESHDNS_TLS_CERT_FILE` and `MESHDNS_TLS_KEY_FILE`,
-    /// those that are set.
-    pub(crate) tls: [Option<PemFile>; 3],
+    pub hosts_file: Option<std::io::Result<String>>,
+    /// The files of `MESHDNS_TLS_CA_FILE`, `MESHDNS_TLS_CERT_FILE` and `MESHDNS_TLS_KEY_FILE`
+    /// ([`CLIENT_TLS_FILES`]), those that are set.
+    pub tls: [Option<PemFile>; 3],
     /// The certificate DNS over TLS serves, loaded from the files of `MESHDNS_DOT_*` when the
     /// listener, the certificate and the key are set (it follows its files from then on).
     pub(crate) dot_tls: Option<Result<ServerTls, TlsConfigError>>,
@@ -82,7 +81,7 @@ pub(crate) struct Sources {
 impl Sources {
     /// Reads the configuration directory `environment` names, then every file the values name.
     /// Fails only when the directory cannot be read (or holds what is not ours).
-    pub(crate) fn load(environment: &Settings) -> Result<Self, ConfigError> {
+    pub fn load(environment: &Settings) -> Result<Self, Errors> {
         let settings = match set(environment, CONFIG_DIR) {
             None => environment.clone(),
             Some(dir) => environment.clone().with_dir(Path::new(dir))?,
@@ -94,7 +93,7 @@ impl Sources {
             .any(|variable| set(&settings, variable).is_none());
         let hosts_file =
             pod_incomplete.then(|| std::fs::read_to_string(value(&settings, HOSTS_FILE)));
-        let tls = [TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE]
+        let tls = CLIENT_TLS_FILES
             .map(|variable| set(&settings, variable).map(|path| PemFile::read(Path::new(path))));
         let dot_tls = dot_tls(&settings);
         Ok(Self {
@@ -170,6 +169,26 @@ pub fn read_env_file(path: &Path) -> Result<Vec<(String, String)>, ConfigError> 
     Ok(pairs)
 }
 
+/// The `MESHDNS_*` files of `dir`, in name order: hidden entries (the kubelet's `..data` and
+/// timestamped directories) and other names are not ours.
+fn files_of(dir: &Path) -> Result<Vec<(String, PathBuf)>, ConfigError> {
+    let shown = dir.display().to_string();
+    let unreadable = |error: std::io::Error| {
+        ConfigError::new(CONFIG_DIR, &shown, format!("cannot be read ({error})"))
+    };
+    let mut files: Vec<(String, PathBuf)> = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(unreadable)? {
+        let entry = entry.map_err(unreadable)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') || !name.starts_with("MESHDNS_") {
+            continue;
+        }
+        files.push((name, entry.path()));
+    }
+    files.sort();
+    Ok(files)
+}
+
 /// `MESHDNS_SERVICE_HOST`, `MESHDNS_PORT`, `MESHDNS_PORT_53_UDP_PROTO`, …: what Kubernetes
 /// sets for a Service named `meshdns` (enableServiceLinks, on by default).
 fn is_service_link(name: &str) -> bool {
@@ -188,64 +207,69 @@ fn unknown(name: &str) -> ConfigError {
 
 impl Settings {
     /// The `MESHDNS_*` variables among `vars` (other names are ignored).
-    pub(crate) fn from_vars<I: IntoIterator<Item = (String, String)>>(
-        vars: I,
-    ) -> Result<Self, ConfigError> {
+    /// Every unknown name and every value too long is refused, each once.
+    pub fn from_vars<I: IntoIterator<Item = (String, String)>>(vars: I) -> Result<Self, Errors> {
         let mut found: Vec<(String, String)> = vars
             .into_iter()
             .filter(|(name, _)| name.starts_with("MESHDNS_") && !is_service_link(name))
             .collect();
-        // Report the first typo in name order, whatever order the environment lists them in.
+        // Report typos in name order, whatever order the environment lists them in.
         found.sort();
-        let mut settings = Settings::default();
+        let (mut settings, mut errors) = (Settings::default(), Errors::default());
         for (name, value) in found {
-            let variable = variables::find(&name).ok_or_else(|| unknown(&name))?;
+            let Some(variable) = variables::find(&name) else {
+                errors.push(unknown(&name));
+                continue;
+            };
             if value.len() > MAX_VALUE {
-                return Err(ConfigError::new(
+                errors.push(ConfigError::new(
                     variable.name,
                     "(its value in the environment)",
                     format!("is longer than {} KiB", MAX_VALUE / 1024),
                 ));
+                continue;
             }
             settings
                 .values
                 .insert(variable.name, (value, Source::Environment));
         }
-        Ok(settings)
+        if errors.is_empty() {
+            Ok(settings)
+        } else {
+            Err(errors)
+        }
     }
 
-    /// These settings with the files of `dir` laid over them.
-    pub(crate) fn with_dir(mut self, dir: &Path) -> Result<Self, ConfigError> {
-        let shown = dir.display().to_string();
-        let unreadable = |error: std::io::Error| {
-            ConfigError::new(CONFIG_DIR, &shown, format!("cannot be read ({error})"))
-        };
-        let mut files: Vec<(String, PathBuf)> = Vec::new();
-        for entry in std::fs::read_dir(dir).map_err(unreadable)? {
-            let entry = entry.map_err(unreadable)?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') || !name.starts_with("MESHDNS_") {
-                continue;
+    /// These settings with the files of `dir` laid over them; every file that is not a
+    /// variable the directory may set, or cannot be read, is refused, each once.
+    pub fn with_dir(mut self, dir: &Path) -> Result<Self, Errors> {
+        let mut errors = Errors::default();
+        for (name, path) in files_of(dir)? {
+            let value = match variables::find(&name) {
+                None => Err(unknown(&name)),
+                Some(variable) if matches!(variable.applies, Applies::EnvironmentOnly) => {
+                    Err(ConfigError::new(
+                        variable.name,
+                        &path.display().to_string(),
+                        "can only be set in the environment",
+                    ))
+                }
+                Some(variable) => read_text(variable.name, &path, MAX_VALUE).map(|v| (variable, v)),
+            };
+            match value {
+                Ok((variable, value)) => {
+                    // A ConfigMap value usually ends with a newline.
+                    let value = value.trim_end_matches(['\n', '\r']).to_string();
+                    (self.values).insert(variable.name, (value, Source::ConfigDir(path)));
+                }
+                Err(error) => errors.push(error),
             }
-            files.push((name, entry.path()));
         }
-        files.sort();
-        for (name, path) in files {
-            let variable = variables::find(&name).ok_or_else(|| unknown(&name))?;
-            if variable.name == CONFIG_DIR {
-                return Err(ConfigError::new(
-                    CONFIG_DIR,
-                    &path.display().to_string(),
-                    "can only be set in the environment",
-                ));
-            }
-            let value = read_text(variable.name, &path, MAX_VALUE)?;
-            // A ConfigMap value usually ends with a newline.
-            let value = value.trim_end_matches(['\n', '\r']).to_string();
-            self.values
-                .insert(variable.name, (value, Source::ConfigDir(path)));
+        if errors.is_empty() {
+            Ok(self)
+        } else {
+            Err(errors)
         }
-        Ok(self)
     }
 
     /// The raw value of `name`, when it is set.
@@ -261,11 +285,9 @@ impl Settings {
     }
 
     /// The variables whose raw values differ between `self` and `other`.
-    pub(crate) fn changed(&self, other: &Settings) -> Vec<&'static str> {
-        variables::VARIABLES
-            .iter()
-            .map(|v| v.name)
-            .filter(|name| self.get(name) != other.get(name))
+    pub fn changed(&self, other: &Settings) -> Vec<&'static Variable> {
+        (variables::VARIABLES.iter())
+            .filter(|v| self.get(v.name) != other.get(v.name))
             .collect()
     }
 }
@@ -274,6 +296,7 @@ impl Settings {
 pub(super) mod tests {
     use super::*;
     use crate::certificates::tests::Scratch;
+    use crate::config::tests::one_error;
 
     /// `NAME=value` pairs as the environment gives them.
     pub(in crate::config) fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -307,10 +330,37 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn every_file_the_directory_may_not_hold_is_named_at_once() {
+        let dir = Scratch::new("source-several");
+        dir.file("MESHDNS_CLUSTRES", "b=10.9.0.1");
+        dir.file("MESHDNS_CONFIG_DIR", "/elsewhere");
+        dir.file("MESHDNS_TIMEOUT", "3s");
+        let errors = Settings::default().with_dir(&dir.0).unwrap_err();
+        let named: Vec<&str> = errors.iter().map(|e| e.variable.as_str()).collect();
+        assert_eq!(
+            named,
+            ["MESHDNS_CLUSTRES", "MESHDNS_CONFIG_DIR"],
+            "{errors}"
+        );
+    }
+
+    #[test]
+    fn the_configuration_directory_cannot_name_itself() {
+        let dir = Scratch::new("source-itself");
+        dir.file("MESHDNS_CONFIG_DIR", "/elsewhere");
+        let error = one_error(Settings::default().with_dir(&dir.0));
+        assert_eq!(error.variable, "MESHDNS_CONFIG_DIR");
+        assert!(
+            error.reason.contains("only be set in the environment"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn an_unknown_file_in_the_directory_is_named_with_a_suggestion() {
         let dir = Scratch::new("source-typo");
         dir.file("MESHDNS_CLUSTRES", "b=10.9.0.1");
-        let error = Settings::default().with_dir(&dir.0).unwrap_err();
+        let error = one_error(Settings::default().with_dir(&dir.0));
         assert_eq!(error.variable, "MESHDNS_CLUSTRES");
         assert!(error.reason.contains("MESHDNS_CLUSTERS"), "{error}");
     }

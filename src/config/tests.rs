@@ -27,7 +27,7 @@ fn temp_file(what: &str, content: &str) -> String {
 
 /// A configuration from pairs, with `MESHDNS_UPSTREAMS` set so the resolv.conf is read for
 /// its search list only.
-pub(crate) fn config_from(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
+pub(crate) fn config_from(pairs: &[(&str, &str)]) -> Result<Config, Errors> {
     let mut vars: Vec<(String, String)> =
         vec![("MESHDNS_UPSTREAMS".into(), "127.0.0.1:5300".into())];
     vars.extend(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())));
@@ -47,26 +47,38 @@ pub(crate) fn with_local(
     local: &str,
     clusters: &str,
     more: &[(&str, &str)],
-) -> Result<Config, ConfigError> {
+) -> Result<Config, Errors> {
     let mut pairs = vec![(LOCAL_CLUSTER, local), (CLUSTERS, clusters)];
     pairs.extend_from_slice(more);
     config_from(&pairs)
 }
 
 /// The configuration `clusters` gives with `a` (`a=`) as the local cluster, plus `more` pairs.
-pub(crate) fn with_local_a(clusters: &str, more: &[(&str, &str)]) -> Result<Config, ConfigError> {
+pub(crate) fn with_local_a(clusters: &str, more: &[(&str, &str)]) -> Result<Config, Errors> {
     with_local("a", &format!("a=; {clusters}"), more)
+}
+
+/// The one error of `result`, which must be refused: one mistake is named once.
+#[track_caller]
+pub(crate) fn one_error<T: std::fmt::Debug>(result: Result<T, Errors>) -> ConfigError {
+    let errors = result.unwrap_err();
+    assert_eq!(errors.len(), 1, "{errors}");
+    errors
+        .iter()
+        .next()
+        .cloned()
+        .unwrap_or_else(|| unreachable!())
 }
 
 /// The error of `result`, which must be refused naming `variable` and `token`, with a reason
 /// that says each of `says`.
 #[track_caller]
 pub(crate) fn refused(
-    result: Result<Config, ConfigError>,
+    result: Result<Config, Errors>,
     (variable, token): (&str, &str),
     says: &[&str],
 ) -> ConfigError {
-    let err = result.unwrap_err();
+    let err = one_error(result);
     assert_eq!(
         (err.variable.as_str(), err.token.as_str()),
         (variable, token),
@@ -270,9 +282,9 @@ fn every_bad_variable_is_named_with_its_token() {
             vars.push((LOCAL_CLUSTER.into(), "a".into()));
         }
         if *variable != "MESHDNS_UPSTREAMS" && *variable != "MESHDNS_RESOLV_CONF" {
-            vars.push(("MESHDNS_UPSTREAMS".into(), "127.0.0.1".into()));
+            vars.push(("MESHDNS_UPSTREAMS".into(), "127.0.0.1:5300".into()));
         }
-        let err = Config::from_vars(vars).expect_err(variable);
+        let err = one_error(Config::from_vars(vars));
         assert_eq!(&err.variable, variable, "{value}: {err}");
         assert_eq!(&err.token, token, "{value}: {err}");
     }
@@ -296,10 +308,7 @@ fn a_typo_is_named_whatever_the_order_of_the_variables() {
         ["MESHDNS_TYPO", "MESHDNS_UPSTREAMS"],
     ] {
         let vars = order.map(|k| (k.to_string(), "127.0.0.1".to_string()));
-        assert_eq!(
-            Config::from_vars(vars).unwrap_err().variable,
-            "MESHDNS_TYPO"
-        );
+        assert_eq!(one_error(Config::from_vars(vars)).variable, "MESHDNS_TYPO");
     }
 }
 
@@ -442,8 +451,10 @@ fn an_empty_value_is_refused_for_every_variable_whose_emptiness_would_remove_som
         for empty in ["", " \n\t", "\n"] {
             // From a file of the configuration directory …
             std::fs::write(dir.0.join(variable), empty).unwrap();
-            let err =
-                config_from(&[("MESHDNS_CONFIG_DIR", &dir.0.display().to_string())]).unwrap_err();
+            let err = one_error(config_from(&[(
+                "MESHDNS_CONFIG_DIR",
+                &dir.0.display().to_string(),
+            )]));
             std::fs::remove_file(dir.0.join(variable)).unwrap();
             assert_eq!(err.variable, variable, "{empty:?}: {err}");
             assert!(err.reason.contains("delete its file"), "{err}");
@@ -452,7 +463,7 @@ fn an_empty_value_is_refused_for_every_variable_whose_emptiness_would_remove_som
             if variable != UPSTREAMS {
                 vars.push((UPSTREAMS.into(), "127.0.0.1:5300".into()));
             }
-            let err = Config::from_vars(vars).unwrap_err();
+            let err = one_error(Config::from_vars(vars));
             assert_eq!(err.variable, variable, "{empty:?}: {err}");
         }
     }
@@ -465,16 +476,22 @@ fn a_file_over_64_kib_is_refused_without_being_read_past_the_limit() {
     let dir = Scratch::new("config-large");
     // An endless file: read whole, it would never end.
     std::os::unix::fs::symlink("/dev/zero", dir.0.join("MESHDNS_CLUSTERS")).unwrap();
-    let err = config_from(&[("MESHDNS_CONFIG_DIR", &dir.0.display().to_string())]).unwrap_err();
+    let err = one_error(config_from(&[(
+        "MESHDNS_CONFIG_DIR",
+        &dir.0.display().to_string(),
+    )]));
     assert_eq!(err.variable, "MESHDNS_CLUSTERS");
     assert!(err.reason.contains("64 KiB"), "{err}");
     std::fs::remove_file(dir.0.join("MESHDNS_CLUSTERS")).unwrap();
     // One byte over the limit, as a file and in the environment.
     let large = format!("b=10.9.0.1 {}", "x".repeat(MAX_VALUE));
     std::fs::write(dir.0.join("MESHDNS_CLUSTERS"), &large).unwrap();
-    let err = config_from(&[("MESHDNS_CONFIG_DIR", &dir.0.display().to_string())]).unwrap_err();
+    let err = one_error(config_from(&[(
+        "MESHDNS_CONFIG_DIR",
+        &dir.0.display().to_string(),
+    )]));
     assert_eq!(err.variable, "MESHDNS_CLUSTERS");
-    let err = config_from(&[("MESHDNS_CLUSTERS", &large)]).unwrap_err();
+    let err = one_error(config_from(&[("MESHDNS_CLUSTERS", &large)]));
     assert_eq!(err.variable, "MESHDNS_CLUSTERS");
 }
 
@@ -555,7 +572,9 @@ fn a_rotation_names_the_variable_of_each_file_that_changed() {
     // cert-manager renews the client certificate: a new certificate and key, the same CA.
     write_pair();
     assert_eq!(
-        before.rotated(&load()),
+        (before.rotated(&load()).iter())
+            .map(|v| v.name)
+            .collect::<Vec<_>>(),
         ["MESHDNS_TLS_CERT_FILE", "MESHDNS_TLS_KEY_FILE"]
     );
 }
@@ -993,4 +1012,68 @@ fn a_dot_file_that_does_not_load_is_named_by_its_variable() {
         ("MESHDNS_DOT_CLIENT_CA_FILE", "/nonexistent/ca.crt"),
         &["does not exist"],
     );
+}
+
+#[test]
+fn three_bad_variables_are_all_named_at_once() {
+    let errors =
+        config_from(&[(TIMEOUT, "2"), (CACHE_SIZE, "many"), (LOG_FORMAT, "xml")]).unwrap_err();
+    let named: Vec<(&str, &str)> = (errors.iter())
+        .map(|e| (e.variable.as_str(), e.token.as_str()))
+        .collect();
+    assert_eq!(
+        named,
+        [(TIMEOUT, "2"), (CACHE_SIZE, "many"), (LOG_FORMAT, "xml")],
+        "in the table's order, one line each:\n{errors}"
+    );
+    assert_eq!(errors.to_string().lines().count(), 3, "{errors}");
+}
+
+#[test]
+fn a_value_that_does_not_parse_is_not_cross_checked_as_well() {
+    // A zone template without {name}: no cluster zone is made, so the zone table (which would
+    // find the clusters' zones missing or colliding) is not checked either.
+    refused(
+        with_local_a("b=10.9.0.1", &[(CLUSTER_ZONE, "clusters.example")]),
+        (CLUSTER_ZONE, "clusters.example"),
+        &["must contain {name}"],
+    );
+    // A timeout that does not parse: the attempt timeout is not compared with it.
+    refused(
+        config_from(&[(TIMEOUT, "2"), (ATTEMPT_TIMEOUT, "3s")]),
+        (TIMEOUT, "2"),
+        &["needs a unit"],
+    );
+    // A pod address that does not parse: no identity, so nothing is checked against it.
+    refused(
+        with_local_a(
+            "b=10.9.0.1 namespaces=db",
+            &[(POD_IP, "10.8.1"), (POD_NAMESPACE, "db")],
+        ),
+        (POD_IP, "10.8.1"),
+        &["is not an IP address"],
+    );
+}
+
+#[test]
+fn a_cross_check_still_runs_beside_an_unrelated_bad_value() {
+    let errors = config_from(&[
+        (TIMEOUT, "1s"),
+        (ATTEMPT_TIMEOUT, "2s"),
+        (CACHE_MAX_TTL, "1d"),
+    ])
+    .unwrap_err();
+    let named: Vec<&str> = errors.iter().map(|e| e.variable.as_str()).collect();
+    assert_eq!(named, [CACHE_MAX_TTL, ATTEMPT_TIMEOUT], "{errors}");
+}
+
+#[test]
+fn every_unknown_variable_is_named_at_once() {
+    let errors = config_from(&[
+        ("MESHDNS_UPSTREAM", "10.96.0.10"),
+        ("MESHDNS_TIMEOUTS", "2s"),
+    ])
+    .unwrap_err();
+    let named: Vec<&str> = errors.iter().map(|e| e.variable.as_str()).collect();
+    assert_eq!(named, ["MESHDNS_TIMEOUTS", "MESHDNS_UPSTREAM"], "{errors}");
 }

@@ -8,15 +8,15 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use super::values::parse_zone;
+use super::kind::Values;
 use super::variables::{
-    ADMIN_LISTEN, CLUSTER_DOMAIN, LOG, LOG_FORMAT, WEBHOOK_CERT_FILE, WEBHOOK_IMAGE,
+    ADMIN_LISTEN, CLUSTER_DOMAIN, LOG, LOG_FORMAT, Variable, WEBHOOK_CERT_FILE, WEBHOOK_IMAGE,
     WEBHOOK_KEY_FILE, WEBHOOK_LISTEN,
 };
-use super::{ConfigError, LogFormat, Settings, process_settings, value};
+use super::{ConfigError, Errors, LogFormat, Settings};
 
-/// The HTTPS port of the webhook when `MESHDNS_WEBHOOK_LISTEN` names none.
-const WEBHOOK_PORT: u16 = 8443;
+/// What the webhook reads besides its own variables ([`Variable::is_the_webhooks`]).
+const SHARED: [&str; 4] = [CLUSTER_DOMAIN, ADMIN_LISTEN, LOG, LOG_FORMAT];
 
 /// Everything `meshdns webhook` reads, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,35 +34,37 @@ pub struct WebhookConfig {
 }
 
 impl WebhookConfig {
-    /// The webhook's configuration from `NAME=value` pairs (the environment).
-    pub fn from_vars<I: IntoIterator<Item = (String, String)>>(
-        vars: I,
-    ) -> Result<Self, ConfigError> {
+    /// The webhook's configuration from `NAME=value` pairs (the environment), or every value
+    /// that is wrong.
+    pub fn from_vars<I: IntoIterator<Item = (String, String)>>(vars: I) -> Result<Self, Errors> {
         let settings = Settings::from_vars(vars)?;
-        let listen = value(&settings, WEBHOOK_LISTEN);
-        let listen = super::parse_socket_addr(listen, WEBHOOK_PORT)
-            .map_err(|reason| ConfigError::new(WEBHOOK_LISTEN, listen, reason))?;
-        let image = value(&settings, WEBHOOK_IMAGE);
-        if image.is_empty() || image.contains(char::is_whitespace) {
-            return Err(ConfigError::new(
-                WEBHOOK_IMAGE,
-                image,
-                "must name the sidecar's image (e.g. registry.example.com/meshdns/meshdns:0.2.0)",
-            ));
-        }
-        let domain = value(&settings, CLUSTER_DOMAIN);
-        let zone = parse_zone(domain)
-            .map_err(|reason| ConfigError::new(CLUSTER_DOMAIN, domain, reason))?;
-        let (admin_listen, log, log_format) = process_settings(&settings)?;
-        Ok(Self {
-            listen,
-            cert_file: PathBuf::from(value(&settings, WEBHOOK_CERT_FILE)),
-            key_file: PathBuf::from(value(&settings, WEBHOOK_KEY_FILE)),
-            image: image.to_string(),
+        let reads =
+            |variable: &Variable| variable.is_the_webhooks() || SHARED.contains(&variable.name);
+        let mut values = Values::read(&settings, reads, reads);
+        let listen = values.address(WEBHOOK_LISTEN).and_then(|listen| {
+            let empty = ConfigError::new(
+                WEBHOOK_LISTEN,
+                "",
+                "is not an address (IP, IP:PORT or [IPv6]:PORT)",
+            );
+            values.check(listen.ok_or(empty))
+        });
+        let config = Self::build(&values, listen);
+        values.finish(config)
+    }
+
+    /// The configuration from the values that parsed; `None` when one was refused.
+    fn build(values: &Values, listen: Option<SocketAddr>) -> Option<Self> {
+        let zone = values.zone(CLUSTER_DOMAIN)??;
+        Some(Self {
+            listen: listen?,
+            cert_file: values.path(WEBHOOK_CERT_FILE)?.unwrap_or_default(),
+            key_file: values.path(WEBHOOK_KEY_FILE)?.unwrap_or_default(),
+            image: values.text(WEBHOOK_IMAGE)??,
             cluster_domain: zone.to_ascii().trim_end_matches('.').to_ascii_lowercase(),
-            admin_listen,
-            log,
-            log_format,
+            admin_listen: values.address(ADMIN_LISTEN)?,
+            log: values.text(LOG)??,
+            log_format: values.log_format(LOG_FORMAT)?,
         })
     }
 
@@ -95,6 +97,7 @@ impl WebhookConfig {
 #[cfg(test)]
 mod tests {
     use super::super::source::tests::vars;
+    use super::super::tests::one_error;
     use super::*;
 
     #[test]
@@ -117,7 +120,7 @@ mod tests {
 
     #[test]
     fn a_missing_image_names_the_variable() {
-        let error = WebhookConfig::from_vars(vars(&[])).unwrap_err();
+        let error = one_error(WebhookConfig::from_vars(vars(&[])));
         assert_eq!(error.variable, WEBHOOK_IMAGE);
     }
 
@@ -125,9 +128,9 @@ mod tests {
     fn a_bad_listen_address_or_domain_or_unknown_variable_is_refused() {
         let image = (WEBHOOK_IMAGE, "m:1");
         let bad_listen = WebhookConfig::from_vars(vars(&[image, (WEBHOOK_LISTEN, "port 8443")]));
-        assert_eq!(bad_listen.unwrap_err().variable, WEBHOOK_LISTEN);
+        assert_eq!(one_error(bad_listen).variable, WEBHOOK_LISTEN);
         let bad_domain = WebhookConfig::from_vars(vars(&[image, (CLUSTER_DOMAIN, "a..b")]));
-        assert_eq!(bad_domain.unwrap_err().variable, CLUSTER_DOMAIN);
+        assert_eq!(one_error(bad_domain).variable, CLUSTER_DOMAIN);
         let typo = WebhookConfig::from_vars(vars(&[image, ("MESHDNS_WEBHOOK_IMAGES", "x")]));
         assert!(typo.is_err());
     }

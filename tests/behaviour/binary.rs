@@ -134,6 +134,20 @@ fn check_with_a_bad_variable_exits_64() {
 }
 
 #[test]
+fn check_with_two_bad_variables_names_both_and_exits_64() {
+    let output = meshdns(
+        &["--check"],
+        &[("MESHDNS_TIMEOUT", "2"), ("MESHDNS_LOG_FORMAT", "xml")],
+    );
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "one line per bad variable: {stderr}");
+    assert!(lines[0].starts_with("meshdns: bad configuration: MESHDNS_TIMEOUT: \"2\""));
+    assert!(lines[1].starts_with("meshdns: bad configuration: MESHDNS_LOG_FORMAT: \"xml\""));
+}
+
+#[test]
 fn version_prints_the_version() {
     let output = meshdns(&["--version"], &[]);
     assert_eq!(output.status.code(), Some(0));

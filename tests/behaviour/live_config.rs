@@ -156,7 +156,7 @@ async fn a_change_that_cannot_be_meant_is_rejected_and_counted() {
     ];
     let meshdns = with_dir(&kube, &dir, &pod).await;
     assert_eq!(member_of(&meshdns, "b").await.as_deref(), Some("10.2.0.1"));
-    let changes: [&[(&str, &str)]; 6] = [
+    let changes: [&[(&str, &str)]; 7] = [
         // Prefixes that nest.
         &[("MESHDNS_CLUSTERS", &format!("{good}; b-b=10.9.0.1"))],
         // A zone above the cluster domain.
@@ -174,6 +174,12 @@ async fn a_change_that_cannot_be_meant_is_rejected_and_counted() {
         &[("MESHDNS_CLUSTERS", &format!("{good} cidr=10.1.0.0/16"))],
         // meshdns's own address, IPv4-mapped.
         &[("MESHDNS_CLUSTERS", "a=; b=[::ffff:127.0.0.1]:53")],
+        // Two mistakes at once: one rejected reload.
+        &[
+            ("MESHDNS_CLUSTERS", &good),
+            ("MESHDNS_TIMEOUT", "2"),
+            ("MESHDNS_CACHE_SIZE", "many"),
+        ],
     ];
     for (rejected, change) in (1..).zip(changes) {
         dir.update(change);

@@ -338,7 +338,9 @@ fn an_endpoint_equal_to_a_listen_address_is_refused_naming_the_variable_and_toke
         ),
     ];
     for (vars, variable, token) in refused {
-        let error = config(&vars).expect_err(&format!("{vars:?} is refused"));
+        let errors = config(&vars).expect_err(&format!("{vars:?} is refused"));
+        assert_eq!(errors.len(), 1, "{errors}");
+        let error = errors.iter().next().unwrap();
         assert_eq!(error.variable, variable, "{error}");
         assert_eq!(error.token, token, "{error}");
         assert!(error.reason.contains("own address"), "{error}");

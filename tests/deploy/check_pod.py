@@ -12,14 +12,17 @@ Usage: check_pod.py RENDERED.yaml NAMESPACE LABEL [--podmonitor] [--tls] [--exam
 
 The sidecar's configuration is what the pod would see: its environment plus one file per key of
 the ConfigMaps mounted at MESHDNS_CONFIG_DIR (a file overrides the variable of the same name).
-check_start.py runs the real binary on it, as the pod would.
+check_start.py runs the real binary on it, as the pod would. The restart-only variables, which
+must not be in the live directory, are those `$MESHDNS_BIN --help` marks [restart].
 
 Prints one `PASS <label>: <check>` or `FAIL <label>: <check> -- <why>` line per check;
 exits 1 if any check failed. validate.sh counts the lines.
 """
 import argparse
 import ipaddress
+import os
 import re
+import subprocess
 import sys
 
 from checks import Checks
@@ -33,9 +36,6 @@ INJECT_LABEL = ("meshdns/inject", "true")
 POD_LABEL = ("meshdns/sidecar", "true")
 CONFIG_MAPS = ["meshdns-clusters", "meshdns-local"]   # the sidecar component's volume sources
 ENV_REQUIRED = ("MESHDNS_CLUSTERS", "MESHDNS_LOCAL_CLUSTER", "MESHDNS_UPSTREAMS")
-# Settings that need a restart (docs/design.md, "Live configuration"): environment only.
-RESTART_ONLY = ("MESHDNS_LISTEN", "MESHDNS_ADMIN_LISTEN", "MESHDNS_THREADS",
-                "MESHDNS_POD_IP", "MESHDNS_POD_IPS", "MESHDNS_POD_NAMESPACE")
 # The pod's identity from the downward API (docs/design.md, "The pod's own names").
 POD_FIELDS = {"MESHDNS_POD_IP": "status.podIP", "MESHDNS_POD_IPS": "status.podIPs",
               "MESHDNS_POD_NAMESPACE": "metadata.namespace"}
@@ -144,6 +144,20 @@ def volume_sources(volume, kind):
     return [s[kind]["name"] for s in (volume.get("projected") or {}).get("sources", []) if kind in s]
 
 
+def restart_only():
+    """The settings that need a restart (docs/design.md, "Live configuration"), which belong in the
+    environment only: the variables `meshdns --help` marks [restart] (MESHDNS_BIN, a built binary,
+    as validate.sh finds it), so that this list is the binary's own. Raises ValueError without one."""
+    binary = os.environ.get("MESHDNS_BIN")
+    if not binary:
+        raise ValueError("no built meshdns binary (MESHDNS_BIN) to read them from")
+    text = subprocess.run([binary, "--help"], capture_output=True, text=True, check=True).stdout
+    names = re.findall(r"^  (MESHDNS_[A-Z_]+) .* \[restart\]$", text, re.M)
+    if not names:
+        raise ValueError(f"{binary} --help marks no variable [restart]")
+    return names
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("rendered")
@@ -175,6 +189,12 @@ def main():
                if any(c["name"] == "meshdns" for c in w["spec"]["template"]["spec"].get("initContainers", []))
                or w["spec"]["template"]["spec"].get("dnsPolicy") == "None"]
     CHECKS.labelled(label, "workloads without the label are left alone", not touched, f"{touched}")
+    try:
+        restart_keys_known = restart_only()
+        CHECKS.labelled(label, "the restart-only settings are read from meshdns --help", True, "")
+    except (ValueError, OSError, subprocess.CalledProcessError) as e:
+        restart_keys_known = []
+        CHECKS.labelled(label, "the restart-only settings are read from meshdns --help", False, str(e))
     configmaps = {c["metadata"]["name"]: c.get("data", {}) for c in by_kind.get("ConfigMap", [])}
     services = {s["metadata"]["name"]: s for s in by_kind.get("Service", [])}
 
@@ -293,8 +313,8 @@ def main():
             files.update(configmaps.get(s, {}))
         bad_keys = [k for k in files if not re.fullmatch(r"MESHDNS_[A-Z_]+", k)]
         CHECKS.labelled(wl, "every key of the configuration directory is a MESHDNS_* variable", not bad_keys, f"{bad_keys}")
-        restart_keys = [k for k in files if k in RESTART_ONLY]
-        CHECKS.labelled(wl, f"restart-only settings ({', '.join(RESTART_ONLY)}) are not in the live directory",
+        restart_keys = [k for k in files if k in restart_keys_known]
+        CHECKS.labelled(wl, "no restart-only setting (marked [restart] by meshdns --help) is in the live directory",
               not restart_keys, f"{restart_keys}")
         effective = dict(env)
         effective.update(files)

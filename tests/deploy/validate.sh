@@ -637,6 +637,8 @@ if [ -n "${MESHDNS_BIN:-}" ]; then
 else
     fail "alerts: no built meshdns binary to scrape"
 fi
+# check_pod.py takes the restart-only variables (never in the live directory) from
+# `$MESHDNS_BIN --help`: without a built binary that check fails.
 pod_check() { # RENDER NAMESPACE LABEL [check_pod.py options]
     local r=$1
     shift
