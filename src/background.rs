@@ -162,20 +162,20 @@ impl Background {
     /// An owner for work started for one thing of this instance (an upstream group, the admin
     /// server), a child of the root: it ends when the thing drops it, or at
     /// [`Background::close`].
-    pub fn owner(&self) -> Owner {
+    pub(crate) fn owner(&self) -> Owner {
         self.root.child()
     }
 
     /// The root itself, where the instance's own loops are started (the reload watcher, the
     /// certificate renewal): they end when the root is closed.
-    pub fn tasks(&self) -> Tasks {
+    pub(crate) fn tasks(&self) -> Tasks {
         self.root.tasks.clone()
     }
 
     /// Where tasks on a client's path are started (each listener under an owner of its own,
     /// [`Tasks::child`]): under the root's token (they end at [`Background::close`]), tracked
     /// apart from the background's.
-    pub fn clients(&self) -> Tasks {
+    pub(crate) fn clients(&self) -> Tasks {
         Tasks {
             token: self.root.tasks.token.clone(),
             tracker: self.clients.clone(),
@@ -198,7 +198,7 @@ impl Background {
     /// [`Background::drain`]). Tasks started after it is called are waited for too, as long as
     /// they are started by one it waits for (a connection's last queries): it cannot resolve
     /// while one of those runs.
-    pub async fn drained(&self) {
+    pub(crate) async fn drained(&self) {
         self.clients.close();
         self.clients.wait().await;
     }
@@ -258,7 +258,7 @@ impl Tasks {
 
     /// An owner below this node (an upstream stream endpoint's, for its connections; a DNS
     /// listener's, for its connections; a connection's, for its queries).
-    pub fn child(&self) -> Owner {
+    pub(crate) fn child(&self) -> Owner {
         Owner::of(self.token.child_token(), self.tracker.clone())
     }
 }

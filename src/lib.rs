@@ -68,7 +68,7 @@ mod wire;
 pub use certificates::server::{ServerTls, ServerTlsFiles};
 pub use check::render_check;
 pub use config::variables::help;
-pub use config::{Config, ConfigError, WebhookConfig, read_env_file};
+pub use config::{Config, ConfigError, Errors, WebhookConfig, read_env_file};
 pub use dns_change::{Platform, generate as cluster_dns_change};
 pub use server::{BindError, Listeners, bind, bind_admin, bind_dot, bind_spread};
 pub use webhook::run as run_webhook;
@@ -82,7 +82,6 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc};
 
 use background::{Background, Owner, Tasks};
-use config::Config;
 use metrics::Metrics;
 use query::Resolver;
 use server::{Readiness, Shared};

@@ -11,11 +11,10 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use meshdns::certificates::server::{ServerTls, ServerTlsFiles};
-use meshdns::check::render_check;
-use meshdns::config::{Config, ConfigError, Errors, WebhookConfig, read_env_file, variables};
-use meshdns::dns_change::{self, Platform};
-use meshdns::process;
+use meshdns::{
+    Config, ConfigError, Errors, Platform, ServerTls, ServerTlsFiles, WebhookConfig, process,
+    read_env_file, render_check,
+};
 
 const EXIT_CONFIG: u8 = 64;
 const EXIT_BIND: u8 = 71;

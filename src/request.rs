@@ -231,7 +231,7 @@ impl Request {
     }
 
     /// The question as hickory reads it.
-    pub fn query(&self) -> &Query {
+    pub(crate) fn query(&self) -> &Query {
         &self.query
     }
 
@@ -257,7 +257,7 @@ impl Request {
 
     /// The key to share the answer under: `None` unless it is a plain query whose reply may
     /// be shared ([`may_share`]).
-    pub fn shared_key(&self) -> Option<&CacheKey> {
+    pub(crate) fn shared_key(&self) -> Option<&CacheKey> {
         self.view.shared_key()
     }
 
@@ -268,7 +268,7 @@ impl Request {
 
     /// The request as a hickory message, for synthesizing a reply (the question echoed, the
     /// header bits copied, EDNS answered in kind); made on first use.
-    pub fn message(&self) -> &Message {
+    pub(crate) fn message(&self) -> &Message {
         self.message.get_or_init(|| {
             let mut msg = Message::query();
             msg.metadata = self.metadata;
@@ -305,7 +305,7 @@ impl Request {
     /// meshdns's loop marker and CLIENT-SUBNET go along. Records a query has no use for
     /// (answers, authorities, additional records but the OPT) are left out. `None` when `name`
     /// is longer than a name may be.
-    pub fn for_peer(&self, name: &[u8]) -> Option<Vec<u8>> {
+    pub(crate) fn for_peer(&self, name: &[u8]) -> Option<Vec<u8>> {
         let flags = [*self.bytes.get(2)?, *self.bytes.get(3)?];
         let opt = self.opt().map(|o| (o.payload, self.opt_ttl(o)));
         self.build(name, self.bytes.get(..2)?.try_into().ok()?, flags, opt)

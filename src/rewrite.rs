@@ -95,7 +95,7 @@ impl ZoneMap {
     /// back and left as it is the client would resolve it in its own cluster: one under the
     /// upstream zone too long to map, or one a peer with its own domain names under the pod's
     /// cluster's `svc.<domain>`.
-    pub fn reply_to_client(&self, mut reply: Message, asked: &Query) -> Option<Message> {
+    pub(crate) fn reply_to_client(&self, mut reply: Message, asked: &Query) -> Option<Message> {
         let asked_name = asked.name();
         let too_long = Cell::new(false);
         let spell = |name: &Name| -> Name {

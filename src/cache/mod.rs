@@ -113,7 +113,7 @@ impl Generation {
 
 /// What a lookup found.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Lookup {
+pub(crate) enum Lookup {
     /// A fresh reply for this request. `refresh`: the entry is popular and about to expire;
     /// this caller (only this one) should have it refreshed ([`Cache::refresh`]).
     Fresh { reply: Vec<u8>, refresh: bool },
@@ -194,7 +194,13 @@ impl Cache {
 
     /// A fresh reply for `request` (whose key is `key`), patched for it and written into
     /// `reply` (a buffer whose room is reused; dropped on a miss); see [`Lookup`].
-    pub fn lookup(&self, key: &CacheKey, request: &[u8], now: Instant, reply: Vec<u8>) -> Lookup {
+    pub(crate) fn lookup(
+        &self,
+        key: &CacheKey,
+        request: &[u8],
+        now: Instant,
+        reply: Vec<u8>,
+    ) -> Lookup {
         match self.fresh(key, request, now, reply) {
             Some((reply, refresh)) => {
                 self.metrics.hits.inc();
@@ -466,7 +472,7 @@ impl Cache {
     /// For when the upstream failed: the entry for `key` if it is fresh or expired less than
     /// `MESHDNS_SERVE_STALE` ago, patched for `request`; a stale one carries TTLs of at most
     /// [`STALE_TTL`](serve::STALE_TTL). A remembered failure is never served this way.
-    pub fn stale(&self, key: &CacheKey, request: &[u8], now: Instant) -> Option<Vec<u8>> {
+    pub(crate) fn stale(&self, key: &CacheKey, request: &[u8], now: Instant) -> Option<Vec<u8>> {
         self.counted(self.servable(key, Some(request), now))
     }
 

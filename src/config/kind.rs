@@ -19,7 +19,7 @@ use super::{ConfigError, Errors, LogFormat, Settings, hint, value};
 
 /// What a variable's value is, with its bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// A comma list of `IP[:PORT]`, the port defaulting to `port`; empty items are skipped.
     Addresses { port: u16 },
     /// One `IP[:PORT]`, the port defaulting to `port`; empty: off.
@@ -62,7 +62,7 @@ pub enum Kind {
 
 /// A value as its kind parses it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Value {
+pub(super) enum Value {
     Addresses(Vec<SocketAddr>),
     Address(Option<SocketAddr>),
     Networks(Vec<IpNet>),
@@ -81,12 +81,12 @@ pub enum Value {
 const LOG_LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
 
 /// The placeholder of `MESHDNS_CLUSTER_ZONE` that stands for the cluster name.
-pub const NAME_PLACEHOLDER: &str = "{name}";
+pub(crate) const NAME_PLACEHOLDER: &str = "{name}";
 
 impl Kind {
     /// `raw` (trimmed; "" when unset without a default) as this kind's value, or the error
     /// naming `variable` and the token at fault. `set` says whether the variable is set at all.
-    pub fn parse(self, variable: &str, raw: &str, set: bool) -> Result<Value, ConfigError> {
+    pub(super) fn parse(self, variable: &str, raw: &str, set: bool) -> Result<Value, ConfigError> {
         let whole = |reason: String| ConfigError::new(variable, raw, reason);
         let text = || (!raw.is_empty()).then(|| raw.to_string());
         Ok(match self {
@@ -204,7 +204,7 @@ fn check_log_filter(variable: &str, filter: &str) -> Result<(), ConfigError> {
 macro_rules! getters {
     ($($(#[$doc:meta])* $name:ident: $variant:ident -> $type:ty;)*) => {$(
         $(#[$doc])*
-        pub fn $name(&self, variable: &str) -> Option<$type> {
+        pub(crate) fn $name(&self, variable: &str) -> Option<$type> {
             match self.parsed.get(variable)? {
                 Value::$variant(value) => Some(value.clone()),
                 _ => None,
@@ -217,7 +217,7 @@ macro_rules! getters {
 /// first the values that are wrong on their own, then what the cross-checks find among the
 /// values that parsed.
 #[derive(Debug, Default)]
-pub struct Values {
+pub(crate) struct Values {
     parsed: BTreeMap<&'static str, Value>,
     errors: Errors,
 }
@@ -226,7 +226,7 @@ impl Values {
     /// The variables of `settings` for which `reads` holds, each parsed by its kind. Before
     /// that, the raw value of each one `looks_at` holds is refused if it is in quotes, or empty
     /// where its descriptor refuses that (a refused value is not parsed).
-    pub fn read(
+    pub(crate) fn read(
         settings: &Settings,
         looks_at: impl Fn(&Variable) -> bool,
         reads: impl Fn(&Variable) -> bool,
@@ -266,12 +266,12 @@ impl Values {
     }
 
     /// Keeps the error of `result`, if any; its value otherwise.
-    pub fn check<T>(&mut self, result: Result<T, ConfigError>) -> Option<T> {
+    pub(crate) fn check<T>(&mut self, result: Result<T, ConfigError>) -> Option<T> {
         result.map_err(|error| self.errors.push(error)).ok()
     }
 
     /// `built` when nothing was refused; every error otherwise.
-    pub fn finish<T>(self, built: Option<T>) -> Result<T, Errors> {
+    pub(crate) fn finish<T>(self, built: Option<T>) -> Result<T, Errors> {
         match built {
             Some(built) if self.errors.is_empty() => Ok(built),
             _ => Err(self.errors),
@@ -280,12 +280,12 @@ impl Values {
 }
 
 /// What the DNS server looks at: every variable (none may be in quotes, whoever reads it) ...
-pub fn every(_: &Variable) -> bool {
+pub(crate) fn every(_: &Variable) -> bool {
     true
 }
 
 /// ... and reads: every one but those only the webhook reads.
-pub fn read_by_the_server(variable: &Variable) -> bool {
+pub(crate) fn read_by_the_server(variable: &Variable) -> bool {
     !variable.is_the_webhooks()
 }
 

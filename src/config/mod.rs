@@ -33,13 +33,13 @@ use hickory_proto::rr::Name;
 use crate::certificates::{self, ClientTls, PemFile};
 
 pub use clusters::{Endpoint, Transport};
-pub use dot::DotConfig;
-pub use in_force::{join, join_with};
-pub use kind::Kind;
-pub use own::is_own_address;
-pub use pod::{OwnData, OwnName, Pod, PodIdentity};
-pub use source::{MAX_VALUE, Settings, Source, Sources, read_env_file};
-pub use values::{IpNet, show_duration};
+pub(crate) use dot::DotConfig;
+pub(crate) use in_force::{join, join_with};
+pub(crate) use own::is_own_address;
+pub(crate) use pod::{OwnData, OwnName, Pod, PodIdentity};
+pub use source::read_env_file;
+pub(crate) use source::{Settings, Source, Sources};
+pub(crate) use values::{IpNet, show_duration};
 pub use webhook::WebhookConfig;
 
 use kind::{NAME_PLACEHOLDER, Values};
@@ -174,7 +174,7 @@ pub(crate) struct TlsFiles {
 impl TlsFiles {
     /// The variables whose file's content differs between `self` and `other`: what a
     /// rotation changed, for the log.
-    pub fn rotated(&self, other: &TlsFiles) -> Vec<&'static Variable> {
+    pub(crate) fn rotated(&self, other: &TlsFiles) -> Vec<&'static Variable> {
         let differs = |name: &str| {
             let file = CLIENT_TLS_FILES.iter().position(|file| *file == name);
             file.is_some_and(|i| self.loaded.files.get(i) != other.loaded.files.get(i))
@@ -212,7 +212,7 @@ pub struct Config {
     pub(crate) search: Result<Vec<Name>, String>,
     pub(crate) timeout: Duration,
     pub(crate) attempt_timeout: Duration,
-    pub cache: CacheConfig,
+    pub(crate) cache: CacheConfig,
     /// Client queries answered at once (`MESHDNS_MAX_INFLIGHT`).
     pub(crate) max_inflight: usize,
     pub admin_listen: Option<SocketAddr>,
@@ -280,7 +280,7 @@ impl Config {
 
     /// The configuration from environment settings plus the configuration directory they
     /// name (read now): what a reload calls with the environment captured at startup.
-    pub fn from_environment(environment: &Settings) -> Result<Self, Errors> {
+    pub(crate) fn from_environment(environment: &Settings) -> Result<Self, Errors> {
         parse(Sources::load(environment)?)
     }
 }
@@ -304,7 +304,7 @@ fn set<'a>(settings: &'a Settings, name: &str) -> Option<&'a str> {
 /// values alone. Each variable is parsed by its kind ([`variables::Variable::kind`]) whatever
 /// the others hold; a cross-check (the clusters, the zone table, the pod's identity, the TLS
 /// files) runs only on values that parsed, so one mistake is one error.
-pub fn parse(sources: Sources) -> Result<Config, Errors> {
+pub(crate) fn parse(sources: Sources) -> Result<Config, Errors> {
     let mut values = Values::read(&sources.settings, kind::every, kind::read_by_the_server);
     let config = build(&mut values, sources);
     values.finish(config)

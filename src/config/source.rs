@@ -69,10 +69,10 @@ pub(crate) struct Sources {
     /// `MESHDNS_RESOLV_CONF`'s path, and its content or why it cannot be read.
     pub(crate) resolv_conf: (PathBuf, std::io::Result<Vec<u8>>),
     /// `MESHDNS_HOSTS_FILE`'s content, read when a pod variable it completes is unset.
-    pub hosts_file: Option<std::io::Result<String>>,
+    pub(crate) hosts_file: Option<std::io::Result<String>>,
     /// The files of `MESHDNS_TLS_CA_FILE`, `MESHDNS_TLS_CERT_FILE` and `MESHDNS_TLS_KEY_FILE`
     /// ([`CLIENT_TLS_FILES`]), those that are set.
-    pub tls: [Option<PemFile>; 3],
+    pub(crate) tls: [Option<PemFile>; 3],
     /// The certificate DNS over TLS serves, loaded from the files of `MESHDNS_DOT_*` when the
     /// listener, the certificate and the key are set (it follows its files from then on).
     pub(crate) dot_tls: Option<Result<ServerTls, TlsConfigError>>,
@@ -81,7 +81,7 @@ pub(crate) struct Sources {
 impl Sources {
     /// Reads the configuration directory `environment` names, then every file the values name.
     /// Fails only when the directory cannot be read (or holds what is not ours).
-    pub fn load(environment: &Settings) -> Result<Self, Errors> {
+    pub(crate) fn load(environment: &Settings) -> Result<Self, Errors> {
         let settings = match set(environment, CONFIG_DIR) {
             None => environment.clone(),
             Some(dir) => environment.clone().with_dir(Path::new(dir))?,
@@ -208,7 +208,9 @@ fn unknown(name: &str) -> ConfigError {
 impl Settings {
     /// The `MESHDNS_*` variables among `vars` (other names are ignored).
     /// Every unknown name and every value too long is refused, each once.
-    pub fn from_vars<I: IntoIterator<Item = (String, String)>>(vars: I) -> Result<Self, Errors> {
+    pub(crate) fn from_vars<I: IntoIterator<Item = (String, String)>>(
+        vars: I,
+    ) -> Result<Self, Errors> {
         let mut found: Vec<(String, String)> = vars
             .into_iter()
             .filter(|(name, _)| name.starts_with("MESHDNS_") && !is_service_link(name))
@@ -242,7 +244,7 @@ impl Settings {
 
     /// These settings with the files of `dir` laid over them; every file that is not a
     /// variable the directory may set, or cannot be read, is refused, each once.
-    pub fn with_dir(mut self, dir: &Path) -> Result<Self, Errors> {
+    pub(crate) fn with_dir(mut self, dir: &Path) -> Result<Self, Errors> {
         let mut errors = Errors::default();
         for (name, path) in files_of(dir)? {
             let value = match variables::find(&name) {
@@ -285,7 +287,7 @@ impl Settings {
     }
 
     /// The variables whose raw values differ between `self` and `other`.
-    pub fn changed(&self, other: &Settings) -> Vec<&'static Variable> {
+    pub(crate) fn changed(&self, other: &Settings) -> Vec<&'static Variable> {
         (variables::VARIABLES.iter())
             .filter(|v| self.get(v.name) != other.get(v.name))
             .collect()

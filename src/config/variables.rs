@@ -28,17 +28,17 @@ pub struct Variable {
     /// An empty (or whitespace-only) value would remove something (every peer, the local
     /// members, the zones), so it is refused, from a file or from the environment alike (a
     /// template whose variable was unset renders an empty value in both).
-    pub refuses_empty: bool,
+    pub(crate) refuses_empty: bool,
     /// What its value is: how the parser reads it.
-    pub kind: Kind,
+    pub(crate) kind: Kind,
     /// Its value in force in a configuration, as an operator would write it (given the
     /// variable's name): what `--check` shows, and what a reload compares.
-    pub shown: fn(&Config, &str) -> String,
+    pub(crate) shown: fn(&Config, &str) -> String,
 }
 
 /// When a change of a variable takes effect.
 #[derive(Debug, Clone, Copy)]
-pub enum Applies {
+pub(crate) enum Applies {
     /// At once, when it changes in `MESHDNS_CONFIG_DIR`.
     Live,
     /// Only after a restart (sockets, threads, the in-flight cap, the log format and the pod's
@@ -67,21 +67,22 @@ impl Variable {
     }
 
     /// Whether a change applies only after a restart.
-    pub fn is_restart_only(&self) -> bool {
+    pub(crate) fn is_restart_only(&self) -> bool {
         matches!(self.applies, Applies::Restart { .. })
     }
 
     /// Whether only `meshdns webhook` reads it.
-    pub fn is_the_webhooks(&self) -> bool {
+    pub(crate) fn is_the_webhooks(&self) -> bool {
         matches!(self.applies, Applies::WebhookStart)
     }
 
     /// Its value in force in `config`, as an operator would write it.
-    pub fn in_force(&self, config: &Config) -> String {
+    pub(crate) fn in_force(&self, config: &Config) -> String {
         (self.shown)(config, self.name)
     }
 
     /// The variable's row of the README's configuration table.
+    #[cfg(any(test, feature = "testing"))]
     pub fn readme_row(&self) -> String {
         let default = self
             .default
@@ -156,49 +157,49 @@ const ADMIN_PORT: u16 = 9153;
 /// The HTTPS port of the webhook when `MESHDNS_WEBHOOK_LISTEN` names none.
 const WEBHOOK_PORT: u16 = 8443;
 
-pub const LISTEN: &str = "MESHDNS_LISTEN";
-pub const ALLOW_FROM: &str = "MESHDNS_ALLOW_FROM";
-pub const UPSTREAMS: &str = "MESHDNS_UPSTREAMS";
-pub const RESOLV_CONF: &str = "MESHDNS_RESOLV_CONF";
-pub const CLUSTER_DOMAIN: &str = "MESHDNS_CLUSTER_DOMAIN";
-pub const LOCAL_CLUSTER: &str = "MESHDNS_LOCAL_CLUSTER";
-pub const CLUSTERS: &str = "MESHDNS_CLUSTERS";
-pub const CLUSTER_ZONE: &str = "MESHDNS_CLUSTER_ZONE";
-pub const DISTRIBUTED_ZONES: &str = "MESHDNS_DISTRIBUTED_ZONES";
-pub const CLUSTERSET_ZONE: &str = "MESHDNS_CLUSTERSET_ZONE";
-pub const TIMEOUT: &str = "MESHDNS_TIMEOUT";
-pub const ATTEMPT_TIMEOUT: &str = "MESHDNS_ATTEMPT_TIMEOUT";
-pub const CACHE_SIZE: &str = "MESHDNS_CACHE_SIZE";
-pub const CACHE_MAX_TTL: &str = "MESHDNS_CACHE_MAX_TTL";
-pub const CACHE_NEGATIVE_TTL: &str = "MESHDNS_CACHE_NEGATIVE_TTL";
-pub const SERVE_STALE: &str = "MESHDNS_SERVE_STALE";
-pub const MAX_INFLIGHT: &str = "MESHDNS_MAX_INFLIGHT";
-pub const ADMIN_LISTEN: &str = "MESHDNS_ADMIN_LISTEN";
-pub const LOG: &str = "MESHDNS_LOG";
-pub const LOG_FORMAT: &str = "MESHDNS_LOG_FORMAT";
-pub const THREADS: &str = "MESHDNS_THREADS";
-pub const CONFIG_DIR: &str = "MESHDNS_CONFIG_DIR";
-pub const TLS_CA_FILE: &str = "MESHDNS_TLS_CA_FILE";
-pub const TLS_CERT_FILE: &str = "MESHDNS_TLS_CERT_FILE";
-pub const TLS_KEY_FILE: &str = "MESHDNS_TLS_KEY_FILE";
-pub const DOT_LISTEN: &str = "MESHDNS_DOT_LISTEN";
-pub const DOT_CERT_FILE: &str = "MESHDNS_DOT_CERT_FILE";
-pub const DOT_KEY_FILE: &str = "MESHDNS_DOT_KEY_FILE";
-pub const DOT_CLIENT_CA_FILE: &str = "MESHDNS_DOT_CLIENT_CA_FILE";
-pub const POD_IP: &str = "MESHDNS_POD_IP";
-pub const POD_IPS: &str = "MESHDNS_POD_IPS";
-pub const POD_HOSTNAME: &str = "MESHDNS_POD_HOSTNAME";
-pub const POD_SUBDOMAIN: &str = "MESHDNS_POD_SUBDOMAIN";
-pub const POD_NAMESPACE: &str = "MESHDNS_POD_NAMESPACE";
-pub const HOSTS_FILE: &str = "MESHDNS_HOSTS_FILE";
-pub const WEBHOOK_LISTEN: &str = "MESHDNS_WEBHOOK_LISTEN";
-pub const WEBHOOK_CERT_FILE: &str = "MESHDNS_WEBHOOK_CERT_FILE";
-pub const WEBHOOK_KEY_FILE: &str = "MESHDNS_WEBHOOK_KEY_FILE";
-pub const WEBHOOK_IMAGE: &str = "MESHDNS_WEBHOOK_IMAGE";
+pub(crate) const LISTEN: &str = "MESHDNS_LISTEN";
+pub(crate) const ALLOW_FROM: &str = "MESHDNS_ALLOW_FROM";
+pub(crate) const UPSTREAMS: &str = "MESHDNS_UPSTREAMS";
+pub(crate) const RESOLV_CONF: &str = "MESHDNS_RESOLV_CONF";
+pub(crate) const CLUSTER_DOMAIN: &str = "MESHDNS_CLUSTER_DOMAIN";
+pub(crate) const LOCAL_CLUSTER: &str = "MESHDNS_LOCAL_CLUSTER";
+pub(crate) const CLUSTERS: &str = "MESHDNS_CLUSTERS";
+pub(crate) const CLUSTER_ZONE: &str = "MESHDNS_CLUSTER_ZONE";
+pub(crate) const DISTRIBUTED_ZONES: &str = "MESHDNS_DISTRIBUTED_ZONES";
+pub(crate) const CLUSTERSET_ZONE: &str = "MESHDNS_CLUSTERSET_ZONE";
+pub(crate) const TIMEOUT: &str = "MESHDNS_TIMEOUT";
+pub(crate) const ATTEMPT_TIMEOUT: &str = "MESHDNS_ATTEMPT_TIMEOUT";
+pub(crate) const CACHE_SIZE: &str = "MESHDNS_CACHE_SIZE";
+pub(crate) const CACHE_MAX_TTL: &str = "MESHDNS_CACHE_MAX_TTL";
+pub(crate) const CACHE_NEGATIVE_TTL: &str = "MESHDNS_CACHE_NEGATIVE_TTL";
+pub(crate) const SERVE_STALE: &str = "MESHDNS_SERVE_STALE";
+pub(crate) const MAX_INFLIGHT: &str = "MESHDNS_MAX_INFLIGHT";
+pub(crate) const ADMIN_LISTEN: &str = "MESHDNS_ADMIN_LISTEN";
+pub(crate) const LOG: &str = "MESHDNS_LOG";
+pub(crate) const LOG_FORMAT: &str = "MESHDNS_LOG_FORMAT";
+pub(crate) const THREADS: &str = "MESHDNS_THREADS";
+pub(crate) const CONFIG_DIR: &str = "MESHDNS_CONFIG_DIR";
+pub(crate) const TLS_CA_FILE: &str = "MESHDNS_TLS_CA_FILE";
+pub(crate) const TLS_CERT_FILE: &str = "MESHDNS_TLS_CERT_FILE";
+pub(crate) const TLS_KEY_FILE: &str = "MESHDNS_TLS_KEY_FILE";
+pub(crate) const DOT_LISTEN: &str = "MESHDNS_DOT_LISTEN";
+pub(crate) const DOT_CERT_FILE: &str = "MESHDNS_DOT_CERT_FILE";
+pub(crate) const DOT_KEY_FILE: &str = "MESHDNS_DOT_KEY_FILE";
+pub(crate) const DOT_CLIENT_CA_FILE: &str = "MESHDNS_DOT_CLIENT_CA_FILE";
+pub(crate) const POD_IP: &str = "MESHDNS_POD_IP";
+pub(crate) const POD_IPS: &str = "MESHDNS_POD_IPS";
+pub(crate) const POD_HOSTNAME: &str = "MESHDNS_POD_HOSTNAME";
+pub(crate) const POD_SUBDOMAIN: &str = "MESHDNS_POD_SUBDOMAIN";
+pub(crate) const POD_NAMESPACE: &str = "MESHDNS_POD_NAMESPACE";
+pub(crate) const HOSTS_FILE: &str = "MESHDNS_HOSTS_FILE";
+pub(crate) const WEBHOOK_LISTEN: &str = "MESHDNS_WEBHOOK_LISTEN";
+pub(crate) const WEBHOOK_CERT_FILE: &str = "MESHDNS_WEBHOOK_CERT_FILE";
+pub(crate) const WEBHOOK_KEY_FILE: &str = "MESHDNS_WEBHOOK_KEY_FILE";
+pub(crate) const WEBHOOK_IMAGE: &str = "MESHDNS_WEBHOOK_IMAGE";
 
 /// The files of DNS over TLS to peers, in the order the loader reads them and the client
 /// configuration fingerprints them (`certificates::ClientTls::files`).
-pub const CLIENT_TLS_FILES: [&str; 3] = [TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE];
+pub(crate) const CLIENT_TLS_FILES: [&str; 3] = [TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE];
 
 /// Every variable, in the order `--help`, `--check` and the README show them.
 pub const VARIABLES: &[Variable] = &[
@@ -567,7 +568,7 @@ pub const VARIABLES: &[Variable] = &[
 ];
 
 /// The restart-only variables ([`Applies::Restart`]), in the table's order.
-pub fn restart_only() -> impl Iterator<Item = &'static Variable> {
+pub(crate) fn restart_only() -> impl Iterator<Item = &'static Variable> {
     VARIABLES.iter().filter(|v| v.is_restart_only())
 }
 

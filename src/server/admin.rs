@@ -53,7 +53,7 @@ impl Readiness {
 /// keeps answering `/livez` and `/metrics` while in-flight queries drain. Each connection runs
 /// on a task of `connections` (the admin server's node in the instance's tree), so they end
 /// with it.
-pub async fn serve_admin(
+pub(crate) async fn serve_admin(
     listener: TcpListener,
     readiness: Readiness,
     metrics: Arc<Metrics>,

@@ -31,7 +31,7 @@ use crate::wire::Proto;
 /// `connections` (the listener's node in the instance's tree), as
 /// [`serve_tcp`](super::serve_tcp) does; only a listening socket that can never accept again
 /// ends it early.
-pub async fn serve_dot(
+pub(crate) async fn serve_dot(
     listener: TcpListener,
     shared: Shared,
     tls: Arc<ServerTls>,

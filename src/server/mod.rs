@@ -55,7 +55,7 @@ pub(crate) struct Shared {
     pub(crate) metrics: Arc<Metrics>,
     /// Cancelled when shutdown begins: listeners stop accepting, connections finish what they
     /// have ([`crate::background::Background::draining`]).
-    pub shutdown: CancellationToken,
+    pub(crate) shutdown: CancellationToken,
 }
 
 /// The in-flight slots TCP queries may hold at once out of `max_inflight`: half, at least one.

@@ -63,7 +63,7 @@ pub const MAX_QUERY_FRAME: usize = 16 * 1024;
 /// Serves one listener until shutdown, each connection on a task of `connections` (the
 /// listener's node in the instance's tree) with an owner of its own. Only a listening socket
 /// that can never accept again ends it early, with that error.
-pub async fn serve_tcp(
+pub(crate) async fn serve_tcp(
     listener: TcpListener,
     shared: Shared,
     connections: Tasks,

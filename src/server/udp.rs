@@ -31,7 +31,11 @@ use crate::wire::Proto;
 
 /// Serves one UDP socket (non-blocking) until shutdown, each miss on a task of `misses` (the
 /// listener's node in the instance's tree). Only an unrecoverable socket error ends it early.
-pub async fn serve_udp(socket: UdpSocket, shared: Shared, misses: Tasks) -> std::io::Result<()> {
+pub(crate) async fn serve_udp(
+    socket: UdpSocket,
+    shared: Shared,
+    misses: Tasks,
+) -> std::io::Result<()> {
     // Deprecated because a borrowed descriptor could be closed under the reactor; here the
     // AsyncFd owns the socket, so its descriptor stays open and the same for its whole life
     // (the safe case the deprecation note spells out). Readable interest only: see above.

@@ -24,7 +24,7 @@ use tokio::time::Instant;
 
 /// Every target, by the name of its corpus directory.
 /// A target: arbitrary bytes in, a panic when an invariant breaks.
-pub type Target = fn(&[u8]);
+pub(crate) type Target = fn(&[u8]);
 
 pub const TARGETS: [(&str, Target); 7] = [
     ("client_query", client_query),
@@ -52,7 +52,7 @@ static CONFIG: LazyLock<Config> = LazyLock::new(|| {
 });
 
 /// Splits `data` into a length-prefixed first part and the rest: `[len:u16][first][rest]`.
-pub fn split(data: &[u8]) -> (&[u8], &[u8]) {
+pub(crate) fn split(data: &[u8]) -> (&[u8], &[u8]) {
     let Some((len, rest)) = data.split_first_chunk::<2>() else {
         return (&[], data);
     };
@@ -82,7 +82,7 @@ fn assert_reply(reply: &[u8], id: u16, limit: usize, what: &str) {
 /// Client bytes → inspect: replies meshdns writes at once parse, echo the ID, fit 512; a
 /// served query has one question, the one hickory reads, and the cache-hit path's key; the
 /// query a peer gets from it asks the same question without a hop-by-hop option.
-pub fn client_query(data: &[u8]) {
+pub(crate) fn client_query(data: &[u8]) {
     match inspect(bytes::Bytes::copy_from_slice(data), None) {
         Inspected::Drop => {}
         Inspected::Reply(reply) => {
@@ -127,7 +127,7 @@ pub static PASSTHROUGH_QUERY: LazyLock<Vec<u8>> = LazyLock::new(|| {
 /// (`upstream::acceptable`, with the query's ID standing for the random one) goes to the
 /// client through `passthrough::to_client` and is cut to the client's size: it carries the
 /// client's ID and question, no COOKIE, and fits.
-pub fn upstream_passthrough(data: &[u8]) {
+pub(crate) fn upstream_passthrough(data: &[u8]) {
     let (limit, reply) = client_limit(data);
     let query = PASSTHROUGH_QUERY.as_slice();
     if !crate::upstream::acceptable(reply, 0x1234, query) {
@@ -161,7 +161,7 @@ pub fn upstream_passthrough(data: &[u8]) {
 }
 
 /// Cluster zone: any upstream reply is mapped back and encoded for the client.
-pub fn upstream_cluster(data: &[u8]) {
+pub(crate) fn upstream_cluster(data: &[u8]) {
     let (limit, reply) = client_limit(data);
     let Ok(reply) = Message::from_vec(reply) else {
         return;
@@ -191,7 +191,7 @@ pub fn upstream_cluster(data: &[u8]) {
 
 /// Distributed zone: a leg of arbitrary bytes per cluster (`[len][leg]…`, unparseable legs
 /// count as failed) merged and encoded; every answer is owned by the question.
-pub fn gather_merge(data: &[u8]) {
+pub(crate) fn gather_merge(data: &[u8]) {
     let (limit, mut rest) = client_limit(data);
     let mut legs = Vec::new();
     for (index, cluster) in CONFIG.clusters.iter().enumerate() {
@@ -230,7 +230,7 @@ pub fn gather_merge(data: &[u8]) {
 }
 
 /// Any reply meshdns holds, cut to any client size.
-pub fn fit_wire_target(data: &[u8]) {
+pub(crate) fn fit_wire_target(data: &[u8]) {
     let (limit, reply) = client_limit(data);
     let parses = Message::from_vec(reply).is_ok();
     let out = fit_wire(reply.to_vec(), limit);
@@ -245,7 +245,7 @@ pub fn fit_wire_target(data: &[u8]) {
 
 /// Cache: `[len][request][reply]`: the reply stored under the request's key, then served to
 /// the same request with its ID and decremented TTLs.
-pub fn cache(data: &[u8]) {
+pub(crate) fn cache(data: &[u8]) {
     let (request, reply) = split(data);
     let Some(key) = CacheKey::from_request(request) else {
         return;
@@ -311,7 +311,7 @@ pub fn walk_agrees_with_decoder(data: &[u8]) {
 }
 
 /// The byte-level readers on anything; where hickory parses a message, they agree with it.
-pub fn wire_target(data: &[u8]) {
+pub(crate) fn wire_target(data: &[u8]) {
     walk_agrees_with_decoder(data);
     let _ = (wire::id(data), wire::rcode(data), wire::opcode(data));
     let _ = wire::first_question(data);

@@ -31,13 +31,13 @@ pub struct RecordAt {
     pub(crate) section: Section,
     /// Where the record (its owner name) starts.
     pub start: usize,
-    pub rtype: u16,
+    pub(crate) rtype: u16,
     pub(crate) class: u16,
     /// The TTL field (for OPT: extended RCODE, version and flags).
     pub(crate) ttl: TtlField,
     /// Where the RDATA starts; it is `rdata_len` bytes long and lies inside the message.
     pub rdata_offset: usize,
-    pub rdata_len: usize,
+    pub(crate) rdata_len: usize,
 }
 
 impl RecordAt {

@@ -11,8 +11,8 @@
 //! (told to stop, with connections open, at the end of its grace time, or because a listener
 //! broke), every task it started has ended when it returns.
 
-use crate::dot_fakes::{ClientFiles, Pki, SERVER_NAME};
 use crate::support;
+use crate::support::dot::{ClientFiles, Pki, SERVER_NAME};
 
 use std::io::Read;
 use std::net::SocketAddr;
@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::RecordType;
-use meshdns::certificates::server_name;
+use meshdns::testing::certificates::server_name;
 use rustls::ClientConfig;
 use support::configmap::ConfigMapDir;
 use support::{
@@ -237,7 +237,7 @@ fn instance(
     upstream: SocketAddr,
     secret: &ConfigMapDir,
     vars: &[(&str, &str)],
-) -> (meshdns::config::Config, meshdns::server::Listeners, Addrs) {
+) -> (meshdns::Config, meshdns::Listeners, Addrs) {
     let file = |name: &str| secret.path.join(name).display().to_string();
     let (upstream, cert, key) = (upstream.to_string(), file("tls.crt"), file("tls.key"));
     let all = [
@@ -248,12 +248,12 @@ fn instance(
         ("MESHDNS_DOT_KEY_FILE", key.as_str()),
     ];
     let vars = (all.iter().chain(vars)).map(|(k, v)| (k.to_string(), v.to_string()));
-    let config = meshdns::config::Config::from_vars(vars).expect("a valid test config");
+    let config = meshdns::Config::from_vars(vars).expect("a valid test config");
     let loopback = "127.0.0.1:0".parse().unwrap();
-    let mut listeners = meshdns::server::bind(&[loopback]).unwrap();
-    listeners.admin = Some(meshdns::server::bind_admin(loopback).unwrap());
+    let mut listeners = meshdns::bind(&[loopback]).unwrap();
+    listeners.admin = Some(meshdns::bind_admin(loopback).unwrap());
     let dot_listen = &config.dot.as_ref().expect("a DoT listener").listen;
-    listeners.dot = meshdns::server::bind_dot(dot_listen).unwrap();
+    listeners.dot = meshdns::bind_dot(dot_listen).unwrap();
     let local = |listener: &std::net::TcpListener| listener.local_addr().unwrap();
     let addrs = Addrs {
         tcp: listeners.local_addrs()[0],
@@ -447,10 +447,10 @@ async fn a_broken_listener_ends_run_with_its_error_and_no_task_outlives_it() {
     let runtime = tokio::runtime::Handle::current().metrics();
     assert_eq!(runtime.num_alive_tasks(), 0);
     let vars = [("MESHDNS_UPSTREAMS", upstream.addr.to_string())];
-    let config = meshdns::config::Config::from_vars(vars.map(|(k, v)| (k.to_string(), v)))
+    let config = meshdns::Config::from_vars(vars.map(|(k, v)| (k.to_string(), v)))
         .expect("a valid test config");
-    let mut listeners = meshdns::server::bind(&["127.0.0.1:0".parse().unwrap()]).unwrap();
-    listeners.admin = Some(meshdns::server::bind_admin("127.0.0.1:0".parse().unwrap()).unwrap());
+    let mut listeners = meshdns::bind(&["127.0.0.1:0".parse().unwrap()]).unwrap();
+    listeners.admin = Some(meshdns::bind_admin("127.0.0.1:0".parse().unwrap()).unwrap());
     let tcp = listeners.tcp[0].try_clone().unwrap();
     let running = meshdns::run(config, listeners, std::future::pending());
     tokio::pin!(running);
