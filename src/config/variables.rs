@@ -4,7 +4,7 @@
 //! value by its kind ([`Variable::kind`]), `--help` prints the table, `--check` walks it and
 //! shows each value through it ([`Variable::in_force`]), the reload takes its restart-only list
 //! from it ([`restart_only`]) and keeps their running values as their descriptors say, and the
-//! README's table is its rows ([`Variable::readme_row`]). Nothing else keeps a list of
+//! README's table is its rows (`Variable::readme_row`). Nothing else keeps a list of
 //! variable names: a new variable is a descriptor here and its field of `Config`. It reads
 //! nothing and parses no value.
 
