@@ -36,8 +36,9 @@ pub const TARGETS: [(&str, Target); 7] = [
     ("wire", wire_target),
 ];
 
-/// A configuration with three clusters and the default distributed zone (never bound).
-static CONFIG: LazyLock<Config> = LazyLock::new(|| {
+/// A configuration with three clusters (a local, b, c with its own prefix) and the default
+/// distributed zone (never bound): the fuzz targets' and the property tests'.
+pub fn three_clusters() -> Config {
     let vars = [
         ("MESHDNS_UPSTREAMS", "127.0.0.1:9"),
         ("MESHDNS_LOCAL_CLUSTER", "a"),
@@ -49,7 +50,9 @@ static CONFIG: LazyLock<Config> = LazyLock::new(|| {
     ];
     Config::from_vars(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())))
         .expect("the fuzz configuration is valid")
-});
+}
+
+static CONFIG: LazyLock<Config> = LazyLock::new(three_clusters);
 
 /// Splits `data` into a length-prefixed first part and the rest: `[len:u16][first][rest]`.
 pub(crate) fn split(data: &[u8]) -> (&[u8], &[u8]) {

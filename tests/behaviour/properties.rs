@@ -67,20 +67,6 @@ proptest! {
     }
 }
 
-/// Three clusters (a local, b, c with its own prefix) and the distributed zone.
-fn clusters() -> Config {
-    let vars = [
-        ("MESHDNS_UPSTREAMS", "127.0.0.1:9"),
-        ("MESHDNS_LOCAL_CLUSTER", "a"),
-        (
-            "MESHDNS_CLUSTERS",
-            "a=; b=127.0.0.1:9; c=127.0.0.1:9 prefix=west-",
-        ),
-        ("MESHDNS_ADMIN_LISTEN", ""),
-    ];
-    Config::from_vars(vars.iter().map(|(k, v)| (k.to_string(), v.to_string()))).unwrap()
-}
-
 /// What one cluster's leg does: fail, NXDOMAIN, or answer with `n` records (each address
 /// says which cluster it came from: 10.<cluster>.…).
 #[derive(Debug, Clone, Copy)]
@@ -131,7 +117,7 @@ proptest! {
         outcomes in proptest::array::uniform3(outcome()),
         srv in any::<bool>(),
     ) {
-        let config = clusters();
+        let config = targets::three_clusters();
         let qtype = if srv { RecordType::SRV } else { RecordType::A };
         let question = zone("_mongodb._tcp.mongo.db.svc.distributed.local.");
         let mut request = Message::query();
