@@ -35,8 +35,9 @@
 //! connection's own task); a UDP listener's misses run under its owner directly. The admin
 //! server's connections run under its owner, a child of the root. An exchange's attempts are
 //! no tasks either, but futures it polls itself (returning ends them). An upstream stream
-//! connection's task runs under its endpoint's owner ([`Owner::tasks`]): the endpoint also
-//! stops it sooner (its `AbortHandle`, when the connection is replaced or ends).
+//! connection's task runs under its endpoint's owner ([`Owner::tasks`]) and ends with it; it
+//! also ends on its own when its work does (idle, closed by the peer, or replaced: the
+//! endpoint then drops the connection's queue, and the task's writer sees it close).
 //!
 //! Shutdown is the root stopping, in two steps: [`Background::drain`] tells the listeners to
 //! stop accepting and the connections to stop reading, and [`Background::drained`] resolves
