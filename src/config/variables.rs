@@ -34,6 +34,8 @@ pub struct Variable {
     /// Its value in force in a configuration, as an operator would write it (given the
     /// variable's name): what `--check` shows, and what a reload compares.
     pub(crate) shown: fn(&Config, &str) -> String,
+    /// `meshdns webhook` reads it too (the cluster domain, the admin address, the logs).
+    webhook_reads_too: bool,
 }
 
 /// When a change of a variable takes effect.
@@ -76,6 +78,12 @@ impl Variable {
         matches!(self.applies, Applies::WebhookStart)
     }
 
+    /// Whether `meshdns webhook` reads it: its own variables and those it shares with the
+    /// DNS server.
+    pub(crate) fn is_read_by_the_webhook(&self) -> bool {
+        self.is_the_webhooks() || self.webhook_reads_too
+    }
+
     /// Its value in force in `config`, as an operator would write it.
     pub(crate) fn in_force(&self, config: &Config) -> String {
         (self.shown)(config, self.name)
@@ -116,6 +124,14 @@ impl Variable {
             ..self
         }
     }
+
+    /// This variable, read by `meshdns webhook` as well as by the DNS server.
+    const fn read_by_the_webhook_too(self) -> Self {
+        Self {
+            webhook_reads_too: true,
+            ..self
+        }
+    }
 }
 
 const fn var(
@@ -134,6 +150,7 @@ const fn var(
         refuses_empty: false,
         kind,
         shown,
+        webhook_reads_too: false,
     }
 }
 
@@ -245,7 +262,8 @@ pub const VARIABLES: &[Variable] = &[
         Applies::Live,
         Kind::Zone,
         in_force::as_set,
-    ),
+    )
+    .read_by_the_webhook_too(),
     var(
         LOCAL_CLUSTER,
         None,
@@ -363,7 +381,8 @@ pub const VARIABLES: &[Variable] = &[
         },
         Kind::Address { port: ADMIN_PORT },
         in_force::admin_listen,
-    ),
+    )
+    .read_by_the_webhook_too(),
     var(
         LOG,
         Some("info"),
@@ -371,14 +390,16 @@ pub const VARIABLES: &[Variable] = &[
         Applies::Live,
         Kind::LogFilter,
         in_force::log,
-    ),
+    )
+    .read_by_the_webhook_too(),
     var(LOG_FORMAT, Some("text"), "text or json",
         Applies::Restart {
             keep: keep::log_format,
         },
         Kind::LogFormat,
         in_force::log_format,
-    ),
+    )
+    .read_by_the_webhook_too(),
     var(
         THREADS,
         Some("1"),
@@ -529,9 +550,8 @@ pub const VARIABLES: &[Variable] = &[
         Kind::Path,
         in_force::as_set,
     ),
-    // `meshdns webhook` (the injection webhook, docs/injection.md) reads these, with
-    // MESHDNS_CLUSTER_DOMAIN, MESHDNS_ADMIN_LISTEN, MESHDNS_LOG and MESHDNS_LOG_FORMAT; the DNS
-    // server ignores them. Read once, when the webhook starts (the certificate files' contents
+    // `meshdns webhook` (the injection webhook, docs/injection.md) reads these, with the
+    // variables marked `read_by_the_webhook_too`; the DNS server ignores them. Read once, when the webhook starts (the certificate files' contents
     // are re-read when they change).
     var(
         WEBHOOK_LISTEN,

@@ -15,9 +15,6 @@ use super::variables::{
 };
 use super::{ConfigError, Errors, LogFormat, Settings};
 
-/// What the webhook reads besides its own variables ([`Variable::is_the_webhooks`]).
-const SHARED: [&str; 4] = [CLUSTER_DOMAIN, ADMIN_LISTEN, LOG, LOG_FORMAT];
-
 /// Everything `meshdns webhook` reads, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebhookConfig {
@@ -38,8 +35,7 @@ impl WebhookConfig {
     /// that is wrong.
     pub fn from_vars<I: IntoIterator<Item = (String, String)>>(vars: I) -> Result<Self, Errors> {
         let settings = Settings::from_vars(vars)?;
-        let reads =
-            |variable: &Variable| variable.is_the_webhooks() || SHARED.contains(&variable.name);
+        let reads = Variable::is_read_by_the_webhook;
         let mut values = Values::read(&settings, reads, reads);
         let listen = values.address(WEBHOOK_LISTEN).and_then(|listen| {
             let empty = ConfigError::new(
