@@ -207,7 +207,12 @@ macro_rules! getters {
         pub(crate) fn $name(&self, variable: &str) -> Option<$type> {
             match self.parsed.get(variable)? {
                 Value::$variant(value) => Some(value.clone()),
-                _ => None,
+                other => {
+                    // A descriptor whose kind is not the one its field is read as: a bug that
+                    // every test building a configuration meets first, with this message.
+                    debug_assert!(false, "{variable} read as {} but parsed as {other:?}", stringify!($variant));
+                    None
+                }
             }
         }
     )*};
@@ -271,9 +276,19 @@ impl Values {
     }
 
     /// `built` when nothing was refused; every error otherwise.
-    pub(crate) fn finish<T>(self, built: Option<T>) -> Result<T, Errors> {
+    pub(crate) fn finish<T>(mut self, built: Option<T>) -> Result<T, Errors> {
         match built {
             Some(built) if self.errors.is_empty() => Ok(built),
+            None if self.errors.is_empty() => {
+                // Nothing refused, yet nothing built: a value read as the wrong kind (above).
+                // Never exit 64 without a line that says why.
+                self.errors.push(ConfigError::new(
+                    "MESHDNS_*",
+                    "",
+                    "a value was read as another kind than its variable's (a bug in meshdns)",
+                ));
+                Err(self.errors)
+            }
             _ => Err(self.errors),
         }
     }
@@ -314,6 +329,22 @@ fn refuse_raw(settings: &Settings, variable: &Variable) -> Result<(), ConfigErro
 mod tests {
     use super::*;
     use crate::config::source::tests::vars;
+
+    #[test]
+    fn nothing_built_and_nothing_refused_still_says_why() {
+        let errors = Values::default().finish::<()>(None).unwrap_err();
+        let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].contains("a bug in meshdns"), "{lines:?}");
+    }
+
+    #[test]
+    #[should_panic(expected = "read as Count but parsed as Addresses")]
+    fn a_variable_read_as_another_kind_is_caught_by_the_first_test_that_builds() {
+        let settings = Settings::from_vars(vars(&[])).unwrap();
+        let values = Values::read(&settings, every, read_by_the_server);
+        values.count(super::super::variables::LISTEN);
+    }
 
     #[test]
     fn every_default_parses_as_its_variables_kind() {
