@@ -66,7 +66,7 @@ fn log_filter(filter: &str) -> Targets {
 
 /// Replaces the log filter (a validated `MESHDNS_LOG`); nothing when logging was not set up
 /// by [`init_logging`] (tests running `run` in-process).
-pub fn set_log_filter(filter: &str) {
+pub(crate) fn set_log_filter(filter: &str) {
     if let Some(handle) = LOG_FILTER.get()
         && let Err(error) = handle.reload(log_filter(filter))
     {

@@ -26,7 +26,7 @@ pub(super) const FLUSH_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Where tracing-subscriber writes its lines: a handle on the queue.
 #[derive(Debug, Clone)]
-pub struct NonBlocking {
+pub(super) struct NonBlocking {
     queue: SyncSender<Vec<u8>>,
     dropped: IntCounter,
     progress: Arc<Progress>,
@@ -49,7 +49,7 @@ pub struct Flush(Arc<Progress>);
 impl NonBlocking {
     /// A writer whose lines `output` gets from a thread of its own, at most `capacity` of them
     /// waiting; lines beyond that are counted into `dropped`.
-    pub fn new(
+    pub(super) fn new(
         mut output: impl Write + Send + 'static,
         capacity: usize,
         dropped: IntCounter,
