@@ -2,4 +2,4 @@
 
 use meshdns::testing::fuzz as targets;
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| targets::client_query(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| targets::target("client_query")(data));

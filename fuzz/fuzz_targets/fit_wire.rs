@@ -2,4 +2,4 @@
 
 use meshdns::testing::fuzz as targets;
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| targets::fit_wire_target(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| targets::target("fit_wire")(data));

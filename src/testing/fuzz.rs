@@ -36,6 +36,16 @@ pub const TARGETS: [(&str, Target); 7] = [
     ("wire", wire_target),
 ];
 
+/// The target of corpus directory `name`: how a cargo-fuzz binary (`fuzz/fuzz_targets/`)
+/// finds its own.
+pub fn target(name: &str) -> Target {
+    TARGETS
+        .iter()
+        .find(|(corpus, _)| *corpus == name)
+        .map(|(_, target)| *target)
+        .expect("a fuzz target of that name")
+}
+
 /// A configuration with three clusters (a local, b, c with its own prefix) and the default
 /// distributed zone (never bound): the fuzz targets' and the property tests'.
 pub fn three_clusters() -> Config {
