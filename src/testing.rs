@@ -18,7 +18,7 @@ pub mod cache {
 }
 
 pub mod certificates {
-    pub use crate::certificates::{ClientIdentity, load, not_after, server_name};
+    pub use crate::certificates::{ClientIdentity, load, not_after};
 }
 
 pub mod config {
