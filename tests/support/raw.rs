@@ -2,9 +2,9 @@
 //! where a record lies, an EDNS option as it travels (code, length, data), a message with an
 //! option hickory rejects, and the header of a message whose records hickory does not parse.
 //! The tests check meshdns's bytes with hickory wherever hickory can say it; this reader is
-//! theirs, not meshdns's, so that a check does not share the bugs of what it checks. It walks
-//! names only as far as their end (labels up to a zero byte or a compression pointer) and
-//! never follows a pointer.
+//! theirs, and it may not use meshdns (no `meshdns::` path here), so that a check does not
+//! share the bugs of what it checks. It walks names only as far as their end (labels up to a
+//! zero byte or a compression pointer) and never follows a pointer.
 
 use std::ops::Range;
 
