@@ -369,7 +369,7 @@ fn days_since_epoch(year: i64, month: i64, day: i64) -> i64 {
 
 /// The name a peer's certificate must carry (DNS names and IP addresses; an IP needs an IP SAN
 /// in the certificate). An upstream group checks it once, when the group is made.
-pub fn server_name(name: &str) -> Result<ServerName<'static>, TlsConfigError> {
+pub(crate) fn server_name(name: &str) -> Result<ServerName<'static>, TlsConfigError> {
     ServerName::try_from(name.to_string()).map_err(|_| TlsConfigError::BadServerName {
         name: name.to_string(),
     })

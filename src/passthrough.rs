@@ -36,7 +36,7 @@ pub(crate) async fn forward(upstream: &Upstream, request: &Request, deadline: In
 
 /// An accepted upstream reply as the client who sent `query` gets it: its ID, its question
 /// when the reply omitted it, no hop-by-hop option; every other byte as kube-dns sent it.
-pub fn to_client(mut reply: Vec<u8>, query: &[u8]) -> Vec<u8> {
+pub(crate) fn to_client(mut reply: Vec<u8>, query: &[u8]) -> Vec<u8> {
     if wire::question_count(&reply) == Some(0)
         && let Some(with) =
             wire::first_question(query).and_then(|asked| wire::with_question(&reply, asked))

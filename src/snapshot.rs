@@ -29,7 +29,7 @@ use crate::route::{Route, Router};
 use crate::upstream::{GroupSpec, Upstream, UpstreamMetrics};
 
 /// The name of the local upstream group when `MESHDNS_LOCAL_CLUSTER` is unset.
-pub const LOCAL_UPSTREAM: &str = "local";
+pub(crate) const LOCAL_UPSTREAM: &str = "local";
 
 /// One configuration, ready to answer queries.
 #[derive(Debug)]

@@ -18,7 +18,7 @@ pub mod cache {
 }
 
 pub mod certificates {
-    pub use crate::certificates::{ClientIdentity, load, not_after, server_name};
+    pub use crate::certificates::{ClientIdentity, load, not_after};
 }
 
 pub mod config {
@@ -32,10 +32,6 @@ pub mod gather {
 
 pub mod metrics {
     pub use crate::metrics::{DropReason, FAMILIES, Kind, Metrics, RCODES};
-}
-
-pub mod passthrough {
-    pub use crate::passthrough::to_client;
 }
 
 pub mod query {
@@ -69,10 +65,6 @@ pub mod server {
     };
 }
 
-pub mod snapshot {
-    pub use crate::snapshot::LOCAL_UPSTREAM;
-}
-
 pub mod upstream {
     pub use crate::upstream::names::MAX_RETRY;
     pub use crate::upstream::{
@@ -87,10 +79,5 @@ pub mod upstream {
 }
 
 pub mod wire {
-    pub use crate::wire::{
-        OPTION_CLIENT_SUBNET, OPTION_COOKIE, OPTION_LOOP_MARKER, OPTION_NSID, OPTION_PADDING,
-        OPTION_TCP_KEEPALIVE, Proto, checking_disabled, first_question, for_each_record,
-        has_option, id, is_truncated, opcode, opt, question_count, questions_end, rcode,
-        without_opt, without_options,
-    };
+    pub use crate::wire::{Proto, first_question, for_each_record, id, opt};
 }

@@ -6,18 +6,18 @@ use super::header::{HEADER_LEN, TC_BIT, count, first_question};
 use super::records::{RecordAt, Section, TYPE_OPT, for_each_record, record_at};
 
 /// NSID (RFC 5001): the server's identity, for the client that asked.
-pub const OPTION_NSID: u16 = 3;
+pub(crate) const OPTION_NSID: u16 = 3;
 /// CLIENT-SUBNET (RFC 7871): a reply may be scoped to the subnet, so it is never shared.
-pub const OPTION_CLIENT_SUBNET: u16 = 8;
+pub(crate) const OPTION_CLIENT_SUBNET: u16 = 8;
 /// COOKIE (RFC 7873): made for one client and one server.
-pub const OPTION_COOKIE: u16 = 10;
+pub(crate) const OPTION_COOKIE: u16 = 10;
 /// TCP-KEEPALIVE (RFC 7828): about one TCP connection.
-pub const OPTION_TCP_KEEPALIVE: u16 = 11;
+pub(crate) const OPTION_TCP_KEEPALIVE: u16 = 11;
 /// PADDING (RFC 7830): sized for one message.
-pub const OPTION_PADDING: u16 = 12;
+pub(crate) const OPTION_PADDING: u16 = 12;
 /// meshdns's loop marker, from the range RFC 6891 leaves for local and experimental use
 /// (65001–65534): every query meshdns sends upstream carries it (see `loops`).
-pub const OPTION_LOOP_MARKER: u16 = 65_423;
+pub(crate) const OPTION_LOOP_MARKER: u16 = 65_423;
 /// Record types that must stay last in a message (TSIG, and SIG for SIG(0)): a query signed
 /// with one is never edited.
 const TYPE_TSIG: u16 = 250;
@@ -40,10 +40,10 @@ pub(crate) fn is_per_client_option(code: u16) -> bool {
 
 /// Which of the codes above a message carries: those below 32 and the loop marker.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct OptionSet(u64);
+pub(crate) struct OptionSet(u64);
 
 impl OptionSet {
-    pub fn contains(self, code: u16) -> bool {
+    pub(crate) fn contains(self, code: u16) -> bool {
         Self::bit(code).is_some_and(|bit| self.0 & (1 << bit) != 0)
     }
 
@@ -72,7 +72,7 @@ pub struct OptInfo {
     pub(crate) version: u8,
     /// The DO bit: the sender wants DNSSEC records.
     pub(crate) dnssec_ok: bool,
-    pub options: OptionSet,
+    pub(crate) options: OptionSet,
     /// Where the option list (the record's RDATA) lies in the message, for
     /// [`for_each_option`].
     pub(crate) options_at: (usize, usize),
@@ -140,9 +140,9 @@ fn first_opt(msg: &[u8]) -> Option<Option<RecordAt>> {
     Some(first)
 }
 
-#[cfg(any(test, feature = "testing"))]
+#[cfg(test)]
 /// Whether the OPT record of `msg` carries option `code` with exactly `data`.
-pub fn has_option(msg: &[u8], code: u16, data: &[u8]) -> bool {
+pub(crate) fn has_option(msg: &[u8], code: u16, data: &[u8]) -> bool {
     let Some(Some(record)) = first_opt(msg) else {
         return false;
     };
@@ -230,7 +230,7 @@ pub(crate) fn cut_to_question(reply: &[u8]) -> Vec<u8> {
 /// `msg` without its OPT record (ARCOUNT lowered), taken out in place: a reply to a query
 /// whose OPT record was added on the way, for a client that sent none. `msg` unchanged as the
 /// error when it has none or does not walk.
-pub fn without_opt(mut msg: Vec<u8>) -> Result<Vec<u8>, Vec<u8>> {
+pub(crate) fn without_opt(mut msg: Vec<u8>) -> Result<Vec<u8>, Vec<u8>> {
     let found = first_opt(&msg)
         .flatten()
         .zip(count(&msg, 3).and_then(|arcount| arcount.checked_sub(1)));
@@ -284,7 +284,7 @@ pub(crate) fn plain_query(msg: &[u8]) -> Option<PlainQuery<'_>> {
 /// `msg` without the EDNS options that `drop` selects (OPT record's RDATA and length
 /// rewritten, nothing else touched). `None` when it carries none of them, or when its OPT
 /// record or option list is malformed: the caller keeps the message as it is.
-pub fn without_options(msg: &[u8], drop: impl Fn(u16) -> bool) -> Option<Vec<u8>> {
+pub(crate) fn without_options(msg: &[u8], drop: impl Fn(u16) -> bool) -> Option<Vec<u8>> {
     let record = first_opt(msg)??;
     let mut kept: Vec<std::ops::Range<usize>> = Vec::new();
     let mut dropped = false;

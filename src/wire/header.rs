@@ -40,22 +40,22 @@ pub(crate) fn is_response(msg: &[u8]) -> bool {
 }
 
 /// Whether the TC bit is set.
-pub fn is_truncated(msg: &[u8]) -> bool {
+pub(crate) fn is_truncated(msg: &[u8]) -> bool {
     msg.get(2).is_some_and(|b| b & TC_BIT != 0)
 }
 
 /// The RCODE of the header (the low 4 bits; extended bits live in OPT).
-pub fn rcode(msg: &[u8]) -> Option<u8> {
+pub(crate) fn rcode(msg: &[u8]) -> Option<u8> {
     msg.get(3).map(|b| b & 0x0f)
 }
 
 /// The OPCODE of the header.
-pub fn opcode(msg: &[u8]) -> Option<u8> {
+pub(crate) fn opcode(msg: &[u8]) -> Option<u8> {
     msg.get(2).map(|b| (b >> 3) & 0x0f)
 }
 
 /// Whether the CD (checking disabled) bit is set.
-pub fn checking_disabled(msg: &[u8]) -> bool {
+pub(crate) fn checking_disabled(msg: &[u8]) -> bool {
     msg.get(3).is_some_and(|b| b & CD_BIT != 0)
 }
 
@@ -76,7 +76,7 @@ pub(crate) fn clear_unasked_ad(reply: &mut [u8], request: &[u8], dnssec_ok: bool
 }
 
 /// QDCOUNT.
-pub fn question_count(msg: &[u8]) -> Option<u16> {
+pub(crate) fn question_count(msg: &[u8]) -> Option<u16> {
     count(msg, 0)
 }
 

@@ -16,11 +16,16 @@ mod records;
 mod walk;
 mod writer;
 
-pub use edns::{OPTION_CLIENT_SUBNET, OPTION_LOOP_MARKER, opt, without_opt, without_options};
-pub(crate) use edns::{OptInfo, is_hop_by_hop_option};
+pub use edns::opt;
+pub(crate) use edns::{
+    OPTION_CLIENT_SUBNET, OPTION_LOOP_MARKER, OptInfo, is_hop_by_hop_option, without_opt,
+    without_options,
+};
 
 #[cfg(any(test, feature = "testing"))]
-pub use edns::{OPTION_COOKIE, OPTION_NSID, OPTION_PADDING, OPTION_TCP_KEEPALIVE, has_option};
+pub(crate) use edns::OPTION_COOKIE;
+#[cfg(test)]
+pub(crate) use edns::{OPTION_NSID, OPTION_PADDING, has_option};
 pub(crate) use edns::{
     cut_to_question, for_each_option, is_per_client_option, plain_query, with_option,
 };
@@ -30,12 +35,11 @@ pub(crate) use header::{
 };
 #[cfg(test)]
 pub(crate) use header::{authentic_data, first_question_name};
-pub use header::{
-    checking_disabled, first_question, id, is_truncated, opcode, question_count, rcode,
-};
+pub(crate) use header::{checking_disabled, is_truncated, opcode, question_count, rcode};
+pub use header::{first_question, id};
 pub(crate) use name::{MAX_NAME, find_suffix, is_label_start, lowercase_name, walk_name};
-pub(crate) use records::{Section, TYPE_SOA, rewrite_ttls, ttl_value};
-pub use records::{for_each_record, questions_end};
+pub use records::for_each_record;
+pub(crate) use records::{Section, TYPE_SOA, questions_end, rewrite_ttls, ttl_value};
 #[cfg(any(test, feature = "testing"))]
 pub(crate) use records::{set_ttl, ttl_fields};
 pub(crate) use walk::walks_fully;

@@ -58,7 +58,7 @@ pub(crate) fn ttl_value(ttl: u32) -> u32 {
 pub(super) type NameSkip = fn(&[u8], usize) -> Option<usize>;
 
 /// The offset just past the question section, or `None` when it does not walk.
-pub fn questions_end(msg: &[u8]) -> Option<usize> {
+pub(crate) fn questions_end(msg: &[u8]) -> Option<usize> {
     questions_end_by(msg, skip_name)
 }
 

@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use dot::{Behaviour, ClientFiles, DotServer, Pki, SERVER_NAME, parse_reply, query};
 use hickory_proto::rr::RecordType;
-use meshdns::testing::certificates::server_name;
 use meshdns::testing::upstream::stream::{
     MAX_UNANSWERED_CONNECTIONS, StreamEndpoint, StreamError, StreamSettings,
 };
 use rustls::ClientConfig;
+use rustls::pki_types::ServerName;
 use tokio::time::Instant;
 
 /// A deadline far enough away that only a hang reaches it.
@@ -30,7 +30,7 @@ fn endpoint_with(
     config: Arc<ClientConfig>,
     settings: StreamSettings,
 ) -> StreamEndpoint {
-    let name = server_name(SERVER_NAME).expect("a valid server name");
+    let name = ServerName::try_from(SERVER_NAME).expect("a valid server name");
     StreamEndpoint::tls(server.addr, name, config, settings, Default::default())
 }
 

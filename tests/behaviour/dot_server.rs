@@ -14,8 +14,9 @@ use std::time::Duration;
 use dot::{ClientFiles, Identity, Pki, SERVER_NAME};
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::RecordType;
-use meshdns::testing::certificates::{not_after, server_name};
+use meshdns::testing::certificates::not_after;
 use rustls::ClientConfig;
+use rustls::pki_types::ServerName;
 use support::configmap::ConfigMapDir;
 use support::{Answer, FakeDns, frame_of, read_frame, rr};
 use tokio::io::AsyncWriteExt;
@@ -220,7 +221,7 @@ impl Setup {
 async fn connect(dot: SocketAddr, config: Arc<ClientConfig>) -> TlsStream<TcpStream> {
     let tcp = TcpStream::connect(dot).await.expect("connect");
     TlsConnector::from(config)
-        .connect(server_name(SERVER_NAME).unwrap(), tcp)
+        .connect(ServerName::try_from(SERVER_NAME).unwrap(), tcp)
         .await
         .expect("a TLS handshake")
 }
@@ -291,7 +292,7 @@ async fn a_dot_client_without_a_required_certificate_gets_no_answer_and_is_count
     // TLS 1.3: the client's side of the handshake ends before the server has checked it; the
     // refusal comes as an alert instead of the first reply.
     let refused = match TlsConnector::from(setup.anonymous())
-        .connect(server_name(SERVER_NAME).unwrap(), tcp)
+        .connect(ServerName::try_from(SERVER_NAME).unwrap(), tcp)
         .await
     {
         Ok(mut stream) => ask_over(&mut stream, POD).await.is_none(),

@@ -64,7 +64,7 @@ async fn names_of_a_claimed_namespace_are_asked_of_its_cluster_verbatim() {
     let sent = b.last_reply();
     assert_eq!(
         without_id(&reply.bytes),
-        without_id(&meshdns::testing::wire::without_opt(sent).expect("an OPT record")),
+        without_id(&support::raw::without_opt(&sent).expect("an OPT record")),
         "b's reply, byte for byte but the ID and the OPT meshdns added"
     );
     // The namespace's own name goes there too.

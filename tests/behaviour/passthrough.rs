@@ -48,7 +48,7 @@ async fn tcp_passthrough_is_the_upstream_reply_byte_for_byte_but_the_id() {
     let sent = upstream.last_reply();
     assert_eq!(
         support::without_id(&reply.bytes),
-        support::without_id(&meshdns::testing::wire::without_opt(sent).expect("an OPT record"))
+        support::without_id(&support::raw::without_opt(&sent).expect("an OPT record"))
     );
     assert_eq!(reply.answer_lines().len(), 2);
 }

@@ -197,7 +197,7 @@ async fn addresses_of_the_local_cluster_or_of_no_network_go_to_kube_dns_verbatim
         assert_eq!(reply.answer_lines(), [format!("{asked} PTR {target}")]);
         // Verbatim but for the ID and the OPT record that carried meshdns's loop marker.
         let sent = kube.last_reply();
-        let sent = meshdns::testing::wire::without_opt(sent).expect("an OPT record");
+        let sent = support::raw::without_opt(&sent).expect("an OPT record");
         assert_eq!(without_id(&reply.bytes), without_id(&sent));
     }
     assert!(b.seen().is_empty(), "{:?}", b.names());

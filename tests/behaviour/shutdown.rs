@@ -22,8 +22,8 @@ use std::time::Duration;
 
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::RecordType;
-use meshdns::testing::certificates::server_name;
 use rustls::ClientConfig;
+use rustls::pki_types::ServerName;
 use support::configmap::ConfigMapDir;
 use support::{
     Answer, Behaviour, FakeDns, frame_of, free_port, query, read_frame, rr, udp_raw_within,
@@ -299,7 +299,7 @@ impl Open {
         read_frame(&mut idle).await.expect("an answer over TCP");
         let tcp = TcpStream::connect(addrs.dot).await.unwrap();
         let dot = TlsConnector::from(client)
-            .connect(server_name(SERVER_NAME).unwrap(), tcp)
+            .connect(ServerName::try_from(SERVER_NAME).unwrap(), tcp)
             .await
             .expect("a TLS handshake");
         let mut admin = TcpStream::connect(addrs.admin).await.unwrap();

@@ -13,10 +13,11 @@ use crate::support;
 use std::time::Duration;
 
 use hickory_proto::op::{Edns, Message, OpCode, Query, ResponseCode};
-use hickory_proto::rr::rdata::opt::EdnsOption;
+use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
 use hickory_proto::rr::{Record, RecordType};
-use meshdns::testing::wire::{
-    OPTION_CLIENT_SUBNET, OPTION_COOKIE, OPTION_NSID, OPTION_PADDING, OPTION_TCP_KEEPALIVE,
+use support::raw::{
+    self, OPTION_CLIENT_SUBNET, OPTION_COOKIE, OPTION_LOOP_MARKER, OPTION_NSID, OPTION_PADDING,
+    OPTION_TCP_KEEPALIVE,
 };
 use support::{
     Answer, Behaviour, FakeDns, Meshdns, Reply, Via, query, query_with_edns_options, rcode_of, rr,
@@ -44,9 +45,9 @@ async fn serving(answer: Answer, vars: &[(&str, &str)]) -> (FakeDns, Meshdns) {
 
 /// Whether a message (a reply, or a query as a fake received it) carries EDNS option `code`.
 fn carries(msg: &[u8], code: u16) -> bool {
-    meshdns::testing::wire::opt(msg)
-        .flatten()
-        .is_some_and(|opt| opt.options.contains(code))
+    let msg = Message::from_vec(msg).expect("a DNS message");
+    msg.edns
+        .is_some_and(|edns| edns.option(EdnsCode::from(code)).is_some())
 }
 
 /// The option as it travels: code, length, data.
@@ -219,10 +220,8 @@ async fn padding_and_tcp_keepalive_reach_no_client_and_are_never_sent_upstream()
 /// A query meshdns relayed, without the loop marker it adds to every query it sends upstream
 /// (docs/design.md, "No loops"); fails the test when the marker is missing.
 fn unmarked(relayed: &[u8]) -> Vec<u8> {
-    meshdns::testing::wire::without_options(relayed, |code| {
-        code == meshdns::testing::wire::OPTION_LOOP_MARKER
-    })
-    .expect("every relayed query carries meshdns's loop marker")
+    raw::without_options(relayed, |code| code == OPTION_LOOP_MARKER)
+        .expect("every relayed query carries meshdns's loop marker")
 }
 
 #[tokio::test]
@@ -336,7 +335,7 @@ async fn meshdns_own_replies_echo_cd() {
         let bytes = cd(msg).to_vec().unwrap();
         let reply = support::udp_raw(meshdns.addr, &bytes).await.expect(what);
         assert!(
-            meshdns::testing::wire::checking_disabled(&reply),
+            raw::header(&reply).checking_disabled,
             "{what}: CD not echoed"
         );
     }
@@ -348,10 +347,7 @@ async fn meshdns_own_replies_echo_cd() {
         .await
         .expect("FORMERR");
     assert_eq!(rcode_of(&reply), ResponseCode::FormErr);
-    assert!(
-        meshdns::testing::wire::checking_disabled(&reply),
-        "header-only FORMERR"
-    );
+    assert!(raw::header(&reply).checking_disabled, "header-only FORMERR");
 }
 
 #[tokio::test]
@@ -407,11 +403,9 @@ async fn an_error_reply_without_a_question_is_relayed_with_the_question_restored
         8,
         "never answered from the cache, never retried"
     );
-    let local = meshdns::testing::snapshot::LOCAL_UPSTREAM;
-    assert_eq!(meshdns.upstream_requests(local, "timeout").await, 0.0);
-    let healthy = meshdns
-        .upstream_healthy(meshdns::testing::snapshot::LOCAL_UPSTREAM, &upstream)
-        .await;
+    // The upstreams of MESHDNS_UPSTREAMS are the group "local" (no MESHDNS_LOCAL_CLUSTER).
+    assert_eq!(meshdns.upstream_requests("local", "timeout").await, 0.0);
+    let healthy = meshdns.upstream_healthy("local", &upstream).await;
     assert_eq!(healthy, 1.0, "the endpoint answered: never marked down");
 }
 

@@ -2,10 +2,10 @@
 //! fake DNS server to stand in for kube-dns and the peer clusters' CoreDNS ([`FakeDns`]),
 //! meshdns itself started on 127.0.0.1:0 ([`Meshdns`]), a tiny DNS client ([`udp`], [`tcp`]),
 //! the DNS-over-TLS fakes ([`dot`]), the admin server's scrapes ([`admin`]), a kubelet-style
-//! ConfigMap directory ([`configmap`]), scratch files ([`scratch`]), and for the memory
-//! measurements a counting allocator ([`counting`]), the typical cache entry ([`typical`]) and
-//! futures polled by hand ([`waiting`]). It may not reach into meshdns beyond what the tests
-//! themselves use.
+//! ConfigMap directory ([`configmap`]), scratch files ([`scratch`]), a reader of DNS messages
+//! as bytes for what hickory cannot check ([`raw`]), and for the memory measurements a
+//! counting allocator ([`counting`]), the typical cache entry ([`typical`]) and futures polled
+//! by hand ([`waiting`]). It may not reach into meshdns beyond what the tests themselves use.
 //!
 //! Everything binds on loopback port 0: tests never race for ports and never send a packet
 //! off the machine.
@@ -17,6 +17,7 @@ pub mod admin;
 pub mod configmap;
 pub mod counting;
 pub mod dot;
+pub mod raw;
 pub mod scratch;
 pub mod typical;
 pub mod waiting;
@@ -646,7 +647,7 @@ fn truncated(query: &Message, rcode: ResponseCode) -> Message {
 /// `reply` with the owner name of its first record made a compression pointer to itself: a
 /// loop no decoder can follow.
 pub fn pointer_loop(mut reply: Vec<u8>) -> Vec<u8> {
-    let owner = meshdns::testing::wire::questions_end(&reply).expect("a reply that walks");
+    let owner = raw::questions_end(&reply).expect("a reply that walks");
     assert!(owner + 2 < reply.len(), "the reply has a record");
     let pointer = 0xc000 | u16::try_from(owner).expect("a pointer reaches it");
     reply[owner..owner + 2].copy_from_slice(&pointer.to_be_bytes());
@@ -703,9 +704,9 @@ fn take_query(
     via: Via,
     from: Option<SocketAddr>,
 ) -> Option<(usize, Plan)> {
-    let query = Message::from_vec(bytes).ok().or_else(|| {
-        Message::from_vec(&meshdns::testing::wire::without_options(bytes, |_| true)?).ok()
-    })?;
+    let query = Message::from_vec(bytes)
+        .ok()
+        .or_else(|| Message::from_vec(&raw::without_options(bytes, |_| true)?).ok())?;
     let question = query.queries.first()?;
     let before = state.asked_before(question);
     let index = state.received(via, from, question, bytes);
