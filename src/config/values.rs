@@ -3,9 +3,9 @@
 //!
 //! Each parser returns a plain `String` reason on failure; the caller (a
 //! [`Kind`](super::kind::Kind)'s parse, the clusters grammar, the parent's cluster zones) wraps
-//! it with the variable name and the offending token so the operator sees one precise line. It owns the syntax of these
-//! types only and knows no variable: a duration's bound and an address's default port are the
-//! caller's.
+//! it with the variable name and the offending token so the operator sees one precise line.
+//! It owns the syntax of these types only and knows no variable: a duration's bound and an
+//! address's default port are the caller's.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
