@@ -7,6 +7,10 @@
 //! entries of the old one are never found again (and age out of the table like any unused
 //! entry); a reload that removes or reorders clusters can never file one cluster's records
 //! under another's.
+//!
+//! It owns the key's bytes and flags, the identities ([`TargetId::fresh`]) and whether a reply
+//! may be shared between clients ([`may_share`]); which target keeps its identity over a reload
+//! is the snapshot's to say, and it touches no entry.
 
 use std::hash::{Hash, Hasher};
 use std::ops::Range;
