@@ -11,6 +11,11 @@
 //! connections stop reading and finish what they have; and an owner's end, which ends every
 //! task below it at once (a connection's queries when it closes; everything when `run`
 //! closes the root). This module never touches the tree's root.
+//!
+//! The listeners answer a query themselves only with what a listener alone knows: REFUSED to a
+//! source the access list (the snapshot's) does not allow, FORMERR to a datagram cut by the
+//! receive buffer. Everything else goes to the [`Resolver`]: nothing here routes, caches or
+//! asks upstream.
 
 mod admin;
 mod batch;
