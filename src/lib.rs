@@ -28,6 +28,10 @@
 //! compiler finds what nothing uses. The integration tests, the memory measurements and the
 //! fuzz targets reach the internals they drive through `testing`, a module that exists only
 //! with the `testing` feature (the crate's dev-dependency on itself turns it on).
+//!
+//! This file owns the instance: [`run`] makes the root of its task tree, starts the listeners,
+//! the admin server, the reload watcher and the certificate renewal under it, and stops them
+//! all; it answers no query and parses no value.
 
 #![forbid(unsafe_code)]
 // The documentation is for the next engineer: built with the private items (`.ci/run`), so

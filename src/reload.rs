@@ -37,6 +37,9 @@
 //! Nothing runs while nothing changes: inotify wakes the task only on an event, the short
 //! settling delay (the kubelet writes several entries per update) starts only after one (see
 //! `Burst`), and the retry timer exists only while a watch is failing.
+//!
+//! It owns the watches and when a reload happens; what is valid is the configuration's parse,
+//! what a new snapshot holds the snapshot's, and the swap the resolver's.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
