@@ -19,7 +19,7 @@
 //! already shows every series at 0 (`rate()` works from the start).
 //!
 //! It owns the families and the registry, and decides no value: what is counted, and when, is
-//! the recording layer's; serving the text format is the admin server's.
+//! the recording layer's; serving the text it encodes is the admin server's.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
