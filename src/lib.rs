@@ -8,9 +8,9 @@
 //! there and back), [`gather`] (every cluster, merged), [`own_names`] (the pod's own names,
 //! answered locally) → [`upstream`] (endpoints, one exchange, health) → [`reply`] (errors,
 //! fitting to size).
-//! [`cache`] keeps answers (keys, TTLs, stale, in-flight sharing) for every route: every miss
-//! goes through one entry point, the gathered legs through one door. [`background`] is the one tree of the instance's tasks: where each starts,
-//! what ends it.
+//! [`cache`] keeps answers (keys, TTLs, stale, in-flight sharing) for every route: every miss goes
+//! through one entry point, the gathered legs through one door. [`background`] is the one tree of
+//! the instance's tasks: where each starts, what ends it.
 //! [`config`] turns the environment (which the binary reads) and the files it names into one
 //! configuration, and [`check`] shows it with the routing table
 //! (`meshdns --check`); [`dns_change`] writes the platform's cluster-DNS change from it

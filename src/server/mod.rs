@@ -1,5 +1,5 @@
-//! The DNS listeners: binding (before the runtime starts, so bind errors become exit 71),
-//! the UDP, TCP and DNS-over-TLS loops, and what they share — the access list, the in-flight bound, the
+//! The DNS listeners: binding (before the runtime starts, so bind errors become exit 71), the UDP,
+//! TCP and DNS-over-TLS loops, and what they share — the access list, the in-flight bound, the
 //! metrics and the shutdown signal. Beside them, the admin HTTP server (`/metrics`, `/livez`,
 //! `/readyz`).
 //!
