@@ -4,11 +4,14 @@
 //! it; and the owners under which the servers run their connections and queries. It owns no
 //! work of its own and decides none: it only says where a task starts and what ends it.
 //!
-//! Nothing is spawned and forgotten. Every task meshdns starts is a task of one tree: a root
-//! ([`Background`]'s own [`Owner`], a cancellation token and a [`TaskTracker`]) of which every
-//! other owner is a descendant; cancelling the root ends every task at its next wait, and
-//! shutdown is the root stopping (below). Off a client's path, work has one of two kinds of
-//! owner:
+//! Nothing is spawned and forgotten. Every task meshdns starts on its runtime is a task of one
+//! tree: a root ([`Background`]'s own [`Owner`], a cancellation token and a [`TaskTracker`]) of
+//! which every other owner is a descendant; cancelling the root ends every task at its next
+//! wait, and shutdown is the root stopping (below). (A blocking read handed to tokio's blocking
+//! pool — a reload's, a certificate's look — is awaited by a task of the tree; the log writer's
+//! thread is the process's, not an instance's.) The instance's own loops, the reload watcher
+//! and the certificate renewal, run on the root itself ([`Background::tasks`]). Other work off
+//! a client's path has one of two kinds of owner:
 //! - **Bounded work** runs under the root itself ([`Background::spawn`]). At most `limit`
 //!   tasks run at once; beyond that the work is refused, counted
 //!   (`meshdns_background_refused_total`), and the caller carries on without it (a refresh is

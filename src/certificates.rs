@@ -13,6 +13,9 @@
 //!
 //! The server side, a certificate that renews itself for the TLS endpoints meshdns serves, is
 //! [`server`]; it reads its files with the same PEM reader.
+//!
+//! It owns the PEM reader and the client configuration built from it; it opens no connection
+//! (the stream endpoints do) and decides no moment to read again (a reload does).
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::Read;

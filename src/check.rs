@@ -8,6 +8,10 @@
 //! (or the default) gives, as for a process started before the file said otherwise. The
 //! running process logs each such change with both values and counts it as
 //! `restart_required`.
+//!
+//! It only renders: it reads no file and asks no server (the host-name endpoints it shows are
+//! resolved beforehand, by [`process`](crate::process)), and its routing table is the one
+//! `route` builds for the server, made over the configured clusters instead of their groups.
 
 use std::borrow::Cow;
 use std::fmt::Write;

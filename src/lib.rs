@@ -8,10 +8,11 @@
 //! there and back), [`gather`] (every cluster, merged), [`own_names`] (the pod's own names,
 //! answered locally) → [`upstream`] (endpoints, one exchange, health) → [`reply`] (errors,
 //! fitting to size).
-//! [`cache`] keeps answers (keys, TTLs, stale, in-flight sharing) for every route, behind one
-//! entry point. [`background`] is the one tree of the instance's tasks: where each starts,
-//! what ends it.
-//! [`config`] reads the environment once, and [`check`] shows it with the routing table
+//! [`cache`] keeps answers (keys, TTLs, stale, in-flight sharing) for every route: every miss goes
+//! through one entry point, the gathered legs through one door. [`background`] is the one tree of
+//! the instance's tasks: where each starts, what ends it.
+//! [`config`] turns the environment (which the binary reads) and the files it names into one
+//! configuration, and [`check`] shows it with the routing table
 //! (`meshdns --check`); [`dns_change`] writes the platform's cluster-DNS change from it
 //! (`meshdns dns-change`); [`wire`] reads raw bytes without a full parse;
 //! [`metrics`] defines every metric, served by the admin server in [`server`];
@@ -28,6 +29,10 @@
 //! compiler finds what nothing uses. The integration tests, the memory measurements and the
 //! fuzz targets reach the internals they drive through `testing`, a module that exists only
 //! with the `testing` feature (the crate's dev-dependency on itself turns it on).
+//!
+//! This file owns the instance: [`run`] makes the root of its task tree, starts the listeners,
+//! the admin server, the reload watcher and the certificate renewal under it, and stops them
+//! all; it answers no query and parses no value.
 
 #![forbid(unsafe_code)]
 // The documentation is for the next engineer: built with the private items (`.ci/run`), so

@@ -27,6 +27,9 @@
 //! The marker itself is added and taken off where queries leave, in the upstream module
 //! (`upstream::marker`). Every route relays the markers a query carries (another meshdns's
 //! too), so a loop through several meshdns and rewritten names is seen where it started.
+//!
+//! It owns what a loop gets (the SERVFAIL, its count and its rate-limited warning); it adds no
+//! marker and reads none: `upstream::marker` and the request's view do.
 
 use std::time::Duration;
 

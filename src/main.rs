@@ -2,6 +2,11 @@
 //! (0 after a clean shutdown, 64 for bad configuration or a refused `dns-change`, 71 when a
 //! socket cannot be bound), for both serving modes: the DNS server, and `meshdns webhook` (the
 //! injection webhook).
+//!
+//! It owns the command line and the exit codes. It reads the process environment (with the
+//! `--env-file` files laid over it) into pairs and parses none of them: the configuration does.
+//! It binds the DNS and admin sockets through the library's `bind` functions, and the
+//! webhook's HTTPS listener, and loads the webhook's certificate, itself.
 
 #![forbid(unsafe_code)]
 

@@ -17,6 +17,9 @@
 //! names, endpoint addresses) — never from a query. Series of the closed sets are created up
 //! front, so the DNS path only touches atomics (no label hashing, no lock) and a first scrape
 //! already shows every series at 0 (`rate()` works from the start).
+//!
+//! It owns the families and the registry, and decides no value: what is counted, and when, is
+//! the recording layer's; serving the text it encodes is the admin server's.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -9,6 +9,9 @@
 //! zone) for every other type and for a family the pod has no address of. Every record and
 //! the SOA carry [`OWN_TTL`]. The router checks these names before any zone, so they win over
 //! the route of the zone they lie in; any other name (a sibling's) is routed as before.
+//!
+//! It owns those answers and asks no server; which names and addresses are the pod's is the
+//! configuration's ([`PodIdentity`], [`Config::own_names`]).
 
 use std::net::IpAddr;
 use std::sync::Arc;

@@ -10,6 +10,9 @@
 //! and the AD bit for a client that did not ask for it (RFC 6840 §5.8, cleared by
 //! [`Resolver`](crate::query::Resolver) for every route). Every other byte — flags, rcode,
 //! sections, EDNS options meshdns does not use — passes untouched.
+//!
+//! It owns those one-hop edits and keeps nothing: the exchange is the group's it is handed
+//! (kube-dns's, or a peer's for a namespace that peer claims), and what is cached the cache's.
 
 use tokio::time::Instant;
 

@@ -3,6 +3,9 @@
 //! `log_writer` module), the tokio runtime, and the signals that end a sidecar (SIGTERM from
 //! the kubelet, SIGINT from a terminal); and, for `--check`, the host-name endpoints resolved
 //! once on a runtime of its own.
+//!
+//! It reads no variable (the configuration hands it the log filter and format) and serves
+//! nothing: `run` does, on the runtime made here.
 
 mod log_writer;
 

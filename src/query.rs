@@ -1,11 +1,17 @@
 //! One client query, from bytes to reply bytes: the cache-hit path, then inspect → route →
 //! the route's resolver, over one immutable [`Snapshot`] of the configuration.
 //!
-//! This module only routes. What each route does lives with it: [`passthrough`] (kube-dns),
+//! This module routes. What each route does lives with it: [`passthrough`] (kube-dns),
 //! [`rewrite`](crate::rewrite) (a cluster's zone), [`gather`](crate::gather) (distributed and
-//! clusterset zones); the cache's protocol — lookup, in-flight sharing, stale, remembered
-//! failures — is the cache's own ([`Cache::get_or_resolve`]). Requests are counted and timed
-//! here, the one place every answer passes.
+//! clusterset zones), [`own_names`]; the cache's protocol — lookup, in-flight sharing, stale,
+//! remembered failures — is the cache's own ([`Cache::get_or_resolve`]). Requests are counted
+//! and timed here, the one place every answer passes, and every reply is cut to the client's
+//! size and has its AD bit cleared here. The answers made here belong to no route: REFUSED to
+//! a zone transfer, SERVFAIL when nothing came before the deadline, and the NXDOMAIN of a
+//! search-list expansion the router found (`search` decides which names).
+//!
+//! It owns the current snapshot (an atomic pointer that a reload swaps, [`Resolver::replace`]);
+//! building one is the snapshot module's.
 
 use std::sync::Arc;
 use std::time::Duration;

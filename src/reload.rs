@@ -6,21 +6,21 @@
 //! A change is read and validated as a whole, off the thread that answers queries: one task on
 //! tokio's blocking pool waits for the burst of events to settle, arms the watches, reads the
 //! files, parses the keys and builds the new snapshot (a hung mount delays the reload, never a
-//! query), and the serving thread only swaps the snapshot in — it is woken twice a reload, by
-//! the burst's first event and by the finished task. An invalid one is rejected whole: the
-//! running configuration stays, every error is
-//! logged naming its variable, `meshdns_config_reloads_total{result="rejected"}` counts it once, and
+//! query), and the serving thread only swaps the snapshot in — it is woken twice a reload, by the
+//! burst's first event and by the finished task. An invalid one is rejected whole: the running
+//! configuration stays, every error is logged naming its variable,
+//! `meshdns_config_reloads_total{result="rejected"}` counts it once, and
 //! `meshdns_config_last_reload_successful` is 0 until a read of the directory is valid again (a
 //! good configuration applied, or the rejected file removed).
-//! A valid one is applied without dropping or delaying a query: a new immutable snapshot is
-//! swapped in (queries in flight finish on theirs), upstream groups that did not change are
-//! carried over with their health, the cache keeps the entries of every target that did
-//! not change (without looking at one: see [`TargetId`](crate::cache::TargetId)), and the log
-//! filter and cache limits follow. A change of a restart-only variable
-//! (see [`variables::restart_only`]; its descriptor says how the running value is kept) is logged with the value in force and the pending one,
+//! A valid one is applied without dropping or delaying a query: a new immutable snapshot is swapped
+//! in (queries in flight finish on theirs), upstream groups that did not change are carried over
+//! with their health, the cache keeps the entries of every target that did not change (without
+//! looking at one: see [`TargetId`](crate::cache::TargetId)), and the log filter and cache limits
+//! follow. A change of a restart-only variable (see [`variables::restart_only`]; its descriptor
+//! says how the running value is kept) is logged with the value in force and the pending one,
 //! counted as `restart_required` and not applied; one back to the value in force is logged too.
-//! `meshdns_config_restart_pending` is 1 after every valid read that finds such a change
-//! waiting, and 0 after one that does not (the change reverted, or none made).
+//! `meshdns_config_restart_pending` is 1 after every valid read that finds such a change waiting,
+//! and 0 after one that does not (the change reverted, or none made).
 //!
 //! The watch never goes blind. A directory that is a symlink, or missing, is watched together
 //! with its parent, so that a symlink renamed over it (`mv -T`) or its creation is an event
@@ -37,6 +37,9 @@
 //! Nothing runs while nothing changes: inotify wakes the task only on an event, the short
 //! settling delay (the kubelet writes several entries per update) starts only after one (see
 //! `Burst`), and the retry timer exists only while a watch is failing.
+//!
+//! It owns the watches and when a reload happens; what is valid is the configuration's parse,
+//! what a new snapshot holds the snapshot's, and the swap the resolver's.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

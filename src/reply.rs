@@ -3,6 +3,9 @@
 //!
 //! Every reply echoes the client's ID, opcode, RD and CD bits and its question as spelled. A
 //! client that sent EDNS gets an OPT record back (RFC 6891); one that did not gets none.
+//!
+//! It owns the shape of those replies and the cut to a size; which reply a query gets is its
+//! caller's.
 
 use std::time::Duration;
 

@@ -19,6 +19,9 @@
 //! as ranges of the bytes, and travel on unparsed: every route relays the client's options but
 //! the hop-by-hop ones ([`wire::is_hop_by_hop_option`]), another meshdns's loop marker
 //! included ([`Request::for_peer`], [`Request::for_leg`]).
+//!
+//! It answers only what cannot be served (the FORMERR, NOTIMP and BADVERS above); which way a
+//! query goes is `route`'s, and what a loop gets `loops`'s.
 
 use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};

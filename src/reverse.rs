@@ -9,6 +9,10 @@
 //! (`9.10.in-addr.arpa`, fewer labels) or of a classless delegation (`0/25.1.9.10…`) is no
 //! address and passes through to kube-dns. The exchange itself is the cluster zone's, with the
 //! question sent as asked ([`Peer::ask_verbatim`](crate::rewrite::Peer::ask_verbatim)).
+//!
+//! It owns the reading of reverse names and their match against the claimed networks
+//! ([`Networks`]); the networks themselves are the clusters' `cidr=` claims, checked by the
+//! configuration.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 

@@ -7,6 +7,9 @@
 //! PTR, MX and NS records — comes back under `cluster.b`, the question exactly as the client
 //! spelled it. Matching is on label boundaries and ignores case (CoreDNS's `rewrite name
 //! substring` does neither, and leaves answer owners unmapped).
+//!
+//! It owns the mapping and the [`Peer`]; the peer's exchange is its upstream group's, and its
+//! answers are cached by the cache under the peer's identity, not here.
 
 use std::cell::Cell;
 use std::sync::Arc;

@@ -14,6 +14,9 @@
 //! A route holds its target (a [`Peer`], a gathered zone's [`Naming`]), as a CoreDNS server
 //! block does: nothing looks a target up by position. The router is generic over the peer so
 //! that what only routes (tests) needs no upstream.
+//!
+//! It owns the table and the order of its checks, and answers nothing: each route's resolver
+//! does, called by `query`. `--check` shows the same table.
 
 use std::borrow::Cow;
 use std::sync::Arc;

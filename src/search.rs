@@ -18,6 +18,9 @@
 //! where the suffix would start, against the last two bytes of every zone. Only a name passing
 //! one is compared with the expansions (the cache-hit path routes every query for its metric
 //! label; docs/design.md gives the measured cost).
+//!
+//! It decides only which names are such expansions, and under which cluster domain; the
+//! NXDOMAIN itself is written by `query`.
 
 use std::ops::{ControlFlow, Range};
 use std::sync::Arc;

@@ -12,6 +12,10 @@
 //! has a [`TargetId`], which a client's cache key carries. A target whose configuration a
 //! reload leaves as it was keeps the identity of the one it replaces, so its cached answers
 //! stay; a changed one gets a new identity, and its old answers are never found again.
+//!
+//! It owns building a snapshot from a [`Config`] — the groups (a reload's unchanged ones taken
+//! over with their health), the routes, the identities — and changes nothing once built: when
+//! a new one is made is the reload's, and which one new queries start on the resolver's.
 
 use std::net::IpAddr;
 use std::sync::Arc;

@@ -1,4 +1,6 @@
-//! Single-flight: identical misses in flight share one upstream exchange.
+//! Single-flight: identical misses in flight share one upstream exchange. It owns the table of
+//! flights and nothing more: it stores no answer (the parent settles a finished exchange) and
+//! never asks upstream itself (the leader's caller runs the exchange).
 //!
 //! The first miss for a key becomes the [`FlightLeader`] and asks upstream; misses for the same
 //! key that arrive meanwhile get a [`FlightFollower`] and wait for the leader's reply, which

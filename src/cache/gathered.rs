@@ -2,8 +2,10 @@
 //! leg's answer, fill a failed leg from its last good one, drop a gathered answer known to be
 //! wrong — goes through [`GatherDoor`], so the gatherer holds no [`Cache`] and repeats none of
 //! its policy. What is kept, for how long and what may be served stale stays the cache's
-//! (`policy`, `Cache::last_good`); the door adds the one rule of legs: every write carries the
-//! generation of the configuration the gathering belongs to.
+//! (`policy`, `Cache::last_good`); the door adds the rules of legs: every write carries the
+//! generation of the configuration the gathering belongs to, and a leg's answer is kept only
+//! when the client's query allows sharing ([`may_share`](super::may_share), which the gatherer
+//! asks).
 //!
 //! A leg is not a miss: it is always asked (the gathered answer as a whole is what the miss path
 //! of [`Cache::get_or_resolve`] looks up, shares and stores), no two legs share an exchange, and

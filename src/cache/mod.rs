@@ -3,11 +3,16 @@
 //! remembered failures (RFC 9520), prefetch and in-flight sharing.
 //!
 //! The query path uses two doors:
-//! - [`Cache::lookup`], synchronous, for the cache-hit path on the listener loop;
+//! - [`Cache::lookup`], synchronous, for the cache-hit path on the listener loop (a hit it
+//!   marks for prefetch comes back through [`Cache::refresh`], with the caller's resolution);
 //! - [`Cache::get_or_resolve`], the one way a miss is answered: it runs lookup → stale at once
 //!   during an outage → flight (identical misses share one upstream exchange) → resolution →
 //!   insert (the first client's TTLs cut to the cached ones) → stale or a remembered failure
 //!   when the upstream failed. No caller repeats that protocol.
+//!
+//! The cache never asks upstream and knows no route: a resolution is a future its caller
+//! hands in, and a key's target is an identity ([`TargetId`]) the snapshot gives out. The
+//! reload only moves it on ([`Cache::advance`]) and resizes it ([`Cache::reconfigure`]).
 //!
 //! A gathered answer as a whole is a miss like any other; its legs, which are always asked,
 //! reach the cache through the gathered route's door, [`GatherDoor`] (a leg's answer kept, a

@@ -1,5 +1,10 @@
 //! What a reply is worth to the cache (RFC 2308, RFC 8767, RFC 9520): how long it may be
 //! served, or that it must not be stored at all.
+//!
+//! It owns those rules, and only decides: it reads a reply's bytes and the configured bounds,
+//! and holds no entry (the table is `store`'s, every write goes through
+//! [`Cache`](super::Cache)). The TTLs it reads are the reply's own, so a route that writes
+//! short TTLs into what it synthesizes (a partial gathered answer) makes it short-lived here.
 
 use std::time::Duration;
 

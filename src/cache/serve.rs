@@ -1,5 +1,10 @@
 //! Turning stored bytes into a reply for one client, and a client's reply into bytes that may
 //! be stored or shared: the byte-level edits of the cache.
+//!
+//! It owns those edits (the patched ID, bits and question, the TTLs counted down or cut to
+//! [`STALE_TTL`], the per-client options left out) and nothing else: it decides neither
+//! whether an entry is served nor for how long it is kept (the parent and `policy` do), and
+//! holds no state.
 
 use std::borrow::Cow;
 use std::time::Duration;

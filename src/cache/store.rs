@@ -10,6 +10,9 @@
 //! S3-FIFO's small/main split with an LRU main, in about a hundred lines and no dependency.
 //!
 //! Every operation is O(1) apart from eviction for an oversized reply (a few more victims).
+//!
+//! It owns the table and its eviction order, and decides nothing about a reply: what is worth
+//! storing and for how long is `policy`'s, and the lock around the table is the parent's.
 
 use std::collections::HashMap;
 use std::sync::Arc;

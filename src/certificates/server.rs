@@ -4,9 +4,10 @@
 //! connections without a restart. Used by every TLS endpoint meshdns serves.
 //!
 //! It owns the files' identities and the configuration built from them; it does not accept
-//! connections, count metrics or decide when to look. Its owner runs [`keep_fresh`] on a task
-//! it owns (the loop never ends by itself: dropping or aborting the task stops it), and hands
-//! each new connection [`ServerTls::config`].
+//! connections, count metrics or decide when to look (its owner passes the period: both owners pass
+//! [`CHECK_EVERY`]). Its owner runs [`keep_fresh`] on a task it owns (the loop never ends by
+//! itself: dropping or aborting the task stops it), and hands each new connection
+//! [`ServerTls::config`].
 //!
 //! A look ([`ServerTls::check`]) stats each file through its symlinks (the kubelet renews a
 //! mounted Secret by pointing its `..data` symlink at a new directory): while the device,

@@ -12,6 +12,10 @@
 //! several lines. An entry may name no endpoints only when it is the local cluster (whose
 //! queries go to `MESHDNS_UPSTREAMS`); that check belongs to the caller, which knows the local
 //! cluster.
+//!
+//! It owns the text of an entry and the claims check, nothing after: the parent's parse turns
+//! an entry into a [`Cluster`] (its zone from the template, its transport), and the upstream
+//! group resolves its host names (`upstream::names`); nothing here touches the network.
 
 use std::net::{IpAddr, SocketAddr};
 

@@ -1,8 +1,10 @@
 //! `MESHDNS_DOT_*`: DNS over TLS served to the peer clusters (RFC 7858) — where it listens and
 //! the certificate it serves, loaded by the configuration's loader (`Sources::load`) and
 //! checked here so that a bad file is refused like any bad value (exit 64, `--check`), then
-//! renewed from its files while meshdns runs ([`ServerTls`]). It only parses, touching no file;
-//! the listener is `server::serve_dot`.
+//! renewed from its files while meshdns runs ([`ServerTls`]). It owns [`DotConfig`] and the
+//! rule that the certificate's variables go together; it only parses, touching no file (the
+//! certificate arrives built by the loader), and serves nothing: the listener is
+//! `server::serve_dot`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -4,7 +4,8 @@
 //! a ConfigMap, and items separated by spaces where a list takes commas.
 //!
 //! Each hint is a sentence the caller appends to its reason, so the message still names the
-//! variable and the token first.
+//! variable and the token first. It owns the wording of the hints and decides nothing: whether
+//! a value is refused is the caller's (the kinds, the clusters grammar, the cross-checks).
 
 /// The candidate `word` most likely stands for: the closest by edit distance, at most a third
 /// of the word's length off; or a candidate that `word` ends or starts with on a `-` boundary

@@ -3,7 +3,8 @@
 //! every variable through its kind ([`Values::read`]), so a value that is wrong is found
 //! whatever else is, and every such error is kept; what depends on several values (the
 //! clusters, the zone table, the pod's identity) is checked afterwards, on the values that
-//! parsed. It reads nothing and knows no variable by name.
+//! parsed, by the parent's parse and the `pod` and `zones` modules, not here. It reads nothing
+//! and knows no variable by name: which kind a variable holds is its descriptor's.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};

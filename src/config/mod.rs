@@ -5,6 +5,9 @@
 //! file they name, once. This module owns the parse ([`parse`]): it reads every variable by
 //! its kind (`kind`), turns the values into a `Config` and cross-checks them, and may not touch
 //! a file, the environment or the clock — what it needs of the world is in its [`Sources`].
+//! The one door here to the loader is [`Config::from_environment`] (startup, a reload), which
+//! loads, then parses. What a `Config` is used for is not decided here: the snapshot builds the
+//! routes and groups from it.
 //! Every failure is a [`ConfigError`] naming the variable and the offending token; the parse
 //! returns all it finds ([`Errors`]), which `main` prints one a line before exiting 64 (and a
 //! reload logs before keeping the running configuration). A cross-check runs only on values

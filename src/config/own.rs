@@ -9,6 +9,9 @@
 //! every address of the pod on that port: loopback and the pod's IPs (`MESHDNS_POD_IP`,
 //! `MESHDNS_POD_IPS`). An address is compared in its canonical form, so the IPv4-mapped
 //! spelling `[::ffff:10.1.1.10]:53` is the pod's `10.1.1.10:53`.
+//!
+//! It owns that set and the one test of an address against it ([`is_own_address`]), which the
+//! upstream group also applies to what a host name resolves to; it resolves no name itself.
 
 use std::net::{IpAddr, SocketAddr};
 

@@ -12,7 +12,8 @@
 //!
 //! Nothing here changes during a pod's life (its IPs, hostname, subdomain and namespace are
 //! fixed until it is deleted), so the identity is read once, at startup. It reads no file: the
-//! hosts file is read by the loader (`Sources::load`) and handed in.
+//! hosts file is read by the loader (`Sources::load`) and handed in. It owns the identity and
+//! the list of own names; answering them is the `own_names` module's, routing to them `route`'s.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};

@@ -7,12 +7,14 @@
 //! named `meshdns`. In the directory, hidden entries (the kubelet's `..data` and timestamped
 //! directories) and files not named `MESHDNS_*` are skipped.
 //!
-//! [`Sources::load`] is the one loader: it reads the directory and every file the values name
-//! (the resolv.conf, the hosts file, the PEM files of `MESHDNS_TLS_*` and `MESHDNS_DOT_*`) once, into plain data,
-//! so that the parse ([`super::parse`]) touches nothing. It runs at startup and on the reload's
-//! blocking pool, never on a thread that serves DNS (a hung mount must not stall queries). It
-//! may not validate: a file it cannot read is kept as the error, for the parse to report in
-//! its turn.
+//! [`Sources::load`] is the one loader: it reads the directory and every file the values name (the
+//! resolv.conf, the hosts file, the PEM files of `MESHDNS_TLS_*` and `MESHDNS_DOT_*`) once, into
+//! plain data, so that the parse ([`super::parse`]) touches nothing. It runs at startup and on the
+//! reload's blocking pool, never on a thread that serves DNS (a hung mount must not stall queries).
+//! It does not validate values: a file it cannot read is kept as the error, for the parse to report
+//! in its turn. One file is more than bytes: the certificate of `MESHDNS_DOT_*` is built as it is
+//! read ([`ServerTls::load`], which then follows its files), and its error too is kept for the
+//! parse.
 //!
 //! No value is longer than [`MAX_VALUE`]: a file is read no further than one byte past it, and
 //! a longer environment variable is refused before anything parses it, so a wrong file (or a

@@ -1,8 +1,11 @@
 //! Parsers for the small value types that environment variables carry: durations, socket
 //! addresses with a default port, networks in CIDR notation and DNS zone names.
 //!
-//! Each parser returns a plain `String` reason on failure; the caller (`config::mod`) wraps it
-//! with the variable name and the offending token so the operator sees one precise line.
+//! Each parser returns a plain `String` reason on failure; the caller (a
+//! [`Kind`](super::kind::Kind)'s parse, the clusters grammar, the parent's cluster zones) wraps
+//! it with the variable name and the offending token so the operator sees one precise line.
+//! It owns the syntax of these types only and knows no variable: a duration's bound and an
+//! address's default port are the caller's.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;

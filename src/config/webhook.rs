@@ -2,7 +2,8 @@
 //! address and certificate files, the sidecar image it injects, and the cluster domain of the
 //! search list it writes, with the admin and logging variables every mode shares. It reads
 //! only the variables table (unknown `MESHDNS_*` names fail as they do for the DNS server) and
-//! touches no file: the certificate is loaded by the webhook's server.
+//! touches no file: the binary (`main.rs`) loads the certificate before it starts the webhook,
+//! whose server then follows its files.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;

@@ -16,6 +16,9 @@
 //!
 //! Every check walks each name's ancestors against a set, so validation stays linear in the
 //! number of clusters.
+//!
+//! It only refuses: it parses no zone (the kinds and the parent's parse do) and builds no route
+//! (the routing table is `route`'s, built from the zones that passed here).
 
 use std::collections::HashMap;
 

@@ -9,6 +9,9 @@
 //! wrote before is replaced, never duplicated; a zone that the operator already serves, or one
 //! overlapping it, is refused with its place named; every other line is kept. Everything here is
 //! text in, text out: `main` reads the files and prints the result.
+//!
+//! It owns each platform's way of taking the change; which zones are meshdns's is the
+//! configuration's, and the Corefile's structure is the `corefile` module's.
 
 pub(crate) mod corefile;
 

@@ -13,6 +13,10 @@
 //!
 //! A reply built while some leg failed is *partial*: its TTLs are capped at [`PARTIAL_TTL`] so
 //! clients ask again soon.
+//!
+//! It owns that table and the shape of the merged reply, and is pure: it asks no cluster and
+//! reads no cache (a failed leg arrives already filled with its last good answer, by the
+//! gatherer), and the host names it writes are spelled by the zone's [`Naming`].
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;

@@ -19,13 +19,18 @@
 //! running in the background set, its answer, when it comes, refreshing what the cache holds
 //! for that leg (a later failure of the cluster is filled from it).
 //!
-//! A leg's cache entry is keyed by its peer's identity ([`TargetId`], which a reload hands on
-//! to the same cluster at the same endpoints), never by the cluster's position in the list, and written with the
-//! generation of the configuration the leg started under: a leg that straggles past a reload
-//! which removed or reordered clusters can neither land under another cluster's key nor write
-//! into the new configuration's cache. The gatherer reaches the cache only through the
-//! gathered route's door ([`GatherDoor`]): what is kept, for how long and what is stale is the
+//! A leg's cache entry is keyed by its peer's identity ([`TargetId`], which a reload hands on to
+//! the same cluster at the same endpoints), never by the cluster's position in the list, and
+//! written with the generation of the configuration the leg started under: a leg that straggles
+//! past a reload which removed or reordered clusters can neither land under another cluster's key
+//! nor write into the new configuration's cache. The gatherer reaches the cache only through the
+//! gathered route's door ([`GatherDoor`]). It offers the door only a leg it counts as answered (a
+//! complete NOERROR or NXDOMAIN); what of that is kept, for how long and what is stale is the
 //! cache's to decide, not this module's.
+//!
+//! It owns the legs of one gathering and when to stop waiting for them; the merge of their
+//! answers is the `merge` module's, the names they are asked under `naming`'s, and each leg's
+//! exchange and failover its cluster's upstream group's.
 
 mod merge;
 mod naming;

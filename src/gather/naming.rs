@@ -10,6 +10,9 @@
 //! of a ClusterIP Service) — so every target the merge writes resolves back. A prefixed name
 //! that its cluster does not know falls back to the name as it is, gathered from every cluster
 //! (a service really named `a-cache`).
+//!
+//! It only maps names: it asks no cluster (the gatherer does, with the plan made here) and
+//! decides no route (which zones are gathered is the routing table's).
 
 use std::iter;
 

@@ -7,6 +7,9 @@
 //! each event into one buffer and writes it with one `write_all`, so a queued item is one
 //! whole line: lines are dropped whole, never cut. At exit, [`Flush`] gives the thread a moment
 //! to write what is queued.
+//!
+//! It owns the thread and the queue; what a line says is the subscriber's format, set up by
+//! the parent module.
 
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicU64, Ordering};

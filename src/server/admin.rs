@@ -8,6 +8,10 @@
 //! only reads atomics under the registry's short read locks, which the DNS path never holds
 //! for long. Readiness never depends on upstream health: a kube-dns outage must not unready
 //! every pod of the workload.
+//!
+//! It owns the HTTP side only: what the metrics say is the metrics module's, and readiness is
+//! what its starter sets ([`Readiness`]). `meshdns webhook` serves the same admin server, ready
+//! when its HTTPS listener is.
 
 use std::convert::Infallible;
 use std::sync::Arc;

@@ -3,6 +3,9 @@
 //! calls for dozens of queries; at a pod's real rate (one query at a time) it is what lets the
 //! loop stop after one receive that did not fill the batch, instead of asking again only to
 //! hear EAGAIN. Through nix, a maintained crate with safe wrappers over the system calls.
+//!
+//! It owns the system calls and their buffers only: what a datagram means, and what is sent
+//! back, is the UDP loop's.
 
 use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{SocketAddr, UdpSocket};

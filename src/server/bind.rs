@@ -9,6 +9,10 @@
 //! replaced by one SO_REUSEPORT socket per thread on the same port: the kernel spreads the
 //! clients over them and each thread serves its own, as unbound and CoreDNS do. A second
 //! meshdns still cannot join: its first, exclusive bind is refused by the group.
+//!
+//! It owns the sockets' options and the bind errors (with the variable that named the
+//! address); it serves nothing, and `main.rs` decides the exit code. The webhook's HTTPS
+//! listener is bound by `main.rs` itself, not here.
 
 use std::net::SocketAddr;
 

@@ -13,6 +13,9 @@
 //! and `MESHDNS_ALLOW_FROM` is not asked (the peers' addresses are outside the cluster's
 //! networks, and rewritten by load balancers); without one, `MESHDNS_ALLOW_FROM` applies per
 //! query, as on the TCP listener.
+//!
+//! It owns the handshake only: the connection after it is the `tcp` module's, and the
+//! certificate's renewal is `certificates::server`'s.
 
 use std::sync::Arc;
 

@@ -1,5 +1,5 @@
-//! The DNS listeners: binding (before the runtime starts, so bind errors become exit 71),
-//! the UDP, TCP and DNS-over-TLS loops, and what they share — the access list, the in-flight bound, the
+//! The DNS listeners: binding (before the runtime starts, so bind errors become exit 71), the UDP,
+//! TCP and DNS-over-TLS loops, and what they share — the access list, the in-flight bound, the
 //! metrics and the shutdown signal. Beside them, the admin HTTP server (`/metrics`, `/livez`,
 //! `/readyz`).
 //!
@@ -11,6 +11,11 @@
 //! connections stop reading and finish what they have; and an owner's end, which ends every
 //! task below it at once (a connection's queries when it closes; everything when `run`
 //! closes the root). This module never touches the tree's root.
+//!
+//! The listeners answer a query themselves only with what a listener alone knows: REFUSED to a
+//! source the access list (the snapshot's) does not allow, FORMERR to a datagram cut by the
+//! receive buffer. Everything else goes to the [`Resolver`]: nothing here routes, caches or
+//! asks upstream.
 
 mod admin;
 mod batch;

@@ -22,6 +22,9 @@
 //! two futures of its own task. At shutdown the listener stops accepting and returns, and a
 //! connection stops reading, finishes the queries it has, writes their replies and closes;
 //! `run` waits for them, at most its grace time, before it stops the root.
+//!
+//! It owns the framing and these bounds; what an allowed query gets back is the
+//! [`Resolver`](crate::query::Resolver)'s.
 
 use std::future::Future;
 use std::net::SocketAddr;

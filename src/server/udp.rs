@@ -10,6 +10,9 @@
 //! did not fill the batch the queue is known empty, and the loop goes back to waiting without
 //! one more receive that could only say EAGAIN. At a pod's real rate a query costs a wake-up,
 //! one receive and one send.
+//!
+//! It owns the loop and when a miss gets a task; whether a query is a hit, and its answer, are
+//! the [`Resolver`](crate::query::Resolver)'s, and the system calls the `batch` module's.
 
 use std::io::ErrorKind;
 use std::net::UdpSocket;

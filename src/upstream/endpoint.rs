@@ -14,6 +14,10 @@
 //! and its connection and its gauge go with it. It is never refused: it runs on a task of its
 //! own, not in the bounded background set (one probe per endpoint, so the configuration bounds
 //! them), since a refused probe would leave its endpoint down for good.
+//!
+//! It owns what is known of one endpoint and acts on the health record's verdicts (the gauge,
+//! the log line, the probe); which endpoint an exchange asks, and when, is the `failover`
+//! module's, and the bytes on the wire are the `exchange` and `stream` modules'.
 
 use std::future::{Future, ready};
 use std::net::SocketAddr;

@@ -40,6 +40,10 @@
 //! no timer of its own (each timer registered costs the runtime a wake-up): it says when it
 //! wants to resend in its [`ResendAt`], and the exchange that polls it wakes it then with the
 //! one timer the exchange has anyway.
+//!
+//! It owns one attempt: its socket, its sends and the reply it takes. Which endpoint is asked
+//! and when the exchange gives up are the `failover` module's; the endpoint's health record is
+//! lent to it, to read the retransmission timeout from and to back it off.
 
 use std::cell::RefCell;
 use std::future::poll_fn;

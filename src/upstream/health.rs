@@ -12,6 +12,9 @@
 //!
 //! All of it sits under one lock, updated once per send or attempt: a reader never sees an
 //! endpoint "answered" with the failures of before, or "up" with a probe still counted.
+//!
+//! It only keeps the record and gives verdicts: it starts no probe, sets no gauge and writes no
+//! log line (the `endpoint` module does, on its verdicts).
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;

@@ -4,6 +4,9 @@
 //! first still listens (a hedge, the next endpoint after a silent one). An exchange that one
 //! endpoint answers — almost every miss — so carries no room for a second attempt and
 //! allocates nothing for its attempts.
+//!
+//! It owns only that room: when an attempt starts is the `failover` module's, what it does on
+//! the wire the `exchange` module's.
 
 use std::future::Future;
 use std::pin::Pin;

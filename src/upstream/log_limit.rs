@@ -2,7 +2,11 @@
 //! one warning per failure would flood the log shipper. At most one line per
 //! [`LOG_INTERVAL`] passes; the lines held back in between are counted and reported with the
 //! next one. The metrics still count every failure. Other rare but repeating events (a
-//! forwarding loop) take a limit of their own interval.
+//! forwarding loop, a gathered target with no name in its zone) take a limit of their own
+//! interval.
+//!
+//! It owns only the counting of held-back lines: what is logged, and at which level, is the
+//! caller's.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

@@ -3,6 +3,9 @@
 //! process, added before an exchange and taken off its reply, so that a query that comes back
 //! to this process is recognised ([`is_ours`]; what meshdns then does is the `loops`
 //! module's).
+//!
+//! It owns the value and the two edits; the request's view asks [`is_ours`] when a query
+//! arrives, and the option's bytes are read and removed with the `wire` module's EDNS helpers.
 
 use std::sync::LazyLock;
 

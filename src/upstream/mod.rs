@@ -41,6 +41,10 @@
 //! replaced it, shutdown): its endpoints (their probes and TLS connections), the tasks keeping
 //! its host names resolved, and its metric series (the `series` module) — through one
 //! [`Owner`], of which each endpoint's is a child.
+//!
+//! Every query meshdns sends to another server leaves through this module (a group's
+//! exchange, or an endpoint's probe). A group knows no route, zone or cache: its caller makes
+//! the query and decides what the reply means.
 
 mod accept;
 mod endpoint;

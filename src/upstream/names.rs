@@ -8,6 +8,9 @@
 //! simply has no address from it, and its legs fail, visibly (a warning at most once per
 //! `log_limit::LOG_INTERVAL`, and
 //! `meshdns_endpoint_resolutions_total{result="failed"}`).
+//!
+//! It owns the resolution of those names and the addresses last found; the group turns the
+//! addresses into endpoints (refusing meshdns's own) and owns the task that keeps them fresh.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Weak};

@@ -11,6 +11,9 @@
 //! `meshdns_upstream_healthy{peer,endpoint}` says what the newest holder of the endpoint
 //! knows: an old group still finishing its queries after a reload does not overwrite the
 //! health that the new group's endpoint has set.
+//!
+//! It owns the series' lifetimes; the families are made once by the metrics module, and what
+//! is recorded into a series, and when, is the group's and its endpoints'.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

@@ -21,6 +21,9 @@
 //! the displaced question costs one UDP round trip again. The hash is seeded at random per
 //! group, so no one can choose names that displace a given one. Lock-free: a load to read, a
 //! store to remember.
+//!
+//! It only remembers, and says which transport to try first: the group asks it before an
+//! exchange and tells it how the exchange went, and the exchange does the asking.
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -6,8 +6,9 @@
 //! then open connections finish (at most [`SHUTDOWN_GRACE`](crate::SHUTDOWN_GRACE)).
 //!
 //! [`inject`] decides and writes the JSON patch, [`sidecar`] holds what is injected, [`review`]
-//! frames the AdmissionReview; this module owns the sockets, the bounds on what a client may
-//! send, the logs and the counters. It never touches the DNS server's state.
+//! frames the AdmissionReview; this module owns serving the sockets (`main.rs` binds them and
+//! loads the certificate), the bounds on what a client may send, the logs and the counters. It
+//! never touches the DNS server's state; the admin server it shares with it.
 
 pub(crate) mod inject;
 pub(crate) mod review;

@@ -1,6 +1,8 @@
 //! The OPT pseudo-record (EDNS, RFC 6891) read and edited in place: the sender's payload size,
 //! version, DO bit, and which options it carries; and removing options without parsing the
 //! rest of the message, so options meshdns does not use pass through byte for byte.
+//! It reads an option's framing only: what an option means (the loop marker, CLIENT-SUBNET
+//! for sharing) is its users'.
 
 use super::header::{HEADER_LEN, TC_BIT, count, first_question};
 use super::records::{RecordAt, Section, TYPE_OPT, for_each_record, record_at};

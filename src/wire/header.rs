@@ -1,4 +1,5 @@
 //! The fixed header and the question section, read and patched in place.
+//! It reads the question's name only through the one name walker (`name`).
 
 use super::name::skip_plain_name;
 

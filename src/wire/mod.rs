@@ -8,6 +8,9 @@
 //! Every function here takes untrusted bytes and returns `None` (or `false`) on anything short
 //! or malformed; none can panic. Parsing stays with hickory-proto, and so does the encoding of
 //! record data without names.
+//!
+//! It is the lowest layer: it imports nothing else of meshdns, and knows no route, cache or
+//! configuration.
 
 mod edns;
 mod header;

@@ -1,8 +1,9 @@
 //! The one name walker: every place that reads a domain name from raw bytes (skipping names
 //! in records, reading the question, building cache keys, routing on a question name) goes
 //! through [`walk_name`], so the rules for labels, compression pointers and the 255-byte limit
-//! live in one loop. [`follow_name`] runs that loop once per piece of a compressed name, to
-//! check a whole name the way a full decoder reads it.
+//! live in one loop. (The one exception is `reverse`, which reads the labels of a reverse
+//! name, already known plain, as an address.) [`follow_name`] runs that loop once per piece of
+//! a compressed name, to check a whole name the way a full decoder reads it.
 
 use std::ops::ControlFlow;
 

@@ -1,6 +1,8 @@
 //! Walking the resource records of a message in place: where each record sits, its type,
 //! class, TTL field and RDATA, without allocating. The cache rewrites TTLs through this walk
-//! and the EDNS module finds the OPT record with it.
+//! and the EDNS module finds the OPT record with it. It frames records and writes TTL fields
+//! as its caller says: what a record's data must hold to be trusted is the full walk's
+//! (`walk`), and what a TTL should be is the caller's.
 
 use super::header::{HEADER_LEN, count};
 use super::name::skip_name;

@@ -1,4 +1,5 @@
-//! The writer of every message meshdns encodes itself: hickory's [`Message`] parts into wire
+//! The writer of every reply meshdns encodes from hickory's [`Message`] parts (its own
+//! one-question queries — a probe, a host name's lookup — are left to hickory's encoder): wire
 //! bytes, record by record, with name compression that keeps working in big messages, and a
 //! mark to undo what was written since (so a caller can leave out an RRset that does not fit).
 //!

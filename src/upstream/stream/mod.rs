@@ -31,6 +31,8 @@
 //! The TLS client configuration (CA bundle, client certificate) is loaded by
 //! [`certificates`](crate::certificates); each connection is opened with the one current then
 //! ([`CurrentTls`]), so a rotation reaches the next connection of an endpoint that outlives it.
+//! Which endpoint a query goes to, and whether its exchange moves on to another, are the
+//! group's: a stream knows only its one address.
 
 mod connection;
 mod task;

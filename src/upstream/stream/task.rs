@@ -2,6 +2,9 @@
 //! reading replies and watching the clock concurrently until one of them ends the connection;
 //! it then records how the connection ended (idle, closed by the peer, hanging, failed) and
 //! returns. The task exists only while the connection does.
+//!
+//! It owns the I/O and nothing of the connection's state: queries, backoff and the verdict on
+//! a reply are the `connection` module's, which it reports to.
 
 use std::io;
 use std::net::SocketAddr;
