@@ -476,7 +476,7 @@ impl Cache {
 
     /// For when the upstream failed: the entry for `key` if it is fresh or expired less than
     /// `MESHDNS_SERVE_STALE` ago, patched for `request`; a stale one carries TTLs of at most
-    /// [`STALE_TTL`](serve::STALE_TTL). A remembered failure is never served this way.
+    /// [`serve::STALE_TTL`]. A remembered failure is never served this way.
     pub(crate) fn stale(&self, key: &CacheKey, request: &[u8], now: Instant) -> Option<Vec<u8>> {
         self.counted(self.servable(key, Some(request), now))
     }
@@ -492,7 +492,7 @@ impl Cache {
     }
 
     /// A leg's last good reply (fresh, or stale within `MESHDNS_SERVE_STALE`), as stored but for
-    /// its TTLs (counted down, or at most [`STALE_TTL`](serve::STALE_TTL) when expired). For filling a failed
+    /// its TTLs (counted down, or at most [`serve::STALE_TTL`] when expired). For filling a failed
     /// leg of a gathered answer, so only a NOERROR reply (records or NODATA): a remembered
     /// NXDOMAIN is no answer of a cluster that does not answer now — it could hold the name
     /// now, and its old "no" would make the merge a complete NXDOMAIN, or skip the fallback

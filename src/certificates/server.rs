@@ -162,8 +162,8 @@ impl std::fmt::Debug for ServerTls {
 }
 
 /// Looks at `tls`'s files every `every` on the blocking pool, forever, logging what changed and
-/// telling `observe` each renewal and rejection. The caller owns the task and ends it (a
-/// `JoinSet` dropped, or `abort`).
+/// telling `observe` each renewal and rejection. It runs until its owner in the task tree ends
+/// it (see `background`).
 pub(crate) async fn keep_fresh(
     tls: Arc<ServerTls>,
     every: Duration,

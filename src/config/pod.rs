@@ -23,7 +23,7 @@ use hickory_proto::rr::Name;
 use super::kind::Values;
 use super::values::is_dns_label;
 use super::variables::{
-    CLUSTERS, HOSTS_FILE, POD_HOSTNAME, POD_IP, POD_IPS, POD_NAMESPACE, POD_SUBDOMAIN,
+    CLUSTERS, HOSTS_FILE, POD_HOSTNAME, POD_IP, POD_IPS, POD_NAMES, POD_NAMESPACE, POD_SUBDOMAIN,
 };
 use super::{Cluster, Config, ConfigError, Settings, set, value};
 
@@ -99,8 +99,7 @@ pub(super) fn pod_identity(
     hosts: Option<&std::io::Result<String>>,
     domain: &Name,
 ) -> Option<PodIdentity> {
-    let [hostname, subdomain, namespace] =
-        [POD_HOSTNAME, POD_SUBDOMAIN, POD_NAMESPACE].map(|variable| values.text(variable));
+    let [hostname, subdomain, namespace] = POD_NAMES.map(|variable| values.text(variable));
     let (hostname, subdomain, namespace) = (hostname?, subdomain?, namespace?);
     let ips = pod_ips(values, settings)?;
     Some(identity(

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 use super::variables::{
     self, Applies, CLIENT_TLS_FILES, CONFIG_DIR, DOT_CERT_FILE, DOT_CLIENT_CA_FILE, DOT_KEY_FILE,
-    DOT_LISTEN, HOSTS_FILE, POD_HOSTNAME, POD_NAMESPACE, POD_SUBDOMAIN, RESOLV_CONF, Variable,
+    DOT_LISTEN, HOSTS_FILE, POD_NAMES, RESOLV_CONF, Variable,
 };
 use super::{ConfigError, Errors};
 use super::{set, value};
@@ -90,7 +90,7 @@ impl Sources {
         };
         let resolv_conf = PathBuf::from(value(&settings, RESOLV_CONF));
         let resolv_bytes = std::fs::read(&resolv_conf);
-        let pod_incomplete = [POD_HOSTNAME, POD_SUBDOMAIN, POD_NAMESPACE]
+        let pod_incomplete = POD_NAMES
             .iter()
             .any(|variable| set(&settings, variable).is_none());
         let hosts_file =

@@ -203,6 +203,8 @@ pub(crate) const DOT_LISTEN: &str = "MESHDNS_DOT_LISTEN";
 pub(crate) const DOT_CERT_FILE: &str = "MESHDNS_DOT_CERT_FILE";
 pub(crate) const DOT_KEY_FILE: &str = "MESHDNS_DOT_KEY_FILE";
 pub(crate) const DOT_CLIENT_CA_FILE: &str = "MESHDNS_DOT_CLIENT_CA_FILE";
+/// The pod's identity from the downward API (hostname, subdomain, namespace), in that order.
+pub(crate) const POD_NAMES: [&str; 3] = [POD_HOSTNAME, POD_SUBDOMAIN, POD_NAMESPACE];
 pub(crate) const POD_IP: &str = "MESHDNS_POD_IP";
 pub(crate) const POD_IPS: &str = "MESHDNS_POD_IPS";
 pub(crate) const POD_HOSTNAME: &str = "MESHDNS_POD_HOSTNAME";
