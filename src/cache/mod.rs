@@ -561,12 +561,7 @@ impl Cache {
             }
             return None;
         };
-        let ttl_secs = u32::try_from(ttl.as_secs()).unwrap_or(u32::MAX);
-        let mut capped = reply.to_vec();
-        let records_at = key.question_range().end;
-        wire::rewrite_ttls(reply, &mut capped, records_at, |stored| {
-            stored.min(ttl_secs)
-        });
+        let capped = serve::capped(reply, key.question_range().end, ttl);
         let bytes: Arc<[u8]> = Arc::from(shareable(&capped));
         self.put(
             key,

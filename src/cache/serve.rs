@@ -1,8 +1,8 @@
 //! Turning stored bytes into a reply for one client, and a client's reply into bytes that may
 //! be stored or shared: the byte-level edits of the cache.
 //!
-//! It owns those edits (the patched ID, bits and question, the TTLs counted down or cut to
-//! [`STALE_TTL`], the per-client options left out) and nothing else: it decides neither
+//! It owns those edits (the patched ID, bits and question, the TTLs counted down, capped, or
+//! cut to [`STALE_TTL`], the per-client options left out) and nothing else: it decides neither
 //! whether an entry is served nor for how long it is kept (the parent and `policy` do), and
 //! holds no state.
 
@@ -56,6 +56,16 @@ pub(super) fn patch_header_and_question(reply: &mut [u8], request: &[u8], key: &
         .zip(request.get(question))
         .is_some_and(|(stored, asked)| wire::same_question(stored, asked));
     same && patch_stored(reply, request, key)
+}
+
+/// `reply` with every TTL after its question (which ends at `records_at`) cut to `ttl`: how
+/// an answer is kept for no longer than the cache's caps allow, when it is stored and when a
+/// reload lowers a cap.
+pub(super) fn capped(reply: &[u8], records_at: usize, ttl: Duration) -> Vec<u8> {
+    let secs = u32::try_from(ttl.as_secs()).unwrap_or(u32::MAX);
+    let mut capped = reply.to_vec();
+    wire::rewrite_ttls(reply, &mut capped, records_at, |stored| stored.min(secs));
+    capped
 }
 
 /// Gives `reply`, stored under `key`, the request's ID, RD and CD bits, AD only if the

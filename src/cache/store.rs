@@ -380,11 +380,7 @@ impl Store {
             else {
                 continue;
             };
-            let secs = u32::try_from(ttl.as_secs()).unwrap_or(u32::MAX);
-            let mut capped = entry.bytes.to_vec();
-            wire::rewrite_ttls(&entry.bytes, &mut capped, records_at, |stored| {
-                stored.min(secs)
-            });
+            let capped = super::serve::capped(&entry.bytes, records_at, ttl);
             (entry.bytes, entry.ttl) = (Arc::from(capped), ttl);
         }
     }
