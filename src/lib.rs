@@ -75,7 +75,7 @@ pub use check::render_check;
 pub use config::variables::help;
 pub use config::{Config, ConfigError, Errors, WebhookConfig, read_env_file};
 pub use dns_change::{Platform, generate as cluster_dns_change};
-pub use server::{BindError, Listeners, bind, bind_admin, bind_dot, bind_spread};
+pub use server::{BindError, Listeners, bind, bind_admin, bind_dot, bind_spread, bind_webhook};
 pub use webhook::run as run_webhook;
 
 use std::future::Future;

@@ -196,10 +196,7 @@ fn main() -> ExitCode {
     });
     let listeners = match bound {
         Ok(listeners) => listeners,
-        Err(error) => {
-            eprintln!("meshdns: {error}: {}", error.hint());
-            return ExitCode::from(EXIT_BIND);
-        }
+        Err(error) => return bind_failed(&error),
     };
     let threads = config.threads;
     let served = meshdns::run(config, listeners, process::shutdown_signal());
@@ -256,17 +253,13 @@ fn webhook(check: bool) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    let bound = std::net::TcpListener::bind(config.listen).map_err(|e| {
-        format!(
-            "cannot listen on {} (MESHDNS_WEBHOOK_LISTEN): {e}",
-            config.listen
-        )
+    let bound = meshdns::bind_webhook(config.listen).and_then(|listener| {
+        let admin = config.admin_listen.map(meshdns::bind_admin).transpose()?;
+        Ok((listener, admin))
     });
-    let admin = config.admin_listen.map(meshdns::bind_admin).transpose();
-    let (listener, admin) = match (bound, admin) {
-        (Ok(listener), Ok(admin)) => (listener, admin),
-        (Err(why), _) => return bind_failed(why),
-        (_, Err(error)) => return bind_failed(format!("{error}: {}", error.hint())),
+    let (listener, admin) = match bound {
+        Ok(bound) => bound,
+        Err(error) => return bind_failed(&error),
     };
     let served = meshdns::run_webhook(config, listener, admin, tls, process::shutdown_signal());
     serve(1, logs, served)
@@ -280,7 +273,8 @@ fn bad_configuration(errors: &Errors) -> ExitCode {
     ExitCode::from(EXIT_CONFIG)
 }
 
-fn bind_failed(why: String) -> ExitCode {
-    eprintln!("meshdns: {why}");
+/// A socket that cannot be bound, named with its variable and what to do; exit 71.
+fn bind_failed(error: &meshdns::BindError) -> ExitCode {
+    eprintln!("meshdns: {error}: {}", error.hint());
     ExitCode::from(EXIT_BIND)
 }

@@ -18,7 +18,7 @@ use std::net::SocketAddr;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::config::variables::{ADMIN_LISTEN, DOT_LISTEN, LISTEN};
+use crate::config::variables::{ADMIN_LISTEN, DOT_LISTEN, LISTEN, WEBHOOK_LISTEN};
 
 /// Receive buffer asked of the kernel for UDP sockets (it may grant less).
 const UDP_RECV_BUFFER: usize = 4 << 20;
@@ -60,7 +60,7 @@ impl Listeners {
 #[derive(Debug, thiserror::Error)]
 #[error("{variable}: cannot bind {addr}: {source}")]
 pub struct BindError {
-    /// `MESHDNS_LISTEN`, `MESHDNS_DOT_LISTEN` or `MESHDNS_ADMIN_LISTEN`.
+    /// `MESHDNS_LISTEN`, `MESHDNS_DOT_LISTEN`, `MESHDNS_ADMIN_LISTEN` or `MESHDNS_WEBHOOK_LISTEN`.
     pub(crate) variable: &'static str,
     pub(crate) addr: SocketAddr,
     pub(crate) source: std::io::Error,
@@ -136,6 +136,16 @@ pub fn bind_dot(addrs: &[SocketAddr]) -> Result<Vec<std::net::TcpListener>, Bind
 /// Binds the admin HTTP listener. No SO_REUSEPORT here: two processes sharing the port would
 /// split scrapes and probes between them.
 pub fn bind_admin(addr: SocketAddr) -> Result<std::net::TcpListener, BindError> {
+    bind_http(addr, ADMIN_LISTEN)
+}
+
+/// Binds the injection webhook's HTTPS listener (`meshdns webhook`), as the admin listener.
+pub fn bind_webhook(addr: SocketAddr) -> Result<std::net::TcpListener, BindError> {
+    bind_http(addr, WEBHOOK_LISTEN)
+}
+
+/// An HTTP listener on `addr`, exclusively, its failure naming `variable`.
+fn bind_http(addr: SocketAddr, variable: &'static str) -> Result<std::net::TcpListener, BindError> {
     let bind = || -> std::io::Result<std::net::TcpListener> {
         let socket = new_socket(addr, Type::STREAM, Protocol::TCP)?;
         socket.bind(&addr.into())?;
@@ -143,7 +153,7 @@ pub fn bind_admin(addr: SocketAddr) -> Result<std::net::TcpListener, BindError> 
         Ok(socket.into())
     };
     bind().map_err(|source| BindError {
-        variable: ADMIN_LISTEN,
+        variable,
         addr,
         source,
     })
