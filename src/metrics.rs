@@ -769,6 +769,82 @@ pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8"
 mod tests {
     use super::*;
 
+    use std::collections::BTreeSet;
+
+    const README: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"));
+    const DASHBOARD: &str = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/k8s/grafana/meshdns.json"
+    ));
+
+    /// `(name, type, labels)` of every row of the table under `## Metrics`.
+    fn readme_rows() -> Vec<(String, String, Vec<String>)> {
+        let section = README
+            .split("\n## Metrics\n")
+            .nth(1)
+            .expect("README has a `## Metrics` section");
+        let section = section.split("\n## ").next().unwrap_or(section);
+        section
+            .lines()
+            .filter(|line| line.starts_with("| `"))
+            .map(|line| {
+                let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+                assert!(cells.len() >= 3, "a short row: {line}");
+                let unquote = |s: &str| s.trim().trim_matches('`').to_string();
+                let labels = cells[2]
+                    .split(',')
+                    .map(unquote)
+                    .filter(|l| !l.is_empty())
+                    .collect();
+                (unquote(cells[0]), cells[1].to_string(), labels)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_readme_metrics_table_lists_every_family_with_its_type_and_labels() {
+        let documented = readme_rows();
+        let registered: Vec<(String, String, Vec<String>)> = FAMILIES
+            .iter()
+            .map(|f| {
+                (
+                    f.name.to_string(),
+                    f.kind.as_str().to_string(),
+                    f.labels.iter().map(|l| l.to_string()).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(documented, registered);
+    }
+
+    #[test]
+    fn every_metric_the_dashboard_queries_exists() {
+        let mut known: BTreeSet<String> = BTreeSet::new();
+        for family in FAMILIES {
+            known.insert(family.name.to_string());
+            if family.kind == Kind::Histogram {
+                for suffix in ["_bucket", "_sum", "_count"] {
+                    known.insert(format!("{}{suffix}", family.name));
+                }
+            }
+        }
+        let queried: BTreeSet<String> = DASHBOARD
+            .match_indices("meshdns_")
+            .map(|(at, _)| {
+                DASHBOARD[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect()
+            })
+            .collect();
+        assert!(!queried.is_empty(), "the dashboard queries meshdns metrics");
+        let unknown: Vec<&String> = queried.difference(&known).collect();
+        assert!(
+            unknown.is_empty(),
+            "the dashboard queries unknown metrics: {unknown:?}"
+        );
+    }
+
     #[test]
     fn every_family_is_registered_with_its_type_and_labels() {
         let metrics = Metrics::new();

@@ -22,7 +22,6 @@ pub mod certificates {
 }
 
 pub mod config {
-    pub use crate::config::variables::VARIABLES;
     pub use crate::config::{CacheConfig, Cluster, Endpoint, Transport};
 }
 
