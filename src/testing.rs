@@ -22,11 +22,11 @@ pub mod certificates {
 }
 
 pub mod config {
-    pub use crate::config::{CacheConfig, Cluster, Endpoint, Transport};
+    pub use crate::config::{CacheConfig, Endpoint, Transport};
 }
 
 pub mod gather {
-    pub use crate::gather::{ClientHost, Leg, Naming, PARTIAL_TTL, Plan, Scheme, merge};
+    pub use crate::gather::PARTIAL_TTL;
 }
 
 pub mod metrics {
@@ -46,15 +46,11 @@ pub mod reload {
 }
 
 pub mod reply {
-    pub use crate::reply::{encode_fitted, fit_wire};
+    pub use crate::reply::encode_fitted;
 }
 
 pub mod request {
     pub use crate::request::{Inspected, inspect};
-}
-
-pub mod rewrite {
-    pub use crate::rewrite::ZoneMap;
 }
 
 pub mod route {
