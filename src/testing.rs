@@ -49,12 +49,8 @@ pub mod reply {
     pub use crate::reply::encode_fitted;
 }
 
-pub mod request {
-    pub use crate::request::{Inspected, inspect};
-}
-
 pub mod route {
-    pub use crate::route::{Route, RouteKind, Router};
+    pub use crate::route::RouteKind;
 }
 
 pub mod server {
