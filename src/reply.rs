@@ -340,7 +340,7 @@ fn rrsets(records: &[Record]) -> (Vec<&Record>, Vec<usize>) {
 
 /// A complete reply in wire form, cut to `limit` when it is larger (parsed and re-encoded only
 /// then: the common case returns the bytes untouched).
-pub fn fit_wire(reply: Vec<u8>, limit: usize) -> Vec<u8> {
+pub(crate) fn fit_wire(reply: Vec<u8>, limit: usize) -> Vec<u8> {
     if reply.len() <= limit {
         return reply;
     }

@@ -29,7 +29,7 @@ use crate::wire;
 /// A pair of zones that correspond: the client's (`cluster.b.`) and the upstream's
 /// (`svc.cluster.local.`).
 #[derive(Debug, Clone)]
-pub struct ZoneMap {
+pub(crate) struct ZoneMap {
     pub client: Name,
     pub upstream: Name,
     /// The zones in wire form, the client's lowercased: a question's name is mapped on the
@@ -43,7 +43,7 @@ pub struct ZoneMap {
 }
 
 impl ZoneMap {
-    pub fn new(client: Name, upstream: Name) -> Self {
+    pub(crate) fn new(client: Name, upstream: Name) -> Self {
         Self {
             client_wire: wire::lowercase_name(client.iter()),
             upstream_wire: upstream.to_bytes().unwrap_or_default(),
@@ -68,7 +68,7 @@ impl ZoneMap {
     /// `name` (wire form, plain labels) with the client zone's suffix replaced by the
     /// upstream zone's, matched on label boundaries ignoring case; `None` when `name` is not
     /// under the client zone or the result would be too long for DNS.
-    pub fn to_upstream(&self, name: &[u8]) -> Option<Vec<u8>> {
+    pub(crate) fn to_upstream(&self, name: &[u8]) -> Option<Vec<u8>> {
         let keep = wire::find_suffix(name, |suffix| {
             suffix
                 .eq_ignore_ascii_case(&self.client_wire)
@@ -80,7 +80,7 @@ impl ZoneMap {
 
     /// `name` with the upstream zone's suffix replaced by the client zone's; `None` when `name`
     /// is not under the upstream zone or the result would be too long for DNS.
-    pub fn to_client(&self, name: &Name) -> Option<Name> {
+    pub(crate) fn to_client(&self, name: &Name) -> Option<Name> {
         if !self.upstream.zone_of(name) {
             return None;
         }

@@ -32,7 +32,7 @@ use crate::wire;
 
 /// Where a query goes, with its target.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Route<P = Arc<Peer>> {
+pub(crate) enum Route<P = Arc<Peer>> {
     /// Not one of ours: forwarded verbatim to the local cluster DNS.
     Passthrough,
     /// Under the peer's zone: rewritten and asked of that cluster.
@@ -124,7 +124,7 @@ pub(crate) enum Row<'a, P> {
 /// The routing table: the pod's own names, then each zone's lowercase wire form and its route,
 /// then the peers' networks with theirs; and the search-list expansions of the zones.
 #[derive(Debug, Clone)]
-pub struct Router<P = Arc<Peer>> {
+pub(crate) struct Router<P = Arc<Peer>> {
     own: OwnNames,
     zones: Vec<(Vec<u8>, Route<P>)>,
     networks: Networks<Route<P>>,
@@ -133,7 +133,7 @@ pub struct Router<P = Arc<Peer>> {
 
 impl<P: AsRef<Cluster> + Clone> Router<P> {
     /// The router of `config`, whose clusters are `peers` (each knows its own configuration).
-    pub fn new(config: &Config, peers: &[P]) -> Self {
+    pub(crate) fn new(config: &Config, peers: &[P]) -> Self {
         let gathered = |zone: &Name, scheme| {
             Arc::new(Naming {
                 zone: zone.clone(),
@@ -194,7 +194,7 @@ impl<P: AsRef<Cluster> + Clone> Router<P> {
     /// peer's address, or a search-list expansion of a zone name. A zone's or a reverse name's
     /// route is borrowed from the table, so the cache-hit path, which wants only its kind,
     /// copies nothing.
-    pub fn route(&self, name: &[u8]) -> Cow<'_, Route<P>> {
+    pub(crate) fn route(&self, name: &[u8]) -> Cow<'_, Route<P>> {
         if let Some(own) = self.own.find(name) {
             return Cow::Owned(Route::SelfName(Arc::clone(own)));
         }

@@ -34,7 +34,7 @@ pub const PARTIAL_TTL: u32 = 5;
 
 /// What one leg brought.
 #[derive(Debug, Clone)]
-pub enum Leg {
+pub(crate) enum Leg {
     /// NOERROR or NXDOMAIN, complete (not truncated).
     Answered(Message),
     /// The leg failed, and this is its last good answer from the cache (NOERROR: records or
@@ -47,7 +47,7 @@ pub enum Leg {
 
 /// The merged reply, before the client's ID and size are applied.
 #[derive(Debug)]
-pub struct Merged {
+pub(crate) struct Merged {
     pub reply: Message,
     /// Some leg failed or was cut short, yet the reply is an answer (NOERROR/NODATA).
     pub(crate) partial: bool,
@@ -68,7 +68,7 @@ impl Merged {
 }
 
 /// Merges legs given in cluster order, each with the cluster it asked.
-pub fn merge<P: AsRef<Cluster>>(
+pub(crate) fn merge<P: AsRef<Cluster>>(
     request: &Message,
     naming: &Naming,
     legs: &[(P, Leg)],
