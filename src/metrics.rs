@@ -58,10 +58,11 @@ impl Kind {
 #[derive(Debug)]
 pub struct Family {
     pub name: &'static str,
-    /// Read by the README table's check (the registry knows a family's kind by its type).
+    /// Read by the README table's and the scrape's checks (the registry knows a family's kind
+    /// by its type).
     #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
     pub kind: Kind,
-    pub labels: &'static [&'static str],
+    pub(crate) labels: &'static [&'static str],
     pub(crate) help: &'static str,
 }
 
@@ -321,7 +322,7 @@ pub(crate) const UPSTREAM_BUCKETS: [f64; 15] = [
 ];
 
 /// The `rcode` label values; any other code (BADVERS, YXDOMAIN, …) counts as `other`.
-pub const RCODES: [&str; 7] = [
+pub(crate) const RCODES: [&str; 7] = [
     "NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "NOTIMP", "REFUSED", "other",
 ];
 
@@ -332,7 +333,7 @@ fn rcode_index(reply: &[u8]) -> usize {
 
 /// Why a client's query (or connection) was not served: the `reason` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DropReason {
+pub(crate) enum DropReason {
     /// UDP query dropped because `MESHDNS_MAX_INFLIGHT` queries were being answered.
     InflightLimit,
     /// TCP connection closed at once because the connection cap was reached.
@@ -350,7 +351,7 @@ pub enum DropReason {
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 6] = [
+    pub(crate) const ALL: [DropReason; 6] = [
         DropReason::InflightLimit,
         DropReason::TcpConnectionLimit,
         DropReason::Malformed,
@@ -359,7 +360,7 @@ impl DropReason {
         DropReason::TlsHandshake,
     ];
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             DropReason::InflightLimit => "inflight_limit",
             DropReason::TcpConnectionLimit => "tcp_connection_limit",

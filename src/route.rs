@@ -71,7 +71,7 @@ impl<P> Route<P> {
 
 /// A [`Route`] without its target: the `route` label of the request metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RouteKind {
+pub(crate) enum RouteKind {
     Passthrough,
     Cluster,
     Distributed,
@@ -84,7 +84,7 @@ pub enum RouteKind {
 }
 
 impl RouteKind {
-    pub const ALL: [RouteKind; 8] = [
+    pub(crate) const ALL: [RouteKind; 8] = [
         RouteKind::Passthrough,
         RouteKind::Cluster,
         RouteKind::Distributed,
@@ -95,7 +95,7 @@ impl RouteKind {
         RouteKind::Search,
     ];
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             RouteKind::Passthrough => "passthrough",
             RouteKind::Cluster => "cluster",

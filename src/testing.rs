@@ -30,7 +30,7 @@ pub mod gather {
 }
 
 pub mod metrics {
-    pub use crate::metrics::{DropReason, FAMILIES, Kind, Metrics, RCODES};
+    pub use crate::metrics::{FAMILIES, Metrics};
 }
 
 pub mod passthrough {
@@ -49,10 +49,6 @@ pub mod reply {
     pub use crate::reply::encode_fitted;
 }
 
-pub mod route {
-    pub use crate::route::RouteKind;
-}
-
 pub mod server {
     pub use crate::server::{
         ADMIN_MAX_CONNECTIONS, MAX_QUERY_FRAME, TCP_IDLE_TIMEOUT, TCP_MAX_CONNECTIONS,
@@ -67,8 +63,8 @@ pub mod snapshot {
 pub mod upstream {
     pub use crate::upstream::names::MAX_RETRY;
     pub use crate::upstream::{
-        Answered, AttemptResult, GroupSpec, INITIAL_RTO, MAX_RETRANSMITS, RTO_FLOOR, Upstream,
-        UpstreamError, acceptable,
+        Answered, GroupSpec, INITIAL_RTO, MAX_RETRANSMITS, RTO_FLOOR, Upstream, UpstreamError,
+        acceptable,
     };
     pub mod stream {
         pub use crate::upstream::stream::{
