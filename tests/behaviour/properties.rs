@@ -340,7 +340,7 @@ async fn relayed_or_refused(mutation: &Mutation) -> Result<(), TestCaseError> {
     let (asked, good) = walked_exchange();
     let patch = patch(&good, mutation);
     let mutated = patch.apply(good.clone());
-    let id = meshdns::testing::wire::id(&asked).unwrap();
+    let id = Message::from_vec(&asked).unwrap().id;
     let expected = match meshdns::testing::upstream::acceptable(&mutated, id, &asked) {
         true => Message::from_vec(&mutated).map_err(|e| {
             TestCaseError::fail(format!("an accepted reply that does not parse: {e}"))
