@@ -41,8 +41,8 @@ pub const TARGETS: [(&str, Target); 7] = [
 ];
 
 /// A configuration with three clusters (a local, b, c with its own prefix) and the default
-/// distributed zone (never bound): the fuzz targets' and the property tests'.
-pub fn three_clusters() -> Config {
+/// distributed zone (never bound): the fuzz targets'.
+fn three_clusters() -> Config {
     let vars = [
         ("MESHDNS_UPSTREAMS", "127.0.0.1:9"),
         ("MESHDNS_LOCAL_CLUSTER", "a"),
