@@ -19,7 +19,7 @@
   only have series once a peer or certificate exists, a row of the README's metrics table,
   which src/metrics.rs's unit tests hold equal to the binary's `metrics::FAMILIES`;
 - every label an expression groups or filters by is one of that family's labels in the README's
-  metrics table (tests/behaviour/readme_tables.rs keeps it equal to the code) or a target label
+  metrics table (src/metrics.rs's unit tests keep it equal to the code) or a target label
   (namespace, pod, cluster), and every label value it matches is one the README names;
 - the rules cover: loops seen, an endpoint unhealthy for minutes, a peer unreachable, the
   SERVFAIL ratio by route, a rejected configuration (the gauge), a restart-only change pending
