@@ -61,10 +61,11 @@ impl Kind {
 #[derive(Debug)]
 pub struct Family {
     pub name: &'static str,
-    /// Read by the README table's check (the registry knows a family's kind by its type).
+    /// Read by the README table's and the scrape's checks (the registry knows a family's kind
+    /// by its type).
     #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
     pub kind: Kind,
-    pub labels: &'static [&'static str],
+    pub(crate) labels: &'static [&'static str],
     pub(crate) help: &'static str,
 }
 
@@ -324,7 +325,7 @@ pub(crate) const UPSTREAM_BUCKETS: [f64; 15] = [
 ];
 
 /// The `rcode` label values; any other code (BADVERS, YXDOMAIN, …) counts as `other`.
-pub const RCODES: [&str; 7] = [
+pub(crate) const RCODES: [&str; 7] = [
     "NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "NOTIMP", "REFUSED", "other",
 ];
 
@@ -335,7 +336,7 @@ fn rcode_index(reply: &[u8]) -> usize {
 
 /// Why a client's query (or connection) was not served: the `reason` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DropReason {
+pub(crate) enum DropReason {
     /// UDP query dropped because `MESHDNS_MAX_INFLIGHT` queries were being answered.
     InflightLimit,
     /// TCP connection closed at once because the connection cap was reached.
@@ -353,7 +354,7 @@ pub enum DropReason {
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 6] = [
+    pub(crate) const ALL: [DropReason; 6] = [
         DropReason::InflightLimit,
         DropReason::TcpConnectionLimit,
         DropReason::Malformed,
@@ -362,7 +363,7 @@ impl DropReason {
         DropReason::TlsHandshake,
     ];
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             DropReason::InflightLimit => "inflight_limit",
             DropReason::TcpConnectionLimit => "tcp_connection_limit",
@@ -771,6 +772,82 @@ pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8"
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::collections::BTreeSet;
+
+    const README: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"));
+    const DASHBOARD: &str = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/k8s/grafana/meshdns.json"
+    ));
+
+    /// `(name, type, labels)` of every row of the table under `## Metrics`.
+    fn readme_rows() -> Vec<(String, String, Vec<String>)> {
+        let section = README
+            .split("\n## Metrics\n")
+            .nth(1)
+            .expect("README has a `## Metrics` section");
+        let section = section.split("\n## ").next().unwrap_or(section);
+        section
+            .lines()
+            .filter(|line| line.starts_with("| `"))
+            .map(|line| {
+                let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+                assert!(cells.len() >= 3, "a short row: {line}");
+                let unquote = |s: &str| s.trim().trim_matches('`').to_string();
+                let labels = cells[2]
+                    .split(',')
+                    .map(unquote)
+                    .filter(|l| !l.is_empty())
+                    .collect();
+                (unquote(cells[0]), cells[1].to_string(), labels)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_readme_metrics_table_lists_every_family_with_its_type_and_labels() {
+        let documented = readme_rows();
+        let registered: Vec<(String, String, Vec<String>)> = FAMILIES
+            .iter()
+            .map(|f| {
+                (
+                    f.name.to_string(),
+                    f.kind.as_str().to_string(),
+                    f.labels.iter().map(|l| l.to_string()).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(documented, registered);
+    }
+
+    #[test]
+    fn every_metric_the_dashboard_queries_exists() {
+        let mut known: BTreeSet<String> = BTreeSet::new();
+        for family in FAMILIES {
+            known.insert(family.name.to_string());
+            if family.kind == Kind::Histogram {
+                for suffix in ["_bucket", "_sum", "_count"] {
+                    known.insert(format!("{}{suffix}", family.name));
+                }
+            }
+        }
+        let queried: BTreeSet<String> = DASHBOARD
+            .match_indices("meshdns_")
+            .map(|(at, _)| {
+                DASHBOARD[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect()
+            })
+            .collect();
+        assert!(!queried.is_empty(), "the dashboard queries meshdns metrics");
+        let unknown: Vec<&String> = queried.difference(&known).collect();
+        assert!(
+            unknown.is_empty(),
+            "the dashboard queries unknown metrics: {unknown:?}"
+        );
+    }
 
     #[test]
     fn every_family_is_registered_with_its_type_and_labels() {

@@ -343,7 +343,7 @@ fn rrsets(records: &[Record]) -> (Vec<&Record>, Vec<usize>) {
 
 /// A complete reply in wire form, cut to `limit` when it is larger (parsed and re-encoded only
 /// then: the common case returns the bytes untouched).
-pub fn fit_wire(reply: Vec<u8>, limit: usize) -> Vec<u8> {
+pub(crate) fn fit_wire(reply: Vec<u8>, limit: usize) -> Vec<u8> {
     if reply.len() <= limit {
         return reply;
     }
@@ -380,11 +380,13 @@ fn reply_header(
 
 #[cfg(test)]
 mod tests {
-    use hickory_proto::op::Query;
+    use hickory_proto::op::{OpCode, Query};
     use hickory_proto::rr::rdata::opt::EdnsCode;
     use hickory_proto::rr::{Name, RData, Record, RecordType, rdata::A};
+    use proptest::prelude::*;
 
     use super::*;
+    use crate::config::tests::{name, property};
 
     fn request(edns: bool) -> Message {
         let mut msg = Message::query();
@@ -549,5 +551,133 @@ mod tests {
         query.metadata.checking_disabled = true;
         let reply = from_header(&query.to_vec().unwrap(), ResponseCode::Refused).unwrap();
         assert!(wire::checking_disabled(&reply));
+    }
+
+    proptest! {
+        #![proptest_config(property(256))]
+
+        #[test]
+        fn an_encoded_reply_never_exceeds_the_clients_size(
+            answers in 0usize..300,
+            name_len in 1usize..60,
+            edns in any::<bool>(),
+            limit in 512usize..=65_535,
+        ) {
+            let owner = name(&format!("{}.example.", "x".repeat(name_len)));
+            let mut reply = Message::response(7, OpCode::Query);
+            reply.add_query(Query::query(owner.clone(), RecordType::A));
+            if edns {
+                reply.set_edns(Edns::new());
+            }
+            for i in 0..answers {
+                let ip = A::new(10, (i >> 8) as u8, i as u8, 1);
+                reply.add_answer(Record::from_rdata(owner.clone(), 30, RData::A(ip)));
+                reply.add_additional(Record::from_rdata(name(&format!("h{i}.example.")), 30, RData::A(ip)));
+            }
+            let out = encode_fitted(&reply, limit);
+            prop_assert!(out.len() <= limit, "{} > {}", out.len(), limit);
+            let parsed = Message::from_vec(&out).unwrap();
+            prop_assert_eq!(parsed.id, 7);
+            prop_assert_eq!(parsed.edns.is_some(), edns, "OPT kept when the client sent one");
+            let full = reply.to_vec().unwrap();
+            let cut = fit_wire(full.clone(), limit);
+            prop_assert!(cut.len() <= limit);
+            // Whole RRsets only (docs/design.md, "Truncation"): additional records go first,
+            // without TC; TC says the answer RRset was left out, and then none of it is there.
+            if full.len() <= limit {
+                prop_assert!(!parsed.truncation);
+            }
+            let kept = parsed.answers.len();
+            prop_assert!(kept == 0 || kept == answers, "{} of the {} records of one RRset", kept, answers);
+            prop_assert_eq!(parsed.truncation, kept < answers);
+        }
+    }
+
+    /// A name from a small pool of labels in both cases, so that names share suffixes (and
+    /// differ only in case) often.
+    fn pooled_name() -> impl Strategy<Value = Name> {
+        let label =
+            prop::sample::select(vec!["mongo", "Mongo", "db", "DB", "svc", "a-mongo-1", "x"]);
+        let zone = prop::sample::select(vec!["cluster.local.", "distributed.local.", "Cluster.B."]);
+        (prop::collection::vec(label, 0..5), zone).prop_map(|(labels, zone)| {
+            name(&format!(
+                "{}{zone}",
+                labels.iter().map(|l| format!("{l}.")).collect::<String>()
+            ))
+        })
+    }
+
+    /// A record of a type with a name inside (compressed or not) or without one.
+    fn any_record() -> impl Strategy<Value = Record> {
+        use hickory_proto::rr::rdata::{CNAME, MX, NS, PTR, SRV, TXT};
+        (
+            pooled_name(),
+            pooled_name(),
+            pooled_name(),
+            0u8..8,
+            any::<u16>(),
+        )
+            .prop_map(|(owner, n1, n2, kind, number)| {
+                let data = match kind {
+                    0 => RData::A(A::new(10, 0, (number >> 8) as u8, number as u8)),
+                    1 => RData::SRV(SRV::new(0, 50, number, n1)),
+                    2 => RData::CNAME(CNAME(n1)),
+                    3 => RData::MX(MX::new(number, n1)),
+                    4 => RData::NS(NS(n1)),
+                    5 => RData::PTR(PTR(n1)),
+                    6 => RData::SOA(SOA::new(n1, n2, u32::from(number), 1, 2, 3, 4)),
+                    _ => RData::TXT(TXT::new(vec![format!("t{number}")])),
+                };
+                Record::from_rdata(owner, 30, data)
+            })
+    }
+
+    /// Records as sorted `owner type data` lines, the owner's case kept.
+    fn lines(records: &[Record]) -> Vec<String> {
+        let mut lines: Vec<String> = records
+            .iter()
+            .map(|r| format!("{} {} {:?}", r.name.to_ascii(), r.record_type(), r.data))
+            .collect();
+        lines.sort();
+        lines
+    }
+
+    proptest! {
+        #![proptest_config(property(24))]
+
+        #[test]
+        fn every_reply_reads_back_as_written_however_many_names_it_holds(
+            question in pooled_name(),
+            answers in prop::collection::vec(any_record(), 0..900),
+            authorities in prop::collection::vec(any_record(), 0..3),
+            additionals in prop::collection::vec(any_record(), 0..900),
+        ) {
+            let mut reply = Message::response(9, OpCode::Query);
+            reply.add_query(Query::query(question, RecordType::ANY));
+            reply.answers = answers;
+            reply.authorities = authorities;
+            reply.additionals = additionals;
+            reply.set_edns(Edns::new());
+            let out = encode_fitted(&reply, 65_535);
+            prop_assert!(out.len() <= 65_535);
+            let parsed = Message::from_vec(&out).unwrap();
+            prop_assert!(parsed.queries[0].name().eq_case(reply.queries[0].name()));
+            // Whole RRsets are kept or left out; those kept read back byte for byte (names with
+            // their case), whatever pointer they were written with.
+            let kept = |got: &[Record], all: &[Record]| {
+                all.iter().filter(|r| got.iter().any(|g| g.name.eq_case(&r.name) && g.record_type() == r.record_type())).cloned().collect::<Vec<_>>()
+            };
+            for (got, all) in [
+                (&parsed.answers, &reply.answers),
+                (&parsed.authorities, &reply.authorities),
+                (&parsed.additionals, &reply.additionals),
+            ] {
+                prop_assert_eq!(lines(got), lines(&kept(got, all)));
+            }
+            if !parsed.truncation {
+                prop_assert_eq!(lines(&parsed.answers), lines(&reply.answers));
+                prop_assert_eq!(lines(&parsed.authorities), lines(&reply.authorities));
+            }
+        }
     }
 }

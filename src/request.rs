@@ -37,7 +37,7 @@ use crate::wire::{self, OptInfo};
 
 /// What to do with a datagram or TCP frame.
 #[derive(Debug)]
-pub enum Inspected {
+pub(crate) enum Inspected {
     /// A well-formed standard query with exactly one question (shared: its resolution may
     /// finish in the background).
     Query(Arc<Request>),
@@ -50,7 +50,7 @@ pub enum Inspected {
 /// What the cache-hit path reads of a plain query: enough to look it up and, on a miss, to
 /// make its [`Request`] without walking the bytes again.
 #[derive(Debug, Clone)]
-pub struct Plain {
+pub(crate) struct Plain {
     /// Where the question (name, type, class) ends; it starts right after the header.
     question_end: usize,
     opt: Option<OptInfo>,
@@ -106,7 +106,7 @@ impl Plain {
 
 /// A query to be served, read once (see the module documentation).
 #[derive(Debug)]
-pub struct Request {
+pub(crate) struct Request {
     bytes: Bytes,
     view: Plain,
     /// The header, as hickory reads it.
@@ -121,7 +121,7 @@ pub struct Request {
 
 /// Classifies client bytes; never panics on any input. `plain` is what the cache-hit path
 /// read of them, if it did.
-pub fn inspect(bytes: Bytes, plain: Option<Plain>) -> Inspected {
+pub(crate) fn inspect(bytes: Bytes, plain: Option<Plain>) -> Inspected {
     if bytes.len() < wire::HEADER_LEN || wire::is_response(&bytes) {
         return Inspected::Drop;
     }
@@ -229,7 +229,7 @@ impl Request {
     }
 
     /// The question's name in wire form: what the router reads.
-    pub fn name(&self) -> &[u8] {
+    pub(crate) fn name(&self) -> &[u8] {
         wire::question_name(self.question()).unwrap_or_default()
     }
 

@@ -32,7 +32,7 @@ use crate::wire;
 /// A pair of zones that correspond: the client's (`cluster.b.`) and the upstream's
 /// (`svc.cluster.local.`).
 #[derive(Debug, Clone)]
-pub struct ZoneMap {
+pub(crate) struct ZoneMap {
     pub client: Name,
     pub upstream: Name,
     /// The zones in wire form, the client's lowercased: a question's name is mapped on the
@@ -46,7 +46,7 @@ pub struct ZoneMap {
 }
 
 impl ZoneMap {
-    pub fn new(client: Name, upstream: Name) -> Self {
+    pub(crate) fn new(client: Name, upstream: Name) -> Self {
         Self {
             client_wire: wire::lowercase_name(client.iter()),
             upstream_wire: upstream.to_bytes().unwrap_or_default(),
@@ -71,7 +71,7 @@ impl ZoneMap {
     /// `name` (wire form, plain labels) with the client zone's suffix replaced by the
     /// upstream zone's, matched on label boundaries ignoring case; `None` when `name` is not
     /// under the client zone or the result would be too long for DNS.
-    pub fn to_upstream(&self, name: &[u8]) -> Option<Vec<u8>> {
+    pub(crate) fn to_upstream(&self, name: &[u8]) -> Option<Vec<u8>> {
         let keep = wire::find_suffix(name, |suffix| {
             suffix
                 .eq_ignore_ascii_case(&self.client_wire)
@@ -83,7 +83,7 @@ impl ZoneMap {
 
     /// `name` with the upstream zone's suffix replaced by the client zone's; `None` when `name`
     /// is not under the upstream zone or the result would be too long for DNS.
-    pub fn to_client(&self, name: &Name) -> Option<Name> {
+    pub(crate) fn to_client(&self, name: &Name) -> Option<Name> {
         if !self.upstream.zone_of(name) {
             return None;
         }
@@ -372,9 +372,10 @@ pub(crate) fn map_record(record: &mut Record, spell: &impl Fn(&Name) -> Name) {
 mod tests {
     use hickory_proto::rr::rdata::A;
     use hickory_proto::serialize::binary::BinDecodable;
+    use proptest::prelude::*;
 
     use super::*;
-    use crate::config::tests::name;
+    use crate::config::tests::{name, property};
 
     fn map() -> ZoneMap {
         ZoneMap::new(name("cluster.b."), name("svc.cluster.local."))
@@ -513,5 +514,50 @@ mod tests {
             .unwrap();
         let srv = external.answers[0].try_borrow::<SRV>().unwrap();
         assert_eq!(srv.data().target.to_ascii(), "db.example.org.");
+    }
+
+    /// A DNS label: letters of either case, digits, hyphens (what Kubernetes names use), or any
+    /// byte at all (DNS allows it; the mapping must not care).
+    fn label() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            proptest::string::string_regex("[a-zA-Z0-9][a-zA-Z0-9-]{0,20}")
+                .unwrap()
+                .prop_map(String::into_bytes),
+            proptest::collection::vec(any::<u8>(), 1..=63),
+        ]
+    }
+
+    fn name_under(zone: &Name, labels: &[Vec<u8>]) -> Option<Name> {
+        Name::from_labels(labels.iter().map(Vec::as_slice).chain(zone.iter())).ok()
+    }
+
+    proptest! {
+        #![proptest_config(property(256))]
+
+        #[test]
+        fn a_name_rewritten_into_a_cluster_domain_and_back_is_itself(
+            labels in proptest::collection::vec(label(), 0..6),
+            domain in prop_oneof![Just("svc.cluster.local."), Just("svc.west.example."), Just("svc.c.")],
+            client in prop_oneof![Just("cluster.b."), Just("Cluster.West."), Just("b.mesh.internal.")],
+        ) {
+            let map = ZoneMap::new(name(client), name(domain));
+            let Some(client_name) = name_under(&map.client, &labels) else {
+                return Ok(()); // longer than DNS allows: not a name a client can send
+            };
+            // Mapped as a query's question is: on its wire form.
+            let there = map.to_upstream(&client_name.to_bytes().unwrap());
+            match there.map(|wire| Name::from_bytes(&wire).unwrap()) {
+                Some(there) => {
+                    prop_assert!(map.upstream.zone_of(&there));
+                    let back = map.to_client(&there).expect("a rewritten name maps back");
+                    prop_assert!(back.eq_case(&client_name), "{} → {} → {}", client_name, there, back);
+                }
+                // Only a name that would be too long in the cluster's domain has no mapping.
+                None => prop_assert!(
+                    name_under(&map.upstream, &labels).is_none(),
+                    "{} has no mapping though it fits", client_name
+                ),
+            }
+        }
     }
 }

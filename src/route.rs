@@ -35,7 +35,7 @@ use crate::wire;
 
 /// Where a query goes, with its target.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Route<P = Arc<Peer>> {
+pub(crate) enum Route<P = Arc<Peer>> {
     /// Not one of ours: forwarded verbatim to the local cluster DNS.
     Passthrough,
     /// Under the peer's zone: rewritten and asked of that cluster.
@@ -74,7 +74,7 @@ impl<P> Route<P> {
 
 /// A [`Route`] without its target: the `route` label of the request metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RouteKind {
+pub(crate) enum RouteKind {
     Passthrough,
     Cluster,
     Distributed,
@@ -87,7 +87,7 @@ pub enum RouteKind {
 }
 
 impl RouteKind {
-    pub const ALL: [RouteKind; 8] = [
+    pub(crate) const ALL: [RouteKind; 8] = [
         RouteKind::Passthrough,
         RouteKind::Cluster,
         RouteKind::Distributed,
@@ -98,7 +98,7 @@ impl RouteKind {
         RouteKind::Search,
     ];
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             RouteKind::Passthrough => "passthrough",
             RouteKind::Cluster => "cluster",
@@ -127,7 +127,7 @@ pub(crate) enum Row<'a, P> {
 /// The routing table: the pod's own names, then each zone's lowercase wire form and its route,
 /// then the peers' networks with theirs; and the search-list expansions of the zones.
 #[derive(Debug, Clone)]
-pub struct Router<P = Arc<Peer>> {
+pub(crate) struct Router<P = Arc<Peer>> {
     own: OwnNames,
     zones: Vec<(Vec<u8>, Route<P>)>,
     networks: Networks<Route<P>>,
@@ -136,7 +136,7 @@ pub struct Router<P = Arc<Peer>> {
 
 impl<P: AsRef<Cluster> + Clone> Router<P> {
     /// The router of `config`, whose clusters are `peers` (each knows its own configuration).
-    pub fn new(config: &Config, peers: &[P]) -> Self {
+    pub(crate) fn new(config: &Config, peers: &[P]) -> Self {
         let gathered = |zone: &Name, scheme| {
             Arc::new(Naming {
                 zone: zone.clone(),
@@ -197,7 +197,7 @@ impl<P: AsRef<Cluster> + Clone> Router<P> {
     /// peer's address, or a search-list expansion of a zone name. A zone's or a reverse name's
     /// route is borrowed from the table, so the cache-hit path, which wants only its kind,
     /// copies nothing.
-    pub fn route(&self, name: &[u8]) -> Cow<'_, Route<P>> {
+    pub(crate) fn route(&self, name: &[u8]) -> Cow<'_, Route<P>> {
         if let Some(own) = self.own.find(name) {
             return Cow::Owned(Route::SelfName(Arc::clone(own)));
         }
@@ -237,10 +237,13 @@ impl<P: AsRef<Cluster> + Clone> Router<P> {
 
 #[cfg(test)]
 mod tests {
+    use hickory_proto::rr::RecordType;
     use hickory_proto::serialize::binary::BinEncodable;
+    use proptest::prelude::*;
 
     use super::*;
-    use crate::config::tests::{config_from, name, with_local};
+    use crate::config::tests::{config_from, name, property, with_local};
+    use crate::gather::{ClientHost, Plan};
 
     /// A router whose peers are the clusters' configurations: it routes without upstreams.
     fn unconnected(config: &Config) -> Router<Cluster> {
@@ -466,5 +469,141 @@ mod tests {
         tricky.extend_from_slice(b"\x07cluster\x01b\x00");
         tricky.push(0);
         assert_eq!(*router().route(&tricky), Route::Passthrough);
+    }
+
+    /// One cluster of a generated mesh: its name, an explicit `prefix=` or none, and its domain.
+    #[derive(Debug, Clone)]
+    struct Member {
+        name: String,
+        prefix: Option<String>,
+        domain: &'static str,
+    }
+
+    /// Names and prefixes from a small alphabet, so that generated meshes often nest (`b` and
+    /// `b-b`, `prefix=a-` and a cluster `a-b`) and zones often collide with domains or each
+    /// other: what validation must refuse, next to what it accepts.
+    fn member() -> impl Strategy<Value = Member> {
+        (
+            "[ab](-[ab]){0,2}",
+            proptest::option::of("[ab]{1,2}-"),
+            prop_oneof![
+                Just("cluster.local"),
+                Just("west.example"),
+                Just("b.west.example")
+            ],
+        )
+            .prop_map(|(name, prefix, domain)| Member {
+                name,
+                prefix,
+                domain,
+            })
+    }
+
+    /// A host of a member as its cluster names it, relative to the domain: a pod of a headless
+    /// Service, or the Service itself (the SRV target of a ClusterIP Service); some begin like
+    /// a prefix.
+    fn relative_host() -> impl Strategy<Value = String> {
+        (
+            prop_oneof![Just(""), Just("a-"), Just("b-"), Just("b-b-"), Just("a-b-")],
+            "[a-z0-9]{1,4}",
+            prop_oneof![Just(".db.db.svc"), Just(".db.svc")],
+        )
+            .prop_map(|(start, rest, under)| format!("{start}{rest}{under}"))
+    }
+
+    /// The configuration of `members` (the first is local) with the zone settings, when
+    /// validation accepts it.
+    fn accepted(
+        members: &[Member],
+        template: &str,
+        distributed: &str,
+        clusterset: Option<&str>,
+    ) -> Option<Config> {
+        let entries: Vec<String> = (members.iter().enumerate())
+            .map(|(index, m)| {
+                let endpoint = if index == 0 { "" } else { "127.0.0.1:9" };
+                let prefix = m
+                    .prefix
+                    .as_ref()
+                    .map_or(String::new(), |p| format!(" prefix={p}"));
+                format!("{}={endpoint} domain={}{prefix}", m.name, m.domain)
+            })
+            .collect();
+        let mut vars = vec![
+            ("MESHDNS_UPSTREAMS".to_string(), "127.0.0.1:9".to_string()),
+            ("MESHDNS_LOCAL_CLUSTER".into(), members[0].name.clone()),
+            ("MESHDNS_CLUSTERS".into(), entries.join("; ")),
+            ("MESHDNS_CLUSTER_ZONE".into(), template.into()),
+            ("MESHDNS_DISTRIBUTED_ZONES".into(), distributed.into()),
+            ("MESHDNS_ADMIN_LISTEN".into(), String::new()),
+        ];
+        if let Some(zone) = clusterset {
+            vars.push(("MESHDNS_CLUSTERSET_ZONE".into(), zone.into()));
+        }
+        Config::from_vars(vars).ok()
+    }
+
+    proptest! {
+        #![proptest_config(property(512))]
+
+        /// docs/design.md: "every SRV target meshdns writes resolves back through meshdns to
+        /// the addresses it came from". For every mesh that validation accepts, each target
+        /// written for a member of any cluster routes to its distributed zone, and that zone
+        /// sends it to the cluster it came from, as the name it has there: prefix routing is
+        /// unambiguous.
+        #[test]
+        fn in_every_accepted_mesh_each_written_target_routes_back_to_its_cluster(
+            members in proptest::collection::vec(member(), 1..5),
+            template in prop_oneof![Just("cluster.{name}"), Just("{name}.west.example"), Just("{name}")],
+            distributed in prop_oneof![
+                Just("distributed.local"),
+                Just("distributed.local,mesh.example"),
+                Just("local"),
+                Just("cluster.a"),
+                Just("example"),
+                Just("a.b"),
+            ],
+            clusterset in proptest::option::of(prop_oneof![Just("clusterset.local"), Just("west.example"), Just("b")]),
+            hosts in proptest::collection::vec(relative_host(), 1..4),
+        ) {
+            let Some(config) = accepted(&members, template, distributed, clusterset) else {
+                return Ok(()); // refused: not a configuration meshdns runs with
+            };
+            let router = unconnected(&config);
+            for zone in &config.distributed_zones {
+                let naming = Naming { zone: zone.clone(), scheme: Scheme::Prefix };
+                for cluster in &config.clusters {
+                    for relative in &hosts {
+                        let there = Name::from_ascii(relative)
+                            .and_then(|name| name.append_domain(&cluster.domain))
+                            .unwrap();
+                        let target = match naming.client_host(&there, cluster) {
+                            ClientHost::InZone(target) => target,
+                            // A prefixed label longer than DNS allows is never written.
+                            ClientHost::TooLong => continue,
+                            ClientHost::Elsewhere => {
+                                return Err(TestCaseError::fail(format!("{there} is under {}", cluster.domain)));
+                            }
+                        };
+                        let wire = target.to_bytes().unwrap();
+                        prop_assert_eq!(
+                            router.route(&wire).into_owned(),
+                            Route::Distributed(Arc::new(naming.clone())),
+                            "{} of cluster {}", target, cluster.name
+                        );
+                        let plan = naming.plan(&target, RecordType::A, &config.clusters);
+                        let Plan::Ask { legs, .. } = plan else {
+                            return Err(TestCaseError::fail(format!("{target}: {plan:?}")));
+                        };
+                        prop_assert_eq!(legs.len(), 1, "{} of cluster {}", target, cluster.name);
+                        prop_assert_eq!(
+                            &legs[0].0, cluster,
+                            "{} of cluster {} goes to {}", target, cluster.name, legs[0].0.name
+                        );
+                        prop_assert!(legs[0].1.eq_ignore_root(&there), "{} asked as {}", target, legs[0].1);
+                    }
+                }
+            }
+        }
     }
 }

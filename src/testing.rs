@@ -22,16 +22,15 @@ pub mod certificates {
 }
 
 pub mod config {
-    pub use crate::config::variables::VARIABLES;
-    pub use crate::config::{CacheConfig, Cluster, Endpoint, Transport};
+    pub use crate::config::{CacheConfig, Endpoint, Transport};
 }
 
 pub mod gather {
-    pub use crate::gather::{ClientHost, Leg, Naming, PARTIAL_TTL, Plan, Scheme, merge};
+    pub use crate::gather::PARTIAL_TTL;
 }
 
 pub mod metrics {
-    pub use crate::metrics::{DropReason, FAMILIES, Kind, Metrics, RCODES};
+    pub use crate::metrics::{FAMILIES, Metrics};
 }
 
 pub mod query {
@@ -43,19 +42,7 @@ pub mod reload {
 }
 
 pub mod reply {
-    pub use crate::reply::{encode_fitted, fit_wire};
-}
-
-pub mod request {
-    pub use crate::request::{Inspected, inspect};
-}
-
-pub mod rewrite {
-    pub use crate::rewrite::ZoneMap;
-}
-
-pub mod route {
-    pub use crate::route::{Route, RouteKind, Router};
+    pub use crate::reply::encode_fitted;
 }
 
 pub mod server {
@@ -68,8 +55,8 @@ pub mod server {
 pub mod upstream {
     pub use crate::upstream::names::MAX_RETRY;
     pub use crate::upstream::{
-        Answered, AttemptResult, GroupSpec, INITIAL_RTO, MAX_RETRANSMITS, RTO_FLOOR, Upstream,
-        UpstreamError, acceptable,
+        Answered, GroupSpec, INITIAL_RTO, MAX_RETRANSMITS, RTO_FLOOR, Upstream, UpstreamError,
+        acceptable,
     };
     pub mod stream {
         pub use crate::upstream::stream::{

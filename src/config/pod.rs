@@ -63,7 +63,7 @@ pub(crate) struct Pod {
 
 /// One name the pod answers itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OwnName {
+pub(crate) struct OwnName {
     pub(crate) name: Name,
     /// The zone whose SOA goes with a negative answer (NODATA) for the name.
     pub(crate) zone: Name,

@@ -39,6 +39,19 @@ pub(crate) fn name(text: &str) -> Name {
     Name::from_ascii(text).unwrap()
 }
 
+/// The settings of a property of `cases` generated cases whose failing seeds proptest saves
+/// beside the source file that declares it (`<file>.proptest-regressions`) and replays first.
+pub(crate) fn property(cases: u32) -> proptest::test_runner::Config {
+    use proptest::test_runner::{Config, FileFailurePersistence};
+    Config {
+        cases,
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
+            "proptest-regressions",
+        ))),
+        ..Config::default()
+    }
+}
+
 /// Variables as `(name, value)` pairs.
 type Pairs = &'static [(&'static str, &'static str)];
 

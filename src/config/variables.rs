@@ -18,7 +18,7 @@ use super::values::DNS_PORT;
 
 /// One variable meshdns reads.
 #[derive(Debug, Clone, Copy)]
-pub struct Variable {
+pub(crate) struct Variable {
     pub(crate) name: &'static str,
     /// The default as the operator would write it; `None` when unset means "off" or "derived"
     /// (the meaning says which).
@@ -90,8 +90,8 @@ impl Variable {
     }
 
     /// The variable's row of the README's configuration table.
-    #[cfg(any(test, feature = "testing"))]
-    pub fn readme_row(&self) -> String {
+    #[cfg(test)]
+    fn readme_row(&self) -> String {
         let default = self
             .default
             .map_or("unset".to_string(), |d| format!("`{d}`"));
@@ -221,7 +221,7 @@ pub(crate) const WEBHOOK_IMAGE: &str = "MESHDNS_WEBHOOK_IMAGE";
 pub(crate) const CLIENT_TLS_FILES: [&str; 3] = [TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE];
 
 /// Every variable, in the order `--help`, `--check` and the README show them.
-pub const VARIABLES: &[Variable] = &[
+pub(crate) const VARIABLES: &[Variable] = &[
     var(
         LISTEN,
         Some("127.0.0.1:53"),
@@ -665,6 +665,43 @@ pub fn help() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const README: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"));
+
+    /// The rows (`| ` lines after the header) of the first table under `## <title>`.
+    fn table_rows(title: &str) -> Vec<Vec<String>> {
+        let section = README
+            .split(&format!("\n## {title}\n"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("README has a `## {title}` section"));
+        let section = section.split("\n## ").next().unwrap_or(section);
+        section
+            .lines()
+            .filter(|line| line.starts_with("| `"))
+            .map(|line| {
+                line.trim_matches('|')
+                    .split(" | ")
+                    .map(|cell| cell.trim().to_string())
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_readme_configuration_table_is_the_variable_table() {
+        let documented = table_rows("Configuration");
+        let expected: Vec<Vec<String>> = VARIABLES
+            .iter()
+            .map(|v| {
+                v.readme_row()
+                    .trim_matches('|')
+                    .split(" | ")
+                    .map(|cell| cell.trim().to_string())
+                    .collect()
+            })
+            .collect();
+        assert_eq!(documented, expected);
+    }
 
     #[test]
     fn typos_suggest_the_variable_meant() {

@@ -38,7 +38,7 @@ pub const PARTIAL_TTL: u32 = 5;
 
 /// What one leg brought.
 #[derive(Debug, Clone)]
-pub enum Leg {
+pub(crate) enum Leg {
     /// NOERROR or NXDOMAIN, complete (not truncated).
     Answered(Message),
     /// The leg failed, and this is its last good answer from the cache (NOERROR: records or
@@ -51,7 +51,7 @@ pub enum Leg {
 
 /// The merged reply, before the client's ID and size are applied.
 #[derive(Debug)]
-pub struct Merged {
+pub(crate) struct Merged {
     pub reply: Message,
     /// Some leg failed or was cut short, yet the reply is an answer (NOERROR/NODATA).
     pub(crate) partial: bool,
@@ -72,7 +72,7 @@ impl Merged {
 }
 
 /// Merges legs given in cluster order, each with the cluster it asked.
-pub fn merge<P: AsRef<Cluster>>(
+pub(crate) fn merge<P: AsRef<Cluster>>(
     request: &Message,
     naming: &Naming,
     legs: &[(P, Leg)],
@@ -576,8 +576,10 @@ mod tests {
     use hickory_proto::rr::rdata::opt::EdnsCode;
     use hickory_proto::rr::rdata::{A, SOA, TXT};
 
+    use proptest::prelude::*;
+
     use super::*;
-    use crate::config::tests::{name, with_local_a};
+    use crate::config::tests::{name, property, with_local_a};
     use crate::gather::naming::Scheme;
 
     fn clusters() -> Vec<Cluster> {
@@ -1006,5 +1008,102 @@ mod tests {
         assert_eq!(answer_lines(&merged), [format!("{MONGO} replicaSet=b")]);
         let agreed = run(MONGO, RecordType::TXT, vec![txt("x"), txt("x"), txt("x")]);
         assert!(!agreed.txt_disagreed);
+    }
+
+    /// What one cluster's leg does in the merge property: fail, NXDOMAIN, or answer with `n`
+    /// records (each address says which cluster it came from: 10.<cluster>.…).
+    #[derive(Debug, Clone, Copy)]
+    enum Outcome {
+        Failed,
+        NxDomain,
+        Records(u8),
+    }
+
+    fn outcome() -> impl Strategy<Value = Outcome> {
+        prop_oneof![
+            Just(Outcome::Failed),
+            Just(Outcome::NxDomain),
+            (0u8..6).prop_map(Outcome::Records),
+        ]
+    }
+
+    /// Cluster number `cluster`'s leg doing `outcome` for a question of type `qtype`.
+    fn outcome_leg(cluster: u8, outcome: Outcome, qtype: RecordType) -> Leg {
+        let upstream = name("_mongodb._tcp.mongo.db.svc.cluster.local.");
+        let mut reply = Message::response(1, OpCode::Query);
+        reply.add_query(Query::query(upstream.clone(), qtype));
+        match outcome {
+            Outcome::Failed => return Leg::Failed,
+            Outcome::NxDomain => reply.metadata.response_code = ResponseCode::NXDomain,
+            Outcome::Records(n) => {
+                for i in 0..n {
+                    let host = name(&format!("mongo-{i}.mongo.db.svc.cluster.local."));
+                    let ip = A::new(10, cluster, 0, i);
+                    match qtype {
+                        RecordType::SRV => {
+                            let srv = SRV::new(0, 50, 27017, host.clone());
+                            reply.add_answer(Record::from_rdata(
+                                upstream.clone(),
+                                30,
+                                RData::SRV(srv),
+                            ));
+                            reply.add_additional(Record::from_rdata(host, 30, RData::A(ip)));
+                        }
+                        _ => {
+                            reply.add_answer(Record::from_rdata(
+                                upstream.clone(),
+                                30,
+                                RData::A(ip),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        Leg::Answered(reply)
+    }
+
+    proptest! {
+        #![proptest_config(property(256))]
+
+        #[test]
+        fn a_merged_answer_holds_no_record_of_a_cluster_that_did_not_answer(
+            outcomes in proptest::array::uniform3(outcome()),
+            srv in any::<bool>(),
+        ) {
+            // The local a, b, and c with its own prefix.
+            let config = with_local_a("b=127.0.0.1:9; c=127.0.0.1:9 prefix=west-", &[]).unwrap();
+            let qtype = if srv { RecordType::SRV } else { RecordType::A };
+            let question = name("_mongodb._tcp.mongo.db.svc.distributed.local.");
+            let mut request = Message::query();
+            request.add_query(Query::query(question.clone(), qtype));
+            let legs: Vec<(&Cluster, Leg)> = (config.clusters.iter().zip(&outcomes))
+                .enumerate()
+                .map(|(i, (cluster, o))| (cluster, outcome_leg(i as u8 + 1, *o, qtype)))
+                .collect();
+            let naming = Naming { zone: name("distributed.local."), scheme: Scheme::Prefix };
+            let merged = merge(&request, &naming, &legs, Duration::from_secs(5));
+            let answered = |cluster: u8| {
+                matches!(outcomes[usize::from(cluster) - 1], Outcome::Records(n) if n > 0)
+            };
+            let prefixes = ["a-", "b-", "west-"];
+            for record in merged.reply.answers.iter().chain(&merged.reply.additionals) {
+                match &record.data {
+                    RData::A(a) => {
+                        let cluster = a.0.octets()[1];
+                        prop_assert!(answered(cluster), "{} from cluster {} that did not answer", record, cluster);
+                    }
+                    RData::SRV(srv) => {
+                        let first = String::from_utf8_lossy(srv.target.iter().next().unwrap_or_default()).to_string();
+                        let from = prefixes.iter().position(|p| first.starts_with(p)).expect("a prefixed target");
+                        prop_assert!(answered(from as u8 + 1), "{} from a cluster that did not answer", record);
+                    }
+                    _ => {}
+                }
+            }
+            // And every record of every cluster that answered is there.
+            let expected: usize = outcomes.iter().map(|o| match o { Outcome::Records(n) => usize::from(*n), _ => 0 }).sum();
+            prop_assert_eq!(merged.reply.answers.len(), expected);
+        }
     }
 }

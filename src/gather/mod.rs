@@ -58,13 +58,15 @@ use crate::rewrite::Peer;
 use crate::upstream::{Progress, Upstream};
 use crate::wire;
 
-pub use merge::Leg;
+pub(crate) use merge::Leg;
 pub(crate) use merge::Merged;
 #[cfg(any(test, feature = "testing"))]
-pub use merge::{PARTIAL_TTL, merge};
+pub use merge::PARTIAL_TTL;
 #[cfg(any(test, feature = "testing"))]
-pub use naming::ClientHost;
-pub use naming::{Naming, Plan, Scheme};
+pub(crate) use merge::merge;
+#[cfg(test)]
+pub(crate) use naming::ClientHost;
+pub(crate) use naming::{Naming, Plan, Scheme};
 
 /// TTL of the MCS `dns-version` record.
 const SCHEMA_VERSION_TTL: u32 = 300;

@@ -29,13 +29,13 @@ pub(super) const MCS_SCHEMA_VERSION: &str = "1.0.0";
 
 /// A gathered zone and its naming scheme.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Naming {
+pub(crate) struct Naming {
     pub zone: Name,
     pub scheme: Scheme,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scheme {
+pub(crate) enum Scheme {
     /// gathersrv: targets get their cluster's prefix on the first label.
     Prefix,
     /// Kubernetes multi-cluster services: the cluster name is the second label of a host.
@@ -44,7 +44,7 @@ pub enum Scheme {
 
 /// Where a question goes: each leg holds the cluster it asks (`P`, a peer), in cluster order.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Plan<P> {
+pub(crate) enum Plan<P> {
     /// Ask these clusters with the name in each one's domain; when that is one prefixed host
     /// and its cluster says NXDOMAIN, ask `fallback` instead (the name as it is, gathered from
     /// every cluster).
@@ -63,7 +63,7 @@ pub enum Plan<P> {
 
 impl Naming {
     /// The plan for `name` (under this zone) and `qtype`, over the clusters `peers`.
-    pub fn plan<P: AsRef<Cluster> + Clone>(
+    pub(crate) fn plan<P: AsRef<Cluster> + Clone>(
         &self,
         name: &Name,
         qtype: RecordType,
@@ -120,7 +120,7 @@ impl Naming {
     }
 
     /// A host name from cluster `cluster`'s answer as the client sees it.
-    pub fn client_host(&self, host: &Name, cluster: &Cluster) -> ClientHost {
+    pub(crate) fn client_host(&self, host: &Name, cluster: &Cluster) -> ClientHost {
         if !cluster.domain.zone_of(host) {
             return ClientHost::Elsewhere;
         }
@@ -161,7 +161,7 @@ impl Naming {
 
 /// How a host name from a cluster's answer is shown to the client.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ClientHost {
+pub(crate) enum ClientHost {
     /// Its name in the zone, which resolves back to the cluster it came from.
     InZone(Name),
     /// Not under the cluster's domain (an external name): shown as it is.

@@ -7,16 +7,20 @@
 //! Each target feeds arbitrary bytes through one stage of the request path — client bytes,
 //! or an upstream's reply in each route — and panics when an invariant breaks: every reply
 //! parses, carries the client's ID, and fits the client's size.
+//!
+//! The socket-level run of the harness asks [`ReplyBounds`] what a reply to its mutated bytes
+//! may be, so that it needs no routing or parsing of meshdns's own.
 
 use std::sync::LazyLock;
 
 use crate::cache::{Cache, CacheKey, Lookup};
 use crate::config::CacheConfig;
-use crate::config::Config;
+use crate::config::{Cluster, Config};
 use crate::gather::{Leg, Naming, Scheme, merge};
 use crate::reply::{encode_fitted, fit_wire};
 use crate::request::{Inspected, inspect};
 use crate::rewrite::ZoneMap;
+use crate::route::{Route, Router};
 use crate::wire;
 use hickory_proto::op::{Message, Query};
 use hickory_proto::rr::{Name, RecordType};
@@ -47,8 +51,8 @@ pub fn target(name: &str) -> Target {
 }
 
 /// A configuration with three clusters (a local, b, c with its own prefix) and the default
-/// distributed zone (never bound): the fuzz targets' and the property tests'.
-pub fn three_clusters() -> Config {
+/// distributed zone (never bound): the fuzz targets'.
+fn three_clusters() -> Config {
     let vars = [
         ("MESHDNS_UPSTREAMS", "127.0.0.1:9"),
         ("MESHDNS_LOCAL_CLUSTER", "a"),
@@ -121,6 +125,37 @@ pub(crate) fn client_query(data: &[u8]) {
             let parsed = Message::from_vec(&without_options).expect("the peer's query parses");
             assert_eq!(parsed.queries, [request.query().clone()]);
         }
+    }
+}
+
+/// What the socket harness (`tests/fuzz.rs`) may expect of meshdns's reply to a client's
+/// bytes, for a meshdns run with a given configuration.
+pub struct ReplyBounds {
+    /// Routes without upstreams: only the route's kind matters here.
+    router: Router<Cluster>,
+}
+
+impl ReplyBounds {
+    /// The bounds of a meshdns run with `config`.
+    pub fn new(config: &Config) -> Self {
+        Self {
+            router: Router::new(config, &config.clusters),
+        }
+    }
+
+    /// The client's size for `query` (512 without EDNS, else its EDNS size, never below 512),
+    /// and whether the reply may be kube-dns's bytes as they came: a query meshdns passes
+    /// through, whose records the client's resolver judges, not meshdns.
+    pub fn of(&self, query: &[u8]) -> (usize, bool) {
+        let limit = match wire::opt(query).flatten() {
+            Some(opt) => usize::from(opt.payload.max(512)),
+            None => 512,
+        };
+        let verbatim = match inspect(bytes::Bytes::copy_from_slice(query), None) {
+            Inspected::Query(request) => *self.router.route(request.name()) == Route::Passthrough,
+            _ => false,
+        };
+        (limit, verbatim)
     }
 }
 
@@ -349,5 +384,33 @@ pub(crate) fn wire_target(data: &[u8]) {
                 "the walk sees every record hickory sees"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::acceptable;
+
+    /// Every pass-through seed on disk (`fuzz/corpus/upstream_passthrough/`, written by the
+    /// harness's `write_seed_corpus`) is a reply the exchange accepts for the target's query,
+    /// after its client size: a seed it rejected would test nothing.
+    #[test]
+    fn every_pass_through_seed_is_a_reply_the_exchange_accepts_for_the_targets_query() {
+        let dir = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fuzz/corpus/upstream_passthrough"
+        );
+        let mut seeds = 0;
+        for entry in std::fs::read_dir(dir).expect("the pass-through corpus") {
+            let seed = std::fs::read(entry.expect("a corpus entry").path()).expect("a seed");
+            let reply = &seed[2..];
+            assert!(
+                acceptable(reply, 0x1234, &PASSTHROUGH_QUERY),
+                "seed not accepted: {reply:02x?}"
+            );
+            seeds += 1;
+        }
+        assert!(seeds > 0, "{dir} holds seeds");
     }
 }

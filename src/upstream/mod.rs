@@ -134,7 +134,7 @@ impl UpstreamError {
 /// How one attempt at an upstream endpoint ended: the `result` label of
 /// `meshdns_upstream_requests_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AttemptResult {
+pub(crate) enum AttemptResult {
     /// An answer: NOERROR or NXDOMAIN.
     Ok,
     Servfail,
@@ -151,7 +151,7 @@ pub enum AttemptResult {
 }
 
 impl AttemptResult {
-    pub const ALL: [AttemptResult; 8] = [
+    pub(crate) const ALL: [AttemptResult; 8] = [
         AttemptResult::Ok,
         AttemptResult::Servfail,
         AttemptResult::Refused,
@@ -162,7 +162,7 @@ impl AttemptResult {
         AttemptResult::LocalError,
     ];
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             AttemptResult::Ok => "ok",
             AttemptResult::Servfail => "servfail",

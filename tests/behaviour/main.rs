@@ -1,10 +1,11 @@
 //! The behaviour tests, in one binary: meshdns seen from outside — a client asking over UDP
 //! and TCP, fake cluster DNS servers on 127.0.0.1, the built binary run as its operator runs
-//! it — one module per behaviour of docs/design.md, and the checks that the README, the
-//! dashboard and the module tree match the code. A new test, a regression test included, goes
-//! in the module of the behaviour it checks and is named after what must hold — never in a
-//! module named after the review or the bug that found it. A fake or helper two modules need
-//! goes in [`support`].
+//! it — one module per behaviour of docs/design.md, and the check that the module tree matches
+//! the code (the README's tables and the dashboard are checked beside the variable and metric
+//! tables, in src/config/variables.rs and src/metrics.rs). A new test, a regression test
+//! included, goes in the module of the behaviour it checks and is named after what must hold —
+//! never in a module named after the review or the bug that found it. A fake or helper two
+//! modules need goes in [`support`].
 //!
 //! One binary links the crate and compiles the shared fakes ([`support`]) once.
 //! Tests run in parallel in this one process: none may set the environment, the working
@@ -40,7 +41,6 @@ mod out_of_zone_additionals;
 mod own_names;
 mod passthrough;
 mod properties;
-mod readme_tables;
 mod reverse;
 mod search_list;
 mod shutdown;

@@ -17,9 +17,9 @@
 - every metric an expression names is a family the binary exports: the `# TYPE` lines of a
   meshdns started in a network namespace of its own (loopback only), or, for the families that
   only have series once a peer or certificate exists, a row of the README's metrics table,
-  which tests/readme_tables.rs holds equal to the binary's `metrics::FAMILIES`;
+  which src/metrics.rs's unit tests hold equal to the binary's `metrics::FAMILIES`;
 - every label an expression groups or filters by is one of that family's labels in the README's
-  metrics table (tests/behaviour/readme_tables.rs keeps it equal to the code) or a target label
+  metrics table (src/metrics.rs's unit tests keep it equal to the code) or a target label
   (namespace, pod, cluster), and every label value it matches is one the README names;
 - the rules cover: loops seen, an endpoint unhealthy for minutes, a peer unreachable, the
   SERVFAIL ratio by route, a rejected configuration (the gauge), a restart-only change pending
@@ -215,7 +215,7 @@ def main():
             known = set().union(*(labels.get(m, set()) for m in re.findall(r"\bmeshdns_[a-z_]+", e))) | TARGET_LABELS
             bad_labels += [f"{name}: by {x}" for x in used - known]
     CHECKS.check("every metric the rules name is exported by the binary (scraped, or a row of the README table "
-                 "that tests/readme_tables.rs holds to metrics::FAMILIES)", not foreign, "; ".join(foreign))
+                 "that src/metrics.rs's unit tests hold to metrics::FAMILIES)", not foreign, "; ".join(foreign))
     CHECKS.check("every label the rules use is one of the README's for that metric (or a target label)",
                  not bad_labels, "; ".join(bad_labels))
     CHECKS.check("every label value the rules match is one the README names", not bad_values, "; ".join(bad_values))

@@ -4,7 +4,7 @@
 Usage: check_dashboard.py DASHBOARD.json [README.md]
 - every query parses as PromQL (Grafana variables substituted first);
 - every metric it names is a family of the README's metrics table (the operators' reference,
-  which tests/readme_tables.rs holds to the binary's metrics::FAMILIES; histograms only via `_bucket`), and it names
+  which src/metrics.rs's unit tests hold to the binary's metrics::FAMILIES; histograms only via `_bucket`), and it names
   no other metric;
 - the panels cover every family of that table;
 - every label a query groups by or a legend shows is one of its metrics' labels in that table
