@@ -5,6 +5,7 @@
 //! nothing; each module mirrors the crate's module of the same name.
 
 pub mod fuzz;
+pub mod memory;
 
 pub mod background {
     pub use crate::background::{Background, DEFAULT_LIMIT, Owner};
