@@ -3,7 +3,8 @@
 //! with the measured work as one method and what the test asserts on as its result. The test
 //! binary keeps the counting allocator, runs each alone, and holds the bounds and the
 //! assertions; this module owns only the situations — what is made first, what the measured
-//! work does — and never reads the heap itself. Where the measured work holds futures that
+//! work does — and never reads the heap itself, nor changes how the crate behaves: it calls
+//! only what the crate's own paths call. Where the measured work holds futures that
 //! borrow the scenario, the test hands in its reading of the heap (`live`), taken just before
 //! and just after that work.
 //!
@@ -111,14 +112,23 @@ pub struct MissesInFlight {
 }
 
 impl MissesInFlight {
-    /// A resolver whose kube-dns is silent, and the queries of `count` misses. Must be made
-    /// inside the runtime.
-    pub fn new(count: usize) -> Self {
+    /// A resolver whose kube-dns is silent and the queries of `count` misses, made and
+    /// [warmed](Self::warm) before measuring: `None` when the warming misses were not answered
+    /// by their deadline. Must be made inside the runtime.
+    pub async fn warmed(count: usize) -> Option<Self> {
+        let misses = Self::new(count);
+        let answered = misses.warm().await;
+        answered.then_some(misses)
+    }
+
+    /// A resolver whose kube-dns is silent, and the queries of `count` misses.
+    fn new(count: usize) -> Self {
         let silent = silent_socket();
         let upstream = silent.local_addr().expect("a bound socket").to_string();
+        let attempt_timeout = format!("{}ms", ATTEMPT_TIMEOUT.as_millis());
         let vars = [
             ("MESHDNS_UPSTREAMS", upstream.as_str()),
-            ("MESHDNS_ATTEMPT_TIMEOUT", "50ms"),
+            ("MESHDNS_ATTEMPT_TIMEOUT", attempt_timeout.as_str()),
             ("MESHDNS_TIMEOUT", "1s"),
         ];
         let config = Config::from_vars(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())))
@@ -138,7 +148,7 @@ impl MissesInFlight {
 
     /// Before measuring: a few misses fail until the upstream is marked down and its probe
     /// runs, as in the flood. True when each was answered (SERVFAIL) by its deadline.
-    pub async fn warm(&self) -> bool {
+    async fn warm(&self) -> bool {
         let warm: Vec<_> = (0..WARMING)
             .map(|i| (self.resolver).handle(query(&format!("warm{i}.flood.test.")), Proto::Udp))
             .collect();
@@ -164,8 +174,16 @@ pub struct WaitingExchanges {
 }
 
 impl WaitingExchanges {
+    /// A group whose endpoint is silent and the query of `count` exchanges, made and
+    /// [warmed](Self::warm) before measuring: `None` when a warming exchange did not fail.
+    pub async fn warmed(count: usize) -> Option<Self> {
+        let exchanges = Self::new(count);
+        let failed = exchanges.warm().await;
+        failed.then_some(exchanges)
+    }
+
     /// A group whose endpoint is silent, and the query of `count` exchanges.
-    pub fn new(count: usize) -> Self {
+    fn new(count: usize) -> Self {
         let silent = silent_socket();
         let addr: SocketAddr = silent.local_addr().expect("a bound socket");
         let spec = GroupSpec {
@@ -188,7 +206,7 @@ impl WaitingExchanges {
 
     /// Before measuring: a few exchanges fail until the endpoint is marked down and its probe
     /// runs, as in the flood. True when every one of them failed.
-    pub async fn warm(&self) -> bool {
+    async fn warm(&self) -> bool {
         let mut failed = true;
         for _ in 0..WARMING {
             let deadline = Instant::now() + ATTEMPT_TIMEOUT * 2;
@@ -223,7 +241,6 @@ async fn hold_waiting<Waiting: Future>(
     tokio::time::sleep(ATTEMPT_TIMEOUT * 2).await;
     still_waiting &= all_pending(&mut waiting);
     let bytes = live() - before;
-    drop(waiting);
     Held {
         bytes,
         still_waiting,
@@ -233,9 +250,11 @@ async fn hold_waiting<Waiting: Future>(
 /// Polls each of `futures` once, as a wake-up would: true when none of them has finished.
 fn all_pending<F: Future>(futures: &mut [Pin<Box<F>>]) -> bool {
     let mut cx = Context::from_waker(Waker::noop());
-    futures.iter_mut().fold(true, |pending, future| {
-        future.as_mut().poll(&mut cx).is_pending() && pending
-    })
+    let mut pending = true;
+    for future in futures {
+        pending &= future.as_mut().poll(&mut cx).is_pending();
+    }
+    pending
 }
 
 /// A UDP socket on loopback that nobody reads: an upstream that never answers.

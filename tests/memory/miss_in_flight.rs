@@ -34,8 +34,8 @@ fn a_miss_waiting_on_a_silent_upstream_holds_little_memory() {
 }
 
 async fn measure() {
-    let misses = MissesInFlight::new(MISSES);
-    assert!(misses.warm().await, "answered (SERVFAIL) at the deadline");
+    let misses = (MissesInFlight::warmed(MISSES).await)
+        .expect("the warming misses are answered (SERVFAIL) at the deadline");
 
     let held = misses.hold(live).await;
     assert!(held.still_waiting, "{SILENT}");

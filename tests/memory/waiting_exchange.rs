@@ -31,8 +31,8 @@ fn an_exchange_waiting_on_a_silent_endpoint_holds_little_memory() {
 }
 
 async fn measure() {
-    let exchanges = WaitingExchanges::new(EXCHANGES);
-    assert!(exchanges.warm().await, "the silent endpoint fails");
+    let exchanges = (WaitingExchanges::warmed(EXCHANGES).await)
+        .expect("the warming exchanges fail: the endpoint is silent");
 
     let held = exchanges.hold(live).await;
     assert!(held.still_waiting, "{SILENT}");
