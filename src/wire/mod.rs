@@ -80,7 +80,7 @@ pub(crate) fn tcp_framed(msg: &[u8]) -> Option<Vec<u8>> {
 /// The transport a message travels on: it decides how large a reply may be, and it is the
 /// `proto` label of the request metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Proto {
+pub(crate) enum Proto {
     Udp,
     Tcp,
     /// DNS over TLS (RFC 7858): TCP's framing and limits inside a TLS session.
