@@ -82,7 +82,7 @@ impl BackgroundMetrics {
 /// The background work of one meshdns instance: the root of its tree of owned work and the
 /// bounded set of tasks off a client's path.
 #[derive(Debug)]
-pub struct Background {
+pub(crate) struct Background {
     /// The bounded tasks running now (each lowers it when it ends, however it ends).
     running: Arc<AtomicUsize>,
     limit: usize,
@@ -118,7 +118,7 @@ impl Drop for Counted {
 
 impl Background {
     /// A set of at most `limit` tasks whose figures nobody scrapes.
-    pub fn new(limit: usize) -> Self {
+    pub(crate) fn new(limit: usize) -> Self {
         Self::with_metrics(limit, BackgroundMetrics::unregistered())
     }
 
@@ -270,7 +270,7 @@ impl Tasks {
 /// What ends the work started for one thing (a group, an endpoint): held by that thing, it
 /// ends the work when dropped. See the module's documentation.
 #[derive(Debug)]
-pub struct Owner {
+pub(crate) struct Owner {
     tasks: Tasks,
     /// Cancels the token (and so every child's) when the owner is dropped.
     _ends_work: DropGuard,

@@ -449,7 +449,7 @@ impl WebhookResult {
 }
 
 /// The registry and every series of one meshdns instance.
-pub struct Metrics {
+pub(crate) struct Metrics {
     registry: Registry,
     /// Indexed by `(proto * RouteKind::ALL.len() + route) * RCODES.len() + rcode`.
     requests: Vec<IntCounter>,
@@ -508,7 +508,7 @@ impl Default for Metrics {
 
 impl Metrics {
     /// A fresh registry with every family registered and every closed-set series created.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let registry = Registry::new();
         let counter = |family: &Family| register(&registry, IntCounter::with_opts(opts(family)));
         let gauge = |family: &Family| register(&registry, IntGauge::with_opts(opts(family)));
@@ -697,12 +697,12 @@ impl Metrics {
     }
 
     /// The cache's series.
-    pub fn cache(&self) -> CacheMetrics {
+    pub(crate) fn cache(&self) -> CacheMetrics {
         self.cache.clone()
     }
 
     /// The families every upstream group records into.
-    pub fn upstream(&self) -> UpstreamMetrics {
+    pub(crate) fn upstream(&self) -> UpstreamMetrics {
         self.upstream.clone()
     }
 

@@ -58,7 +58,7 @@ pub(crate) struct Routed {
 
 /// Everything needed to answer queries; shared by all listeners.
 #[derive(Debug)]
-pub struct Resolver {
+pub(crate) struct Resolver {
     snapshot: ArcSwap<Snapshot>,
     cache: Arc<Cache>,
     metrics: Arc<Metrics>,
@@ -68,7 +68,7 @@ pub struct Resolver {
 impl Resolver {
     /// The resolver of `config`: its cache (whose refreshes and cut legs run in `background`)
     /// and its first snapshot.
-    pub fn for_config(
+    pub(crate) fn for_config(
         config: &Config,
         metrics: Arc<Metrics>,
         background: &Arc<Background>,
@@ -119,7 +119,7 @@ impl Resolver {
     }
 
     /// Answers one query; `None` means the input is dropped without a reply.
-    pub async fn handle(&self, bytes: Bytes, proto: Proto) -> Option<Vec<u8>> {
+    pub(crate) async fn handle(&self, bytes: Bytes, proto: Proto) -> Option<Vec<u8>> {
         let fast = self.answer_from_cache(&self.current(), &bytes, proto, Vec::new());
         match fast {
             FastPath::Answered(reply) => Some(reply),

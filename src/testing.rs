@@ -1,19 +1,21 @@
 //! The internals that the integration tests, the memory measurements and the fuzz targets
 //! drive directly, behind the `testing` feature (the crate's dev-dependency on itself turns it
 //! on; the fuzz crate asks for it). Nothing here is API: a build without the feature has none
-//! of it, so an item that only tests use is found as dead code. It re-exports and owns
-//! nothing; each module mirrors the crate's module of the same name.
+//! of it, so an item that only tests use is found as dead code. Two modules are its own, built
+//! from inside the crate so that what they drive stays `pub(crate)`: the fuzz targets
+//! ([`fuzz`]) and the situations the memory measurements weigh ([`memory`]). Every other module
+//! re-exports, and mirrors the crate's module of the same name.
 
 pub mod fuzz;
+pub mod memory;
 
 pub mod background {
-    pub use crate::background::{Background, DEFAULT_LIMIT, Owner};
+    pub use crate::background::DEFAULT_LIMIT;
 }
 
 pub mod cache {
     pub use crate::cache::{
-        Cache, CacheKey, FAILURE_TTL_FIRST, FAILURE_TTL_MAX, Generation, PREFETCH_MIN_HITS,
-        RECHECK_PERIOD, STALE_TTL,
+        FAILURE_TTL_FIRST, FAILURE_TTL_MAX, PREFETCH_MIN_HITS, RECHECK_PERIOD, STALE_TTL,
     };
 }
 
@@ -21,20 +23,12 @@ pub mod certificates {
     pub use crate::certificates::{ClientIdentity, load, not_after};
 }
 
-pub mod config {
-    pub use crate::config::{CacheConfig, Endpoint, Transport};
-}
-
 pub mod gather {
     pub use crate::gather::PARTIAL_TTL;
 }
 
 pub mod metrics {
-    pub use crate::metrics::{FAMILIES, Metrics};
-}
-
-pub mod query {
-    pub use crate::query::Resolver;
+    pub use crate::metrics::FAMILIES;
 }
 
 pub mod reload {
@@ -54,10 +48,7 @@ pub mod server {
 
 pub mod upstream {
     pub use crate::upstream::names::MAX_RETRY;
-    pub use crate::upstream::{
-        Answered, GroupSpec, INITIAL_RTO, MAX_RETRANSMITS, RTO_FLOOR, Upstream, UpstreamError,
-        acceptable,
-    };
+    pub use crate::upstream::{INITIAL_RTO, MAX_RETRANSMITS, RTO_FLOOR, acceptable};
     pub mod stream {
         pub use crate::upstream::stream::{
             MAX_UNANSWERED_CONNECTIONS, StreamEndpoint, StreamError, StreamSettings,
@@ -66,5 +57,5 @@ pub mod upstream {
 }
 
 pub mod wire {
-    pub use crate::wire::{Proto, first_question, for_each_record, id, opt};
+    pub use crate::wire::for_each_record;
 }

@@ -83,7 +83,7 @@ impl TargetId {
 /// What identifies a cached reply: lowercased question name, type, class, the DO/CD/EDNS
 /// request bits, and the scope (client question or a cluster's leg).
 #[derive(Clone)]
-pub struct CacheKey {
+pub(crate) struct CacheKey {
     len: usize,
     inline: [u8; INLINE_KEY],
     heap: Option<Box<[u8]>>,
@@ -113,7 +113,7 @@ impl CacheKey {
     /// The key of a client's query, from its raw bytes: `None` unless the query may be
     /// answered from the cache ([`wire::plain_query`]) and its reply may be shared.
     #[cfg(any(test, feature = "testing"))]
-    pub fn from_request(request: &[u8]) -> Option<CacheKey> {
+    pub(crate) fn from_request(request: &[u8]) -> Option<CacheKey> {
         let query = wire::plain_query(request)?;
         let opt = query.opt.as_ref();
         may_share(query.question, opt)

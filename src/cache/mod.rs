@@ -63,8 +63,7 @@ use crate::config::CacheConfig;
 use crate::wire;
 
 pub(crate) use gathered::GatherDoor;
-pub use key::CacheKey;
-pub(crate) use key::{KeyFlags, TargetId, may_share};
+pub(crate) use key::{CacheKey, KeyFlags, TargetId, may_share};
 #[cfg(any(test, feature = "testing"))]
 pub use policy::{FAILURE_TTL_FIRST, FAILURE_TTL_MAX};
 #[cfg(any(test, feature = "testing"))]
@@ -91,7 +90,7 @@ pub(crate) const BYTES_PER_ENTRY: usize = 1024;
 
 /// The cache's series (`meshdns_cache_*`), built by the metrics module.
 #[derive(Debug, Clone)]
-pub struct CacheMetrics {
+pub(crate) struct CacheMetrics {
     /// Replies served from a fresh entry (remembered failures included).
     pub(crate) hits: IntCounter,
     /// Lookups that found nothing fresh.
@@ -107,7 +106,7 @@ pub struct CacheMetrics {
 /// generation it started under; the cache takes its writes only while it has not moved on to a
 /// newer one.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Generation(u64);
+pub(crate) struct Generation(u64);
 
 impl Generation {
     /// The generation after this one.
@@ -147,7 +146,7 @@ type Resolution = Pin<Box<dyn Future<Output = Vec<u8>> + Send>>;
 
 /// The cache shared by all listeners (`Arc<Cache>`).
 #[derive(Debug)]
-pub struct Cache {
+pub(crate) struct Cache {
     /// The table and the configuration it is read by, under one lock.
     store: Mutex<Store>,
     flights: Arc<Flights>,
@@ -156,7 +155,11 @@ pub struct Cache {
 }
 
 impl Cache {
-    pub fn new(config: &CacheConfig, metrics: CacheMetrics, background: Arc<Background>) -> Self {
+    pub(crate) fn new(
+        config: &CacheConfig,
+        metrics: CacheMetrics,
+        background: Arc<Background>,
+    ) -> Self {
         Self {
             store: Mutex::new(Store::new(config, byte_budget(config.size))),
             flights: Arc::default(),
@@ -532,7 +535,13 @@ impl Cache {
     /// [`get_or_resolve`](Self::get_or_resolve)) and the cache has not moved on to a newer
     /// generation. The query path writes only through [`get_or_resolve`](Self::get_or_resolve)
     /// and [`GatherDoor::ask`]; this is for filling a table directly (the memory measurement).
-    pub fn insert(&self, key: &CacheKey, reply: &[u8], now: Instant, generation: Generation) {
+    pub(crate) fn insert(
+        &self,
+        key: &CacheKey,
+        reply: &[u8],
+        now: Instant,
+        generation: Generation,
+    ) {
         self.store_reply(key, reply, now, generation);
     }
 
@@ -649,12 +658,12 @@ impl Cache {
 
     #[cfg(any(test, feature = "testing"))]
     /// Entries held (the `cache_entries` gauge), expired ones kept for serve-stale included.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.lock().len()
     }
 
-    #[cfg(any(test, feature = "testing"))]
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }

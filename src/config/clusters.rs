@@ -37,7 +37,7 @@ pub(super) const DOT_PORT: u16 = 853;
 /// How a cluster's DNS is asked. `Udp` falls back to TCP when a reply is truncated; `Tls` is
 /// DNS over TLS, with no fallback to plain DNS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transport {
+pub(crate) enum Transport {
     Udp,
     Tcp,
     Tls,

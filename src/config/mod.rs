@@ -35,7 +35,7 @@ use hickory_proto::rr::Name;
 
 use crate::certificates::{self, ClientTls, PemFile};
 
-pub use clusters::{Endpoint, Transport};
+pub(crate) use clusters::{Endpoint, Transport};
 pub(crate) use dot::DotConfig;
 pub(crate) use in_force::{join, join_with};
 pub(crate) use own::is_own_address;
@@ -188,7 +188,7 @@ impl TlsFiles {
 
 /// Cache bounds and TTL policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CacheConfig {
+pub(crate) struct CacheConfig {
     /// Maximum number of entries; 0 disables the cache.
     pub size: usize,
     pub max_ttl: Duration,

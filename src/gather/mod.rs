@@ -58,12 +58,11 @@ use crate::rewrite::Peer;
 use crate::upstream::{Progress, Upstream};
 use crate::wire;
 
-pub(crate) use merge::Leg;
-pub(crate) use merge::Merged;
 #[cfg(any(test, feature = "testing"))]
 pub use merge::PARTIAL_TTL;
 #[cfg(any(test, feature = "testing"))]
 pub(crate) use merge::merge;
+pub(crate) use merge::{Leg, Merged};
 #[cfg(test)]
 pub(crate) use naming::ClientHost;
 pub(crate) use naming::{Naming, Plan, Scheme};

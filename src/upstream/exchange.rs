@@ -68,7 +68,7 @@ use crate::wire;
 
 /// An accepted reply, still carrying the ID we chose.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answered {
+pub(crate) struct Answered {
     pub(crate) bytes: Vec<u8>,
     pub(crate) endpoint: SocketAddr,
     /// The round trip of the send it answers, when timed (UDP replies).
@@ -124,7 +124,7 @@ async fn reached(at: Instant) {
 
 /// Why one attempt failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AttemptError {
+pub(crate) enum AttemptError {
     #[error("timed out")]
     Timeout,
     /// The endpoint or the path to it failed: refused, reset, unreachable, closed.

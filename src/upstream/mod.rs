@@ -80,8 +80,7 @@ use truncated::Truncated;
 
 #[cfg(any(test, feature = "testing"))]
 pub use accept::acceptable;
-pub use exchange::Answered;
-pub(crate) use exchange::AttemptError;
+pub(crate) use exchange::{Answered, AttemptError};
 #[cfg(any(test, feature = "testing"))]
 pub use health::{INITIAL_RTO, RTO_FLOOR};
 pub(crate) use series::{PeerCertificateSeries, UpstreamMetrics};
@@ -98,7 +97,7 @@ pub const MAX_RETRANSMITS: u32 = 3;
 
 /// Why no acceptable reply came.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum UpstreamError {
+pub(crate) enum UpstreamError {
     #[error("no endpoint answered before the deadline (last: {0})")]
     Exhausted(AttemptError),
     #[error("the deadline had already passed")]
@@ -198,7 +197,7 @@ impl AttemptResult {
 /// What a group is made of. Equal specs make interchangeable groups, so a reload keeps a
 /// group — and its endpoints' health, and its resolved names — when its spec did not change.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupSpec {
+pub(crate) struct GroupSpec {
     /// The cluster name, or `local` for kube-dns without a local cluster name: a metric label.
     pub name: String,
     pub endpoints: Vec<config::Endpoint>,
@@ -322,7 +321,7 @@ fn stream_label(transport: Transport) -> &'static str {
 
 /// A group of interchangeable endpoints.
 #[derive(Debug)]
-pub struct Upstream {
+pub(crate) struct Upstream {
     spec: GroupSpec,
     dialing: Dialing,
     /// The endpoints now: the configured addresses, then what the host names resolved to.
@@ -343,7 +342,7 @@ impl Upstream {
     /// The group of `spec`. Host-name endpoints are resolved through `local` (the kube-dns
     /// group) by tasks the group owns, so it must be made inside the runtime when it has any.
     /// `owner` (a child of the instance's root) ends the group's work, and its endpoints'.
-    pub fn new(
+    pub(crate) fn new(
         spec: GroupSpec,
         local: Option<&Arc<Upstream>>,
         metrics: &UpstreamMetrics,
@@ -511,7 +510,7 @@ impl Upstream {
     /// Sends `query` (a complete message; its ID is replaced per attempt) until an endpoint
     /// answers it or `deadline` passes. The reply keeps the upstream's ID: the caller restores
     /// its client's.
-    pub async fn exchange(
+    pub(crate) async fn exchange(
         &self,
         query: &[u8],
         deadline: Instant,

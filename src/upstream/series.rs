@@ -29,7 +29,7 @@ use super::names::ResolutionCounters;
 /// `meshdns_endpoint_resolutions_total`), built by the metrics module; each group takes its
 /// own series by its cluster name, through `UpstreamMetrics::group`.
 #[derive(Debug, Clone)]
-pub struct UpstreamMetrics {
+pub(crate) struct UpstreamMetrics {
     pub(crate) requests: IntCounterVec,
     pub(crate) duration: HistogramVec,
     pub(crate) healthy: IntGaugeVec,

@@ -66,7 +66,7 @@ impl OptionSet {
 
 /// What the OPT pseudo-record of a message says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OptInfo {
+pub(crate) struct OptInfo {
     /// The sender's UDP payload size (the record's CLASS).
     pub payload: u16,
     /// The upper 8 bits of the 12-bit RCODE.
@@ -123,7 +123,7 @@ pub(crate) fn for_each_option(
 /// The OPT record of the additional section: `Some(None)` when there is none, `None` when the
 /// message is malformed (its option list included). With several OPT records (itself an error
 /// the full parse answers with FORMERR) the first is read.
-pub fn opt(msg: &[u8]) -> Option<Option<OptInfo>> {
+pub(crate) fn opt(msg: &[u8]) -> Option<Option<OptInfo>> {
     match first_opt(msg)? {
         Some(record) => OptInfo::of(&record, msg).map(Some),
         None => Some(None),

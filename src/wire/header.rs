@@ -24,7 +24,7 @@ pub(super) fn count(msg: &[u8], index: usize) -> Option<u16> {
 }
 
 /// The message ID, or `None` when the header is incomplete.
-pub fn id(msg: &[u8]) -> Option<u16> {
+pub(crate) fn id(msg: &[u8]) -> Option<u16> {
     Some(u16::from_be_bytes([*msg.first()?, *msg.get(1)?]))
 }
 
@@ -94,7 +94,7 @@ pub(crate) fn copy_request_bits(to: &mut [u8], from: &[u8]) {
 /// The bytes of the first question (name, type, class). Its name is never compressed because
 /// nothing precedes it, so a compression pointer there makes it malformed: `None`. (Accepting
 /// one would let a reply built from a request's header echo a name pointing at itself.)
-pub fn first_question(msg: &[u8]) -> Option<&[u8]> {
+pub(crate) fn first_question(msg: &[u8]) -> Option<&[u8]> {
     if question_count(msg)? == 0 {
         return None;
     }

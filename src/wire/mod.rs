@@ -19,9 +19,8 @@ mod records;
 mod walk;
 mod writer;
 
-pub use edns::opt;
 pub(crate) use edns::{
-    OPTION_CLIENT_SUBNET, OPTION_LOOP_MARKER, OptInfo, is_hop_by_hop_option, without_opt,
+    OPTION_CLIENT_SUBNET, OPTION_LOOP_MARKER, OptInfo, is_hop_by_hop_option, opt, without_opt,
     without_options,
 };
 
@@ -33,13 +32,12 @@ pub(crate) use edns::{
     cut_to_question, for_each_option, is_per_client_option, plain_query, with_option,
 };
 pub(crate) use header::{
-    HEADER_LEN, RCODE_NOERROR, RCODE_NXDOMAIN, RCODE_SERVFAIL, clear_unasked_ad, copy_request_bits,
-    is_response, question_name, question_type, same_question, set_id, with_question,
+    HEADER_LEN, RCODE_NOERROR, RCODE_NXDOMAIN, RCODE_SERVFAIL, checking_disabled, clear_unasked_ad,
+    copy_request_bits, first_question, id, is_response, is_truncated, opcode, question_count,
+    question_name, question_type, rcode, same_question, set_id, with_question,
 };
 #[cfg(test)]
 pub(crate) use header::{authentic_data, first_question_name};
-pub(crate) use header::{checking_disabled, is_truncated, opcode, question_count, rcode};
-pub use header::{first_question, id};
 pub(crate) use name::{MAX_NAME, find_suffix, is_label_start, lowercase_name, walk_name};
 pub use records::for_each_record;
 pub(crate) use records::{Section, TYPE_SOA, questions_end, rewrite_ttls, ttl_value};
@@ -83,7 +81,7 @@ pub(crate) fn tcp_framed(msg: &[u8]) -> Option<Vec<u8>> {
 /// The transport a message travels on: it decides how large a reply may be, and it is the
 /// `proto` label of the request metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Proto {
+pub(crate) enum Proto {
     Udp,
     Tcp,
     /// DNS over TLS (RFC 7858): TCP's framing and limits inside a TLS session.

@@ -1,17 +1,13 @@
 //! Memory per cache entry, measured (docs/design.md, "Cache": bounded by
 //! `MESHDNS_CACHE_SIZE`): a counting allocator around the system one tracks the bytes live on
 //! the heap, and 10,000 typical entries — A replies for StatefulSet members, ~80 bytes each —
-//! are inserted into a `Cache` sized for them. The growth, divided by the entries, is what an
-//! entry really costs: reply bytes, key, slab slot, index bucket and the slack of both.
+//! are inserted into a cache sized for them (`meshdns::testing::memory::CacheFill`). The
+//! growth, divided by the entries, is what an entry really costs: reply bytes, key, slab slot,
+//! index bucket and the slack of both.
 //!
 //! It runs alone (`tests/memory/main.rs`): nothing else allocates in this process while it measures.
 
-use std::sync::Arc;
-
-use meshdns::testing::background::Background;
-use meshdns::testing::cache::{Cache, CacheKey};
-use meshdns::testing::config::CacheConfig;
-use meshdns::testing::metrics::Metrics;
+use meshdns::testing::memory::CacheFill;
 
 use crate::support::counting;
 use crate::support::typical;
@@ -30,39 +26,18 @@ const BYTES_PER_ENTRY_BOUND: usize = 352;
 #[test]
 fn memory_per_typical_entry_is_small() {
     let _alone = crate::alone();
-    let config = CacheConfig {
-        size: ENTRIES,
-        max_ttl: std::time::Duration::from_secs(3600),
-        negative_ttl: std::time::Duration::from_secs(5),
-        serve_stale: std::time::Duration::from_secs(300),
-    };
-    let metrics = Metrics::new();
-    let cache = Cache::new(&config, metrics.cache(), Arc::new(Background::new(1)));
     // Everything the inserts need is made first, so only the cache's own growth is measured.
-    let entries: Vec<(CacheKey, Vec<u8>)> = (0..ENTRIES)
-        .map(|i| {
-            let (query, reply) = typical::typical_with_ttl(i, 30);
-            (
-                CacheKey::from_request(&query).expect("a cacheable query"),
-                reply,
-            )
-        })
+    let entries: Vec<(Vec<u8>, Vec<u8>)> = (0..ENTRIES)
+        .map(|i| typical::typical_with_ttl(i, 30))
         .collect();
     let reply_bytes = entries.iter().map(|(_, r)| r.len()).sum::<usize>() / ENTRIES;
-    let now = tokio::time::Instant::now();
+    let cache = CacheFill::new(entries);
 
     let before = live();
-    for (key, reply) in &entries {
-        cache.insert(
-            key,
-            reply,
-            now,
-            meshdns::testing::cache::Generation::default(),
-        );
-    }
+    cache.insert_all();
     let grown = usize::try_from(live() - before).expect("the cache grew");
 
-    assert_eq!(cache.len(), ENTRIES, "every entry is held");
+    assert_eq!(cache.held(), ENTRIES, "every entry is held");
     let per_entry = grown / ENTRIES;
     println!(
         "cache: {grown} bytes for {ENTRIES} entries = {per_entry} bytes/entry \
@@ -76,5 +51,4 @@ fn memory_per_typical_entry_is_small() {
         per_entry <= BYTES_PER_ENTRY_BOUND,
         "{per_entry} bytes per entry, more than {BYTES_PER_ENTRY_BOUND}"
     );
-    drop(entries);
 }

@@ -4,8 +4,8 @@
 //! the DNS-over-TLS fakes ([`dot`]), the admin server's scrapes ([`admin`]), a kubelet-style
 //! ConfigMap directory ([`configmap`]), scratch files ([`scratch`]), a reader of DNS messages
 //! as bytes for what hickory cannot check ([`raw`]), and for the memory measurements a
-//! counting allocator ([`counting`]), the typical cache entry ([`typical`]) and futures polled
-//! by hand ([`waiting`]). It may not reach into meshdns beyond what the tests themselves use.
+//! counting allocator ([`counting`]) and the typical cache entry ([`typical`]). It may not
+//! reach into meshdns beyond what the tests themselves use.
 //!
 //! Everything binds on loopback port 0: tests never race for ports and never send a packet
 //! off the machine.
@@ -20,7 +20,6 @@ pub mod dot;
 pub mod raw;
 pub mod scratch;
 pub mod typical;
-pub mod waiting;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
