@@ -1,7 +1,6 @@
-//! The typical cache entry, shared by the test that measures its memory (tests/memory/) and
-//! the cache evaluation (bench/cache-eval): member `i` of a StatefulSet, a client's A query
-//! with EDNS and kube-dns's 81-byte reply to it. Only hickory-proto is used, so both crates can
-//! include this file by `#[path]`.
+//! The typical cache entry, for the test that measures its memory (tests/memory/): member `i`
+//! of a StatefulSet, a client's A query with EDNS and kube-dns's 81-byte reply to it, made
+//! with hickory-proto alone.
 
 use hickory_proto::op::{Edns, Message, Query};
 use hickory_proto::rr::rdata::A;
