@@ -25,10 +25,13 @@
 //!
 //! The crate's surface is what `main.rs` needs: [`run`] and [`run_webhook`], the configuration
 //! ([`Config`], [`WebhookConfig`], [`help`], [`render_check`], [`cluster_dns_change`]), the sockets
-//! ([`bind`] and its kin), and [`process`]. Every other item is `pub(crate)` or private, so the
-//! compiler finds what nothing uses. The integration tests, the memory measurements and the
-//! fuzz targets reach the internals they drive through `testing`, a module that exists only
-//! with the `testing` feature (the crate's dev-dependency on itself turns it on).
+//! ([`bind`] and its kin), and [`process`]. Every other item is `pub(crate)` or private (a
+//! `pub` field of a crate-private type aside), so the compiler finds what nothing uses. The
+//! integration tests, the memory measurements and the fuzz targets reach what they drive
+//! through `testing`, a module that exists only with the `testing` feature (the crate's
+//! dev-dependency on itself turns it on): a few constants the tests' expectations are made
+//! of, the upstream stream endpoint, and two modules built inside the crate, the fuzz targets
+//! and the situations the memory measurements weigh.
 //!
 //! This file owns the instance: [`run`] makes the root of its task tree, starts the listeners,
 //! the admin server, the reload watcher and the certificate renewal under it, and stops them

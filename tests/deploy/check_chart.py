@@ -238,9 +238,9 @@ def _template_values(values):
 
 def check_variables(root, full, extra):
     text = (root / "src/config/variables.rs").read_text()
-    consts = dict(re.findall(r'^pub const (\w+): &str = "(MESHDNS_\w+)";', text, re.M))
+    consts = dict(re.findall(r'^pub(?:\(crate\))? const (\w+): &str = "(MESHDNS_\w+)";', text, re.M))
     # The table's rows (`var(NAME, ...)`), not every string constant (a prefix is none).
-    table = re.search(r"pub const VARIABLES: &\[Variable\] = &\[(.*?)\n\];", text, re.S).group(1)
+    table = re.search(r"pub(?:\(crate\))? const VARIABLES: &\[Variable\] = &\[(.*?)\n\];", text, re.S).group(1)
     names = [consts[c] for c in re.findall(r"\bvar\(\s*(\w+),", table)]
     # A row's `Applies::` is when a change applies (`Applies::Restart`: restart-only).
     restart = {consts[c] for c, applies in re.findall(r"\bvar\(\s*(\w+),.*?Applies::(\w+)", table, re.S)
