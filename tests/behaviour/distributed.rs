@@ -555,15 +555,9 @@ async fn srv_targets_and_their_addresses_carry_their_cluster_prefix() {
     let mesh = Mesh::usual().await;
     let reply = mesh.ask(SRV_NAME, RecordType::SRV).await;
     assert_eq!(reply.msg.response_code, ResponseCode::NoError);
-    let mut answers = Vec::new();
-    let mut additionals = Vec::new();
-    for (cluster, n) in [("a", 1), ("b", 2), ("c", 3)] {
-        for i in 0..2 {
-            let target = format!("{cluster}-mongo-{i}.mongo.db.svc.distributed.local.");
-            answers.push(format!("{SRV_NAME} SRV 0 50 27017 {target}"));
-            additionals.push(format!("{target} A 10.{n}.1.{i}"));
-        }
-    }
+    let (answers, additionals) = support::srv_set_of_three_clusters(SRV_NAME, |cluster, i| {
+        format!("{cluster}-mongo-{i}.mongo.db.svc.distributed.local.")
+    });
     assert_eq!(reply.answer_lines(), answers);
     assert_eq!(reply.additional_lines(), additionals);
 }

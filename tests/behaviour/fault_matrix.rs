@@ -159,6 +159,26 @@ struct Cell {
     problems: Vec<String>,
 }
 
+/// meshdns over clusters a (local), b and c, each one of `clusters`: its reply to the gathered
+/// question [`SERVICE`] A, and how long it took.
+async fn ask_gathered([a, b, c]: [&FakeDns; 3]) -> (Reply, Duration) {
+    let meshdns = start(&[
+        ("MESHDNS_UPSTREAMS", a.addr.to_string()),
+        ("MESHDNS_LOCAL_CLUSTER", "a".to_string()),
+        (
+            "MESHDNS_CLUSTERS",
+            format!("a=; b={}; c={}", b.addr, c.addr),
+        ),
+    ])
+    .await;
+    ask(&meshdns, SERVICE, RecordType::A).await
+}
+
+/// The line of cluster `n`'s address for [`SERVICE`] in a gathered answer.
+fn gathered_line(n: u8) -> String {
+    format!("{SERVICE} A 10.{n}.0.1")
+}
+
 fn check(fault: Fault, reply: &Reply, elapsed: Duration, expect: &Expect) -> Cell {
     let mut answers = reply.answer_lines();
     answers.sort();
@@ -325,24 +345,20 @@ async fn one_faulty_cluster_costs_at_most_an_attempt_timeout_and_never_the_other
     run_route("distributed, c faulty", |fault| async move {
         let (a, b) = (healthy_cluster(1).await, healthy_cluster(2).await);
         let c = faulty(fault, cluster_answer(3)).await;
-        let meshdns = start(&[
-            ("MESHDNS_UPSTREAMS", a.addr.to_string()),
-            ("MESHDNS_LOCAL_CLUSTER", "a".to_string()),
-            (
-                "MESHDNS_CLUSTERS",
-                format!("a=; b={}; c={}", b.addr, c.addr),
-            ),
-        ])
-        .await;
-        let (reply, elapsed) = ask(&meshdns, SERVICE, RecordType::A).await;
-        let line = |n: u8| format!("{SERVICE} A 10.{n}.0.1");
+        let (reply, elapsed) = ask_gathered([&a, &b, &c]).await;
         let expect = match fault {
-            Fault::WrongIdThenRight | Fault::PointerLoopThenRight => {
-                answered(&[line(1), line(2), line(3)], 30, ATTEMPT)
-            }
+            Fault::WrongIdThenRight | Fault::PointerLoopThenRight => answered(
+                &[gathered_line(1), gathered_line(2), gathered_line(3)],
+                30,
+                ATTEMPT,
+            ),
             // The straggler (a cluster of one endpoint, still up) keeps its retry: it is cut
             // two attempt timeouts after the healthy legs answered.
-            _ => answered(&[line(1), line(2)], merge_partial_ttl(), ATTEMPT * 2),
+            _ => answered(
+                &[gathered_line(1), gathered_line(2)],
+                merge_partial_ttl(),
+                ATTEMPT * 2,
+            ),
         };
         check(fault, &reply, elapsed, &expect)
     })
@@ -356,21 +372,13 @@ async fn every_cluster_faulty_is_servfail_unless_a_real_answer_got_through() {
         let a = faulty(fault, cluster_answer(1)).await;
         let b = faulty(fault, cluster_answer(2)).await;
         let c = faulty(fault, cluster_answer(3)).await;
-        let meshdns = start(&[
-            ("MESHDNS_UPSTREAMS", a.addr.to_string()),
-            ("MESHDNS_LOCAL_CLUSTER", "a".to_string()),
-            (
-                "MESHDNS_CLUSTERS",
-                format!("a=; b={}; c={}", b.addr, c.addr),
-            ),
-        ])
-        .await;
-        let (reply, elapsed) = ask(&meshdns, SERVICE, RecordType::A).await;
-        let line = |n: u8| format!("{SERVICE} A 10.{n}.0.1");
+        let (reply, elapsed) = ask_gathered([&a, &b, &c]).await;
         let expect = match fault {
-            Fault::WrongIdThenRight | Fault::PointerLoopThenRight => {
-                answered(&[line(1), line(2), line(3)], 30, ATTEMPT)
-            }
+            Fault::WrongIdThenRight | Fault::PointerLoopThenRight => answered(
+                &[gathered_line(1), gathered_line(2), gathered_line(3)],
+                30,
+                ATTEMPT,
+            ),
             // Silence (or a trickle): no leg ever answers, so only the deadline ends the wait.
             Fault::Timeout | Fault::WrongId | Fault::WrongQuestion | Fault::Garbage => {
                 servfail(TIMEOUT)

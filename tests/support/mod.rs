@@ -1116,6 +1116,25 @@ pub async fn tcp_raw(server: SocketAddr, bytes: &[u8]) -> Vec<u8> {
         .expect("a whole frame")
 }
 
+/// The answer and additional lines of `srv_name`'s SRV set gathered from three clusters a, b
+/// and c (numbered 1, 2, 3) of two pods each, port 27017, weight 50, in that order: pod `i` of
+/// a cluster numbered `n` is `target(cluster, i)` at 10.n.1.i.
+pub fn srv_set_of_three_clusters(
+    srv_name: &str,
+    target: impl Fn(&str, u8) -> String,
+) -> (Vec<String>, Vec<String>) {
+    let mut answers = Vec::new();
+    let mut additionals = Vec::new();
+    for (cluster, n) in [("a", 1), ("b", 2), ("c", 3)] {
+        for i in 0..2 {
+            let target = target(cluster, i);
+            answers.push(format!("{srv_name} SRV 0 50 27017 {target}"));
+            additionals.push(format!("{target} A 10.{n}.1.{i}"));
+        }
+    }
+    (answers, additionals)
+}
+
 /// Sends raw bytes over UDP from 127.0.0.1; the reply, or `None` when none came in `wait`.
 pub async fn udp_raw_within(server: SocketAddr, bytes: &[u8], wait: Duration) -> Option<Vec<u8>> {
     let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
