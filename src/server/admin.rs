@@ -124,7 +124,13 @@ fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
     response(status, body, "text/plain; charset=utf-8")
 }
 
-fn response(status: StatusCode, body: Bytes, content_type: &'static str) -> Response<Full<Bytes>> {
+/// A response of `status` with `body` of `content_type`: every response the admin server and
+/// the webhook send.
+pub(crate) fn response(
+    status: StatusCode,
+    body: Bytes,
+    content_type: &'static str,
+) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(body));
     *response.status_mut() = status;
     (response.headers_mut()).insert(CONTENT_TYPE, HeaderValue::from_static(content_type));

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
-use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
+use hyper::header::CONTENT_LENGTH;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -34,7 +34,7 @@ use crate::background::Background;
 use crate::certificates::server::{CHECK_EVERY, ServerTls};
 use crate::config::WebhookConfig;
 use crate::metrics::{Metrics, TlsListener, WebhookResult};
-use crate::server::Readiness;
+use crate::server::{Readiness, response};
 use review::{Answered, Outcome};
 
 /// The largest request body read. The API server sends a pod of at most about 1.5 MB (etcd's
@@ -207,10 +207,7 @@ async fn handle(request: Request<Incoming>, context: &Context) -> Response<Full<
         Ok(answered) => {
             record(&answered, &context.metrics);
             let json = serde_json::to_vec(&answered.review).unwrap_or_default();
-            let mut response = Response::new(Full::new(Bytes::from(json)));
-            let json_type = HeaderValue::from_static("application/json");
-            response.headers_mut().insert(CONTENT_TYPE, json_type);
-            response
+            response(StatusCode::OK, Bytes::from(json), "application/json")
         }
         Err(bad) => {
             context.metrics.webhook_review(WebhookResult::Invalid);
@@ -274,9 +271,5 @@ fn record(answered: &Answered, metrics: &Metrics) {
 }
 
 fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from(body)));
-    *response.status_mut() = status;
-    let plain = HeaderValue::from_static("text/plain; charset=utf-8");
-    response.headers_mut().insert(CONTENT_TYPE, plain);
-    response
+    response(status, Bytes::from(body), "text/plain; charset=utf-8")
 }
