@@ -34,7 +34,7 @@ use crate::background::Background;
 use crate::certificates::server::{CHECK_EVERY, ServerTls};
 use crate::config::WebhookConfig;
 use crate::metrics::{Metrics, TlsListener, WebhookResult};
-use crate::server::{Readiness, response};
+use crate::server::{Readiness, next_connection, response};
 use review::{Answered, Outcome};
 
 /// The largest request body read. The API server sends a pod of at most about 1.5 MB (etcd's
@@ -116,7 +116,7 @@ pub async fn run(
     Ok(())
 }
 
-/// Accepts connections forever (an accept error is logged and retried).
+/// Accepts connections forever (an accept error is logged and retried: [`next_connection`]).
 async fn accept(
     listener: &TcpListener,
     tls: &ServerTls,
@@ -126,14 +126,7 @@ async fn accept(
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let connections = tree.clients();
     loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                tracing::warn!(%error, "webhook accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
+        let (stream, peer) = next_connection(listener, "webhook").await;
         let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
             tracing::warn!(%peer, "webhook connection limit reached; connection closed");
             continue;
