@@ -104,15 +104,8 @@ pub async fn run(
         () = accept(&listener, &tls, &context, &tree) => {}
     }
     readiness.set(false);
-    tree.drain();
-    if tokio::time::timeout(crate::SHUTDOWN_GRACE, tree.drained())
-        .await
-        .is_err()
-    {
-        tracing::warn!("shutdown grace time over with reviews still open");
-    }
-    tree.close();
-    tree.closed().await;
+    let late = "shutdown grace time over with reviews still open";
+    tree.shut_down(crate::SHUTDOWN_GRACE, late).await;
     Ok(())
 }
 
