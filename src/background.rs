@@ -51,6 +51,7 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use prometheus::{IntCounter, IntGauge};
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -221,6 +222,18 @@ impl Background {
     pub(crate) async fn closed(&self) {
         self.clients.wait().await;
         self.root.tasks.tracker.wait().await;
+    }
+
+    /// Shutdown whole, as `run` and the webhook end: the drain, at most `grace` for it (`late`
+    /// is the warning logged when that is not enough), then every task stopped and waited for.
+    pub(crate) async fn shut_down(&self, grace: Duration, late: &str) {
+        self.drain();
+        if tokio::time::timeout(grace, self.drained()).await.is_err() {
+            tracing::warn!("{late}");
+        }
+        // Cancelled work ends at its next wait: this returns at once.
+        self.close();
+        self.closed().await;
     }
 
     /// Tasks of the tree still alive, of every kind (finished ones no longer count).

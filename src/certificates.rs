@@ -230,11 +230,7 @@ pub(crate) fn build(
             // key from another pair fails here rather than in every handshake.
             builder
                 .with_client_auth_cert(chain, key)
-                .map_err(|e| TlsConfigError::BadKey {
-                    key: key_path,
-                    cert: cert_path,
-                    reason: e.to_string(),
-                })?
+                .map_err(|e| bad_key(&key_path, &cert_path, &e))?
         }
     };
     Ok(ClientTls {
@@ -264,9 +260,18 @@ fn roots(ca_file: PemFile, files: &mut Vec<u64>) -> Result<RootCertStore, TlsCon
     Ok(roots)
 }
 
-fn bad_certificate(path: &Path, error: &rustls::Error) -> TlsConfigError {
+fn bad_certificate(path: &Path, error: &impl std::fmt::Display) -> TlsConfigError {
     TlsConfigError::BadCertificate {
         path: path.to_path_buf(),
+        reason: error.to_string(),
+    }
+}
+
+/// The key at `key` is not the certificate's at `cert` (or rustls refuses the pair).
+fn bad_key(key: &Path, cert: &Path, error: &rustls::Error) -> TlsConfigError {
+    TlsConfigError::BadKey {
+        key: key.to_path_buf(),
+        cert: cert.to_path_buf(),
         reason: error.to_string(),
     }
 }

@@ -317,17 +317,9 @@ pub async fn run(
         }
     }
     readiness.set(false);
-    background.drain();
     // The listeners return, their connections finish the queries they have and write the
-    // replies; every task on the client path has ended when this resolves.
-    if tokio::time::timeout(SHUTDOWN_GRACE, background.drained())
-        .await
-        .is_err()
-    {
-        tracing::warn!("shutdown grace time over with queries still in flight");
-    }
-    // Cancelled work ends at its next wait: this returns at once.
-    background.close();
-    background.closed().await;
+    // replies, then every task is stopped.
+    let late = "shutdown grace time over with queries still in flight";
+    background.shut_down(SHUTDOWN_GRACE, late).await;
     Ok(())
 }

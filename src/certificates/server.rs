@@ -27,8 +27,8 @@ use rustls::ServerConfig;
 use rustls::server::WebPkiClientVerifier;
 
 use super::{
-    PemFile, TlsConfigError, VERSIONS, bad_certificate, certificates, not_after, private_key,
-    provider, roots,
+    PemFile, TlsConfigError, VERSIONS, bad_certificate, bad_key, certificates, not_after,
+    private_key, provider, roots,
 };
 
 /// How often [`keep_fresh`] looks at the files unless told otherwise: a renewed certificate
@@ -223,10 +223,7 @@ fn build(files: &ServerTlsFiles, alpn: &[Vec<u8>]) -> Result<Loaded, TlsConfigEr
             let roots = roots(PemFile::read(ca), &mut fingerprints)?;
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
                 .build()
-                .map_err(|e| TlsConfigError::BadCertificate {
-                    path: ca.clone(),
-                    reason: e.to_string(),
-                })?;
+                .map_err(|e| bad_certificate(ca, &e))?;
             builder.with_client_cert_verifier(verifier)
         }
     };
@@ -235,11 +232,7 @@ fn build(files: &ServerTlsFiles, alpn: &[Vec<u8>]) -> Result<Loaded, TlsConfigEr
     // renewal caught between its two files) fails here, not in every handshake.
     let mut config = builder
         .with_single_cert(chain, key)
-        .map_err(|e| TlsConfigError::BadKey {
-            key: files.key.clone(),
-            cert: files.cert.clone(),
-            reason: e.to_string(),
-        })?;
+        .map_err(|e| bad_key(&files.key, &files.cert, &e))?;
     config.alpn_protocols = alpn.to_vec();
     Ok(Loaded {
         config: Arc::new(config),

@@ -14,6 +14,7 @@
 //! when its HTTPS listener is.
 
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -24,7 +25,7 @@ use hyper::header::{CONTENT_TYPE, HeaderValue};
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
 use crate::background::Tasks;
@@ -65,14 +66,7 @@ pub(crate) async fn serve_admin(
 ) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                tracing::warn!(%error, "admin accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
+        let (stream, peer) = next_connection(&listener, "admin").await;
         let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
             tracing::debug!(%peer, "admin connection limit reached; connection closed");
             continue;
@@ -93,6 +87,24 @@ pub(crate) async fn serve_admin(
                 tracing::debug!(%peer, %error, "admin connection error");
             }
         });
+    }
+}
+
+/// The next connection on `listener`: an accept error (descriptors short, a connection aborted
+/// before it was taken) is logged as `what`'s and retried after a short pause. The accept loop
+/// of the admin server and of the webhook.
+pub(crate) async fn next_connection(
+    listener: &TcpListener,
+    what: &'static str,
+) -> (TcpStream, SocketAddr) {
+    loop {
+        match listener.accept().await {
+            Ok(accepted) => return accepted,
+            Err(error) => {
+                tracing::warn!(%error, "{what} accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
     }
 }
 
@@ -124,7 +136,13 @@ fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
     response(status, body, "text/plain; charset=utf-8")
 }
 
-fn response(status: StatusCode, body: Bytes, content_type: &'static str) -> Response<Full<Bytes>> {
+/// A response of `status` with `body` of `content_type`: every response the admin server and
+/// the webhook send.
+pub(crate) fn response(
+    status: StatusCode,
+    body: Bytes,
+    content_type: &'static str,
+) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(body));
     *response.status_mut() = status;
     (response.headers_mut()).insert(CONTENT_TYPE, HeaderValue::from_static(content_type));

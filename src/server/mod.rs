@@ -34,7 +34,7 @@ use crate::query::Resolver;
 
 #[cfg(any(test, feature = "testing"))]
 pub use admin::MAX_CONNECTIONS as ADMIN_MAX_CONNECTIONS;
-pub(crate) use admin::{Readiness, serve_admin};
+pub(crate) use admin::{Readiness, next_connection, response, serve_admin};
 pub use bind::{BindError, Listeners, bind, bind_admin, bind_dot, bind_spread, bind_webhook};
 pub(crate) use dot::serve_dot;
 pub(crate) use tcp::serve_tcp;

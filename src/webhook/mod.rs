@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
-use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
+use hyper::header::CONTENT_LENGTH;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -34,7 +34,7 @@ use crate::background::Background;
 use crate::certificates::server::{CHECK_EVERY, ServerTls};
 use crate::config::WebhookConfig;
 use crate::metrics::{Metrics, TlsListener, WebhookResult};
-use crate::server::Readiness;
+use crate::server::{Readiness, next_connection, response};
 use review::{Answered, Outcome};
 
 /// The largest request body read. The API server sends a pod of at most about 1.5 MB (etcd's
@@ -104,19 +104,12 @@ pub async fn run(
         () = accept(&listener, &tls, &context, &tree) => {}
     }
     readiness.set(false);
-    tree.drain();
-    if tokio::time::timeout(crate::SHUTDOWN_GRACE, tree.drained())
-        .await
-        .is_err()
-    {
-        tracing::warn!("shutdown grace time over with reviews still open");
-    }
-    tree.close();
-    tree.closed().await;
+    let late = "shutdown grace time over with reviews still open";
+    tree.shut_down(crate::SHUTDOWN_GRACE, late).await;
     Ok(())
 }
 
-/// Accepts connections forever (an accept error is logged and retried).
+/// Accepts connections forever (an accept error is logged and retried: [`next_connection`]).
 async fn accept(
     listener: &TcpListener,
     tls: &ServerTls,
@@ -126,14 +119,7 @@ async fn accept(
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let connections = tree.clients();
     loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                tracing::warn!(%error, "webhook accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
+        let (stream, peer) = next_connection(listener, "webhook").await;
         let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
             tracing::warn!(%peer, "webhook connection limit reached; connection closed");
             continue;
@@ -207,10 +193,7 @@ async fn handle(request: Request<Incoming>, context: &Context) -> Response<Full<
         Ok(answered) => {
             record(&answered, &context.metrics);
             let json = serde_json::to_vec(&answered.review).unwrap_or_default();
-            let mut response = Response::new(Full::new(Bytes::from(json)));
-            let json_type = HeaderValue::from_static("application/json");
-            response.headers_mut().insert(CONTENT_TYPE, json_type);
-            response
+            response(StatusCode::OK, Bytes::from(json), "application/json")
         }
         Err(bad) => {
             context.metrics.webhook_review(WebhookResult::Invalid);
@@ -274,9 +257,5 @@ fn record(answered: &Answered, metrics: &Metrics) {
 }
 
 fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from(body)));
-    *response.status_mut() = status;
-    let plain = HeaderValue::from_static("text/plain; charset=utf-8");
-    response.headers_mut().insert(CONTENT_TYPE, plain);
-    response
+    response(status, Bytes::from(body), "text/plain; charset=utf-8")
 }

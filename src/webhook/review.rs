@@ -60,12 +60,15 @@ pub(crate) fn answer(
     };
     let kind = &request["kind"];
     let pod = pod_name(request);
-    let outcome = if kind["group"] != "" || kind["version"] != "v1" || kind["kind"] != "Pod" {
-        Outcome::Denied(format!("meshdns injects into v1 Pods only, not {kind}"))
+    let v1_pod = kind["group"] == "" && kind["version"] == "v1" && kind["kind"] == "Pod";
+    let (review, outcome) = if !v1_pod {
+        let why = format!("meshdns injects into v1 Pods only, not {kind}");
+        (denial(uid, &why), Outcome::Denied(why))
     } else if request["operation"] != "CREATE" {
-        Outcome::NotCreate
+        (response(uid, None, None), Outcome::NotCreate)
     } else if !request["object"]["spec"].is_object() {
-        Outcome::Denied("request.object is not a Pod (it has no spec)".into())
+        let why = "request.object is not a Pod (it has no spec)";
+        (denial(uid, why), Outcome::Denied(why.into()))
     } else {
         let target = Target {
             image,
@@ -73,22 +76,9 @@ pub(crate) fn answer(
             namespace: request["namespace"].as_str().unwrap_or_default(),
         };
         match inject::patch(&request["object"], &target) {
-            Ok(ops) => {
-                let review = response(uid, Some(&ops), None);
-                let outcome = Outcome::Injected;
-                return Ok(Answered {
-                    review,
-                    outcome,
-                    pod,
-                });
-            }
-            Err(skip) => Outcome::Skipped(skip),
+            Ok(ops) => (response(uid, Some(&ops), None), Outcome::Injected),
+            Err(skip) => (response(uid, None, skip.warning()), Outcome::Skipped(skip)),
         }
-    };
-    let review = match &outcome {
-        Outcome::Denied(why) => denial(uid, why),
-        Outcome::Skipped(skip) => response(uid, None, skip.warning()),
-        Outcome::Injected | Outcome::NotCreate => response(uid, None, None),
     };
     Ok(Answered {
         review,
