@@ -145,15 +145,13 @@ impl ZoneMap {
         reply
             .authorities
             .retain(|r| r.record_type() != RecordType::NS);
-        reply
-            .additionals
-            .retain(|r| !ns_targets.iter().any(|t| t == &r.name));
-        // Additional records only for names inside the zone answered (RFC 2181 §5.4.1): a
-        // peer's glue for `www.example.org` must not reach the client, or the cache, as if it
-        // were data for that name. Dropped before mapping, none can make the reply fail.
-        reply
-            .additionals
-            .retain(|r| self.to_client(&r.name).is_some());
+        // Of the additional records, the NS records' glue goes, and so does any record of a
+        // name outside the zone answered (RFC 2181 §5.4.1): a peer's glue for
+        // `www.example.org` must not reach the client, or the cache, as if it were data for
+        // that name. Dropped before mapping, none can make the reply fail.
+        reply.additionals.retain(|r| {
+            !ns_targets.iter().any(|t| t == &r.name) && self.to_client(&r.name).is_some()
+        });
         for record in reply.answers.iter_mut().chain(reply.additionals.iter_mut()) {
             map_record(record, &spell);
         }
