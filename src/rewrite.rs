@@ -340,7 +340,7 @@ impl Owners {
 }
 
 /// Maps a record's owner and the names inside its data.
-pub(crate) fn map_record(record: &mut Record, spell: &impl Fn(&Name) -> Name) {
+fn map_record(record: &mut Record, spell: &impl Fn(&Name) -> Name) {
     record.name = spell(&record.name);
     record.data = match std::mem::replace(&mut record.data, RData::Update0(RecordType::A)) {
         RData::SRV(srv) => RData::SRV(SRV::new(
