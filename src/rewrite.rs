@@ -101,10 +101,17 @@ impl ZoneMap {
     pub(crate) fn reply_to_client(&self, mut reply: Message, asked: &Query) -> Option<Message> {
         let asked_name = asked.name();
         let too_long = Cell::new(false);
+        // A mapped name that is the question's is spelled as the client asked it.
+        let as_asked = |mapped: Name| {
+            if mapped.eq_ignore_root(asked_name) {
+                asked_name.clone()
+            } else {
+                mapped
+            }
+        };
         let spell = |name: &Name| -> Name {
             match self.to_client(name) {
-                Some(mapped) if mapped.eq_ignore_root(asked_name) => asked_name.clone(),
-                Some(mapped) => mapped,
+                Some(mapped) => as_asked(mapped),
                 None => {
                     too_long.set(too_long.get() || self.mistakable(name));
                     name.clone()
@@ -145,16 +152,23 @@ impl ZoneMap {
         reply
             .authorities
             .retain(|r| r.record_type() != RecordType::NS);
-        reply
-            .additionals
-            .retain(|r| !ns_targets.iter().any(|t| t == &r.name));
-        // Additional records only for names inside the zone answered (RFC 2181 §5.4.1): a
-        // peer's glue for `www.example.org` must not reach the client, or the cache, as if it
-        // were data for that name. Dropped before mapping, none can make the reply fail.
-        reply
-            .additionals
-            .retain(|r| self.to_client(&r.name).is_some());
-        for record in reply.answers.iter_mut().chain(reply.additionals.iter_mut()) {
+        // Of the additional records, the NS records' glue goes, and so does any record of a
+        // name outside the zone answered (RFC 2181 §5.4.1): a peer's glue for
+        // `www.example.org` must not reach the client, or the cache, as if it were data for
+        // that name. Only an owner that maps is kept, so none can make the reply fail; it is
+        // mapped here, once.
+        reply.additionals.retain_mut(|r| {
+            if ns_targets.iter().any(|t| t == &r.name) {
+                return false;
+            }
+            let Some(owner) = self.to_client(&r.name) else {
+                return false;
+            };
+            r.name = as_asked(owner);
+            map_data(r, &spell);
+            true
+        });
+        for record in reply.answers.iter_mut() {
             map_record(record, &spell);
         }
         for record in reply.authorities.iter_mut() {
@@ -342,8 +356,13 @@ impl Owners {
 }
 
 /// Maps a record's owner and the names inside its data.
-pub(crate) fn map_record(record: &mut Record, spell: &impl Fn(&Name) -> Name) {
+fn map_record(record: &mut Record, spell: &impl Fn(&Name) -> Name) {
     record.name = spell(&record.name);
+    map_data(record, spell);
+}
+
+/// Maps the names inside a record's data.
+fn map_data(record: &mut Record, spell: &impl Fn(&Name) -> Name) {
     record.data = match std::mem::replace(&mut record.data, RData::Update0(RecordType::A)) {
         RData::SRV(srv) => RData::SRV(SRV::new(
             srv.priority,

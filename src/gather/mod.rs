@@ -291,14 +291,13 @@ impl Gatherer {
     /// has `answered` the reply waits up to the `deadline`; after, the stragglers rule.
     fn cutoff(&self, deadline: Instant, answered: bool, asked: &[Asked]) -> Instant {
         let now = Instant::now();
-        let waited: Vec<&Progress> = (asked.iter())
-            .filter(|a| !a.peer.upstream.known_down())
-            .filter_map(|a| a.running.as_deref())
-            .collect();
-        if waited.is_empty() {
+        let mut waited = (asked.iter())
+            .filter_map(|a| (a.running.as_deref()).filter(|_| !a.peer.upstream.known_down()))
+            .peekable();
+        if waited.peek().is_none() {
             now
         } else if answered {
-            deadline.min(self.stragglers_cutoff(now, &waited))
+            deadline.min(self.stragglers_cutoff(now, waited))
         } else {
             deadline
         }
@@ -307,9 +306,12 @@ impl Gatherer {
     /// How long the reply still waits, from `now` (a leg's end, once some leg answered), for
     /// the legs whose progress is `pending`: the latest of their own cutoffs (see the module
     /// documentation).
-    fn stragglers_cutoff(&self, now: Instant, pending: &[&Progress]) -> Instant {
+    fn stragglers_cutoff<'a>(
+        &self,
+        now: Instant,
+        pending: impl Iterator<Item = &'a Progress>,
+    ) -> Instant {
         pending
-            .iter()
             .map(|progress| match progress.now() {
                 // Not started yet (a moment at most): one attempt.
                 None => now + self.attempt_timeout,

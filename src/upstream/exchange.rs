@@ -379,23 +379,22 @@ fn judge(
         tracing::debug!(%endpoint, "ignored a datagram with the wrong ID");
         return None;
     };
+    let cut = reply.len() > limit;
     // Cut by the kernel, it cannot walk: only its header and question are judged.
-    let verdict = if reply.len() > limit {
+    let verdict = if cut {
         (answers(reply, send.id, query).then_some(())).ok_or(Refused::NotAnAnswer)
     } else {
         check(reply, send.id, query)
     };
-    match verdict {
-        Ok(()) if reply.len() > limit => {
-            tracing::debug!(%endpoint, limit, "a UDP reply larger than the query allows");
-            Some((wire::cut_to_question(reply), send))
-        }
-        Ok(()) => Some((reply.to_vec(), send)),
-        Err(refused) => {
-            tracing::debug!(%endpoint, "ignored a datagram that {refused}");
-            None
-        }
+    if let Err(refused) = verdict {
+        tracing::debug!(%endpoint, "ignored a datagram that {refused}");
+        return None;
     }
+    if cut {
+        tracing::debug!(%endpoint, limit, "a UDP reply larger than the query allows");
+        return Some((wire::cut_to_question(reply), send));
+    }
+    Some((reply.to_vec(), send))
 }
 
 /// A random ID none of `sent` carries: each send of a query has its own, so a reply names the
