@@ -178,11 +178,10 @@ impl TlsFiles {
     /// The variables whose file's content differs between `self` and `other`: what a
     /// rotation changed, for the log.
     pub(crate) fn rotated(&self, other: &TlsFiles) -> Vec<&'static Variable> {
-        let differs = |name: &str| {
-            let file = CLIENT_TLS_FILES.iter().position(|file| *file == name);
-            file.is_some_and(|i| self.loaded.files.get(i) != other.loaded.files.get(i))
-        };
-        VARIABLES.iter().filter(|v| differs(v.name)).collect()
+        (CLIENT_TLS_FILES.iter().enumerate())
+            .filter(|(i, _)| self.loaded.files.get(*i) != other.loaded.files.get(*i))
+            .filter_map(|(_, name)| find(name))
+            .collect()
     }
 }
 
