@@ -518,20 +518,14 @@ fn tls_files(
     };
     match ca {
         Some(ca) => {
-            let (ca_path, client_paths) = (
-                ca.path.clone(),
-                (client.as_ref()).map(|(cert, key)| (cert.path.clone(), key.path.clone())),
-            );
+            let ca_path = ca.path.clone();
+            let client_paths =
+                (client.as_ref()).map(|(cert, key)| (cert.path.clone(), key.path.clone()));
+            let (cert_path, key_path) = client_paths.clone().unzip();
             let at_fault = [
                 (TLS_CA_FILE, Some(ca_path.clone())),
-                (
-                    TLS_CERT_FILE,
-                    client_paths.as_ref().map(|(cert, _)| cert.clone()),
-                ),
-                (
-                    TLS_KEY_FILE,
-                    client_paths.as_ref().map(|(_, key)| key.clone()),
-                ),
+                (TLS_CERT_FILE, cert_path),
+                (TLS_KEY_FILE, key_path),
             ];
             let loaded = certificates::build(ca, client)
                 .map_err(|error| file_error(&error, &at_fault, TLS_KEY_FILE))?;
