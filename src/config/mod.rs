@@ -132,6 +132,16 @@ pub enum LogFormat {
     Json,
 }
 
+impl LogFormat {
+    /// As `MESHDNS_LOG_FORMAT` spells it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            LogFormat::Text => "text",
+            LogFormat::Json => "json",
+        }
+    }
+}
+
 /// One cluster with every option defaulted. The local cluster's endpoints are the upstreams.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cluster {
