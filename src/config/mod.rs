@@ -91,6 +91,15 @@ impl Errors {
     fn push(&mut self, error: ConfigError) {
         self.0.push(error);
     }
+
+    /// `value` when no error was found; the errors otherwise.
+    fn into_result<T>(self, value: T) -> Result<T, Errors> {
+        if self.is_empty() {
+            Ok(value)
+        } else {
+            Err(self)
+        }
+    }
 }
 
 impl From<ConfigError> for Errors {
