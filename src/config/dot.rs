@@ -63,9 +63,13 @@ pub(super) fn parse(
         file(DOT_CLIENT_CA_FILE),
     );
     if listen.is_empty() {
-        let stray = [DOT_CERT_FILE, DOT_KEY_FILE, DOT_CLIENT_CA_FILE]
-            .into_iter()
-            .find(|variable| set(settings, variable).is_some());
+        let stray = [
+            (DOT_CERT_FILE, &cert),
+            (DOT_KEY_FILE, &key),
+            (DOT_CLIENT_CA_FILE, &client_ca),
+        ]
+        .into_iter()
+        .find_map(|(variable, file)| file.as_ref().map(|_| variable));
         return match stray {
             Some(variable) => Err(ConfigError::new(
                 DOT_LISTEN,

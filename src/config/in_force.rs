@@ -125,7 +125,7 @@ pub(crate) fn log(config: &Config, _: &str) -> String {
 }
 
 pub(crate) fn log_format(config: &Config, _: &str) -> String {
-    format!("{:?}", config.log_format).to_lowercase()
+    config.log_format.name().to_string()
 }
 
 pub(crate) fn threads(config: &Config, _: &str) -> String {

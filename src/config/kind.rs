@@ -278,9 +278,8 @@ impl Values {
 
     /// `built` when nothing was refused; every error otherwise.
     pub(crate) fn finish<T>(mut self, built: Option<T>) -> Result<T, Errors> {
-        match built {
-            Some(built) if self.errors.is_empty() => Ok(built),
-            None if self.errors.is_empty() => {
+        let Some(built) = built else {
+            if self.errors.is_empty() {
                 // Nothing refused, yet nothing built: a value read as the wrong kind (above).
                 // Never exit 64 without a line that says why.
                 self.errors.push(ConfigError::new(
@@ -288,10 +287,10 @@ impl Values {
                     "",
                     "a value was read as another kind than its variable's (a bug in meshdns)",
                 ));
-                Err(self.errors)
             }
-            _ => Err(self.errors),
-        }
+            return Err(self.errors);
+        };
+        self.errors.into_result(built)
     }
 }
 

@@ -91,6 +91,15 @@ impl Errors {
     fn push(&mut self, error: ConfigError) {
         self.0.push(error);
     }
+
+    /// `value` when no error was found; the errors otherwise.
+    fn into_result<T>(self, value: T) -> Result<T, Errors> {
+        if self.is_empty() {
+            Ok(value)
+        } else {
+            Err(self)
+        }
+    }
 }
 
 impl From<ConfigError> for Errors {
@@ -130,6 +139,16 @@ pub(crate) enum UpstreamSource {
 pub enum LogFormat {
     Text,
     Json,
+}
+
+impl LogFormat {
+    /// As `MESHDNS_LOG_FORMAT` spells it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            LogFormat::Text => "text",
+            LogFormat::Json => "json",
+        }
+    }
 }
 
 /// One cluster with every option defaulted. The local cluster's endpoints are the upstreams.
@@ -178,11 +197,10 @@ impl TlsFiles {
     /// The variables whose file's content differs between `self` and `other`: what a
     /// rotation changed, for the log.
     pub(crate) fn rotated(&self, other: &TlsFiles) -> Vec<&'static Variable> {
-        let differs = |name: &str| {
-            let file = CLIENT_TLS_FILES.iter().position(|file| *file == name);
-            file.is_some_and(|i| self.loaded.files.get(i) != other.loaded.files.get(i))
-        };
-        VARIABLES.iter().filter(|v| differs(v.name)).collect()
+        (CLIENT_TLS_FILES.iter().enumerate())
+            .filter(|(i, _)| self.loaded.files.get(*i) != other.loaded.files.get(*i))
+            .filter_map(|(_, name)| find(name))
+            .collect()
     }
 }
 
@@ -519,20 +537,14 @@ fn tls_files(
     };
     match ca {
         Some(ca) => {
-            let (ca_path, client_paths) = (
-                ca.path.clone(),
-                (client.as_ref()).map(|(cert, key)| (cert.path.clone(), key.path.clone())),
-            );
+            let ca_path = ca.path.clone();
+            let client_paths =
+                (client.as_ref()).map(|(cert, key)| (cert.path.clone(), key.path.clone()));
+            let (cert_path, key_path) = client_paths.clone().unzip();
             let at_fault = [
                 (TLS_CA_FILE, Some(ca_path.clone())),
-                (
-                    TLS_CERT_FILE,
-                    client_paths.as_ref().map(|(cert, _)| cert.clone()),
-                ),
-                (
-                    TLS_KEY_FILE,
-                    client_paths.as_ref().map(|(_, key)| key.clone()),
-                ),
+                (TLS_CERT_FILE, cert_path),
+                (TLS_KEY_FILE, key_path),
             ];
             let loaded = certificates::build(ca, client)
                 .map_err(|error| file_error(&error, &at_fault, TLS_KEY_FILE))?;

@@ -100,15 +100,9 @@ pub(super) fn pod_identity(
     domain: &Name,
 ) -> Option<PodIdentity> {
     let [hostname, subdomain, namespace] = POD_NAMES.map(|variable| values.text(variable));
-    let (hostname, subdomain, namespace) = (hostname?, subdomain?, namespace?);
+    let labels = [hostname?, subdomain?, namespace?];
     let ips = pod_ips(values, settings)?;
-    Some(identity(
-        settings,
-        hosts,
-        domain,
-        ips,
-        [hostname, subdomain, namespace],
-    ))
+    Some(identity(settings, hosts, domain, ips, labels))
 }
 
 /// The pod's identity from its addresses (`ips`) and the labels set (`labels`: hostname,

@@ -237,11 +237,7 @@ impl Settings {
                 .values
                 .insert(variable.name, (value, Source::Environment));
         }
-        if errors.is_empty() {
-            Ok(settings)
-        } else {
-            Err(errors)
-        }
+        errors.into_result(settings)
     }
 
     /// These settings with the files of `dir` laid over them; every file that is not a
@@ -269,11 +265,7 @@ impl Settings {
                 Err(error) => errors.push(error),
             }
         }
-        if errors.is_empty() {
-            Ok(self)
-        } else {
-            Err(errors)
-        }
+        errors.into_result(self)
     }
 
     /// The raw value of `name`, when it is set.

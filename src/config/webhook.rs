@@ -70,10 +70,6 @@ impl WebhookConfig {
         let admin = self
             .admin_listen
             .map_or("(disabled)".into(), |a| a.to_string());
-        let format = match self.log_format {
-            LogFormat::Text => "text",
-            LogFormat::Json => "json",
-        };
         let mut out = String::from("meshdns webhook configuration\n");
         for (name, shown) in [
             (WEBHOOK_LISTEN, self.listen.to_string()),
@@ -83,7 +79,7 @@ impl WebhookConfig {
             (CLUSTER_DOMAIN, self.cluster_domain.clone()),
             (ADMIN_LISTEN, admin),
             (LOG, self.log.clone()),
-            (LOG_FORMAT, format.to_string()),
+            (LOG_FORMAT, self.log_format.name().to_string()),
         ] {
             let _ = writeln!(out, "  {name:<26} {shown}");
         }

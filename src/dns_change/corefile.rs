@@ -153,21 +153,33 @@ fn is_under(zone: &str, parent: &str) -> bool {
 /// Whether two zones overlap: equal, or one inside the other. The root overlaps nothing here:
 /// every Corefile has it, and a more specific block beside it is how CoreDNS is meant to be
 /// extended.
-pub(crate) fn overlaps(a: &str, b: &str) -> bool {
+fn overlaps(a: &str, b: &str) -> bool {
     a != "." && b != "." && (a == b || is_under(a, b) || is_under(b, a))
 }
 
 /// The first block outside meshdns's region that serves a zone overlapping one of `owned`.
 pub(crate) fn check_conflicts(corefile: &Corefile, owned: &[String]) -> Result<(), ChangeError> {
     for block in corefile.blocks.iter().filter(|b| !b.in_region) {
-        for zone in &block.zones {
-            if let Some(mine) = owned.iter().find(|m| overlaps(zone, m)) {
-                return Err(ChangeError::Conflict {
-                    place: format!("line {}: {:?}", block.line, block.text),
-                    zone: zone.clone(),
-                    owned: mine.clone(),
-                });
-            }
+        let place = || format!("line {}: {:?}", block.line, block.text);
+        check_zones(place, &block.zones, owned)?;
+    }
+    Ok(())
+}
+
+/// The first of `zones` (served at `place`, in a Corefile or a platform's JSON setting) that
+/// overlaps one of `owned`, as a conflict.
+pub(crate) fn check_zones(
+    place: impl FnOnce() -> String,
+    zones: &[String],
+    owned: &[String],
+) -> Result<(), ChangeError> {
+    for zone in zones {
+        if let Some(mine) = owned.iter().find(|m| overlaps(zone, m)) {
+            return Err(ChangeError::Conflict {
+                place: place(),
+                zone: zone.clone(),
+                owned: mine.clone(),
+            });
         }
     }
     Ok(())

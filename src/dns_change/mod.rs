@@ -203,20 +203,6 @@ fn helm_chart_config(region: &str) -> String {
     )
 }
 
-/// A conflict found in a JSON setting, named by `place`.
-fn json_conflict(place: String, zones: &[&str], owned: &[String]) -> Result<(), ChangeError> {
-    for zone in zones.iter().map(|z| corefile::zone_of_key(z)) {
-        if let Some(mine) = owned.iter().find(|m| corefile::overlaps(&zone, m)) {
-            return Err(ChangeError::Conflict {
-                place,
-                zone,
-                owned: mine.clone(),
-            });
-        }
-    }
-    Ok(())
-}
-
 /// A JSON setting given by `--current`; blank text is a setting not present yet.
 fn parse_json(current: Option<&str>) -> Result<Option<Value>, ChangeError> {
     match current.filter(|text| !text.trim().is_empty()) {
@@ -259,8 +245,8 @@ fn stub_domains(
         if owned.contains(&zone) && strings(&servers) == [resolver] {
             continue;
         }
-        let place = format!("stubDomains {domain:?} ({servers})");
-        json_conflict(place, &[domain.as_str()], owned)?;
+        let place = || format!("stubDomains {domain:?} ({servers})");
+        corefile::check_zones(place, &[zone], owned)?;
         kept.push((domain, servers));
     }
     kept.extend(owned.iter().map(|zone| (zone.clone(), json!([resolver]))));
@@ -308,7 +294,8 @@ fn dns_operator_servers(
             continue;
         }
         let zones = server.get("zones").map(strings).unwrap_or_default();
-        json_conflict(format!("spec.servers {name:?}"), &zones, owned)?;
+        let zones: Vec<String> = zones.into_iter().map(corefile::zone_of_key).collect();
+        corefile::check_zones(|| format!("spec.servers {name:?}"), &zones, owned)?;
         kept.push(server);
     }
     kept.push(json!({
